@@ -1,0 +1,69 @@
+# The two commands: `make up` runs the whole service, `make test` runs the whole suite.
+# Both install what is missing first (idempotent; downloads are cached in git-ignored folders).
+
+SHELL := /bin/bash
+PYTHON_BOOTSTRAP ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PYTEST_ARGS ?=
+
+.PHONY: help install up down status test unit integration bench bench-wheel check clean-data
+
+help:
+	@echo "make up      install what is missing, start Cassandra, SQS, Redis and the service"
+	@echo "make test    install what is missing, start the dependencies, run every test"
+	@echo "make down    stop everything 'make up' or 'make test' started"
+	@echo "make bench   run the benchmarks against 'make up' (results in bench/results/)"
+	@echo "make check   ruff + mypy"
+
+# The project's own virtualenv, re-installed when pyproject.toml changes.
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
+	@$(PY) -m pip install -q --upgrade pip
+	@$(PY) -m pip install -q -e '.[dev]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+	@infra/install.sh all
+
+up: install
+	@infra/up.sh
+	@infra/app.sh up
+	@echo
+	@echo "API:       http://$${TRIGGER_API_HOST:-127.0.0.1}:$${TRIGGER_API_PORT:-8080}"
+	@echo "dev token: dev-token   (caller 'dev' in config/callers.dev.toml)"
+	@echo "try:       curl -s -X POST http://127.0.0.1:$${TRIGGER_API_PORT:-8080}/v1/triggers \\"
+	@echo "             -H 'Authorization: Bearer dev-token' -H 'Content-Type: application/json' \\"
+	@echo "             -d '{\"callbackUrl\": \"http://127.0.0.1:9000/hook\", \"payload\": {\"hi\": 1}, \"delaySeconds\": 5}'"
+	@echo "logs:      var/log/   stop: make down"
+
+down:
+	@if [ -x infra/app.sh ]; then infra/app.sh down; fi
+	@infra/down.sh
+
+status:
+	@infra/status.sh
+	@infra/app.sh status
+
+# The whole suite: unit tests, then integration tests against the real services.
+test: install
+	@infra/up.sh
+	@$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	@$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
+bench: up
+	@$(PY) bench/run.py
+	@$(PY) bench/wheel_bench.py
+
+bench-wheel: $(STAMP)
+	@$(PY) bench/wheel_bench.py
+
+check: $(STAMP)
+	@$(PY) -m ruff check .
+	@$(PY) -m mypy trigger_service dispatcher sweeper reconciler
+
+clean-data: down
+	@infra/reset-data.sh

@@ -1,0 +1,52 @@
+"""A callback receiver for the benchmark: records when each callback arrives.
+
+Runs as its own process so the benchmark's registration load cannot delay the timestamps.
+``GET /stats`` → ``{"arrivals": N}``; ``GET /dump`` → every arrival as
+``[trigger_id, attempt, arrival_ms]``; ``POST /reset`` forgets everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from aiohttp import web
+
+arrivals: list[tuple[str, int, int]] = []
+
+
+async def callback(request: web.Request) -> web.Response:
+    at_ms = time.time_ns() // 1_000_000  # first thing: the arrival time
+    arrivals.append((request.headers.get("X-Trigger-Id", ""),
+                     int(request.headers.get("X-Trigger-Attempt", "0")), at_ms))
+    await request.read()
+    return web.Response(status=200)
+
+
+async def stats(request: web.Request) -> web.Response:
+    return web.json_response({"arrivals": len(arrivals)})
+
+
+async def dump(request: web.Request) -> web.Response:
+    return web.json_response(arrivals)
+
+
+async def reset(request: web.Request) -> web.Response:
+    arrivals.clear()
+    return web.json_response({"ok": True})
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--port", type=int, default=9100)
+    args = p.parse_args()
+    app = web.Application()
+    app.router.add_get("/stats", stats)
+    app.router.add_get("/dump", dump)
+    app.router.add_post("/reset", reset)
+    app.router.add_post("/cb/{tail:.*}", callback)
+    web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,184 @@
+"""``make bench``: end-to-end delivery benchmarks against the stack ``make up`` started.
+
+Modes (sized like the peer measurements in the README):
+
+- ``spread``: 2,000 triggers registered through the HTTP API, fire times uniform over 30 s;
+- ``burst``:  5,000 triggers all due at the same instant.
+
+A receiver process on 127.0.0.1:9100 records arrivals. Prints a table and writes JSON to
+``bench/results/<mode>.json``. Exit status 0 even if targets are missed (it is a measurement).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+API = f"http://{os.environ.get('TRIGGER_API_HOST', '127.0.0.1')}:" \
+      f"{os.environ.get('TRIGGER_API_PORT', '8080')}"
+TOKEN = os.environ.get("BENCH_TOKEN", "dev-token")
+RECEIVER_PORT = int(os.environ.get("BENCH_RECEIVER_PORT", "9100"))
+CONCURRENCY = 32
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def iso_ms(ms: int) -> str:
+    t = time.gmtime(ms // 1000)
+    return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{ms % 1000:03d}Z"
+
+
+def pct(values: list[int], p: float) -> float:
+    if not values:
+        return float("nan")
+    s = sorted(values)
+    k = (len(s) - 1) * p
+    lo, hi = int(k), min(int(k) + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+async def register_all(session: aiohttp.ClientSession, fire_times: list[int]) -> tuple[
+        dict[str, int], float, int]:
+    """Register every trigger; returns {trigger_id: fire_at_ms}, seconds taken, errors."""
+    out: dict[str, int] = {}
+    errors = 0
+    queue: asyncio.Queue[int] = asyncio.Queue()
+    for i in range(len(fire_times)):
+        queue.put_nowait(i)
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+
+    async def worker() -> None:
+        nonlocal errors
+        while not queue.empty():
+            i = queue.get_nowait()
+            body = {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/cb/{i}",
+                    "payload": {"i": i}, "fireAt": iso_ms(fire_times[i])}
+            for _ in range(3):
+                async with session.post(f"{API}/v1/triggers", json=body,
+                                        headers=headers) as resp:
+                    data = await resp.json()
+                    if resp.status == 201:
+                        out[data["triggerId"]] = fire_times[i]
+                        break
+                    errors += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(worker() for _ in range(CONCURRENCY)))
+    return out, time.perf_counter() - t0, errors
+
+
+async def run_mode(mode: str, n: int, session: aiohttp.ClientSession) -> dict[str, Any]:
+    rng = random.Random(42)
+    await session.post(f"http://127.0.0.1:{RECEIVER_PORT}/reset")
+    start = now_ms()
+    if mode == "spread":
+        lead_ms = 20_000  # registration finishes well before the first fire time
+        fire_times = [start + lead_ms + rng.randrange(30_000) for _ in range(n)]
+    else:
+        due = start + 40_000
+        fire_times = [due] * n
+    registered, reg_s, reg_errors = await register_all(session, fire_times)
+    last_fire = max(fire_times)
+    print(f"[{mode}] registered {len(registered)} in {reg_s:.1f}s "
+          f"({len(registered) / reg_s:.0f}/s); waiting for deliveries...", flush=True)
+    deadline = last_fire + 90_000
+    while now_ms() < deadline:
+        async with session.get(f"http://127.0.0.1:{RECEIVER_PORT}/stats") as r:
+            count = (await r.json())["arrivals"]
+        if count >= len(registered) and now_ms() > last_fire + 3_000:
+            break
+        await asyncio.sleep(0.5)
+    await asyncio.sleep(2)  # late duplicates
+    async with session.get(f"http://127.0.0.1:{RECEIVER_PORT}/dump") as r:
+        arrivals = await r.json()
+
+    first: dict[str, int] = {}
+    total_for_ours = 0
+    for tid, _attempt, at in arrivals:
+        if tid not in registered:
+            continue
+        total_for_ours += 1
+        first[tid] = min(at, first.get(tid, at))
+    lags = [first[t] - registered[t] for t in first]
+    early = sum(1 for lag in lags if lag < 0)
+    result: dict[str, Any] = {
+        "mode": mode,
+        "triggers": n,
+        "registered": len(registered),
+        "registration_errors": reg_errors,
+        "registration_per_s": round(len(registered) / reg_s, 1),
+        "delivered": len(first),
+        "missing": len(registered) - len(first),
+        "duplicates": total_for_ours - len(first),
+        "early": early,
+        "lag_ms": {
+            "p50": round(pct(lags, 0.50), 1), "p90": round(pct(lags, 0.90), 1),
+            "p99": round(pct(lags, 0.99), 1), "max": max(lags) if lags else None,
+            "mean": round(statistics.fmean(lags), 1) if lags else None,
+        },
+    }
+    if mode == "burst" and first:
+        result["drain_ms"] = max(first.values()) - fire_times[0]
+    return result
+
+
+async def main_async(modes: list[str], scale: float) -> list[dict[str, Any]]:
+    sizes = {"spread": 2000, "burst": 5000}
+    results = []
+    connector = aiohttp.TCPConnector(limit=CONCURRENCY * 2)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        async with session.get(f"{API}/readyz") as r:
+            if r.status != 200:
+                sys.exit(f"the API at {API} is not ready ({r.status}): run `make up` first")
+        for mode in modes:
+            results.append(await run_mode(mode, max(1, int(sizes[mode] * scale)), session))
+    return results
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("modes", nargs="*", default=["spread", "burst"])
+    p.add_argument("--scale", type=float, default=1.0, help="multiply trigger counts")
+    args = p.parse_args()
+    receiver = subprocess.Popen([sys.executable, str(ROOT / "bench" / "receiver.py"),
+                                 "--port", str(RECEIVER_PORT)])
+    try:
+        time.sleep(1.0)
+        results = asyncio.run(main_async(args.modes, args.scale))
+    finally:
+        receiver.terminate()
+        receiver.wait(10)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    machine = {"python": platform.python_version(), "cpus": os.cpu_count(),
+               "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    print(f"\n{'mode':8} {'n':>6} {'reg/s':>7} {'deliv':>6} {'miss':>5} {'dup':>4} {'early':>5} "
+          f"{'p50':>7} {'p90':>7} {'p99':>7} {'max':>7} {'drain':>7}")
+    for r in results:
+        lag = r["lag_ms"]
+        print(f"{r['mode']:8} {r['triggers']:>6} {r['registration_per_s']:>7} "
+              f"{r['delivered']:>6} {r['missing']:>5} {r['duplicates']:>4} {r['early']:>5} "
+              f"{lag['p50']:>7} {lag['p90']:>7} {lag['p99']:>7} {lag['max']!s:>7} "
+              f"{r.get('drain_ms', '-')!s:>7}")
+        (RESULTS / f"{r['mode']}.json").write_text(json.dumps(r | {"machine": machine},
+                                                              indent=2) + "\n")
+    print(f"\nlag = callback arrival - fireAt, in ms; JSON in {RESULTS.relative_to(ROOT)}/")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""SQS consumers that claim due triggers with a Cassandra LWT and deliver them."""

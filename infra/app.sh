@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Start or stop the service's own processes (API, dispatcher, sweepers, reconciler) in the
+# background, with PID files and logs under var/, like infra/up.sh does for the dependencies.
+#   infra/app.sh up       apply the schema, start every process, wait until the API is ready
+#   infra/app.sh down     stop exactly the processes this script started
+#   infra/app.sh status
+# Every TRIGGER_* variable in the caller's environment reaches the processes.
+set -euo pipefail
+source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
+
+PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
+API_HOST="${TRIGGER_API_HOST:-127.0.0.1}"
+API_PORT="${TRIGGER_API_PORT:-8080}"
+
+# name:module, in start order (stopped in reverse).
+APPS=(api:trigger_service dispatcher-1:dispatcher)
+if [[ -f "$REPO_ROOT/sweeper/__main__.py" ]]; then APPS+=(sweeper-1:sweeper sweeper-2:sweeper); fi
+if [[ -f "$REPO_ROOT/reconciler/__main__.py" ]]; then APPS+=(reconciler-1:reconciler); fi
+
+api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1; }
+
+app_up() {
+    ensure_dirs
+    [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
+    (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.migrate) || die "schema migration failed"
+    local entry name module pid
+    for entry in "${APPS[@]}"; do
+        name="${entry%%:*}"
+        module="${entry#*:}"
+        pid="$(our_pid "$name" "-m $module")"
+        if [[ -n "$pid" ]]; then
+            log "$name: already running (pid $pid)"
+            continue
+        fi
+        if [[ "$name" == api ]] && port_open "$API_PORT"; then
+            die "api: port $API_PORT is in use by a process app.sh did not start (set TRIGGER_API_PORT)"
+        fi
+        rotate_log "$LOG_DIR/$name.log"
+        (cd "$REPO_ROOT" && spawn_detached "$name" "$LOG_DIR/$name.log" "$PYTHON" -m "$module")
+        log "$name: started (pid $(read_pid "$name"), log var/log/$name.log)"
+    done
+    local deadline=$(($(date +%s) + 60))
+    until api_ready; do
+        if [[ -z "$(our_pid api "-m trigger_service")" ]]; then
+            print_log_tail api "$LOG_DIR/api.log"
+            die "api: exited during start-up"
+        fi
+        (($(date +%s) < deadline)) || {
+            print_log_tail api "$LOG_DIR/api.log"
+            die "api: not ready after 60 s"
+        }
+        sleep 0.5
+    done
+    sleep 1  # let the other processes fail fast if they are going to
+    for entry in "${APPS[@]}"; do
+        name="${entry%%:*}"
+        module="${entry#*:}"
+        if [[ -z "$(our_pid "$name" "-m $module")" ]]; then
+            print_log_tail "$name" "$LOG_DIR/$name.log"
+            die "$name: exited during start-up"
+        fi
+    done
+}
+
+app_down() {
+    local i entry
+    for ((i = ${#APPS[@]} - 1; i >= 0; i--)); do
+        entry="${APPS[$i]}"
+        stop_pid "${entry%%:*}" "-m ${entry#*:}"
+    done
+    # Processes of a longer APPS list from an earlier checkout are stopped too.
+    local f name
+    for f in "$RUN_DIR"/dispatcher-*.pid "$RUN_DIR"/sweeper-*.pid "$RUN_DIR"/reconciler-*.pid; do
+        [[ -e "$f" ]] || continue
+        name="$(basename "$f" .pid)"
+        stop_pid "$name" "-m ${name%-*}"
+    done
+}
+
+app_status() {
+    local entry name pid
+    for entry in "${APPS[@]}"; do
+        name="${entry%%:*}"
+        pid="$(our_pid "$name" "-m ${entry#*:}")"
+        if [[ -n "$pid" ]]; then echo "$name: running (pid $pid)"; else echo "$name: stopped"; fi
+    done
+}
+
+case "${1:-}" in
+    up) app_up ;;
+    down) app_down ;;
+    status) app_status ;;
+    *)
+        sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'
+        exit 2
+        ;;
+esac

@@ -1,0 +1,1 @@
+"""Sweeper: in-memory timing wheel and its driver for near-term timers."""

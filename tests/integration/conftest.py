@@ -1,0 +1,221 @@
+"""Integration fixtures: the REAL Cassandra, LocalStack SQS and Redis that ``infra/up.sh``
+starts (``make test`` does that first). Nothing here fakes them.
+
+Each test gets its own SQS queues and its own caller (so listings are isolated); all tests
+share one Cassandra keyspace (``TRIGGER_TEST_KEYSPACE``, default ``triggers_test``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from dispatcher.dispatcher import Dispatcher
+from dispatcher.http_channel import HttpChannel
+from trigger_service.api import build_app
+from trigger_service.callers import CallerRegistry, hash_token
+from trigger_service.cassandra_store import CassandraStore
+from trigger_service.clock import SystemClock
+from trigger_service.metrics import InMemoryMetrics
+from trigger_service.redis_cache import RedisIdempotencyCache
+from trigger_service.runtime import Runtime
+from trigger_service.service import TriggerService
+from trigger_service.settings import CassandraSettings, Settings
+from trigger_service.sqs_queue import SqsQueue
+
+pytestmark = pytest.mark.integration
+
+KEYSPACE = os.environ.get("TRIGGER_TEST_KEYSPACE", "triggers_test")
+
+
+@pytest.fixture(scope="session")
+def store() -> Iterator[CassandraStore]:
+    s = CassandraStore._connect_sync(CassandraSettings(keyspace=KEYSPACE), True)
+    yield s
+    s._cluster.shutdown()
+
+
+@dataclass
+class Arrival:
+    trigger_id: str
+    attempt: int
+    at_ms: int
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+
+@dataclass
+class Receiver:
+    """A real HTTP server on loopback that records every callback it gets."""
+
+    port: int = 0
+    arrivals: list[Arrival] = field(default_factory=list)
+    # trigger id -> statuses to answer in order (then 200); "hang" sleeps past any timeout
+    script: dict[str, list[int | str]] = field(default_factory=dict)
+    default_status: int = 200
+    hang_s: float = 30.0
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    async def handle(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        tid = request.headers.get("X-Trigger-Id", "")
+        self.arrivals.append(Arrival(tid, int(request.headers.get("X-Trigger-Attempt", "0")),
+                                     time.time_ns() // 1_000_000, body, dict(request.headers)))
+        self.arrived.set()
+        steps = self.script.get(tid)
+        answer: int | str = steps.pop(0) if steps else self.default_status
+        if answer == "hang":
+            await asyncio.sleep(self.hang_s)
+            answer = 200
+        return web.Response(status=int(answer))
+
+    def for_trigger(self, trigger_id: str) -> list[Arrival]:
+        return [a for a in self.arrivals if a.trigger_id == trigger_id]
+
+    async def wait_for(self, pred: Callable[[], bool], timeout_s: float) -> bool:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if pred():
+                return True
+            await asyncio.sleep(0.05)
+        return pred()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    rec = Receiver()
+    app = web.Application()
+    app.router.add_post("/{tail:.*}", rec.handle)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    rec.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    yield rec
+    await runner.cleanup()
+
+
+@dataclass
+class Stack:
+    settings: Settings
+    runtime: Runtime
+    service: TriggerService
+    client: TestClient  # type: ignore[type-arg]
+    token: str
+    caller: str
+    receiver: Receiver
+    env: dict[str, str]
+
+    def auth(self, token: str | None = None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {token or self.token}"}
+
+    async def post(self, body: dict[str, Any], **headers: str) -> tuple[int, Any, Any]:
+        resp = await self.client.post("/v1/triggers", json=body,
+                                      headers={**self.auth(), **headers})
+        return resp.status, await resp.json(), resp.headers
+
+    def body(self, **fields: Any) -> dict[str, Any]:
+        return {"callbackUrl": self.receiver.base_url + "cb", "payload": {"n": 1}, **fields}
+
+    async def start_dispatcher(self, **overrides: Any) -> DispatcherHandle:
+        settings = self.settings
+        if overrides:
+            settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
+        queue = await SqsQueue.connect(
+            settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+        channel = HttpChannel(settings.dispatch.callback_timeout_s)
+        await channel.open()
+        metrics = InMemoryMetrics()
+        d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
+                       SystemClock(), metrics)
+        stop = asyncio.Event()
+        task = asyncio.create_task(d.run(stop))
+        handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
+        self._dispatchers.append(handle)
+        return handle
+
+    _dispatchers: list[DispatcherHandle] = field(default_factory=list)
+
+
+@dataclass
+class DispatcherHandle:
+    dispatcher: Dispatcher
+    stop: asyncio.Event
+    task: asyncio.Task[None]
+    queue: SqsQueue
+    channel: HttpChannel
+    metrics: InMemoryMetrics
+
+    async def close(self) -> None:
+        self.stop.set()
+        await asyncio.wait_for(self.task, timeout=30)
+        await self.channel.close()
+        await self.queue.close()
+
+
+def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str) -> tuple[
+        Settings, dict[str, str]]:
+    callers = tmp_path / "callers.toml"
+    callers.write_text(
+        f'[callers.{tag}]\ntoken_sha256 = "{hash_token(token)}"\n'
+        f'callback_prefixes = ["{receiver_url}"]\nmax_concurrency = 50\n'
+        f'[callers.{tag}_other]\ntoken_sha256 = "{hash_token(token + "-other")}"\n'
+        f'callback_prefixes = ["{receiver_url}"]\n'
+    )
+    env = {
+        "TRIGGER_CALLERS_FILE": str(callers),
+        "TRIGGER_CASSANDRA_KEYSPACE": KEYSPACE,
+        "TRIGGER_SQS_QUEUE": f"q-{tag}",
+        "TRIGGER_SQS_DLQ": f"q-{tag}-dlq",
+        "TRIGGER_CALLBACK_TIMEOUT_S": "2",
+        "TRIGGER_VISIBILITY_SLACK_S": "2",
+        "TRIGGER_RETRY_BACKOFF_S": "1,1,1",
+        "TRIGGER_MAX_ATTEMPTS": "3",
+        "TRIGGER_ENQUEUE_LEAD_S": "1",
+        "TRIGGER_DISPATCH_RECEIVERS": "2",
+        "TRIGGER_LOG_LEVEL": "WARNING",
+    }
+    return Settings.from_env(env), env
+
+
+@pytest.fixture
+async def stack(
+    store: CassandraStore, receiver: Receiver, tmp_path: Path
+) -> AsyncIterator[Stack]:
+    tag = "t" + uuid.uuid4().hex[:10]
+    token = "token-" + tag
+    settings, env = make_settings(tag, tmp_path, receiver.base_url, token)
+    queue = await SqsQueue.connect(
+        settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+    cache = RedisIdempotencyCache.from_url(settings.redis.url)
+    runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
+                      cache, SystemClock(), InMemoryMetrics())
+    service = TriggerService(settings, store, queue, cache, runtime.clock, runtime.metrics)
+    client = TestClient(TestServer(build_app(runtime, service)))
+    await client.start_server()
+    st = Stack(settings, runtime, service, client, token, tag, receiver, env)
+    try:
+        yield st
+    finally:
+        for d in st._dispatchers:
+            await d.close()
+        await client.close()
+        await service.close()
+        for url in (queue.queue_url, queue.dlq_url):
+            await queue._client.delete_queue(QueueUrl=url)
+        await queue.close()
+        await cache.close()

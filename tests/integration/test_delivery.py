@@ -1,0 +1,187 @@
+"""The short-delay path end to end: API → Cassandra → SQS → dispatcher → callback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+import time
+
+import pytest
+
+from tests.integration.conftest import Stack
+from trigger_service.model import parse_rfc3339_ms
+from trigger_service.ports import OutgoingMessage
+
+pytestmark = pytest.mark.integration
+
+
+async def get(stack: Stack, tid: str) -> dict:  # type: ignore[type-arg]
+    resp = await stack.client.get(f"/v1/triggers/{tid}", headers=stack.auth())
+    assert resp.status == 200
+    return await resp.json()  # type: ignore[no-any-return]
+
+
+async def test_delivered_on_time_never_early(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    ids = {}
+    for delay in (0.5, 1.25, 2.0, 3.333):
+        _, body, _ = await stack.post(stack.body(delaySeconds=delay, payload={"d": delay}))
+        ids[body["triggerId"]] = parse_rfc3339_ms(body["fireAt"])
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: len(rec.arrivals) >= 4, 20)
+    for a in rec.arrivals:
+        fire_at = ids[a.trigger_id]
+        assert a.at_ms >= fire_at, "delivered early"
+        assert a.attempt == 1
+        assert a.headers["X-Trigger-Id"] == a.trigger_id
+        assert a.body["triggerId"] == a.trigger_id and parse_rfc3339_ms(a.body["fireAt"]) == fire_at
+        assert a.body["payload"] == {"d": pytest.approx(a.body["payload"]["d"])}
+    assert len(rec.arrivals) == 4
+    for tid in ids:
+        for _ in range(50):
+            t = await get(stack, tid)
+            if t["status"] == "FIRED":
+                break
+            await asyncio.sleep(0.1)
+        assert t["status"] == "FIRED" and t["attempts"] == 1 and t["firedAt"] is not None
+
+
+async def test_past_fire_at_fires_at_once(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    t0 = time.time()
+    status, body, _ = await stack.post(stack.body(fireAt="2001-01-01T00:00:00Z"))
+    assert status == 201
+    assert parse_rfc3339_ms(body["fireAt"]) >= int(t0 * 1000) - 5
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(body["triggerId"])), 10)
+
+
+async def test_cancel_before_fire_is_never_delivered(stack: Stack) -> None:
+    d = await stack.start_dispatcher()
+    _, keep, _ = await stack.post(stack.body(delaySeconds=2))
+    _, body, _ = await stack.post(stack.body(delaySeconds=2))
+    resp = await stack.client.delete(f"/v1/triggers/{body['triggerId']}", headers=stack.auth())
+    assert resp.status == 200
+    rec = stack.receiver
+    # Wait until the other trigger (same fire time) is delivered, then a bit more.
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(keep["triggerId"])), 15)
+    await asyncio.sleep(1.5)
+    assert rec.for_trigger(body["triggerId"]) == []
+    assert (await get(stack, body["triggerId"]))["status"] == "CANCELLED"
+    # Lazy cancel: the dispatcher dropped the cancelled message instead of delivering it.
+    assert await rec.wait_for(lambda: d.dispatcher.inflight == 0, 5)
+
+
+async def test_retries_then_delivers_with_attempt_three(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    _, body, _ = await stack.post(stack.body(delaySeconds=0.2))
+    tid = body["triggerId"]
+    stack.receiver.script[tid] = [500, 500, 200]
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 3, 30)
+    assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2, 3]
+    gaps = [b.at_ms - a.at_ms for a, b in zip(rec.for_trigger(tid), rec.for_trigger(tid)[1:],
+                                               strict=False)]
+    assert all(g >= 1000 for g in gaps), gaps  # backoff 1 s honoured, never early
+    for _ in range(50):
+        t = await get(stack, tid)
+        if t["status"] == "FIRED":
+            break
+        await asyncio.sleep(0.1)
+    assert t["status"] == "FIRED" and t["attempts"] == 3
+
+
+async def test_exhausted_attempts_fail_to_the_dlq_and_stop(stack: Stack) -> None:
+    d = await stack.start_dispatcher()
+    stack.receiver.default_status = 503
+    _, body, _ = await stack.post(stack.body(delaySeconds=0))
+    tid = body["triggerId"]
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 3, 30)
+    for _ in range(50):
+        t = await get(stack, tid)
+        if t["status"] == "FAILED":
+            break
+        await asyncio.sleep(0.1)
+    assert t["status"] == "FAILED" and t["attempts"] == 3 and t["lastError"] == "HTTP 503"
+    dlq = await d.queue.dlq_bodies()
+    assert [m["triggerId"] for m in dlq] == [tid] and dlq[0]["reason"] == "HTTP 503"
+    await asyncio.sleep(2.5)
+    assert len(rec.for_trigger(tid)) == 3  # no fourth attempt
+    resp = await stack.client.delete(f"/v1/triggers/{tid}", headers=stack.auth())
+    body = await resp.json()
+    assert resp.status == 409 and body["error"] == "not_cancellable" and body["status"] == "FAILED"
+
+
+async def test_timeouts_and_connection_errors_count_as_failed_attempts(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    _, body, _ = await stack.post(stack.body(delaySeconds=0))
+    tid = body["triggerId"]
+    stack.receiver.script[tid] = ["hang", 200]
+    stack.receiver.hang_s = 3  # longer than TRIGGER_CALLBACK_TIMEOUT_S=2
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 30)
+    assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2]
+    t = await get(stack, tid)
+    for _ in range(50):
+        if t["status"] == "FIRED":
+            break
+        await asyncio.sleep(0.1)
+        t = await get(stack, tid)
+    assert t["status"] == "FIRED" and t["attempts"] == 2
+
+
+async def test_duplicate_messages_deliver_once(stack: Stack) -> None:
+    """Two dispatchers and three copies of one message: one claim wins, the rest drop."""
+    d1 = await stack.start_dispatcher()
+    d2 = await stack.start_dispatcher()
+    _, body, _ = await stack.post(stack.body(delaySeconds=1))
+    tid, fire_at = body["triggerId"], parse_rfc3339_ms(body["fireAt"])
+    await stack.runtime.queue.send_many([OutgoingMessage(tid, fire_at, 0)] * 2)
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 10)
+    await asyncio.sleep(2)
+    assert len(rec.for_trigger(tid)) == 1
+    dup = sum(d.metrics.snapshot().get("duplicate_messages_total", 0) for d in (d1, d2))
+    assert dup == 2
+
+
+async def test_dispatcher_killed_mid_flight_still_delivers(stack: Stack) -> None:
+    """SIGKILL a dispatcher process while its callback is in flight: a new dispatcher takes
+    the stale claim over and delivers (attempt 2)."""
+    env = {**os.environ, **stack.env, "TRIGGER_DISPATCH_RECEIVERS": "1"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        _, body, _ = await stack.post(stack.body(delaySeconds=1))
+        tid = body["triggerId"]
+        stack.receiver.script[tid] = ["hang", 200]
+        stack.receiver.hang_s = 60
+        rec = stack.receiver
+        arrived = await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 60)
+        if not arrived:
+            proc.kill()
+            out, _ = await proc.communicate()
+            raise AssertionError(f"never delivered; dispatcher said:\n{out.decode()}")
+        t = await get(stack, tid)
+        assert t["status"] == "IN_FLIGHT" and t["attempts"] == 1
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), 10)
+        assert proc.returncode == -signal.SIGKILL
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    d = await stack.start_dispatcher()
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 30)
+    assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2]
+    for _ in range(50):
+        t = await get(stack, tid)
+        if t["status"] == "FIRED":
+            break
+        await asyncio.sleep(0.1)
+    assert t["status"] == "FIRED"
+    assert d.metrics.snapshot().get("claim_takeovers_total") == 1

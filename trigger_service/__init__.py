@@ -1,0 +1,1 @@
+"""Durable delayed-callback service: the HTTP API and the shared core."""

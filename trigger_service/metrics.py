@@ -1,0 +1,35 @@
+"""The Metrics port and its in-process implementation (counters; Prometheus text format).
+
+Names used: ``triggers_registered_total``, ``idempotent_replays_total``,
+``enqueue_failures_total``, ``deliveries_total{outcome}``, ``duplicate_deliveries_total``,
+``duplicate_messages_total``, ``claim_takeovers_total``, ``dead_lettered_total``,
+``leaks_reinjected_total``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Protocol
+
+
+class Metrics(Protocol):
+    def inc(self, name: str, amount: int = 1, **labels: str) -> None: ...
+
+    def snapshot(self) -> dict[str, int]: ...
+
+
+class InMemoryMetrics:
+    def __init__(self) -> None:
+        self._counts: Counter[str] = Counter()
+
+    def inc(self, name: str, amount: int = 1, **labels: str) -> None:
+        if labels:
+            inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+            name = f"{name}{{{inner}}}"
+        self._counts[name] += amount
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self._counts)
+
+    def prometheus_text(self) -> str:
+        return "".join(f"{k} {v}\n" for k, v in sorted(self._counts.items()))

@@ -1,0 +1,62 @@
+"""Every name the service stores things under: Cassandra, Redis and SQS, in one place.
+
+Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infra/cql/``):
+
+- ``triggers``            one row per trigger, by ``trigger_id``. Created with a plain UPDATE
+                          (no row marker) so that the terminal transition, which rewrites every
+                          column ``USING TTL`` retention, makes the whole row expire.
+                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished.
+- ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
+                          (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
+                          (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
+                          Lifetime: fire time + retention + max retry span.
+- ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
+                          (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
+- ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
+                          request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
+                          Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+- ``schema_migrations``   applied CQL versions.
+
+Redis:
+
+- ``idem:{caller}:{key}`` string (JSON): ``{"state": "pending"|"done", "hash", "response"}``.
+  Set NX while a request is being processed (``pending``, TTL ``IDEM_LOCK_TTL_MS``), then
+  overwritten with ``done`` for fire time + idempotency retention. Only a fast path: Cassandra's
+  ``idempotency`` table is the truth, so losing Redis loses nothing.
+
+SQS (queue names from settings; a redrive policy sends poison messages to the DLQ):
+
+- message body: JSON ``{"triggerId": str, "fireAtMs": int}``. The dispatcher may receive it
+  early (SQS delays are whole seconds) and holds it until ``fireAtMs``.
+- DLQ body: the same JSON plus ``"reason"``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Cassandra ---------------------------------------------------------------------------
+TABLE_TRIGGERS: Final = "triggers"
+TABLE_BUCKETS: Final = "trigger_buckets"
+TABLE_BY_CALLER: Final = "triggers_by_caller"
+TABLE_IDEMPOTENCY: Final = "idempotency"
+TABLE_MIGRATIONS: Final = "schema_migrations"
+
+# --- Redis -------------------------------------------------------------------------------
+IDEM_KEY_PREFIX: Final = "idem"
+IDEM_LOCK_TTL_MS: Final = 10_000
+
+
+def redis_idem_key(caller: str, idem_key: str) -> str:
+    """Redis key for one caller's idempotency key."""
+    return f"{IDEM_KEY_PREFIX}:{caller}:{idem_key}"
+
+
+# --- SQS ---------------------------------------------------------------------------------
+MSG_TRIGGER_ID: Final = "triggerId"
+MSG_FIRE_AT_MS: Final = "fireAtMs"
+MSG_REASON: Final = "reason"
+SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
+SQS_MAX_DELAY_S: Final = 900
+SQS_MAX_VISIBILITY_S: Final = 43_200
+SQS_MAX_BATCH: Final = 10
