@@ -29,7 +29,7 @@ from trigger_service import schema
 from trigger_service.errors import StoreError
 from trigger_service.model import Path as TriggerPath
 from trigger_service.model import Status, Trigger, bucket_minute, fire_month, next_month
-from trigger_service.ports import IdempotencyRecord, ListPage
+from trigger_service.ports import BucketEntry, IdempotencyRecord, ListPage
 from trigger_service.settings import CassandraSettings
 
 log = structlog.get_logger(__name__)
@@ -57,6 +57,38 @@ def _aio(fut: ResponseFuture) -> asyncio.Future[list[dict[str, Any]]]:
 
     fut.add_callbacks(ok, err)
     return result
+
+
+def _aio_page(
+    fut: ResponseFuture,
+) -> asyncio.Future[tuple[list[dict[str, Any]], bytes | None]]:
+    """Like ``_aio`` but for one page: (rows, paging state of the next page or None)."""
+    loop = asyncio.get_running_loop()
+    result: asyncio.Future[tuple[list[dict[str, Any]], bytes | None]] = loop.create_future()
+
+    def ok(rows: list[dict[str, Any]]) -> None:
+        state = fut._paging_state if fut.has_more_pages else None
+        loop.call_soon_threadsafe(_settle_page, result, (rows or [], state), None)
+
+    def err(exc: BaseException) -> None:
+        loop.call_soon_threadsafe(_settle_page, result, None, exc)
+
+    fut.add_callbacks(ok, err)
+    return result
+
+
+def _settle_page(
+    fut: asyncio.Future[tuple[list[dict[str, Any]], bytes | None]],
+    value: tuple[list[dict[str, Any]], bytes | None] | None,
+    exc: BaseException | None,
+) -> None:
+    if fut.cancelled():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        assert value is not None
+        fut.set_result(value)
 
 
 def _settle(
@@ -155,9 +187,10 @@ class CassandraStore:
     def _prepare_all(self) -> None:
         # Fully qualified names: prepared statements under `USE keyspace` are ambiguous.
         ks = self._settings.keyspace
-        t, buckets, by_caller, idem = (
+        t, buckets, by_caller, idem, cursors = (
             f"{ks}.{name}" for name in (schema.TABLE_TRIGGERS, schema.TABLE_BUCKETS,
-                                        schema.TABLE_BY_CALLER, schema.TABLE_IDEMPOTENCY))
+                                        schema.TABLE_BY_CALLER, schema.TABLE_IDEMPOTENCY,
+                                        schema.TABLE_SWEEP_CURSORS))
         cols = ", ".join(f"{c} = ?" for c in _COLUMNS)
         mut = ", ".join(f"{c} = ?" for c in _MUTABLE)
         cond = "IF status = ? AND claim_id = ? AND attempts = ?"
@@ -176,6 +209,11 @@ class CassandraStore:
             "trigger_id, request, response, created_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?) "
             "IF NOT EXISTS USING TTL ?",
             "ping": "SELECT release_version FROM system.local",
+            "bucket_scan": f"SELECT fire_at_ms, trigger_id, path FROM {buckets} "
+            "WHERE bucket_minute = ? AND shard = ? AND fire_at_ms > ? AND fire_at_ms <= ?",
+            "cursor_get": f"SELECT shard, promoted_until_ms FROM {cursors} WHERE sweep_group = ?",
+            "cursor_put": f"INSERT INTO {cursors} (sweep_group, shard, promoted_until_ms, owner, "
+            "fence) VALUES (?, ?, ?, ?, ?)",
         }
         try:
             for name, text in q.items():
@@ -283,6 +321,38 @@ class CassandraStore:
         await self._run("ping", [])
 
     # --- used by the sweeper and the reconciler ---------------------------------------
+    async def bucket_entries(
+        self, shard: int, after_ms: int, until_ms: int, *, page_size: int = 2000
+    ) -> list[BucketEntry]:
+        """Every index entry of ``shard`` with ``after_ms < fire_at_ms <= until_ms``, in fire
+        time order: one query per minute partition, paged. Raises ``StoreError``."""
+        out: list[BucketEntry] = []
+        for minute in range(bucket_minute(after_ms + 1), bucket_minute(until_ms) + 1):
+            state: bytes | None = None
+            while True:
+                stmt = self._prepared["bucket_scan"].bind([minute, shard, after_ms, until_ms])
+                stmt.fetch_size = page_size
+                try:
+                    rows, state = await _aio_page(
+                        self._session.execute_async(stmt, paging_state=state))
+                except Exception as e:
+                    raise StoreError(f"cassandra bucket scan failed: {e}") from e
+                out.extend(BucketEntry(r["trigger_id"], r["fire_at_ms"], shard,
+                                       TriggerPath(r["path"])) for r in rows)
+                if state is None:
+                    break
+        return out
+
+    async def sweep_cursors(self, group: str) -> dict[int, int]:
+        """shard → promoted_until_ms for every shard of ``group`` that has one."""
+        rows = await self._run("cursor_get", [group])
+        return {r["shard"]: r["promoted_until_ms"] for r in rows}
+
+    async def save_sweep_cursor(
+        self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
+    ) -> None:
+        await self._run("cursor_put", [group, shard, promoted_until_ms, owner, fence])
+
     async def execute(self, cql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
         """Run ad-hoc CQL (tests, tools). Raises ``StoreError``."""
         try:

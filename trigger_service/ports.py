@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from trigger_service.model import Status, Trigger
+from trigger_service.model import Path, Status, Trigger
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +27,16 @@ class IdempotencyRecord:
     request_json: str  # the Trigger's creation fields, to re-create it if its writer died
     response_json: str
     created_at_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BucketEntry:
+    """One due-index entry: which trigger fires when, in which shard, enqueued by whom."""
+
+    trigger_id: str
+    fire_at_ms: int
+    shard: int
+    path: Path
 
 
 @dataclass(frozen=True, slots=True)

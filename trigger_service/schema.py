@@ -15,10 +15,21 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
                           request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
                           Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+- ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
+                          ``promoted_until_ms`` has been handed to SQS (or found finished).
+                          Written by the shard's sweeper each sweep; a regression only causes
+                          re-promotion (deduped by the dispatcher's claim LWT).
+                          Lifetime: forever (one row per group and shard).
 - ``schema_migrations``   applied CQL versions.
 
 Redis:
 
+- ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_LEASE_TTL_S``: the shard's
+  sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE only
+  by the holder, compared before every promotion.
+- ``lease:{group}:fence:{n}`` integer, no TTL: the fencing token, incremented on every acquisition.
+- ``sweeper:{group}:members`` sorted set: sweeper id → last heartbeat ms; live members decide each
+  sweeper's fair share of shards.
 - ``idem:{caller}:{key}`` string (JSON): ``{"state": "pending"|"done", "hash", "response"}``.
   Set NX while a request is being processed (``pending``, TTL ``IDEM_LOCK_TTL_MS``), then
   overwritten with ``done`` for fire time + idempotency retention. Only a fast path: Cassandra's
@@ -41,10 +52,25 @@ TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_MIGRATIONS: Final = "schema_migrations"
+TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
 
 # --- Redis -------------------------------------------------------------------------------
 IDEM_KEY_PREFIX: Final = "idem"
 IDEM_LOCK_TTL_MS: Final = 10_000
+
+
+
+
+def lease_key(group: str, shard: int) -> str:
+    return f"lease:{group}:shard:{shard}"
+
+
+def fence_key(group: str, shard: int) -> str:
+    return f"lease:{group}:fence:{shard}"
+
+
+def sweeper_members_key(group: str) -> str:
+    return f"sweeper:{group}:members"
 
 
 def redis_idem_key(caller: str, idem_key: str) -> str:

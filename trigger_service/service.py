@@ -62,7 +62,8 @@ class NewTrigger:
 
     callback_url: str
     payload_json: str
-    fire_at_ms: int  # already clamped to >= now
+    fire_at_ms: int  # already clamped to >= received_at_ms
+    received_at_ms: int  # the one "now" of this request: delays and the path derive from it
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +112,7 @@ class TriggerService:
     async def register(
         self, caller: Caller, req: NewTrigger, idem_key: str | None, request_hash: str
     ) -> Registered:
-        now_ms = self._clock.now_ms()
-        trigger = self._new_trigger(caller, req, now_ms, idem_key)
+        trigger = self._new_trigger(caller, req, req.received_at_ms, idem_key)
         if idem_key is None:
             await self._persist_and_enqueue(trigger)
             self._metrics.inc("triggers_registered_total")

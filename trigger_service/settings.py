@@ -79,6 +79,20 @@ class DispatchSettings:
 
 
 @dataclass(frozen=True)
+class SweepSettings:
+    interval_s: float = 30.0
+    horizon_s: int = 120
+    promote_ahead_s: int = 10
+    lease_ttl_s: float = 10.0
+    lookback_s: int = 3600
+    tick_ms: int = 10
+    reconcile_interval_s: float = 3600.0
+    reconcile_grace_s: int = 3600
+    reconcile_window_s: int = 21_600
+    group: str = "main"
+
+
+@dataclass(frozen=True)
 class Settings:
     shards: int = 64
     retention_days: int = 30
@@ -91,6 +105,7 @@ class Settings:
     sqs: SqsSettings = field(default_factory=SqsSettings)
     redis: RedisSettings = field(default_factory=RedisSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
 
     @property
     def retention_s(self) -> int:
@@ -122,6 +137,7 @@ class Settings:
             "sqs": SqsSettings(**values.get("sqs", {})),
             "redis": RedisSettings(**values.get("redis", {})),
             "dispatch": DispatchSettings(**values.get("dispatch", {})),
+            "sweep": SweepSettings(**values.get("sweep", {})),
         }
         settings = cls(**top, **sections)
         settings.validate()
@@ -137,6 +153,16 @@ class Settings:
             raise ConfigError("TRIGGER_MAX_ATTEMPTS must be >= 1")
         if not self.dispatch.retry_backoff_s:
             raise ConfigError("TRIGGER_RETRY_BACKOFF_S needs at least one value")
+        sw = self.sweep
+        if sw.horizon_s + 1 > self.direct_max_delay_s:
+            # A SWEEP trigger (fire time > now + direct max) must land beyond what any sweeper
+            # has already scanned (now + horizon), or it would never be promoted.
+            raise ConfigError("TRIGGER_SWEEP_HORIZON_S must be at least 1 s below "
+                              "TRIGGER_DIRECT_MAX_DELAY_S")
+        if sw.horizon_s - sw.interval_s < sw.promote_ahead_s:
+            # Each trigger must be scanned before its promotion time.
+            raise ConfigError("TRIGGER_SWEEP_HORIZON_S must exceed TRIGGER_SWEEP_INTERVAL_S "
+                              "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
 
@@ -243,6 +269,28 @@ VARIABLES: tuple[Variable, ...] = (
              _pos_int, "100", "bulkhead size for a caller that does not set max_concurrency"),
     Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int, "20",
              "consecutive callback failures that open a caller's circuit"),
+    Variable("TRIGGER_SWEEP_INTERVAL_S", ("sweep", "interval_s"), _pos_float, "30",
+             "how often a sweeper reads its shards' due buckets"),
+    Variable("TRIGGER_SWEEP_HORIZON_S", ("sweep", "horizon_s"), _pos_int, "120",
+             "each sweep reads up to now + this; must stay below TRIGGER_DIRECT_MAX_DELAY_S"),
+    Variable("TRIGGER_SWEEP_PROMOTE_AHEAD_S", ("sweep", "promote_ahead_s"), _pos_int, "10",
+             "the timing wheel hands a trigger to SQS this long before its fire time (SQS "
+             "keeps it hidden until TRIGGER_ENQUEUE_LEAD_S before)"),
+    Variable("TRIGGER_LEASE_TTL_S", ("sweep", "lease_ttl_s"), _pos_float, "10",
+             "shard lease TTL; a dead sweeper's shards are taken over within it"),
+    Variable("TRIGGER_SWEEP_LOOKBACK_S", ("sweep", "lookback_s"), _pos_int, "3600",
+             "a shard with no saved cursor is swept from now minus this"),
+    Variable("TRIGGER_SWEEP_GROUP", ("sweep", "group"), str, "main",
+             "sweepers with the same group share the shards (names their leases and cursors)"),
+    Variable("TRIGGER_WHEEL_TICK_MS", ("sweep", "tick_ms"), _pos_int, "10",
+             "timing wheel tick"),
+    Variable("TRIGGER_RECONCILE_INTERVAL_S", ("sweep", "reconcile_interval_s"), _pos_float,
+             "3600", "how often the reconciler runs a pass"),
+    Variable("TRIGGER_RECONCILE_GRACE_S", ("sweep", "reconcile_grace_s"), _pos_int, "3600",
+             "a trigger this far past its due time and still PENDING (or stale IN_FLIGHT) "
+             "is a leak"),
+    Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int, "21600",
+             "how far back (before the grace) each pass reads the bucket index"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float, "30",
              "how long an open circuit stays open before one trial call"),
 )

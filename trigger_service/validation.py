@@ -107,7 +107,7 @@ def parse_register(
             raise InvalidRequest(f"fireAt: {e}") from e
         if fire_at_ms - now_ms > max_ahead_ms:
             raise FireAtOutOfRange(f"fireAt: at most {max_fire_ahead_days} days ahead is accepted")
-    return NewTrigger(str(url), payload_json, max(fire_at_ms, now_ms))
+    return NewTrigger(str(url), payload_json, max(fire_at_ms, now_ms), now_ms)
 
 
 def parse_idempotency_key(value: str | None) -> str | None:

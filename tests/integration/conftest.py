@@ -22,12 +22,16 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from dispatcher.dispatcher import Dispatcher
 from dispatcher.http_channel import HttpChannel
+from sweeper.sweeper import Sweeper
 from trigger_service.api import build_app
 from trigger_service.callers import CallerRegistry, hash_token
 from trigger_service.cassandra_store import CassandraStore
 from trigger_service.clock import SystemClock
+from trigger_service.errors import ApiError
 from trigger_service.metrics import InMemoryMetrics
+from trigger_service.model import Status
 from trigger_service.redis_cache import RedisIdempotencyCache
+from trigger_service.redis_lease import RedisLease
 from trigger_service.runtime import Runtime
 from trigger_service.service import TriggerService
 from trigger_service.settings import CassandraSettings, Settings
@@ -148,7 +152,48 @@ class Stack:
         self._dispatchers.append(handle)
         return handle
 
+    async def start_sweeper(self, *, run: bool = True) -> SweeperHandle:
+        """A sweeper on the real Redis, Cassandra and SQS; ``run`` starts its loops."""
+        lease = RedisLease.from_url(self.settings.redis.url,
+                                    int(self.settings.sweep.lease_ttl_s * 1000),
+                                    self.settings.sweep.group)
+        metrics = InMemoryMetrics()
+        sw = Sweeper(self.settings, self.runtime.store, self.runtime.queue, lease, SystemClock(),
+                     metrics)
+        stop = asyncio.Event()
+        task = asyncio.create_task(sw.run(stop)) if run else None
+        handle = SweeperHandle(sw, stop, task, lease, metrics)
+        self._sweepers.append(handle)
+        return handle
+
     _dispatchers: list[DispatcherHandle] = field(default_factory=list)
+    _sweepers: list[SweeperHandle] = field(default_factory=list)
+
+
+@dataclass
+class SweeperHandle:
+    sweeper: Sweeper
+    stop: asyncio.Event
+    task: asyncio.Task[None] | None
+    lease: RedisLease
+    metrics: InMemoryMetrics
+    closed: bool = False
+
+    async def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self.stop.set()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, timeout=30)
+        await self.lease.close()
+
+    async def crash(self) -> None:
+        """Stop dead (a sweeper driven by run_once only): nothing saved, no lease released,
+        its wheel forgotten, exactly what SIGKILL leaves behind."""
+        assert self.task is None, "crash() is for run_once-driven sweepers"
+        self.closed = True
+        await self.lease.close()
 
 
 @dataclass
@@ -167,8 +212,8 @@ class DispatcherHandle:
         await self.queue.close()
 
 
-def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str) -> tuple[
-        Settings, dict[str, str]]:
+def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
+                  extra_env: dict[str, str]) -> tuple[Settings, dict[str, str]]:
     callers = tmp_path / "callers.toml"
     callers.write_text(
         f'[callers.{tag}]\ntoken_sha256 = "{hash_token(token)}"\n'
@@ -188,17 +233,25 @@ def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str) -> tu
         "TRIGGER_ENQUEUE_LEAD_S": "1",
         "TRIGGER_DISPATCH_RECEIVERS": "2",
         "TRIGGER_LOG_LEVEL": "WARNING",
+        "TRIGGER_SWEEP_GROUP": tag,
+        **extra_env,
     }
     return Settings.from_env(env), env
 
 
 @pytest.fixture
+def extra_env() -> dict[str, str]:
+    """Settings a test module adds (override this fixture in the module)."""
+    return {}
+
+
+@pytest.fixture
 async def stack(
-    store: CassandraStore, receiver: Receiver, tmp_path: Path
+    store: CassandraStore, receiver: Receiver, tmp_path: Path, extra_env: dict[str, str]
 ) -> AsyncIterator[Stack]:
     tag = "t" + uuid.uuid4().hex[:10]
     token = "token-" + tag
-    settings, env = make_settings(tag, tmp_path, receiver.base_url, token)
+    settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env)
     queue = await SqsQueue.connect(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
     cache = RedisIdempotencyCache.from_url(settings.redis.url)
@@ -211,6 +264,17 @@ async def stack(
     try:
         yield st
     finally:
+        # Cancel what this test left pending so no later test's sweeper promotes it.
+        caller = st.runtime.callers.by_name(tag)
+        assert caller is not None
+        leftovers, _ = await service.list(caller, status=Status.PENDING, limit=500, cursor=None)
+        for t in leftovers:
+            try:
+                await service.cancel(caller, t.trigger_id)
+            except ApiError:
+                pass  # it moved on (in flight, fired): not pending any more
+        for sw in st._sweepers:
+            await sw.close()
         for d in st._dispatchers:
             await d.close()
         await client.close()

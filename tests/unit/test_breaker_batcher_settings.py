@@ -86,3 +86,14 @@ def test_every_variable_default_parses_to_the_dataclass_default() -> None:
     assert from_defaults.dispatch == Settings().dispatch
     assert from_defaults.sqs == Settings().sqs
     assert from_defaults.cassandra.hosts == Settings().cassandra.hosts
+
+
+def test_sweep_settings_must_not_let_a_trigger_land_behind_a_scan() -> None:
+    with pytest.raises(ConfigError) as e:
+        Settings.from_env({"TRIGGER_DIRECT_MAX_DELAY_S": "60", "TRIGGER_SWEEP_HORIZON_S": "60"})
+    assert "TRIGGER_SWEEP_HORIZON_S" in str(e.value)
+    with pytest.raises(ConfigError):
+        Settings.from_env({"TRIGGER_SWEEP_HORIZON_S": "35", "TRIGGER_SWEEP_INTERVAL_S": "30"})
+    ok = Settings.from_env({"TRIGGER_DIRECT_MAX_DELAY_S": "6", "TRIGGER_SWEEP_HORIZON_S": "4",
+                            "TRIGGER_SWEEP_INTERVAL_S": "1", "TRIGGER_SWEEP_PROMOTE_AHEAD_S": "2"})
+    assert ok.sweep.horizon_s == 4

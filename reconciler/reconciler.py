@@ -1,0 +1,108 @@
+"""The reconciler: the safety net. Each pass reads the due index of the past window (one
+(minute, shard) partition at a time, never a table scan) and re-sends to SQS every trigger
+that should have fired long ago but did not: still PENDING more than the grace past its due
+time, or IN_FLIGHT with a claim nobody has finished. Each one is logged and counted: a leak
+means a bug or an outage elsewhere.
+
+Re-sending is safe: the dispatcher claims with an LWT, so a trigger that was only slow is
+still delivered once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from trigger_service.clock import Clock
+from trigger_service.errors import AdapterError
+from trigger_service.metrics import Metrics
+from trigger_service.model import Status, Trigger
+from trigger_service.ports import DelayQueue, OutgoingMessage
+from trigger_service.settings import Settings
+
+log = structlog.get_logger("reconciler")
+
+_SCAN_CONCURRENCY = 16
+_READ_CHUNK = 500
+# An IN_FLIGHT claim this long past its start plus the callback timeout is abandoned.
+_CLAIM_STALE_SLACK_MS = 2_000
+
+
+@dataclass(frozen=True)
+class PassReport:
+    scanned: int
+    reinjected: int
+    window_from_ms: int
+    window_to_ms: int
+
+
+class Reconciler:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Any,  # CassandraStore: bucket_entries, get_many
+        queue: DelayQueue,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self._s = settings
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._metrics = metrics
+
+    def is_leak(self, t: Trigger, now_ms: int) -> bool:
+        """Pure rule: should this trigger be re-sent?"""
+        grace_ms = self._s.sweep.reconcile_grace_s * 1000
+        if t.status is Status.PENDING:
+            return t.due_at_ms() < now_ms - grace_ms
+        if t.status is Status.IN_FLIGHT:
+            started = max(t.claimed_at_ms or 0, t.due_at_ms())
+            stale_at = (started + int(self._s.dispatch.callback_timeout_s * 1000)
+                        + _CLAIM_STALE_SLACK_MS)
+            return stale_at < now_ms - grace_ms
+        return False
+
+    async def run_once(self) -> PassReport:
+        """One pass over [now - grace - window, now - grace]. Raises adapter errors."""
+        now_ms = self._clock.now_ms()
+        to_ms = now_ms - self._s.sweep.reconcile_grace_s * 1000
+        from_ms = to_ms - self._s.sweep.reconcile_window_s * 1000
+        slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
+
+        async def scan(shard: int) -> list[str]:
+            async with slots:
+                entries = await self._store.bucket_entries(shard, from_ms, to_ms)
+            return [e.trigger_id for e in entries]
+
+        ids = [i for chunk in await asyncio.gather(*(scan(s) for s in range(self._s.shards)))
+               for i in chunk]
+        leaked: list[Trigger] = []
+        for i in range(0, len(ids), _READ_CHUNK):
+            rows = await self._store.get_many(ids[i:i + _READ_CHUNK])
+            leaked += [t for t in rows if t is not None and self.is_leak(t, now_ms)]
+        if leaked:
+            await self._queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0)
+                                         for t in leaked])
+        for t in leaked:
+            self._metrics.inc("leaks_reinjected_total")
+            log.warning("leak_reinjected", trigger_id=t.trigger_id, caller=t.caller,
+                        status=t.status.value, attempt=t.attempts, fire_at_ms=t.fire_at_ms,
+                        late_ms=now_ms - t.due_at_ms())
+        report = PassReport(len(ids), len(leaked), from_ms, to_ms)
+        log.info("reconcile_pass", scanned=report.scanned, reinjected=report.reinjected)
+        return report
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            try:
+                await self.run_once()
+            except AdapterError as e:
+                log.warning("reconcile_pass_failed", error=str(e))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self._s.sweep.reconcile_interval_s)
+            except TimeoutError:
+                pass

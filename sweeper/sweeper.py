@@ -1,0 +1,330 @@
+"""The sweeper: owns shards through Redis leases, reads their due buckets from Cassandra a
+horizon ahead, holds each trigger in the timing wheel and hands it to SQS shortly before it
+is due.
+
+Why nothing is lost:
+
+- a shard's progress is a cursor (``sweep_cursors``): every SWEEP trigger due at or before it
+  has been sent to SQS (or found finished). It advances only past scan windows whose every
+  trigger was dealt with, so a new owner that resumes there re-reads anything in flight;
+- a SWEEP trigger is created due later than ``now + direct max``, beyond anything a sweeper
+  has scanned (``now + horizon``, settings enforce horizon < direct max), so no write lands
+  behind a scan;
+- a promotion that fails (SQS down) puts the triggers back in the wheel for a retry.
+
+Duplicates (a shard changing owner between a send and the cursor write, an owner that loses
+its lease between the fencing check and the send) only duplicate the SQS message: the
+dispatcher's claim LWT delivers once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import socket
+import uuid
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+
+from sweeper.timing_wheel import Expired, TimingWheel, WheelDriver
+from trigger_service.clock import Clock
+from trigger_service.errors import AdapterError
+from trigger_service.metrics import Metrics
+from trigger_service.model import Path, Status
+from trigger_service.ports import DelayQueue, OutgoingMessage
+from trigger_service.redis_lease import RedisLease
+from trigger_service.settings import Settings
+
+log = structlog.get_logger("sweeper")
+
+_READ_CHUNK = 500
+_SCAN_CONCURRENCY = 16
+_RETRY_PROMOTION_MS = 1000
+
+
+@dataclass(eq=False)
+class _Window:
+    """One scan (after, end] of one shard: complete when every trigger read is dealt with."""
+
+    end_ms: int
+    outstanding: int = 0
+
+
+@dataclass(eq=False)
+class _Shard:
+    fence: int
+    scanned_until_ms: int
+    promoted_until_ms: int
+    saved_ms: int | None = None
+    windows: deque[_Window] = field(default_factory=deque)
+    keys: set[str] = field(default_factory=set)
+
+
+@dataclass(frozen=True, slots=True)
+class _Item:
+    shard: int
+    fence: int
+    fire_at_ms: int
+    window: _Window
+
+
+class Sweeper:
+    def __init__(
+        self,
+        settings: Settings,
+        store: Any,  # CassandraStore: bucket_entries, get_many, sweep cursors
+        queue: DelayQueue,
+        lease: RedisLease,
+        clock: Clock,
+        metrics: Metrics,
+        *,
+        owner: str | None = None,
+    ) -> None:
+        self._s = settings
+        self._sw = settings.sweep
+        self._store = store
+        self._queue = queue
+        self._lease = lease
+        self._clock = clock
+        self._metrics = metrics
+        self.owner = owner or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._wheel: TimingWheel[_Item] = TimingWheel(
+            tick_ms=self._sw.tick_ms, start_ms=clock.now_ms())
+        self._driver = WheelDriver(self._wheel, clock, self._on_expired)
+        self._shards: dict[int, _Shard] = {}
+        self._promotions: set[asyncio.Task[None]] = set()
+        self._send_slots = asyncio.Semaphore(16)
+
+    @property
+    def owned(self) -> set[int]:
+        return set(self._shards)
+
+    @property
+    def pending(self) -> int:
+        """Triggers waiting in the wheel."""
+        return len(self._wheel)
+
+    # --- ownership ----------------------------------------------------------------------
+    async def maintain_leases(self) -> None:
+        """Heartbeat, renew what we hold, give back more than our fair share, take up to it."""
+        now_ms = self._clock.now_ms()
+        ttl_ms = int(self._sw.lease_ttl_s * 1000)
+        alive = await self._lease.heartbeat(self.owner, now_ms, ttl_ms * 2)
+        if self._shards:
+            held = await self._lease.renew({s: st.fence for s, st in self._shards.items()},
+                                           self.owner)
+            for shard in self.owned - held:
+                log.warning("lease_lost", shard=shard, owner=self.owner)
+                self._forget(shard)
+        target = math.ceil(self._s.shards / max(1, alive))
+        extra = sorted(self._shards, reverse=True)[: max(0, len(self._shards) - target)]
+        for shard in extra:
+            await self._give_up(shard)
+        if len(self._shards) < target:
+            await self._take_free_shards(target)
+
+    async def _take_free_shards(self, target: int) -> None:
+        cursors: dict[int, int] | None = None
+        start = hash(self.owner) % self._s.shards
+        for i in range(self._s.shards):
+            if len(self._shards) >= target:
+                break
+            shard = (start + i) % self._s.shards
+            if shard in self._shards:
+                continue
+            fence = await self._lease.acquire(shard, self.owner)
+            if fence is None:
+                continue
+            if cursors is None:
+                cursors = await self._store.sweep_cursors(self._sw.group)
+            now_ms = self._clock.now_ms()
+            resume_ms = cursors.get(shard, now_ms - self._sw.lookback_s * 1000)
+            self._shards[shard] = _Shard(fence, resume_ms, resume_ms, saved_ms=resume_ms)
+            self._metrics.inc("shard_acquisitions_total")
+            log.info("lease_acquired", shard=shard, owner=self.owner, fence=fence,
+                     resume_from_ms=resume_ms)
+
+    async def _give_up(self, shard: int) -> None:
+        st = self._shards[shard]
+        await self._save_cursor(shard, st)
+        self._forget(shard)
+        await self._lease.release(shard, st.fence, self.owner)
+        log.info("lease_released", shard=shard, owner=self.owner)
+
+    def _forget(self, shard: int) -> None:
+        """Drop a shard we no longer own, and its timers: the new owner re-reads them."""
+        st = self._shards.pop(shard, None)
+        if st is None:
+            return
+        for key in st.keys:
+            self._wheel.cancel(key)
+
+    # --- scanning -----------------------------------------------------------------------
+    async def sweep(self) -> int:
+        """Read every owned shard's due index from its last scan up to now + horizon into
+        the wheel; returns how many triggers were added."""
+        until_ms = self._clock.now_ms() + self._sw.horizon_s * 1000
+        slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
+
+        async def one(shard: int, st: _Shard) -> int:
+            async with slots:
+                entries = await self._store.bucket_entries(shard, st.scanned_until_ms, until_ms)
+            if self._shards.get(shard) is not st:
+                return 0  # lost the shard while reading
+            window = _Window(until_ms)
+            ahead_ms = self._sw.promote_ahead_s * 1000
+            for e in entries:
+                if e.path is not Path.SWEEP or e.trigger_id in self._wheel:
+                    continue  # DIRECT ones were sent by the API; the reconciler watches both
+                self._wheel.add(e.trigger_id, e.fire_at_ms - ahead_ms,
+                                _Item(shard, st.fence, e.fire_at_ms, window))
+                st.keys.add(e.trigger_id)
+                window.outstanding += 1
+            st.windows.append(window)
+            st.scanned_until_ms = until_ms
+            return window.outstanding
+
+        added = sum(await asyncio.gather(*(one(s, st) for s, st in list(self._shards.items()))))
+        self._driver.poke()
+        self._advance_cursors()
+        return added
+
+    # --- promotion ----------------------------------------------------------------------
+    async def _on_expired(self, batch: list[Expired[_Item]]) -> None:
+        # Each shard is promoted in its own task so one hot shard never holds up the others;
+        # the wheel's driver goes straight back to ticking.
+        by_shard: dict[int, list[Expired[_Item]]] = defaultdict(list)
+        for e in batch:
+            by_shard[e.value.shard].append(e)
+        for shard, items in by_shard.items():
+            task = asyncio.create_task(self._promote(shard, items))
+            self._promotions.add(task)
+            task.add_done_callback(self._promotions.discard)
+
+    async def _promote(self, shard: int, items: list[Expired[_Item]]) -> None:
+        st = self._shards.get(shard)
+        items = [e for e in items if st is not None and e.value.fence == st.fence]
+        if st is None or not items:
+            return
+        try:
+            # The fencing check: only the current holder of this exact lease sends.
+            if shard not in await self._lease.held({shard: st.fence}, self.owner):
+                log.warning("lease_lost_before_promotion", shard=shard, owner=self.owner)
+                self._forget(shard)
+                return
+            ids = [e.key for e in items]
+            rows: list[Any] = []
+            for i in range(0, len(ids), _READ_CHUNK):
+                rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
+            now_ms = self._clock.now_ms()
+            lead_s = self._s.sqs.enqueue_lead_s
+            out = [
+                OutgoingMessage(e.key, e.value.fire_at_ms,
+                                max(0, (e.value.fire_at_ms - now_ms) // 1000 - lead_s))
+                for e, t in zip(items, rows, strict=True)
+                if t is not None and t.status is Status.PENDING
+            ]
+            async with self._send_slots:
+                await self._queue.send_many(out)
+        except AdapterError as e:
+            retry_ms = self._clock.now_ms() + _RETRY_PROMOTION_MS
+            for item in items:
+                if item.key not in self._wheel and self._shards.get(shard) is st:
+                    self._wheel.add(item.key, retry_ms, item.value)
+            self._driver.poke()
+            self._metrics.inc("promotion_retries_total")
+            log.warning("promotion_failed_will_retry", shard=shard, count=len(items),
+                        error=str(e))
+            return
+        self._metrics.inc("promoted_total", len(out))
+        self._metrics.inc("promotion_skipped_total", len(items) - len(out))
+        for item in items:
+            item.value.window.outstanding -= 1
+            st.keys.discard(item.key)
+        self._advance_cursors()
+
+    def _advance_cursors(self) -> None:
+        for st in self._shards.values():
+            while st.windows and st.windows[0].outstanding <= 0:
+                st.promoted_until_ms = st.windows.popleft().end_ms
+
+    async def save_cursors(self) -> None:
+        for shard, st in list(self._shards.items()):
+            await self._save_cursor(shard, st)
+
+    async def _save_cursor(self, shard: int, st: _Shard) -> None:
+        if st.saved_ms != st.promoted_until_ms:
+            await self._store.save_sweep_cursor(
+                self._sw.group, shard, st.promoted_until_ms, self.owner, st.fence)
+            st.saved_ms = st.promoted_until_ms
+
+    async def drain_promotions(self) -> None:
+        while self._promotions:
+            await asyncio.gather(*list(self._promotions), return_exceptions=True)
+
+    # --- loops --------------------------------------------------------------------------
+    async def run_once(self) -> int:
+        """One full round, for tests and tools: leases, a sweep, every promotion now due.
+        Returns how many triggers the sweep added."""
+        await self.maintain_leases()
+        added = await self.sweep()
+        await self._driver.run_once()
+        await self.drain_promotions()
+        await self.save_cursors()
+        return added
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Lease upkeep, periodic sweeps and the wheel, until ``stop``; then save the cursors,
+        give the shards back and leave."""
+        loops = [
+            asyncio.create_task(self._every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases,
+                                            "lease")),
+            asyncio.create_task(self._every(stop, self._sw.interval_s, self._sweep_and_save,
+                                            "sweep")),
+            asyncio.create_task(self._driver.run(stop)),
+        ]
+        try:
+            done, _ = await asyncio.wait([*loops, asyncio.create_task(stop.wait())],
+                                         return_when=asyncio.FIRST_COMPLETED)
+            for t in done:
+                if t in loops and t.exception() is not None:
+                    raise t.exception()  # type: ignore[misc]
+        finally:
+            for t in loops:
+                t.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self.drain_promotions()
+            await self._shutdown()
+
+    async def _sweep_and_save(self) -> None:
+        await self.sweep()
+        await self.save_cursors()
+
+    async def _every(self, stop: asyncio.Event, period_s: float, step: Any, name: str) -> None:
+        while not stop.is_set():
+            try:
+                await step()
+            except AdapterError as e:
+                # Redis or Cassandra away: keep trying; without a renewed lease the fencing
+                # check stops our promotions, and another sweeper takes the shards over.
+                log.warning("sweeper_step_failed", step=name, error=str(e))
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=period_s)
+            except TimeoutError:
+                pass
+
+    async def _shutdown(self) -> None:
+        for shard in list(self._shards):
+            try:
+                await self._give_up(shard)
+            except AdapterError as e:
+                log.warning("shutdown_release_failed", shard=shard, error=str(e))
+                self._forget(shard)
+        try:
+            await self._lease.leave(self.owner)
+        except AdapterError:
+            pass
