@@ -25,7 +25,8 @@ from trigger_service.settings import Settings
 
 log = structlog.get_logger("reconciler")
 
-_SCAN_CONCURRENCY = 16
+# Gentle on purpose: a pass is a background safety net and must not slow live traffic.
+_SCAN_CONCURRENCY = 4
 _READ_CHUNK = 500
 # An IN_FLIGHT claim this long past its start plus the callback timeout is abandoned.
 _CLAIM_STALE_SLACK_MS = 2_000

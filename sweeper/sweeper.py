@@ -41,8 +41,11 @@ from trigger_service.settings import Settings
 
 log = structlog.get_logger("sweeper")
 
-_READ_CHUNK = 500
-_SCAN_CONCURRENCY = 16
+# Bounds on concurrent work, so a hot minute cannot starve the lease upkeep that runs on the
+# same event loop (a late renewal loses the shards and makes the next owner re-promote).
+_READ_CHUNK = 100
+_SCAN_CONCURRENCY = 8
+_PROMOTE_CONCURRENCY = 4
 _RETRY_PROMOTION_MS = 1000
 
 
@@ -97,7 +100,7 @@ class Sweeper:
         self._driver = WheelDriver(self._wheel, clock, self._on_expired)
         self._shards: dict[int, _Shard] = {}
         self._promotions: set[asyncio.Task[None]] = set()
-        self._send_slots = asyncio.Semaphore(16)
+        self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)
 
     @property
     def owned(self) -> set[int]:
@@ -206,6 +209,10 @@ class Sweeper:
             task.add_done_callback(self._promotions.discard)
 
     async def _promote(self, shard: int, items: list[Expired[_Item]]) -> None:
+        async with self._promote_slots:
+            await self._promote_now(shard, items)
+
+    async def _promote_now(self, shard: int, items: list[Expired[_Item]]) -> None:
         st = self._shards.get(shard)
         items = [e for e in items if st is not None and e.value.fence == st.fence]
         if st is None or not items:
@@ -228,8 +235,7 @@ class Sweeper:
                 for e, t in zip(items, rows, strict=True)
                 if t is not None and t.status is Status.PENDING
             ]
-            async with self._send_slots:
-                await self._queue.send_many(out)
+            await self._queue.send_many(out)
         except AdapterError as e:
             retry_ms = self._clock.now_ms() + _RETRY_PROMOTION_MS
             for item in items:

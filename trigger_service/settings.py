@@ -62,7 +62,7 @@ class DispatchSettings:
     retry_backoff_s: tuple[int, ...] = (10, 30, 120, 600, 1800)
     max_attempts: int = 6
     receivers: int = 16
-    max_inflight: int = 20_000
+    max_inflight: int = 5_000
     wait_time_s: int = 2
     # A claim is taken this long before the fire time so the POST leaves on the millisecond
     # and a burst's claims are spread out before it rather than piled up at its instant.
@@ -88,7 +88,7 @@ class SweepSettings:
     tick_ms: int = 10
     reconcile_interval_s: float = 3600.0
     reconcile_grace_s: int = 3600
-    reconcile_window_s: int = 21_600
+    reconcile_window_s: int = 7_200
     group: str = "main"
 
 
@@ -163,6 +163,9 @@ class Settings:
             # Each trigger must be scanned before its promotion time.
             raise ConfigError("TRIGGER_SWEEP_HORIZON_S must exceed TRIGGER_SWEEP_INTERVAL_S "
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
+        if sw.reconcile_window_s < sw.reconcile_interval_s:
+            raise ConfigError("TRIGGER_RECONCILE_WINDOW_S must be >= TRIGGER_RECONCILE_INTERVAL_S "
+                              "(or passes leave parts of the index unread)")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
 
@@ -258,7 +261,7 @@ VARIABLES: tuple[Variable, ...] = (
              "attempts before FAILED and the DLQ"),
     Variable("TRIGGER_DISPATCH_RECEIVERS", ("dispatch", "receivers"), _pos_int, "16",
              "concurrent SQS long-polls per dispatcher process"),
-    Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int, "20000",
+    Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int, "5000",
              "messages a dispatcher holds or delivers at once"),
     Variable("TRIGGER_DISPATCH_WAIT_S", ("dispatch", "wait_time_s"), _pos_int, "2",
              "SQS long-poll wait"),
@@ -289,8 +292,17 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_RECONCILE_GRACE_S", ("sweep", "reconcile_grace_s"), _pos_int, "3600",
              "a trigger this far past its due time and still PENDING (or stale IN_FLIGHT) "
              "is a leak"),
-    Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int, "21600",
-             "how far back (before the grace) each pass reads the bucket index"),
+    Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int, "7200",
+             "how far back (before the grace) each pass reads the bucket index; at least the "
+             "interval, so consecutive passes leave no gap"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float, "30",
              "how long an open circuit stays open before one trial call"),
 )
+
+
+def markdown_table() -> str:
+    """The README's settings table (``python -c 'from trigger_service.settings import *;
+    print(markdown_table())'``); a unit test keeps the README in step with ``VARIABLES``."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | `{v.default}` | {v.help} |" for v in VARIABLES]
+    return "\n".join(rows)

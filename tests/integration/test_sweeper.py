@@ -35,6 +35,7 @@ def extra_env() -> dict[str, str]:
         "TRIGGER_SHARDS": "8",
         "TRIGGER_RECONCILE_GRACE_S": "1",
         "TRIGGER_RECONCILE_WINDOW_S": "120",
+        "TRIGGER_RECONCILE_INTERVAL_S": "60",
     }
 
 
