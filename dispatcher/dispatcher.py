@@ -9,7 +9,8 @@ Why each failure is safe:
 - killed after a 2xx but before FIRED is written: the message reappears and the trigger is
   delivered again (at-least-once; the receiver dedupes on ``X-Trigger-Id``);
 - two dispatchers with the same message or duplicates of it: only one claim LWT applies;
-  the other drops its copy (``duplicate_messages_total``).
+  every other copy is deleted and counted once (``duplicate_messages_total``), either on
+  losing the claim or, arriving later, on finding the trigger FIRED.
 """
 
 from __future__ import annotations
@@ -35,8 +36,6 @@ log = structlog.get_logger("dispatcher")
 
 # A message due later than this is hidden again on SQS rather than held in memory.
 _HOLD_MAX_MS = 20_000
-# Slack added to the callback timeout before an IN_FLIGHT claim counts as abandoned.
-_CLAIM_STALE_SLACK_MS = 2_000
 _CAS_ROUNDS = 4
 
 
@@ -205,10 +204,7 @@ class Dispatcher:
         (the caller looks again), otherwise None (the message is dealt with)."""
         now_ms = self._clock.now_ms()
         if t.status is Status.IN_FLIGHT:
-            # A claim is taken up to claim_lead_ms before the due time; the delivery starts at
-            # the due time and may last the callback timeout.
-            started_at = max(t.claimed_at_ms or 0, t.due_at_ms())
-            stale_at = started_at + int(self._d.callback_timeout_s * 1000) + _CLAIM_STALE_SLACK_MS
+            stale_at = t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
             if now_ms < stale_at:
                 # Someone is delivering it right now; look again once their claim would be stale.
                 await self._queue.change_visibility(
@@ -234,10 +230,15 @@ class Dispatcher:
             if not applied:
                 breaker.release()
                 current = await self._store.get(t.trigger_id)
-                if current is not None and current.status is Status.IN_FLIGHT and (
-                    t.status is Status.PENDING
-                ):
+                if (current is not None and current.status is Status.IN_FLIGHT
+                        and current.claim_id != t.claim_id):
+                    # Another dispatcher claimed it just now with its own copy of the
+                    # message in hand (which reappears if it dies): this copy is redundant.
                     self._metrics.inc("duplicate_messages_total")
+                    log.info("duplicate_message_dropped", trigger_id=t.trigger_id,
+                             caller=t.caller, attempt=attempt)
+                    await self._deleter.submit(m.receipt_handle)
+                    return None
                 return current
             if t.status is Status.IN_FLIGHT:
                 self._metrics.inc("claim_takeovers_total")

@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
-
-import structlog
 
 from reconciler.reconciler import Reconciler
-from trigger_service.errors import TriggerError
-from trigger_service.logs import configure_logging
-from trigger_service.loop import run_loop
+from trigger_service.process import run_process
 from trigger_service.runtime import Runtime
 from trigger_service.settings import Settings
 from trigger_service.supervisor import supervise
-
-log = structlog.get_logger("reconciler")
 
 
 async def serve(settings: Settings, once: bool) -> int:
@@ -36,17 +29,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m reconciler")
     parser.add_argument("--once", action="store_true", help="run a single pass and exit")
     args = parser.parse_args()
-    try:
-        settings = Settings.from_env()
-    except TriggerError as e:
-        print(f"reconciler: {e}", file=sys.stderr)
-        sys.exit(2)
-    configure_logging(settings.log_level, settings.log_format)
-    try:
-        sys.exit(run_loop(serve(settings, args.once)))
-    except TriggerError as e:
-        log.error("reconcile_failed", error=str(e))
-        sys.exit(1)
+    run_process("reconciler", lambda settings: serve(settings, args.once))
 
 
 if __name__ == "__main__":

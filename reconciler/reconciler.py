@@ -28,8 +28,6 @@ log = structlog.get_logger("reconciler")
 # Gentle on purpose: a pass is a background safety net and must not slow live traffic.
 _SCAN_CONCURRENCY = 4
 _READ_CHUNK = 500
-# An IN_FLIGHT claim this long past its start plus the callback timeout is abandoned.
-_CLAIM_STALE_SLACK_MS = 2_000
 
 
 @dataclass(frozen=True)
@@ -61,9 +59,7 @@ class Reconciler:
         if t.status is Status.PENDING:
             return t.due_at_ms() < now_ms - grace_ms
         if t.status is Status.IN_FLIGHT:
-            started = max(t.claimed_at_ms or 0, t.due_at_ms())
-            stale_at = (started + int(self._s.dispatch.callback_timeout_s * 1000)
-                        + _CLAIM_STALE_SLACK_MS)
+            stale_at = t.claim_stale_at_ms(int(self._s.dispatch.callback_timeout_s * 1000))
             return stale_at < now_ms - grace_ms
         return False
 

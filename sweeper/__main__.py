@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import structlog
 
 from sweeper.sweeper import Sweeper
-from trigger_service.errors import TriggerError
-from trigger_service.logs import configure_logging
-from trigger_service.loop import run_loop
+from trigger_service.process import report_every, run_process
 from trigger_service.redis_lease import RedisLease
 from trigger_service.runtime import Runtime
 from trigger_service.settings import Settings
@@ -27,12 +24,9 @@ async def serve(settings: Settings) -> int:
                       runtime.metrics)
 
     async def report(stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=60)
-            except TimeoutError:
-                log.info("sweeper_metrics", owner=sweeper.owner, shards=len(sweeper.owned),
-                         pending=sweeper.pending, **runtime.metrics.snapshot())
+        await report_every(stop, 60, lambda: log.info(
+            "sweeper_metrics", owner=sweeper.owner, shards=len(sweeper.owned),
+            pending=sweeper.pending, **runtime.metrics.snapshot()))
 
     log.info("sweeper_started", owner=sweeper.owner)
     try:
@@ -44,17 +38,7 @@ async def serve(settings: Settings) -> int:
 
 
 def main() -> None:
-    try:
-        settings = Settings.from_env()
-    except TriggerError as e:
-        print(f"sweeper: {e}", file=sys.stderr)
-        sys.exit(2)
-    configure_logging(settings.log_level, settings.log_format)
-    try:
-        sys.exit(run_loop(serve(settings)))
-    except TriggerError as e:
-        log.error("startup_failed", error=str(e))
-        sys.exit(1)
+    run_process("sweeper", serve)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import sys
 
 import structlog
 from aiohttp import web
 
 from trigger_service.api import build_app
-from trigger_service.errors import TriggerError
-from trigger_service.logs import configure_logging
-from trigger_service.loop import run_loop
+from trigger_service.process import run_process
 from trigger_service.runtime import Runtime
 from trigger_service.service import TriggerService
 from trigger_service.settings import Settings
@@ -44,17 +41,7 @@ async def serve(settings: Settings) -> int:
 
 
 def main() -> None:
-    try:
-        settings = Settings.from_env()
-    except TriggerError as e:
-        print(f"trigger_service: {e}", file=sys.stderr)
-        sys.exit(2)
-    configure_logging(settings.log_level, settings.log_format)
-    try:
-        sys.exit(run_loop(serve(settings)))
-    except TriggerError as e:
-        log.error("startup_failed", error=str(e))
-        sys.exit(1)
+    run_process("trigger_service", serve)
 
 
 if __name__ == "__main__":

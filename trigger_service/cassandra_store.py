@@ -45,18 +45,10 @@ _MUTABLE = (
 )
 
 
-def _aio(fut: ResponseFuture) -> asyncio.Future[list[dict[str, Any]]]:
-    loop = asyncio.get_running_loop()
-    result: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-
-    def ok(rows: list[dict[str, Any]]) -> None:
-        loop.call_soon_threadsafe(_settle, result, rows, None)
-
-    def err(exc: BaseException) -> None:
-        loop.call_soon_threadsafe(_settle, result, None, exc)
-
-    fut.add_callbacks(ok, err)
-    return result
+async def _aio(fut: ResponseFuture) -> list[dict[str, Any]]:
+    """Await a driver future from asyncio (its callbacks run on the driver's I/O thread)."""
+    rows, _ = await _aio_page(fut)
+    return rows
 
 
 def _aio_page(
@@ -89,19 +81,6 @@ def _settle_page(
     else:
         assert value is not None
         fut.set_result(value)
-
-
-def _settle(
-    fut: asyncio.Future[list[dict[str, Any]]],
-    rows: list[dict[str, Any]] | None,
-    exc: BaseException | None,
-) -> None:
-    if fut.cancelled():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(rows or [])
 
 
 def _row_values(t: Trigger) -> dict[str, Any]:

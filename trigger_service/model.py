@@ -23,6 +23,7 @@ from ulid import ULID
 from trigger_service.clock import datetime_to_ms, ms_to_datetime
 
 TRIGGER_ID_PREFIX = "trg_"
+CLAIM_STALE_SLACK_MS = 2_000
 _TRIGGER_ID_RE = re.compile(r"^trg_[0-9A-HJKMNP-TV-Z]{26}$")
 
 
@@ -69,6 +70,13 @@ class Trigger:
     def due_at_ms(self) -> int:
         """When the next delivery attempt may start: the fire time, or the retry time."""
         return max(self.fire_at_ms, self.next_attempt_at_ms or 0)
+
+    def claim_stale_at_ms(self, callback_timeout_ms: int) -> int:
+        """When an IN_FLIGHT claim counts as abandoned: a claim is taken up to the claim lead
+        before the due time, delivery starts at the due time and may take the callback
+        timeout; the slack absorbs clock skew between dispatchers."""
+        started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
+        return started_ms + callback_timeout_ms + CLAIM_STALE_SLACK_MS
 
     def with_status(self, status: Status, **changes: object) -> Trigger:
         return replace(self, status=status, **changes)  # type: ignore[arg-type]
