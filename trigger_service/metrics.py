@@ -1,9 +1,14 @@
 """The Metrics port and its in-process implementation (counters; Prometheus text format).
 
-Names used: ``triggers_registered_total``, ``idempotent_replays_total``,
-``enqueue_failures_total``, ``deliveries_total{outcome}``, ``duplicate_deliveries_total``,
-``duplicate_messages_total``, ``claim_takeovers_total``, ``dead_lettered_total``,
-``leaks_reinjected_total``.
+Names used:
+
+- API: ``triggers_registered_total``, ``idempotent_replays_total``, ``enqueue_failures_total``;
+- dispatcher: ``deliveries_total{outcome}``, ``duplicate_deliveries_total`` (our claim was
+  taken over while we delivered), ``duplicate_messages_total`` (a redundant SQS copy),
+  ``claim_takeovers_total``, ``dead_lettered_total``, ``circuit_open_deferrals_total``;
+- sweeper: ``promoted_total``, ``promotion_skipped_total`` (found cancelled or finished),
+  ``promotion_retries_total``, ``shard_acquisitions_total``;
+- reconciler: ``leaks_reinjected_total``.
 """
 
 from __future__ import annotations
