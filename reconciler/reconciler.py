@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 import structlog
 
@@ -20,7 +19,7 @@ from trigger_service.clock import Clock
 from trigger_service.errors import AdapterError
 from trigger_service.metrics import Metrics
 from trigger_service.model import Status, Trigger
-from trigger_service.ports import DelayQueue, OutgoingMessage
+from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
 from trigger_service.settings import Settings
 
 log = structlog.get_logger("reconciler")
@@ -42,7 +41,7 @@ class Reconciler:
     def __init__(
         self,
         settings: Settings,
-        store: Any,  # CassandraStore: bucket_entries, get_many
+        store: TriggerStore,
         queue: DelayQueue,
         clock: Clock,
         metrics: Metrics,

@@ -35,7 +35,7 @@ from trigger_service.clock import Clock
 from trigger_service.errors import AdapterError
 from trigger_service.metrics import Metrics
 from trigger_service.model import Path, Status
-from trigger_service.ports import DelayQueue, OutgoingMessage
+from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
 from trigger_service.redis_lease import RedisLease
 from trigger_service.settings import Settings
 
@@ -79,7 +79,7 @@ class Sweeper:
     def __init__(
         self,
         settings: Settings,
-        store: Any,  # CassandraStore: bucket_entries, get_many, sweep cursors
+        store: TriggerStore,
         queue: DelayQueue,
         lease: RedisLease,
         clock: Clock,

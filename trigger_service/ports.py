@@ -60,6 +60,10 @@ class TriggerStore(Protocol):
         """Read one trigger (None if unknown or expired). Raises ``StoreError``."""
         ...
 
+    async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
+        """``get`` for each id, concurrently, in order."""
+        ...
+
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
@@ -90,6 +94,20 @@ class TriggerStore(Protocol):
     async def ping(self) -> None:
         """Raise ``StoreError`` unless Cassandra answers a query."""
         ...
+
+    async def bucket_entries(
+        self, shard: int, after_ms: int, until_ms: int, *, page_size: int = 2000
+    ) -> list[BucketEntry]:
+        """Due-index entries of ``shard`` with ``after_ms < fire_at_ms <= until_ms``."""
+        ...
+
+    async def sweep_cursors(self, group: str) -> dict[int, int]:
+        """shard → promoted_until_ms of a sweeper group."""
+        ...
+
+    async def save_sweep_cursor(
+        self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

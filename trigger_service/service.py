@@ -45,6 +45,7 @@ from trigger_service.ports import (
     IdempotencyCache,
     IdempotencyRecord,
     OutgoingMessage,
+    TriggerStore,
 )
 from trigger_service.settings import Settings
 
@@ -91,7 +92,7 @@ class TriggerService:
     def __init__(
         self,
         settings: Settings,
-        store: Any,  # TriggerStore (CassandraStore); Any keeps get_many/execute reachable
+        store: TriggerStore,
         queue: DelayQueue,
         cache: IdempotencyCache,
         clock: Clock,
