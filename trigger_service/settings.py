@@ -82,7 +82,7 @@ class DispatchSettings:
 class SweepSettings:
     interval_s: float = 30.0
     horizon_s: int = 120
-    promote_ahead_s: int = 10
+    promote_ahead_s: int = 30
     lease_ttl_s: float = 10.0
     lookback_s: int = 3600
     tick_ms: int = 10
@@ -276,7 +276,7 @@ VARIABLES: tuple[Variable, ...] = (
              "how often a sweeper reads its shards' due buckets"),
     Variable("TRIGGER_SWEEP_HORIZON_S", ("sweep", "horizon_s"), _pos_int, "120",
              "each sweep reads up to now + this; must stay below TRIGGER_DIRECT_MAX_DELAY_S"),
-    Variable("TRIGGER_SWEEP_PROMOTE_AHEAD_S", ("sweep", "promote_ahead_s"), _pos_int, "10",
+    Variable("TRIGGER_SWEEP_PROMOTE_AHEAD_S", ("sweep", "promote_ahead_s"), _pos_int, "30",
              "the timing wheel hands a trigger to SQS this long before its fire time (SQS "
              "keeps it hidden until TRIGGER_ENQUEUE_LEAD_S before)"),
     Variable("TRIGGER_LEASE_TTL_S", ("sweep", "lease_ttl_s"), _pos_float, "10",
