@@ -8,10 +8,10 @@ import structlog
 
 from dispatcher.dispatcher import Dispatcher
 from dispatcher.http_channel import HttpChannel
-from trigger_service.process import report_every, run_process
+from trigger_service.process import run_process
 from trigger_service.runtime import Runtime
 from trigger_service.settings import Settings
-from trigger_service.supervisor import supervise
+from trigger_service.supervisor import every, supervise
 
 log = structlog.get_logger("dispatcher")
 
@@ -24,8 +24,11 @@ async def serve(settings: Settings) -> int:
                             runtime.clock, runtime.metrics)
 
     async def report(stop: asyncio.Event) -> None:
-        await report_every(stop, 60, lambda: log.info(
-            "dispatcher_metrics", inflight=dispatcher.inflight, **runtime.metrics.snapshot()))
+        async def line() -> None:
+            log.info("dispatcher_metrics", inflight=dispatcher.inflight,
+                     **runtime.metrics.snapshot())
+
+        await every(stop, 60, line, name="report")
 
     log.info("dispatcher_started", queue=runtime.queue.queue_url)
     try:

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 import structlog
 
 from trigger_service.clock import Clock
-from trigger_service.errors import AdapterError
 from trigger_service.metrics import Metrics
 from trigger_service.model import Status, Trigger
 from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
 from trigger_service.settings import Settings
+from trigger_service.supervisor import every
 
 log = structlog.get_logger("reconciler")
 
@@ -93,12 +93,5 @@ class Reconciler:
         return report
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except AdapterError as e:
-                log.warning("reconcile_pass_failed", error=str(e))
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=self._s.sweep.reconcile_interval_s)
-            except TimeoutError:
-                pass
+        """A pass now, then one every ``TRIGGER_RECONCILE_INTERVAL_S``, until ``stop``."""
+        await every(stop, self._s.sweep.reconcile_interval_s, self.run_once, name="reconcile")

@@ -7,11 +7,11 @@ import asyncio
 import structlog
 
 from sweeper.sweeper import Sweeper
-from trigger_service.process import report_every, run_process
+from trigger_service.process import run_process
 from trigger_service.redis_lease import RedisLease
 from trigger_service.runtime import Runtime
 from trigger_service.settings import Settings
-from trigger_service.supervisor import supervise
+from trigger_service.supervisor import every, supervise
 
 log = structlog.get_logger("sweeper")
 
@@ -24,9 +24,11 @@ async def serve(settings: Settings) -> int:
                       runtime.metrics)
 
     async def report(stop: asyncio.Event) -> None:
-        await report_every(stop, 60, lambda: log.info(
-            "sweeper_metrics", owner=sweeper.owner, shards=len(sweeper.owned),
-            pending=sweeper.pending, **runtime.metrics.snapshot()))
+        async def line() -> None:
+            log.info("sweeper_metrics", owner=sweeper.owner, shards=len(sweeper.owned),
+                     pending=sweeper.pending, **runtime.metrics.snapshot())
+
+        await every(stop, 60, line, name="report")
 
     log.info("sweeper_started", owner=sweeper.owner)
     try:

@@ -38,6 +38,7 @@ from trigger_service.model import Path, Status
 from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
 from trigger_service.redis_lease import RedisLease
 from trigger_service.settings import Settings
+from trigger_service.supervisor import every
 
 log = structlog.get_logger("sweeper")
 
@@ -287,10 +288,12 @@ class Sweeper:
         """Lease upkeep, periodic sweeps and the wheel, until ``stop``; then save the cursors,
         give the shards back and leave."""
         loops = [
-            asyncio.create_task(self._every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases,
-                                            "lease")),
-            asyncio.create_task(self._every(stop, self._sw.interval_s, self._sweep_and_save,
-                                            "sweep")),
+            # Without a renewed lease the fencing check stops our promotions and another
+            # sweeper takes the shards over, so a failing step just retries next round.
+            asyncio.create_task(every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases,
+                                      name="lease")),
+            asyncio.create_task(every(stop, self._sw.interval_s, self._sweep_and_save,
+                                      name="sweep")),
             asyncio.create_task(self._driver.run(stop)),
         ]
         try:
@@ -309,19 +312,6 @@ class Sweeper:
     async def _sweep_and_save(self) -> None:
         await self.sweep()
         await self.save_cursors()
-
-    async def _every(self, stop: asyncio.Event, period_s: float, step: Any, name: str) -> None:
-        while not stop.is_set():
-            try:
-                await step()
-            except AdapterError as e:
-                # Redis or Cassandra away: keep trying; without a renewed lease the fencing
-                # check stops our promotions, and another sweeper takes the shards over.
-                log.warning("sweeper_step_failed", step=name, error=str(e))
-            try:
-                await asyncio.wait_for(stop.wait(), timeout=period_s)
-            except TimeoutError:
-                pass
 
     async def _shutdown(self) -> None:
         for shard in list(self._shards):

@@ -332,12 +332,6 @@ class CassandraStore:
     ) -> None:
         await self._run("cursor_put", [group, shard, promoted_until_ms, owner, fence])
 
-    async def execute(self, cql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
-        """Run ad-hoc CQL (tests, tools). Raises ``StoreError``."""
-        try:
-            return await _aio(self._session.execute_async(cql, params))
-        except Exception as e:
-            raise StoreError(f"cassandra query failed: {e}") from e
 
 
 def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings) -> list[int]:

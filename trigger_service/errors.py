@@ -17,7 +17,7 @@
     └── StoreError / QueueError / CacheError
                                       a driver failure translated at an adapter's boundary
                                       (cassandra, botocore/aiobotocore, redis); the original is
-                                      the ``__cause__``; ``transient``: may a retry help.
+                                      the ``__cause__``.
 """
 
 from __future__ import annotations
@@ -84,10 +84,6 @@ class DependencyUnavailable(ApiError):
 
 class AdapterError(TriggerError):
     """A driver error translated at an adapter boundary; the driver's error is ``__cause__``."""
-
-    def __init__(self, message: str, *, transient: bool = True) -> None:
-        super().__init__(message)
-        self.transient = transient
 
 
 class StoreError(AdapterError):

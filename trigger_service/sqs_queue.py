@@ -155,10 +155,6 @@ class SqsQueue:
         except (BotoCoreError, ClientError, OSError) as e:
             raise QueueError(f"sqs unreachable: {e}") from e
 
-    async def purge_for_tests(self) -> None:
-        for url in (self.queue_url, self.dlq_url):
-            await self._client.purge_queue(QueueUrl=url)
-
     async def dlq_bodies(self, max_messages: int = 10) -> list[dict[str, Any]]:
         """Read (and leave) up to ``max_messages`` DLQ bodies: for tests and operators."""
         resp = await self._client.receive_message(

@@ -6,14 +6,36 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
 
+from trigger_service.errors import AdapterError
+
 log = structlog.get_logger(__name__)
 
 Runner = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+
+
+async def every(
+    stop: asyncio.Event, period_s: float, step: Callable[[], Awaitable[object]], *, name: str
+) -> None:
+    """Run ``step`` now and then every ``period_s`` until ``stop`` (returns promptly on it).
+
+    An ``AdapterError`` (Cassandra, SQS or Redis away) is logged and the loop goes on: the
+    dependency may come back and the next round retries. Anything else propagates to the
+    supervisor, which stops the process.
+    """
+    while not stop.is_set():
+        try:
+            await step()
+        except AdapterError as e:
+            log.warning("periodic_step_failed", step=name, error=str(e))
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=period_s)
+        except TimeoutError:
+            pass
 
 
 async def supervise(runners: dict[str, Runner], *, grace_s: float = 15.0) -> int:

@@ -132,6 +132,17 @@ class Stack:
                                       headers={**self.auth(), **headers})
         return resp.status, await resp.json(), resp.headers
 
+    async def wait_status(self, trigger_id: str, status: str, timeout_s: float = 5) -> Any:
+        """GET the trigger until it has ``status`` (or the time is up); return the last view."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            resp = await self.client.get(f"/v1/triggers/{trigger_id}", headers=self.auth())
+            assert resp.status == 200, await resp.text()
+            view = await resp.json()
+            if view["status"] == status or time.monotonic() >= deadline:
+                return view
+            await asyncio.sleep(0.1)
+
     def body(self, **fields: Any) -> dict[str, Any]:
         return {"callbackUrl": self.receiver.base_url + "cb", "payload": {"n": 1}, **fields}
 

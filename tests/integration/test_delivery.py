@@ -40,11 +40,7 @@ async def test_delivered_on_time_never_early(stack: Stack) -> None:
         assert a.body["payload"] == {"d": pytest.approx(a.body["payload"]["d"])}
     assert len(rec.arrivals) == 4
     for tid in ids:
-        for _ in range(50):
-            t = await get(stack, tid)
-            if t["status"] == "FIRED":
-                break
-            await asyncio.sleep(0.1)
+        t = await stack.wait_status(tid, "FIRED")
         assert t["status"] == "FIRED" and t["attempts"] == 1 and t["firedAt"] is not None
 
 
@@ -85,11 +81,7 @@ async def test_retries_then_delivers_with_attempt_three(stack: Stack) -> None:
     gaps = [b.at_ms - a.at_ms for a, b in zip(rec.for_trigger(tid), rec.for_trigger(tid)[1:],
                                                strict=False)]
     assert all(g >= 1000 for g in gaps), gaps  # backoff 1 s honoured, never early
-    for _ in range(50):
-        t = await get(stack, tid)
-        if t["status"] == "FIRED":
-            break
-        await asyncio.sleep(0.1)
+    t = await stack.wait_status(tid, "FIRED")
     assert t["status"] == "FIRED" and t["attempts"] == 3
 
 
@@ -100,11 +92,7 @@ async def test_exhausted_attempts_fail_to_the_dlq_and_stop(stack: Stack) -> None
     tid = body["triggerId"]
     rec = stack.receiver
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 3, 30)
-    for _ in range(50):
-        t = await get(stack, tid)
-        if t["status"] == "FAILED":
-            break
-        await asyncio.sleep(0.1)
+    t = await stack.wait_status(tid, "FAILED")
     assert t["status"] == "FAILED" and t["attempts"] == 3 and t["lastError"] == "HTTP 503"
     dlq = await d.queue.dlq_bodies()
     assert [m["triggerId"] for m in dlq] == [tid] and dlq[0]["reason"] == "HTTP 503"
@@ -124,12 +112,7 @@ async def test_timeouts_and_connection_errors_count_as_failed_attempts(stack: St
     rec = stack.receiver
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 30)
     assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2]
-    t = await get(stack, tid)
-    for _ in range(50):
-        if t["status"] == "FIRED":
-            break
-        await asyncio.sleep(0.1)
-        t = await get(stack, tid)
+    t = await stack.wait_status(tid, "FIRED")
     assert t["status"] == "FIRED" and t["attempts"] == 2
 
 
@@ -184,10 +167,6 @@ async def test_dispatcher_killed_mid_flight_still_delivers(stack: Stack) -> None
     d = await stack.start_dispatcher()
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 30)
     assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2]
-    for _ in range(50):
-        t = await get(stack, tid)
-        if t["status"] == "FIRED":
-            break
-        await asyncio.sleep(0.1)
+    t = await stack.wait_status(tid, "FIRED")
     assert t["status"] == "FIRED"
     assert d.metrics.snapshot().get("claim_takeovers_total") == 1

@@ -48,7 +48,14 @@ async def register(stack: Stack, delays: list[float]) -> dict[str, int]:
     return out
 
 
-def assert_on_time_once(stack: Stack, ids: dict[str, int]) -> None:
+async def assert_delivered_once_on_time(
+    stack: Stack, ids: dict[str, int], timeout_s: float = 30, settle_s: float = 1
+) -> None:
+    """Every trigger arrives, then (after ``settle_s`` for late duplicates) exactly once and
+    never before its fire time."""
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), timeout_s)
+    await asyncio.sleep(settle_s)
     for tid, fire_at in ids.items():
         got = stack.receiver.for_trigger(tid)
         assert len(got) == 1, (tid, len(got))
@@ -65,10 +72,7 @@ async def test_far_future_triggers_fire_on_time_through_the_sweeper(stack: Stack
     sweepers = [await stack.start_sweeper(), await stack.start_sweeper()]
     ids = await register(stack, [7 + i * 0.37 for i in range(12)])
     assert await paths(stack, ids) == {Path.SWEEP}
-    rec = stack.receiver
-    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), 40)
-    await asyncio.sleep(1)
-    assert_on_time_once(stack, ids)
+    await assert_delivered_once_on_time(stack, ids, 40, 1)
     promoted = sum(s.metrics.snapshot().get("promoted_total", 0) for s in sweepers)
     assert promoted == len(ids)
 
@@ -82,10 +86,7 @@ async def test_direct_boundary_neither_misses_nor_duplicates(stack: Stack) -> No
                                  DIRECT_MAX_S + 0.5])
     rows = {t.trigger_id: t for t in await stack.runtime.store.get_many(list(ids))}
     assert [rows[t].path for t in ids] == [Path.DIRECT, Path.DIRECT, Path.SWEEP, Path.SWEEP]
-    rec = stack.receiver
-    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), 30)
-    await asyncio.sleep(1.5)
-    assert_on_time_once(stack, ids)
+    await assert_delivered_once_on_time(stack, ids, 30, 1.5)
     assert sweeper.metrics.snapshot().get("promoted_total") == 2
 
 
@@ -99,9 +100,7 @@ async def test_trigger_written_into_an_already_scanned_bucket(stack: Stack) -> N
         if sw.metrics.snapshot().get("promoted_total"):
             break
         await asyncio.sleep(0.25)
-    rec = stack.receiver
-    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in before), 20)
-    assert_on_time_once(stack, before)
+    await assert_delivered_once_on_time(stack, before, 20, 0)
 
 
 async def test_cancelled_triggers_are_never_promoted(stack: Stack) -> None:
@@ -134,10 +133,7 @@ async def test_sweeper_restarted_in_the_middle_of_a_bucket(stack: Stack) -> None
     assert first.sweeper.pending == 3
     await first.crash()
     second = await stack.start_sweeper()  # takes the shards once the dead leases expire
-    rec = stack.receiver
-    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), 30)
-    await asyncio.sleep(1)
-    assert_on_time_once(stack, ids)
+    await assert_delivered_once_on_time(stack, ids, 30, 1)
     assert second.metrics.snapshot().get("promoted_total") == 3
 
 
@@ -210,12 +206,6 @@ async def test_reconciler_recovers_a_row_with_no_sqs_message(stack: Stack) -> No
     rec = stack.receiver
     assert await rec.wait_for(lambda: bool(rec.for_trigger(leaked.trigger_id)), 15)
     assert rec.for_trigger(fresh.trigger_id) == [] and rec.for_trigger(done.trigger_id) == []
-    t = await store.get(leaked.trigger_id)
-    for _ in range(30):
-        if t is not None and t.status is Status.FIRED:
-            break
-        await asyncio.sleep(0.1)
-        t = await store.get(leaked.trigger_id)
-    assert t is not None and t.status is Status.FIRED
+    assert (await stack.wait_status(leaked.trigger_id, "FIRED"))["status"] == "FIRED"
     # A second pass finds nothing left to repair.
     assert (await reconciler.run_once()).reinjected == 0
