@@ -2,46 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
-
-import structlog
-
+from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
-from dispatcher.http_channel import HttpChannel
-from trigger_service.process import run_process
-from trigger_service.runtime import Runtime
-from trigger_service.settings import Settings
-from trigger_service.supervisor import every, supervise
-
-log = structlog.get_logger("dispatcher")
+from trigger_service.platform.process import Component, main_for
+from trigger_service.platform.wiring import Runtime
 
 
-async def serve(settings: Settings) -> int:
-    runtime = await Runtime.open(settings)
-    channel = HttpChannel(settings.dispatch.callback_timeout_s)
+async def build(runtime: Runtime) -> Component:
+    d = runtime.settings.dispatch
+    channel = WebhookChannel(d.callback_timeout_s)
     await channel.open()
-    dispatcher = Dispatcher(settings, runtime.store, runtime.queue, channel, runtime.callers,
-                            runtime.clock, runtime.metrics)
-
-    async def report(stop: asyncio.Event) -> None:
-        async def line() -> None:
-            log.info("dispatcher_metrics", inflight=dispatcher.inflight,
-                     **runtime.metrics.snapshot())
-
-        await every(stop, 60, line, name="report")
-
-    log.info("dispatcher_started", queue=runtime.queue.queue_url)
-    try:
-        return await supervise({"dispatch": dispatcher.run, "report": report},
-                               grace_s=settings.dispatch.callback_timeout_s + 5)
-    finally:
-        log.info("dispatcher_stopped", **runtime.metrics.snapshot())
-        await channel.close()
-        await runtime.close()
+    dispatcher = Dispatcher(runtime.settings, runtime.store, runtime.queue, channel,
+                            runtime.callers, runtime.clock, runtime.metrics)
+    return Component({"dispatch": dispatcher.run},
+                     status=lambda: {"inflight": dispatcher.inflight},
+                     close=channel.close, grace_s=d.callback_timeout_s + 5)
 
 
 def main() -> None:
-    run_process("dispatcher", serve)
+    main_for("dispatcher", build)
 
 
 if __name__ == "__main__":

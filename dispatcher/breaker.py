@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from trigger_service.clock import Clock
+from trigger_service.core.ports import Clock
 
 
 class BreakerState(StrEnum):

@@ -1,1 +1,1 @@
-"""Periodic safety net that re-injects leaked triggers (issue 3)."""
+"""Periodic safety net that re-injects leaked triggers."""

@@ -5,22 +5,24 @@ from __future__ import annotations
 import argparse
 
 from reconciler.reconciler import Reconciler
-from trigger_service.process import run_process
-from trigger_service.runtime import Runtime
-from trigger_service.settings import Settings
-from trigger_service.supervisor import supervise
+from trigger_service.config.settings import Settings
+from trigger_service.platform.process import Component, main_for, run_process
+from trigger_service.platform.wiring import Runtime
 
 
-async def serve(settings: Settings, once: bool) -> int:
-    runtime = await Runtime.open(settings)
-    reconciler = Reconciler(settings, runtime.store, runtime.queue, runtime.clock,
+async def build(runtime: Runtime) -> Component:
+    reconciler = Reconciler(runtime.settings, runtime.store, runtime.queue, runtime.clock,
                             runtime.metrics)
+    return Component({"reconcile": reconciler.run}, report=False)
+
+
+async def once(settings: Settings) -> int:
+    runtime = await Runtime.open(settings)
     try:
-        if once:
-            report = await reconciler.run_once()
-            print(f"scanned {report.scanned}, re-injected {report.reinjected}")
-            return 0
-        return await supervise({"reconcile": reconciler.run})
+        report = await Reconciler(settings, runtime.store, runtime.queue, runtime.clock,
+                                  runtime.metrics).run_once()
+        print(f"scanned {report.scanned}, re-injected {report.reinjected}")
+        return 0
     finally:
         await runtime.close()
 
@@ -28,8 +30,10 @@ async def serve(settings: Settings, once: bool) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m reconciler")
     parser.add_argument("--once", action="store_true", help="run a single pass and exit")
-    args = parser.parse_args()
-    run_process("reconciler", lambda settings: serve(settings, args.once))
+    if parser.parse_args().once:
+        run_process("reconciler", once)
+    else:
+        main_for("reconciler", build)
 
 
 if __name__ == "__main__":

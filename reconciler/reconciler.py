@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
-from trigger_service.clock import Clock
-from trigger_service.metrics import Metrics
-from trigger_service.model import Status, Trigger
-from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
-from trigger_service.settings import Settings
-from trigger_service.supervisor import every
+from reconciler.rules import is_leak
+from trigger_service.config.settings import Settings
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports import (
+    Clock,
+    DueIndex,
+    Enqueuer,
+    Metrics,
+    OutgoingMessage,
+    TriggerStates,
+)
+from trigger_service.platform.supervisor import every
 
 log = structlog.get_logger("reconciler")
 
@@ -37,12 +44,16 @@ class PassReport:
     window_to_ms: int
 
 
+class ReconcilerStore(TriggerStates, DueIndex, Protocol):
+    """What the reconciler reads in the trigger store."""
+
+
 class Reconciler:
     def __init__(
         self,
         settings: Settings,
-        store: TriggerStore,
-        queue: DelayQueue,
+        store: ReconcilerStore,
+        queue: Enqueuer,
         clock: Clock,
         metrics: Metrics,
     ) -> None:
@@ -53,14 +64,8 @@ class Reconciler:
         self._metrics = metrics
 
     def is_leak(self, t: Trigger, now_ms: int) -> bool:
-        """Pure rule: should this trigger be re-sent?"""
-        grace_ms = self._s.sweep.reconcile_grace_s * 1000
-        if t.status is Status.PENDING:
-            return t.due_at_ms() < now_ms - grace_ms
-        if t.status is Status.IN_FLIGHT:
-            stale_at = t.claim_stale_at_ms(int(self._s.dispatch.callback_timeout_s * 1000))
-            return stale_at < now_ms - grace_ms
-        return False
+        return is_leak(t, now_ms, grace_ms=self._s.sweep.reconcile_grace_s * 1000,
+                       callback_timeout_ms=int(self._s.dispatch.callback_timeout_s * 1000))
 
     async def run_once(self) -> PassReport:
         """One pass over [now - grace - window, now - grace]. Raises adapter errors."""

@@ -1,1 +1,2 @@
-"""Sweeper: in-memory timing wheel and its driver for near-term timers."""
+"""Sweepers: shard leases, due-bucket scans and a hierarchical timing wheel that hands
+far-future triggers to SQS shortly before they are due."""

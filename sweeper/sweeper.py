@@ -26,19 +26,27 @@ import socket
 import uuid
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 import structlog
 
-from sweeper.timing_wheel import Expired, TimingWheel, WheelDriver
-from trigger_service.clock import Clock
-from trigger_service.errors import AdapterError
-from trigger_service.metrics import Metrics
-from trigger_service.model import Path, Status
-from trigger_service.ports import DelayQueue, OutgoingMessage, TriggerStore
-from trigger_service.redis_lease import RedisLease
-from trigger_service.settings import Settings
-from trigger_service.supervisor import every
+from sweeper.timing_wheel import Expired, TimingWheel
+from sweeper.wheel_driver import WheelDriver
+from trigger_service.config.settings import Settings
+from trigger_service.core.errors import AdapterError
+from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.ports import (
+    Clock,
+    DueIndex,
+    Enqueuer,
+    Lease,
+    Metrics,
+    OutgoingMessage,
+    SweepCursors,
+    TriggerStates,
+)
+from trigger_service.core.timing import sqs_delay_s
+from trigger_service.platform.supervisor import every, run_together
 
 log = structlog.get_logger("sweeper")
 
@@ -76,13 +84,17 @@ class _Item:
     window: _Window
 
 
+class SweeperStore(TriggerStates, DueIndex, SweepCursors, Protocol):
+    """What the sweeper reads and writes in the trigger store."""
+
+
 class Sweeper:
     def __init__(
         self,
         settings: Settings,
-        store: TriggerStore,
-        queue: DelayQueue,
-        lease: RedisLease,
+        store: SweeperStore,
+        queue: Enqueuer,
+        lease: Lease,
         clock: Clock,
         metrics: Metrics,
         *,
@@ -144,7 +156,7 @@ class Sweeper:
             if fence is None:
                 continue
             if cursors is None:
-                cursors = await self._store.sweep_cursors(self._sw.group)
+                cursors = await self._store.load_cursors(self._sw.group)
             now_ms = self._clock.now_ms()
             resume_ms = cursors.get(shard, now_ms - self._sw.lookback_s * 1000)
             self._shards[shard] = _Shard(fence, resume_ms, resume_ms, saved_ms=resume_ms)
@@ -182,7 +194,7 @@ class Sweeper:
             window = _Window(until_ms)
             ahead_ms = self._sw.promote_ahead_s * 1000
             for e in entries:
-                if e.path is not Path.SWEEP or e.trigger_id in self._wheel:
+                if e.route is not Route.SWEEP or e.trigger_id in self._wheel:
                     continue  # DIRECT ones were sent by the API; the reconciler watches both
                 self._wheel.add(e.trigger_id, e.fire_at_ms - ahead_ms,
                                 _Item(shard, st.fence, e.fire_at_ms, window))
@@ -225,14 +237,14 @@ class Sweeper:
                 self._forget(shard)
                 return
             ids = [e.key for e in items]
-            rows: list[Any] = []
+            rows: list[Trigger | None] = []
             for i in range(0, len(ids), _READ_CHUNK):
                 rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
             now_ms = self._clock.now_ms()
             lead_s = self._s.sqs.enqueue_lead_s
             out = [
                 OutgoingMessage(e.key, e.value.fire_at_ms,
-                                max(0, (e.value.fire_at_ms - now_ms) // 1000 - lead_s))
+                                sqs_delay_s(e.value.fire_at_ms, now_ms, lead_s))
                 for e, t in zip(items, rows, strict=True)
                 if t is not None and t.status is Status.PENDING
             ]
@@ -265,7 +277,7 @@ class Sweeper:
 
     async def _save_cursor(self, shard: int, st: _Shard) -> None:
         if st.saved_ms != st.promoted_until_ms:
-            await self._store.save_sweep_cursor(
+            await self._store.save_cursor(
                 self._sw.group, shard, st.promoted_until_ms, self.owner, st.fence)
             st.saved_ms = st.promoted_until_ms
 
@@ -287,25 +299,15 @@ class Sweeper:
     async def run(self, stop: asyncio.Event) -> None:
         """Lease upkeep, periodic sweeps and the wheel, until ``stop``; then save the cursors,
         give the shards back and leave."""
-        loops = [
-            # Without a renewed lease the fencing check stops our promotions and another
-            # sweeper takes the shards over, so a failing step just retries next round.
-            asyncio.create_task(every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases,
-                                      name="lease")),
-            asyncio.create_task(every(stop, self._sw.interval_s, self._sweep_and_save,
-                                      name="sweep")),
-            asyncio.create_task(self._driver.run(stop)),
-        ]
         try:
-            done, _ = await asyncio.wait([*loops, asyncio.create_task(stop.wait())],
-                                         return_when=asyncio.FIRST_COMPLETED)
-            for t in done:
-                if t in loops and t.exception() is not None:
-                    raise t.exception()  # type: ignore[misc]
+            await run_together(stop, [
+                # Without a renewed lease the fencing check stops our promotions and another
+                # sweeper takes the shards over, so a failing step just retries next round.
+                every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases, name="lease"),
+                every(stop, self._sw.interval_s, self._sweep_and_save, name="sweep"),
+                self._driver.run(stop),
+            ])
         finally:
-            for t in loops:
-                t.cancel()
-            await asyncio.gather(*loops, return_exceptions=True)
             await self.drain_promotions()
             await self._shutdown()
 
@@ -323,4 +325,4 @@ class Sweeper:
         try:
             await self._lease.leave(self.owner)
         except AdapterError:
-            pass
+            pass  # our heartbeat simply ages out of the member set

@@ -1,4 +1,4 @@
-"""Hierarchical timing wheel for near-term timers, plus an asyncio driver.
+"""Hierarchical timing wheel for near-term timers (its asyncio driver: ``wheel_driver``).
 
 The wheel is an in-memory index of "call back ``key`` at ``deadline_ms``": O(1) add, replace and
 cancel, and an ``advance(now_ms)`` that hands back everything that has come due. It is not
@@ -30,19 +30,17 @@ deadline :meth:`TimingWheel.next_deadline_ms` may wake the driver.
 
 from __future__ import annotations
 
-import asyncio
 import heapq
-from collections.abc import Awaitable, Callable
 from operator import itemgetter
-from typing import Any, Generic, NamedTuple, TypeVar
+from typing import Generic, NamedTuple, TypeVar
 
-from trigger_service.clock import Clock
+from trigger_service.core.timing import ceil_div as _ceil_div
 
 T = TypeVar("T")
 # Expired is immutable, so an Expired[str] may stand in for an Expired[object].
 T_co = TypeVar("T_co", covariant=True)
 
-__all__ = ["Expired", "TimingWheel", "WheelDriver"]
+__all__ = ["Expired", "TimingWheel"]
 
 # Tombstones are only compacted away once they also exceed this floor, so a small wheel with a
 # burst of cancels does not pay for a full pass every few calls.
@@ -65,10 +63,6 @@ class Expired(NamedTuple, Generic[T_co]):
     value: T_co
 
 
-def _ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
 class TimingWheel(Generic[T]):
     """Hierarchical timing wheel mapping string keys to deadlines (epoch ms) and values.
 
@@ -76,16 +70,8 @@ class TimingWheel(Generic[T]):
     """
 
     __slots__ = (
-        "_aligned_ms",
-        "_dead",
-        "_due",
-        "_entries",
-        "_limits_ms",
-        "_now_ms",
-        "_queue",
-        "_rings",
-        "_ticks_ms",
-        "_wheel_size",
+        "_aligned_ms", "_dead", "_due", "_entries", "_limits_ms",
+        "_now_ms", "_queue", "_rings", "_ticks_ms", "_wheel_size",
     )
 
     def __init__(self, tick_ms: int = 10, wheel_size: int = 512, start_ms: int = 0) -> None:
@@ -198,23 +184,11 @@ class TimingWheel(Generic[T]):
         """
         if now_ms < self._now_ms:
             now_ms = self._now_ms
-        entries = self._entries
         out: list[Expired[T]] = []
-        dropped = 0  # tombstones removed in this call
         # With no tombstones anywhere every stored entry is live and the per-entry check can go.
         all_live = self._dead == 0
-
-        if self._due:
-            due, self._due = self._due, []
-            for entry in due:
-                if entries.get(entry[0]) is entry:
-                    del entries[entry[0]]
-                    out.append(entry)
-                else:
-                    dropped += 1
-
+        dropped = self._take_added_due(out)  # tombstones removed in this call
         queue = self._queue
-        rings = self._rings
         wheel_size = self._wheel_size
         tick0_ms = self._ticks_ms[0]
         # Cascaded timers are re-placed relative to the start of the bucket being emptied, not
@@ -225,65 +199,21 @@ class TimingWheel(Generic[T]):
         while queue and queue[0][0] <= now_ms:
             item = heapq.heappop(queue)
             first_ms, level, bucket_no = item
-            if first_ms > cascade_ms:
-                cascade_ms = first_ms
-            ring = rings[level]
+            cascade_ms = max(cascade_ms, first_ms)
+            ring = self._rings[level]
             slot = bucket_no % wheel_size
             bucket = ring[slot]
-            fresh: list[Expired[T]] = []
-            ring[slot] = fresh
+            ring[slot] = []
             if level == 0 and bucket_no * tick0_ms <= now_ms:
-                # The whole bucket is due.
-                if all_live:
-                    for entry in bucket:
-                        del entries[entry[0]]
-                    out += bucket
-                else:
-                    for entry in bucket:
-                        if entries.get(entry[0]) is entry:
-                            del entries[entry[0]]
-                            out.append(entry)
-                        else:
-                            dropped += 1
+                dropped += self._expire_bucket(bucket, out, all_live)
             elif level == 0:
-                # now_ms lies inside this bucket: expire its due part and keep the rest in place;
-                # the bucket goes back on the queue once this loop is done so the next advance
-                # looks at it again.
-                for entry in bucket:
-                    if entries.get(entry[0]) is not entry:
-                        dropped += 1
-                    elif entry[1] <= now_ms:
-                        del entries[entry[0]]
-                        out.append(entry)
-                    else:
-                        fresh.append(entry)
-                if fresh:
+                # now_ms lies inside this bucket: the rest stays in place and the bucket goes
+                # back on the queue once this loop is done, for the next advance to look at.
+                dropped += self._expire_part(bucket, now_ms, out, ring, slot)
+                if ring[slot]:
                     partial = item
             else:
-                # Cascade: re-place every live timer (all fit below this level), or expire it.
-                if self._aligned_ms != cascade_ms:
-                    self._align(cascade_ms)
-                limits_ms = self._limits_ms
-                ticks_ms = self._ticks_ms
-                for entry in bucket:
-                    if not all_live and entries.get(entry[0]) is not entry:
-                        dropped += 1
-                        continue
-                    deadline_ms = entry[1]
-                    if deadline_ms <= now_ms:
-                        del entries[entry[0]]
-                        out.append(entry)
-                        continue
-                    # Same steps as _place, inlined: this loop moves every timer once per level.
-                    to_level = 0
-                    while deadline_ms > limits_ms[to_level]:
-                        to_level += 1
-                    tick_ms = ticks_ms[to_level]
-                    to_no = -(-deadline_ms // tick_ms)
-                    to_bucket = rings[to_level][to_no % wheel_size]
-                    if not to_bucket:
-                        heapq.heappush(queue, ((to_no - 1) * tick_ms + 1, to_level, to_no))
-                    to_bucket.append(entry)
+                dropped += self._cascade(bucket, now_ms, cascade_ms, out, all_live)
         if partial is not None:
             heapq.heappush(queue, partial)
 
@@ -294,6 +224,81 @@ class TimingWheel(Generic[T]):
         if len(out) > 1:
             out.sort(key=_by_deadline)
         return out
+
+    def _take_added_due(self, out: list[Expired[T]]) -> int:
+        """Move the live timers added already due into ``out``; the tombstones dropped."""
+        if not self._due:
+            return 0
+        due, self._due = self._due, []
+        return self._expire_bucket(due, out, all_live=False)
+
+    def _expire_bucket(self, bucket: list[Expired[T]], out: list[Expired[T]],
+                       all_live: bool) -> int:
+        """Every live timer of ``bucket`` (wholly due) into ``out``; the tombstones dropped."""
+        entries = self._entries
+        if all_live:
+            for entry in bucket:
+                del entries[entry[0]]
+            out += bucket
+            return 0
+        dropped = 0
+        for entry in bucket:
+            if entries.get(entry[0]) is entry:
+                del entries[entry[0]]
+                out.append(entry)
+            else:
+                dropped += 1
+        return dropped
+
+    def _expire_part(self, bucket: list[Expired[T]], now_ms: int, out: list[Expired[T]],
+                     ring: list[list[Expired[T]]], slot: int) -> int:
+        """A level-0 bucket that ``now_ms`` lies inside: the due part into ``out``, the rest
+        back into ``ring[slot]``."""
+        entries = self._entries
+        kept = ring[slot]
+        dropped = 0
+        for entry in bucket:
+            if entries.get(entry[0]) is not entry:
+                dropped += 1
+            elif entry[1] <= now_ms:
+                del entries[entry[0]]
+                out.append(entry)
+            else:
+                kept.append(entry)
+        return dropped
+
+    def _cascade(self, bucket: list[Expired[T]], now_ms: int, cascade_ms: int,
+                 out: list[Expired[T]], all_live: bool) -> int:
+        """A bucket above level 0: re-place every live timer lower down, or expire it."""
+        if self._aligned_ms != cascade_ms:
+            self._align(cascade_ms)
+        entries = self._entries
+        queue = self._queue
+        rings = self._rings
+        wheel_size = self._wheel_size
+        limits_ms = self._limits_ms
+        ticks_ms = self._ticks_ms
+        dropped = 0
+        for entry in bucket:
+            if not all_live and entries.get(entry[0]) is not entry:
+                dropped += 1
+                continue
+            deadline_ms = entry[1]
+            if deadline_ms <= now_ms:
+                del entries[entry[0]]
+                out.append(entry)
+                continue
+            # Same steps as _place, inlined: this loop moves every timer once per level.
+            to_level = 0
+            while deadline_ms > limits_ms[to_level]:
+                to_level += 1
+            tick_ms = ticks_ms[to_level]
+            to_no = -(-deadline_ms // tick_ms)
+            to_bucket = rings[to_level][to_no % wheel_size]
+            if not to_bucket:
+                heapq.heappush(queue, ((to_no - 1) * tick_ms + 1, to_level, to_no))
+            to_bucket.append(entry)
+        return dropped
 
     def next_deadline_ms(self) -> int | None:
         """When the driver must next call :meth:`advance`; None if there are no live timers.
@@ -392,167 +397,3 @@ class TimingWheel(Generic[T]):
         heapq.heapify(queue)
         self._queue = queue
         self._dead = 0
-
-    def _check_invariants(self) -> None:
-        """Assert the internal invariants (for tests; O(everything))."""
-        entries = self._entries
-        now_ms = self._now_ms
-        wheel_size = self._wheel_size
-        seen_live: set[str] = set()
-        tombstones = 0
-        for entry in self._due:
-            if entries.get(entry[0]) is entry:
-                assert entry[0] not in seen_live, f"{entry[0]} stored twice"
-                seen_live.add(entry[0])
-            else:
-                tombstones += 1
-        occupied: set[tuple[int, int]] = set()
-        c0 = _ceil_div(now_ms, self._ticks_ms[0])
-        for level, ring in enumerate(self._rings):
-            tick_ms = self._ticks_ms[level]
-            lowest = _ceil_div(now_ms, tick_ms)
-            for slot, bucket in enumerate(ring):
-                if not bucket:
-                    continue
-                numbers = {_ceil_div(e[1], tick_ms) for e in bucket}
-                assert len(numbers) == 1, f"level {level} slot {slot} mixes buckets {numbers}"
-                (bucket_no,) = numbers
-                assert bucket_no % wheel_size == slot
-                assert lowest <= bucket_no < lowest + wheel_size, (level, bucket_no, lowest)
-                if level > 0 or bucket_no != c0:
-                    assert (bucket_no - 1) * tick_ms >= now_ms, "passed bucket left behind"
-                occupied.add((level, bucket_no))
-                for entry in bucket:
-                    if entries.get(entry[0]) is entry:
-                        assert entry[0] not in seen_live, f"{entry[0]} stored twice"
-                        assert entry[1] > now_ms, "due timer left in a bucket"
-                        seen_live.add(entry[0])
-                    else:
-                        tombstones += 1
-        assert seen_live == set(entries), "live index and buckets disagree"
-        assert tombstones == self._dead, (tombstones, self._dead)
-        queued = [(level, bucket_no) for _, level, bucket_no in self._queue]
-        assert len(queued) == len(set(queued)), "bucket queued twice"
-        assert set(queued) == occupied, "queue and non-empty buckets disagree"
-        for first_ms, level, bucket_no in self._queue:
-            assert first_ms == (bucket_no - 1) * self._ticks_ms[level] + 1
-        assert self._aligned_ms == now_ms
-        assert self._limits_ms == [
-            (_ceil_div(now_ms, tick_ms) + wheel_size - 1) * tick_ms for tick_ms in self._ticks_ms
-        ]
-
-
-class WheelDriver(Generic[T]):
-    """Runs a :class:`TimingWheel` against a :class:`Clock` and delivers expiries in batches.
-
-    The owner adds timers to the wheel directly and then calls :meth:`poke` so a sleeping
-    :meth:`run` re-plans if the new timer is due before the time it is sleeping towards.
-    """
-
-    def __init__(
-        self,
-        wheel: TimingWheel[T],
-        clock: Clock,
-        on_expired: Callable[[list[Expired[T]]], Awaitable[None]],
-        tick_ms: int | None = None,
-    ) -> None:
-        """``tick_ms`` (default: the wheel's tick) is the wake-up granularity of :meth:`run`.
-
-        Raises ``ValueError`` if ``tick_ms < 1``.
-        """
-        if tick_ms is None:
-            tick_ms = wheel.tick_ms
-        if tick_ms < 1:
-            raise ValueError(f"tick_ms must be >= 1, got {tick_ms}")
-        self._wheel = wheel
-        self._clock = clock
-        self._on_expired = on_expired
-        self._tick_ms = tick_ms
-        self._poked = asyncio.Event()
-        # The wake-up time run() is sleeping towards; None while it is not sleeping or is waiting
-        # with no timers at all (then any poke must wake it).
-        self._sleep_target_ms: int | None = None
-
-    @property
-    def wheel(self) -> TimingWheel[T]:
-        """The wheel this driver advances."""
-        return self._wheel
-
-    async def run_once(self) -> int:
-        """Advance the wheel to ``clock.now_ms()`` and deliver what came due.
-
-        Awaits ``on_expired`` once with the whole batch (deadline order) if it is non-empty and
-        returns the batch size. The batch is removed from the wheel before ``on_expired`` runs;
-        if it raises, the exception propagates and those timers are not re-queued (the durable
-        store, not this in-memory index, is the source of truth for recovery).
-        """
-        batch = self._wheel.advance(self._clock.now_ms())
-        if batch:
-            await self._on_expired(batch)
-        return len(batch)
-
-    def poke(self, deadline_ms: int | None = None) -> None:
-        """Tell a sleeping :meth:`run` that the wheel changed.
-
-        With ``deadline_ms`` (the deadline just added), the sleeper is woken only if that timer
-        needs an earlier wake-up than the one it is sleeping towards; without it, always. Safe to
-        call at any time, including when ``run`` is not sleeping (it re-reads the wheel before
-        every sleep).
-        """
-        target_ms = self._sleep_target_ms
-        if deadline_ms is None or target_ms is None or self._wake_ms(deadline_ms) < target_ms:
-            self._poked.set()
-
-    async def run(self, stop: asyncio.Event) -> None:
-        """Deliver expiries until ``stop`` is set.
-
-        Each round calls :meth:`run_once`, then sleeps with ``clock.sleep_until_ms`` until the
-        tick boundary at or after :meth:`TimingWheel.next_deadline_ms` (no timed wake-up at all
-        while the wheel is empty), or until ``stop`` is set, or until :meth:`poke` reports an
-        earlier timer. Timers therefore fire at most one driver tick after their deadline while
-        the event loop keeps up, and an idle or sparse wheel costs no wake-ups per tick.
-
-        Exceptions from ``on_expired`` (and from the clock) propagate out of ``run``; the
-        supervisor owns failures. Returns once ``stop`` is set (checked before each round and
-        after each sleep).
-        """
-        while not stop.is_set():
-            await self.run_once()
-            if stop.is_set():
-                return
-            # Clear before reading the wheel: an add+poke that lands while we sleep sets the event
-            # again, and one that landed before this point is already in next_deadline_ms().
-            self._poked.clear()
-            next_ms = self._wheel.next_deadline_ms()
-            target_ms = None if next_ms is None else self._wake_ms(next_ms)
-            if target_ms is not None and target_ms <= self._clock.now_ms():
-                # Already due: the clock moved on while on_expired ran, or a timer was added with
-                # a deadline in the past. Advancing again is progress, not a spin.
-                continue
-            self._sleep_target_ms = target_ms
-            try:
-                await self._sleep(target_ms, stop)
-            finally:
-                self._sleep_target_ms = None
-
-    def _wake_ms(self, deadline_ms: int) -> int:
-        # Round up to a tick boundary: one wake-up per tick drains a whole level-0 bucket, where
-        # waking at each deadline would wake up to tick_ms times per bucket.
-        return -(-deadline_ms // self._tick_ms) * self._tick_ms
-
-    async def _sleep(self, target_ms: int | None, stop: asyncio.Event) -> None:
-        waiters: list[asyncio.Task[Any]] = [
-            asyncio.create_task(stop.wait()),
-            asyncio.create_task(self._poked.wait()),
-        ]
-        if target_ms is not None:
-            waiters.append(asyncio.create_task(self._clock.sleep_until_ms(target_ms)))
-        try:
-            done, _ = await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
-            for task in done:
-                task.result()  # a failing clock must surface, not turn into a busy loop
-        finally:
-            for task in waiters:
-                task.cancel()
-            # Let the losers finish cancelling so no task outlives this call.
-            await asyncio.gather(*waiters, return_exceptions=True)

@@ -1,4 +1,4 @@
-"""``python -m trigger_service``: the HTTP API."""
+"""``python -m trigger_service``: the HTTP API. Settings → wiring → supervise."""
 
 from __future__ import annotations
 
@@ -7,41 +7,35 @@ import asyncio
 import structlog
 from aiohttp import web
 
-from trigger_service.api import build_app
-from trigger_service.process import run_process
-from trigger_service.runtime import Runtime
-from trigger_service.service import TriggerService
-from trigger_service.settings import Settings
-from trigger_service.supervisor import supervise
+from trigger_service.app.triggers import TriggerService
+from trigger_service.http.app import build_app
+from trigger_service.platform.process import Component, main_for
+from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger("trigger_service")
 
 
-async def serve(settings: Settings) -> int:
-    runtime = await Runtime.open(settings)
-    service = TriggerService(
-        settings, runtime.store, runtime.queue, runtime.cache, runtime.clock, runtime.metrics)
-    app = build_app(runtime, service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+async def build(runtime: Runtime) -> Component:
+    s = runtime.settings
+    service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
+                             runtime.clock, runtime.metrics)
+    runner = web.AppRunner(build_app(runtime, service), access_log=None, handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, settings.api.host, settings.api.port, backlog=1024)
+    site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 
     async def http(stop: asyncio.Event) -> None:
         await site.start()
-        log.info("api_listening", url=f"http://{settings.api.host}:{settings.api.port}")
+        log.info("api_listening", url=f"http://{s.api.host}:{s.api.port}")
         await stop.wait()
-        # Drain: stop accepting, let in-flight requests finish, then flush queued sends.
+        # Drain: stop accepting and let in-flight requests finish; closing the runtime then
+        # flushes the sends still batched in the queue adapter.
         await runner.cleanup()
-        await service.close()
 
-    try:
-        return await supervise({"http": http})
-    finally:
-        await runtime.close()
+    return Component({"http": http}, report=False)
 
 
 def main() -> None:
-    run_process("trigger_service", serve)
+    main_for("trigger_service", build)
 
 
 if __name__ == "__main__":

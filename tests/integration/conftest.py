@@ -17,25 +17,29 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
-from dispatcher.http_channel import HttpChannel
 from sweeper.sweeper import Sweeper
-from trigger_service.api import build_app
-from trigger_service.callers import CallerRegistry, hash_token
-from trigger_service.cassandra_store import CassandraStore
-from trigger_service.clock import SystemClock
-from trigger_service.errors import ApiError
-from trigger_service.metrics import InMemoryMetrics
-from trigger_service.model import Status
-from trigger_service.redis_cache import RedisIdempotencyCache
-from trigger_service.redis_lease import RedisLease
-from trigger_service.runtime import Runtime
-from trigger_service.service import TriggerService
-from trigger_service.settings import CassandraSettings, Settings
-from trigger_service.sqs_queue import SqsQueue
+from tests.integration.helpers import SqsAdmin
+from trigger_service.adapters.cassandra.migrate import migrate
+from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.redis.client import RedisPing, open_client
+from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
+from trigger_service.adapters.redis.lease import RedisLease
+from trigger_service.adapters.sqs import SqsQueue
+from trigger_service.app.triggers import TriggerService
+from trigger_service.config.callers import CallerRegistry, hash_token
+from trigger_service.config.settings import CassandraSettings, Settings
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.errors import ApiError
+from trigger_service.core.model import Status
+from trigger_service.http.app import build_app
+from trigger_service.platform.metrics import InMemoryMetrics
+from trigger_service.platform.wiring import Runtime
 
 pytestmark = pytest.mark.integration
 
@@ -44,9 +48,11 @@ KEYSPACE = os.environ.get("TRIGGER_TEST_KEYSPACE", "triggers_test")
 
 @pytest.fixture(scope="session")
 def store() -> Iterator[CassandraStore]:
-    s = CassandraStore._connect_sync(CassandraSettings(keyspace=KEYSPACE), True)
+    settings = CassandraSettings(keyspace=KEYSPACE)
+    migrate(settings, SystemClock().now_ms())
+    s = CassandraStore.open_sync(settings)
     yield s
-    s._cluster.shutdown()
+    s.close_sync()
 
 
 @dataclass
@@ -123,6 +129,8 @@ class Stack:
     caller: str
     receiver: Receiver
     env: dict[str, str]
+    redis: aioredis.Redis
+    sqs: SqsAdmin
 
     def auth(self, token: str | None = None) -> dict[str, str]:
         return {"Authorization": f"Bearer {token or self.token}"}
@@ -152,7 +160,7 @@ class Stack:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
         queue = await SqsQueue.connect(
             settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
-        channel = HttpChannel(settings.dispatch.callback_timeout_s)
+        channel = WebhookChannel(settings.dispatch.callback_timeout_s)
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
@@ -165,15 +173,15 @@ class Stack:
 
     async def start_sweeper(self, *, run: bool = True) -> SweeperHandle:
         """A sweeper on the real Redis, Cassandra and SQS; ``run`` starts its loops."""
-        lease = RedisLease.from_url(self.settings.redis.url,
-                                    int(self.settings.sweep.lease_ttl_s * 1000),
-                                    self.settings.sweep.group)
+        redis = open_client(self.settings.redis.url)
+        lease = RedisLease(redis, int(self.settings.sweep.lease_ttl_s * 1000),
+                           self.settings.sweep.group)
         metrics = InMemoryMetrics()
         sw = Sweeper(self.settings, self.runtime.store, self.runtime.queue, lease, SystemClock(),
                      metrics)
         stop = asyncio.Event()
         task = asyncio.create_task(sw.run(stop)) if run else None
-        handle = SweeperHandle(sw, stop, task, lease, metrics)
+        handle = SweeperHandle(sw, stop, task, redis, metrics)
         self._sweepers.append(handle)
         return handle
 
@@ -186,7 +194,7 @@ class SweeperHandle:
     sweeper: Sweeper
     stop: asyncio.Event
     task: asyncio.Task[None] | None
-    lease: RedisLease
+    redis: aioredis.Redis
     metrics: InMemoryMetrics
     closed: bool = False
 
@@ -197,14 +205,14 @@ class SweeperHandle:
         self.stop.set()
         if self.task is not None:
             await asyncio.wait_for(self.task, timeout=30)
-        await self.lease.close()
+        await self.redis.aclose()
 
     async def crash(self) -> None:
         """Stop dead (a sweeper driven by run_once only): nothing saved, no lease released,
         its wheel forgotten, exactly what SIGKILL leaves behind."""
         assert self.task is None, "crash() is for run_once-driven sweepers"
         self.closed = True
-        await self.lease.close()
+        await self.redis.aclose()
 
 
 @dataclass
@@ -213,7 +221,7 @@ class DispatcherHandle:
     stop: asyncio.Event
     task: asyncio.Task[None]
     queue: SqsQueue
-    channel: HttpChannel
+    channel: WebhookChannel
     metrics: InMemoryMetrics
 
     async def close(self) -> None:
@@ -265,23 +273,29 @@ async def stack(
     settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env)
     queue = await SqsQueue.connect(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
-    cache = RedisIdempotencyCache.from_url(settings.redis.url)
+    admin = await SqsAdmin(settings.sqs).open()
+    redis = open_client(settings.redis.url)
+    cache = RedisIdempotencyCache(redis)
+    lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
-                      cache, SystemClock(), InMemoryMetrics())
-    service = TriggerService(settings, store, queue, cache, runtime.clock, runtime.metrics)
+                      cache, lease, SystemClock(), InMemoryMetrics(),
+                      pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
+    service = TriggerService(settings, store, store, queue, cache, runtime.clock,
+                             runtime.metrics)
     client = TestClient(TestServer(build_app(runtime, service)))
     await client.start_server()
-    st = Stack(settings, runtime, service, client, token, tag, receiver, env)
+    st = Stack(settings, runtime, service, client, token, tag, receiver, env, redis, admin)
     try:
         yield st
     finally:
         # Cancel what this test left pending so no later test's sweeper promotes it.
         caller = st.runtime.callers.by_name(tag)
         assert caller is not None
-        leftovers, _ = await service.list(caller, status=Status.PENDING, limit=500, cursor=None)
-        for t in leftovers:
+        page = await service.list_triggers(caller.name, status=Status.PENDING, limit=500,
+                                           cursor=None)
+        for t in page.triggers:
             try:
-                await service.cancel(caller, t.trigger_id)
+                await service.cancel(caller.name, t.trigger_id)
             except ApiError:
                 pass  # it moved on (in flight, fired): not pending any more
         for sw in st._sweepers:
@@ -289,8 +303,7 @@ async def stack(
         for d in st._dispatchers:
             await d.close()
         await client.close()
-        await service.close()
-        for url in (queue.queue_url, queue.dlq_url):
-            await queue._client.delete_queue(QueueUrl=url)
         await queue.close()
-        await cache.close()
+        await admin.delete_queues()
+        await admin.close()
+        await redis.aclose()

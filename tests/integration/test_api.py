@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.model import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 
@@ -186,7 +186,7 @@ async def test_concurrent_duplicates_make_exactly_one_trigger(stack: Stack) -> N
 async def test_redis_flushed_between_identical_requests_still_one(stack: Stack) -> None:
     body = stack.body(delaySeconds=600)
     _, b1, _ = await stack.post(body, **{"Idempotency-Key": "flush-me"})
-    await stack.runtime.cache.flush_for_tests()
+    await stack.redis.flushdb()
     s2, b2, h2 = await stack.post(body, **{"Idempotency-Key": "flush-me"})
     assert s2 == 201 and b2 == b1 and h2["Idempotent-Replayed"] == "true"
     resp = await stack.client.get("/v1/triggers", headers=stack.auth())
@@ -196,22 +196,20 @@ async def test_redis_flushed_between_identical_requests_still_one(stack: Stack) 
 async def test_idempotency_repairs_a_trigger_whose_writer_died(stack: Stack) -> None:
     """The first request recorded the key in Cassandra and died before writing the trigger:
     the retry must create it (same id) instead of replaying a trigger that does not exist."""
-    from trigger_service.cassandra_store import encode_request
-    from trigger_service.model import Path, Trigger, new_trigger_id, shard_of
-    from trigger_service.ports import IdempotencyRecord
-    from trigger_service.validation import request_hash
+    from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
+    from trigger_service.core.ports import IdempotencyRecord
+    from trigger_service.http.parsing import request_hash
 
     body = stack.body(delaySeconds=600)
     now = int(time.time() * 1000)
     tid = new_trigger_id(now)
     ghost = Trigger(tid, stack.caller, body["callbackUrl"], json.dumps(body["payload"]),
-                    now + 600_000, now, shard_of(tid, 64), Path.DIRECT, idem_key="died")
+                    now + 600_000, now, shard_of(tid, 64), Route.DIRECT, idem_key="died")
     response = {"triggerId": tid, "fireAt": format_rfc3339_ms(ghost.fire_at_ms),
                 "status": "PENDING"}
-    applied, _ = await stack.runtime.store.idem_put_if_absent(IdempotencyRecord(
-        stack.caller, "died", request_hash(body), tid, encode_request(ghost),
-        json.dumps(response), now), 3600)
-    assert applied
+    existing = await stack.runtime.store.put_if_absent(IdempotencyRecord(
+        stack.caller, "died", request_hash(body), ghost), 3600)
+    assert existing is None
     assert await stack.runtime.store.get(tid) is None
     status, got, headers = await stack.post(body, **{"Idempotency-Key": "died"})
     assert status == 201 and got == response and headers["Idempotent-Replayed"] == "true"
@@ -230,15 +228,16 @@ async def test_health_ready_and_metrics(stack: Stack) -> None:
 
 
 async def test_readyz_names_the_dependency_that_is_down(stack: Stack) -> None:
-    from trigger_service.redis_cache import RedisIdempotencyCache
+    from trigger_service.adapters.redis.client import RedisPing, open_client
 
-    real = stack.runtime.cache
-    stack.runtime.cache = RedisIdempotencyCache.from_url("redis://127.0.0.1:1/0")
+    real = stack.runtime.pings["redis"]
+    nowhere = open_client("redis://127.0.0.1:1/0")
+    stack.runtime.pings["redis"] = RedisPing(nowhere)
     try:
         resp = await stack.client.get("/readyz")
         body = await resp.json()
         assert resp.status == 503 and body["error"] == "not_ready" and body["down"] == ["redis"]
         assert "redis" in body["message"]
     finally:
-        await stack.runtime.cache.close()
-        stack.runtime.cache = real
+        await nowhere.aclose()
+        stack.runtime.pings["redis"] = real

@@ -11,8 +11,8 @@ import time
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.model import parse_rfc3339_ms
-from trigger_service.ports import OutgoingMessage
+from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 
@@ -86,7 +86,7 @@ async def test_retries_then_delivers_with_attempt_three(stack: Stack) -> None:
 
 
 async def test_exhausted_attempts_fail_to_the_dlq_and_stop(stack: Stack) -> None:
-    d = await stack.start_dispatcher()
+    await stack.start_dispatcher()
     stack.receiver.default_status = 503
     _, body, _ = await stack.post(stack.body(delaySeconds=0))
     tid = body["triggerId"]
@@ -94,7 +94,7 @@ async def test_exhausted_attempts_fail_to_the_dlq_and_stop(stack: Stack) -> None
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 3, 30)
     t = await stack.wait_status(tid, "FAILED")
     assert t["status"] == "FAILED" and t["attempts"] == 3 and t["lastError"] == "HTTP 503"
-    dlq = await d.queue.dlq_bodies()
+    dlq = await stack.sqs.dlq_bodies()
     assert [m["triggerId"] for m in dlq] == [tid] and dlq[0]["reason"] == "HTTP 503"
     await asyncio.sleep(2.5)
     assert len(rec.for_trigger(tid)) == 3  # no fourth attempt

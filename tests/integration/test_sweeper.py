@@ -14,9 +14,11 @@ import pytest
 
 from reconciler.reconciler import Reconciler
 from tests.integration.conftest import Stack
-from trigger_service.clock import SystemClock
-from trigger_service.metrics import InMemoryMetrics
-from trigger_service.model import Path, Status, Trigger, new_trigger_id, parse_rfc3339_ms, shard_of
+from tests.integration.helpers import lease_owners
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
+from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration
 
@@ -62,16 +64,16 @@ async def assert_delivered_once_on_time(
         assert got[0].at_ms >= fire_at, "delivered early"
 
 
-async def paths(stack: Stack, ids: dict[str, int]) -> set[Path]:
+async def paths(stack: Stack, ids: dict[str, int]) -> set[Route]:
     rows = await stack.runtime.store.get_many(list(ids))
-    return {t.path for t in rows}
+    return {t.route for t in rows}
 
 
 async def test_far_future_triggers_fire_on_time_through_the_sweeper(stack: Stack) -> None:
     await stack.start_dispatcher()
     sweepers = [await stack.start_sweeper(), await stack.start_sweeper()]
     ids = await register(stack, [7 + i * 0.37 for i in range(12)])
-    assert await paths(stack, ids) == {Path.SWEEP}
+    assert await paths(stack, ids) == {Route.SWEEP}
     await assert_delivered_once_on_time(stack, ids, 40, 1)
     promoted = sum(s.metrics.snapshot().get("promoted_total", 0) for s in sweepers)
     assert promoted == len(ids)
@@ -85,7 +87,7 @@ async def test_direct_boundary_neither_misses_nor_duplicates(stack: Stack) -> No
     ids = await register(stack, [DIRECT_MAX_S - 0.001, DIRECT_MAX_S, DIRECT_MAX_S + 0.001,
                                  DIRECT_MAX_S + 0.5])
     rows = {t.trigger_id: t for t in await stack.runtime.store.get_many(list(ids))}
-    assert [rows[t].path for t in ids] == [Path.DIRECT, Path.DIRECT, Path.SWEEP, Path.SWEEP]
+    assert [rows[t].route for t in ids] == [Route.DIRECT, Route.DIRECT, Route.SWEEP, Route.SWEEP]
     await assert_delivered_once_on_time(stack, ids, 30, 1.5)
     assert sweeper.metrics.snapshot().get("promoted_total") == 2
 
@@ -145,7 +147,7 @@ async def test_two_sweepers_never_both_own_a_shard(stack: Stack) -> None:
         for s in (a, b, a, b):
             await s.sweeper.maintain_leases()
             assert not (a.sweeper.owned & b.sweeper.owned)
-            owners = await a.lease.owners(sorted(shards))
+            owners = await lease_owners(stack.redis, stack.settings.sweep.group, sorted(shards))
             for shard in a.sweeper.owned:
                 assert owners[shard] is not None and owners[shard].startswith(a.sweeper.owner)
             for shard in b.sweeper.owned:
@@ -192,7 +194,7 @@ async def test_reconciler_recovers_a_row_with_no_sqs_message(stack: Stack) -> No
     def row(fire_in_ms: int) -> Trigger:
         tid = new_trigger_id(now)
         return Trigger(tid, stack.caller, stack.receiver.base_url + "leak", '{"leak":true}',
-                       now + fire_in_ms, now, shard_of(tid, stack.settings.shards), Path.DIRECT)
+                       now + fire_in_ms, now, shard_of(tid, stack.settings.shards), Route.DIRECT)
 
     leaked, fresh, done = row(-3_000), row(10_000), row(-3_000)
     for t in (leaked, fresh, done):

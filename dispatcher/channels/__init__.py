@@ -1,0 +1,1 @@
+"""How a due trigger reaches its receiver: one ``Channel`` (``core.ports``) per module."""

@@ -1,0 +1,55 @@
+"""Test-only access to the real dependencies (what operators would do by hand), kept out of
+the production adapters."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from typing import Any
+
+import aioboto3
+import redis.asyncio as aioredis
+
+from trigger_service.adapters import schema
+from trigger_service.config.settings import SqsSettings
+
+
+class SqsAdmin:
+    """A plain SQS client for reading the DLQ and deleting a test's queues."""
+
+    def __init__(self, settings: SqsSettings) -> None:
+        self._settings = settings
+        self._stack = AsyncExitStack()
+        self._client: Any = None
+
+    async def open(self) -> SqsAdmin:
+        s = self._settings
+        self._client = await self._stack.enter_async_context(aioboto3.Session().client(
+            "sqs", endpoint_url=s.endpoint_url, region_name=s.region,
+            aws_access_key_id=s.access_key_id, aws_secret_access_key=s.secret_access_key))
+        return self
+
+    async def close(self) -> None:
+        await self._stack.aclose()
+
+    async def url(self, name: str) -> str:
+        return str((await self._client.get_queue_url(QueueName=name))["QueueUrl"])
+
+    async def dlq_bodies(self, max_messages: int = 10) -> list[dict[str, Any]]:
+        """Read (and leave) up to ``max_messages`` dead-letter bodies."""
+        resp = await self._client.receive_message(
+            QueueUrl=await self.url(self._settings.dlq), MaxNumberOfMessages=max_messages,
+            WaitTimeSeconds=1, VisibilityTimeout=0)
+        return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
+
+    async def delete_queues(self) -> None:
+        for name in (self._settings.queue, self._settings.dlq):
+            await self._client.delete_queue(QueueUrl=await self.url(name))
+
+
+async def lease_owners(client: aioredis.Redis, group: str,
+                       shards: Sequence[int]) -> dict[int, str | None]:
+    """Who holds each shard's lease right now (``{owner}:{fence}``), read straight from Redis."""
+    values = await client.mget([schema.lease_key(group, s) for s in shards])
+    return dict(zip(shards, values, strict=True))

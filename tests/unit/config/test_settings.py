@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import pytest
+
+from trigger_service.config.settings import VARIABLES, Settings
+from trigger_service.core.errors import ConfigError
+
+
+def test_settings_defaults_and_errors() -> None:
+    s = Settings.from_env({})
+    assert s.shards == 64 and s.dispatch.retry_backoff_s == (10, 30, 120, 600, 1800)
+    assert s.dispatch.max_attempts == 6 and s.direct_max_delay_s == 900
+    assert s.dispatch.visibility_timeout_s > s.dispatch.callback_timeout_s
+    for env in ({"TRIGGER_SHARDS": "x"}, {"TRIGGER_DIRECT_MAX_DELAY_S": "901"},
+                {"TRIGGER_NOPE": "1"}, {"TRIGGER_RETRY_BACKOFF_S": "1,-2"},
+                {"TRIGGER_LOG_FORMAT": "xml"}):
+        with pytest.raises(ConfigError) as e:
+            Settings.from_env(env)
+        assert next(iter(env)) in str(e.value)
+
+
+def test_every_variable_default_parses_to_the_dataclass_default() -> None:
+    env = {v.name: v.default for v in VARIABLES}
+    from_defaults = Settings.from_env(env)
+    assert from_defaults.api.port == Settings().api.port
+    assert from_defaults.dispatch == Settings().dispatch
+    assert from_defaults.sqs == Settings().sqs
+    assert from_defaults.cassandra.hosts == Settings().cassandra.hosts
+
+
+def test_sweep_settings_must_not_let_a_trigger_land_behind_a_scan() -> None:
+    with pytest.raises(ConfigError) as e:
+        Settings.from_env({"TRIGGER_DIRECT_MAX_DELAY_S": "60", "TRIGGER_SWEEP_HORIZON_S": "60"})
+    assert "TRIGGER_SWEEP_HORIZON_S" in str(e.value)
+    with pytest.raises(ConfigError):
+        Settings.from_env({"TRIGGER_SWEEP_HORIZON_S": "35", "TRIGGER_SWEEP_INTERVAL_S": "30"})
+    ok = Settings.from_env({"TRIGGER_DIRECT_MAX_DELAY_S": "6", "TRIGGER_SWEEP_HORIZON_S": "4",
+                            "TRIGGER_SWEEP_INTERVAL_S": "1", "TRIGGER_SWEEP_PROMOTE_AHEAD_S": "2"})
+    assert ok.sweep.horizon_s == 4

@@ -1,0 +1,96 @@
+"""cassandra-driver, connected and bridged to asyncio, with its errors translated.
+
+The driver calls back on its own I/O thread; :func:`execute_page` hands each result to the
+event loop. Every driver failure leaves this module as ``StoreError`` (``raise ... from``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra import ConsistencyLevel, OperationTimedOut
+from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra.policies import RoundRobinPolicy
+from cassandra.query import PreparedStatement, Statement, dict_factory
+
+from trigger_service.config.settings import CassandraSettings
+from trigger_service.core.errors import StoreError
+
+Row = dict[str, Any]
+Page = tuple[list[Row], bytes | None]
+
+
+def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
+    """Open a cluster connection (blocking). Raises ``StoreError``."""
+    profile = ExecutionProfile(
+        load_balancing_policy=RoundRobinPolicy(),
+        request_timeout=settings.request_timeout_s,
+        consistency_level=ConsistencyLevel.LOCAL_QUORUM,
+        serial_consistency_level=ConsistencyLevel.SERIAL,
+        row_factory=dict_factory,
+    )
+    cluster = Cluster(
+        contact_points=list(settings.hosts),
+        port=settings.port,
+        protocol_version=5,
+        connect_timeout=settings.request_timeout_s,
+        execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+    )
+    try:
+        return cluster, cluster.connect()
+    except Exception as e:  # NoHostAvailable is not a DriverException subclass
+        cluster.shutdown()
+        raise StoreError(f"cassandra connect failed: {e}") from e
+
+
+def prepare(session: Session, queries: dict[str, str]) -> dict[str, PreparedStatement]:
+    """Prepare every statement (blocking). Raises ``StoreError``."""
+    try:
+        return {name: session.prepare(text) for name, text in queries.items()}
+    except Exception as e:
+        raise StoreError(f"cassandra prepare failed: {e}") from e
+
+
+async def execute(session: Session, name: str, stmt: PreparedStatement,
+                  params: Sequence[Any]) -> list[Row]:
+    """Run one prepared statement; its rows. Raises ``StoreError`` (naming ``name``)."""
+    rows, _ = await execute_page(session, name, stmt.bind(params), None)
+    return rows
+
+
+async def execute_page(session: Session, name: str, stmt: Statement,
+                       paging_state: bytes | None) -> Page:
+    """One page of a bound statement: (rows, paging state of the next page or None)."""
+    try:
+        return await _bridge(session.execute_async(stmt, paging_state=paging_state))
+    except OperationTimedOut as e:
+        raise StoreError(f"cassandra {name} timed out: {e}") from e
+    except Exception as e:  # DriverException, NoHostAvailable and friends
+        raise StoreError(f"cassandra {name} failed: {e}") from e
+
+
+def _bridge(fut: Any) -> asyncio.Future[Page]:
+    loop = asyncio.get_running_loop()
+    result: asyncio.Future[Page] = loop.create_future()
+
+    def ok(rows: list[Row]) -> None:
+        state = fut._paging_state if fut.has_more_pages else None
+        loop.call_soon_threadsafe(_settle, result, (rows or [], state), None)
+
+    def err(exc: BaseException) -> None:
+        loop.call_soon_threadsafe(_settle, result, None, exc)
+
+    fut.add_callbacks(ok, err)
+    return result
+
+
+def _settle(fut: asyncio.Future[Page], value: Page | None, exc: BaseException | None) -> None:
+    if fut.cancelled():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        assert value is not None
+        fut.set_result(value)

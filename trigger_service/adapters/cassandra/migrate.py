@@ -1,0 +1,115 @@
+"""``python -m trigger_service.adapters.cassandra.migrate``: create the keyspace and apply the
+pending ``infra/cql/NNN_*.cql`` files. The one place the schema changes: ``make up`` (through
+``infra/app.sh``) and the test suite run it; the service's processes only check that the
+schema is current (:func:`check_applied`) and refuse to start otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import structlog
+from cassandra.cluster import Cluster, Session
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra import driver
+from trigger_service.config.settings import CassandraSettings, Settings
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.errors import StoreError, TriggerError
+from trigger_service.platform.logs import configure_logging
+
+log = structlog.get_logger(__name__)
+
+
+def schema_files(settings: CassandraSettings) -> dict[int, Path]:
+    """version → file, for every ``NNN_*.cql`` in the schema folder."""
+    return {int(p.name[:3]): p
+            for p in sorted(Path(settings.schema_dir).glob("[0-9][0-9][0-9]_*.cql"))}
+
+
+def applied_versions(session: Session, settings: CassandraSettings) -> set[int]:
+    rows = session.execute(
+        f"SELECT {schema.COL_VERSION} FROM {settings.keyspace}.{schema.TABLE_MIGRATIONS}")
+    return {r[schema.COL_VERSION] for r in rows}
+
+
+def check_applied(session: Session, settings: CassandraSettings) -> None:
+    """Raise ``StoreError`` unless every schema file has been applied (blocking)."""
+    try:
+        done = applied_versions(session, settings)
+    except Exception as e:
+        raise StoreError(f"cassandra schema not found ({e}); run 'make migrate'") from e
+    missing = sorted(set(schema_files(settings)) - done)
+    if missing:
+        raise StoreError(f"cassandra schema versions {missing} not applied; run 'make migrate'")
+
+
+def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings,
+                 now_ms: int) -> list[int]:
+    """Create the keyspace and apply every schema file not applied yet; the versions applied.
+
+    Each file's statements are ``IF NOT EXISTS`` so a run that died half-way through a file
+    (or two runs together) simply re-applies it.
+    """
+    ks = settings.keyspace
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
+        f"{{'class': 'SimpleStrategy', 'replication_factor': {settings.replication_factor}}}"
+    )
+    session.execute(
+        f"CREATE TABLE IF NOT EXISTS {ks}.{schema.TABLE_MIGRATIONS} ({schema.COL_VERSION} int "
+        f"PRIMARY KEY, {schema.COL_NAME} text, {schema.COL_APPLIED_AT_MS} bigint)"
+    )
+    done = applied_versions(session, settings)
+    applied: list[int] = []
+    for version, path in schema_files(settings).items():
+        if version in done:
+            continue
+        # DDL in the CQL files is unqualified: run it in a session bound to the keyspace.
+        ddl = cluster.connect(ks)
+        try:
+            for stmt in _statements(path.read_text()):
+                ddl.execute(stmt)
+        finally:
+            ddl.shutdown()
+        session.execute(
+            f"INSERT INTO {ks}.{schema.TABLE_MIGRATIONS} ({schema.COL_VERSION}, "
+            f"{schema.COL_NAME}, {schema.COL_APPLIED_AT_MS}) VALUES (%s, %s, %s)",
+            (version, path.name, now_ms),
+        )
+        applied.append(version)
+        log.info("schema_applied", version=version, file=path.name)
+    return applied
+
+
+def migrate(settings: CassandraSettings, now_ms: int) -> list[int]:
+    """Connect, apply what is pending, disconnect (blocking). Raises ``StoreError``."""
+    cluster, session = driver.connect(settings)
+    try:
+        return apply_schema(cluster, session, settings, now_ms)
+    except TriggerError:
+        raise
+    except Exception as e:
+        raise StoreError(f"cassandra migration failed: {e}") from e
+    finally:
+        cluster.shutdown()
+
+
+def _statements(text: str) -> list[str]:
+    lines = [ln for ln in text.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def main() -> None:
+    try:
+        settings = Settings.from_env()
+        configure_logging(settings.log_level, settings.log_format)
+        migrate(settings.cassandra, SystemClock().now_ms())
+    except TriggerError as e:
+        print(f"migrate: {e}", file=sys.stderr)
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Every CQL statement the store prepares, built from the names in ``adapters.schema``, and
+the mapping between rows and ``Trigger`` values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trigger_service.adapters import schema as s
+from trigger_service.core.model import Route, Status, Trigger
+
+
+def queries(keyspace: str) -> dict[str, str]:
+    """name → CQL text. Tables are fully qualified: prepared statements under ``USE
+    keyspace`` are ambiguous."""
+    t, buckets, by_caller, idem, cursors = (f"{keyspace}.{name}" for name in (
+        s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
+        s.TABLE_SWEEP_CURSORS))
+    cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
+    mut = ", ".join(f"{c} = ?" for c in s.TRIGGER_MUTABLE)
+    cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
+    key = f"{s.COL_TRIGGER_ID} = ?"
+    return {
+        "create": f"UPDATE {t} USING TIMESTAMP ? SET {cols} WHERE {key}",
+        "bucket": f"INSERT INTO {buckets} ({s.COL_BUCKET_MINUTE}, {s.COL_SHARD}, "
+        f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}) VALUES (?, ?, ?, ?, ?) "
+        "USING TTL ? AND TIMESTAMP ?",
+        "by_caller": f"INSERT INTO {by_caller} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}, "
+        f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
+        "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
+        "cas": f"UPDATE {t} SET {mut} WHERE {key} {cond}",
+        "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
+        "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
+        f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
+        f"AND ({s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) > (?, ?) LIMIT ?",
+        "idem_put": f"INSERT INTO {idem} ({s.COL_CALLER}, {s.COL_IDEM_KEY}, "
+        f"{s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST}, {s.COL_CREATED_AT_MS}) "
+        "VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
+        "ping": "SELECT release_version FROM system.local",
+        "bucket_scan": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH} "
+        f"FROM {buckets} WHERE {s.COL_BUCKET_MINUTE} = ? AND {s.COL_SHARD} = ? "
+        f"AND {s.COL_FIRE_AT_MS} > ? AND {s.COL_FIRE_AT_MS} <= ?",
+        "cursor_get": f"SELECT {s.COL_SHARD}, {s.COL_PROMOTED_UNTIL_MS} FROM {cursors} "
+        f"WHERE {s.COL_SWEEP_GROUP} = ?",
+        "cursor_put": f"INSERT INTO {cursors} ({s.COL_SWEEP_GROUP}, {s.COL_SHARD}, "
+        f"{s.COL_PROMOTED_UNTIL_MS}, {s.COL_OWNER}, {s.COL_FENCE}) VALUES (?, ?, ?, ?, ?)",
+    }
+
+
+def row_values(t: Trigger) -> dict[str, Any]:
+    """Column → value for every column of ``TRIGGER_COLUMNS``."""
+    values = {
+        "caller": t.caller, "callback_url": t.callback_url, "payload": t.payload_json,
+        "fire_at_ms": t.fire_at_ms, "created_at_ms": t.created_at_ms, "shard": t.shard,
+        "path": t.route.value, "status": t.status.value, "attempts": t.attempts,
+        "last_error": t.last_error, "fired_at_ms": t.fired_at_ms, "claim_id": t.claim_id,
+        "claimed_at_ms": t.claimed_at_ms, "next_attempt_at_ms": t.next_attempt_at_ms,
+        "idem_key": t.idem_key,
+    }
+    return values
+
+
+def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
+    """The trigger a ``get`` row holds; None if only a tombstone or a partial row is left."""
+    if row.get("status") is None:
+        return None
+    return Trigger(
+        trigger_id=trigger_id, caller=row["caller"], callback_url=row["callback_url"],
+        payload_json=row["payload"], fire_at_ms=row["fire_at_ms"],
+        created_at_ms=row["created_at_ms"], shard=row["shard"], route=Route(row["path"]),
+        status=Status(row["status"]), attempts=row["attempts"] or 0,
+        last_error=row["last_error"], fired_at_ms=row["fired_at_ms"],
+        claim_id=row["claim_id"], claimed_at_ms=row["claimed_at_ms"],
+        next_attempt_at_ms=row["next_attempt_at_ms"], idem_key=row["idem_key"],
+    )
+
+
+def encode_request(t: Trigger) -> str:
+    """The creation fields of a trigger, as the idempotency record's ``request`` JSON."""
+    return json.dumps({
+        s.REQ_CALLBACK_URL: t.callback_url, s.REQ_PAYLOAD: t.payload_json,
+        s.REQ_FIRE_AT_MS: t.fire_at_ms, s.REQ_CREATED_AT_MS: t.created_at_ms,
+        s.REQ_SHARD: t.shard, s.REQ_PATH: t.route.value,
+    })
+
+
+def decode_request(trigger_id: str, caller: str, idem_key: str, text: str) -> Trigger:
+    """The PENDING trigger an idempotency record's ``request`` JSON describes."""
+    d = json.loads(text)
+    return Trigger(
+        trigger_id=trigger_id, caller=caller, callback_url=d[s.REQ_CALLBACK_URL],
+        payload_json=d[s.REQ_PAYLOAD], fire_at_ms=d[s.REQ_FIRE_AT_MS],
+        created_at_ms=d[s.REQ_CREATED_AT_MS], shard=d[s.REQ_SHARD],
+        route=Route(d[s.REQ_PATH]), idem_key=idem_key,
+    )

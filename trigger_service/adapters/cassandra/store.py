@@ -1,0 +1,171 @@
+"""The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
+``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection.
+
+Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
+fixture); the schema must have been applied (``adapters.cassandra.migrate``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra.cluster import Cluster, Session
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra.statements import (
+    decode_request,
+    encode_request,
+    queries,
+    row_values,
+    trigger_from_row,
+)
+from trigger_service.config.settings import CassandraSettings
+from trigger_service.core.model import Route, Status, Trigger, bucket_minute, fire_month, next_month
+from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor, ListPage
+
+_MIN_MS = -(2**63)
+_LIST_MAX_READS = 50  # index reads per LIST page, so a rare status filter cannot scan forever
+_SCAN_PAGE_SIZE = 2000
+
+
+class CassandraStore:
+    def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
+        self._cluster = cluster
+        self._session = session
+        self._prepared = driver.prepare(session, queries(settings.keyspace))
+
+    @classmethod
+    async def connect(cls, settings: CassandraSettings) -> CassandraStore:
+        """Connect and prepare. Raises ``StoreError`` (also when the schema is behind)."""
+        return await asyncio.to_thread(cls.open_sync, settings)
+
+    @classmethod
+    def open_sync(cls, settings: CassandraSettings) -> CassandraStore:
+        """Blocking :meth:`connect`, for scripts and test fixtures."""
+        cluster, session = driver.connect(settings)
+        try:
+            migrate.check_applied(session, settings)
+            return cls(cluster, session, settings)
+        except BaseException:
+            cluster.shutdown()
+            raise
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._cluster.shutdown)
+
+    def close_sync(self) -> None:
+        self._cluster.shutdown()
+
+    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        return await driver.execute(self._session, name, self._prepared[name], params)
+
+    # --- TriggerCatalog ----------------------------------------------------------------
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        # Index entries first, the row last: a crash in between leaves an index entry that
+        # points nowhere (ignored by every reader), never a row that no index can find.
+        # Cheaper than a logged batch (no batchlog round) with the same guarantee. Every
+        # write carries the creation time, so a repeat rewrites identical cells.
+        ts_us = trigger.created_at_ms * 1000
+        await asyncio.gather(
+            self._run("bucket", [
+                bucket_minute(trigger.fire_at_ms), trigger.shard, trigger.fire_at_ms,
+                trigger.trigger_id, trigger.route.value, index_ttl_s, ts_us,
+            ]),
+            self._run("by_caller", [
+                trigger.caller, fire_month(trigger.fire_at_ms), trigger.fire_at_ms,
+                trigger.trigger_id, index_ttl_s, ts_us,
+            ]),
+        )
+        values = row_values(trigger)
+        await self._run("create", [ts_us, *values.values(), trigger.trigger_id])
+
+    async def get(self, trigger_id: str) -> Trigger | None:
+        rows = await self._run("get", [trigger_id])
+        return trigger_from_row(trigger_id, rows[0]) if rows else None
+
+    async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
+        return list(await asyncio.gather(*(self.get(t) for t in trigger_ids)))
+
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        cond = [old.status.value, old.claim_id, old.attempts]
+        values = row_values(new)
+        if ttl_s is None:
+            params = [*(values[c] for c in schema.TRIGGER_MUTABLE), new.trigger_id, *cond]
+            rows = await self._run("cas", params)
+        else:
+            rows = await self._run("cas_ttl", [ttl_s, *values.values(), new.trigger_id, *cond])
+        return bool(rows and rows[0].get(schema.LWT_APPLIED))
+
+    async def list_by_caller(
+        self, caller: str, *, start: ListCursor, last_month: int, limit: int,
+        status: Status | None,
+    ) -> ListPage:
+        month, after_ms, after_id = start
+        found: list[Trigger] = []
+        # Each round reads at most `limit` index entries from one month partition, then the
+        # rows themselves; filtering by status happens on the rows (the index has no status).
+        reads = 0
+        while month <= last_month and len(found) < limit and reads < _LIST_MAX_READS:
+            reads += 1
+            want = limit - len(found)
+            rows = await self._run("list", [caller, month, after_ms, after_id, want])
+            triggers = await self.get_many([r[schema.COL_TRIGGER_ID] for r in rows])
+            for r, t in zip(rows, triggers, strict=True):
+                after_ms, after_id = r[schema.COL_FIRE_AT_MS], r[schema.COL_TRIGGER_ID]
+                if t is not None and (status is None or t.status is status):
+                    found.append(t)
+            if len(rows) < want:
+                month, after_ms, after_id = next_month(month), _MIN_MS, ""
+        more = month <= last_month
+        return ListPage(found, (month, after_ms, after_id) if more else None)
+
+    # --- IdempotencyStore --------------------------------------------------------------
+    async def put_if_absent(
+        self, record: IdempotencyRecord, ttl_s: int
+    ) -> IdempotencyRecord | None:
+        t = record.trigger
+        rows = await self._run("idem_put", [
+            record.caller, record.idem_key, record.request_hash, t.trigger_id,
+            encode_request(t), t.created_at_ms, ttl_s,
+        ])
+        row = rows[0] if rows else {}
+        if row.get(schema.LWT_APPLIED):
+            return None
+        existing = decode_request(row[schema.COL_TRIGGER_ID], record.caller, record.idem_key,
+                                  row[schema.COL_REQUEST])
+        return IdempotencyRecord(record.caller, record.idem_key, row[schema.COL_REQUEST_HASH],
+                                 existing)
+
+    async def ping(self) -> None:
+        await self._run("ping", [])
+
+    # --- DueIndex, SweepCursors --------------------------------------------------------
+    async def bucket_entries(self, shard: int, after_ms: int, until_ms: int) -> list[BucketEntry]:
+        """One query per minute partition, paged."""
+        out: list[BucketEntry] = []
+        for minute in range(bucket_minute(after_ms + 1), bucket_minute(until_ms) + 1):
+            state: bytes | None = None
+            while True:
+                stmt = self._prepared["bucket_scan"].bind([minute, shard, after_ms, until_ms])
+                stmt.fetch_size = _SCAN_PAGE_SIZE
+                rows, state = await driver.execute_page(
+                    self._session, "bucket scan", stmt, state)
+                out.extend(BucketEntry(r[schema.COL_TRIGGER_ID], r[schema.COL_FIRE_AT_MS], shard,
+                                       Route(r[schema.COL_PATH])) for r in rows)
+                if state is None:
+                    break
+        return out
+
+    async def load_cursors(self, group: str) -> dict[int, int]:
+        rows = await self._run("cursor_get", [group])
+        return {r[schema.COL_SHARD]: r[schema.COL_PROMOTED_UNTIL_MS] for r in rows}
+
+    async def save_cursor(
+        self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
+    ) -> None:
+        await self._run("cursor_put", [group, shard, promoted_until_ms, owner, fence])

@@ -1,0 +1,312 @@
+"""In-memory fakes of every port, for unit tests: same contracts, no I/O, time from a Clock.
+
+The contract tests (``tests/contract``) run the same checks against these and the real
+adapters. Each fake can be told to fail: ``fake.failures["get"] = StoreError("down")`` makes
+the next calls of ``get`` raise it until the entry is removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from trigger_service.core.errors import QueueError
+from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
+from trigger_service.core.ports import (
+    BucketEntry,
+    CachedKey,
+    Clock,
+    IdempotencyRecord,
+    ListCursor,
+    ListPage,
+    OutgoingMessage,
+    ReceivedMessage,
+)
+
+_IDEM_LOCK_TTL_MS = 10_000
+
+
+class _Failing:
+    def __init__(self) -> None:
+        self.failures: dict[str, Exception] = {}
+        self.calls: dict[str, int] = {}
+
+    def _enter(self, name: str) -> None:
+        self.calls[name] = self.calls.get(name, 0) + 1
+        if name in self.failures:
+            raise self.failures[name]
+
+
+class MemoryStore(_Failing):
+    """``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``, ``SweepCursors``, ``Pingable``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.triggers: dict[str, Trigger] = {}
+        self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
+        self.by_caller: dict[str, list[ListCursor]] = {}
+        self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        self.cursors: dict[tuple[str, int], int] = {}
+
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        self._enter("create")
+        entry = BucketEntry(trigger.trigger_id, trigger.fire_at_ms, trigger.shard, trigger.route)
+        bucket = self.buckets.setdefault((bucket_minute(trigger.fire_at_ms), trigger.shard), [])
+        if entry not in bucket:
+            bisect.insort(bucket, entry, key=lambda e: (e.fire_at_ms, e.trigger_id))
+        key = (fire_month(trigger.fire_at_ms), trigger.fire_at_ms, trigger.trigger_id)
+        listing = self.by_caller.setdefault(trigger.caller, [])
+        if key not in listing:
+            bisect.insort(listing, key)
+        # Like the real store's creation-time writes: a repeat never undoes a transition.
+        self.triggers.setdefault(trigger.trigger_id, trigger)
+
+    async def get(self, trigger_id: str) -> Trigger | None:
+        self._enter("get")
+        return self.triggers.get(trigger_id)
+
+    async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
+        self._enter("get_many")
+        return [self.triggers.get(t) for t in trigger_ids]
+
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        self._enter("compare_and_set")
+        current = self.triggers.get(old.trigger_id)
+        if current is None or (current.status, current.claim_id, current.attempts) != (
+                old.status, old.claim_id, old.attempts):
+            return False
+        self.triggers[old.trigger_id] = new
+        return True
+
+    async def list_by_caller(
+        self, caller: str, *, start: ListCursor, last_month: int, limit: int,
+        status: Status | None,
+    ) -> ListPage:
+        self._enter("list_by_caller")
+        keys = self.by_caller.get(caller, [])
+        found: list[Trigger] = []
+        last: ListCursor | None = None
+        for key in keys[bisect.bisect_right(keys, start):]:
+            if key[0] > last_month or len(found) >= limit:
+                break
+            last = key
+            t = self.triggers.get(key[2])
+            if t is not None and (status is None or t.status is status):
+                found.append(t)
+        rest = [k for k in keys if k > (last or start) and k[0] <= last_month]
+        return ListPage(found, last if rest and last is not None else None)
+
+    async def put_if_absent(
+        self, record: IdempotencyRecord, ttl_s: int
+    ) -> IdempotencyRecord | None:
+        self._enter("put_if_absent")
+        key = (record.caller, record.idem_key)
+        existing = self.idempotency.get(key)
+        if existing is None:
+            self.idempotency[key] = record
+        return existing
+
+    async def ping(self) -> None:
+        self._enter("ping")
+
+    async def bucket_entries(self, shard: int, after_ms: int, until_ms: int) -> list[BucketEntry]:
+        self._enter("bucket_entries")
+        out: list[BucketEntry] = []
+        for minute in range(bucket_minute(after_ms + 1), bucket_minute(until_ms) + 1):
+            out += [e for e in self.buckets.get((minute, shard), [])
+                    if after_ms < e.fire_at_ms <= until_ms]
+        return out
+
+    async def load_cursors(self, group: str) -> dict[int, int]:
+        self._enter("load_cursors")
+        return {shard: ms for (g, shard), ms in self.cursors.items() if g == group}
+
+    async def save_cursor(
+        self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
+    ) -> None:
+        self._enter("save_cursor")
+        self.cursors[(group, shard)] = promoted_until_ms
+
+
+@dataclass
+class _Message:
+    trigger_id: str
+    fire_at_ms: int
+    visible_at_ms: int
+    message_id: str
+    receipt: str = ""
+    receive_count: int = 0
+
+
+@dataclass
+class DeadLetter:
+    trigger_id: str
+    fire_at_ms: int
+    reason: str
+
+
+class MemoryQueue(_Failing):
+    """``Enqueuer`` and ``DeliveryQueue`` with SQS's visibility rules on an injected clock.
+
+    ``receive`` never long-polls (it yields to the loop once and returns what is visible).
+    """
+
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self._clock = clock
+        self._ids = itertools.count(1)
+        self.messages: list[_Message] = []
+        self.dead_letters: list[DeadLetter] = []
+        self.sent: list[OutgoingMessage] = []
+
+    async def send(self, message: OutgoingMessage) -> None:
+        await self.send_many([message])
+
+    async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
+        self._enter("send")
+        now_ms = self._clock.now_ms()
+        for m in messages:
+            self.sent.append(m)
+            self.messages.append(_Message(m.trigger_id, m.fire_at_ms,
+                                          now_ms + max(0, min(900, m.delay_s)) * 1000,
+                                          f"m{next(self._ids)}"))
+
+    async def receive(
+        self, *, max_messages: int, wait_s: int, visibility_s: int
+    ) -> list[ReceivedMessage]:
+        self._enter("receive")
+        await asyncio.sleep(0)
+        now_ms = self._clock.now_ms()
+        out: list[ReceivedMessage] = []
+        for m in self.messages:
+            if len(out) >= min(max_messages, 10) or m.visible_at_ms > now_ms:
+                continue
+            m.receive_count += 1
+            m.receipt = f"{m.message_id}/{m.receive_count}"
+            m.visible_at_ms = now_ms + visibility_s * 1000
+            out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
+                                       m.receive_count))
+        return out
+
+    def _by_receipt(self, receipt: str) -> _Message | None:
+        return next((m for m in self.messages if m.receipt == receipt), None)
+
+    async def delete(self, receipt_handle: str) -> None:
+        self._enter("delete")
+        m = self._by_receipt(receipt_handle)
+        if m is not None:
+            self.messages.remove(m)
+
+    async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
+        self._enter("change_visibility")
+        m = self._by_receipt(receipt_handle)
+        if m is None:
+            raise QueueError("receipt handle is no longer valid")
+        m.visible_at_ms = self._clock.now_ms() + max(0, visibility_s) * 1000
+
+    async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
+        self._enter("send_dead_letter")
+        self.dead_letters.append(DeadLetter(trigger_id, fire_at_ms, reason))
+
+    async def ping(self) -> None:
+        self._enter("ping")
+
+    def visible_at_ms(self, trigger_id: str) -> list[int]:
+        """When each queued copy of ``trigger_id`` becomes visible (for assertions)."""
+        return [m.visible_at_ms for m in self.messages if m.trigger_id == trigger_id]
+
+
+class MemoryIdempotencyCache(_Failing):
+    def __init__(self, clock: Clock) -> None:
+        super().__init__()
+        self._clock = clock
+        self.entries: dict[tuple[str, str], tuple[CachedKey, int]] = {}
+
+    def _live(self, key: tuple[str, str]) -> CachedKey | None:
+        got = self.entries.get(key)
+        if got is None or got[1] <= self._clock.now_ms():
+            self.entries.pop(key, None)
+            return None
+        return got[0]
+
+    async def get(self, caller: str, idem_key: str) -> CachedKey | None:
+        self._enter("get")
+        return self._live((caller, idem_key))
+
+    async def lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
+        self._enter("lock")
+        if self._live((caller, idem_key)) is not None:
+            return False
+        expires = self._clock.now_ms() + _IDEM_LOCK_TTL_MS
+        self.entries[(caller, idem_key)] = (CachedKey(False, request_hash), expires)
+        return True
+
+    async def put_done(self, caller: str, idem_key: str, entry: CachedKey, ttl_ms: int) -> None:
+        self._enter("put_done")
+        self.entries[(caller, idem_key)] = (entry, self._clock.now_ms() + max(1, ttl_ms))
+
+    async def ping(self) -> None:
+        self._enter("ping")
+
+
+@dataclass
+class MemoryLease(_Failing):
+    """``Lease`` with TTLs on an injected clock; ``holders`` shows who has what."""
+
+    clock: Clock
+    ttl_ms: int
+    holders: dict[int, tuple[str, int, int]] = field(default_factory=dict)  # owner, fence, exp
+    fences: dict[int, int] = field(default_factory=dict)
+    members: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _Failing.__init__(self)
+
+    def _holder(self, shard: int) -> tuple[str, int] | None:
+        got = self.holders.get(shard)
+        if got is None or got[2] <= self.clock.now_ms():
+            self.holders.pop(shard, None)
+            return None
+        return got[0], got[1]
+
+    async def acquire(self, shard: int, owner: str) -> int | None:
+        self._enter("acquire")
+        if self._holder(shard) is not None:
+            return None
+        fence = self.fences[shard] = self.fences.get(shard, 0) + 1
+        self.holders[shard] = (owner, fence, self.clock.now_ms() + self.ttl_ms)
+        return fence
+
+    async def renew(self, leases: dict[int, int], owner: str) -> set[int]:
+        self._enter("renew")
+        kept = await self.held(leases, owner)
+        for shard in kept:
+            self.holders[shard] = (owner, leases[shard], self.clock.now_ms() + self.ttl_ms)
+        return kept
+
+    async def held(self, leases: dict[int, int], owner: str) -> set[int]:
+        self._enter("held")
+        return {s for s, fence in leases.items() if self._holder(s) == (owner, fence)}
+
+    async def release(self, shard: int, fence: int, owner: str) -> None:
+        self._enter("release")
+        if self._holder(shard) == (owner, fence):
+            del self.holders[shard]
+
+    async def heartbeat(self, member: str, now_ms: int, ttl_ms: int) -> int:
+        self._enter("heartbeat")
+        self.members[member] = now_ms
+        for m, seen in list(self.members.items()):
+            if seen <= now_ms - ttl_ms:
+                del self.members[m]
+        return len(self.members)
+
+    async def leave(self, member: str) -> None:
+        self._enter("leave")
+        self.members.pop(member, None)
+

@@ -1,0 +1,144 @@
+"""Every name the service stores things under: Cassandra, Redis and SQS, in one place.
+
+Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infra/cql/``):
+
+- ``triggers``            one row per trigger, by ``trigger_id``. Created with a plain UPDATE
+                          (no row marker) so that the terminal transition, which rewrites every
+                          column ``USING TTL`` retention, makes the whole row expire.
+                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished.
+- ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
+                          (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
+                          (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
+                          Lifetime: fire time + retention + max retry span.
+- ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
+                          (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
+- ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
+                          request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
+                          Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+- ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
+                          ``promoted_until_ms`` has been handed to SQS (or found finished).
+                          Written by the shard's sweeper each sweep; a regression only causes
+                          re-promotion (deduped by the dispatcher's claim LWT).
+                          Lifetime: forever (one row per group and shard).
+- ``schema_migrations``   applied CQL versions.
+
+Redis:
+
+- ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_LEASE_TTL_S``: the shard's
+  sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE only
+  by the holder, compared before every promotion.
+- ``lease:{group}:fence:{n}`` integer, no TTL: the fencing token, incremented on every acquisition.
+- ``sweeper:{group}:members`` sorted set: sweeper id → last heartbeat ms; live members decide each
+  sweeper's fair share of shards.
+- ``idem:{caller}:{key}`` string (JSON): ``{"state": "pending"|"done", "hash", "triggerId",
+  "fireAtMs"}``. Set NX while a request is being processed (``pending``, TTL
+  ``IDEM_LOCK_TTL_MS``), then overwritten with ``done`` for fire time + idempotency retention.
+  Only a fast path: Cassandra's ``idempotency`` table is the truth, so losing Redis loses
+  nothing (an entry it cannot read is a miss).
+
+SQS (queue names from settings; a redrive policy sends poison messages to the DLQ; both queues
+keep messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
+
+- message body: JSON ``{"triggerId": str, "fireAtMs": int}``. The dispatcher may receive it
+  early (SQS delays are whole seconds) and holds it until ``fireAtMs``.
+- DLQ body: the same JSON plus ``"reason"``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# --- Cassandra ---------------------------------------------------------------------------
+TABLE_TRIGGERS: Final = "triggers"
+TABLE_BUCKETS: Final = "trigger_buckets"
+TABLE_BY_CALLER: Final = "triggers_by_caller"
+TABLE_IDEMPOTENCY: Final = "idempotency"
+TABLE_MIGRATIONS: Final = "schema_migrations"
+TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
+
+# triggers: the key, then every column in the order the statements bind them.
+COL_TRIGGER_ID: Final = "trigger_id"
+TRIGGER_COLUMNS: Final = (
+    "caller", "callback_url", "payload", "fire_at_ms", "created_at_ms", "shard", "path",
+    "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
+    "next_attempt_at_ms", "idem_key",
+)
+# The columns a transition may change; the LWT's condition columns.
+TRIGGER_MUTABLE: Final = (
+    "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
+    "next_attempt_at_ms",
+)
+TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts")
+# trigger_buckets and triggers_by_caller
+COL_BUCKET_MINUTE: Final = "bucket_minute"
+COL_SHARD: Final = "shard"
+COL_FIRE_AT_MS: Final = "fire_at_ms"
+COL_PATH: Final = "path"
+COL_CALLER: Final = "caller"
+COL_FIRE_MONTH: Final = "fire_month"
+# idempotency
+COL_IDEM_KEY: Final = "idem_key"
+COL_REQUEST_HASH: Final = "request_hash"
+COL_REQUEST: Final = "request"
+COL_RESPONSE: Final = "response"
+COL_CREATED_AT_MS: Final = "created_at_ms"
+# The JSON in idempotency.request: the creation fields of the trigger.
+REQ_CALLBACK_URL: Final = "callback_url"
+REQ_PAYLOAD: Final = "payload"
+REQ_FIRE_AT_MS: Final = "fire_at_ms"
+REQ_CREATED_AT_MS: Final = "created_at_ms"
+REQ_SHARD: Final = "shard"
+REQ_PATH: Final = "path"
+# sweep_cursors
+COL_SWEEP_GROUP: Final = "sweep_group"
+COL_PROMOTED_UNTIL_MS: Final = "promoted_until_ms"
+COL_OWNER: Final = "owner"
+COL_FENCE: Final = "fence"
+# schema_migrations
+COL_VERSION: Final = "version"
+COL_NAME: Final = "name"
+COL_APPLIED_AT_MS: Final = "applied_at_ms"
+LWT_APPLIED: Final = "[applied]"
+
+# --- Redis -------------------------------------------------------------------------------
+IDEM_KEY_PREFIX: Final = "idem"
+IDEM_LOCK_TTL_MS: Final = 10_000
+IDEM_STATE: Final = "state"
+IDEM_STATE_PENDING: Final = "pending"
+IDEM_STATE_DONE: Final = "done"
+IDEM_HASH: Final = "hash"
+IDEM_TRIGGER_ID: Final = "triggerId"
+IDEM_FIRE_AT_MS: Final = "fireAtMs"
+
+
+def lease_key(group: str, shard: int) -> str:
+    return f"lease:{group}:shard:{shard}"
+
+
+def lease_value(owner: str, fence: int) -> str:
+    """What a lease key holds while ``owner`` has it with fencing token ``fence``."""
+    return f"{owner}:{fence}"
+
+
+def fence_key(group: str, shard: int) -> str:
+    return f"lease:{group}:fence:{shard}"
+
+
+def sweeper_members_key(group: str) -> str:
+    return f"sweeper:{group}:members"
+
+
+def redis_idem_key(caller: str, idem_key: str) -> str:
+    """Redis key for one caller's idempotency key."""
+    return f"{IDEM_KEY_PREFIX}:{caller}:{idem_key}"
+
+
+# --- SQS ---------------------------------------------------------------------------------
+MSG_TRIGGER_ID: Final = "triggerId"
+MSG_FIRE_AT_MS: Final = "fireAtMs"
+MSG_REASON: Final = "reason"
+SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
+SQS_MAX_DELAY_S: Final = 900
+SQS_MAX_VISIBILITY_S: Final = 43_200
+SQS_MAX_BATCH: Final = 10
+SQS_RETENTION_S: Final = 1_209_600

@@ -1,0 +1,1 @@
+"""Use cases, without HTTP: what the API does, in terms of the core's ports."""

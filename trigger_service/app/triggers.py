@@ -1,0 +1,162 @@
+"""The trigger use cases: register, get, cancel, list. No HTTP here.
+
+Durability order for a registration: (1) the idempotency record, when a key is given, (2) the
+index entries and then the trigger row, (3) the SQS message for a direct trigger, (4) the
+Redis ``done`` entry, (5) the answer. A crash after (2) leaves a PENDING row that the sweeper
+or the reconciler enqueues; a crash between (1) and (2) is repaired by the next request with
+the same key, which re-creates the trigger from the stored record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import structlog
+
+from trigger_service.app.idempotency import IdempotentRegistration, Registered
+from trigger_service.config.settings import Settings
+from trigger_service.core.errors import NotCancellable, NotFound, QueueError
+from trigger_service.core.model import (
+    Route,
+    Status,
+    Trigger,
+    fire_month,
+    is_trigger_id,
+    new_trigger_id,
+    route_for,
+    shard_of,
+)
+from trigger_service.core.ports import (
+    Clock,
+    Enqueuer,
+    IdempotencyCache,
+    IdempotencyStore,
+    ListCursor,
+    ListPage,
+    Metrics,
+    OutgoingMessage,
+    TriggerCatalog,
+)
+from trigger_service.core.timing import DAY_MS, sqs_delay_s
+
+log = structlog.get_logger(__name__)
+
+_CANCEL_ROUNDS = 5
+_MIN_MS = -(2**63)
+
+
+@dataclass(frozen=True, slots=True)
+class NewTrigger:
+    """A validated registration request."""
+
+    callback_url: str
+    payload_json: str
+    fire_at_ms: int  # already clamped to >= received_at_ms
+    received_at_ms: int  # the one "now" of this request: delays and the route derive from it
+
+
+class TriggerService:
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: TriggerCatalog,
+        idempotency: IdempotencyStore,
+        queue: Enqueuer,
+        cache: IdempotencyCache,
+        clock: Clock,
+        metrics: Metrics,
+    ) -> None:
+        self._s = settings
+        self._catalog = catalog
+        self._queue = queue
+        self._clock = clock
+        self._metrics = metrics
+        self._idempotent = IdempotentRegistration(
+            idempotency, catalog, cache, clock, metrics, settings.idempotency_retention_s)
+
+    # --- register ----------------------------------------------------------------------
+    async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
+                       request_hash: str) -> Registered:
+        """Create a PENDING trigger (once per ``idem_key``). Raises ``IdempotencyKeyReused``
+        or ``StoreError`` (then nothing was accepted)."""
+        trigger = self._new_trigger(caller, req, idem_key)
+        if idem_key is None:
+            await self._persist_and_enqueue(trigger)
+            result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
+        else:
+            result = await self._idempotent.register(
+                trigger, idem_key, request_hash, self._persist_and_enqueue)
+        if not result.replayed:
+            self._metrics.inc("triggers_registered_total")
+        return result
+
+    def _new_trigger(self, caller: str, req: NewTrigger, idem_key: str | None) -> Trigger:
+        now_ms = req.received_at_ms
+        trigger_id = new_trigger_id(now_ms)
+        return Trigger(
+            trigger_id=trigger_id, caller=caller, callback_url=req.callback_url,
+            payload_json=req.payload_json, fire_at_ms=req.fire_at_ms, created_at_ms=now_ms,
+            shard=shard_of(trigger_id, self._s.shards),
+            route=route_for(req.fire_at_ms, now_ms, self._s.direct_max_delay_s),
+            idem_key=idem_key,
+        )
+
+    def index_ttl_s(self, t: Trigger) -> int:
+        """Index entries outlive the row's own retention by the whole retry schedule."""
+        d = self._s.dispatch
+        retry_span_s = sum(d.retry_backoff_s) + d.max_attempts * int(d.callback_timeout_s)
+        ahead_s = max(0, (t.fire_at_ms - t.created_at_ms) // 1000)
+        return ahead_s + self._s.retention_s + retry_span_s + 86_400
+
+    async def _persist_and_enqueue(self, t: Trigger) -> None:
+        await self._catalog.create(t, self.index_ttl_s(t))
+        if t.route is Route.DIRECT:
+            await self._enqueue(t)
+
+    async def _enqueue(self, t: Trigger) -> None:
+        """Send a direct trigger to SQS; on failure log and carry on.
+
+        The row is already durable and PENDING, so a trigger whose send failed is not lost:
+        the reconciler re-sends PENDING rows past their fire time. This only costs lateness.
+        """
+        delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
+        try:
+            await self._queue.send(OutgoingMessage(t.trigger_id, t.fire_at_ms, delay_s))
+        except QueueError as e:
+            self._metrics.inc("enqueue_failures_total")
+            log.error("enqueue_failed", trigger_id=t.trigger_id, caller=t.caller, error=str(e))
+
+    # --- read, cancel, list ------------------------------------------------------------
+    async def get(self, caller: str, trigger_id: str) -> Trigger:
+        """The caller's trigger; another caller's is ``NotFound`` exactly like an unknown id."""
+        t = await self._catalog.get(trigger_id) if is_trigger_id(trigger_id) else None
+        if t is None or t.caller != caller:
+            raise NotFound(f"no trigger {trigger_id}")
+        return t
+
+    async def cancel(self, caller: str, trigger_id: str) -> Trigger:
+        """PENDING → CANCELLED (idempotent). Raises ``NotCancellable`` once it is in flight
+        or finished. Lazy: the SQS message stays; the dispatcher drops it at fire time."""
+        for _ in range(_CANCEL_ROUNDS):
+            t = await self.get(caller, trigger_id)
+            if t.status is Status.CANCELLED:
+                return t
+            if t.status is not Status.PENDING:
+                raise NotCancellable(f"trigger {trigger_id} is {t.status.value}",
+                                     status=t.status.value)
+            new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None)
+            if await self._catalog.compare_and_set(t, new, ttl_s=self._s.retention_s):
+                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
+                return new
+        raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
+                             status=t.status.value)
+
+    async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
+                            cursor: ListCursor | None) -> ListPage:
+        """The caller's triggers by fire time, from the oldest still retained."""
+        now_ms = self._clock.now_ms()
+        first = fire_month(now_ms - (self._s.retention_days + 2) * DAY_MS)
+        last = fire_month(now_ms + (self._s.api.max_fire_ahead_days + 2) * DAY_MS)
+        return await self._catalog.list_by_caller(
+            caller, start=cursor or (first, _MIN_MS, ""), last_month=last, limit=limit,
+            status=status)

@@ -1,0 +1,1 @@
+"""Settings from TRIGGER_* variables and the callers file: read once, in main()."""

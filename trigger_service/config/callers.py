@@ -1,0 +1,139 @@
+"""Callers: who may use the API, with which token, and where their callbacks may point.
+
+The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
+
+    [callers.orders]
+    token_sha256 = "<hex sha-256 of the bearer token>"
+    callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
+    max_concurrency = 100        # optional: the caller's delivery bulkhead
+
+A callback URL is allowed when scheme, host and port equal a prefix's and its path starts
+with the prefix's path on a segment boundary, all compared on the parsed, normalized URL —
+so ``http://127.0.0.1:9000.evil.example/`` and ``http://user@127.0.0.1:9000/`` do not pass.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from yarl import URL
+
+from trigger_service.core.errors import ConfigError
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
+
+
+@dataclass(frozen=True, slots=True)
+class CallbackPrefix:
+    scheme: str
+    host: str
+    port: int
+    path: str
+
+    @classmethod
+    def parse(cls, text: str) -> CallbackPrefix:
+        url = _parse_http_url(text)
+        if url is None:
+            raise ValueError(f"not an absolute http(s) URL without credentials: {text!r}")
+        return cls(url.scheme, url.host or "", url.port or 0, url.path or "/")
+
+    def allows(self, url: URL) -> bool:
+        if (url.scheme, url.host, url.port) != (self.scheme, self.host, self.port):
+            return False
+        path = url.path or "/"
+        if self.path.endswith("/"):
+            return path.startswith(self.path) or path + "/" == self.path
+        return path == self.path or path.startswith(self.path + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    name: str
+    token_sha256: str
+    callback_prefixes: tuple[CallbackPrefix, ...]
+    max_concurrency: int | None = None
+
+    def allows_callback(self, url: URL) -> bool:
+        return any(p.allows(url) for p in self.callback_prefixes)
+
+
+def _parse_http_url(text: str) -> URL | None:
+    """Parse and normalize an absolute http(s) URL; None if it is anything else."""
+    try:
+        url = URL(text)
+    except (ValueError, TypeError):
+        return None
+    if url.scheme not in ("http", "https") or not url.host or url.user or url.password:
+        return None
+    if not url.is_absolute():
+        return None
+    return url
+
+
+def parse_callback_url(text: str) -> URL | None:
+    """The URL the dispatcher will POST to, or None if it is not acceptable as a callback."""
+    if len(text) > 2048 or any(c.isspace() for c in text):
+        return None
+    return _parse_http_url(text)
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class CallerRegistry:
+    """Callers by token hash; immutable after loading."""
+
+    def __init__(self, callers: list[Caller]) -> None:
+        self._by_hash = {c.token_sha256: c for c in callers}
+        self._by_name = {c.name: c for c in callers}
+
+    @classmethod
+    def load(cls, path: Path) -> CallerRegistry:
+        """Read and check the callers file; raises ``ConfigError`` naming the bad key."""
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as e:
+            raise ConfigError(f"TRIGGER_CALLERS_FILE {path}: {e}") from e
+        return cls.from_mapping(data, source=str(path))
+
+    @classmethod
+    def from_mapping(cls, data: dict[str, object], source: str = "callers") -> CallerRegistry:
+        tables = data.get("callers")
+        if not isinstance(tables, dict) or not tables:
+            raise ConfigError(f"{source}: needs at least one [callers.<name>] table")
+        callers: list[Caller] = []
+        seen_hashes: set[str] = set()
+        for name, table in tables.items():
+            where = f"{source}: callers.{name}"
+            if not _NAME_RE.match(name) or not isinstance(table, dict):
+                raise ConfigError(f"{where}: bad caller name or not a table")
+            token_hash = str(table.get("token_sha256", "")).lower()
+            if not _HEX64_RE.match(token_hash):
+                raise ConfigError(f"{where}.token_sha256: must be 64 hex digits (sha-256)")
+            if token_hash in seen_hashes:
+                raise ConfigError(f"{where}.token_sha256: shared with another caller")
+            seen_hashes.add(token_hash)
+            raw_prefixes = table.get("callback_prefixes")
+            if not isinstance(raw_prefixes, list) or not raw_prefixes:
+                raise ConfigError(f"{where}.callback_prefixes: a non-empty list of URLs")
+            try:
+                prefixes = tuple(CallbackPrefix.parse(str(p)) for p in raw_prefixes)
+            except ValueError as e:
+                raise ConfigError(f"{where}.callback_prefixes: {e}") from e
+            conc = table.get("max_concurrency")
+            if conc is not None and (not isinstance(conc, int) or conc < 1):
+                raise ConfigError(f"{where}.max_concurrency: a positive integer")
+            callers.append(Caller(name, token_hash, prefixes, conc))
+        return cls(callers)
+
+    def by_token(self, token: str) -> Caller | None:
+        return self._by_hash.get(hash_token(token))
+
+    def by_name(self, name: str) -> Caller | None:
+        return self._by_name.get(name)

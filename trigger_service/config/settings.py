@@ -1,0 +1,328 @@
+"""One frozen ``Settings``, read from ``TRIGGER_*`` environment variables in ``main()`` only.
+
+Each setting is written once: its default is the dataclass field's, and ``VARIABLES`` maps a
+variable name onto that field with a parser and a help line (the README's table is made from
+the same list, and a unit test keeps them in step). A bad value fails at start-up with a
+``ConfigError`` naming the variable. The infra scripts read the same names (they take the
+ports from ``TRIGGER_CASSANDRA_PORT``, ``TRIGGER_SQS_ENDPOINT`` and ``TRIGGER_REDIS_URL``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from trigger_service.core.errors import ConfigError
+
+REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
+    payload_max_bytes: int = 4096
+    max_fire_ahead_days: int = 366
+
+
+@dataclass(frozen=True)
+class CassandraSettings:
+    hosts: tuple[str, ...] = ("127.0.0.1",)
+    port: int = 9042
+    keyspace: str = "triggers"
+    replication_factor: int = 1
+    request_timeout_s: float = 10.0
+    schema_dir: Path = REPO_ROOT / "infra" / "cql"
+
+
+@dataclass(frozen=True)
+class SqsSettings:
+    endpoint_url: str = "http://127.0.0.1:4566"
+    region: str = "us-east-1"
+    access_key_id: str = "test"
+    secret_access_key: str = "test"
+    queue: str = "triggers"
+    dlq: str = "triggers-dlq"
+    # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
+    # the message is asked to appear this much before its fire time and the dispatcher holds it.
+    enqueue_lead_s: int = 3
+    max_receive_count: int = 50
+    # One retry layer: botocore's standard mode (exponential backoff with jitter, only for
+    # errors it knows to be transient), this many attempts per call in all.
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    url: str = "redis://127.0.0.1:6379/0"
+
+
+@dataclass(frozen=True)
+class DispatchSettings:
+    callback_timeout_s: float = 10.0
+    retry_backoff_s: tuple[int, ...] = (10, 30, 120, 600, 1800)
+    max_attempts: int = 6
+    receivers: int = 16
+    max_inflight: int = 5_000
+    wait_time_s: int = 2
+    # A claim is taken this long before the fire time so the POST leaves on the millisecond
+    # and a burst's claims are spread out before it rather than piled up at its instant.
+    claim_lead_ms: int = 1000
+    default_max_concurrency: int = 100
+    breaker_fail_max: int = 20
+    breaker_reset_s: float = 30.0
+    visibility_slack_s: int = 20
+
+    @property
+    def visibility_timeout_s(self) -> int:
+        """How long a received message stays hidden: longer than any single delivery."""
+        return int(self.callback_timeout_s) + self.visibility_slack_s
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    interval_s: float = 30.0
+    horizon_s: int = 120
+    promote_ahead_s: int = 30
+    lease_ttl_s: float = 10.0
+    lookback_s: int = 3600
+    tick_ms: int = 10
+    reconcile_interval_s: float = 3600.0
+    reconcile_grace_s: int = 3600
+    reconcile_window_s: int = 7_200
+    group: str = "main"
+
+
+@dataclass(frozen=True)
+class Settings:
+    shards: int = 64
+    retention_days: int = 30
+    direct_max_delay_s: int = 900
+    idempotency_retention_s: int = 86_400
+    log_level: str = "INFO"
+    log_format: str = "json"
+    api: ApiSettings = field(default_factory=ApiSettings)
+    cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+    sqs: SqsSettings = field(default_factory=SqsSettings)
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    dispatch: DispatchSettings = field(default_factory=DispatchSettings)
+    sweep: SweepSettings = field(default_factory=SweepSettings)
+
+    @property
+    def retention_s(self) -> int:
+        return self.retention_days * 86_400
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail."""
+        env = os.environ if env is None else env
+        known = {v.name for v in VARIABLES}
+        unknown = sorted(k for k in env if k.startswith("TRIGGER_") and k not in known)
+        if unknown:
+            raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")
+        values: dict[str, dict[str, Any]] = {}
+        for var in VARIABLES:
+            if var.name not in env:
+                continue
+            raw = env[var.name]
+            try:
+                value = var.parse(raw)
+            except (ValueError, TypeError) as e:
+                raise ConfigError(f"{var.name}={raw!r}: {e}") from e
+            section, attr = var.target
+            values.setdefault(section, {})[attr] = value
+        top = values.pop("", {})
+        sections = {name: kind(**values.get(name, {})) for name, kind in _SECTIONS.items()}
+        settings = cls(**top, **sections)
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Cross-field checks; raises ``ConfigError`` naming the variable."""
+        if not 0 < self.direct_max_delay_s <= 900:
+            raise ConfigError("TRIGGER_DIRECT_MAX_DELAY_S must be in 1..900 (SQS's delay cap)")
+        if self.shards < 1:
+            raise ConfigError("TRIGGER_SHARDS must be >= 1")
+        if self.dispatch.max_attempts < 1:
+            raise ConfigError("TRIGGER_MAX_ATTEMPTS must be >= 1")
+        if not self.dispatch.retry_backoff_s:
+            raise ConfigError("TRIGGER_RETRY_BACKOFF_S needs at least one value")
+        sw = self.sweep
+        if sw.horizon_s + 1 > self.direct_max_delay_s:
+            # A SWEEP trigger (fire time > now + direct max) must land beyond what any sweeper
+            # has already scanned (now + horizon), or it would never be promoted.
+            raise ConfigError("TRIGGER_SWEEP_HORIZON_S must be at least 1 s below "
+                              "TRIGGER_DIRECT_MAX_DELAY_S")
+        if sw.horizon_s - sw.interval_s < sw.promote_ahead_s:
+            # Each trigger must be scanned before its promotion time.
+            raise ConfigError("TRIGGER_SWEEP_HORIZON_S must exceed TRIGGER_SWEEP_INTERVAL_S "
+                              "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
+        if sw.reconcile_window_s < sw.reconcile_interval_s:
+            raise ConfigError("TRIGGER_RECONCILE_WINDOW_S must be >= TRIGGER_RECONCILE_INTERVAL_S "
+                              "(or passes leave parts of the index unread)")
+        if self.log_format not in ("json", "console"):
+            raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
+
+
+_SECTIONS: dict[str, type[Any]] = {
+    "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
+    "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
+}
+
+
+def _pos_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def _pos_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _int_list(raw: str) -> tuple[int, ...]:
+    values = tuple(int(x) for x in raw.split(",") if x.strip())
+    if any(v < 0 for v in values):
+        raise ValueError("values must be >= 0")
+    return values
+
+
+def _str_list(raw: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in raw.split(",") if x.strip())
+
+
+@dataclass(frozen=True)
+class Variable:
+    name: str
+    target: tuple[str, str]  # (section, attribute); section "" is the top level
+    parse: Callable[[str], Any]
+    help: str
+
+    @property
+    def default(self) -> str:
+        """The default as it would be written in the environment (from the dataclass field)."""
+        section, attr = self.target
+        owner = Settings if not section else _SECTIONS[section]
+        value = next(f for f in dataclasses.fields(owner) if f.name == attr).default
+        return _render(value)
+
+
+def _render(value: object) -> str:
+    if isinstance(value, tuple):
+        return ",".join(_render(v) for v in value)
+    if isinstance(value, Path):
+        return str(value.relative_to(REPO_ROOT)) if value.is_relative_to(REPO_ROOT) else str(value)
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable("TRIGGER_API_HOST", ("api", "host"), str, "API listen address"),
+    Variable("TRIGGER_API_PORT", ("api", "port"), _pos_int, "API listen port"),
+    Variable("TRIGGER_CALLERS_FILE", ("api", "callers_file"), Path,
+             "TOML file of callers (tokens, callback prefixes)"),
+    Variable("TRIGGER_PAYLOAD_MAX_BYTES", ("api", "payload_max_bytes"), _pos_int,
+             "largest serialized payload accepted"),
+    Variable("TRIGGER_MAX_FIRE_AHEAD_DAYS", ("api", "max_fire_ahead_days"), _pos_int,
+             "furthest fire time accepted, in days from now"),
+    Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,
+             "bucket sub-shards per minute (stable hash of the id modulo this)"),
+    Variable("TRIGGER_RETENTION_DAYS", ("", "retention_days"), _pos_int,
+             "how long finished triggers stay readable"),
+    Variable("TRIGGER_DIRECT_MAX_DELAY_S", ("", "direct_max_delay_s"), _pos_int,
+             "fire times within this many seconds go straight to SQS; later ones wait for the "
+             "sweeper"),
+    Variable("TRIGGER_IDEMPOTENCY_RETENTION_S", ("", "idempotency_retention_s"), _pos_int,
+             "idempotency keys are kept this long after the fire time"),
+    Variable("TRIGGER_LOG_LEVEL", ("", "log_level"), str.upper, "log level"),
+    Variable("TRIGGER_LOG_FORMAT", ("", "log_format"), str, "json or console"),
+    Variable("TRIGGER_CASSANDRA_HOSTS", ("cassandra", "hosts"), _str_list,
+             "comma-separated contact points"),
+    Variable("TRIGGER_CASSANDRA_PORT", ("cassandra", "port"), _pos_int, "CQL port"),
+    Variable("TRIGGER_CASSANDRA_KEYSPACE", ("cassandra", "keyspace"), str,
+             "keyspace (created with the schema at start-up)"),
+    Variable("TRIGGER_CASSANDRA_REPLICATION_FACTOR", ("cassandra", "replication_factor"), _pos_int,
+             "SimpleStrategy replication factor used when creating the keyspace"),
+    Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
+             "per-request timeout"),
+    Variable("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,
+             "SQS endpoint (LocalStack locally)"),
+    Variable("TRIGGER_SQS_REGION", ("sqs", "region"), str, "SQS region"),
+    Variable("TRIGGER_SQS_ACCESS_KEY_ID", ("sqs", "access_key_id"), str, "SQS key id"),
+    Variable("TRIGGER_SQS_SECRET_ACCESS_KEY", ("sqs", "secret_access_key"), str, "SQS secret"),
+    Variable("TRIGGER_SQS_QUEUE", ("sqs", "queue"), str, "main queue name"),
+    Variable("TRIGGER_SQS_DLQ", ("sqs", "dlq"), str, "dead-letter queue name"),
+    Variable("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
+             "messages are made visible this many seconds before the fire time; the dispatcher "
+             "holds them to the millisecond"),
+    Variable("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,
+             "redrive policy: receives before SQS itself moves a poison message to the DLQ"),
+    Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
+             "attempts per SQS call (botocore's standard retries); a registration whose send "
+             "still fails is left to the reconciler"),
+    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str, "Redis for the idempotency fast path"),
+    Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
+             "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
+    Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
+             "a received message stays hidden for the callback timeout plus this; after that a "
+             "crashed dispatcher's message reappears"),
+    Variable("TRIGGER_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
+             "delay before attempt 2, 3, ...; the last value repeats"),
+    Variable("TRIGGER_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,
+             "attempts before FAILED and the DLQ"),
+    Variable("TRIGGER_DISPATCH_RECEIVERS", ("dispatch", "receivers"), _pos_int,
+             "concurrent SQS long-polls per dispatcher process"),
+    Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int,
+             "messages a dispatcher holds or delivers at once"),
+    Variable("TRIGGER_DISPATCH_WAIT_S", ("dispatch", "wait_time_s"), _pos_int,
+             "SQS long-poll wait"),
+    Variable("TRIGGER_CLAIM_LEAD_MS", ("dispatch", "claim_lead_ms"), _pos_int,
+             "the claim LWT (PENDING→IN_FLIGHT) runs up to this long before the fire time; a "
+             "cancel inside this window gets 409"),
+    Variable("TRIGGER_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"), _pos_int,
+             "bulkhead size for a caller that does not set max_concurrency"),
+    Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,
+             "consecutive callback failures that open a caller's circuit"),
+    Variable("TRIGGER_SWEEP_INTERVAL_S", ("sweep", "interval_s"), _pos_float,
+             "how often a sweeper reads its shards' due buckets"),
+    Variable("TRIGGER_SWEEP_HORIZON_S", ("sweep", "horizon_s"), _pos_int,
+             "each sweep reads up to now + this; must stay below TRIGGER_DIRECT_MAX_DELAY_S"),
+    Variable("TRIGGER_SWEEP_PROMOTE_AHEAD_S", ("sweep", "promote_ahead_s"), _pos_int,
+             "the timing wheel hands a trigger to SQS this long before its fire time (SQS keeps "
+             "it hidden until TRIGGER_ENQUEUE_LEAD_S before)"),
+    Variable("TRIGGER_LEASE_TTL_S", ("sweep", "lease_ttl_s"), _pos_float,
+             "shard lease TTL; a dead sweeper's shards are taken over within it"),
+    Variable("TRIGGER_SWEEP_LOOKBACK_S", ("sweep", "lookback_s"), _pos_int,
+             "a shard with no saved cursor is swept from now minus this"),
+    Variable("TRIGGER_SWEEP_GROUP", ("sweep", "group"), str,
+             "sweepers with the same group share the shards (names their leases and cursors)"),
+    Variable("TRIGGER_WHEEL_TICK_MS", ("sweep", "tick_ms"), _pos_int, "timing wheel tick"),
+    Variable("TRIGGER_RECONCILE_INTERVAL_S", ("sweep", "reconcile_interval_s"), _pos_float,
+             "how often the reconciler runs a pass"),
+    Variable("TRIGGER_RECONCILE_GRACE_S", ("sweep", "reconcile_grace_s"), _pos_int,
+             "a trigger this far past its due time and still PENDING (or stale IN_FLIGHT) is a "
+             "leak"),
+    Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int,
+             "how far back (before the grace) each pass reads the bucket index; at least the "
+             "interval, so consecutive passes leave no gap"),
+    Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
+             "how long an open circuit stays open before one trial call"),
+)
+
+
+def markdown_table() -> str:
+    """The README's settings table (``python -c 'from trigger_service.config.settings import *;
+    print(markdown_table())'``); a unit test keeps the README in step with ``VARIABLES``."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | `{v.default}` | {v.help} |" for v in VARIABLES]
+    return "\n".join(rows)

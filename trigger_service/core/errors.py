@@ -1,0 +1,118 @@
+"""Every error the service raises on purpose, in one tree.
+
+::
+
+    TriggerError                      base; never raised itself
+    ├── ConfigError                   a bad TRIGGER_* variable or callers file (fails at start-up)
+    ├── ApiError                      becomes {"error": code, "message": ...} with `status`
+    │   ├── InvalidRequest            400 invalid_request (names the field)
+    │   ├── FireAtOutOfRange          400 fire_at_out_of_range
+    │   ├── Unauthorized              401 unauthorized
+    │   ├── NotFound                  404 not_found
+    │   ├── NotCancellable            409 not_cancellable
+    │   ├── PayloadTooLarge           413 payload_too_large
+    │   ├── CallbackNotAllowed        422 callback_not_allowed
+    │   ├── IdempotencyKeyReused      422 idempotency_key_reused
+    │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
+    │   └── NotReady                  503 not_ready (a readiness check failed)
+    └── StoreError / QueueError / CacheError
+                                      a driver failure translated at an adapter's boundary
+                                      (cassandra, botocore/aiobotocore, redis); the original is
+                                      the ``__cause__``.
+"""
+
+from __future__ import annotations
+
+
+class TriggerError(Exception):
+    """Base of every error raised on purpose by this project."""
+
+
+class ConfigError(TriggerError):
+    """A setting or the callers file is invalid; the message names the variable or key."""
+
+
+class ApiError(TriggerError):
+    """An error with an HTTP status and a stable machine-readable code."""
+
+    status: int = 500
+    code: str = "internal_error"
+
+    def __init__(self, message: str, **extra: object) -> None:
+        super().__init__(message)
+        self.message = message
+        self.extra = extra  # more context for the body, e.g. the status for not_cancellable
+
+    def to_json(self) -> dict[str, object]:
+        return {"error": self.code, "message": self.message, **self.extra}
+
+
+class InvalidRequest(ApiError):
+    status, code = 400, "invalid_request"
+
+
+class FireAtOutOfRange(ApiError):
+    status, code = 400, "fire_at_out_of_range"
+
+
+class Unauthorized(ApiError):
+    status, code = 401, "unauthorized"
+
+
+class NotFound(ApiError):
+    status, code = 404, "not_found"
+
+
+class NotCancellable(ApiError):
+    status, code = 409, "not_cancellable"
+
+
+class PayloadTooLarge(ApiError):
+    status, code = 413, "payload_too_large"
+
+
+class CallbackNotAllowed(ApiError):
+    status, code = 422, "callback_not_allowed"
+
+
+class IdempotencyKeyReused(ApiError):
+    status, code = 422, "idempotency_key_reused"
+
+
+class DependencyUnavailable(ApiError):
+    """A dependency failed while serving a request; nothing was accepted."""
+
+    status, code = 503, "dependency_unavailable"
+
+    @classmethod
+    def from_adapter(cls, error: AdapterError) -> DependencyUnavailable:
+        # The driver's own text can name nodes and addresses: it goes to the log, not the body.
+        return cls(f"{error.dependency} is unavailable; try again")
+
+
+class NotReady(ApiError):
+    status, code = 503, "not_ready"
+
+
+class AdapterError(TriggerError):
+    """A driver error translated at an adapter boundary; the driver's error is ``__cause__``."""
+
+    dependency = "a dependency"
+
+
+class StoreError(AdapterError):
+    """Cassandra could not do what was asked (timeout, unavailable, bad query)."""
+
+    dependency = "cassandra"
+
+
+class QueueError(AdapterError):
+    """SQS could not do what was asked."""
+
+    dependency = "sqs"
+
+
+class CacheError(AdapterError):
+    """Redis could not do what was asked. Callers treat the cache as optional."""
+
+    dependency = "redis"

@@ -1,0 +1,118 @@
+"""The domain model: the frozen ``Trigger``, its status machine, ids, shards and buckets.
+
+State machine (only these transitions exist; every one after creation is a conditional write,
+a Cassandra LWT)::
+
+    PENDING ──cancel──────────────> CANCELLED   (terminal)
+    PENDING ──claim (dispatcher)──> IN_FLIGHT
+    IN_FLIGHT ──2xx───────────────> FIRED       (terminal)
+    IN_FLIGHT ──failure, attempts left──> PENDING (next_attempt_at set)
+    IN_FLIGHT ──failure, no attempts left──> FAILED (terminal, DLQ)
+    IN_FLIGHT ──claim older than the callback timeout──> IN_FLIGHT (taken over, new claim)
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass, replace
+from enum import StrEnum
+
+from ulid import ULID
+
+from trigger_service.core.timing import ms_to_datetime
+
+TRIGGER_ID_PREFIX = "trg_"
+CLAIM_STALE_SLACK_MS = 2_000
+_TRIGGER_ID_RE = re.compile(r"^trg_[0-9A-HJKMNP-TV-Z]{26}$")
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    IN_FLIGHT = "IN_FLIGHT"
+    FIRED = "FIRED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Status.FIRED, Status.FAILED, Status.CANCELLED)
+
+
+class Route(StrEnum):
+    """Who puts the trigger on SQS: the API right away, or the sweeper near fire time."""
+
+    DIRECT = "DIRECT"
+    SWEEP = "SWEEP"
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """One registered callback. ``payload_json`` is the caller's JSON, serialized once."""
+
+    trigger_id: str
+    caller: str
+    callback_url: str
+    payload_json: str
+    fire_at_ms: int
+    created_at_ms: int
+    shard: int
+    route: Route
+    status: Status = Status.PENDING
+    attempts: int = 0
+    last_error: str | None = None
+    fired_at_ms: int | None = None
+    claim_id: str | None = None
+    claimed_at_ms: int | None = None
+    next_attempt_at_ms: int | None = None
+    idem_key: str | None = None
+
+    def due_at_ms(self) -> int:
+        """When the next delivery attempt may start: the fire time, or the retry time."""
+        return max(self.fire_at_ms, self.next_attempt_at_ms or 0)
+
+    def claim_stale_at_ms(self, callback_timeout_ms: int) -> int:
+        """When an IN_FLIGHT claim counts as abandoned: a claim is taken up to the claim lead
+        before the due time, delivery starts at the due time and may take the callback
+        timeout; the slack absorbs clock skew between dispatchers."""
+        started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
+        return started_ms + callback_timeout_ms + CLAIM_STALE_SLACK_MS
+
+    def with_status(self, status: Status, **changes: object) -> Trigger:
+        """A copy in ``status`` with ``changes`` applied (the value itself never changes)."""
+        return replace(self, status=status, **changes)  # type: ignore[arg-type]
+
+
+def new_trigger_id(now_ms: int) -> str:
+    """A ``trg_<ULID>`` id; its time prefix is the creation time, so ids sort by creation."""
+    return TRIGGER_ID_PREFIX + str(ULID.from_timestamp(now_ms / 1000))
+
+
+def is_trigger_id(value: str) -> bool:
+    return bool(_TRIGGER_ID_RE.match(value))
+
+
+def shard_of(trigger_id: str, shards: int) -> int:
+    """Stable shard of a trigger id (CRC-32, identical in every process and release)."""
+    return zlib.crc32(trigger_id.encode()) % shards
+
+
+def route_for(fire_at_ms: int, now_ms: int, direct_max_delay_s: int) -> Route:
+    """DIRECT when SQS can hold the message until the fire time, else SWEEP."""
+    return Route.DIRECT if fire_at_ms - now_ms <= direct_max_delay_s * 1000 else Route.SWEEP
+
+
+def bucket_minute(fire_at_ms: int) -> int:
+    """The 1-minute bucket (minutes since the epoch) that holds a fire time."""
+    return fire_at_ms // 60_000
+
+
+def fire_month(fire_at_ms: int) -> int:
+    """``YYYYMM`` of a fire time in UTC: the listing index's partition."""
+    dt = ms_to_datetime(fire_at_ms)
+    return dt.year * 100 + dt.month
+
+
+def next_month(month: int) -> int:
+    year, mon = divmod(month, 100)
+    return (year + 1) * 100 + 1 if mon == 12 else month + 1

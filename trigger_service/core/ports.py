@@ -1,0 +1,271 @@
+"""The boundaries, one ``typing.Protocol`` each, split by who uses them.
+
+=====================  ==================================  ====================================
+port                   used by                             implementations
+=====================  ==================================  ====================================
+``Clock``              everyone                            ``core.clock`` (system, manual)
+``TriggerStates``      API, dispatcher, sweeper, reconciler adapters.cassandra.store, memory
+``TriggerCatalog``     API (create, list)                  adapters.cassandra.store, memory
+``IdempotencyStore``   API (the truth for keys)            adapters.cassandra.store, memory
+``DueIndex``           sweeper, reconciler                 adapters.cassandra.store, memory
+``SweepCursors``       sweeper                             adapters.cassandra.store, memory
+``Enqueuer``           API, sweeper, reconciler            adapters.sqs, memory
+``DeliveryQueue``      dispatcher                          adapters.sqs, memory
+``IdempotencyCache``   API (fast path)                     adapters.redis.idempotency, memory
+``Lease``              sweeper                             adapters.redis.lease, memory
+``Channel``            dispatcher                          dispatcher.channels.webhook
+``Metrics``            everyone                            platform.metrics
+``Pingable``           readiness checks                    every networked adapter
+=====================  ==================================  ====================================
+
+Every method that talks to a dependency raises the adapter's ``AdapterError`` subclass
+(``StoreError``, ``QueueError``, ``CacheError``) and nothing else on the dependency's failure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from trigger_service.core.model import Route, Status, Trigger
+
+
+class Clock(Protocol):
+    """Wall-clock time source; every "now" in the service comes from one."""
+
+    def now_ms(self) -> int:
+        """Current wall time as integer milliseconds since the Unix epoch (UTC)."""
+        ...
+
+    async def sleep_until_ms(self, deadline_ms: int) -> None:
+        """Return no earlier than wall time ``deadline_ms`` (never early)."""
+        ...
+
+    async def sleep_ms(self, duration_ms: int) -> None:
+        """Return no earlier than ``duration_ms`` from now."""
+        ...
+
+
+class Pingable(Protocol):
+    async def ping(self) -> None:
+        """Raise the adapter's ``AdapterError`` unless the dependency answers."""
+        ...
+
+
+# --- the trigger store --------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class IdempotencyRecord:
+    """What one (caller, Idempotency-Key) was first used for: the request's hash and the
+    trigger it created (enough to re-create the trigger if its first writer died)."""
+
+    caller: str
+    idem_key: str
+    request_hash: str
+    trigger: Trigger
+
+
+@dataclass(frozen=True, slots=True)
+class BucketEntry:
+    """One due-index entry: which trigger fires when, in which shard, enqueued by whom."""
+
+    trigger_id: str
+    fire_at_ms: int
+    shard: int
+    route: Route
+
+
+ListCursor = tuple[int, int, str]  # (fire_month, fire_at_ms, trigger_id) of the last one seen
+
+
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    triggers: list[Trigger]
+    next_cursor: ListCursor | None
+
+
+class TriggerStates(Protocol):
+    """Read triggers and move them through the state machine (every process)."""
+
+    async def get(self, trigger_id: str) -> Trigger | None:
+        """Read one trigger (None if unknown or expired). Raises ``StoreError``."""
+        ...
+
+    async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
+        """``get`` for each id, concurrently, in order. Raises ``StoreError``."""
+        ...
+
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        """Write ``new``'s mutable fields iff status, claim_id and attempts still equal
+        ``old``'s. With ``ttl_s`` every column is rewritten with that TTL (terminal states).
+        Returns whether it applied. Raises ``StoreError`` (outcome unknown on a timeout).
+        """
+        ...
+
+
+class TriggerCatalog(TriggerStates, Protocol):
+    """Create and list triggers (the API)."""
+
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        """Write a new PENDING trigger and its index entries (the entries first, the row last,
+        so every row that exists can be found through the indexes).
+
+        Idempotent: repeating the call with the same trigger rewrites identical cells and can
+        never undo a later transition. Raises ``StoreError``.
+        """
+        ...
+
+    async def list_by_caller(
+        self, caller: str, *, start: ListCursor, last_month: int, limit: int,
+        status: Status | None,
+    ) -> ListPage:
+        """The caller's triggers after ``start`` in (month, fire time, id) order, up to
+        ``last_month``; ``next_cursor`` is None when nothing is left. Raises ``StoreError``."""
+        ...
+
+
+class IdempotencyStore(Protocol):
+    async def put_if_absent(
+        self, record: IdempotencyRecord, ttl_s: int
+    ) -> IdempotencyRecord | None:
+        """Insert unless (caller, key) exists: None if ours, else the existing record.
+        Raises ``StoreError``."""
+        ...
+
+
+class DueIndex(Protocol):
+    async def bucket_entries(self, shard: int, after_ms: int, until_ms: int) -> list[BucketEntry]:
+        """Due-index entries of ``shard`` with ``after_ms < fire_at_ms <= until_ms``, in fire
+        time order. Raises ``StoreError``."""
+        ...
+
+
+class SweepCursors(Protocol):
+    async def load_cursors(self, group: str) -> dict[int, int]:
+        """shard → promoted_until_ms of a sweeper group. Raises ``StoreError``."""
+        ...
+
+    async def save_cursor(
+        self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
+    ) -> None:
+        """Record a shard's progress (last writer wins). Raises ``StoreError``."""
+        ...
+
+
+# --- the queue ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class OutgoingMessage:
+    trigger_id: str
+    fire_at_ms: int
+    delay_s: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReceivedMessage:
+    message_id: str
+    receipt_handle: str
+    trigger_id: str  # "" for a body that could not be parsed
+    fire_at_ms: int
+    receive_count: int
+
+
+class Enqueuer(Protocol):
+    async def send(self, message: OutgoingMessage) -> None:
+        """Enqueue one; concurrent calls may share one batch request. Raises ``QueueError``."""
+        ...
+
+    async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
+        """Enqueue all; raises ``QueueError`` if any could not be sent (some may have been)."""
+        ...
+
+
+class DeliveryQueue(Protocol):
+    async def receive(
+        self, *, max_messages: int, wait_s: int, visibility_s: int
+    ) -> list[ReceivedMessage]:
+        """Long-poll for up to ``max_messages``; each stays hidden ``visibility_s``."""
+        ...
+
+    async def delete(self, receipt_handle: str) -> None:
+        """Delete one (concurrent calls share batches); a receipt already gone is fine."""
+        ...
+
+    async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
+        """Hide the message for ``visibility_s`` from now (0: show it again now)."""
+        ...
+
+    async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
+        """Put a record of a trigger given up on in the dead-letter queue."""
+        ...
+
+
+# --- the idempotency fast path -------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class CachedKey:
+    """What Redis holds for one (caller, Idempotency-Key): in progress, or done."""
+
+    done: bool
+    request_hash: str
+    trigger_id: str | None = None
+    fire_at_ms: int | None = None
+
+
+class IdempotencyCache(Protocol):
+    """Optional accelerator: every method may raise ``CacheError`` and callers carry on."""
+
+    async def get(self, caller: str, idem_key: str) -> CachedKey | None: ...
+
+    async def lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
+        """Set a short-lived in-progress marker unless one exists; True if this call did."""
+        ...
+
+    async def put_done(self, caller: str, idem_key: str, entry: CachedKey, ttl_ms: int) -> None:
+        """Record the finished outcome (``entry.done``) for ``ttl_ms``."""
+        ...
+
+
+# --- shard ownership ------------------------------------------------------------------------
+class Lease(Protocol):
+    """One owner per shard with a fencing token, plus a heartbeat set of live members."""
+
+    async def acquire(self, shard: int, owner: str) -> int | None:
+        """Take the shard if nobody holds it; the new fencing token, else None."""
+        ...
+
+    async def renew(self, leases: dict[int, int], owner: str) -> set[int]:
+        """Extend every held lease (shard → fence); return the shards still held."""
+        ...
+
+    async def held(self, leases: dict[int, int], owner: str) -> set[int]:
+        """The fencing check: which of these (shard → fence) are still ours, right now."""
+        ...
+
+    async def release(self, shard: int, fence: int, owner: str) -> None: ...
+
+    async def heartbeat(self, member: str, now_ms: int, ttl_ms: int) -> int:
+        """Record ``member`` as alive; return how many members are alive (it included)."""
+        ...
+
+    async def leave(self, member: str) -> None: ...
+
+
+# --- delivery -------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class DeliveryResult:
+    ok: bool
+    status_code: int | None
+    error: str | None
+
+
+class Channel(Protocol):
+    async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
+        """Deliver once; never raises for the receiver's failures (they are a result)."""
+        ...
+
+
+class Metrics(Protocol):
+    def inc(self, name: str, amount: int = 1, **labels: str) -> None: ...
+
+    def snapshot(self) -> dict[str, int]: ...

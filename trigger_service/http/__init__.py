@@ -1,0 +1,1 @@
+"""The HTTP layer (aiohttp): parsing, routes, views. Only the API process imports it."""

@@ -1,0 +1,83 @@
+"""The aiohttp application and its middleware. Every error is
+``{"error": "<code>", "message": "..."}`` with the status of its ``ApiError``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from trigger_service.app.triggers import TriggerService
+from trigger_service.config.callers import CallerRegistry
+from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable, Unauthorized
+from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.routes import health, triggers
+from trigger_service.platform.wiring import Runtime
+
+log = structlog.get_logger(__name__)
+
+# aiohttp's own errors (unknown route, wrong method, body too big) in our shape.
+_HTTP_CODES = {
+    400: "invalid_request", 404: "not_found", 405: "method_not_allowed",
+    413: "payload_too_large", 415: "unsupported_media_type",
+}
+# The body is read whole; far more than a 4 KiB payload needs, far less than harm.
+MAX_BODY_BYTES = 64 * 1024
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, code: str, message: str) -> web.Response:
+    return web.json_response({"error": code, "message": message}, status=status)
+
+
+@web.middleware
+async def errors_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        return await handler(request)
+    except ApiError as e:
+        return web.json_response(e.to_json(), status=e.status)
+    except AdapterError as e:
+        log.error("dependency_error", path=request.path, error=str(e))
+        err = DependencyUnavailable.from_adapter(e)
+        return web.json_response(err.to_json(), status=err.status)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        code = _HTTP_CODES.get(e.status, "http_error")
+        return error_response(e.status, code, e.reason or code)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled_error", path=request.path)
+        return error_response(500, "internal_error", "unexpected error; it has been logged")
+
+
+def auth_middleware(callers: CallerRegistry) -> Callable[..., Awaitable[web.StreamResponse]]:
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.path.startswith("/v1/"):
+            header = request.headers.get("Authorization", "")
+            scheme, _, token = header.partition(" ")
+            caller = callers.by_token(token.strip()) if scheme.lower() == "bearer" else None
+            if caller is None:
+                raise Unauthorized("missing or unknown bearer token")
+            request[CALLER_KEY] = caller
+        return await handler(request)
+
+    return middleware
+
+
+def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
+    """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
+    app = web.Application(
+        middlewares=[errors_middleware, auth_middleware(runtime.callers)],
+        client_max_size=MAX_BODY_BYTES,
+    )
+    app[RUNTIME_KEY] = runtime
+    app[SERVICE_KEY] = service
+    triggers.add_routes(app)
+    health.add_routes(app)
+    return app

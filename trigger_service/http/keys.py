@@ -1,0 +1,13 @@
+"""Typed keys for what the application and each request carry."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from trigger_service.app.triggers import TriggerService
+from trigger_service.config.callers import Caller
+from trigger_service.platform.wiring import Runtime
+
+CALLER_KEY = web.RequestKey("caller", Caller)
+SERVICE_KEY = web.AppKey("service", TriggerService)
+RUNTIME_KEY = web.AppKey("runtime", Runtime)

@@ -1,0 +1,170 @@
+"""Request parsing: a raw body, header or query becomes a typed value, or an ``ApiError``
+naming the field. Pure: no I/O, the current time is passed in."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import math
+from typing import Any
+
+from trigger_service.app.triggers import NewTrigger
+from trigger_service.config.callers import Caller, parse_callback_url
+from trigger_service.core.errors import (
+    CallbackNotAllowed,
+    FireAtOutOfRange,
+    InvalidRequest,
+    PayloadTooLarge,
+)
+from trigger_service.core.model import Status
+from trigger_service.core.ports import ListCursor
+from trigger_service.core.timing import DAY_MS, parse_rfc3339_ms
+
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "delaySeconds", "fireAt"})
+MAX_IDEMPOTENCY_KEY_LEN = 255
+MAX_LIST_LIMIT = 500
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def parse_json_body(raw: bytes) -> Any:
+    try:
+        return json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InvalidRequest(f"body: malformed JSON ({e})") from e
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, sort_keys=True)
+
+
+def request_hash(body: Any) -> str:
+    """Hash of the parsed body: key order and white space do not make a request different."""
+    return hashlib.sha256(_compact(body).encode()).hexdigest()
+
+
+def parse_register(
+    body: Any,
+    *,
+    caller: Caller,
+    now_ms: int,
+    payload_max_bytes: int,
+    max_fire_ahead_days: int,
+) -> NewTrigger:
+    """Validate a ``POST /v1/triggers`` body. A fire time in the past becomes ``now_ms``."""
+    if not isinstance(body, dict):
+        raise InvalidRequest("body: must be a JSON object")
+    extra = sorted(set(body) - ALLOWED_FIELDS)
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown field")
+    url = _callback_url(body, caller)
+    payload_json = _payload_json(body, payload_max_bytes)
+    fire_at_ms = _fire_at_ms(body, now_ms, max_fire_ahead_days)
+    return NewTrigger(url, payload_json, max(fire_at_ms, now_ms), now_ms)
+
+
+def _callback_url(body: dict[str, Any], caller: Caller) -> str:
+    if "callbackUrl" not in body:
+        raise InvalidRequest("callbackUrl: required")
+    raw_url = body["callbackUrl"]
+    if not isinstance(raw_url, str):
+        raise InvalidRequest("callbackUrl: must be a string")
+    url = parse_callback_url(raw_url)
+    if url is None:
+        raise InvalidRequest("callbackUrl: must be an absolute http(s) URL without credentials")
+    if not caller.allows_callback(url):
+        raise CallbackNotAllowed(
+            f"callbackUrl: {raw_url} is not under any callback prefix of caller {caller.name}")
+    return str(url)
+
+
+def _payload_json(body: dict[str, Any], payload_max_bytes: int) -> str:
+    payload_json = json.dumps(body.get("payload"), separators=(",", ":"), ensure_ascii=False)
+    size = len(payload_json.encode("utf-8"))
+    if size > payload_max_bytes:
+        raise PayloadTooLarge(
+            f"payload: {size} bytes serialized, at most {payload_max_bytes} allowed")
+    return payload_json
+
+
+def _fire_at_ms(body: dict[str, Any], now_ms: int, max_fire_ahead_days: int) -> int:
+    has_delay, has_fire_at = "delaySeconds" in body, "fireAt" in body
+    if has_delay == has_fire_at:
+        raise InvalidRequest("delaySeconds/fireAt: exactly one of them is required")
+    max_ahead_ms = max_fire_ahead_days * DAY_MS
+    if has_delay:
+        delay = body["delaySeconds"]
+        if (isinstance(delay, bool) or not isinstance(delay, int | float)
+                or not math.isfinite(delay)):
+            raise InvalidRequest("delaySeconds: must be a number")
+        if delay < 0:
+            raise InvalidRequest("delaySeconds: must be >= 0")
+        if delay * 1000 > max_ahead_ms:
+            raise FireAtOutOfRange(
+                f"delaySeconds: at most {max_fire_ahead_days} days ahead is accepted")
+        return now_ms + round(delay * 1000)
+    text = body["fireAt"]
+    if not isinstance(text, str):
+        raise InvalidRequest("fireAt: must be an RFC 3339 string")
+    try:
+        fire_at_ms = parse_rfc3339_ms(text)
+    except ValueError as e:
+        raise InvalidRequest(f"fireAt: {e}") from e
+    if fire_at_ms - now_ms > max_ahead_ms:
+        raise FireAtOutOfRange(f"fireAt: at most {max_fire_ahead_days} days ahead is accepted")
+    return fire_at_ms
+
+
+def parse_idempotency_key(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not value or len(value) > MAX_IDEMPOTENCY_KEY_LEN:
+        raise InvalidRequest(f"Idempotency-Key: 1 to {MAX_IDEMPOTENCY_KEY_LEN} characters")
+    if not value.isprintable() or not value.isascii():
+        raise InvalidRequest("Idempotency-Key: printable ASCII only")
+    return value
+
+
+def parse_list_query(
+    query: dict[str, str], default_limit: int = 50
+) -> tuple[Status | None, int, ListCursor | None]:
+    extra = sorted(set(query) - {"status", "limit", "cursor"})
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown query parameter")
+    status = None
+    if "status" in query:
+        try:
+            status = Status(query["status"].upper())
+        except ValueError as e:
+            raise InvalidRequest(
+                f"status: one of {', '.join(s.value for s in Status)}") from e
+    limit = default_limit
+    if "limit" in query:
+        try:
+            limit = int(query["limit"])
+        except ValueError as e:
+            raise InvalidRequest("limit: must be an integer") from e
+        if not 1 <= limit <= MAX_LIST_LIMIT:
+            raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
+    cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
+    return status, limit, cursor
+
+
+def encode_cursor(cursor: ListCursor) -> str:
+    return base64.urlsafe_b64encode(json.dumps(list(cursor)).encode()).decode().rstrip("=")
+
+
+def decode_cursor(text: str) -> ListCursor:
+    try:
+        raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+        month, after_ms, after_id = json.loads(raw)
+        if not (isinstance(month, int) and isinstance(after_ms, int)
+                and isinstance(after_id, str)):
+            raise ValueError("bad cursor fields")
+        return month, after_ms, after_id
+    except (binascii.Error, ValueError, TypeError) as e:
+        raise InvalidRequest("cursor: not a cursor this API returned") from e

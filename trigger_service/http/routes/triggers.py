@@ -1,0 +1,47 @@
+"""``/v1/triggers``: register, get, cancel, list."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from trigger_service.http import parsing, views
+from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+
+
+async def register(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME_KEY]
+    caller = request[CALLER_KEY]
+    api = runtime.settings.api
+    idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
+    body = parsing.parse_json_body(await request.read())
+    new = parsing.parse_register(
+        body, caller=caller, now_ms=runtime.clock.now_ms(),
+        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days)
+    result = await request.app[SERVICE_KEY].register(
+        caller.name, new, idem_key, parsing.request_hash(body))
+    headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
+    return web.json_response(views.created_view(result), status=201, headers=headers)
+
+
+async def get_trigger(request: web.Request) -> web.Response:
+    t = await request.app[SERVICE_KEY].get(request[CALLER_KEY].name, request.match_info["id"])
+    return web.json_response(views.trigger_view(t))
+
+
+async def cancel_trigger(request: web.Request) -> web.Response:
+    t = await request.app[SERVICE_KEY].cancel(request[CALLER_KEY].name, request.match_info["id"])
+    return web.json_response(views.cancelled_view(t))
+
+
+async def list_triggers(request: web.Request) -> web.Response:
+    status, limit, cursor = parsing.parse_list_query(dict(request.query))
+    page = await request.app[SERVICE_KEY].list_triggers(
+        request[CALLER_KEY].name, status=status, limit=limit, cursor=cursor)
+    return web.json_response(views.page_view(page))
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/triggers", register)
+    app.router.add_get("/v1/triggers", list_triggers)
+    app.router.add_get("/v1/triggers/{id}", get_trigger)
+    app.router.add_delete("/v1/triggers/{id}", cancel_trigger)

@@ -1,0 +1,1 @@
+"""What every process shares: wiring the adapters, the supervisor, logs, metrics."""

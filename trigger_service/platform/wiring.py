@@ -1,0 +1,84 @@
+"""Wiring: the one place that builds adapters. A ``Runtime`` is what a process runs on,
+typed by the core's ports, so components never see a concrete adapter."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.settings import Settings
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.ports import (
+    Clock,
+    DeliveryQueue,
+    DueIndex,
+    Enqueuer,
+    IdempotencyCache,
+    IdempotencyStore,
+    Lease,
+    Metrics,
+    Pingable,
+    SweepCursors,
+    TriggerCatalog,
+)
+from trigger_service.platform.metrics import InMemoryMetrics
+
+
+class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, Pingable, Protocol):
+    """Everything the trigger store offers; each component uses a part."""
+
+
+class Queue(Enqueuer, DeliveryQueue, Pingable, Protocol):
+    """Everything the queue offers; each component uses a part."""
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    callers: CallerRegistry
+    store: Store
+    queue: Queue
+    cache: IdempotencyCache
+    lease: Lease
+    clock: Clock
+    metrics: Metrics
+    pings: dict[str, Pingable] = field(default_factory=dict)
+    closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+
+    @classmethod
+    async def open(cls, settings: Settings) -> Runtime:
+        """Load the callers, connect Cassandra (its schema must be current), SQS (ensuring the
+        queues) and Redis. Raises ``ConfigError``, ``StoreError`` or ``QueueError``."""
+        # Imported here so that the modules of the core and the use cases, and unit tests,
+        # never load a driver.
+        from trigger_service.adapters.cassandra.store import CassandraStore
+        from trigger_service.adapters.redis.client import RedisPing, open_client
+        from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
+        from trigger_service.adapters.redis.lease import RedisLease
+        from trigger_service.adapters.sqs import SqsQueue
+
+        callers = CallerRegistry.load(settings.api.callers_file)
+        store = await CassandraStore.connect(settings.cassandra)
+        try:
+            queue = await SqsQueue.connect(
+                settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+        except BaseException:
+            await store.close()
+            raise
+        redis = open_client(settings.redis.url)
+        lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
+        return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
+                   SystemClock(), InMemoryMetrics(),
+                   pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
+                   closers=[redis.aclose, queue.close, store.close])
+
+    def health_checks(self) -> dict[str, Pingable]:
+        """name → dependency, for ``/readyz``."""
+        return self.pings
+
+    async def close(self) -> None:
+        """Close every adapter (the queue flushes what it still batches)."""
+        for close in self.closers:
+            await close()
