@@ -8,14 +8,17 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
-.PHONY: help install up down status test unit integration bench bench-wheel check clean-data
+.PHONY: help install up down status test unit migrate receiver bench bench-wheel check clean-data
 
 help:
-	@echo "make up      install what is missing, start Cassandra, SQS, Redis and the service"
-	@echo "make test    install what is missing, start the dependencies, run every test"
-	@echo "make down    stop everything 'make up' or 'make test' started"
-	@echo "make bench   run the benchmarks against 'make up' (results in bench/results/)"
-	@echo "make check   ruff + mypy"
+	@echo "make up       install what is missing, start Cassandra, SQS, Redis, the service and a sample receiver"
+	@echo "make test     install what is missing, start the dependencies, run every test"
+	@echo "make unit     the unit tests alone (no services, seconds)"
+	@echo "make down     stop everything 'make up' or 'make test' started"
+	@echo "make migrate  apply pending Cassandra schema files (make up does it)"
+	@echo "make receiver run the sample receiver in the foreground (port 9000, logs each callback)"
+	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
+	@echo "make check    ruff + mypy --strict (packages and tests)"
 
 # The project's own virtualenv, re-installed when pyproject.toml changes.
 $(STAMP): pyproject.toml
@@ -36,6 +39,7 @@ up: install
 	@echo "try:       curl -s -X POST http://127.0.0.1:$${TRIGGER_API_PORT:-8080}/v1/triggers \\"
 	@echo "             -H 'Authorization: Bearer dev-token' -H 'Content-Type: application/json' \\"
 	@echo "             -d '{\"callbackUrl\": \"http://127.0.0.1:9000/hook\", \"payload\": {\"hi\": 1}, \"delaySeconds\": 5}'"
+	@echo "then:      tail -f var/log/receiver.log   (the sample receiver on :9000 logs each callback)"
 	@echo "logs:      var/log/   stop: make down"
 
 down:
@@ -51,8 +55,17 @@ test: install
 	@infra/up.sh
 	@$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
+# No services and no TRIGGER_* variables: the unit tests run on the in-memory fakes.
 unit: $(STAMP)
-	@$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+	@env $$(env | sed -n 's/^\(TRIGGER_[A-Z0-9_]*\)=.*/-u \1/p') \
+		$(PY) -m pytest -p no:cacheprovider tests/unit $(PYTEST_ARGS)
+
+migrate: install
+	@infra/up.sh cassandra
+	@$(PY) -m trigger_service.adapters.cassandra.migrate
+
+receiver: $(STAMP)
+	@$(PY) infra/sample_receiver.py
 
 bench: up
 	@$(PY) bench/run.py
@@ -63,7 +76,7 @@ bench-wheel: $(STAMP)
 
 check: $(STAMP)
 	@$(PY) -m ruff check .
-	@$(PY) -m mypy trigger_service dispatcher sweeper reconciler
+	@$(PY) -m mypy --strict trigger_service dispatcher sweeper reconciler tests
 
 clean-data: down
 	@infra/reset-data.sh

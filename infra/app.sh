@@ -4,18 +4,31 @@
 #   infra/app.sh up       apply the schema, start every process, wait until the API is ready
 #   infra/app.sh down     stop exactly the processes this script started
 #   infra/app.sh status
-# Every TRIGGER_* variable in the caller's environment reaches the processes.
+# Every TRIGGER_* variable in the caller's environment reaches the processes. The sample
+# receiver (infra/sample_receiver.py) listens on RECEIVER_PORT (9000); it is skipped with a
+# warning when something else already uses that port.
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
 API_HOST="${TRIGGER_API_HOST:-127.0.0.1}"
 API_PORT="${TRIGGER_API_PORT:-8080}"
+RECEIVER_PORT="${RECEIVER_PORT:-9000}"
+RECEIVER_SCRIPT="$REPO_ROOT/infra/sample_receiver.py"
 
-# name:module, in start order (stopped in reverse).
-APPS=(api:trigger_service dispatcher-1:dispatcher)
-if [[ -f "$REPO_ROOT/sweeper/__main__.py" ]]; then APPS+=(sweeper-1:sweeper sweeper-2:sweeper); fi
-if [[ -f "$REPO_ROOT/reconciler/__main__.py" ]]; then APPS+=(reconciler-1:reconciler); fi
+# name:module, in start order (stopped in reverse). "receiver" runs a script, not a module.
+APPS=(receiver:receiver api:trigger_service dispatcher-1:dispatcher sweeper-1:sweeper
+    sweeper-2:sweeper reconciler-1:reconciler)
+
+# app_marker NAME MODULE: what the process's command line contains (see our_pid in lib.sh).
+app_marker() { if [[ "$1" == receiver ]]; then echo "$RECEIVER_SCRIPT"; else echo "-m $2"; fi; }
+app_command() {
+    if [[ "$1" == receiver ]]; then
+        echo "$PYTHON" "$RECEIVER_SCRIPT" --port "$RECEIVER_PORT"
+    else
+        echo "$PYTHON" -m "$2"
+    fi
+}
 
 api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1; }
 
@@ -23,21 +36,28 @@ app_up() {
     ensure_dirs
     [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
     (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.adapters.cassandra.migrate) || die "schema migration failed"
-    local entry name module pid
+    local entry name module pid started=()
     for entry in "${APPS[@]}"; do
         name="${entry%%:*}"
         module="${entry#*:}"
-        pid="$(our_pid "$name" "-m $module")"
+        pid="$(our_pid "$name" "$(app_marker "$name" "$module")")"
         if [[ -n "$pid" ]]; then
             log "$name: already running (pid $pid)"
+            started+=("$entry")
             continue
         fi
         if [[ "$name" == api ]] && port_open "$API_PORT"; then
             die "api: port $API_PORT is in use by a process app.sh did not start (set TRIGGER_API_PORT)"
         fi
+        if [[ "$name" == receiver ]] && port_open "$RECEIVER_PORT"; then
+            warn "receiver: port $RECEIVER_PORT is in use; no sample receiver (set RECEIVER_PORT)"
+            continue
+        fi
         rotate_log "$LOG_DIR/$name.log"
-        (cd "$REPO_ROOT" && spawn_detached "$name" "$LOG_DIR/$name.log" "$PYTHON" -m "$module")
+        # shellcheck disable=SC2046 # the command is words without spaces
+        (cd "$REPO_ROOT" && spawn_detached "$name" "$LOG_DIR/$name.log" $(app_command "$name" "$module"))
         log "$name: started (pid $(read_pid "$name"), log var/log/$name.log)"
+        started+=("$entry")
     done
     local deadline=$(($(date +%s) + 60))
     until api_ready; do
@@ -52,10 +72,10 @@ app_up() {
         sleep 0.5
     done
     sleep 1  # let the other processes fail fast if they are going to
-    for entry in "${APPS[@]}"; do
+    for entry in "${started[@]}"; do
         name="${entry%%:*}"
         module="${entry#*:}"
-        if [[ -z "$(our_pid "$name" "-m $module")" ]]; then
+        if [[ -z "$(our_pid "$name" "$(app_marker "$name" "$module")")" ]]; then
             print_log_tail "$name" "$LOG_DIR/$name.log"
             die "$name: exited during start-up"
         fi
@@ -66,7 +86,7 @@ app_down() {
     local i entry
     for ((i = ${#APPS[@]} - 1; i >= 0; i--)); do
         entry="${APPS[$i]}"
-        stop_pid "${entry%%:*}" "-m ${entry#*:}"
+        stop_pid "${entry%%:*}" "$(app_marker "${entry%%:*}" "${entry#*:}")"
     done
     # Processes of a longer APPS list from an earlier checkout are stopped too.
     local f name
@@ -81,7 +101,7 @@ app_status() {
     local entry name pid
     for entry in "${APPS[@]}"; do
         name="${entry%%:*}"
-        pid="$(our_pid "$name" "-m ${entry#*:}")"
+        pid="$(our_pid "$name" "$(app_marker "$name" "${entry#*:}")")"
         if [[ -n "$pid" ]]; then echo "$name: running (pid $pid)"; else echo "$name: stopped"; fi
     done
 }

@@ -38,6 +38,14 @@ ensure_dirs() { mkdir -p "$RUN_DIR" "$LOG_DIR"; }
 
 # --- ports -------------------------------------------------------------------------------------
 
+# url_port URL DEFAULT: the explicit port of URL (scheme://[user@]host:port/...), else DEFAULT.
+url_port() {
+    local rest="${1#*://}"
+    rest="${rest%%/*}"
+    rest="${rest##*@}"
+    if [[ "$rest" =~ :([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$2"; fi
+}
+
 # port_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
 # Uses bash's /dev/tcp so no extra tool is needed; the subshell bounds it with timeout(1).
 port_open() {

@@ -4,7 +4,8 @@
 # Its pins (localstack/requirements.txt) conflict with the project's dependencies, hence the
 # separate venv in .cache/localstack-venv, re-installed when requirements.txt changes.
 
-LOCALSTACK_PORT="${TRIGGER_SQS_PORT:-4566}"
+# The port comes from the service's own setting, so one variable moves both.
+LOCALSTACK_PORT="$(url_port "${TRIGGER_SQS_ENDPOINT:-}" 4566)"
 LOCALSTACK_VENV="$CACHE_DIR/localstack-venv"
 LOCALSTACK_REQS="$REPO_ROOT/localstack/requirements.txt"
 LOCALSTACK_ENV_FILE="$REPO_ROOT/localstack/localstack.env"
@@ -61,8 +62,8 @@ localstack_start() {
     mkdir -p "$fsroot"
     rotate_log "$(localstack_log)"
     (
-        # localstack.env is a bash fragment (it uses TRIGGER_SQS_PORT); export all it sets.
-        export TRIGGER_SQS_PORT="$LOCALSTACK_PORT"
+        # localstack.env is a bash fragment (it uses LOCALSTACK_PORT); export all it sets.
+        export LOCALSTACK_PORT
         export LOCALSTACK_FILESYSTEM_ROOT="$fsroot"
         set -a
         # shellcheck source=/dev/null

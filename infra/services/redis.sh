@@ -2,7 +2,8 @@
 # Redis: Debian's redis-server package, run as a private, memory-only instance on 127.0.0.1.
 # Sourced by infra/lib.sh.
 
-REDIS_PORT="${TRIGGER_REDIS_PORT:-6379}"
+# The port comes from the service's own setting, so one variable moves both.
+REDIS_PORT="$(url_port "${TRIGGER_REDIS_URL:-}" 6379)"
 REDIS_DIR="$VAR_DIR/redis"
 
 # redis rewrites its process title; --proc-title-template (redis_start) puts this tag in it.

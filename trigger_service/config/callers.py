@@ -3,7 +3,7 @@
 The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
 
     [callers.orders]
-    token_sha256 = "<hex sha-256 of the bearer token>"
+    token_sha256 = "<hex sha-256 of the bearer token>"   # or a list: both valid (rotation)
     callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
     max_concurrency = 100        # optional: the caller's delivery bulkhead
 
@@ -54,7 +54,7 @@ class CallbackPrefix:
 @dataclass(frozen=True, slots=True)
 class Caller:
     name: str
-    token_sha256: str
+    token_sha256s: tuple[str, ...]  # every hash that authenticates as this caller
     callback_prefixes: tuple[CallbackPrefix, ...]
     max_concurrency: int | None = None
 
@@ -82,6 +82,22 @@ def parse_callback_url(text: str) -> URL | None:
     return _parse_http_url(text)
 
 
+def _token_hashes(raw: object, where: str, seen: set[str]) -> tuple[str, ...]:
+    """One hash, or a list of them (a rotation: old and new both valid); each unique."""
+    values = raw if isinstance(raw, list) else [raw]
+    hashes = tuple(str(v or "").lower() for v in values)
+    for h in hashes:
+        if not _HEX64_RE.match(h):
+            raise ConfigError(f"{where}.token_sha256: must be 64 hex digits (sha-256), "
+                              "or a list of them")
+        if h in seen:
+            raise ConfigError(f"{where}.token_sha256: shared with another caller")
+        seen.add(h)
+    if not hashes:
+        raise ConfigError(f"{where}.token_sha256: at least one hash")
+    return hashes
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -90,7 +106,7 @@ class CallerRegistry:
     """Callers by token hash; immutable after loading."""
 
     def __init__(self, callers: list[Caller]) -> None:
-        self._by_hash = {c.token_sha256: c for c in callers}
+        self._by_hash = {h: c for c in callers for h in c.token_sha256s}
         self._by_name = {c.name: c for c in callers}
 
     @classmethod
@@ -113,12 +129,7 @@ class CallerRegistry:
             where = f"{source}: callers.{name}"
             if not _NAME_RE.match(name) or not isinstance(table, dict):
                 raise ConfigError(f"{where}: bad caller name or not a table")
-            token_hash = str(table.get("token_sha256", "")).lower()
-            if not _HEX64_RE.match(token_hash):
-                raise ConfigError(f"{where}.token_sha256: must be 64 hex digits (sha-256)")
-            if token_hash in seen_hashes:
-                raise ConfigError(f"{where}.token_sha256: shared with another caller")
-            seen_hashes.add(token_hash)
+            hashes = _token_hashes(table.get("token_sha256"), where, seen_hashes)
             raw_prefixes = table.get("callback_prefixes")
             if not isinstance(raw_prefixes, list) or not raw_prefixes:
                 raise ConfigError(f"{where}.callback_prefixes: a non-empty list of URLs")
@@ -129,10 +140,11 @@ class CallerRegistry:
             conc = table.get("max_concurrency")
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
-            callers.append(Caller(name, token_hash, prefixes, conc))
+            callers.append(Caller(name, hashes, prefixes, conc))
         return cls(callers)
 
     def by_token(self, token: str) -> Caller | None:
+        """The caller this bearer token authenticates, if any."""
         return self._by_hash.get(hash_token(token))
 
     def by_name(self, name: str) -> Caller | None:

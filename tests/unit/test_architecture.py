@@ -1,0 +1,118 @@
+"""The layout's rules, checked on the source: sizes, the direction of imports, and the
+declared dependencies (each one used, every third-party import declared)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("trigger_service", "dispatcher", "sweeper", "reconciler")
+MAX_MODULE_LINES = 400
+MAX_FUNCTION_LINES = 60
+
+
+def sources() -> list[Path]:
+    return sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("*.py"))
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> Iterator[str]:
+    """Every module ``path`` imports (also inside functions and ``TYPE_CHECKING``)."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
+def ours(name: str) -> bool:
+    return name.split(".")[0] in PACKAGES
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_module_and_function_sizes(path: Path) -> None:
+    text = path.read_text()
+    assert len(text.splitlines()) <= MAX_MODULE_LINES
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            length = (node.end_lineno or node.lineno) - node.lineno + 1
+            assert length <= MAX_FUNCTION_LINES, f"{node.name}: {length} lines"
+
+
+def test_few_loose_modules_at_the_top_of_trigger_service() -> None:
+    loose = sorted(p.name for p in (ROOT / "trigger_service").glob("*.py"))
+    assert loose == ["__init__.py", "__main__.py"]
+
+
+# Which of our modules each room may import (prefixes); dependencies point inward.
+ALLOWED = {
+    "trigger_service.core": ("trigger_service.core",),
+    "trigger_service.config": ("trigger_service.core", "trigger_service.config"),
+    "trigger_service.app": ("trigger_service.core", "trigger_service.config",
+                            "trigger_service.app"),
+    "trigger_service.adapters": ("trigger_service.core", "trigger_service.config",
+                                 "trigger_service.adapters", "trigger_service.platform.logs"),
+    "trigger_service.platform": ("trigger_service.core", "trigger_service.config",
+                                 "trigger_service.platform", "trigger_service.adapters"),
+    "trigger_service.http": ("trigger_service.core", "trigger_service.config",
+                             "trigger_service.app", "trigger_service.platform",
+                             "trigger_service.http"),
+    "trigger_service.__main__": ("trigger_service",),
+    "dispatcher": ("trigger_service.core", "trigger_service.config", "trigger_service.platform",
+                   "dispatcher"),
+    "sweeper": ("trigger_service.core", "trigger_service.config", "trigger_service.platform",
+                "sweeper"),
+    "reconciler": ("trigger_service.core", "trigger_service.config",
+                   "trigger_service.platform", "reconciler"),
+}
+
+
+def room_of(module: str) -> str:
+    return max((r for r in ALLOWED if module == r or module.startswith(r + ".")), key=len)
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_inward(path: Path) -> None:
+    module = module_name(path)
+    if module == "trigger_service":
+        return
+    allowed = ALLOWED[room_of(module)]
+    bad = [i for i in imports(path)
+           if ours(i) and not any(i == a or i.startswith(a + ".") for a in allowed)]
+    assert not bad, f"{module} may not import {bad}"
+
+
+def third_party(path: Path) -> set[str]:
+    return {i.split(".")[0] for i in imports(path)
+            if not ours(i) and i.split(".")[0] not in sys.stdlib_module_names}
+
+
+def test_core_imports_no_io_library() -> None:
+    # The one third-party import the core may have: ULIDs (pure computation).
+    for path in (ROOT / "trigger_service" / "core").rglob("*.py"):
+        assert third_party(path) <= {"ulid"}, path
+
+
+def declared() -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0].lower()
+            for d in project["dependencies"]}
+
+
+def test_every_third_party_import_is_declared_and_every_dependency_used() -> None:
+    dists = importlib.metadata.packages_distributions()
+    used = {d.lower() for p in sources() for top in third_party(p) for d in dists[top]}
+    assert used - declared() == set(), "imported but not declared"
+    assert declared() - used == set(), "declared but not imported"
