@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,7 +120,7 @@ class CallerRegistry:
         return cls.from_mapping(data, source=str(path))
 
     @classmethod
-    def from_mapping(cls, data: dict[str, object], source: str = "callers") -> CallerRegistry:
+    def from_mapping(cls, data: Mapping[str, object], source: str = "callers") -> CallerRegistry:
         tables = data.get("callers")
         if not isinstance(tables, dict) or not tables:
             raise ConfigError(f"{source}: needs at least one [callers.<name>] table")

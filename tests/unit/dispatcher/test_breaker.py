@@ -19,7 +19,7 @@ def test_breaker_opens_after_consecutive_failures_and_half_opens() -> None:
     clock.advance_ms(4_000)
     assert b.try_acquire() == 6_000
     clock.advance_ms(6_000)
-    assert b.state is BreakerState.HALF_OPEN
+    assert BreakerState(b.state) is BreakerState.HALF_OPEN
     assert b.try_acquire() == 0  # one trial
     assert b.try_acquire() > 0  # a second caller waits for the trial
     b.record_failure()  # the trial failed: open again for a full period

@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from trigger_service.config.callers import CallerRegistry, hash_token, parse_callback_url
+from trigger_service.config.callers import Caller, CallerRegistry, hash_token, parse_callback_url
 from trigger_service.core.errors import (
     ApiError,
     CallbackNotAllowed,
@@ -29,8 +29,9 @@ REG = CallerRegistry.from_mapping({"callers": {"orders": {
     "token_sha256": hash_token("tok"),
     "callback_prefixes": ["https://orders.internal/", "http://127.0.0.1:9000/hooks"],
 }}})
-ORDERS = REG.by_name("orders")
-assert ORDERS is not None
+_orders = REG.by_name("orders")
+assert _orders is not None
+ORDERS: Caller = _orders
 
 
 def reg(body: Any) -> Any:
