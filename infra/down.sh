@@ -5,16 +5,7 @@
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-case "${1:-}" in
-    -h | --help)
-        sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
-        exit 0
-        ;;
-esac
-
-# (Not a process substitution: an unknown name must stop the script.)
-service_list="$(services_from_args "$@")"
-mapfile -t services <<<"$service_list"
+read_service_args 2,4 "$@"
 take_lock
 
 down_one() { stop_pid "$1" "$("${1}_marker")"; }

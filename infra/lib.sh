@@ -251,3 +251,19 @@ services_from_args() {
         fi
     done | awk '!seen[$0]++'
 }
+
+# read_service_args HELP_LINES ARGS...: for -h/--help print lines HELP_LINES of the calling
+# script (its header comment) and exit; otherwise fill the array `services` from ARGS. An
+# unknown name stops the script (services_from_args dies in the command substitution).
+read_service_args() {
+    local lines="$1" list
+    shift
+    case "${1:-}" in
+        -h | --help)
+            sed -n "${lines}p" "$0" | sed 's/^# \{0,1\}//'
+            exit 0
+            ;;
+    esac
+    list="$(services_from_args "$@")" || exit 1
+    mapfile -t services <<<"$list"
+}
