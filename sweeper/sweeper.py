@@ -156,7 +156,13 @@ class Sweeper:
             if fence is None:
                 continue
             if cursors is None:
-                cursors = await self._store.load_cursors(self._sw.group)
+                try:
+                    cursors = await self._store.load_cursors(self._sw.group)
+                except BaseException:
+                    # Without its cursor the shard cannot be swept: give the lease back so
+                    # that the next round (ours or a peer's) can take it again at once.
+                    await self._lease.release(shard, fence, self.owner)
+                    raise
             now_ms = self._clock.now_ms()
             resume_ms = cursors.get(shard, now_ms - self._sw.lookback_s * 1000)
             self._shards[shard] = _Shard(fence, resume_ms, resume_ms, saved_ms=resume_ms)

@@ -11,7 +11,7 @@ import asyncio
 import bisect
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
@@ -38,6 +38,13 @@ class _Failing:
         self.calls[name] = self.calls.get(name, 0) + 1
         if name in self.failures:
             raise self.failures[name]
+
+
+def _transition(current: Trigger, new: Trigger) -> Trigger:
+    """``current`` with ``new``'s mutable fields: what a transition may change."""
+    return replace(current, status=new.status, attempts=new.attempts, last_error=new.last_error,
+                   fired_at_ms=new.fired_at_ms, claim_id=new.claim_id,
+                   claimed_at_ms=new.claimed_at_ms, next_attempt_at_ms=new.next_attempt_at_ms)
 
 
 class MemoryStore(_Failing):
@@ -80,7 +87,8 @@ class MemoryStore(_Failing):
         if current is None or (current.status, current.claim_id, current.attempts) != (
                 old.status, old.claim_id, old.attempts):
             return False
-        self.triggers[old.trigger_id] = new
+        # Like the real store: only the mutable fields, unless a TTL rewrites every column.
+        self.triggers[old.trigger_id] = new if ttl_s is not None else _transition(current, new)
         return True
 
     async def list_by_caller(

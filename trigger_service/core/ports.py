@@ -122,7 +122,8 @@ class TriggerCatalog(TriggerStates, Protocol):
         status: Status | None,
     ) -> ListPage:
         """The caller's triggers after ``start`` in (month, fire time, id) order, up to
-        ``last_month``; ``next_cursor`` is None when nothing is left. Raises ``StoreError``."""
+        ``last_month``; ``next_cursor`` is None once nothing is left (a full page that ends
+        on the last trigger may carry a cursor to one empty page). Raises ``StoreError``."""
         ...
 
 

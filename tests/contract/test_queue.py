@@ -1,0 +1,98 @@
+"""``Enqueuer`` and ``DeliveryQueue``: ``MemoryQueue`` (on the system clock) and ``SqsQueue``
+on LocalStack against one contract. LocalStack's delays and visibility timeouts are whole
+seconds and a message may show up to ~1 s late, so timings are bounded loosely."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
+from trigger_service.core.ports import OutgoingMessage
+
+FIRE_AT_MS = 1_924_992_000_000
+
+
+def _message(delay_s: int = 0) -> OutgoingMessage:
+    return OutgoingMessage(unique("trg_"), FIRE_AT_MS, delay_s)
+
+
+async def test_send_then_receive_gets_trigger_fire_time_and_first_receive(
+    queue: QueueUnderTest,
+) -> None:
+    q, m = queue.queue, _message()
+    await q.send(m)
+    got = await receive_within(q, 3)
+    assert [(r.trigger_id, r.fire_at_ms, r.receive_count) for r in got] == [
+        (m.trigger_id, FIRE_AT_MS, 1)]
+    assert got[0].message_id and got[0].receipt_handle
+    batch = [_message() for _ in range(13)]  # more than one SQS batch
+    single = [_message() for _ in range(4)]  # concurrent sends share batches
+    await q.send_many(batch)
+    await asyncio.gather(*(q.send(m) for m in single))
+    got = await receive_within(q, 5, want=len(batch) + len(single))
+    assert sorted(r.trigger_id for r in got) == sorted(m.trigger_id for m in batch + single)
+    assert {r.receive_count for r in got} == {1}
+
+
+async def test_received_message_stays_hidden_for_visibility_then_returns(
+    queue: QueueUnderTest,
+) -> None:
+    q, m = queue.queue, _message()
+    await q.send(m)
+    first = await receive_within(q, 3, visibility_s=1)
+    assert [r.trigger_id for r in first] == [m.trigger_id]
+    assert await receive_now(q) == []
+    again = await receive_within(q, 1 + 2)
+    assert [(r.trigger_id, r.receive_count) for r in again] == [(m.trigger_id, 2)]
+    assert again[0].receipt_handle != first[0].receipt_handle
+
+
+async def test_change_visibility_extends_the_hiding_and_zero_shows_it_again(
+    queue: QueueUnderTest,
+) -> None:
+    q, m = queue.queue, _message()
+    await q.send(m)
+    first = await receive_within(q, 3, visibility_s=1)
+    await q.change_visibility(first[0].receipt_handle, 30)
+    await asyncio.sleep(2.5)  # the 1 s it was received with is long over
+    assert await receive_now(q) == []
+    await q.change_visibility(first[0].receipt_handle, 0)
+    again = await receive_within(q, 2)
+    assert [(r.trigger_id, r.fire_at_ms, r.receive_count) for r in again] == [
+        (m.trigger_id, FIRE_AT_MS, 2)]
+
+
+async def test_delete_removes_it_and_repeats_or_old_receipts_are_no_error(
+    queue: QueueUnderTest,
+) -> None:
+    q, kept, gone = queue.queue, _message(), _message()
+    await q.send_many([kept, gone])
+    got = {r.trigger_id: r for r in await receive_within(q, 3, visibility_s=1, want=2)}
+    await q.delete(got[gone.trigger_id].receipt_handle)
+    await q.delete(got[gone.trigger_id].receipt_handle)
+    old = got[kept.trigger_id].receipt_handle
+    await q.change_visibility(old, 0)
+    again = await receive_within(q, 2, visibility_s=1)
+    assert [(r.trigger_id, r.receive_count) for r in again] == [(kept.trigger_id, 2)]
+    await q.delete(old)  # stale: may or may not delete, but never raises
+    await q.delete(again[0].receipt_handle)
+    assert await receive_within(q, 1 + 2) == [], "both would be visible again by now"
+
+
+async def test_send_with_delay_hides_it_until_the_delay_is_over(queue: QueueUnderTest) -> None:
+    q, late, now = queue.queue, _message(delay_s=2), _message()
+    await q.send_many([late, now])
+    assert [r.trigger_id for r in await receive_within(q, 1)] == [now.trigger_id]
+    got = await receive_within(q, 2 + 2)
+    assert [(r.trigger_id, r.receive_count) for r in got] == [(late.trigger_id, 1)]
+
+
+async def test_send_dead_letter_records_trigger_fire_time_and_reason(
+    queue: QueueUnderTest,
+) -> None:
+    q = queue.queue
+    await q.send_dead_letter("trg_dead", FIRE_AT_MS, "HTTP 500 after 6 attempts")
+    await q.send_dead_letter("", 0, "malformed message body")
+    assert sorted(await queue.dead_letters()) == [
+        ("", 0, "malformed message body"), ("trg_dead", FIRE_AT_MS, "HTTP 500 after 6 attempts")]
+    assert await receive_now(q) == [], "dead letters never reach the delivery queue"

@@ -1,0 +1,221 @@
+"""``TriggerCatalog``/``TriggerStates``, ``IdempotencyStore``, ``DueIndex`` and
+``SweepCursors``: ``MemoryStore`` and ``CassandraStore`` against one contract."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+from tests.contract.support import (
+    INDEX_TTL_S,
+    MIN_MS,
+    Store,
+    make_trigger,
+    unique,
+    utc_ms,
+)
+from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
+from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor
+
+
+def _shard() -> int:
+    """A shard number no other test uses, so its bucket partitions are this test's alone."""
+    return random.randrange(1_000, 2**31 - 1)
+
+
+async def _create(store: Store, *triggers: Trigger) -> None:
+    for t in triggers:
+        await store.create(t, INDEX_TTL_S)
+
+
+async def test_create_then_get_round_trips_every_field(store: Store) -> None:
+    caller = unique("caller-")
+    direct = make_trigger(caller, utc_ms(2031, 5, 6, 7, 8, 9, 123), shard=_shard(),
+                          route=Route.DIRECT, idem_key=unique("key-"))
+    swept = make_trigger(caller, utc_ms(2031, 5, 6, 7, 8, 9, 124), shard=_shard())
+    await _create(store, direct, swept)
+    assert await store.get(direct.trigger_id) == direct
+    assert await store.get(swept.trigger_id) == swept
+    assert await store.get(new_trigger_id(direct.created_at_ms)) is None
+
+
+async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: Store) -> None:
+    caller, shard = unique("caller-"), _shard()
+    t = make_trigger(caller, utc_ms(2031, 1, 1, 0, 0, 30), shard=shard)
+    await _create(store, t, t)
+    assert await store.get(t.trigger_id) == t
+    cancelled = t.with_status(Status.CANCELLED, last_error="cancelled by caller")
+    assert await store.compare_and_set(t, cancelled)
+    await _create(store, t)
+    assert await store.get(t.trigger_id) == cancelled
+    page = await store.list_by_caller(caller, start=(fire_month(t.fire_at_ms), MIN_MS, ""),
+                                      last_month=fire_month(t.fire_at_ms), limit=10, status=None)
+    assert page.triggers == [cancelled]
+    entries = await store.bucket_entries(shard, t.fire_at_ms - 1, t.fire_at_ms)
+    assert entries == [BucketEntry(t.trigger_id, t.fire_at_ms, shard, t.route)]
+
+
+async def test_compare_and_set_applies_only_when_status_claim_and_attempts_match(
+    store: Store,
+) -> None:
+    t = make_trigger(unique("caller-"), utc_ms(2031, 2, 3), shard=_shard())
+    await _create(store, t)
+    claimed = t.with_status(Status.IN_FLIGHT, claim_id="claim-1", claimed_at_ms=t.created_at_ms)
+    for stale in (t.with_status(Status.IN_FLIGHT), replace(t, claim_id="claim-0"),
+                  replace(t, attempts=1), replace(t, trigger_id=new_trigger_id(1))):
+        assert not await store.compare_and_set(stale, replace(claimed, trigger_id=stale.trigger_id))
+    assert await store.get(t.trigger_id) == t
+    # Only the mutable fields are written: the rest of ``new`` is ignored.
+    tampered = replace(claimed, callback_url="https://elsewhere.example/", payload_json="{}",
+                       fire_at_ms=t.fire_at_ms + 1, caller="someone-else", idem_key="other")
+    assert await store.compare_and_set(t, tampered)
+    assert await store.get(t.trigger_id) == claimed
+    assert not await store.compare_and_set(t, claimed), "the old state no longer matches"
+    retry = claimed.with_status(Status.PENDING, attempts=1, last_error="HTTP 503",
+                                claim_id=None, claimed_at_ms=None,
+                                next_attempt_at_ms=t.fire_at_ms + 10_000)
+    assert await store.compare_and_set(claimed, retry)
+    assert await store.get(t.trigger_id) == retry
+    fired = retry.with_status(Status.IN_FLIGHT, claim_id="claim-2", claimed_at_ms=t.fire_at_ms)
+    assert await store.compare_and_set(retry, fired)
+    done = fired.with_status(Status.FIRED, fired_at_ms=t.fire_at_ms + 10_050, last_error=None)
+    assert await store.compare_and_set(fired, done, ttl_s=3_600)
+    assert await store.get(t.trigger_id) == done
+
+
+async def test_get_many_keeps_order_with_none_for_unknown_ids(store: Store) -> None:
+    caller = unique("caller-")
+    a = make_trigger(caller, utc_ms(2031, 3, 1), shard=_shard())
+    b = make_trigger(caller, utc_ms(2031, 3, 2), shard=_shard())
+    await _create(store, a, b)
+    unknown = new_trigger_id(a.created_at_ms)
+    ids = [b.trigger_id, unknown, a.trigger_id, b.trigger_id]
+    assert await store.get_many(ids) == [b, None, a, b]
+    assert await store.get_many([]) == []
+
+
+async def _listing(store: Store) -> tuple[str, list[Trigger]]:
+    """A caller with triggers in Jan-Mar 2031 (two at one instant, two on a month edge) plus
+    one in Dec 2030 and one in Apr 2031; returns it and the Jan-Mar ones in fire order."""
+    caller = unique("caller-")
+    times = [utc_ms(2031, 2, 1), utc_ms(2031, 1, 31, 23, 59, 59, 999), utc_ms(2031, 3, 10),
+             utc_ms(2031, 1, 15), utc_ms(2031, 2, 1), utc_ms(2031, 2, 14, 12)]
+    inside = [make_trigger(caller, ms, shard=_shard()) for ms in times]
+    outside = [make_trigger(caller, ms) for ms in (utc_ms(2030, 12, 31), utc_ms(2031, 4, 1))]
+    await _create(store, outside[1], *inside, outside[0])
+    return caller, sorted(inside, key=lambda t: (t.fire_at_ms, t.trigger_id))
+
+
+JAN: ListCursor = (203101, MIN_MS, "")
+MAR = 203103
+
+
+async def test_list_by_caller_orders_by_fire_time_across_months_and_filters_status(
+    store: Store,
+) -> None:
+    caller, expected = await _listing(store)
+    page = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100, status=None)
+    assert page.triggers == expected
+    assert page.next_cursor is None
+    for t in expected[1::2]:
+        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+    cancelled = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
+                                           status=Status.CANCELLED)
+    assert [t.trigger_id for t in cancelled.triggers] == [t.trigger_id for t in expected[1::2]]
+    assert all(t.status is Status.CANCELLED for t in cancelled.triggers)
+    pending = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
+                                         status=Status.PENDING)
+    assert pending.triggers == expected[0::2]
+    nobody = await store.list_by_caller(unique("caller-"), start=JAN, last_month=MAR, limit=100,
+                                        status=None)
+    assert nobody.triggers == [] and nobody.next_cursor is None
+
+
+async def _all_pages(store: Store, caller: str, limit: int,
+                     status: Status | None) -> list[list[Trigger]]:
+    pages: list[list[Trigger]] = []
+    cursor: ListCursor | None = JAN
+    while cursor is not None:
+        assert len(pages) < 20, "the cursor never ran out"
+        page = await store.list_by_caller(caller, start=cursor, last_month=MAR, limit=limit,
+                                          status=status)
+        assert len(page.triggers) <= limit
+        pages.append(page.triggers)
+        cursor = page.next_cursor
+    return pages
+
+
+async def test_list_by_caller_paginates_until_none_without_duplicates_or_gaps(
+    store: Store,
+) -> None:
+    caller, expected = await _listing(store)
+    for limit in (1, 2, 4, 5, 6, 7):
+        pages = await _all_pages(store, caller, limit, None)
+        assert [t for p in pages for t in p] == expected, f"limit {limit}"
+    for t in expected[:3]:
+        assert await store.compare_and_set(t, t.with_status(Status.FIRED, fired_at_ms=1))
+    for limit in (1, 2):
+        pages = await _all_pages(store, caller, limit, Status.PENDING)
+        assert [t for p in pages for t in p] == expected[3:], f"PENDING, limit {limit}"
+
+
+async def test_list_by_caller_ends_with_at_most_one_empty_page(store: Store) -> None:
+    """``next_cursor`` is None once nothing is left; a full page that ends on the last trigger
+    may still carry a cursor, which then gives one empty page (Cassandra cannot tell without
+    reading ahead)."""
+    caller, expected = await _listing(store)
+    for limit in (3, 6):
+        sizes = [len(p) for p in await _all_pages(store, caller, limit, None)]
+        full = len(expected) // limit
+        assert sizes[:full] == [limit] * full, f"limit {limit}"
+        assert sizes[full:] in ([], [0]), f"limit {limit}"
+
+
+async def test_put_if_absent_returns_none_first_then_the_first_record(store: Store) -> None:
+    caller, key = unique("caller-"), unique("key-")
+    first = make_trigger(caller, utc_ms(2031, 6, 1), shard=_shard(), idem_key=key)
+    second = make_trigger(caller, utc_ms(2031, 6, 2), shard=_shard(), route=Route.DIRECT,
+                          idem_key=key)
+    record = IdempotencyRecord(caller, key, "hash-1", first)
+    assert await store.put_if_absent(record, INDEX_TTL_S) is None
+    again = await store.put_if_absent(IdempotencyRecord(caller, key, "hash-2", second),
+                                      INDEX_TTL_S)
+    assert again == record
+    other_key = IdempotencyRecord(caller, unique("key-"), "hash-2", second)
+    assert await store.put_if_absent(other_key, INDEX_TTL_S) is None
+    other_caller = IdempotencyRecord(unique("caller-"), key, "hash-2", second)
+    assert await store.put_if_absent(other_caller, INDEX_TTL_S) is None
+
+
+async def test_bucket_entries_are_bounded_after_until_across_minutes_per_shard(
+    store: Store,
+) -> None:
+    caller, shard, other = unique("caller-"), _shard(), _shard()
+    base = utc_ms(2031, 7, 1, 12, 0)  # a minute boundary
+    offsets = [-1, 0, 30_000, 30_000, 60_000, 119_999, 120_000]
+    triggers = [make_trigger(caller, base + off, shard=shard,
+                             route=Route.DIRECT if i % 2 else Route.SWEEP)
+                for i, off in enumerate(offsets)]
+    elsewhere = make_trigger(caller, base + 30_000, shard=other)
+    await _create(store, elsewhere, *reversed(triggers))
+    entries = sorted((BucketEntry(t.trigger_id, t.fire_at_ms, t.shard, t.route)
+                      for t in triggers), key=lambda e: (e.fire_at_ms, e.trigger_id))
+    assert await store.bucket_entries(shard, base - 1, base + 60_000) == entries[1:5]
+    assert await store.bucket_entries(shard, base - 60_001, base + 119_999) == entries[:6]
+    assert await store.bucket_entries(shard, base - 2, base + 120_000) == entries
+    assert await store.bucket_entries(shard, base, base) == []
+    assert await store.bucket_entries(other, base - 60_000, base + 180_000) == [
+        BucketEntry(elsewhere.trigger_id, elsewhere.fire_at_ms, other, elsewhere.route)]
+
+
+async def test_sweep_cursors_save_load_and_overwrite(store: Store) -> None:
+    group, neighbour = unique("group-"), unique("group-")
+    assert await store.load_cursors(group) == {}
+    await store.save_cursor(group, 0, 1_000, "sweeper-a", 1)
+    await store.save_cursor(group, 7, 2_000, "sweeper-a", 1)
+    await store.save_cursor(neighbour, 0, 9_000, "sweeper-b", 4)
+    assert await store.load_cursors(group) == {0: 1_000, 7: 2_000}
+    await store.save_cursor(group, 0, 1_500, "sweeper-b", 2)
+    await store.save_cursor(group, 7, 1_900, "sweeper-b", 2)  # last writer wins, even backwards
+    assert await store.load_cursors(group) == {0: 1_500, 7: 1_900}
+    assert await store.load_cursors(neighbour) == {0: 9_000}
