@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import structlog
 
@@ -34,33 +35,38 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import retry_backoff_s
+from trigger_service.core.timing import ceil_div, retry_backoff_s
 
 log = structlog.get_logger("dispatcher")
 
 
+@dataclass(frozen=True, slots=True)
+class DispatchDeps:
+    """What the dispatcher's parts share."""
+
+    settings: Settings
+    store: TriggerStates
+    queue: DeliveryQueue
+    clock: Clock
+    metrics: Metrics
+
+
+def new_claim_id() -> str:
+    return uuid.uuid4().hex
+
+
 class Delivery:
-    def __init__(
-        self,
-        settings: Settings,
-        store: TriggerStates,
-        queue: DeliveryQueue,
-        channel: Channel,
-        callers: CallerRegistry,
-        clock: Clock,
-        metrics: Metrics,
-        *,
-        new_claim_id: Callable[[], str] = lambda: uuid.uuid4().hex,
-    ) -> None:
-        self._s = settings
-        self._d = settings.dispatch
-        self._store = store
-        self._queue = queue
+    def __init__(self, deps: DispatchDeps, channel: Channel, callers: CallerRegistry, *,
+                 claim_ids: Callable[[], str] = new_claim_id) -> None:
+        self._s = deps.settings
+        self._d = deps.settings.dispatch
+        self._store = deps.store
+        self._queue = deps.queue
+        self._clock = deps.clock
+        self._metrics = deps.metrics
         self._channel = channel
         self._callers = callers
-        self._clock = clock
-        self._metrics = metrics
-        self._new_claim_id = new_claim_id
+        self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
 
@@ -98,7 +104,9 @@ class Delivery:
             if wait_ms:
                 # Open circuit: no attempt is spent; the message comes back when it may close.
                 self._metrics.inc("circuit_open_deferrals_total")
-                await self._queue.change_visibility(m.receipt_handle, max(1, wait_ms // 1000))
+                # Rounded up: back no earlier than the circuit may let a trial through.
+                await self._queue.change_visibility(
+                    m.receipt_handle, max(1, ceil_div(wait_ms, 1000)))
                 return None
             claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
                                     claimed_at_ms=now_ms, attempts=t.attempts + 1)

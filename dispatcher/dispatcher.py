@@ -9,12 +9,12 @@ deleted, and counted when it is a duplicate of a fired trigger.
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import Delivery
+from dispatcher.delivery import Delivery, DispatchDeps
+from dispatcher.delivery import new_claim_id as random_claim_id
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError
@@ -51,16 +51,13 @@ class Dispatcher:
         clock: Clock,
         metrics: Metrics,
         *,
-        new_claim_id: Callable[[], str] = lambda: uuid.uuid4().hex,
+        new_claim_id: Callable[[], str] = random_claim_id,
     ) -> None:
-        self._s = settings
-        self._d = settings.dispatch
-        self._store = store
-        self._queue = queue
-        self._clock = clock
-        self._metrics = metrics
-        self.delivery = Delivery(settings, store, queue, channel, callers, clock, metrics,
-                                 new_claim_id=new_claim_id)
+        deps = DispatchDeps(settings, store, queue, clock, metrics)
+        self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id)
+        self._s, self._d = settings, settings.dispatch
+        self._store, self._queue = store, queue
+        self._clock, self._metrics = clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 

@@ -27,7 +27,8 @@ def test_breaker_opens_after_consecutive_failures_and_half_opens() -> None:
     clock.advance_ms(10_000)
     assert b.try_acquire() == 0
     b.record_success()
-    assert b.state is BreakerState.CLOSED and b.try_acquire() == 0
+    state: BreakerState = b.state  # re-read: mypy would keep the OPEN narrowed above
+    assert state is BreakerState.CLOSED and b.try_acquire() == 0
 
 
 def test_breaker_release_gives_back_the_trial() -> None:
