@@ -66,6 +66,9 @@ class IdempotentRegistration:
         if cached is None:
             if not await self._cache_lock(caller, idem_key, request_hash):
                 cached = await self._wait_for_done(caller, idem_key)
+        elif not cached.done:
+            # Another request holds the key right now: its answer is ours.
+            cached = await self._wait_for_done(caller, idem_key)
         if cached is not None and cached.done:
             assert cached.trigger_id is not None and cached.fire_at_ms is not None
             return self._replay(cached.request_hash, request_hash, cached.trigger_id,

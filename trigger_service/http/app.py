@@ -47,7 +47,10 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         if e.status < 400:
             raise
         code = _HTTP_CODES.get(e.status, "http_error")
-        return error_response(e.status, code, e.reason or code)
+        response = error_response(e.status, code, e.reason or code)
+        if "Allow" in e.headers:  # a 405 must say which methods are allowed
+            response.headers["Allow"] = e.headers["Allow"]
+        return response
     except asyncio.CancelledError:
         raise
     except Exception:

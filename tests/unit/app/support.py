@@ -1,0 +1,120 @@
+"""Shared builders for the use-case and HTTP unit tests: the service on in-memory fakes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+
+from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryQueue, MemoryStore
+from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.config.settings import Settings
+from trigger_service.core.clock import ManualClock
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports import CachedKey, IdempotencyRecord
+from trigger_service.platform.metrics import InMemoryMetrics
+
+NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20.000Z
+CALLBACK = "http://127.0.0.1:9000/cb"
+SETTINGS = Settings()
+
+
+class RecordingStore(MemoryStore):
+    """A ``MemoryStore`` that also remembers the TTLs it was given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.index_ttls: dict[str, int] = {}
+        self.record_ttls: list[int] = []
+        self.cas_ttls: list[int | None] = []
+
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        await super().create(trigger, index_ttl_s)
+        self.index_ttls[trigger.trigger_id] = index_ttl_s
+
+    async def put_if_absent(
+        self, record: IdempotencyRecord, ttl_s: int
+    ) -> IdempotencyRecord | None:
+        existing = await super().put_if_absent(record, ttl_s)
+        self.record_ttls.append(ttl_s)
+        return existing
+
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        self.cas_ttls.append(ttl_s)
+        return await super().compare_and_set(old, new, ttl_s=ttl_s)
+
+
+class GatedStore(RecordingStore):
+    """``create`` waits for ``gate``: a first writer that is slow to write the row."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        await self.gate.wait()
+        await super().create(trigger, index_ttl_s)
+
+
+class StaleGetCache(MemoryIdempotencyCache):
+    """A cache whose ``get`` answers what it saw before yielding to the loop, like a Redis
+    GET whose reply is in flight while another request's SET NX lands."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.blind_gets = 0  # this many next gets answer None whatever is stored
+
+    async def get(self, caller: str, idem_key: str) -> CachedKey | None:
+        seen = await super().get(caller, idem_key)
+        if self.blind_gets > 0:
+            self.blind_gets -= 1
+            seen = None
+        await asyncio.sleep(0)
+        return seen
+
+
+@dataclass
+class Env:
+    clock: ManualClock
+    store: RecordingStore
+    queue: MemoryQueue
+    cache: MemoryIdempotencyCache
+    metrics: InMemoryMetrics
+    service: TriggerService
+    settings: Settings = field(default=SETTINGS)
+
+
+def make_env(settings: Settings = SETTINGS, *, store: RecordingStore | None = None,
+             cache: MemoryIdempotencyCache | None = None,
+             clock: ManualClock | None = None) -> Env:
+    clock = clock or ManualClock(NOW_MS)
+    store = store if store is not None else RecordingStore()
+    queue = MemoryQueue(clock)
+    cache = cache if cache is not None else MemoryIdempotencyCache(clock)
+    metrics = InMemoryMetrics()
+    service = TriggerService(settings, store, store, queue, cache, clock, metrics)
+    return Env(clock, store, queue, cache, metrics, service, settings)
+
+
+def request(env: Env, delay_ms: int, *, payload: object = None,
+            url: str = CALLBACK) -> NewTrigger:
+    """A validated registration received now, firing ``delay_ms`` from now."""
+    now_ms = env.clock.now_ms()
+    return NewTrigger(url, json.dumps(payload), now_ms + delay_ms, now_ms)
+
+
+async def drive(clock: ManualClock, task: asyncio.Task[object], *, step_ms: int = 20,
+                max_steps: int = 1_000) -> int:
+    """Advance ``clock`` in steps until ``task`` is done; the milliseconds advanced."""
+    advanced = 0
+    for _ in range(max_steps):
+        for _ in range(5):
+            await asyncio.sleep(0)
+        if task.done():
+            return advanced
+        clock.advance_ms(step_ms)
+        advanced += step_ms
+    raise AssertionError(f"task still running after {advanced} ms of manual time")

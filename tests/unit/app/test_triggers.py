@@ -1,0 +1,284 @@
+"""``TriggerService`` on in-memory fakes: register (routes, failures), get, cancel, list."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from tests.unit.app.support import (
+    CALLBACK,
+    NOW_MS,
+    SETTINGS,
+    Env,
+    RecordingStore,
+    make_env,
+    request,
+)
+from trigger_service.config.settings import Settings
+from trigger_service.core.errors import NotCancellable, NotFound, QueueError, StoreError
+from trigger_service.core.model import (
+    Route,
+    Status,
+    Trigger,
+    is_trigger_id,
+    new_trigger_id,
+    shard_of,
+)
+from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.timing import DAY_MS
+
+DIRECT_MAX_MS = SETTINGS.direct_max_delay_s * 1000
+LEAD_S = SETTINGS.sqs.enqueue_lead_s
+
+
+async def register(env: Env, delay_ms: int, caller: str = "orders") -> Trigger:
+    result = await env.service.register(caller, request(env, delay_ms), None, "h")
+    t = env.store.triggers[result.trigger_id]
+    return t
+
+
+# --- register ---------------------------------------------------------------------------
+async def test_direct_registration_writes_the_row_and_sends_one_message() -> None:
+    env = make_env()
+    result = await env.service.register("orders", request(env, 600_000, payload={"a": 1}),
+                                        None, "h")
+    assert result.replayed is False and result.fire_at_ms == NOW_MS + 600_000
+    t = env.store.triggers[result.trigger_id]
+    assert t.status is Status.PENDING and t.route is Route.DIRECT
+    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS + 600_000, 600 - LEAD_S)]
+    assert env.metrics.snapshot() == {"triggers_registered_total": 1}
+
+
+async def test_sweep_registration_writes_the_row_and_sends_nothing() -> None:
+    env = make_env()
+    t = await register(env, 2 * DAY_MS)
+    assert t.route is Route.SWEEP and t.status is Status.PENDING
+    assert env.queue.sent == [] and env.queue.calls == {}
+    assert env.metrics.snapshot() == {"triggers_registered_total": 1}
+
+
+@pytest.mark.parametrize(
+    ("settings", "delay_ms", "route"),
+    [
+        (SETTINGS, DIRECT_MAX_MS, Route.DIRECT),
+        (SETTINGS, DIRECT_MAX_MS + 1, Route.SWEEP),
+        (dataclasses.replace(SETTINGS, direct_max_delay_s=300), 300_000, Route.DIRECT),
+        (dataclasses.replace(SETTINGS, direct_max_delay_s=300), 300_001, Route.SWEEP),
+    ],
+)
+async def test_route_boundary_is_inclusive_at_direct_max_delay(
+    settings: Settings, delay_ms: int, route: Route
+) -> None:
+    env = make_env(settings)
+    t = await register(env, delay_ms)
+    assert t.route is route
+    assert len(env.queue.sent) == (1 if route is Route.DIRECT else 0)
+
+
+async def test_fire_time_now_is_sent_without_delay() -> None:
+    env = make_env()
+    t = await register(env, 0)
+    assert t.route is Route.DIRECT
+    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS, 0)]
+
+
+async def test_created_row_carries_the_request() -> None:
+    env = make_env()
+    result = await env.service.register("orders", request(env, 5_000, payload=[1, "é"]),
+                                        "key-1", "hash-1")
+    t = env.store.triggers[result.trigger_id]
+    assert is_trigger_id(t.trigger_id)
+    assert (t.caller, t.callback_url, t.payload_json) == ("orders", CALLBACK, '[1, "\\u00e9"]')
+    assert (t.fire_at_ms, t.created_at_ms, t.attempts) == (NOW_MS + 5_000, NOW_MS, 0)
+    assert t.shard == shard_of(t.trigger_id, SETTINGS.shards)
+    assert t.idem_key == "key-1"
+    assert env.store.by_caller["orders"] == [(202311, NOW_MS + 5_000, t.trigger_id)]
+
+
+async def test_index_entries_outlive_the_row_retention() -> None:
+    env = make_env()
+    t = await register(env, 10 * DAY_MS)
+    ttl_s = env.store.index_ttls[t.trigger_id]
+    assert ttl_s == env.service.index_ttl_s(t)
+    assert ttl_s > 10 * 86_400 + SETTINGS.retention_s + sum(SETTINGS.dispatch.retry_backoff_s)
+
+
+async def test_queue_error_still_registers_and_counts_the_failure() -> None:
+    env = make_env()
+    env.queue.failures["send"] = QueueError("sqs down")
+    result = await env.service.register("orders", request(env, 1_000), None, "h")
+    assert result.replayed is False
+    assert env.store.triggers[result.trigger_id].status is Status.PENDING
+    assert env.queue.sent == [] and env.queue.calls["send"] == 1
+    assert env.metrics.snapshot() == {"enqueue_failures_total": 1,
+                                      "triggers_registered_total": 1}
+
+
+async def test_store_error_on_create_is_raised_and_nothing_is_sent() -> None:
+    env = make_env()
+    env.store.failures["create"] = StoreError("cassandra down")
+    with pytest.raises(StoreError):
+        await env.service.register("orders", request(env, 1_000), None, "h")
+    assert env.store.triggers == {} and env.queue.sent == []
+    assert env.metrics.snapshot() == {}
+
+
+# --- get --------------------------------------------------------------------------------
+async def test_get_returns_the_callers_own_trigger() -> None:
+    env = make_env()
+    t = await register(env, 1_000)
+    assert await env.service.get("orders", t.trigger_id) == t
+
+
+async def test_get_hides_another_callers_trigger_like_an_unknown_one() -> None:
+    env = make_env()
+    t = await register(env, 1_000)
+    with pytest.raises(NotFound) as other:
+        await env.service.get("billing", t.trigger_id)
+    with pytest.raises(NotFound) as unknown:
+        await env.service.get("orders", new_trigger_id(NOW_MS))
+    assert other.value.status == unknown.value.status == 404
+    assert set(other.value.to_json()) == set(unknown.value.to_json()) == {"error", "message"}
+
+
+@pytest.mark.parametrize("bad_id", ["not-an-id", "trg_01hf7yat3v8c3jv1rrethbjnrb"])
+async def test_get_malformed_id_is_not_found_without_reading_the_store(bad_id: str) -> None:
+    env = make_env()
+    with pytest.raises(NotFound):
+        await env.service.get("orders", bad_id)
+    assert "get" not in env.store.calls
+
+
+# --- cancel -----------------------------------------------------------------------------
+async def test_cancel_pending_is_cancelled_and_idempotent() -> None:
+    env = make_env()
+    t = await register(env, 2 * DAY_MS)
+    env.store.triggers[t.trigger_id] = t.with_status(Status.PENDING, attempts=1,
+                                                     next_attempt_at_ms=NOW_MS + 60_000)
+    first = await env.service.cancel("orders", t.trigger_id)
+    assert first.status is Status.CANCELLED and first.next_attempt_at_ms is None
+    assert env.store.triggers[t.trigger_id] == first
+    assert env.store.cas_ttls == [SETTINGS.retention_s]  # terminal: the row's TTL is set
+    again = await env.service.cancel("orders", t.trigger_id)
+    assert again == first and env.store.calls["compare_and_set"] == 1
+
+
+@pytest.mark.parametrize("status", [Status.IN_FLIGHT, Status.FIRED, Status.FAILED])
+async def test_cancel_in_flight_or_finished_is_not_cancellable(status: Status) -> None:
+    env = make_env()
+    t = await register(env, 1_000)
+    moved = t.with_status(status, attempts=1)
+    env.store.triggers[t.trigger_id] = moved
+    with pytest.raises(NotCancellable) as e:
+        await env.service.cancel("orders", t.trigger_id)
+    assert e.value.status == 409 and e.value.extra == {"status": status.value}
+    assert e.value.to_json()["status"] == status.value
+    assert env.store.triggers[t.trigger_id] == moved
+    assert "compare_and_set" not in env.store.calls
+
+
+async def test_cancel_another_callers_trigger_is_not_found_and_changes_nothing() -> None:
+    env = make_env()
+    t = await register(env, 1_000)
+    with pytest.raises(NotFound):
+        await env.service.cancel("billing", t.trigger_id)
+    assert env.store.triggers[t.trigger_id].status is Status.PENDING
+
+
+class ClaimedDuringCancel(RecordingStore):
+    """The dispatcher claims the trigger between the cancel's read and its write."""
+
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        self.triggers[old.trigger_id] = old.with_status(Status.IN_FLIGHT, claim_id="c1")
+        return await super().compare_and_set(old, new, ttl_s=ttl_s)
+
+
+async def test_cancel_that_loses_to_a_claim_reports_in_flight() -> None:
+    env = make_env(store=ClaimedDuringCancel())
+    t = await register(env, 1_000)
+    with pytest.raises(NotCancellable) as e:
+        await env.service.cancel("orders", t.trigger_id)
+    assert e.value.extra == {"status": "IN_FLIGHT"}
+    assert env.store.triggers[t.trigger_id].status is Status.IN_FLIGHT
+    assert env.store.calls["compare_and_set"] == 1
+
+
+class NeverApplies(RecordingStore):
+    async def compare_and_set(
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+    ) -> bool:
+        await super().compare_and_set(old, old, ttl_s=ttl_s)  # counts the call, changes nothing
+        return False
+
+
+async def test_cancel_gives_up_after_bounded_rounds_of_lost_writes() -> None:
+    env = make_env(store=NeverApplies())
+    t = await register(env, 1_000)
+    with pytest.raises(NotCancellable) as e:
+        await env.service.cancel("orders", t.trigger_id)
+    assert e.value.extra == {"status": "PENDING"}
+    assert env.store.calls["compare_and_set"] == 5
+    assert env.store.triggers[t.trigger_id].status is Status.PENDING
+
+
+# --- list -------------------------------------------------------------------------------
+async def register_delays(env: Env, delays_s: list[int]) -> dict[int, str]:
+    """Register one trigger per delay (in the given order); delay → trigger id."""
+    ids = {}
+    for delay_s in delays_s:
+        ids[delay_s] = (await register(env, delay_s * 1000)).trigger_id
+    return ids
+
+
+async def test_list_orders_by_fire_time_not_by_creation() -> None:
+    env = make_env()
+    ids = await register_delays(env, [500, 100, 40 * 86_400, 300, 200])
+    page = await env.service.list_triggers("orders", status=None, limit=50, cursor=None)
+    assert [t.trigger_id for t in page.triggers] == [ids[d] for d in sorted(ids)]
+    assert page.next_cursor is None
+
+
+async def test_list_filters_by_status() -> None:
+    env = make_env()
+    ids = await register_delays(env, [500, 100, 300])
+    await env.service.cancel("orders", ids[300])
+    page = await env.service.list_triggers("orders", status=Status.CANCELLED, limit=50,
+                                           cursor=None)
+    assert [t.trigger_id for t in page.triggers] == [ids[300]]
+    page = await env.service.list_triggers("orders", status=Status.PENDING, limit=50,
+                                           cursor=None)
+    assert [t.trigger_id for t in page.triggers] == [ids[100], ids[500]]
+
+
+async def test_list_pages_cover_everything_once_in_order() -> None:
+    env = make_env()
+    ids = await register_delays(env, [70, 10, 60, 20, 50, 30, 40 * 86_400])
+    seen: list[str] = []
+    cursor = None
+    for _ in range(10):
+        page = await env.service.list_triggers("orders", status=None, limit=2, cursor=cursor)
+        assert 1 <= len(page.triggers) <= 2
+        seen += [t.trigger_id for t in page.triggers]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert seen == [ids[d] for d in sorted(ids)]
+
+
+async def test_list_shows_only_the_callers_triggers() -> None:
+    env = make_env()
+    mine = await register(env, 1_000, caller="orders")
+    await register(env, 2_000, caller="billing")
+    page = await env.service.list_triggers("orders", status=None, limit=50, cursor=None)
+    assert [t.trigger_id for t in page.triggers] == [mine.trigger_id]
+
+
+async def test_list_still_shows_triggers_that_fired_within_the_retention() -> None:
+    env = make_env()
+    t = await register(env, 1_000)
+    env.clock.advance_ms((SETTINGS.retention_days - 1) * DAY_MS)  # into the next fire month
+    page = await env.service.list_triggers("orders", status=None, limit=50, cursor=None)
+    assert [x.trigger_id for x in page.triggers] == [t.trigger_id]
