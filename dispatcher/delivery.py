@@ -35,7 +35,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import ceil_div, retry_backoff_s
+from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -159,12 +159,13 @@ class Delivery:
             await self._delete_quietly(m)
             return
         delay_s = retry_backoff_s(t.attempts, self._d.retry_backoff_s)
+        now_ms = self._clock.now_ms()
         new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
-                            next_attempt_at_ms=self._clock.now_ms() + delay_s * 1000)
+                            next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):
             log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
-            await self._queue.change_visibility(
-                m.receipt_handle, max(0, delay_s - self._s.sqs.enqueue_lead_s))
+            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
+                new.due_at_ms(), now_ms, self._s.sqs.enqueue_lead_s))
         else:
             log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
 

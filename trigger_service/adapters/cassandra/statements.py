@@ -48,30 +48,27 @@ def queries(keyspace: str) -> dict[str, str]:
 
 
 def row_values(t: Trigger) -> dict[str, Any]:
-    """Column → value for every column of ``TRIGGER_COLUMNS``."""
-    values = {
-        "caller": t.caller, "callback_url": t.callback_url, "payload": t.payload_json,
-        "fire_at_ms": t.fire_at_ms, "created_at_ms": t.created_at_ms, "shard": t.shard,
-        "path": t.route.value, "status": t.status.value, "attempts": t.attempts,
-        "last_error": t.last_error, "fired_at_ms": t.fired_at_ms, "claim_id": t.claim_id,
-        "claimed_at_ms": t.claimed_at_ms, "next_attempt_at_ms": t.next_attempt_at_ms,
-        "idem_key": t.idem_key,
-    }
-    return values
+    """Column → value for every column of ``TRIGGER_COLUMNS``, in that order."""
+    return dict(zip(s.TRIGGER_COLUMNS, (
+        t.caller, t.callback_url, t.payload_json, t.fire_at_ms, t.created_at_ms, t.shard,
+        t.route.value, t.status.value, t.attempts, t.last_error, t.fired_at_ms, t.claim_id,
+        t.claimed_at_ms, t.next_attempt_at_ms, t.idem_key,
+    ), strict=True))
 
 
 def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
     """The trigger a ``get`` row holds; None if only a tombstone or a partial row is left."""
-    if row.get("status") is None:
+    (caller, callback_url, payload, fire_at_ms, created_at_ms, shard, path, status, attempts,
+     last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
+     idem_key) = (row[c] for c in s.TRIGGER_COLUMNS)
+    if status is None:
         return None
     return Trigger(
-        trigger_id=trigger_id, caller=row["caller"], callback_url=row["callback_url"],
-        payload_json=row["payload"], fire_at_ms=row["fire_at_ms"],
-        created_at_ms=row["created_at_ms"], shard=row["shard"], route=Route(row["path"]),
-        status=Status(row["status"]), attempts=row["attempts"] or 0,
-        last_error=row["last_error"], fired_at_ms=row["fired_at_ms"],
-        claim_id=row["claim_id"], claimed_at_ms=row["claimed_at_ms"],
-        next_attempt_at_ms=row["next_attempt_at_ms"], idem_key=row["idem_key"],
+        trigger_id=trigger_id, caller=caller, callback_url=callback_url, payload_json=payload,
+        fire_at_ms=fire_at_ms, created_at_ms=created_at_ms, shard=shard, route=Route(path),
+        status=Status(status), attempts=attempts or 0, last_error=last_error,
+        fired_at_ms=fired_at_ms, claim_id=claim_id, claimed_at_ms=claimed_at_ms,
+        next_attempt_at_ms=next_attempt_at_ms, idem_key=idem_key,
     )
 
 
