@@ -8,7 +8,14 @@ Why each failure is safe:
 - killed after a 2xx but before FIRED is written: the message reappears and the trigger is
   delivered again (at-least-once; the receiver dedupes on ``X-Trigger-Id``);
 - two dispatchers with the same message or duplicates of it: only one claim LWT applies;
-  the other copy is deleted and counted once (``duplicate_messages_total``).
+  the loser hides its copy until the winner's claim would be stale (it may be the winner's
+  only copy: deleting it would leave a dead winner's trigger to the reconciler); it is
+  dropped, and counted once (``duplicate_messages_total``), when it comes back to a
+  finished trigger.
+
+Deferrals (an open circuit, a caller at its limit, someone else's live claim) spend no
+attempt, and no redrive budget either: a message received ``REFRESH_AFTER_RECEIVES`` times is
+replaced by a fresh copy, so only a message whose handling keeps crashing reaches SQS's DLQ.
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DeliveryResult,
     Metrics,
+    OutgoingMessage,
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
+from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
+
+REFRESH_AFTER_RECEIVES = 10
+_OUTCOME_MARGIN_MS = 5_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +66,12 @@ def new_claim_id() -> str:
     return uuid.uuid4().hex
 
 
+@dataclass(frozen=True, slots=True)
+class _Attempted:
+    trigger: Trigger  # as claimed
+    result: DeliveryResult
+
+
 class Delivery:
     def __init__(self, deps: DispatchDeps, channel: Channel, callers: CallerRegistry, *,
                  claim_ids: Callable[[], str] = new_claim_id) -> None:
@@ -69,6 +86,10 @@ class Delivery:
         self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
+        # Messages per caller waiting for its bulkhead: past the cap they are deferred, so a
+        # slow caller cannot fill the dispatcher's in-flight limit and stop every receive.
+        self._waiting: dict[str, int] = {}
+        self._max_waiting = max(1, self._d.max_inflight // 4)
 
     def bulkhead(self, caller: str) -> asyncio.Semaphore:
         """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
@@ -87,58 +108,104 @@ class Delivery:
                 self._clock, fail_max=self._d.breaker_fail_max, reset_s=self._d.breaker_reset_s)
         return b
 
-    async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger) -> Trigger | None:
+    async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
+        """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
+        if m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S:
+            await self._queue.change_visibility(m.receipt_handle, delay_s)
+            return
+        self._metrics.inc("message_refreshes_total")
+        await self._queue.replace(
+            m.receipt_handle, OutgoingMessage(m.trigger_id, m.fire_at_ms, delay_s))
+
+    async def _defer_until(self, m: ReceivedMessage, at_ms: int) -> None:
+        # Rounded up: the message comes back no earlier than asked.
+        await self.defer(m, max(1, ceil_div(at_ms - self._clock.now_ms(), 1000)))
+
+    async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
+                                hidden_until_ms: int | None = None) -> Trigger | None:
         """Claim ``t`` and deliver it. Returns the current trigger if the claim lost a race
-        (the caller looks again), otherwise None (the message is dealt with)."""
-        now_ms = self._clock.now_ms()
-        if t.status is Status.IN_FLIGHT:
-            stale_at = t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
-            if now_ms < stale_at:
-                # Someone is delivering it right now; look again once their claim would be stale.
-                await self._queue.change_visibility(
-                    m.receipt_handle, max(1, (stale_at - now_ms) // 1000 + 1))
-                return None
+        (the caller looks again), otherwise None (the message is dealt with).
+        ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
+        delivery could outlast it."""
+        if t.status is Status.IN_FLIGHT and self._clock.now_ms() < self._stale_at(t):
+            # Someone is delivering it right now; look again once their claim would be stale.
+            await self._defer_until(m, self._stale_at(t) + 1)
+            return None
+        if self._waiting.get(t.caller, 0) >= self._max_waiting:
+            self._metrics.inc("bulkhead_deferrals_total")
+            await self.defer(m, 1)
+            return None
+        self._waiting[t.caller] = self._waiting.get(t.caller, 0) + 1
+        try:
+            await self.bulkhead(t.caller).acquire()
+        finally:
+            self._waiting[t.caller] -= 1
+        try:
+            outcome = await self._claim_in_bulkhead(m, t, hidden_until_ms)
+        finally:
+            self.bulkhead(t.caller).release()
+        if isinstance(outcome, _Attempted):
+            await self._record_outcome(m, outcome.trigger, outcome.result)
+            return None
+        return outcome
+
+    def _stale_at(self, t: Trigger) -> int:
+        return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
+
+    async def _claim_in_bulkhead(self, m: ReceivedMessage, t: Trigger,
+                                 hidden_until_ms: int | None) -> _Attempted | Trigger | None:
+        """Inside the caller's bulkhead: the breaker, the claim, the delivery."""
         breaker = self.breaker(t.caller)
-        async with self.bulkhead(t.caller):
-            wait_ms = breaker.try_acquire()
-            if wait_ms:
-                # Open circuit: no attempt is spent; the message comes back when it may close.
-                self._metrics.inc("circuit_open_deferrals_total")
-                # Rounded up: back no earlier than the circuit may let a trial through.
-                await self._queue.change_visibility(
-                    m.receipt_handle, max(1, ceil_div(wait_ms, 1000)))
-                return None
-            claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
-                                    claimed_at_ms=now_ms, attempts=t.attempts + 1)
-            try:
-                applied = await self._store.compare_and_set(t, claimed)
-            except BaseException:
-                breaker.release()  # nothing was sent
-                raise
-            if not applied:
-                breaker.release()
-                return await self._lost_claim(m, t)
-            if t.status is Status.IN_FLIGHT:
-                self._metrics.inc("claim_takeovers_total")
-                log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
-                            attempt=claimed.attempts, stale_claim=t.claim_id)
-            # Never early, to the millisecond: the fire time, or the retry time after a failure.
-            await self._clock.sleep_until_ms(t.due_at_ms())
-            result = await self._channel.deliver(claimed, claimed.attempts)
-            (breaker.record_success if result.ok else breaker.record_failure)()
-        await self._record_outcome(m, claimed, result)
-        return None
+        wait_ms = breaker.try_acquire()
+        if wait_ms:
+            # Open circuit: no attempt is spent; the message comes back when it may close.
+            self._metrics.inc("circuit_open_deferrals_total")
+            await self._defer_until(m, self._clock.now_ms() + wait_ms)
+            return None
+        # The claim's time is when the POST starts: now, or the due time if that is later
+        # (a claim is taken up to the claim lead early). Never the time before a wait.
+        starts_ms = max(self._clock.now_ms(), t.due_at_ms())
+        claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
+                                claimed_at_ms=starts_ms, attempts=t.attempts + 1)
+        try:
+            applied = await self._store.compare_and_set(t, claimed)
+        except BaseException:
+            breaker.release()  # nothing was sent
+            raise
+        if not applied:
+            breaker.release()
+            return await self._lost_claim(m, t)
+        if t.status is Status.IN_FLIGHT:
+            self._metrics.inc("claim_takeovers_total")
+            log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
+                        attempt=claimed.attempts, stale_claim=t.claim_id)
+        await self._keep_hidden(m, hidden_until_ms, starts_ms)
+        # Never early, to the millisecond: the fire time, or the retry time after a failure.
+        await self._clock.sleep_until_ms(t.due_at_ms())
+        result = await self._channel.deliver(claimed, claimed.attempts)
+        (breaker.record_success if result.ok else breaker.record_failure)()
+        return _Attempted(claimed, result)
+
+    async def _keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int | None,
+                           starts_ms: int) -> None:
+        """Extend ``m``'s visibility if the delivery starting at ``starts_ms`` could outlast
+        it (after a long bulkhead wait): it must not reappear while we deliver."""
+        busy_until_ms = (starts_ms + int(self._d.callback_timeout_s * 1000)
+                         + min(_OUTCOME_MARGIN_MS, self._d.visibility_slack_s * 1000))
+        if hidden_until_ms is not None and busy_until_ms > hidden_until_ms:
+            await self._queue.change_visibility(
+                m.receipt_handle, ceil_div(busy_until_ms - self._clock.now_ms(), 1000))
 
     async def _lost_claim(self, m: ReceivedMessage, t: Trigger) -> Trigger | None:
         current = await self._store.get(t.trigger_id)
         if (current is not None and current.status is Status.IN_FLIGHT
                 and current.claim_id != t.claim_id):
-            # Another dispatcher claimed it just now with its own copy of the message in
-            # hand (which reappears if it dies): this copy is redundant.
-            self._metrics.inc("duplicate_messages_total")
-            log.info("duplicate_message_dropped", trigger_id=t.trigger_id, caller=t.caller,
+            # Another dispatcher claimed it just now. This copy may be the winner's only one
+            # (the same SQS message received twice): keep it hidden until the winner's claim
+            # would be stale; if the winner finished by then it is dropped as a duplicate.
+            log.info("claim_lost_copy_hidden", trigger_id=t.trigger_id, caller=t.caller,
                      attempt=t.attempts + 1)
-            await self._queue.delete(m.receipt_handle)
+            await self._defer_until(m, self._stale_at(current) + 1)
             return None
         return current
 

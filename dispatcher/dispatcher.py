@@ -9,11 +9,12 @@ deleted, and counted when it is a duplicate of a fired trigger.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import Delivery, DispatchDeps
+from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
@@ -27,7 +28,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import sqs_delay_s
+from trigger_service.core.timing import ceil_div, sqs_delay_s
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
@@ -110,8 +111,13 @@ class Dispatcher:
         except asyncio.CancelledError:
             raise
         except AdapterError as e:
-            # Nothing to undo: the message reappears after its visibility timeout.
+            # Nothing to undo: the message reappears after its visibility timeout. A message
+            # that keeps failing for a dependency (not for itself) is refreshed so that an
+            # outage does not walk it into SQS's DLQ.
             log.warning("handle_failed", trigger_id=m.trigger_id, error=str(e))
+            if m.receive_count >= REFRESH_AFTER_RECEIVES:
+                with contextlib.suppress(AdapterError):
+                    await self.delivery.defer(m, self._d.visibility_timeout_s)
         except Exception:
             log.exception("handle_crashed", trigger_id=m.trigger_id)
 
@@ -121,7 +127,7 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._queue.delete(m.receipt_handle)
             return
-        received_ms = self._clock.now_ms()
+        hidden_until_ms = self._clock.now_ms() + self._d.visibility_timeout_s * 1000
         t = await self._store.get(m.trigger_id)
         for _ in range(_CAS_ROUNDS):
             if t is None or t.status.terminal:
@@ -131,12 +137,12 @@ class Dispatcher:
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
                 await self._put_back(m, due_ms)
                 return
-            await self._keep_hidden_while_held(m, received_ms, due_ms)
-            await self._clock.sleep_until_ms(due_ms - self._d.claim_lead_ms)
+            hidden_until_ms = await self._keep_hidden_while_held(m, hidden_until_ms, due_ms)
+            await self._hold_until(due_ms - self._d.claim_lead_ms)
             if self._stopping.is_set():
                 await self._put_back(m, due_ms)
                 return
-            outcome = await self.delivery.claim_and_deliver(m, t)
+            outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms)
             if outcome is None:
                 return
             t = outcome  # the claim lost a race: look again at the trigger's current state
@@ -151,25 +157,40 @@ class Dispatcher:
                  status=t.status.value if t else None)
         await self._queue.delete(m.receipt_handle)
 
+    async def _hold_until(self, deadline_ms: int) -> None:
+        """Sleep until ``deadline_ms``, or less if the dispatcher starts stopping (a held
+        message is then handed back at once rather than at the end of its hold)."""
+        if self._stopping.is_set():
+            return
+        sleep = asyncio.ensure_future(self._clock.sleep_until_ms(deadline_ms))
+        stopping = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleep.cancel()
+            stopping.cancel()
+
     async def _keep_hidden_while_held(
-        self, m: ReceivedMessage, received_ms: int, due_ms: int
-    ) -> None:
+        self, m: ReceivedMessage, hidden_until_ms: int, due_ms: int
+    ) -> int:
         """Extend the message's visibility if holding it and then delivering it could outlast
-        the visibility it was received with (it would reappear while we still work on it)."""
+        it (it would reappear while we still work on it); returns the new hidden-until."""
         d = self._d
         # Done by: the due time, plus a whole callback timeout, plus a margin to write the
         # outcome. Usually far inside the visibility (held ~3 s of 30): no SQS call at all.
         margin_ms = min(_HOLD_MARGIN_MS, d.visibility_slack_s * 1000)
         busy_until_ms = due_ms + int(d.callback_timeout_s * 1000) + margin_ms
-        if busy_until_ms > received_ms + d.visibility_timeout_s * 1000:
-            now_ms = self._clock.now_ms()
-            await self._queue.change_visibility(
-                m.receipt_handle, -(-(busy_until_ms - now_ms) // 1000))
+        if busy_until_ms <= hidden_until_ms:
+            return hidden_until_ms
+        now_ms = self._clock.now_ms()
+        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
+        await self._queue.change_visibility(m.receipt_handle, visibility_s)
+        return now_ms + visibility_s * 1000
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""
         if self._stopping.is_set():
             await self._queue.change_visibility(m.receipt_handle, 0)
             return
-        await self._queue.change_visibility(
-            m.receipt_handle, sqs_delay_s(due_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s))
+        await self.delivery.defer(
+            m, sqs_delay_s(due_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s))

@@ -96,3 +96,22 @@ async def test_send_dead_letter_records_trigger_fire_time_and_reason(
     assert sorted(await queue.dead_letters()) == [
         ("", 0, "malformed message body"), ("trg_dead", FIRE_AT_MS, "HTTP 500 after 6 attempts")]
     assert await receive_now(q) == [], "dead letters never reach the delivery queue"
+
+
+async def test_replace_sends_a_fresh_copy_and_deletes_the_received_one(
+    queue: QueueUnderTest,
+) -> None:
+    q, m = queue.queue, _message()
+    await q.send(m)
+    first = await receive_within(q, 3, visibility_s=1)
+    await q.change_visibility(first[0].receipt_handle, 0)
+    second = await receive_within(q, 2, visibility_s=30)
+    assert [r.receive_count for r in second] == [2]
+    await q.replace(second[0].receipt_handle, OutgoingMessage(m.trigger_id, FIRE_AT_MS, 0))
+    fresh = await receive_within(q, 3)
+    assert [(r.trigger_id, r.fire_at_ms, r.receive_count) for r in fresh] == [
+        (m.trigger_id, FIRE_AT_MS, 1)]
+    assert fresh[0].message_id != second[0].message_id
+    await q.delete(fresh[0].receipt_handle)
+    await asyncio.sleep(1.5)
+    assert await receive_now(q) == []  # the old copy is gone too

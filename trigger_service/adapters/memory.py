@@ -217,6 +217,11 @@ class MemoryQueue(_Failing):
             raise QueueError("receipt handle is no longer valid")
         m.visible_at_ms = self._clock.now_ms() + max(0, visibility_s) * 1000
 
+    async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
+        self._enter("replace")
+        await self.send_many([message])
+        await self.delete(receipt_handle)
+
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         self._enter("send_dead_letter")
         self.dead_letters.append(DeadLetter(trigger_id, fire_at_ms, reason))

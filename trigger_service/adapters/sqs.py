@@ -150,6 +150,12 @@ class SqsQueue:
         if hard:
             raise QueueError(f"sqs delete: {len(hard)} failed: {hard[0]}")
 
+    async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
+        # Send first: a crash in between leaves two copies (deduplicated by the claim LWT),
+        # never none.
+        await self.send(message)
+        await self.delete(receipt_handle)
+
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
         try:
             await self._client.change_message_visibility(

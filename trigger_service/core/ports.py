@@ -197,6 +197,11 @@ class DeliveryQueue(Protocol):
         """Hide the message for ``visibility_s`` from now (0: show it again now)."""
         ...
 
+    async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
+        """Send ``message`` as a fresh copy (its receive count starts again), then delete the
+        received one. A deferral that would otherwise use up the redrive budget uses this."""
+        ...
+
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         """Put a record of a trigger given up on in the dead-letter queue."""
         ...

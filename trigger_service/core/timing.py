@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_MS = 86_400_000
+SQS_MAX_DELAY_S = 900  # SQS's cap on a message's delay
 
 def ms_to_datetime(ms: int) -> datetime:
     """Epoch milliseconds to an aware UTC datetime."""
