@@ -27,9 +27,10 @@ async def build(runtime: Runtime) -> Component:
         await site.start()
         log.info("api_listening", url=f"http://{s.api.host}:{s.api.port}")
         await stop.wait()
-        # Drain: stop accepting and let in-flight requests finish; closing the runtime then
-        # flushes the sends still batched in the queue adapter.
+        # Drain: stop accepting and let in-flight requests finish, then the sends that
+        # outlived their request; closing the runtime flushes what the adapter still batches.
         await runner.cleanup()
+        await service.drain()
 
     return Component({"http": http}, report=False)
 

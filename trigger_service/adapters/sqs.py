@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any
+from typing import Any, TypeVar
 
 import aioboto3
+import structlog
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
@@ -28,6 +29,12 @@ from trigger_service.core.ports import OutgoingMessage, ReceivedMessage
 
 _SEND_LINGER_S = 0.005
 _DELETE_LINGER_S = 0.002
+# What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
+_MISSING_QUEUE_CODES = frozenset({
+    "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"})
+
+T = TypeVar("T")
+log = structlog.get_logger(__name__)
 
 
 def encode_body(trigger_id: str, fire_at_ms: int) -> str:
@@ -35,13 +42,22 @@ def encode_body(trigger_id: str, fire_at_ms: int) -> str:
 
 
 class SqsQueue:
-    """Main queue + dead-letter queue. Create with :meth:`connect`; close with :meth:`close`."""
+    """Main queue + dead-letter queue. Create with :meth:`connect`; close with :meth:`close`.
 
-    def __init__(self, client: Any, stack: AsyncExitStack, queue_url: str, dlq_url: str) -> None:
+    A queue that disappears (LocalStack restarted, the queue deleted or purged away) is
+    re-created on the first call that finds it missing, and that call is retried once: every
+    process heals itself; what the lost queue held is re-sent by the sweepers' due-scan.
+    """
+
+    def __init__(self, client: Any, stack: AsyncExitStack, settings: SqsSettings,
+                 visibility_timeout_s: int, urls: tuple[str, str]) -> None:
         self._client = client
         self._stack = stack
-        self.queue_url = queue_url
-        self.dlq_url = dlq_url
+        self._settings = settings
+        self._visibility_timeout_s = visibility_timeout_s
+        self.queue_url, self.dlq_url = urls
+        self._recreating = asyncio.Lock()
+        self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         self._sender: Batcher[OutgoingMessage] = Batcher(
             self.send_many, max_batch=schema.SQS_MAX_BATCH, linger_s=_SEND_LINGER_S)
         self._deleter: Batcher[str] = Batcher(
@@ -68,13 +84,11 @@ class SqsQueue:
                     read_timeout=30,
                 ),
             ))
-            queue_url, dlq_url = await ensure_queues(
-                client, settings, visibility_timeout_s=visibility_timeout_s
-            )
+            urls = await ensure_queues(client, settings, visibility_timeout_s=visibility_timeout_s)
         except (BotoCoreError, ClientError, OSError) as e:
             await stack.aclose()
             raise QueueError(f"sqs connect failed: {e}") from e
-        return cls(client, stack, queue_url, dlq_url)
+        return cls(client, stack, settings, visibility_timeout_s, urls)
 
     async def close(self) -> None:
         """Flush the sends and deletes still waiting for company, then disconnect."""
@@ -82,24 +96,52 @@ class SqsQueue:
         await self._deleter.drain()
         await self._stack.aclose()
 
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+        """Run ``op`` (which reads the queue URLs when called); translate botocore's errors.
+        A missing queue is re-created and ``op`` retried once."""
+        generation = self._generation
+        try:
+            return await op()
+        except ClientError as e:
+            if not _queue_missing(e):
+                raise QueueError(f"sqs {what} failed: {e}") from e
+        except (BotoCoreError, OSError) as e:
+            raise QueueError(f"sqs {what} failed: {e}") from e
+        await self._recreate(generation, what)
+        try:
+            return await op()
+        except (BotoCoreError, ClientError, OSError) as e:
+            raise QueueError(f"sqs {what} failed after re-creating the queues: {e}") from e
+
+    async def _recreate(self, seen_generation: int, what: str) -> None:
+        async with self._recreating:
+            if self._generation != seen_generation:
+                return  # another call re-created them meanwhile
+            log.warning("sqs_queues_recreated", queue=self._settings.queue, failed_call=what)
+            try:
+                self.queue_url, self.dlq_url = await ensure_queues(
+                    self._client, self._settings,
+                    visibility_timeout_s=self._visibility_timeout_s)
+            except (BotoCoreError, ClientError, OSError) as e:
+                raise QueueError(f"sqs queues could not be re-created: {e}") from e
+            self._generation += 1
+
     async def send(self, message: OutgoingMessage) -> None:
         await self._sender.submit(message)
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
         chunks = [messages[i:i + schema.SQS_MAX_BATCH]
                   for i in range(0, len(messages), schema.SQS_MAX_BATCH)]
-        await asyncio.gather(*(self._send_batch(self.queue_url, c) for c in chunks))
+        await asyncio.gather(*(self._send_batch(c) for c in chunks))
 
-    async def _send_batch(self, url: str, batch: Sequence[OutgoingMessage]) -> None:
+    async def _send_batch(self, batch: Sequence[OutgoingMessage]) -> None:
         entries = [{
             "Id": str(i),
             "MessageBody": encode_body(m.trigger_id, m.fire_at_ms),
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
-        try:
-            resp = await self._client.send_message_batch(QueueUrl=url, Entries=entries)
-        except (BotoCoreError, ClientError) as e:
-            raise QueueError(f"sqs send failed: {e}") from e
+        resp = await self._call("send", lambda: self._client.send_message_batch(
+            QueueUrl=self.queue_url, Entries=entries))
         failed = resp.get("Failed") or []
         if failed:
             raise QueueError(f"sqs send: {len(failed)} of {len(entries)} failed: {failed[0]}")
@@ -107,32 +149,14 @@ class SqsQueue:
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int
     ) -> list[ReceivedMessage]:
-        try:
-            resp = await self._client.receive_message(
-                QueueUrl=self.queue_url,
-                MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
-                WaitTimeSeconds=wait_s,
-                VisibilityTimeout=visibility_s,
-                MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
-            )
-        except (BotoCoreError, ClientError) as e:
-            raise QueueError(f"sqs receive failed: {e}") from e
-        out: list[ReceivedMessage] = []
-        for m in resp.get("Messages") or []:
-            try:
-                body = json.loads(m["Body"])
-                trigger_id = str(body[schema.MSG_TRIGGER_ID])
-                fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
-            except (ValueError, KeyError, TypeError):
-                trigger_id, fire_at_ms = "", 0  # the dispatcher dead-letters malformed bodies
-            out.append(ReceivedMessage(
-                message_id=m["MessageId"],
-                receipt_handle=m["ReceiptHandle"],
-                trigger_id=trigger_id,
-                fire_at_ms=fire_at_ms,
-                receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
-            ))
-        return out
+        resp = await self._call("receive", lambda: self._client.receive_message(
+            QueueUrl=self.queue_url,
+            MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
+            WaitTimeSeconds=wait_s,
+            VisibilityTimeout=visibility_s,
+            MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
+        ))
+        return [_received(m) for m in resp.get("Messages") or []]
 
     async def delete(self, receipt_handle: str) -> None:
         await self._deleter.submit(receipt_handle)
@@ -140,11 +164,8 @@ class SqsQueue:
     async def _delete_many(self, receipt_handles: Sequence[str]) -> None:
         """One DeleteMessageBatch (the batcher cuts at 10). A receipt already gone is fine."""
         entries = [{"Id": str(j), "ReceiptHandle": h} for j, h in enumerate(receipt_handles)]
-        try:
-            resp = await self._client.delete_message_batch(
-                QueueUrl=self.queue_url, Entries=entries)
-        except (BotoCoreError, ClientError) as e:
-            raise QueueError(f"sqs delete failed: {e}") from e
+        resp = await self._call("delete", lambda: self._client.delete_message_batch(
+            QueueUrl=self.queue_url, Entries=entries))
         hard = [f for f in resp.get("Failed") or []
                 if f.get("Code") not in ("ReceiptHandleIsInvalid",)]
         if hard:
@@ -157,28 +178,37 @@ class SqsQueue:
         await self.delete(receipt_handle)
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
-        try:
-            await self._client.change_message_visibility(
-                QueueUrl=self.queue_url, ReceiptHandle=receipt_handle,
-                VisibilityTimeout=max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s)),
-            )
-        except (BotoCoreError, ClientError) as e:
-            raise QueueError(f"sqs change visibility failed: {e}") from e
+        await self._call("change visibility", lambda: self._client.change_message_visibility(
+            QueueUrl=self.queue_url, ReceiptHandle=receipt_handle,
+            VisibilityTimeout=max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s)),
+        ))
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         body = json.loads(encode_body(trigger_id, fire_at_ms))
         body[schema.MSG_REASON] = reason
-        try:
-            await self._client.send_message(QueueUrl=self.dlq_url, MessageBody=json.dumps(body))
-        except (BotoCoreError, ClientError) as e:
-            raise QueueError(f"sqs dead-letter send failed: {e}") from e
+        await self._call("dead-letter send", lambda: self._client.send_message(
+            QueueUrl=self.dlq_url, MessageBody=json.dumps(body)))
 
     async def ping(self) -> None:
-        try:
-            await self._client.get_queue_attributes(
-                QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
-        except (BotoCoreError, ClientError, OSError) as e:
-            raise QueueError(f"sqs unreachable: {e}") from e
+        await self._call("ping", lambda: self._client.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=["QueueArn"]))
+
+
+def _queue_missing(e: ClientError) -> bool:
+    return e.response.get("Error", {}).get("Code") in _MISSING_QUEUE_CODES
+
+
+def _received(m: dict[str, Any]) -> ReceivedMessage:
+    try:
+        body = json.loads(m["Body"])
+        trigger_id = str(body[schema.MSG_TRIGGER_ID])
+        fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
+    except (ValueError, KeyError, TypeError):
+        trigger_id, fire_at_ms = "", 0  # the dispatcher dead-letters malformed bodies
+    return ReceivedMessage(
+        message_id=m["MessageId"], receipt_handle=m["ReceiptHandle"], trigger_id=trigger_id,
+        fire_at_ms=fire_at_ms,
+        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)))
 
 
 async def ensure_queues(

@@ -9,13 +9,14 @@ the same key, which re-creates the trigger from the stored record.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
 
 import structlog
 
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import NotCancellable, NotFound, QueueError
+from trigger_service.core.errors import NotCancellable, NotFound
 from trigger_service.core.model import (
     Route,
     Status,
@@ -71,6 +72,7 @@ class TriggerService:
         self._queue = queue
         self._clock = clock
         self._metrics = metrics
+        self._background: set[asyncio.Future[None]] = set()
         self._idempotent = IdempotentRegistration(
             idempotency, catalog, cache, clock, metrics, settings.idempotency_retention_s)
 
@@ -114,17 +116,38 @@ class TriggerService:
             await self._enqueue(t)
 
     async def _enqueue(self, t: Trigger) -> None:
-        """Send a direct trigger to SQS; on failure log and carry on.
+        """Send a direct trigger to SQS, waiting at most ``TRIGGER_ENQUEUE_WAIT_MS``.
 
-        The row is already durable and PENDING, so a trigger whose send failed is not lost:
-        the reconciler re-sends PENDING rows past their fire time. This only costs lateness.
+        The row is already durable and PENDING, so a trigger whose send failed or is slow is
+        not lost: a send still under way finishes in the background, and a failed one is
+        healed by the sweepers' due-scan (the reconciler behind it). Only lateness is at
+        stake, never the answer: the caller gets its 201 either way.
         """
         delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
+        send = asyncio.ensure_future(
+            self._queue.send(OutgoingMessage(t.trigger_id, t.fire_at_ms, delay_s)))
+        send.add_done_callback(lambda f: self._sent(f, t))
+        timer = asyncio.ensure_future(self._clock.sleep_ms(self._s.api.enqueue_wait_ms))
         try:
-            await self._queue.send(OutgoingMessage(t.trigger_id, t.fire_at_ms, delay_s))
-        except QueueError as e:
-            self._metrics.inc("enqueue_failures_total")
-            log.error("enqueue_failed", trigger_id=t.trigger_id, caller=t.caller, error=str(e))
+            await asyncio.wait([send, timer], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            timer.cancel()
+        if not send.done():
+            self._metrics.inc("enqueue_slow_total")
+            self._background.add(send)
+            send.add_done_callback(self._background.discard)
+
+    def _sent(self, send: asyncio.Future[None], t: Trigger) -> None:
+        if send.cancelled() or send.exception() is None:
+            return
+        self._metrics.inc("enqueue_failures_total")
+        log.error("enqueue_failed", trigger_id=t.trigger_id, caller=t.caller,
+                  error=str(send.exception()))
+
+    async def drain(self) -> None:
+        """Wait for the sends still running after their registration answered."""
+        if self._background:
+            await asyncio.wait(list(self._background))
 
     # --- read, cancel, list ------------------------------------------------------------
     async def get(self, caller: str, trigger_id: str) -> Trigger:

@@ -28,6 +28,7 @@ class ApiSettings:
     callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
     payload_max_bytes: int = 4096
     max_fire_ahead_days: int = 366
+    enqueue_wait_ms: int = 500
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,9 @@ VARIABLES: tuple[Variable, ...] = (
              "largest serialized payload accepted"),
     Variable("TRIGGER_MAX_FIRE_AHEAD_DAYS", ("api", "max_fire_ahead_days"), _pos_int,
              "furthest fire time accepted, in days from now"),
+    Variable("TRIGGER_ENQUEUE_WAIT_MS", ("api", "enqueue_wait_ms"), _pos_int,
+             "the longest a registration waits for SQS once the trigger is durable; a send "
+             "still under way then finishes in the background (or the due-scan heals it)"),
     Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,
              "bucket sub-shards per minute (stable hash of the id modulo this)"),
     Variable("TRIGGER_RETENTION_DAYS", ("", "retention_days"), _pos_int,
