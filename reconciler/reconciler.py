@@ -16,9 +16,8 @@ from typing import Protocol
 
 import structlog
 
-from reconciler.rules import is_leak
 from trigger_service.config.settings import Settings
-from trigger_service.core.model import Trigger
+from trigger_service.core.model import Trigger, is_overdue
 from trigger_service.core.ports import (
     Clock,
     DueIndex,
@@ -64,7 +63,7 @@ class Reconciler:
         self._metrics = metrics
 
     def is_leak(self, t: Trigger, now_ms: int) -> bool:
-        return is_leak(t, now_ms, grace_ms=self._s.sweep.reconcile_grace_s * 1000,
+        return is_overdue(t, now_ms, grace_ms=self._s.sweep.reconcile_grace_s * 1000,
                        callback_timeout_ms=int(self._s.dispatch.callback_timeout_s * 1000))
 
     async def run_once(self) -> PassReport:

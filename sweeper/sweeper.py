@@ -30,6 +30,7 @@ from typing import Protocol
 
 import structlog
 
+from sweeper.heal import DueScan, HealReport
 from sweeper.timing_wheel import Expired, TimingWheel
 from sweeper.wheel_driver import WheelDriver
 from trigger_service.config.settings import Settings
@@ -112,6 +113,7 @@ class Sweeper:
             tick_ms=self._sw.tick_ms, start_ms=clock.now_ms())
         self._driver = WheelDriver(self._wheel, clock, self._on_expired)
         self._shards: dict[int, _Shard] = {}
+        self.due_scan = DueScan(settings, store, queue, clock, metrics)
         self._promotions: set[asyncio.Task[None]] = set()
         self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)
 
@@ -180,6 +182,7 @@ class Sweeper:
     def _forget(self, shard: int) -> None:
         """Drop a shard we no longer own, and its timers: the new owner re-reads them."""
         st = self._shards.pop(shard, None)
+        self.due_scan.forget(shard)
         if st is None:
             return
         for key in st.keys:
@@ -311,11 +314,16 @@ class Sweeper:
                 # sweeper takes the shards over, so a failing step just retries next round.
                 every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases, name="lease"),
                 every(stop, self._sw.interval_s, self._sweep_and_save, name="sweep"),
+                every(stop, self._sw.heal_interval_s, self.heal, name="heal"),
                 self._driver.run(stop),
             ])
         finally:
             await self.drain_promotions()
             await self._shutdown()
+
+    async def heal(self) -> HealReport:
+        """One due-scan pass over the owned shards (``sweeper.heal``)."""
+        return await self.due_scan.run_once(sorted(self._shards))
 
     async def _sweep_and_save(self) -> None:
         await self.sweep()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.integration.conftest import Stack
+from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
 
 pytestmark = pytest.mark.integration
 
@@ -25,3 +28,27 @@ async def test_a_deleted_queue_is_recreated_by_the_api_and_the_dispatcher(stack:
     assert await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 20)
     assert (await stack.wait_status(tid, "FIRED"))["status"] == "FIRED"
     assert not d.task.done()  # the dispatcher kept running
+
+
+@pytest.fixture
+def extra_env() -> dict[str, str]:
+    return {"TRIGGER_OVERDUE_GRACE_S": "2", "TRIGGER_HEAL_INTERVAL_S": "0.5",
+            "TRIGGER_SHARDS": "4"}
+
+
+async def test_a_trigger_whose_message_was_lost_is_healed_within_seconds(stack: Stack) -> None:
+    """A durable DIRECT trigger with no SQS message (the API died after the write, or the
+    queue lost it): the owner of its shard re-sends it a grace after its time."""
+    await stack.start_dispatcher()
+    sweeper = await stack.start_sweeper()
+    now = int(time.time() * 1000)
+    tid = new_trigger_id(now)
+    lost = Trigger(tid, stack.caller, stack.receiver.base_url + "lost", '{"lost":true}',
+                   now + 500, now, shard_of(tid, stack.settings.shards), Route.DIRECT)
+    await stack.runtime.store.create(lost, 3600)
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 15)
+    late_ms = rec.for_trigger(tid)[0].at_ms - lost.fire_at_ms
+    assert 2_000 <= late_ms < 8_000  # after the grace, within a few heal passes
+    assert sweeper.metrics.snapshot().get("overdue_resent_total", 0) >= 1
+    assert (await stack.wait_status(tid, "FIRED"))["status"] == "FIRED"

@@ -97,6 +97,9 @@ class SweepSettings:
     reconcile_grace_s: int = 3600
     reconcile_window_s: int = 7_200
     group: str = "main"
+    overdue_grace_s: int = 10
+    heal_interval_s: float = 5.0
+    heal_lookback_s: int = 900
 
 
 @dataclass(frozen=True)
@@ -163,6 +166,8 @@ class Settings:
             # Each trigger must be scanned before its promotion time.
             raise ConfigError("TRIGGER_SWEEP_HORIZON_S must exceed TRIGGER_SWEEP_INTERVAL_S "
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
+        if sw.heal_lookback_s < sw.overdue_grace_s:
+            raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
         if sw.reconcile_window_s < sw.reconcile_interval_s:
             raise ConfigError("TRIGGER_RECONCILE_WINDOW_S must be >= TRIGGER_RECONCILE_INTERVAL_S "
                               "(or passes leave parts of the index unread)")
@@ -319,6 +324,13 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int,
              "how far back (before the grace) each pass reads the bucket index; at least the "
              "interval, so consecutive passes leave no gap"),
+    Variable("TRIGGER_OVERDUE_GRACE_S", ("sweep", "overdue_grace_s"), _pos_int,
+             "a trigger PENDING this long past its due time (or IN_FLIGHT with a claim stale "
+             "this long) has leaked: the owner of its shard re-sends it"),
+    Variable("TRIGGER_HEAL_INTERVAL_S", ("sweep", "heal_interval_s"), _pos_float,
+             "how often each sweeper's due-scan looks at its shards' recent past"),
+    Variable("TRIGGER_HEAL_LOOKBACK_S", ("sweep", "heal_lookback_s"), _pos_int,
+             "how far back a sweeper's due-scan starts on a shard it has just taken"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
 )

@@ -83,6 +83,17 @@ class Trigger:
         return replace(self, status=status, **changes)  # type: ignore[arg-type]
 
 
+def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: int) -> bool:
+    """Has this trigger leaked (its message lost, its claimer dead)? PENDING more than
+    ``grace_ms`` past its due time, or IN_FLIGHT with a claim that went stale more than
+    ``grace_ms`` ago. The sweepers' due-scan and the reconciler re-send exactly these."""
+    if t.status is Status.PENDING:
+        return t.due_at_ms() < now_ms - grace_ms
+    if t.status is Status.IN_FLIGHT:
+        return t.claim_stale_at_ms(callback_timeout_ms) < now_ms - grace_ms
+    return False
+
+
 def new_trigger_id(now_ms: int) -> str:
     """A ``trg_<ULID>`` id; its time prefix is the creation time, so ids sort by creation."""
     return TRIGGER_ID_PREFIX + str(ULID.from_timestamp(now_ms / 1000))

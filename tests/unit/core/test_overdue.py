@@ -2,9 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from reconciler.rules import is_leak
 from trigger_service.config.settings import Settings
-from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.model import Route, Status, Trigger, is_overdue
 
 NOW = 1_800_000_000_000
 GRACE_MS = 3_600_000
@@ -33,4 +32,4 @@ def trig(status: Status, fire_ago_ms: int, **kw: object) -> Trigger:
     ],
 )
 def test_leak_rule(t: Trigger, leak: bool) -> None:
-    assert is_leak(t, NOW, grace_ms=GRACE_MS, callback_timeout_ms=TIMEOUT_MS) is leak
+    assert is_overdue(t, NOW, grace_ms=GRACE_MS, callback_timeout_ms=TIMEOUT_MS) is leak

@@ -1,0 +1,129 @@
+"""The due-scan: each sweeper heals its own shards within seconds.
+
+Every ``TRIGGER_HEAL_INTERVAL_S`` it reads the due index of each owned shard from where it
+left off up to ``now - TRIGGER_OVERDUE_GRACE_S`` (both routes: DIRECT triggers have no other
+fast net) and the rows of what it found, plus the triggers it is still watching. A trigger
+that is overdue (``core.model.is_overdue``: PENDING past the grace, or IN_FLIGHT with a claim
+stale past it) has leaked: its SQS message was lost (a queue lost or purged, a failed send)
+or its claimer died. It is re-sent, counted (``overdue_resent_total``) and logged
+(``overdue_resent``). Re-sending is harmless when it was only slow: the claim LWT delivers
+once.
+
+A trigger that is not finished yet (due within the grace, or waiting for a retry) stays
+watched and is looked at again on the next passes until it finishes; the scan itself never
+reads a bucket twice. A new owner starts ``TRIGGER_HEAL_LOOKBACK_S`` back. What falls out
+(more than ``_MAX_WATCHED`` open triggers per shard, a gap while nobody owned a shard) is the
+reconciler's, which reads the last hours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+import structlog
+
+from trigger_service.config.settings import Settings
+from trigger_service.core.model import Trigger, is_overdue
+from trigger_service.core.ports import (
+    Clock,
+    DueIndex,
+    Enqueuer,
+    Metrics,
+    OutgoingMessage,
+    TriggerStates,
+)
+
+log = structlog.get_logger("sweeper")
+
+_READ_CHUNK = 200
+_SCAN_CONCURRENCY = 4
+_MAX_WATCHED = 20_000
+
+
+class HealStore(TriggerStates, DueIndex, Protocol):
+    """What the due-scan reads."""
+
+
+@dataclass(frozen=True)
+class HealReport:
+    scanned: int  # index entries read
+    watched: int  # open triggers still watched afterwards
+    resent: int
+
+
+class DueScan:
+    def __init__(self, settings: Settings, store: HealStore, queue: Enqueuer, clock: Clock,
+                 metrics: Metrics) -> None:
+        self._grace_ms = settings.sweep.overdue_grace_s * 1000
+        self._lookback_ms = settings.sweep.heal_lookback_s * 1000
+        self._timeout_ms = int(settings.dispatch.callback_timeout_s * 1000)
+        self._store = store
+        self._queue = queue
+        self._clock = clock
+        self._metrics = metrics
+        self._scanned_until: dict[int, int] = {}
+        # shard -> trigger id -> when we last re-sent it (0: never)
+        self._watched: dict[int, dict[str, int]] = {}
+
+    def forget(self, shard: int) -> None:
+        """Stop healing a shard (it changed owner)."""
+        self._scanned_until.pop(shard, None)
+        self._watched.pop(shard, None)
+
+    async def run_once(self, shards: Iterable[int]) -> HealReport:
+        """One pass over ``shards``; raises adapter errors (the next pass retries: the cursor
+        of a shard whose pass failed did not move)."""
+        now_ms = self._clock.now_ms()
+        slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
+
+        async def one(shard: int) -> tuple[int, list[Trigger]]:
+            async with slots:
+                return await self._shard(shard, now_ms)
+
+        results = await asyncio.gather(*(one(s) for s in shards))
+        overdue = [t for _, found in results for t in found]
+        if overdue:
+            await self._queue.send_many(
+                [OutgoingMessage(t.trigger_id, t.fire_at_ms, 0) for t in overdue])
+        for t in overdue:
+            self._watched.get(t.shard, {})[t.trigger_id] = now_ms
+            self._metrics.inc("overdue_resent_total")
+            log.warning("overdue_resent", trigger_id=t.trigger_id, caller=t.caller,
+                        status=t.status.value, attempt=t.attempts, route=t.route.value,
+                        late_ms=now_ms - t.due_at_ms())
+        return HealReport(sum(n for n, _ in results),
+                          sum(len(w) for w in self._watched.values()), len(overdue))
+
+    async def _shard(self, shard: int, now_ms: int) -> tuple[int, list[Trigger]]:
+        """Scan one shard; returns (entries read, the overdue triggers to re-send)."""
+        until_ms = now_ms - self._grace_ms
+        start_ms = self._scanned_until.get(shard, now_ms - self._lookback_ms)
+        entries = (await self._store.bucket_entries(shard, start_ms, until_ms)
+                   if until_ms > start_ms else [])
+        watched = dict(self._watched.get(shard, {}))
+        for e in entries:
+            watched.setdefault(e.trigger_id, 0)
+        ids = list(watched)
+        rows: list[Trigger | None] = []
+        for i in range(0, len(ids), _READ_CHUNK):
+            rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
+        still: dict[str, int] = {}
+        overdue: list[Trigger] = []
+        for tid, t in zip(ids, rows, strict=True):
+            if t is None or t.status.terminal:
+                continue
+            last_resent_ms = watched[tid]
+            if (is_overdue(t, now_ms, grace_ms=self._grace_ms,
+                           callback_timeout_ms=self._timeout_ms)
+                    and now_ms - last_resent_ms >= self._grace_ms):
+                overdue.append(t)
+            still[tid] = last_resent_ms
+        if len(still) > _MAX_WATCHED:
+            log.warning("heal_watch_overflow", shard=shard, open=len(still))
+            still = dict(sorted(still.items())[-_MAX_WATCHED:])
+        self._watched[shard] = still
+        self._scanned_until[shard] = max(start_ms, until_ms)
+        return len(entries), overdue

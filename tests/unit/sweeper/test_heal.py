@@ -1,0 +1,153 @@
+"""The due-scan: overdue triggers of the owned shards are re-sent within seconds."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from sweeper.heal import DueScan
+from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.config.settings import Settings
+from trigger_service.core.clock import ManualClock
+from trigger_service.core.errors import StoreError
+from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
+from trigger_service.platform.metrics import InMemoryMetrics
+
+START_MS = 1_800_000_000_000
+GRACE_MS = 10_000
+SETTINGS = Settings()
+TIMEOUT_MS = int(SETTINGS.dispatch.callback_timeout_s * 1000)
+
+
+class World:
+    def __init__(self, settings: Settings = SETTINGS) -> None:
+        self.clock = ManualClock(START_MS)
+        self.store = MemoryStore()
+        self.queue = MemoryQueue(self.clock)
+        self.metrics = InMemoryMetrics()
+        self.scan = DueScan(settings, self.store, self.queue, self.clock, self.metrics)
+
+    async def add(self, fire_in_ms: int, *, shard: int = 0, route: Route = Route.DIRECT,
+                  **changes: object) -> Trigger:
+        now = self.clock.now_ms()
+        t = Trigger(new_trigger_id(now), "orders", "https://orders.internal/cb", "null",
+                    now + fire_in_ms, now, shard, route)
+        await self.store.create(t, 3600)
+        if changes:
+            self.store.triggers[t.trigger_id] = t.with_status(
+                changes.pop("status", Status.PENDING), **changes)  # type: ignore[arg-type]
+        return self.store.triggers[t.trigger_id]
+
+    def resent(self) -> list[str]:
+        return [m.trigger_id for m in self.queue.sent]
+
+
+async def test_a_pending_trigger_past_the_grace_is_resent_once_per_grace() -> None:
+    w = World()
+    lost = await w.add(1_000)  # its SQS message was lost
+    w.clock.advance_ms(1_000 + GRACE_MS)
+    assert (await w.scan.run_once([0])).resent == 0  # exactly at the grace: not yet
+    w.clock.advance_ms(1)
+    report = await w.scan.run_once([0])
+    assert report.resent == 1 and w.resent() == [lost.trigger_id]
+    assert w.queue.sent[0].delay_s == 0
+    assert w.metrics.snapshot() == {"overdue_resent_total": 1}
+    w.clock.advance_ms(GRACE_MS - 1)
+    await w.scan.run_once([0])
+    assert w.resent() == [lost.trigger_id]  # not again within the grace
+    w.clock.advance_ms(1)
+    await w.scan.run_once([0])
+    assert w.resent() == [lost.trigger_id] * 2  # still open: again
+
+
+@pytest.mark.parametrize("route", [Route.DIRECT, Route.SWEEP])
+async def test_both_routes_are_healed(route: Route) -> None:
+    w = World()
+    t = await w.add(0, route=route)
+    w.clock.advance_ms(GRACE_MS + 1)
+    await w.scan.run_once([0])
+    assert w.resent() == [t.trigger_id]
+
+
+@pytest.mark.parametrize("status", [Status.FIRED, Status.CANCELLED, Status.FAILED])
+async def test_finished_triggers_are_not_resent_nor_watched(status: Status) -> None:
+    w = World()
+    await w.add(0, status=status)
+    w.clock.advance_ms(GRACE_MS + 1)
+    report = await w.scan.run_once([0])
+    assert report.resent == 0 and report.watched == 0 and report.scanned == 1
+
+
+async def test_a_trigger_that_fires_in_time_stops_being_watched() -> None:
+    w = World()
+    t = await w.add(0)
+    w.clock.advance_ms(GRACE_MS // 2)
+    await w.scan.run_once([0])  # not yet scanned (the scan stops at now - grace)
+    w.clock.advance_ms(GRACE_MS)
+    w.store.triggers[t.trigger_id] = t.with_status(Status.FIRED)
+    report = await w.scan.run_once([0])
+    assert report.resent == 0 and report.watched == 0
+
+
+async def test_a_trigger_waiting_for_a_retry_is_watched_and_healed_once_overdue() -> None:
+    w = World()
+    t = await w.add(0, attempts=1, next_attempt_at_ms=START_MS + 60_000)
+    w.clock.advance_ms(GRACE_MS + 1)
+    report = await w.scan.run_once([0])
+    assert report.resent == 0 and report.watched == 1
+    w.clock.set_ms(START_MS + 60_000 + GRACE_MS + 1)
+    report = await w.scan.run_once([0])
+    assert w.resent() == [t.trigger_id] and report.scanned == 0  # found through the watch
+
+
+async def test_a_stale_claim_is_resent_and_a_live_one_is_not() -> None:
+    w = World()
+    live = await w.add(0, status=Status.IN_FLIGHT, claim_id="c", claimed_at_ms=START_MS,
+                       attempts=1)
+    dead = await w.add(0, shard=1, status=Status.IN_FLIGHT, claim_id="d",
+                       claimed_at_ms=START_MS, attempts=1)
+    stale_at = dead.claim_stale_at_ms(TIMEOUT_MS)
+    w.clock.set_ms(stale_at + GRACE_MS + 1)
+    w.store.triggers[live.trigger_id] = live.with_status(
+        Status.IN_FLIGHT, claimed_at_ms=w.clock.now_ms())  # taken over just now
+    await w.scan.run_once([0, 1])
+    assert w.resent() == [dead.trigger_id]
+
+
+async def test_a_shard_is_read_from_where_it_left_off_and_only_owned_shards() -> None:
+    w = World()
+    await w.add(0)
+    other = await w.add(0, shard=3)
+    w.clock.advance_ms(GRACE_MS + 1)
+    first = await w.scan.run_once([0])
+    second = await w.scan.run_once([0])
+    assert first.scanned == 1 and second.scanned == 0
+    assert other.trigger_id not in w.resent()
+
+
+async def test_a_new_owner_starts_the_lookback_back_and_forget_drops_a_shard() -> None:
+    settings = replace(SETTINGS, sweep=replace(SETTINGS.sweep, heal_lookback_s=60))
+    w = World(settings)
+    old = await w.add(0)
+    w.clock.advance_ms(120_000)
+    recent = await w.add(0)
+    w.clock.advance_ms(GRACE_MS + 1)
+    await w.scan.run_once([0])
+    assert w.resent() == [recent.trigger_id]  # the old one is the reconciler's
+    w.scan.forget(0)
+    w.clock.advance_ms(GRACE_MS)
+    report = await w.scan.run_once([0])  # starts over: lookback again
+    assert old.trigger_id not in w.resent() and report.scanned == 1
+
+
+async def test_a_store_error_leaves_the_cursor_for_the_next_pass() -> None:
+    w = World()
+    t = await w.add(0)
+    w.clock.advance_ms(GRACE_MS + 1)
+    w.store.failures["get_many"] = StoreError("down")
+    with pytest.raises(StoreError):
+        await w.scan.run_once([0])
+    del w.store.failures["get_many"]
+    await w.scan.run_once([0])
+    assert w.resent() == [t.trigger_id]
