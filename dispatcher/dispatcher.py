@@ -60,6 +60,7 @@ class Dispatcher:
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
+        self._handling: dict[str, str] = {}  # trigger id -> the message id being handled
         self._stopping = asyncio.Event()
 
     # --- loops ----------------------------------------------------------------------
@@ -106,6 +107,18 @@ class Dispatcher:
 
     # --- one message ------------------------------------------------------------------
     async def _handle_safely(self, m: ReceivedMessage) -> None:
+        in_hand = self._handling.get(m.trigger_id) if m.trigger_id else None
+        if in_hand is not None:
+            if in_hand != m.message_id:
+                # Another copy of this trigger is in our hands already (a due-scan re-send,
+                # a duplicate send): it is enough, and if we die it reappears. This one goes
+                # without a Cassandra read.
+                self._metrics.inc("duplicate_messages_total")
+                with contextlib.suppress(AdapterError):
+                    await self._queue.delete(m.receipt_handle)
+            return  # (the same message again: its first receipt is being handled)
+        if m.trigger_id:
+            self._handling[m.trigger_id] = m.message_id
         try:
             await self.handle(m)
         except asyncio.CancelledError:
@@ -120,6 +133,9 @@ class Dispatcher:
                     await self.delivery.defer(m, self._d.visibility_timeout_s)
         except Exception:
             log.exception("handle_crashed", trigger_id=m.trigger_id)
+        finally:
+            if self._handling.get(m.trigger_id) == m.message_id:
+                del self._handling[m.trigger_id]
 
     async def handle(self, m: ReceivedMessage) -> None:
         """Process one received message to the end (delivered, rescheduled or dropped)."""

@@ -6,8 +6,11 @@ fast net) and the rows of what it found, plus the triggers it is still watching.
 that is overdue (``core.model.is_overdue``: PENDING past the grace, or IN_FLIGHT with a claim
 stale past it) has leaked: its SQS message was lost (a queue lost or purged, a failed send)
 or its claimer died. It is re-sent, counted (``overdue_resent_total``) and logged
-(``overdue_resent``). Re-sending is harmless when it was only slow: the claim LWT delivers
-once.
+(``overdue_resent``). Re-sending is harmless when it was only slow (the claim LWT delivers
+once) but not free, so an overloaded system is not flooded with copies: while SQS holds at
+least as many visible messages as there are overdue triggers, the dispatchers are behind, not
+missing messages, and the re-sends wait (``heal_deferred_total``); and each trigger is
+re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes).
 
 A trigger that is not finished yet (due within the grace, or waiting for a retry) stays
 watched and is looked at again on the next passes until it finishes; the scan itself never
@@ -33,6 +36,7 @@ from trigger_service.core.ports import (
     Enqueuer,
     Metrics,
     OutgoingMessage,
+    QueueDepth,
     TriggerStates,
 )
 
@@ -41,10 +45,21 @@ log = structlog.get_logger("sweeper")
 _READ_CHUNK = 200
 _SCAN_CONCURRENCY = 4
 _MAX_WATCHED = 20_000
+_MAX_RESEND_PAUSE_MS = 300_000
 
 
 class HealStore(TriggerStates, DueIndex, Protocol):
     """What the due-scan reads."""
+
+
+class HealQueue(Enqueuer, QueueDepth, Protocol):
+    """What the due-scan sends to, and asks how far behind it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Watched:
+    resent_at_ms: int = 0
+    resends: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,10 +67,11 @@ class HealReport:
     scanned: int  # index entries read
     watched: int  # open triggers still watched afterwards
     resent: int
+    deferred: int = 0  # overdue, but SQS has a backlog at least as large: not re-sent yet
 
 
 class DueScan:
-    def __init__(self, settings: Settings, store: HealStore, queue: Enqueuer, clock: Clock,
+    def __init__(self, settings: Settings, store: HealStore, queue: HealQueue, clock: Clock,
                  metrics: Metrics) -> None:
         self._grace_ms = settings.sweep.overdue_grace_s * 1000
         self._lookback_ms = settings.sweep.heal_lookback_s * 1000
@@ -65,8 +81,8 @@ class DueScan:
         self._clock = clock
         self._metrics = metrics
         self._scanned_until: dict[int, int] = {}
-        # shard -> trigger id -> when we last re-sent it (0: never)
-        self._watched: dict[int, dict[str, int]] = {}
+        # shard -> open trigger id -> its re-sends so far
+        self._watched: dict[int, dict[str, _Watched]] = {}
 
     def forget(self, shard: int) -> None:
         """Stop healing a shard (it changed owner)."""
@@ -85,17 +101,30 @@ class DueScan:
 
         results = await asyncio.gather(*(one(s) for s in shards))
         overdue = [t for _, found in results for t in found]
+        scanned = sum(n for n, _ in results)
+        if overdue and await self._queue.visible_backlog() >= len(overdue):
+            self._metrics.inc("heal_deferred_total", len(overdue))
+            log.info("heal_deferred_backlog", overdue=len(overdue))
+            return HealReport(scanned, self._watch_count(), 0, len(overdue))
         if overdue:
             await self._queue.send_many(
                 [OutgoingMessage(t.trigger_id, t.fire_at_ms, 0) for t in overdue])
         for t in overdue:
-            self._watched.get(t.shard, {})[t.trigger_id] = now_ms
+            shard_watch = self._watched.setdefault(t.shard, {})
+            before = shard_watch.get(t.trigger_id, _Watched())
+            shard_watch[t.trigger_id] = _Watched(now_ms, before.resends + 1)
             self._metrics.inc("overdue_resent_total")
             log.warning("overdue_resent", trigger_id=t.trigger_id, caller=t.caller,
                         status=t.status.value, attempt=t.attempts, route=t.route.value,
                         late_ms=now_ms - t.due_at_ms())
-        return HealReport(sum(n for n, _ in results),
-                          sum(len(w) for w in self._watched.values()), len(overdue))
+        return HealReport(scanned, self._watch_count(), len(overdue))
+
+    def _watch_count(self) -> int:
+        return sum(len(w) for w in self._watched.values())
+
+    def _may_resend(self, w: _Watched, now_ms: int) -> bool:
+        pause_ms = min(self._grace_ms << max(0, w.resends - 1), _MAX_RESEND_PAUSE_MS)
+        return w.resends == 0 or now_ms - w.resent_at_ms >= pause_ms
 
     async def _shard(self, shard: int, now_ms: int) -> tuple[int, list[Trigger]]:
         """Scan one shard; returns (entries read, the overdue triggers to re-send)."""
@@ -105,22 +134,21 @@ class DueScan:
                    if until_ms > start_ms else [])
         watched = dict(self._watched.get(shard, {}))
         for e in entries:
-            watched.setdefault(e.trigger_id, 0)
+            watched.setdefault(e.trigger_id, _Watched())
         ids = list(watched)
         rows: list[Trigger | None] = []
         for i in range(0, len(ids), _READ_CHUNK):
             rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
-        still: dict[str, int] = {}
+        still: dict[str, _Watched] = {}
         overdue: list[Trigger] = []
         for tid, t in zip(ids, rows, strict=True):
             if t is None or t.status.terminal:
                 continue
-            last_resent_ms = watched[tid]
             if (is_overdue(t, now_ms, grace_ms=self._grace_ms,
                            callback_timeout_ms=self._timeout_ms)
-                    and now_ms - last_resent_ms >= self._grace_ms):
+                    and self._may_resend(watched[tid], now_ms)):
                 overdue.append(t)
-            still[tid] = last_resent_ms
+            still[tid] = watched[tid]
         if len(still) > _MAX_WATCHED:
             log.warning("heal_watch_overflow", shard=shard, open=len(still))
             still = dict(sorted(still.items())[-_MAX_WATCHED:])

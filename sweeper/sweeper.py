@@ -25,12 +25,13 @@ import os
 import socket
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Protocol
 
 import structlog
 
-from sweeper.heal import DueScan, HealReport
+from sweeper.heal import DueScan, HealQueue, HealReport
 from sweeper.timing_wheel import Expired, TimingWheel
 from sweeper.wheel_driver import WheelDriver
 from trigger_service.config.settings import Settings
@@ -39,7 +40,6 @@ from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import (
     Clock,
     DueIndex,
-    Enqueuer,
     Lease,
     Metrics,
     OutgoingMessage,
@@ -94,7 +94,7 @@ class Sweeper:
         self,
         settings: Settings,
         store: SweeperStore,
-        queue: Enqueuer,
+        queue: HealQueue,
         lease: Lease,
         clock: Clock,
         metrics: Metrics,
@@ -114,6 +114,7 @@ class Sweeper:
         self._driver = WheelDriver(self._wheel, clock, self._on_expired)
         self._shards: dict[int, _Shard] = {}
         self.due_scan = DueScan(settings, store, queue, clock, metrics)
+        self._sweep_lock = asyncio.Lock()
         self._promotions: set[asyncio.Task[None]] = set()
         self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)
 
@@ -128,10 +129,14 @@ class Sweeper:
 
     # --- ownership ----------------------------------------------------------------------
     async def maintain_leases(self) -> None:
-        """Heartbeat, renew what we hold, give back more than our fair share, take up to it."""
+        """Heartbeat, renew what we hold, give back more than our fair share, take up to it;
+        sweep newly taken shards at once (from the previous owner's cursor).
+
+        Runs every lease TTL / 3, and a member whose heartbeat is a TTL old counts as dead,
+        so a killed sweeper's shards are taken over within about 1.3 lease TTLs."""
         now_ms = self._clock.now_ms()
         ttl_ms = int(self._sw.lease_ttl_s * 1000)
-        alive = await self._lease.heartbeat(self.owner, now_ms, ttl_ms * 2)
+        alive = await self._lease.heartbeat(self.owner, now_ms, ttl_ms)
         if self._shards:
             held = await self._lease.renew({s: st.fence for s, st in self._shards.items()},
                                            self.owner)
@@ -143,7 +148,12 @@ class Sweeper:
         for shard in extra:
             await self._give_up(shard)
         if len(self._shards) < target:
+            before = self.owned
             await self._take_free_shards(target)
+            gained = self.owned - before
+            if gained:
+                await self.sweep(gained)
+                self._driver.poke()
 
     async def _take_free_shards(self, target: int) -> None:
         cursors: dict[int, int] | None = None
@@ -189,9 +199,14 @@ class Sweeper:
             self._wheel.cancel(key)
 
     # --- scanning -----------------------------------------------------------------------
-    async def sweep(self) -> int:
-        """Read every owned shard's due index from its last scan up to now + horizon into
-        the wheel; returns how many triggers were added."""
+    async def sweep(self, shards: Iterable[int] | None = None) -> int:
+        """Read the owned shards' (or these of them) due index from their last scan up to
+        now + horizon into the wheel; returns how many triggers were added. Sweeps run one at
+        a time (the periodic one and one for newly taken shards may meet)."""
+        async with self._sweep_lock:
+            return await self._sweep(shards)
+
+    async def _sweep(self, shards: Iterable[int] | None) -> int:
         until_ms = self._clock.now_ms() + self._sw.horizon_s * 1000
         slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
 
@@ -213,7 +228,9 @@ class Sweeper:
             st.scanned_until_ms = until_ms
             return window.outstanding
 
-        added = sum(await asyncio.gather(*(one(s, st) for s, st in list(self._shards.items()))))
+        chosen = [(s, st) for s, st in list(self._shards.items())
+                  if shards is None or s in shards]
+        added = sum(await asyncio.gather(*(one(s, st) for s, st in chosen)))
         self._driver.poke()
         self._advance_cursors()
         return added

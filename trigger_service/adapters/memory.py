@@ -229,6 +229,11 @@ class MemoryQueue(_Failing):
     async def ping(self) -> None:
         self._enter("ping")
 
+    async def visible_backlog(self) -> int:
+        self._enter("visible_backlog")
+        now_ms = self._clock.now_ms()
+        return sum(1 for m in self.messages if m.visible_at_ms <= now_ms)
+
     def visible_at_ms(self, trigger_id: str) -> list[int]:
         """When each queued copy of ``trigger_id`` becomes visible (for assertions)."""
         return [m.visible_at_ms for m in self.messages if m.trigger_id == trigger_id]

@@ -138,6 +138,7 @@ MSG_TRIGGER_ID: Final = "triggerId"
 MSG_FIRE_AT_MS: Final = "fireAtMs"
 MSG_REASON: Final = "reason"
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
+SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"
 SQS_MAX_DELAY_S: Final = 900
 SQS_MAX_VISIBILITY_S: Final = 43_200
 SQS_MAX_BATCH: Final = 10

@@ -189,6 +189,11 @@ class SqsQueue:
         await self._call("dead-letter send", lambda: self._client.send_message(
             QueueUrl=self.dlq_url, MessageBody=json.dumps(body)))
 
+    async def visible_backlog(self) -> int:
+        resp = await self._call("backlog", lambda: self._client.get_queue_attributes(
+            QueueUrl=self.queue_url, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
+        return int(resp.get("Attributes", {}).get(schema.SQS_ATTR_VISIBLE, 0))
+
     async def ping(self) -> None:
         await self._call("ping", lambda: self._client.get_queue_attributes(
             QueueUrl=self.queue_url, AttributeNames=["QueueArn"]))

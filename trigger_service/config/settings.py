@@ -90,7 +90,7 @@ class SweepSettings:
     interval_s: float = 30.0
     horizon_s: int = 120
     promote_ahead_s: int = 30
-    lease_ttl_s: float = 10.0
+    lease_ttl_s: float = 2.0
     lookback_s: int = 3600
     tick_ms: int = 10
     reconcile_interval_s: float = 3600.0

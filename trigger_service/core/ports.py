@@ -10,6 +10,7 @@ port                   used by                             implementations
 ``DueIndex``           sweeper, reconciler                 adapters.cassandra.store, memory
 ``SweepCursors``       sweeper                             adapters.cassandra.store, memory
 ``Enqueuer``           API, sweeper, reconciler            adapters.sqs, memory
+``QueueDepth``         sweeper (the due-scan)              adapters.sqs, memory
 ``DeliveryQueue``      dispatcher                          adapters.sqs, memory
 ``IdempotencyCache``   API (fast path)                     adapters.redis.idempotency, memory
 ``Lease``              sweeper                             adapters.redis.lease, memory
@@ -179,6 +180,13 @@ class Enqueuer(Protocol):
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
         """Enqueue all; raises ``QueueError`` if any could not be sent (some may have been)."""
+        ...
+
+
+class QueueDepth(Protocol):
+    async def visible_backlog(self) -> int:
+        """About how many messages are visible and not yet received (SQS's approximate
+        count): a backlog means the dispatchers are behind, not that messages were lost."""
         ...
 
 

@@ -20,6 +20,7 @@ from trigger_service.core.ports import (
     Lease,
     Metrics,
     Pingable,
+    QueueDepth,
     SweepCursors,
     TriggerCatalog,
 )
@@ -30,7 +31,7 @@ class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, Pingable, 
     """Everything the trigger store offers; each component uses a part."""
 
 
-class Queue(Enqueuer, DeliveryQueue, Pingable, Protocol):
+class Queue(Enqueuer, DeliveryQueue, QueueDepth, Pingable, Protocol):
     """Everything the queue offers; each component uses a part."""
 
 

@@ -120,3 +120,19 @@ async def test_a_delivery_that_starts_after_a_long_wait_keeps_its_message_hidden
     assert env.store.triggers[second.trigger_id].status is Status.FIRED
     assert env.count("deliveries_total{outcome=\"fired\"}") == 2
     assert first.at_ms + 25_000 == second.at_ms
+
+
+async def test_a_second_copy_of_a_trigger_in_hand_is_deleted_without_a_store_read(
+    env: Env,
+) -> None:
+    t = await env.add(2_000)
+    await env.enqueue(t, copies=2)
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    assert env.store.calls.get("get", 0) == 1  # only the first copy read the row
+    assert env.count("duplicate_messages_total") == 1 and len(env.queued(t)) == 1
+    env.clock.set_ms(t.fire_at_ms)
+    await d.drain()
+    assert [c.trigger_id for c in env.channel.calls] == [t.trigger_id]
+    assert env.queued(t) == [] and env.row(t).status is Status.FIRED

@@ -12,6 +12,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
+from trigger_service.core.ports import OutgoingMessage
 from trigger_service.platform.metrics import InMemoryMetrics
 
 START_MS = 1_800_000_000_000
@@ -42,8 +43,12 @@ class World:
     def resent(self) -> list[str]:
         return [m.trigger_id for m in self.queue.sent]
 
+    async def take_all(self) -> None:
+        """A dispatcher receives whatever is visible (and, in these tests, loses it)."""
+        await self.queue.receive(max_messages=10, wait_s=0, visibility_s=3600)
 
-async def test_a_pending_trigger_past_the_grace_is_resent_once_per_grace() -> None:
+
+async def test_a_pending_trigger_past_the_grace_is_resent_with_doubling_pauses() -> None:
     w = World()
     lost = await w.add(1_000)  # its SQS message was lost
     w.clock.advance_ms(1_000 + GRACE_MS)
@@ -53,12 +58,29 @@ async def test_a_pending_trigger_past_the_grace_is_resent_once_per_grace() -> No
     assert report.resent == 1 and w.resent() == [lost.trigger_id]
     assert w.queue.sent[0].delay_s == 0
     assert w.metrics.snapshot() == {"overdue_resent_total": 1}
-    w.clock.advance_ms(GRACE_MS - 1)
+    for pause_ms, expected in ((GRACE_MS, 2), (2 * GRACE_MS, 3), (4 * GRACE_MS, 4)):
+        await w.take_all()  # ... and lost again
+        w.clock.advance_ms(pause_ms - 1)
+        await w.scan.run_once([0])
+        assert len(w.resent()) == expected - 1, f"not before {pause_ms} ms"
+        w.clock.advance_ms(1)
+        await w.scan.run_once([0])
+        assert w.resent() == [lost.trigger_id] * expected
+
+
+async def test_no_resend_while_sqs_holds_a_backlog_as_large_as_the_overdue() -> None:
+    """The dispatchers are behind, not missing messages: copies would only add load."""
+    w = World()
+    overdue = [await w.add(0) for _ in range(3)]
+    await w.queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0) for t in overdue])
+    w.queue.sent.clear()
+    w.clock.advance_ms(GRACE_MS + 1)
+    report = await w.scan.run_once([0])
+    assert (report.resent, report.deferred) == (0, 3) and w.resent() == []
+    assert w.metrics.snapshot() == {"heal_deferred_total": 3}
+    await w.take_all()  # received (and lost): the backlog is gone
     await w.scan.run_once([0])
-    assert w.resent() == [lost.trigger_id]  # not again within the grace
-    w.clock.advance_ms(1)
-    await w.scan.run_once([0])
-    assert w.resent() == [lost.trigger_id] * 2  # still open: again
+    assert sorted(w.resent()) == sorted(t.trigger_id for t in overdue)
 
 
 @pytest.mark.parametrize("route", [Route.DIRECT, Route.SWEEP])
