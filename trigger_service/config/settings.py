@@ -96,6 +96,7 @@ class SweepSettings:
     reconcile_interval_s: float = 3600.0
     reconcile_grace_s: int = 3600
     reconcile_window_s: int = 7_200
+    reconcile_lookback_h: int = 48
     group: str = "main"
     overdue_grace_s: int = 10
     heal_interval_s: float = 5.0
@@ -168,9 +169,6 @@ class Settings:
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
         if sw.heal_lookback_s < sw.overdue_grace_s:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
-        if sw.reconcile_window_s < sw.reconcile_interval_s:
-            raise ConfigError("TRIGGER_RECONCILE_WINDOW_S must be >= TRIGGER_RECONCILE_INTERVAL_S "
-                              "(or passes leave parts of the index unread)")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
 
@@ -322,8 +320,11 @@ VARIABLES: tuple[Variable, ...] = (
              "a trigger this far past its due time and still PENDING (or stale IN_FLIGHT) is a "
              "leak"),
     Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int,
-             "how far back (before the grace) each pass reads the bucket index; at least the "
-             "interval, so consecutive passes leave no gap"),
+             "how far back (before the grace) the reconciler's first pass on a shard reads; "
+             "later passes go on from the shard's saved cursor"),
+    Variable("TRIGGER_RECONCILE_LOOKBACK_H", ("sweep", "reconcile_lookback_h"), _pos_int,
+             "the reconciler's cursors never fall further back than this: anything still "
+             "open within it is looked at on every pass"),
     Variable("TRIGGER_OVERDUE_GRACE_S", ("sweep", "overdue_grace_s"), _pos_int,
              "a trigger PENDING this long past its due time (or IN_FLIGHT with a claim stale "
              "this long) has leaked: the owner of its shard re-sends it"),

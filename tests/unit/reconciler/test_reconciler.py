@@ -13,7 +13,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports import BucketEntry, OutgoingMessage
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000
@@ -74,8 +74,7 @@ async def settle(rounds: int = 20) -> None:
 async def test_pending_past_the_grace_is_reinjected_with_no_delay(rig: Rig, route: Route) -> None:
     t = await put(rig.store, TO_MS - 60_000, shard=2, route=route)
     report = await rig.reconciler.run_once()
-    assert report == PassReport(scanned=1, reinjected=1, window_from_ms=FROM_MS,
-                                window_to_ms=TO_MS)
+    assert report == PassReport(scanned=1, reinjected=1, window_to_ms=TO_MS)
     assert rig.queue.sent == [OutgoingMessage(t.trigger_id, t.fire_at_ms, 0)]
     assert rig.queue.visible_at_ms(t.trigger_id) == [NOW_MS]
     assert rig.leaks() == 1
@@ -134,7 +133,7 @@ async def test_only_the_window_between_grace_and_grace_plus_window_is_read(rig: 
     await put(rig.store, FROM_MS - 1, shard=2)  # a leak, but older than the window
     await put(rig.store, TO_MS + 1, shard=3)
     report = await rig.reconciler.run_once()
-    assert (report.window_from_ms, report.window_to_ms) == (FROM_MS, TO_MS)
+    assert report.window_to_ms == TO_MS  # a first pass starts FROM_MS: no cursor yet
     assert report.scanned == 3
     assert sorted(rig.sent_ids()) == sorted([newest.trigger_id, oldest.trigger_id])
     assert rig.leaks() == 2
@@ -154,7 +153,7 @@ async def test_the_window_follows_the_clock(rig: Rig) -> None:
 
 async def test_an_empty_pass_reads_every_shard_and_sends_nothing(rig: Rig) -> None:
     report = await rig.reconciler.run_once()
-    assert report == PassReport(0, 0, FROM_MS, TO_MS)
+    assert report == PassReport(0, 0, TO_MS)
     assert rig.store.calls["bucket_entries"] == SHARDS
     assert "send" not in rig.queue.calls
     assert rig.metrics.snapshot() == {}
@@ -173,7 +172,7 @@ async def test_many_leaks_are_read_in_chunks_and_each_sent_once(rig: Rig) -> Non
            for i in range(501)]
     report = await rig.reconciler.run_once()
     assert (report.scanned, report.reinjected) == (501, 501)
-    assert rig.store.calls["get_many"] == 2
+    assert rig.store.calls["get_many"] == SHARDS  # each shard's ~125 rows in one read
     assert sorted(rig.sent_ids()) == sorted(ids)
     assert rig.leaks() == 501
 
@@ -188,22 +187,73 @@ async def test_a_leak_is_resent_each_pass_until_it_moves_on(rig: Rig) -> None:
     assert len(rig.queue.sent) == 2
 
 
-@pytest.mark.parametrize("method", ["bucket_entries", "get_many"])
-async def test_a_store_error_propagates_and_nothing_is_sent(rig: Rig, method: str) -> None:
-    await put(rig.store, TO_MS - 60_000)
-    rig.store.failures[method] = StoreError("cassandra down")
-    with pytest.raises(StoreError):
-        await rig.reconciler.run_once()
-    assert rig.queue.sent == []
-    assert rig.leaks() == 0
+class ShardFailingStore(MemoryStore):
+    """Every read of one shard's due index fails."""
+
+    def __init__(self, bad_shard: int) -> None:
+        super().__init__()
+        self.bad_shard = bad_shard
+
+    async def bucket_entries(self, shard: int, after_ms: int, until_ms: int) -> list[BucketEntry]:
+        if shard == self.bad_shard:
+            raise StoreError("cassandra: that replica is down")
+        return await super().bucket_entries(shard, after_ms, until_ms)
 
 
-async def test_a_queue_error_propagates_and_no_leak_is_counted(rig: Rig) -> None:
+async def test_a_failing_shard_keeps_its_cursor_and_the_others_go_on() -> None:
+    clock = ManualClock(NOW_MS)
+    store, queue, metrics = ShardFailingStore(bad_shard=1), MemoryQueue(clock), InMemoryMetrics()
+    reconciler = Reconciler(SETTINGS, store, queue, clock, metrics)
+    leaks = {s: await put(store, TO_MS - 60_000, shard=s) for s in range(SHARDS)}
+    report = await reconciler.run_once()
+    assert report.failed_shards == (1,) and report.reinjected == SHARDS - 1
+    assert sorted(m.trigger_id for m in queue.sent) == sorted(
+        t.trigger_id for s, t in leaks.items() if s != 1)
+    assert metrics.snapshot()["reconcile_shard_failures_total"] == 1
+    cursors = await store.load_cursors(reconciler.cursor_group)
+    assert 1 not in cursors and set(cursors) == {0, 2, 3}
+
+
+async def test_a_queue_error_fails_the_shard_and_no_leak_is_counted(rig: Rig) -> None:
     await put(rig.store, TO_MS - 60_000)
     rig.queue.failures["send"] = QueueError("sqs down")
-    with pytest.raises(QueueError):
-        await rig.reconciler.run_once()
-    assert rig.leaks() == 0
+    report = await rig.reconciler.run_once()
+    assert report.failed_shards == (0,) and rig.leaks() == 0
+
+
+async def test_later_passes_read_from_the_cursor(rig: Rig) -> None:
+    await put(rig.store, TO_MS - 60_000, status=Status.FIRED)
+    assert (await rig.reconciler.run_once()).scanned == 1
+    rig.clock.advance_ms(60_000)
+    fresh = await put(rig.store, TO_MS + 30_000, shard=1)
+    report = await rig.reconciler.run_once()
+    assert report.scanned == 1 and rig.sent_ids() == [fresh.trigger_id]  # not the old one
+
+
+async def test_an_open_trigger_holds_the_cursor_until_it_finishes(rig: Rig) -> None:
+    waiting = await put(rig.store, TO_MS - 60_000, status=Status.PENDING, attempts=2,
+                        next_attempt_at_ms=NOW_MS + 3_600_000)  # a retry in an hour
+    await put(rig.store, TO_MS - 30_000, status=Status.FIRED)
+    assert (await rig.reconciler.run_once()).scanned == 2
+    cursor = (await rig.store.load_cursors(rig.reconciler.cursor_group))[0]
+    assert cursor == waiting.fire_at_ms - 1
+    rig.clock.advance_ms(2 * 3_600_000 + 1)  # the retry was lost too: now it is a leak
+    assert (await rig.reconciler.run_once()).reinjected == 1
+    assert rig.sent_ids() == [waiting.trigger_id]
+    assert await rig.store.compare_and_set(waiting, waiting.with_status(Status.FIRED))
+    await rig.reconciler.run_once()
+    cursor = (await rig.store.load_cursors(rig.reconciler.cursor_group))[0]
+    assert cursor == rig.clock.now_ms() - GRACE_MS
+
+
+async def test_a_cursor_never_falls_back_further_than_the_lookback(rig: Rig) -> None:
+    lookback_ms = SETTINGS.sweep.reconcile_lookback_h * 3_600_000
+    await rig.store.save_cursor(rig.reconciler.cursor_group, 0, NOW_MS - 10 * lookback_ms,
+                                "reconciler", 0)
+    too_old = await put(rig.store, NOW_MS - lookback_ms - 60_000)
+    kept = await put(rig.store, NOW_MS - lookback_ms + 60_000)
+    await rig.reconciler.run_once()
+    assert rig.sent_ids() == [kept.trigger_id] and too_old.trigger_id not in rig.sent_ids()
 
 
 async def test_run_passes_at_once_survives_adapter_errors_and_stops(rig: Rig) -> None:
