@@ -86,10 +86,11 @@ class Delivery:
         self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}
-        # Messages per caller waiting for its bulkhead: past the cap they are deferred, so a
-        # slow caller cannot fill the dispatcher's in-flight limit and stop every receive.
+        # Messages per caller waiting for its bulkhead. They do not count against the
+        # dispatcher's in-flight limit (a slow caller must not stop every receive); past
+        # max_inflight waiting for one caller they are deferred instead.
         self._waiting: dict[str, int] = {}
-        self._max_waiting = max(1, self._d.max_inflight // 4)
+        self._max_waiting = max(1, self._d.max_inflight)
 
     def bulkhead(self, caller: str) -> asyncio.Semaphore:
         """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
@@ -148,6 +149,11 @@ class Delivery:
             await self._record_outcome(m, outcome.trigger, outcome.result)
             return None
         return outcome
+
+    @property
+    def waiting(self) -> int:
+        """Messages waiting for a caller's bulkhead, over all callers."""
+        return sum(self._waiting.values())
 
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))

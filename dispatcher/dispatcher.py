@@ -83,7 +83,9 @@ class Dispatcher:
 
     async def run_once(self) -> int:
         """One receive: start handling every message received; return how many."""
-        free = self._d.max_inflight - len(self._tasks)
+        # Messages waiting for their caller's bulkhead do not count: one slow caller must
+        # not stop receives for every other.
+        free = self._d.max_inflight - (len(self._tasks) - self.delivery.waiting)
         if free <= 0:
             await self._clock.sleep_ms(_FULL_BACKOFF_MS)
             return 0

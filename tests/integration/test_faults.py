@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
+from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 
 pytestmark = pytest.mark.integration
 
@@ -52,3 +55,33 @@ async def test_a_trigger_whose_message_was_lost_is_healed_within_seconds(stack: 
     assert 2_000 <= late_ms < 8_000  # after the grace, within a few heal passes
     assert sweeper.metrics.snapshot().get("overdue_resent_total", 0) >= 1
     assert (await stack.wait_status(tid, "FIRED"))["status"] == "FIRED"
+
+
+class SkewedClock(SystemClock):
+    """A host whose clock runs ``skew_ms`` ahead."""
+
+    def __init__(self, skew_ms: int) -> None:
+        self._skew_ms = skew_ms
+
+    def now_ms(self) -> int:
+        return super().now_ms() + self._skew_ms
+
+
+async def test_a_cancel_right_after_a_create_on_a_fast_clock_sticks(stack: Stack) -> None:
+    """An API host 5 s ahead writes the row; a cancel through another host right away must
+    win over the creation cells (LWTs carry server time) and nothing may be delivered."""
+    await stack.start_dispatcher()
+    fast = SkewedClock(5_000)
+    rt = stack.runtime
+    fast_api = TriggerService(stack.settings, rt.store, rt.store, rt.queue, rt.cache, fast,
+                              rt.metrics)
+    now_ms = fast.now_ms()
+    new = NewTrigger(stack.receiver.base_url + "skew", "null", now_ms + 1_000, now_ms)
+    created = await fast_api.register(stack.caller, new, None, "h")
+    cancelled = await stack.service.cancel(stack.caller, created.trigger_id)
+    assert cancelled.status is Status.CANCELLED
+    row = await rt.store.get(created.trigger_id)
+    assert row is not None and row.status is Status.CANCELLED
+    await asyncio.sleep(8)  # past its fire time (6 s of real time away) and the hold
+    assert stack.receiver.for_trigger(created.trigger_id) == []
+    await fast_api.drain()

@@ -4,7 +4,14 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 
 - ``triggers``            one row per trigger, by ``trigger_id``. Created with a plain UPDATE
                           (no row marker) so that the terminal transition, which rewrites every
-                          column ``USING TTL`` retention, makes the whole row expire.
+                          column ``USING TTL`` retention, makes the whole row expire. Every
+                          change after creation is an LWT, whose cells carry Paxos (server)
+                          timestamps; the creation cells are written ``USING TIMESTAMP`` the
+                          creation time minus ``CREATE_BACKDATE_MS``, so that no API host whose
+                          clock runs ahead can shadow a later transition (a cancel that answers
+                          200 and a trigger that fires anyway), and a repeated create (the
+                          idempotent repair) rewrites identical cells that lose to every
+                          transition.
                           Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished.
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
@@ -99,6 +106,7 @@ COL_VERSION: Final = "version"
 COL_NAME: Final = "name"
 COL_APPLIED_AT_MS: Final = "applied_at_ms"
 LWT_APPLIED: Final = "[applied]"
+CREATE_BACKDATE_MS: Final = 86_400_000  # more than any clock skew between hosts
 
 # --- Redis -------------------------------------------------------------------------------
 IDEM_KEY_PREFIX: Final = "idem"

@@ -74,15 +74,16 @@ async def test_a_dependency_error_refreshes_a_much_received_message(env: Env) ->
 
 async def test_a_caller_past_its_waiting_cap_defers_only_its_own_messages(env: Env) -> None:
     env.callers = make_callers(orders_max_concurrency=1)
-    env.with_dispatch(max_inflight=8)  # at most 8 // 4 = 2 of one caller's messages may wait
+    env.with_dispatch(max_inflight=3)  # at most 3 of one caller's messages may wait
     gate = env.channel.gate = asyncio.Event()
-    slow = [await env.add(0) for _ in range(4)]
+    slow = [await env.add(0) for _ in range(5)]
     await env.enqueue(*slow)
     d = env.dispatcher()
     tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
     await settle()
-    assert len(env.channel.calls) == 1  # one delivering, two waiting, one deferred
+    assert len(env.channel.calls) == 1  # one delivering, three waiting, one deferred
     assert env.count("bulkhead_deferrals_total") == 1
+    assert d.delivery.waiting == 3
     other = await env.add(0, caller=OTHER_CALLER)
     tasks.append(asyncio.create_task(d.handle(await env.receive_one(other))))
     await settle()
@@ -91,7 +92,7 @@ async def test_a_caller_past_its_waiting_cap_defers_only_its_own_messages(env: E
     await asyncio.gather(*tasks)
     assert env.row(other).status is Status.FIRED
     fired = [t for t in slow if env.row(t).status is Status.FIRED]
-    assert len(fired) == 3 and all(env.row(t).attempts == 0 for t in slow if t not in fired)
+    assert len(fired) == 4 and all(env.row(t).attempts == 0 for t in slow if t not in fired)
 
 
 async def test_a_delivery_that_starts_after_a_long_wait_keeps_its_message_hidden(
@@ -136,3 +137,23 @@ async def test_a_second_copy_of_a_trigger_in_hand_is_deleted_without_a_store_rea
     await d.drain()
     assert [c.trigger_id for c in env.channel.calls] == [t.trigger_id]
     assert env.queued(t) == [] and env.row(t).status is Status.FIRED
+
+
+async def test_messages_waiting_for_a_bulkhead_do_not_stop_receives(env: Env) -> None:
+    env.callers = make_callers(orders_max_concurrency=1)
+    env.with_dispatch(max_inflight=2)
+    env.channel.gate = gate = asyncio.Event()
+    slow = [await env.add(0) for _ in range(2)]
+    await env.enqueue(*slow)
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    assert d.inflight == 2 and d.delivery.waiting == 1  # one delivering, one waiting
+    other = await env.add(0, caller=OTHER_CALLER)
+    await env.enqueue(other)
+    assert await d.run_once() == 1  # only the delivering one counts against the limit
+    await settle()
+    assert env.channel.calls[-1].trigger_id == other.trigger_id
+    gate.set()
+    await d.drain()
+    assert all(env.row(t).status is Status.FIRED for t in [*slow, other])

@@ -67,8 +67,10 @@ class CassandraStore:
         # Index entries first, the row last: a crash in between leaves an index entry that
         # points nowhere (ignored by every reader), never a row that no index can find.
         # Cheaper than a logged batch (no batchlog round) with the same guarantee. Every
-        # write carries the creation time, so a repeat rewrites identical cells.
+        # write carries a timestamp fixed by the trigger, so a repeat rewrites identical
+        # cells; the row's is backdated below every LWT's (see schema.CREATE_BACKDATE_MS).
         ts_us = trigger.created_at_ms * 1000
+        row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await asyncio.gather(
             self._run("bucket", [
                 bucket_minute(trigger.fire_at_ms), trigger.shard, trigger.fire_at_ms,
@@ -80,7 +82,7 @@ class CassandraStore:
             ]),
         )
         values = row_values(trigger)
-        await self._run("create", [ts_us, *values.values(), trigger.trigger_id])
+        await self._run("create", [row_ts_us, *values.values(), trigger.trigger_id])
 
     async def get(self, trigger_id: str) -> Trigger | None:
         rows = await self._run("get", [trigger_id])
