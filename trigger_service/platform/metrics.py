@@ -2,13 +2,17 @@
 
 Names used:
 
-- API: ``triggers_registered_total``, ``idempotent_replays_total``, ``enqueue_failures_total``;
+- API: ``triggers_registered_total``, ``idempotent_replays_total``, ``enqueue_failures_total``,
+  ``enqueue_slow_total`` (answered before SQS did);
 - dispatcher: ``deliveries_total{outcome}``, ``duplicate_deliveries_total`` (our claim was
   taken over while we delivered), ``duplicate_messages_total`` (a redundant SQS copy),
-  ``claim_takeovers_total``, ``dead_lettered_total``, ``circuit_open_deferrals_total``;
+  ``claim_takeovers_total``, ``dead_lettered_total``, ``circuit_open_deferrals_total``,
+  ``bulkhead_deferrals_total``, ``message_refreshes_total`` (a deferred message replaced by
+  a fresh copy to keep SQS's redrive budget);
 - sweeper: ``promoted_total``, ``promotion_skipped_total`` (found cancelled or finished),
-  ``promotion_retries_total``, ``shard_acquisitions_total``;
-- reconciler: ``leaks_reinjected_total``.
+  ``promotion_retries_total``, ``shard_acquisitions_total``, ``overdue_resent_total`` (the
+  due-scan healed a leak), ``heal_deferred_total`` (overdue, but SQS has a backlog);
+- reconciler: ``leaks_reinjected_total``, ``reconcile_shard_failures_total``.
 """
 
 from __future__ import annotations
