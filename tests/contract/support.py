@@ -16,6 +16,7 @@ import pytest
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import Route, Trigger, new_trigger_id
 from trigger_service.core.ports import (
+    CounterStore,
     DeliveryQueue,
     DueIndex,
     Enqueuer,
@@ -29,7 +30,7 @@ INDEX_TTL_S = 3_600  # index entries written by the contract tests expire after 
 MIN_MS = -(2**63)  # the smallest fire time: a listing cursor that starts a month
 
 
-class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, Protocol):
+class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
 
 

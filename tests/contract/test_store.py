@@ -219,3 +219,11 @@ async def test_sweep_cursors_save_load_and_overwrite(store: Store) -> None:
     await store.save_cursor(group, 7, 1_900, "sweeper-b", 2)  # last writer wins, even backwards
     assert await store.load_cursors(group) == {0: 1_500, 7: 1_900}
     assert await store.load_cursors(neighbour) == {0: 9_000}
+
+
+async def test_counters_add_up_across_flushes_and_names(store: Store) -> None:
+    a, b = unique("c_a_"), unique("c_b_")
+    await store.add_counters({a: 2, b: 1})
+    await store.add_counters({a: 3, b: 0})
+    got = await store.read_counters()
+    assert (got[a], got[b]) == (5, 1)

@@ -57,6 +57,7 @@ class MemoryStore(_Failing):
         self.by_caller: dict[str, list[ListCursor]] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.cursors: dict[tuple[str, int], int] = {}
+        self.counters: dict[str, int] = {}
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
@@ -139,6 +140,16 @@ class MemoryStore(_Failing):
     ) -> None:
         self._enter("save_cursor")
         self.cursors[(group, shard)] = promoted_until_ms
+
+    async def add_counters(self, deltas: dict[str, int]) -> None:
+        self._enter("add_counters")
+        for name, delta in deltas.items():
+            if delta:
+                self.counters[name] = self.counters.get(name, 0) + delta
+
+    async def read_counters(self) -> dict[str, int]:
+        self._enter("read_counters")
+        return dict(self.counters)
 
 
 @dataclass

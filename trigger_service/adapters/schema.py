@@ -27,6 +27,10 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           Written by the shard's sweeper each sweep; a regression only causes
                           re-promotion (deduped by the dispatcher's claim LWT).
                           Lifetime: forever (one row per group and shard).
+- ``service_counters``    counter name → sum over every process and restart (``value
+                          counter``): the durable counters behind ``GET /v1/stats``. Each
+                          process adds its deltas every few seconds and when it stops.
+                          Lifetime: forever.
 - ``schema_migrations``   applied CQL versions.
 
 Redis:
@@ -62,6 +66,7 @@ TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_MIGRATIONS: Final = "schema_migrations"
 TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
+TABLE_COUNTERS: Final = "service_counters"
 
 # triggers: the key, then every column in the order the statements bind them.
 COL_TRIGGER_ID: Final = "trigger_id"
@@ -101,6 +106,9 @@ COL_SWEEP_GROUP: Final = "sweep_group"
 COL_PROMOTED_UNTIL_MS: Final = "promoted_until_ms"
 COL_OWNER: Final = "owner"
 COL_FENCE: Final = "fence"
+# service_counters
+COL_COUNTER_NAME: Final = "name"
+COL_COUNTER_VALUE: Final = "value"
 # schema_migrations
 COL_VERSION: Final = "version"
 COL_NAME: Final = "name"

@@ -15,6 +15,7 @@ port                   used by                             implementations
 ``IdempotencyCache``   API (fast path)                     adapters.redis.idempotency, memory
 ``Lease``              sweeper                             adapters.redis.lease, memory
 ``Channel``            dispatcher                          dispatcher.channels.webhook
+``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
 ``Metrics``            everyone                            platform.metrics
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
@@ -276,6 +277,18 @@ class DeliveryResult:
 class Channel(Protocol):
     async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
         """Deliver once; never raises for the receiver's failures (they are a result)."""
+        ...
+
+
+class CounterStore(Protocol):
+    """Counters that outlive a process (``GET /v1/stats``)."""
+
+    async def add_counters(self, deltas: dict[str, int]) -> None:
+        """Add each delta to its counter (not idempotent). Raises ``StoreError``."""
+        ...
+
+    async def read_counters(self) -> dict[str, int]:
+        """Every counter's sum. Raises ``StoreError``."""
         ...
 
 

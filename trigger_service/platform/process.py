@@ -19,7 +19,8 @@ import structlog
 import uvloop
 
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import TriggerError
+from trigger_service.core.errors import AdapterError, TriggerError
+from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.logs import configure_logging
 from trigger_service.platform.supervisor import Runner, every, supervise
 from trigger_service.platform.wiring import Runtime
@@ -45,10 +46,11 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
     """Open the runtime, build the component, supervise it until SIGTERM, close everything."""
     log = structlog.get_logger(name)
     runtime = await Runtime.open(settings)
+    counters = CounterFlusher(runtime.metrics, runtime.store)
     component: Component | None = None
     try:
         component = await build(runtime)
-        runners = dict(component.runners)
+        runners = {**component.runners, "counters": counters.run}
         if component.report:
             runners["report"] = _reporter(log, name, runtime, component)
         log.info(f"{name}_started", **component.status())
@@ -58,6 +60,11 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
             log.info(f"{name}_stopped", **component.status(), **runtime.metrics.snapshot())
             if component.close is not None:
                 await component.close()
+        # The last counts, after every loop has drained.
+        try:
+            await counters.flush()
+        except AdapterError as e:
+            log.warning("counters_not_flushed", error=str(e))
         await runtime.close()
 
 

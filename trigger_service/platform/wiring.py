@@ -12,6 +12,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import (
     Clock,
+    CounterStore,
     DeliveryQueue,
     DueIndex,
     Enqueuer,
@@ -27,7 +28,8 @@ from trigger_service.core.ports import (
 from trigger_service.platform.metrics import InMemoryMetrics
 
 
-class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, Pingable, Protocol):
+class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, Pingable,
+            Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

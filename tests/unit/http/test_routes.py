@@ -317,3 +317,12 @@ async def test_metrics_shows_the_counters_as_text(api: Api) -> None:
     assert resp.status == 200 and resp.content_type == "text/plain"
     assert "triggers_registered_total 1\n" in text
     assert "idempotent_replays_total 1\n" in text
+
+
+async def test_stats_sums_the_durable_counters_and_needs_a_token(api: Api) -> None:
+    await api.env.store.add_counters({"duplicate_messages_total": 4, "leaks_reinjected_total": 1})
+    resp = await api.client.get("/v1/stats", headers=AUTH)
+    assert resp.status == 200
+    assert await resp.json() == {"counters": {"duplicate_messages_total": 4,
+                                              "leaks_reinjected_total": 1}}
+    await assert_error(await api.client.get("/v1/stats"), 401, "unauthorized")

@@ -13,9 +13,9 @@ from trigger_service.core.model import Route, Status, Trigger
 def queries(keyspace: str) -> dict[str, str]:
     """name → CQL text. Tables are fully qualified: prepared statements under ``USE
     keyspace`` are ambiguous."""
-    t, buckets, by_caller, idem, cursors = (f"{keyspace}.{name}" for name in (
+    t, buckets, by_caller, idem, cursors, counters = (f"{keyspace}.{name}" for name in (
         s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
-        s.TABLE_SWEEP_CURSORS))
+        s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS))
     cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
     mut = ", ".join(f"{c} = ?" for c in s.TRIGGER_MUTABLE)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
@@ -44,6 +44,10 @@ def queries(keyspace: str) -> dict[str, str]:
         f"WHERE {s.COL_SWEEP_GROUP} = ?",
         "cursor_put": f"INSERT INTO {cursors} ({s.COL_SWEEP_GROUP}, {s.COL_SHARD}, "
         f"{s.COL_PROMOTED_UNTIL_MS}, {s.COL_OWNER}, {s.COL_FENCE}) VALUES (?, ?, ?, ?, ?)",
+        "counter_add": f"UPDATE {counters} SET {s.COL_COUNTER_VALUE} = {s.COL_COUNTER_VALUE} + ? "
+        f"WHERE {s.COL_COUNTER_NAME} = ?",
+        # A small table (one row per counter name): reading it whole is the point.
+        "counters_get": f"SELECT {s.COL_COUNTER_NAME}, {s.COL_COUNTER_VALUE} FROM {counters}",
     }
 
 

@@ -171,3 +171,12 @@ class CassandraStore:
         self, group: str, shard: int, promoted_until_ms: int, owner: str, fence: int
     ) -> None:
         await self._run("cursor_put", [group, shard, promoted_until_ms, owner, fence])
+
+    # --- CounterStore ------------------------------------------------------------------
+    async def add_counters(self, deltas: dict[str, int]) -> None:
+        await asyncio.gather(*(self._run("counter_add", [delta, name])
+                               for name, delta in deltas.items() if delta))
+
+    async def read_counters(self) -> dict[str, int]:
+        rows = await self._run("counters_get", [])
+        return {r[schema.COL_COUNTER_NAME]: r[schema.COL_COUNTER_VALUE] for r in rows}
