@@ -35,6 +35,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 
 Redis:
 
+(``{group}`` below is literal braces around the group's name: a Redis Cluster hash tag, so
+all of a group's keys share one slot.)
+
 - ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_LEASE_TTL_S``: the shard's
   sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE only
   by the holder, compared before every promotion.
@@ -127,8 +130,14 @@ IDEM_TRIGGER_ID: Final = "triggerId"
 IDEM_FIRE_AT_MS: Final = "fireAtMs"
 
 
+def _tag(group: str) -> str:
+    # A Redis Cluster hash tag: every key of a sweeper group lands in one slot, so the acquire
+    # script (lease + fence) and the MGET of the fencing check never go CROSSSLOT.
+    return "{" + group + "}"
+
+
 def lease_key(group: str, shard: int) -> str:
-    return f"lease:{group}:shard:{shard}"
+    return f"lease:{_tag(group)}:shard:{shard}"
 
 
 def lease_value(owner: str, fence: int) -> str:
@@ -137,11 +146,11 @@ def lease_value(owner: str, fence: int) -> str:
 
 
 def fence_key(group: str, shard: int) -> str:
-    return f"lease:{group}:fence:{shard}"
+    return f"lease:{_tag(group)}:fence:{shard}"
 
 
 def sweeper_members_key(group: str) -> str:
-    return f"sweeper:{group}:members"
+    return f"sweeper:{_tag(group)}:members"
 
 
 def redis_idem_key(caller: str, idem_key: str) -> str:
