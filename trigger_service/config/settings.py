@@ -37,6 +37,10 @@ class CassandraSettings:
     port: int = 9042
     keyspace: str = "triggers"
     replication_factor: int = 1
+    # The data centre this process is in: routing prefers its replicas, consistency is
+    # LOCAL_QUORUM / LOCAL_SERIAL in it, and a new keyspace is replicated to it
+    # (NetworkTopologyStrategy). A single node with SimpleSnitch is in "datacenter1".
+    local_dc: str = "datacenter1"
     request_timeout_s: float = 10.0
     schema_dir: Path = REPO_ROOT / "infra" / "cql"
 
@@ -259,7 +263,11 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_CASSANDRA_KEYSPACE", ("cassandra", "keyspace"), str,
              "keyspace (created with the schema at start-up)"),
     Variable("TRIGGER_CASSANDRA_REPLICATION_FACTOR", ("cassandra", "replication_factor"), _pos_int,
-             "SimpleStrategy replication factor used when creating the keyspace"),
+             "replicas in the local data centre when the keyspace is created "
+             "(NetworkTopologyStrategy)"),
+    Variable("TRIGGER_CASSANDRA_LOCAL_DC", ("cassandra", "local_dc"), str,
+             "this process's data centre: token- and DC-aware routing, LOCAL_QUORUM and "
+             "LOCAL_SERIAL there"),
     Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
              "per-request timeout"),
     Variable("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,

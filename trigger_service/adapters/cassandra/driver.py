@@ -12,7 +12,7 @@ from typing import Any
 
 from cassandra import ConsistencyLevel, OperationTimedOut
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
-from cassandra.policies import RoundRobinPolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import PreparedStatement, Statement, dict_factory
 
 from trigger_service.config.settings import CassandraSettings
@@ -24,11 +24,14 @@ Page = tuple[list[Row], bytes | None]
 
 def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
     """Open a cluster connection (blocking). Raises ``StoreError``."""
+    # Token-aware within the local DC: a request goes to a replica of its partition (no
+    # extra coordinator hop), and never crosses to another DC while the local one is up.
     profile = ExecutionProfile(
-        load_balancing_policy=RoundRobinPolicy(),
+        load_balancing_policy=TokenAwarePolicy(
+            DCAwareRoundRobinPolicy(local_dc=settings.local_dc)),
         request_timeout=settings.request_timeout_s,
         consistency_level=ConsistencyLevel.LOCAL_QUORUM,
-        serial_consistency_level=ConsistencyLevel.SERIAL,
+        serial_consistency_level=ConsistencyLevel.LOCAL_SERIAL,
         row_factory=dict_factory,
     )
     cluster = Cluster(

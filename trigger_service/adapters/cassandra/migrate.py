@@ -53,9 +53,11 @@ def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings
     (or two runs together) simply re-applies it.
     """
     ks = settings.keyspace
+    # An existing keyspace keeps its replication (change it with ALTER KEYSPACE and a repair).
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
-        f"{{'class': 'SimpleStrategy', 'replication_factor': {settings.replication_factor}}}"
+        f"{{'class': 'NetworkTopologyStrategy', "
+        f"'{settings.local_dc}': {settings.replication_factor}}}"
     )
     session.execute(
         f"CREATE TABLE IF NOT EXISTS {ks}.{schema.TABLE_MIGRATIONS} ({schema.COL_VERSION} int "
