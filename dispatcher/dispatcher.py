@@ -28,14 +28,13 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import ceil_div, sqs_delay_s
+from trigger_service.core.timing import sqs_delay_s
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
 
 # A message due later than this is hidden again on SQS rather than held in memory.
 _HOLD_MAX_MS = 20_000
-_HOLD_MARGIN_MS = 5_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
@@ -155,7 +154,7 @@ class Dispatcher:
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
                 await self._put_back(m, due_ms)
                 return
-            hidden_until_ms = await self._keep_hidden_while_held(m, hidden_until_ms, due_ms)
+            hidden_until_ms = await self.delivery.keep_hidden(m, hidden_until_ms, due_ms)
             await self._hold_until(due_ms - self._d.claim_lead_ms)
             if self._stopping.is_set():
                 await self._put_back(m, due_ms)
@@ -187,23 +186,6 @@ class Dispatcher:
         finally:
             sleep.cancel()
             stopping.cancel()
-
-    async def _keep_hidden_while_held(
-        self, m: ReceivedMessage, hidden_until_ms: int, due_ms: int
-    ) -> int:
-        """Extend the message's visibility if holding it and then delivering it could outlast
-        it (it would reappear while we still work on it); returns the new hidden-until."""
-        d = self._d
-        # Done by: the due time, plus a whole callback timeout, plus a margin to write the
-        # outcome. Usually far inside the visibility (held ~3 s of 30): no SQS call at all.
-        margin_ms = min(_HOLD_MARGIN_MS, d.visibility_slack_s * 1000)
-        busy_until_ms = due_ms + int(d.callback_timeout_s * 1000) + margin_ms
-        if busy_until_ms <= hidden_until_ms:
-            return hidden_until_ms
-        now_ms = self._clock.now_ms()
-        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
-        await self._queue.change_visibility(m.receipt_handle, visibility_s)
-        return now_ms + visibility_s * 1000
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""

@@ -25,6 +25,7 @@ from trigger_service.core.ports import (
     OutgoingMessage,
     ReceivedMessage,
 )
+from trigger_service.core.timing import SQS_MAX_DELAY_S
 
 _IDEM_LOCK_TTL_MS = 10_000
 
@@ -192,7 +193,7 @@ class MemoryQueue(_Failing):
         for m in messages:
             self.sent.append(m)
             self.messages.append(_Message(m.trigger_id, m.fire_at_ms,
-                                          now_ms + max(0, min(900, m.delay_s)) * 1000,
+                                          now_ms + max(0, min(SQS_MAX_DELAY_S, m.delay_s)) * 1000,
                                           f"m{next(self._ids)}"))
 
     async def receive(
