@@ -170,6 +170,13 @@ class Dispatcher:
             log.warning("message_for_unknown_trigger", trigger_id=m.trigger_id)
         elif t.status is Status.FIRED:
             self._metrics.inc("duplicate_messages_total")
+        elif t.status is Status.FAILED:
+            # FAILED is written before the dead letter is sent and the message deleted: a
+            # message that comes back to a FAILED trigger may mean the send failed. Sending it
+            # again keeps the dead letter at least once (its readers dedupe by trigger id).
+            await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
+                                               t.last_error or "failed")
+            self._metrics.inc("dead_letter_resends_total")
         log.info("message_dropped", trigger_id=m.trigger_id,
                  status=t.status.value if t else None)
         await self._queue.delete(m.receipt_handle)

@@ -120,11 +120,9 @@ async def test_last_attempt_failure_marks_failed_and_dead_letters(
     assert env.queued(t) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 11 (dead letters): delivery.py _record_outcome() writes FAILED before "
-    "send_dead_letter; if that send fails the message comes back, finds FAILED (terminal) and "
-    "is dropped: no DLQ record"))
 async def test_dead_letter_survives_a_failed_dead_letter_send(env: Env) -> None:
+    """FAILED is written first; if the dead-letter send then fails the message is kept, and
+    when it comes back to the FAILED trigger the dead letter is sent again."""
     env.with_dispatch(max_attempts=1)
     env.channel.results = [failed()]
     t = await env.add(0)
