@@ -1,10 +1,12 @@
-"""``python -m reconciler [--once]``: the periodic safety net (``--once``: a single pass)."""
+"""``python -m reconciler [--once]``: the periodic safety net (``--once``: a single pass) and
+the redrive mirror (poison messages SQS moved aside become FAILED triggers and dead letters)."""
 
 from __future__ import annotations
 
 import argparse
 
 from reconciler.reconciler import Reconciler
+from reconciler.redrive import RedriveMirror
 from trigger_service.config.settings import Settings
 from trigger_service.platform.process import Component, main_for, run_process
 from trigger_service.platform.wiring import Runtime
@@ -13,7 +15,9 @@ from trigger_service.platform.wiring import Runtime
 async def build(runtime: Runtime) -> Component:
     reconciler = Reconciler(runtime.settings, runtime.store, runtime.queue, runtime.clock,
                             runtime.metrics)
-    return Component({"reconcile": reconciler.run}, report=False)
+    mirror = RedriveMirror(runtime.settings, runtime.store, runtime.queue, runtime.clock,
+                           runtime.metrics)
+    return Component({"reconcile": reconciler.run, "redrive": mirror.run}, report=False)
 
 
 async def once(settings: Settings) -> int:

@@ -43,8 +43,15 @@ class SqsAdmin:
             WaitTimeSeconds=1, VisibilityTimeout=0)
         return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
 
+    async def receive_main(self, visibility_s: int) -> list[dict[str, Any]]:
+        """Receive from the main queue as a dispatcher that crashes would: nothing deleted."""
+        resp = await self._client.receive_message(
+            QueueUrl=await self.url(self._settings.queue), MaxNumberOfMessages=10,
+            WaitTimeSeconds=1, VisibilityTimeout=visibility_s)
+        return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
+
     async def delete_queues(self) -> None:
-        for name in (self._settings.queue, self._settings.dlq):
+        for name in (self._settings.queue, self._settings.dlq, self._settings.redrive_queue):
             await self._client.delete_queue(QueueUrl=await self.url(name))
 
 

@@ -171,7 +171,8 @@ class DeadLetter:
 
 
 class MemoryQueue(_Failing):
-    """``Enqueuer`` and ``DeliveryQueue`` with SQS's visibility rules on an injected clock.
+    """``Enqueuer``, ``DeliveryQueue`` and ``RedriveQueue`` with SQS's visibility rules on an
+    injected clock. ``redrive()`` moves a message to the redrive queue as SQS's policy would.
 
     ``receive`` never long-polls (it yields to the loop once and returns what is visible).
     """
@@ -182,6 +183,7 @@ class MemoryQueue(_Failing):
         self._ids = itertools.count(1)
         self.messages: list[_Message] = []
         self.dead_letters: list[DeadLetter] = []
+        self.redriven: list[_Message] = []
         self.sent: list[OutgoingMessage] = []
 
     async def send(self, message: OutgoingMessage) -> None:
@@ -237,6 +239,31 @@ class MemoryQueue(_Failing):
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         self._enter("send_dead_letter")
         self.dead_letters.append(DeadLetter(trigger_id, fire_at_ms, reason))
+
+    def redrive(self, trigger_id: str, fire_at_ms: int, receive_count: int = 50) -> None:
+        """Put a message on the redrive queue, as SQS does after ``receive_count`` receives."""
+        self.redriven.append(_Message(trigger_id, fire_at_ms, 0, f"r{next(self._ids)}",
+                                      receive_count=receive_count))
+
+    async def receive_redriven(self, *, max_messages: int, wait_s: int,
+                               visibility_s: int) -> list[ReceivedMessage]:
+        self._enter("receive_redriven")
+        await asyncio.sleep(0)
+        now_ms = self._clock.now_ms()
+        out: list[ReceivedMessage] = []
+        for m in self.redriven:
+            if len(out) >= min(max_messages, 10) or m.visible_at_ms > now_ms:
+                continue
+            m.receive_count += 1
+            m.receipt = f"{m.message_id}/{m.receive_count}"
+            m.visible_at_ms = now_ms + visibility_s * 1000
+            out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
+                                       m.receive_count))
+        return out
+
+    async def delete_redriven(self, receipt_handle: str) -> None:
+        self._enter("delete_redriven")
+        self.redriven = [m for m in self.redriven if m.receipt != receipt_handle]
 
     async def ping(self) -> None:
         self._enter("ping")

@@ -50,12 +50,13 @@ all of a group's keys share one slot.)
   Only a fast path: Cassandra's ``idempotency`` table is the truth, so losing Redis loses
   nothing (an entry it cannot read is a miss).
 
-SQS (queue names from settings; a redrive policy sends poison messages to the DLQ; both queues
-keep messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
+SQS (queue names from settings; the main queue's redrive policy moves a poison message to the
+redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
+messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
 
 - message body: JSON ``{"triggerId": str, "fireAtMs": int}``. The dispatcher may receive it
   early (SQS delays are whole seconds) and holds it until ``fireAtMs``.
-- DLQ body: the same JSON plus ``"reason"``.
+- DLQ body: the same JSON plus ``"reason"``. A redriven message is a main-queue body.
 """
 
 from __future__ import annotations

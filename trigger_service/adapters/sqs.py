@@ -14,7 +14,7 @@ import asyncio
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import aioboto3
 import structlog
@@ -37,12 +37,19 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
+class QueueUrls(NamedTuple):
+    main: str
+    dlq: str
+    redrive: str
+
+
 def encode_body(trigger_id: str, fire_at_ms: int) -> str:
     return json.dumps({schema.MSG_TRIGGER_ID: trigger_id, schema.MSG_FIRE_AT_MS: fire_at_ms})
 
 
 class SqsQueue:
-    """Main queue + dead-letter queue. Create with :meth:`connect`; close with :meth:`close`.
+    """Main queue, dead-letter queue and redrive queue (where SQS moves a poison message).
+    Create with :meth:`connect`; close with :meth:`close`.
 
     A queue that disappears (LocalStack restarted, the queue deleted or purged away) is
     re-created on the first call that finds it missing, and that call is retried once: every
@@ -50,12 +57,12 @@ class SqsQueue:
     """
 
     def __init__(self, client: Any, stack: AsyncExitStack, settings: SqsSettings,
-                 visibility_timeout_s: int, urls: tuple[str, str]) -> None:
+                 visibility_timeout_s: int, urls: QueueUrls) -> None:
         self._client = client
         self._stack = stack
         self._settings = settings
         self._visibility_timeout_s = visibility_timeout_s
-        self.queue_url, self.dlq_url = urls
+        self.urls = urls
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         self._sender: Batcher[OutgoingMessage] = Batcher(
@@ -67,7 +74,7 @@ class SqsQueue:
     async def connect(
         cls, settings: SqsSettings, *, visibility_timeout_s: int, max_pool: int = 64
     ) -> SqsQueue:
-        """Open a client and make sure both queues exist (idempotent set-up)."""
+        """Open a client and make sure the queues exist (idempotent set-up)."""
         stack = AsyncExitStack()
         session = aioboto3.Session()
         try:
@@ -119,7 +126,7 @@ class SqsQueue:
                 return  # another call re-created them meanwhile
             log.warning("sqs_queues_recreated", queue=self._settings.queue, failed_call=what)
             try:
-                self.queue_url, self.dlq_url = await ensure_queues(
+                self.urls = await ensure_queues(
                     self._client, self._settings,
                     visibility_timeout_s=self._visibility_timeout_s)
             except (BotoCoreError, ClientError, OSError) as e:
@@ -141,7 +148,7 @@ class SqsQueue:
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
-            QueueUrl=self.queue_url, Entries=entries))
+            QueueUrl=self.urls.main, Entries=entries))
         failed = resp.get("Failed") or []
         if failed:
             raise QueueError(f"sqs send: {len(failed)} of {len(entries)} failed: {failed[0]}")
@@ -150,7 +157,7 @@ class SqsQueue:
         self, *, max_messages: int, wait_s: int, visibility_s: int
     ) -> list[ReceivedMessage]:
         resp = await self._call("receive", lambda: self._client.receive_message(
-            QueueUrl=self.queue_url,
+            QueueUrl=self.urls.main,
             MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
             WaitTimeSeconds=wait_s,
             VisibilityTimeout=visibility_s,
@@ -165,7 +172,7 @@ class SqsQueue:
         """One DeleteMessageBatch (the batcher cuts at 10). A receipt already gone is fine."""
         entries = [{"Id": str(j), "ReceiptHandle": h} for j, h in enumerate(receipt_handles)]
         resp = await self._call("delete", lambda: self._client.delete_message_batch(
-            QueueUrl=self.queue_url, Entries=entries))
+            QueueUrl=self.urls.main, Entries=entries))
         hard = [f for f in resp.get("Failed") or []
                 if f.get("Code") not in ("ReceiptHandleIsInvalid",)]
         if hard:
@@ -179,7 +186,7 @@ class SqsQueue:
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
         await self._call("change visibility", lambda: self._client.change_message_visibility(
-            QueueUrl=self.queue_url, ReceiptHandle=receipt_handle,
+            QueueUrl=self.urls.main, ReceiptHandle=receipt_handle,
             VisibilityTimeout=max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s)),
         ))
 
@@ -187,16 +194,35 @@ class SqsQueue:
         body = json.loads(encode_body(trigger_id, fire_at_ms))
         body[schema.MSG_REASON] = reason
         await self._call("dead-letter send", lambda: self._client.send_message(
-            QueueUrl=self.dlq_url, MessageBody=json.dumps(body)))
+            QueueUrl=self.urls.dlq, MessageBody=json.dumps(body)))
+
+    async def receive_redriven(self, *, max_messages: int, wait_s: int,
+                               visibility_s: int) -> list[ReceivedMessage]:
+        resp = await self._call("redrive receive", lambda: self._client.receive_message(
+            QueueUrl=self.urls.redrive,
+            MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
+            WaitTimeSeconds=wait_s,
+            VisibilityTimeout=visibility_s,
+            MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
+        ))
+        return [_received(m) for m in resp.get("Messages") or []]
+
+    async def delete_redriven(self, receipt_handle: str) -> None:
+        try:
+            await self._call("redrive delete", lambda: self._client.delete_message(
+                QueueUrl=self.urls.redrive, ReceiptHandle=receipt_handle))
+        except QueueError as e:
+            if "ReceiptHandleIsInvalid" not in str(e):
+                raise
 
     async def visible_backlog(self) -> int:
         resp = await self._call("backlog", lambda: self._client.get_queue_attributes(
-            QueueUrl=self.queue_url, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
+            QueueUrl=self.urls.main, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
         return int(resp.get("Attributes", {}).get(schema.SQS_ATTR_VISIBLE, 0))
 
     async def ping(self) -> None:
         await self._call("ping", lambda: self._client.get_queue_attributes(
-            QueueUrl=self.queue_url, AttributeNames=["QueueArn"]))
+            QueueUrl=self.urls.main, AttributeNames=["QueueArn"]))
 
 
 def _queue_missing(e: ClientError) -> bool:
@@ -218,22 +244,25 @@ def _received(m: dict[str, Any]) -> ReceivedMessage:
 
 async def ensure_queues(
     client: Any, settings: SqsSettings, *, visibility_timeout_s: int
-) -> tuple[str, str]:
-    """Create the DLQ and the main queue (with its redrive policy) if missing; return URLs.
+) -> QueueUrls:
+    """Create the dead-letter and redrive queues and the main queue (with its redrive policy)
+    if missing; return their URLs.
 
     CreateQueue is idempotent for identical attributes; the main queue's attributes are set
     again afterwards so a changed setting takes effect on an existing queue.
     """
+    retention = {"MessageRetentionPeriod": str(schema.SQS_RETENTION_S)}
     dlq_url = (await client.create_queue(
-        QueueName=settings.dlq,
-        Attributes={"MessageRetentionPeriod": str(schema.SQS_RETENTION_S)}))["QueueUrl"]
-    dlq_arn = (await client.get_queue_attributes(
-        QueueUrl=dlq_url, AttributeNames=["QueueArn"]))["Attributes"]["QueueArn"]
+        QueueName=settings.dlq, Attributes=retention))["QueueUrl"]
+    redrive_url = (await client.create_queue(
+        QueueName=settings.redrive_queue, Attributes=retention))["QueueUrl"]
+    redrive_arn = (await client.get_queue_attributes(
+        QueueUrl=redrive_url, AttributeNames=["QueueArn"]))["Attributes"]["QueueArn"]
     attrs = {
         "VisibilityTimeout": str(visibility_timeout_s),
         "MessageRetentionPeriod": str(schema.SQS_RETENTION_S),
         "RedrivePolicy": json.dumps({
-            "deadLetterTargetArn": dlq_arn, "maxReceiveCount": str(settings.max_receive_count),
+            "deadLetterTargetArn": redrive_arn, "maxReceiveCount": str(settings.max_receive_count),
         }),
     }
     try:
@@ -244,4 +273,4 @@ async def ensure_queues(
             raise
         queue_url = (await client.get_queue_url(QueueName=settings.queue))["QueueUrl"]
     await client.set_queue_attributes(QueueUrl=queue_url, Attributes=attrs)
-    return queue_url, dlq_url
+    return QueueUrls(queue_url, dlq_url, redrive_url)

@@ -53,6 +53,7 @@ class SqsSettings:
     secret_access_key: str = "test"
     queue: str = "triggers"
     dlq: str = "triggers-dlq"
+    redrive_queue: str = "triggers-redrive"
     # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
     # the message is asked to appear this much before its fire time and the dispatcher holds it.
     enqueue_lead_s: int = 3
@@ -277,11 +278,15 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_SQS_SECRET_ACCESS_KEY", ("sqs", "secret_access_key"), str, "SQS secret"),
     Variable("TRIGGER_SQS_QUEUE", ("sqs", "queue"), str, "main queue name"),
     Variable("TRIGGER_SQS_DLQ", ("sqs", "dlq"), str, "dead-letter queue name"),
+    Variable("TRIGGER_SQS_REDRIVE_QUEUE", ("sqs", "redrive_queue"), str,
+             "where SQS's redrive policy moves a poison message; the reconciler marks its "
+             "trigger FAILED and dead-letters it"),
     Variable("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
              "messages are made visible this many seconds before the fire time; the dispatcher "
              "holds them to the millisecond"),
     Variable("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,
-             "redrive policy: receives before SQS itself moves a poison message to the DLQ"),
+             "redrive policy: receives before SQS itself moves a poison message to the "
+             "redrive queue (deferrals never count: a deferred message is refreshed)"),
     Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
              "attempts per SQS call (botocore's standard retries); a registration whose send "
              "still fails is left to the reconciler"),

@@ -216,6 +216,24 @@ class DeliveryQueue(Protocol):
         ...
 
 
+class RedriveQueue(Protocol):
+    """Where SQS's redrive policy puts a message received ``max_receive_count`` times (a
+    message whose handling keeps crashing); the reconciler mirrors each into the trigger."""
+
+    async def receive_redriven(self, *, max_messages: int, wait_s: int,
+                               visibility_s: int) -> list[ReceivedMessage]:
+        """Long-poll the redrive queue for up to ``max_messages``."""
+        ...
+
+    async def delete_redriven(self, receipt_handle: str) -> None:
+        """Delete one message from the redrive queue (a receipt already gone is fine)."""
+        ...
+
+    async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
+        """Put a record of a trigger given up on in the dead-letter queue."""
+        ...
+
+
 # --- the idempotency fast path -------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CachedKey:

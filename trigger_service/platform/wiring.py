@@ -22,6 +22,7 @@ from trigger_service.core.ports import (
     Metrics,
     Pingable,
     QueueDepth,
+    RedriveQueue,
     SweepCursors,
     TriggerCatalog,
 )
@@ -33,7 +34,7 @@ class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterSto
     """Everything the trigger store offers; each component uses a part."""
 
 
-class Queue(Enqueuer, DeliveryQueue, QueueDepth, Pingable, Protocol):
+class Queue(Enqueuer, DeliveryQueue, QueueDepth, RedriveQueue, Pingable, Protocol):
     """Everything the queue offers; each component uses a part."""
 
 
