@@ -62,7 +62,7 @@ unit: $(STAMP)
 
 migrate: install
 	@infra/up.sh cassandra
-	@$(PY) -m trigger_service.adapters.cassandra.migrate
+	@$(PY) -m trigger_service.migrate
 
 receiver: $(STAMP)
 	@$(PY) infra/sample_receiver.py

@@ -35,7 +35,7 @@ api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1
 app_up() {
     ensure_dirs
     [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
-    (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.adapters.cassandra.migrate) || die "schema migration failed"
+    (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.migrate) || die "schema migration failed"
     local entry name module pid started=()
     for entry in "${APPS[@]}"; do
         name="${entry%%:*}"

@@ -53,7 +53,7 @@ def test_module_and_function_sizes(path: Path) -> None:
 
 def test_few_loose_modules_at_the_top_of_trigger_service() -> None:
     loose = sorted(p.name for p in (ROOT / "trigger_service").glob("*.py"))
-    assert loose == ["__init__.py", "__main__.py"]
+    assert loose == ["__init__.py", "__main__.py", "migrate.py"]  # the entry points
 
 
 # Which of our modules each room may import (prefixes); dependencies point inward.
@@ -70,6 +70,7 @@ ALLOWED = {
                              "trigger_service.app", "trigger_service.platform",
                              "trigger_service.http"),
     "trigger_service.__main__": ("trigger_service",),
+    "trigger_service.migrate": ("trigger_service",),
     "dispatcher": ("trigger_service.core", "trigger_service.config", "trigger_service.platform",
                    "dispatcher"),
     "sweeper": ("trigger_service.core", "trigger_service.config", "trigger_service.platform",

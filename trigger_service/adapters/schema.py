@@ -32,6 +32,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           process adds its deltas every few seconds and when it stops.
                           Lifetime: forever.
 - ``schema_migrations``   applied CQL versions.
+- ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running.
 
 Redis:
 
@@ -69,6 +70,10 @@ TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_MIGRATIONS: Final = "schema_migrations"
+# One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died
+# holding it does not block the next one for ever): one migrator at a time.
+TABLE_SCHEMA_LOCK: Final = "schema_lock"
+SCHEMA_LOCK_NAME: Final = "migrate"
 TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
 TABLE_COUNTERS: Final = "service_counters"
 
@@ -117,6 +122,7 @@ COL_COUNTER_VALUE: Final = "value"
 COL_VERSION: Final = "version"
 COL_NAME: Final = "name"
 COL_APPLIED_AT_MS: Final = "applied_at_ms"
+COL_LOCK_OWNER: Final = "owner"
 LWT_APPLIED: Final = "[applied]"
 CREATE_BACKDATE_MS: Final = 86_400_000  # more than any clock skew between hosts
 

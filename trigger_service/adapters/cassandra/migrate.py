@@ -1,12 +1,21 @@
-"""``python -m trigger_service.adapters.cassandra.migrate``: create the keyspace and apply the
-pending ``infra/cql/NNN_*.cql`` files. The one place the schema changes: ``make up`` (through
-``infra/app.sh``) and the test suite run it; the service's processes only check that the
-schema is current (:func:`check_applied`) and refuse to start otherwise.
+"""``python -m trigger_service.migrate``: create the keyspace and apply the pending
+``infra/cql/NNN_*.cql`` files. The one place the schema changes: ``make migrate``, ``make up``
+(through ``infra/app.sh``) and the test suite run it; the service's processes only check that
+the schema is current (:func:`check_applied`) and refuse to start otherwise.
+
+One migrator at a time: the files are applied under a lock row (``schema_lock``, taken with
+an LWT and a TTL), because concurrent DDL on a multi-node cluster can leave nodes disagreeing
+about a table. Only the keyspace and the lock table themselves are created before the lock
+(``IF NOT EXISTS``, and identical in every run).
 """
 
 from __future__ import annotations
 
 import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import structlog
@@ -20,6 +29,10 @@ from trigger_service.core.errors import StoreError, TriggerError
 from trigger_service.platform.logs import configure_logging
 
 log = structlog.get_logger(__name__)
+
+LOCK_TTL_S = 300
+LOCK_WAIT_S = 120.0
+_LOCK_POLL_S = 0.5
 
 
 def schema_files(settings: CassandraSettings) -> dict[int, Path]:
@@ -60,9 +73,20 @@ def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings
         f"'{settings.local_dc}': {settings.replication_factor}}}"
     )
     session.execute(
-        f"CREATE TABLE IF NOT EXISTS {ks}.{schema.TABLE_MIGRATIONS} ({schema.COL_VERSION} int "
-        f"PRIMARY KEY, {schema.COL_NAME} text, {schema.COL_APPLIED_AT_MS} bigint)"
+        f"CREATE TABLE IF NOT EXISTS {ks}.{schema.TABLE_SCHEMA_LOCK} ({schema.COL_NAME} text "
+        f"PRIMARY KEY, {schema.COL_LOCK_OWNER} text)"
     )
+    with schema_lock(session, ks):
+        session.execute(
+            f"CREATE TABLE IF NOT EXISTS {ks}.{schema.TABLE_MIGRATIONS} ({schema.COL_VERSION} "
+            f"int PRIMARY KEY, {schema.COL_NAME} text, {schema.COL_APPLIED_AT_MS} bigint)"
+        )
+        return _apply_pending(cluster, session, settings, now_ms)
+
+
+def _apply_pending(cluster: Cluster, session: Session, settings: CassandraSettings,
+                   now_ms: int) -> list[int]:
+    ks = settings.keyspace
     done = applied_versions(session, settings)
     applied: list[int] = []
     for version, path in schema_files(settings).items():
@@ -83,6 +107,33 @@ def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings
         applied.append(version)
         log.info("schema_applied", version=version, file=path.name)
     return applied
+
+
+@contextmanager
+def schema_lock(session: Session, keyspace: str, *, wait_s: float = LOCK_WAIT_S,
+                ttl_s: int = LOCK_TTL_S) -> Iterator[str]:
+    """Hold the migration lock of ``keyspace`` for the ``with`` block (blocking); yields the
+    owner id. Waits up to ``wait_s`` for another holder; raises ``StoreError`` after that."""
+    owner = uuid.uuid4().hex
+    table = f"{keyspace}.{schema.TABLE_SCHEMA_LOCK}"
+    take = (f"INSERT INTO {table} ({schema.COL_NAME}, {schema.COL_LOCK_OWNER}) "
+            f"VALUES (%s, %s) IF NOT EXISTS USING TTL {int(ttl_s)}")
+    deadline = time.monotonic() + wait_s
+    while True:
+        row = session.execute(take, (schema.SCHEMA_LOCK_NAME, owner)).one()
+        if row["[applied]"]:
+            break
+        if time.monotonic() >= deadline:
+            raise StoreError(f"schema lock held by {row.get(schema.COL_LOCK_OWNER)} for more "
+                             f"than {wait_s:.0f} s (it expires {ttl_s} s after it was taken)")
+        log.info("schema_lock_busy", holder=row.get(schema.COL_LOCK_OWNER))
+        time.sleep(_LOCK_POLL_S)
+    try:
+        yield owner
+    finally:
+        session.execute(
+            f"DELETE FROM {table} WHERE {schema.COL_NAME} = %s IF {schema.COL_LOCK_OWNER} = %s",
+            (schema.SCHEMA_LOCK_NAME, owner))
 
 
 def migrate(settings: CassandraSettings, now_ms: int) -> list[int]:
@@ -107,7 +158,9 @@ def main() -> None:
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_level, settings.log_format)
-        migrate(settings.cassandra, SystemClock().now_ms())
+        applied = migrate(settings.cassandra, SystemClock().now_ms())
+        print(f"migrate: keyspace {settings.cassandra.keyspace}: "
+              + (f"applied {applied}" if applied else "up to date"))
     except TriggerError as e:
         print(f"migrate: {e}", file=sys.stderr)
         sys.exit(1)
