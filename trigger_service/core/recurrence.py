@@ -1,0 +1,215 @@
+"""Recurrence: an RFC 5545 RRULE or a five-field cron expression, expanded in a zone's wall
+time and resolved to instants by the trigger's DST policy.
+
+The order of operations is the contract:
+
+1. the rule yields wall times (naive datetimes) from DTSTART, the trigger's first time read in
+   its zone; DTSTART anchors the time of day and the first period, and is an occurrence only
+   if it matches the rule (python-dateutil's reading, not RFC 5545's ``compatible`` one);
+   invalid dates (Feb 30) never appear; COUNT and UNTIL count these wall instances;
+2. ``exdates`` (wall times) are left out — each still used its COUNT;
+3. each remaining wall time is resolved by :func:`trigger_service.core.zones.resolve`: none
+   (a gap under ``skip``), one, or two instants (an overlap under ``both``).
+
+Occurrences come out in instant order. Shifting a gap can move an instant past the next wall
+time's instant, so expansion buffers until no later wall time can resolve earlier
+(``MAX_UTC_OFFSET``). Each occurrence is identified by ``(at_ms, index, second)``: its instant,
+its wall instance's index (0 = the first the rule yields) and whether it is the later instant
+of an overlap fired twice; a series' cursor is the last one of these it fired.
+
+Pure: no I/O, no clock (``after``/``limit`` are arguments), so a preview never depends on the
+day it is asked.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import warnings
+import zoneinfo
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+from croniter import CroniterBadDateError, croniter
+from dateutil.rrule import rrule, rrulestr
+
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.timing import datetime_to_ms
+from trigger_service.core.zones import MAX_UTC_OFFSET, DstPolicy, load_zone, resolve
+
+_MIN_CHECK_INSTANCES = 100  # wall instances looked at for the minimum interval
+_MAX_RULE_LEN = 1_000
+_PART_RE = re.compile(r"^[A-Z]+=[A-Z0-9,+\-:]+$")
+_UNTIL_RE = re.compile(r"^(\d{8})(T(\d{6}))?Z$")
+
+
+class RuleKind(StrEnum):
+    RRULE = "rrule"
+    CRON = "cron"
+
+
+@dataclass(frozen=True, slots=True)
+class Recurrence:
+    """A rule in a zone: ``dtstart`` and ``exdates`` are naive wall times in ``time_zone``."""
+
+    kind: RuleKind
+    rule: str  # normalized: an RRULE value without the prefix, or the five cron fields
+    time_zone: str
+    dtstart: datetime
+    dst: DstPolicy = field(default_factory=DstPolicy)
+    exdates: tuple[datetime, ...] = ()
+
+    @property
+    def zone(self) -> zoneinfo.ZoneInfo:
+        return load_zone(self.time_zone)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Occurrence:
+    at_ms: int
+    index: int  # the wall instance's position in the rule (skipped ones count)
+    second: bool = False  # the later instant of an overlap under ``both``
+    wall: datetime = field(compare=False, default=datetime.min)
+
+    @property
+    def key(self) -> tuple[int, int, bool]:
+        return (self.at_ms, self.index, self.second)
+
+
+def normalize_rrule(text: object, tz: zoneinfo.ZoneInfo) -> str:
+    """The RRULE value of ``text`` (``RRULE:`` prefix optional), parts upper-cased, UNTIL given
+    in UTC (``...Z``) rewritten as the zone's wall time. Raises ``InvalidRequest`` (rrule)."""
+    if not isinstance(text, str) or not text.strip() or len(text) > _MAX_RULE_LEN:
+        raise InvalidRequest("rrule: must be an RFC 5545 RRULE value such as "
+                             "'FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR'", field="rrule")
+    body = text.strip()
+    if body.upper().startswith("RRULE:"):
+        body = body[6:]
+    parts = [p.strip().upper() for p in body.split(";") if p.strip()]
+    out = []
+    for part in parts:
+        if not _PART_RE.match(part):
+            raise InvalidRequest(f"rrule: cannot parse {part!r}", field="rrule")
+        name, value = part.split("=", 1)
+        if name == "DTSTART":
+            raise InvalidRequest("rrule: DTSTART comes from the trigger's time fields, not "
+                                 "the rule", field="rrule")
+        if name == "UNTIL":
+            value = _until_in_zone(value, tz)
+        out.append(f"{name}={value}")
+    return ";".join(out)
+
+
+def _until_in_zone(value: str, tz: zoneinfo.ZoneInfo) -> str:
+    m = _UNTIL_RE.match(value)
+    if not m:
+        return value  # a local (floating) UNTIL: already wall time
+    try:
+        utc = datetime.strptime(m.group(1) + (m.group(3) or "000000"), "%Y%m%d%H%M%S")
+    except ValueError as e:
+        raise InvalidRequest(f"rrule: UNTIL {value!r} is not a valid date", field="rrule") from e
+    wall = utc.replace(tzinfo=UTC).astimezone(tz).replace(tzinfo=None)
+    return wall.strftime("%Y%m%dT%H%M%S")
+
+
+def parse_rule(kind: RuleKind, text: object, tz: zoneinfo.ZoneInfo, dtstart: datetime) -> str:
+    """Validate and normalize a rule; raises ``InvalidRequest`` naming ``rrule`` or ``cron``."""
+    if kind is RuleKind.RRULE:
+        rule = normalize_rrule(text, tz)
+        _rrule(rule, dtstart)  # raises if dateutil cannot read it
+        return rule
+    if not isinstance(text, str) or len(text.split()) != 5 or len(text) > _MAX_RULE_LEN:
+        raise InvalidRequest("cron: must be five fields: minute hour day-of-month month "
+                             "day-of-week", field="cron")
+    rule = " ".join(text.split())
+    if not croniter.is_valid(rule):
+        raise InvalidRequest(f"cron: cannot parse {rule!r}", field="cron")
+    return rule
+
+
+def _rrule(rule: str, dtstart: datetime) -> rrule:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # dateutil warns about COUNT with UNTIL
+            parsed = rrulestr(rule, dtstart=dtstart)
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
+        raise InvalidRequest(f"rrule: {e}", field="rrule") from e
+    if not isinstance(parsed, rrule):
+        raise InvalidRequest("rrule: one RRULE value expected", field="rrule")
+    return parsed
+
+
+def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
+    """The rule's wall times from ``rec.dtstart`` in order, none later than ``limit``."""
+    if rec.kind is RuleKind.RRULE:
+        rule = _rrule(rec.rule, rec.dtstart)
+        until = rule._until  # dateutil keeps the parsed UNTIL here
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            bounded = rule.replace(until=min(until, limit) if until else limit)
+        yield from bounded
+        return
+    it = croniter(rec.rule, rec.dtstart - timedelta(seconds=1))
+    while True:
+        try:
+            wall = it.get_next(datetime)
+        except CroniterBadDateError:
+            return  # no further match (e.g. Feb 30): the rule is exhausted
+        if wall > limit:
+            return
+        yield wall
+
+
+def occurrences(rec: Recurrence, *, limit: datetime,
+                after: tuple[int, int, bool] | None = None) -> Iterator[Occurrence]:
+    """The occurrences in instant order, each strictly after the cursor ``after`` (an
+    :attr:`Occurrence.key`), from wall times up to ``limit``."""
+    tz = rec.zone
+    excluded = set(rec.exdates)
+    pending: list[Occurrence] = []
+    for index, wall in enumerate(wall_instances(rec, limit)):
+        if wall not in excluded:
+            for n, at_ms in enumerate(resolve(wall, tz, rec.dst)):
+                occ = Occurrence(at_ms, index, n == 1, wall)
+                if after is None or occ.key > after:
+                    heapq.heappush(pending, occ)
+        # No wall time from here on can resolve before this bound.
+        floor_ms = datetime_to_ms((wall - MAX_UTC_OFFSET).replace(tzinfo=UTC))
+        while pending and pending[0].at_ms < floor_ms:
+            yield heapq.heappop(pending)
+    while pending:
+        yield heapq.heappop(pending)
+
+
+def first_occurrences(rec: Recurrence, count: int, *, limit: datetime,
+                      after: tuple[int, int, bool] | None = None) -> list[Occurrence]:
+    out: list[Occurrence] = []
+    for occ in occurrences(rec, limit=limit, after=after):
+        out.append(occ)
+        if len(out) >= count:
+            break
+    return out
+
+
+def next_occurrence(rec: Recurrence, after: tuple[int, int, bool] | None,
+                    limit: datetime) -> Occurrence | None:
+    """The first occurrence after the cursor ``after`` (None: from the start), or None when
+    the rule has none up to ``limit``."""
+    return next(occurrences(rec, limit=limit, after=after), None)
+
+
+def shortest_interval_s(rec: Recurrence, limit: datetime) -> float | None:
+    """The smallest gap between the rule's first wall instances (None with fewer than two):
+    what ``TRIGGER_MIN_RECURRENCE_INTERVAL_S`` is checked against."""
+    prev: datetime | None = None
+    best: float | None = None
+    for n, wall in enumerate(wall_instances(rec, limit)):
+        if prev is not None:
+            gap = (wall - prev).total_seconds()
+            best = gap if best is None else min(best, gap)
+        prev = wall
+        if n >= _MIN_CHECK_INSTANCES:
+            break
+    return best
