@@ -150,6 +150,14 @@ class Dispatcher:
             if t is None or t.status.terminal:
                 await self._drop(m, t)
                 return
+            if t.fire_at_ms != m.fire_at_ms:
+                # A message for an occurrence the trigger has moved past (the series went on,
+                # or an edit moved it): the current occurrence has its own message.
+                self._metrics.inc("stale_messages_total")
+                log.info("stale_message_dropped", trigger_id=m.trigger_id,
+                         message_fire_at_ms=m.fire_at_ms, fire_at_ms=t.fire_at_ms)
+                await self._queue.delete(m.receipt_handle)
+                return
             due_ms = t.due_at_ms()
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
                 await self._put_back(m, due_ms)

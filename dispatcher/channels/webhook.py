@@ -38,12 +38,15 @@ class WebhookChannel:
 
     async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
         assert self._session is not None, "open() first"
+        scheduled = json.dumps(format_rfc3339_ms(trigger.fire_at_ms))
         body = ('{"triggerId":' + json.dumps(trigger.trigger_id)
+                + ',"occurrenceId":' + json.dumps(trigger.occurrence_id)
                 + ',"payload":' + trigger.payload_json
-                + ',"fireAt":' + json.dumps(format_rfc3339_ms(trigger.fire_at_ms)) + "}")
+                + ',"fireAt":' + scheduled + ',"scheduledAt":' + scheduled + "}")
         headers = {
             "Content-Type": "application/json",
             "X-Trigger-Id": trigger.trigger_id,
+            "X-Trigger-Occurrence-Id": trigger.occurrence_id,
             "X-Trigger-Attempt": str(attempt),
         }
         try:

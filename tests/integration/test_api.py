@@ -114,7 +114,7 @@ async def test_unauthorized(stack: Stack) -> None:
 @pytest.mark.parametrize(
     ("mutate", "status", "code", "field"),
     [
-        (lambda b: b | {"delaySeconds": 367 * 86400}, 400, "fire_at_out_of_range", None),
+        (lambda b: b | {"delaySeconds": 3661 * 86400}, 400, "fire_at_out_of_range", None),
         (lambda b: b | {"delaySeconds": 1, "payload": "x" * 5000}, 413, "payload_too_large",
          None),
         (lambda b: b | {"delaySeconds": 1, "callbackUrl": "http://127.0.0.1:1/"}, 422,

@@ -11,7 +11,7 @@ import asyncio
 import bisect
 import itertools
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
@@ -41,13 +41,6 @@ class _Failing:
             raise self.failures[name]
 
 
-def _transition(current: Trigger, new: Trigger) -> Trigger:
-    """``current`` with ``new``'s mutable fields: what a transition may change."""
-    return replace(current, status=new.status, attempts=new.attempts, last_error=new.last_error,
-                   fired_at_ms=new.fired_at_ms, claim_id=new.claim_id,
-                   claimed_at_ms=new.claimed_at_ms, next_attempt_at_ms=new.next_attempt_at_ms)
-
-
 class MemoryStore(_Failing):
     """``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``, ``SweepCursors``, ``Pingable``."""
 
@@ -62,6 +55,11 @@ class MemoryStore(_Failing):
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
+        self._index(trigger)
+        # Like the real store's creation-time writes: a repeat never undoes a transition.
+        self.triggers.setdefault(trigger.trigger_id, trigger)
+
+    def _index(self, trigger: Trigger) -> None:
         entry = BucketEntry(trigger.trigger_id, trigger.fire_at_ms, trigger.shard, trigger.route)
         bucket = self.buckets.setdefault((bucket_minute(trigger.fire_at_ms), trigger.shard), [])
         if entry not in bucket:
@@ -70,8 +68,11 @@ class MemoryStore(_Failing):
         listing = self.by_caller.setdefault(trigger.caller, [])
         if key not in listing:
             bisect.insort(listing, key)
-        # Like the real store's creation-time writes: a repeat never undoes a transition.
-        self.triggers.setdefault(trigger.trigger_id, trigger)
+
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+        self._enter("advance")
+        self._index(new)
+        return await self.compare_and_set(old, new)
 
     async def get(self, trigger_id: str) -> Trigger | None:
         self._enter("get")
@@ -86,11 +87,11 @@ class MemoryStore(_Failing):
     ) -> bool:
         self._enter("compare_and_set")
         current = self.triggers.get(old.trigger_id)
-        if current is None or (current.status, current.claim_id, current.attempts) != (
-                old.status, old.claim_id, old.attempts):
+        if current is None or (current.status, current.claim_id, current.attempts,
+                               current.revision) != (
+                old.status, old.claim_id, old.attempts, old.revision):
             return False
-        # Like the real store: only the mutable fields, unless a TTL rewrites every column.
-        self.triggers[old.trigger_id] = new if ttl_s is not None else _transition(current, new)
+        self.triggers[old.trigger_id] = new
         return True
 
     async def list_by_caller(

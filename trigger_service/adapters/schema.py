@@ -82,14 +82,18 @@ COL_TRIGGER_ID: Final = "trigger_id"
 TRIGGER_COLUMNS: Final = (
     "caller", "callback_url", "payload", "fire_at_ms", "created_at_ms", "shard", "path",
     "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
-    "next_attempt_at_ms", "idem_key",
+    "next_attempt_at_ms", "idem_key", "schedule", "occurrence_index", "occurrence_second",
+    "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
 )
-# The columns a transition may change; the LWT's condition columns.
-TRIGGER_MUTABLE: Final = (
-    "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
-    "next_attempt_at_ms",
-)
-TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts")
+# The LWT's condition columns: a transition applies only to the state it was computed from
+# (every transition rewrites every column: an occurrence moves fire_at_ms, an edit the rest).
+TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
+# The recurrence JSON in ``schedule`` (``Recurrence.to_dict``) and the idempotency record's.
+REQ_SCHEDULE: Final = "schedule"
+REQ_OCCURRENCE_INDEX: Final = "occurrenceIndex"
+REQ_OCCURRENCE_SECOND: Final = "occurrenceSecond"
+REQ_TZDATA: Final = "tzdata"
+REQ_SNOOZED_FROM: Final = "snoozedFrom"
 # trigger_buckets and triggers_by_caller
 COL_BUCKET_MINUTE: Final = "bucket_minute"
 COL_SHARD: Final = "shard"

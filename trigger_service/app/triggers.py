@@ -38,7 +38,9 @@ from trigger_service.core.ports import (
     OutgoingMessage,
     TriggerCatalog,
 )
+from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.timing import DAY_MS, sqs_delay_s
+from trigger_service.core.zones import TZDATA_VERSION
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +56,8 @@ class NewTrigger:
     payload_json: str
     fire_at_ms: int  # already clamped to >= received_at_ms
     received_at_ms: int  # the one "now" of this request: delays and the route derive from it
+    schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
+    occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
 
 
 class TriggerService:
@@ -100,15 +104,15 @@ class TriggerService:
             payload_json=req.payload_json, fire_at_ms=req.fire_at_ms, created_at_ms=now_ms,
             shard=shard_of(trigger_id, self._s.shards),
             route=route_for(req.fire_at_ms, now_ms, self._s.direct_max_delay_s),
-            idem_key=idem_key,
+            idem_key=idem_key, schedule=req.schedule,
+            occurrence_index=req.occurrence.index if req.occurrence else 0,
+            occurrence_second=req.occurrence.second if req.occurrence else False,
+            tzdata_version=TZDATA_VERSION if req.schedule else None,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
         """Index entries outlive the row's own retention by the whole retry schedule."""
-        d = self._s.dispatch
-        retry_span_s = sum(d.retry_backoff_s) + d.max_attempts * int(d.callback_timeout_s)
-        ahead_s = max(0, (t.fire_at_ms - t.created_at_ms) // 1000)
-        return ahead_s + self._s.retention_s + retry_span_s + 86_400
+        return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
 
     async def _persist_and_enqueue(self, t: Trigger) -> None:
         await self._catalog.create(t, self.index_ttl_s(t))

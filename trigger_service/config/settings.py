@@ -27,8 +27,9 @@ class ApiSettings:
     port: int = 8080
     callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
     payload_max_bytes: int = 4096
-    max_fire_ahead_days: int = 366
+    max_fire_ahead_days: int = 3660
     enqueue_wait_ms: int = 500
+    min_recurrence_interval_s: int = 60
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,14 @@ class Settings:
     @property
     def retention_s(self) -> int:
         return self.retention_days * 86_400
+
+    def index_ttl_s(self, fire_at_ms: int, now_ms: int) -> int:
+        """How long index entries for a fire time live: until the row's own retention ends
+        after the whole retry schedule."""
+        d = self.dispatch
+        retry_span_s = sum(d.retry_backoff_s) + d.max_attempts * int(d.callback_timeout_s)
+        ahead_s = max(0, (fire_at_ms - now_ms) // 1000)
+        return ahead_s + self.retention_s + retry_span_s + 86_400
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -243,7 +252,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_PAYLOAD_MAX_BYTES", ("api", "payload_max_bytes"), _pos_int,
              "largest serialized payload accepted"),
     Variable("TRIGGER_MAX_FIRE_AHEAD_DAYS", ("api", "max_fire_ahead_days"), _pos_int,
-             "furthest fire time accepted, in days from now"),
+             "furthest fire time accepted, in days from now; a recurring rule's next "
+             "occurrence is looked for this far after the previous one"),
+    Variable("TRIGGER_MIN_RECURRENCE_INTERVAL_S", ("api", "min_recurrence_interval_s"),
+             _pos_int, "a rule whose occurrences come closer than this is refused"),
     Variable("TRIGGER_ENQUEUE_WAIT_MS", ("api", "enqueue_wait_ms"), _pos_int,
              "the longest a registration waits for SQS once the trigger is durable; a send "
              "still under way then finishes in the background (or the due-scan heals it)"),

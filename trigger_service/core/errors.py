@@ -5,14 +5,16 @@
     TriggerError                      base; never raised itself
     ├── ConfigError                   a bad TRIGGER_* variable or callers file (fails at start-up)
     ├── ApiError                      becomes {"error": code, "message": ...} with `status`
-    │   ├── InvalidRequest            400 invalid_request (names the field)
-    │   ├── FireAtOutOfRange          400 fire_at_out_of_range
+    │   ├── InvalidRequest            400 invalid_request (``field`` names the field)
+    │   ├── FireAtOutOfRange          400 fire_at_out_of_range (``field`` too)
     │   ├── Unauthorized              401 unauthorized
     │   ├── NotFound                  404 not_found
     │   ├── NotCancellable            409 not_cancellable
+    │   ├── NotEditable               409 not_editable (finished, or an occurrence in flight)
     │   ├── PayloadTooLarge           413 payload_too_large
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
+    │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
@@ -47,11 +49,21 @@ class ApiError(TriggerError):
         return {"error": self.code, "message": self.message, **self.extra}
 
 
-class InvalidRequest(ApiError):
+class _FieldError(ApiError):
+    """An error about one request field: the body names it in ``field`` (given, or the
+    message's ``field: ...`` prefix)."""
+
+    def __init__(self, message: str, **extra: object) -> None:
+        if "field" not in extra:
+            extra["field"] = message.split(": ", 1)[0] if ": " in message else None
+        super().__init__(message, **extra)
+
+
+class InvalidRequest(_FieldError):
     status, code = 400, "invalid_request"
 
 
-class FireAtOutOfRange(ApiError):
+class FireAtOutOfRange(_FieldError):
     status, code = 400, "fire_at_out_of_range"
 
 
@@ -67,6 +79,10 @@ class NotCancellable(ApiError):
     status, code = 409, "not_cancellable"
 
 
+class NotEditable(ApiError):
+    status, code = 409, "not_editable"
+
+
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
 
@@ -77,6 +93,10 @@ class CallbackNotAllowed(ApiError):
 
 class IdempotencyKeyReused(ApiError):
     status, code = 422, "idempotency_key_reused"
+
+
+class NonexistentLocalTime(_FieldError):
+    status, code = 422, "nonexistent_local_time"
 
 
 class DependencyUnavailable(ApiError):

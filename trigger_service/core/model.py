@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from ulid import ULID
 
+from trigger_service.core.recurrence import Recurrence
 from trigger_service.core.timing import ms_to_datetime
 
 TRIGGER_ID_PREFIX = "trg_"
@@ -66,6 +67,29 @@ class Trigger:
     claimed_at_ms: int | None = None
     next_attempt_at_ms: int | None = None
     idem_key: str | None = None
+    # Wall-clock and recurring triggers: how fire times are computed, and which occurrence
+    # ``fire_at_ms`` is (its wall instance's index; the later instant of an overlap fired
+    # twice). Only the next occurrence is ever stored.
+    schedule: Recurrence | None = None
+    occurrence_index: int = 0
+    occurrence_second: bool = False
+    occurrence_seq: int = 0  # occurrences finished before this one (fired or dead-lettered)
+    occurrences_fired: int = 0
+    tzdata_version: str | None = None  # the zone rules ``fire_at_ms`` was resolved with
+    # Bumped by every edit: a copy read before an edit can no longer win an LWT. None on
+    # rows written before the column existed (the condition then compares with null).
+    revision: int | None = 0
+    snoozed_from: str | None = None
+
+    @property
+    def occurrence_id(self) -> str:
+        """The receiver's dedup key: stable for every attempt of one occurrence."""
+        return f"{self.trigger_id}.{self.occurrence_seq + 1}"
+
+    @property
+    def occurrence_key(self) -> tuple[int, int, bool]:
+        """The series' cursor: this occurrence's (instant, wall index, second of two)."""
+        return (self.fire_at_ms, self.occurrence_index, self.occurrence_second)
 
     def due_at_ms(self) -> int:
         """When the next delivery attempt may start: the fire time, or the retry time."""

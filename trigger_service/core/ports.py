@@ -100,10 +100,16 @@ class TriggerStates(Protocol):
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
-        """Write ``new``'s mutable fields iff status, claim_id and attempts still equal
-        ``old``'s. With ``ttl_s`` every column is rewritten with that TTL (terminal states).
+        """Write ``new`` iff status, claim_id, attempts and revision still equal ``old``'s;
+        with ``ttl_s`` the row then expires after that long (terminal states).
         Returns whether it applied. Raises ``StoreError`` (outcome unknown on a timeout).
         """
+        ...
+
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+        """Move a trigger to another fire time (its next occurrence, or an edit): write the
+        index entries for ``new.fire_at_ms`` first, then ``compare_and_set(old, new)``.
+        Returns whether it applied. Raises ``StoreError``."""
         ...
 
 

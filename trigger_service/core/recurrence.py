@@ -31,13 +31,21 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import Any
 
 from croniter import CroniterBadDateError, croniter
 from dateutil.rrule import rrule, rrulestr
 
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.timing import datetime_to_ms
-from trigger_service.core.zones import MAX_UTC_OFFSET, DstPolicy, load_zone, resolve
+from trigger_service.core.zones import (
+    MAX_UTC_OFFSET,
+    DstPolicy,
+    Gap,
+    Overlap,
+    load_zone,
+    resolve,
+)
 
 _MIN_CHECK_INSTANCES = 100  # wall instances looked at for the minimum interval
 _MAX_RULE_LEN = 1_000
@@ -46,6 +54,7 @@ _UNTIL_RE = re.compile(r"^(\d{8})(T(\d{6}))?Z$")
 
 
 class RuleKind(StrEnum):
+    ONCE = "once"  # one wall time (``localTime`` + ``timeZone``): DTSTART alone
     RRULE = "rrule"
     CRON = "cron"
 
@@ -64,6 +73,24 @@ class Recurrence:
     @property
     def zone(self) -> zoneinfo.ZoneInfo:
         return load_zone(self.time_zone)
+
+    @property
+    def recurring(self) -> bool:
+        return self.kind is not RuleKind.ONCE
+
+    def to_dict(self) -> dict[str, object]:
+        """A JSON-able form (stored with the trigger); :meth:`from_dict` reads it back."""
+        return {"kind": self.kind.value, "rule": self.rule, "timeZone": self.time_zone,
+                "dtstart": self.dtstart.isoformat(), "gap": self.dst.gap.value,
+                "overlap": self.dst.overlap.value,
+                "exdates": [d.isoformat() for d in self.exdates]}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Recurrence:
+        return cls(RuleKind(d["kind"]), d["rule"], d["timeZone"],
+                   datetime.fromisoformat(d["dtstart"]),
+                   DstPolicy(Gap(d["gap"]), Overlap(d["overlap"])),
+                   tuple(datetime.fromisoformat(x) for x in d["exdates"]))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -116,6 +143,8 @@ def _until_in_zone(value: str, tz: zoneinfo.ZoneInfo) -> str:
 
 def parse_rule(kind: RuleKind, text: object, tz: zoneinfo.ZoneInfo, dtstart: datetime) -> str:
     """Validate and normalize a rule; raises ``InvalidRequest`` naming ``rrule`` or ``cron``."""
+    if kind is RuleKind.ONCE:
+        return ""
     if kind is RuleKind.RRULE:
         rule = normalize_rrule(text, tz)
         _rrule(rule, dtstart)  # raises if dateutil cannot read it
@@ -143,6 +172,10 @@ def _rrule(rule: str, dtstart: datetime) -> rrule:
 
 def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
     """The rule's wall times from ``rec.dtstart`` in order, none later than ``limit``."""
+    if rec.kind is RuleKind.ONCE:
+        if rec.dtstart <= limit:
+            yield rec.dtstart
+        return
     if rec.kind is RuleKind.RRULE:
         rule = _rrule(rec.rule, rec.dtstart)
         until = rule._until  # dateutil keeps the parsed UNTIL here

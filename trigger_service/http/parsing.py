@@ -7,22 +7,21 @@ import base64
 import binascii
 import hashlib
 import json
-import math
 from typing import Any
 
+from trigger_service.app.schedules import plan
 from trigger_service.app.triggers import NewTrigger
 from trigger_service.config.callers import Caller, parse_callback_url
 from trigger_service.core.errors import (
     CallbackNotAllowed,
-    FireAtOutOfRange,
     InvalidRequest,
     PayloadTooLarge,
 )
 from trigger_service.core.model import Status
 from trigger_service.core.ports import ListCursor
-from trigger_service.core.timing import DAY_MS, parse_rfc3339_ms
+from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
-ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "delaySeconds", "fireAt"})
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS})
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 
@@ -54,17 +53,21 @@ def parse_register(
     now_ms: int,
     payload_max_bytes: int,
     max_fire_ahead_days: int,
+    min_recurrence_interval_s: int = 60,
 ) -> NewTrigger:
-    """Validate a ``POST /v1/triggers`` body. A fire time in the past becomes ``now_ms``."""
+    """Validate a ``POST /v1/triggers`` body. A one-time fire time in the past becomes
+    ``now_ms``; a recurring rule starts at its first occurrence from now on."""
     if not isinstance(body, dict):
         raise InvalidRequest("body: must be a JSON object")
     extra = sorted(set(body) - ALLOWED_FIELDS)
     if extra:
-        raise InvalidRequest(f"{extra[0]}: unknown field")
+        raise InvalidRequest(f"{extra[0]}: unknown field", field=extra[0])
     url = _callback_url(body, caller)
     payload_json = _payload_json(body, payload_max_bytes)
-    fire_at_ms = _fire_at_ms(body, now_ms, max_fire_ahead_days)
-    return NewTrigger(url, payload_json, max(fire_at_ms, now_ms), now_ms)
+    planned = plan(parse_time_fields(body, now_ms), now_ms=now_ms,
+                   horizon_days=max_fire_ahead_days, min_interval_s=min_recurrence_interval_s)
+    return NewTrigger(url, payload_json, planned.fire_at_ms, now_ms, planned.schedule,
+                      planned.occurrence)
 
 
 def _callback_url(body: dict[str, Any], caller: Caller) -> str:
@@ -89,34 +92,6 @@ def _payload_json(body: dict[str, Any], payload_max_bytes: int) -> str:
         raise PayloadTooLarge(
             f"payload: {size} bytes serialized, at most {payload_max_bytes} allowed")
     return payload_json
-
-
-def _fire_at_ms(body: dict[str, Any], now_ms: int, max_fire_ahead_days: int) -> int:
-    has_delay, has_fire_at = "delaySeconds" in body, "fireAt" in body
-    if has_delay == has_fire_at:
-        raise InvalidRequest("delaySeconds/fireAt: exactly one of them is required")
-    max_ahead_ms = max_fire_ahead_days * DAY_MS
-    if has_delay:
-        delay = body["delaySeconds"]
-        if (isinstance(delay, bool) or not isinstance(delay, int | float)
-                or not math.isfinite(delay)):
-            raise InvalidRequest("delaySeconds: must be a number")
-        if delay < 0:
-            raise InvalidRequest("delaySeconds: must be >= 0")
-        if delay * 1000 > max_ahead_ms:
-            raise FireAtOutOfRange(
-                f"delaySeconds: at most {max_fire_ahead_days} days ahead is accepted")
-        return now_ms + round(delay * 1000)
-    text = body["fireAt"]
-    if not isinstance(text, str):
-        raise InvalidRequest("fireAt: must be an RFC 3339 string")
-    try:
-        fire_at_ms = parse_rfc3339_ms(text)
-    except ValueError as e:
-        raise InvalidRequest(f"fireAt: {e}") from e
-    if fire_at_ms - now_ms > max_ahead_ms:
-        raise FireAtOutOfRange(f"fireAt: at most {max_fire_ahead_days} days ahead is accepted")
-    return fire_at_ms
 
 
 def parse_idempotency_key(value: str | None) -> str | None:

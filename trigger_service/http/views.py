@@ -8,6 +8,7 @@ from typing import Any
 from trigger_service.app.idempotency import Registered
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import ListPage
+from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms
 from trigger_service.http.parsing import encode_cursor
 
@@ -24,12 +25,31 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "firedAt": format_rfc3339_ms(t.fired_at_ms) if t.fired_at_ms is not None else None,
         "callbackUrl": t.callback_url,
         "payload": json.loads(t.payload_json),
+        **schedule_view(t),
+    }
+
+
+def schedule_view(t: Trigger) -> dict[str, Any]:
+    """The wall-clock and recurrence fields (null for a plain one-time trigger)."""
+    rec = t.schedule
+    kind = rec.kind if rec else None
+    return {
+        "timeZone": rec.time_zone if rec else None,
+        "localTime": rec.dtstart.isoformat() if kind is RuleKind.ONCE and rec else None,
+        "rrule": rec.rule if kind is RuleKind.RRULE and rec else None,
+        "cron": rec.rule if kind is RuleKind.CRON and rec else None,
+        "dstPolicy": rec.dst.to_json() if rec else None,
+        "exdates": [d.isoformat() for d in rec.exdates] if rec and rec.recurring else None,
+        "nextFireAt": None if t.status.terminal else format_rfc3339_ms(t.fire_at_ms),
+        "occurrencesFired": t.occurrences_fired,
+        "snoozedFrom": t.snoozed_from,
     }
 
 
 def created_view(r: Registered) -> dict[str, Any]:
     """The 201 body of a registration (a replay shows the first request's trigger)."""
-    return {"triggerId": r.trigger_id, "fireAt": format_rfc3339_ms(r.fire_at_ms),
+    at = format_rfc3339_ms(r.fire_at_ms)
+    return {"triggerId": r.trigger_id, "fireAt": at, "nextFireAt": at,
             "status": Status.PENDING.value}
 
 

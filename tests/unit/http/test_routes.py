@@ -67,10 +67,13 @@ async def api() -> AsyncIterator[Api]:
 
 async def assert_error(resp: ClientResponse, status: int, code: str,
                        extras: Iterable[str] = ()) -> dict[str, Any]:
-    """The one error shape: exactly error + message (+ documented extras), as JSON."""
+    """The one error shape: exactly error + message (+ documented extras: ``field`` on every
+    400 and 422 about a field), as JSON."""
     body = await resp.json()
     assert resp.status == status, body
     assert resp.content_type == "application/json"
+    if code in ("invalid_request", "fire_at_out_of_range", "nonexistent_local_time"):
+        extras = [*extras, "field"]
     assert set(body) == {"error", "message", *extras}
     assert body["error"] == code
     assert isinstance(body["message"], str) and body["message"]
@@ -81,7 +84,7 @@ async def assert_error(resp: ClientResponse, status: int, code: str,
 async def test_register_answers_201_with_id_fire_time_and_status(api: Api) -> None:
     status, body, resp = await api.post(BODY | {"delaySeconds": 600.25})
     assert status == 201
-    assert set(body) == {"triggerId", "fireAt", "status"}
+    assert set(body) == {"triggerId", "fireAt", "nextFireAt", "status"}
     assert body["status"] == "PENDING" and body["triggerId"].startswith("trg_")
     assert MS_Z.match(body["fireAt"]) and body["fireAt"] == "2023-11-14T22:23:20.250Z"
     assert "Idempotent-Replayed" not in resp.headers
@@ -104,7 +107,10 @@ async def test_get_shows_the_whole_trigger(api: Api) -> None:
     assert resp.status == 200
     assert got == {"triggerId": tid, "status": "PENDING", "fireAt": "2023-11-14T22:23:20.000Z",
                    "createdAt": "2023-11-14T22:13:20.000Z", "attempts": 0, "lastError": None,
-                   "firedAt": None, "callbackUrl": CALLBACK, "payload": {"k": [1, "é"]}}
+                   "firedAt": None, "callbackUrl": CALLBACK, "payload": {"k": [1, "é"]},
+                   "timeZone": None, "localTime": None, "rrule": None, "cron": None,
+                   "dstPolicy": None, "exdates": None, "nextFireAt": "2023-11-14T22:23:20.000Z",
+                   "occurrencesFired": 0, "snoozedFrom": None}
 
 
 async def test_idempotent_replay_header_and_key_reuse(api: Api) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.recurrence import Recurrence
 
 
 def queries(keyspace: str) -> dict[str, str]:
@@ -17,7 +18,6 @@ def queries(keyspace: str) -> dict[str, str]:
         s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
         s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS))
     cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
-    mut = ", ".join(f"{c} = ?" for c in s.TRIGGER_MUTABLE)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
     key = f"{s.COL_TRIGGER_ID} = ?"
     return {
@@ -28,7 +28,7 @@ def queries(keyspace: str) -> dict[str, str]:
         "by_caller": f"INSERT INTO {by_caller} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
         "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
-        "cas": f"UPDATE {t} SET {mut} WHERE {key} {cond}",
+        "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
@@ -57,6 +57,9 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.caller, t.callback_url, t.payload_json, t.fire_at_ms, t.created_at_ms, t.shard,
         t.route.value, t.status.value, t.attempts, t.last_error, t.fired_at_ms, t.claim_id,
         t.claimed_at_ms, t.next_attempt_at_ms, t.idem_key,
+        json.dumps(t.schedule.to_dict()) if t.schedule else None, t.occurrence_index,
+        t.occurrence_second, t.occurrence_seq, t.occurrences_fired, t.tzdata_version,
+        t.revision, t.snoozed_from,
     ), strict=True))
 
 
@@ -64,7 +67,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
     """The trigger a ``get`` row holds; None if only a tombstone or a partial row is left."""
     (caller, callback_url, payload, fire_at_ms, created_at_ms, shard, path, status, attempts,
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
-     idem_key) = (row[c] for c in s.TRIGGER_COLUMNS)
+     idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
+     tzdata_version, revision, snoozed_from) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -73,6 +77,10 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         status=Status(status), attempts=attempts or 0, last_error=last_error,
         fired_at_ms=fired_at_ms, claim_id=claim_id, claimed_at_ms=claimed_at_ms,
         next_attempt_at_ms=next_attempt_at_ms, idem_key=idem_key,
+        schedule=Recurrence.from_dict(json.loads(schedule)) if schedule else None,
+        occurrence_index=occurrence_index or 0, occurrence_second=bool(occurrence_second),
+        occurrence_seq=occurrence_seq or 0, occurrences_fired=occurrences_fired or 0,
+        tzdata_version=tzdata_version, revision=revision, snoozed_from=snoozed_from,
     )
 
 
@@ -82,6 +90,9 @@ def encode_request(t: Trigger) -> str:
         s.REQ_CALLBACK_URL: t.callback_url, s.REQ_PAYLOAD: t.payload_json,
         s.REQ_FIRE_AT_MS: t.fire_at_ms, s.REQ_CREATED_AT_MS: t.created_at_ms,
         s.REQ_SHARD: t.shard, s.REQ_PATH: t.route.value,
+        s.REQ_SCHEDULE: t.schedule.to_dict() if t.schedule else None,
+        s.REQ_OCCURRENCE_INDEX: t.occurrence_index, s.REQ_OCCURRENCE_SECOND: t.occurrence_second,
+        s.REQ_TZDATA: t.tzdata_version, s.REQ_SNOOZED_FROM: t.snoozed_from,
     })
 
 
@@ -93,4 +104,8 @@ def decode_request(trigger_id: str, caller: str, idem_key: str, text: str) -> Tr
         payload_json=d[s.REQ_PAYLOAD], fire_at_ms=d[s.REQ_FIRE_AT_MS],
         created_at_ms=d[s.REQ_CREATED_AT_MS], shard=d[s.REQ_SHARD],
         route=Route(d[s.REQ_PATH]), idem_key=idem_key,
+        schedule=Recurrence.from_dict(d[s.REQ_SCHEDULE]) if d.get(s.REQ_SCHEDULE) else None,
+        occurrence_index=d.get(s.REQ_OCCURRENCE_INDEX, 0),
+        occurrence_second=d.get(s.REQ_OCCURRENCE_SECOND, False),
+        tzdata_version=d.get(s.REQ_TZDATA), snoozed_from=d.get(s.REQ_SNOOZED_FROM),
     )

@@ -69,20 +69,28 @@ class CassandraStore:
         # Cheaper than a logged batch (no batchlog round) with the same guarantee. Every
         # write carries a timestamp fixed by the trigger, so a repeat rewrites identical
         # cells; the row's is backdated below every LWT's (see schema.CREATE_BACKDATE_MS).
-        ts_us = trigger.created_at_ms * 1000
         row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
-        await asyncio.gather(
-            self._run("bucket", [
-                bucket_minute(trigger.fire_at_ms), trigger.shard, trigger.fire_at_ms,
-                trigger.trigger_id, trigger.route.value, index_ttl_s, ts_us,
-            ]),
-            self._run("by_caller", [
-                trigger.caller, fire_month(trigger.fire_at_ms), trigger.fire_at_ms,
-                trigger.trigger_id, index_ttl_s, ts_us,
-            ]),
-        )
+        await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
         values = row_values(trigger)
         await self._run("create", [row_ts_us, *values.values(), trigger.trigger_id])
+
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+        # The new fire time's index entries first (new keys: plain inserts), then the LWT.
+        # If the LWT loses, the entries point at a row that is elsewhere: readers skip them.
+        await self._write_index(new, index_ttl_s, now_ms * 1000)
+        return await self.compare_and_set(old, new)
+
+    async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int) -> None:
+        await asyncio.gather(
+            self._run("bucket", [
+                bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
+                t.route.value, index_ttl_s, ts_us,
+            ]),
+            self._run("by_caller", [
+                t.caller, fire_month(t.fire_at_ms), t.fire_at_ms, t.trigger_id, index_ttl_s,
+                ts_us,
+            ]),
+        )
 
     async def get(self, trigger_id: str) -> Trigger | None:
         rows = await self._run("get", [trigger_id])
@@ -94,11 +102,10 @@ class CassandraStore:
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
-        cond = [old.status.value, old.claim_id, old.attempts]
+        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
         values = row_values(new)
         if ttl_s is None:
-            params = [*(values[c] for c in schema.TRIGGER_MUTABLE), new.trigger_id, *cond]
-            rows = await self._run("cas", params)
+            rows = await self._run("cas", [*values.values(), new.trigger_id, *cond])
         else:
             rows = await self._run("cas_ttl", [ttl_s, *values.values(), new.trigger_id, *cond])
         return bool(rows and rows[0].get(schema.LWT_APPLIED))

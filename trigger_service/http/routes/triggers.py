@@ -16,7 +16,8 @@ async def register(request: web.Request) -> web.Response:
     body = parsing.parse_json_body(await request.read())
     new = parsing.parse_register(
         body, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days)
+        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
+        min_recurrence_interval_s=api.min_recurrence_interval_s)
     result = await request.app[SERVICE_KEY].register(
         caller.name, new, idem_key, parsing.request_hash(body))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}

@@ -1,0 +1,102 @@
+"""When a new (or edited) trigger fires: a plain instant, a wall time in a zone, or the first
+occurrence of a recurring rule. No HTTP here; the request's fields arrive parsed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
+from trigger_service.core.recurrence import (
+    Occurrence,
+    Recurrence,
+    RuleKind,
+    parse_rule,
+    shortest_interval_s,
+)
+from trigger_service.core.series import first_occurrence, search_limit
+from trigger_service.core.timing import DAY_MS
+from trigger_service.core.zones import UTC_ZONE, DstPolicy, Gap, load_zone, wall_of
+
+
+@dataclass(frozen=True, slots=True)
+class TimeRequest:
+    """The time fields of a request, each checked for shape only."""
+
+    at_ms: int | None = None  # from delaySeconds or fireAt
+    at_field: str = "fireAt"  # which of the two (errors name it)
+    local_time: datetime | None = None  # naive wall time (localTime)
+    time_zone: str | None = None
+    rule_kind: RuleKind | None = None
+    rule_text: object = None
+    dst: DstPolicy = field(default_factory=DstPolicy)
+    exdates: tuple[datetime, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    fire_at_ms: int
+    schedule: Recurrence | None = None
+    occurrence: Occurrence | None = None
+
+
+def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
+         min_interval_s: int) -> Planned:
+    """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
+    ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    if req.rule_kind is None and req.local_time is None:
+        assert req.at_ms is not None
+        _within_horizon(req.at_ms, now_ms, horizon_days, req.at_field)
+        return Planned(max(req.at_ms, now_ms))
+    zone_name = req.time_zone or UTC_ZONE
+    tz = load_zone(zone_name)
+    if req.rule_kind is None:
+        assert req.local_time is not None
+        return _plan_once(Recurrence(RuleKind.ONCE, "", zone_name, req.local_time, req.dst),
+                          now_ms, horizon_days)
+    if req.local_time is not None:
+        dtstart = req.local_time.replace(microsecond=0)
+    else:
+        assert req.at_ms is not None
+        dtstart = wall_of(req.at_ms, tz).replace(microsecond=0)
+    rule = parse_rule(req.rule_kind, req.rule_text, tz, dtstart)
+    rec = Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)
+    return _plan_series(rec, now_ms, horizon_days, min_interval_s)
+
+
+def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
+    occ = first_occurrence(rec, not_before_ms=-(2**62), horizon_days=horizon_days)
+    if occ is None:
+        assert rec.dst.gap is Gap.SKIP
+        raise NonexistentLocalTime(
+            f"localTime: {rec.dtstart.isoformat()} does not exist in {rec.time_zone} (a DST "
+            "gap) and dstPolicy.gap is 'skip'", field="localTime")
+    _within_horizon(occ.at_ms, now_ms, horizon_days, "localTime")
+    # A wall time in the past fires now, like a past fireAt.
+    return Planned(max(occ.at_ms, now_ms), rec, occ)
+
+
+def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
+                 min_interval_s: int) -> Planned:
+    field_name = rec.kind.value
+    limit = search_limit(rec, now_ms, horizon_days)
+    shortest = shortest_interval_s(rec, limit)
+    if shortest is not None and shortest < min_interval_s:
+        raise InvalidRequest(
+            f"{field_name}: occurrences {shortest:g} s apart; at least {min_interval_s} s "
+            "(TRIGGER_MIN_RECURRENCE_INTERVAL_S) is required", field=field_name)
+    # Whole seconds: an occurrence in the second the request arrived still fires.
+    occ = first_occurrence(rec, not_before_ms=now_ms - now_ms % 1000,
+                           horizon_days=horizon_days)
+    if occ is None:
+        raise InvalidRequest(f"{field_name}: no occurrence within {horizon_days} days "
+                             "(TRIGGER_MAX_FIRE_AHEAD_DAYS)", field=field_name)
+    _within_horizon(occ.at_ms, now_ms, horizon_days, field_name)
+    return Planned(occ.at_ms, rec, occ)
+
+
+def _within_horizon(at_ms: int, now_ms: int, horizon_days: int, field_name: str) -> None:
+    if at_ms - now_ms > horizon_days * DAY_MS:
+        raise FireAtOutOfRange(f"{field_name}: at most {horizon_days} days ahead is accepted",
+                               field=field_name)
