@@ -55,7 +55,7 @@ async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: S
     assert entries == [BucketEntry(t.trigger_id, t.fire_at_ms, shard, t.route)]
 
 
-async def test_compare_and_set_applies_only_when_status_claim_and_attempts_match(
+async def test_compare_and_set_applies_only_when_status_claim_attempts_and_revision_match(
     store: Store,
 ) -> None:
     t = make_trigger(unique("caller-"), utc_ms(2031, 2, 3), shard=_shard())
@@ -65,12 +65,16 @@ async def test_compare_and_set_applies_only_when_status_claim_and_attempts_match
                   replace(t, attempts=1), replace(t, trigger_id=new_trigger_id(1))):
         assert not await store.compare_and_set(stale, replace(claimed, trigger_id=stale.trigger_id))
     assert await store.get(t.trigger_id) == t
-    # Only the mutable fields are written: the rest of ``new`` is ignored.
-    tampered = replace(claimed, callback_url="https://elsewhere.example/", payload_json="{}",
-                       fire_at_ms=t.fire_at_ms + 1, caller="someone-else", idem_key="other")
-    assert await store.compare_and_set(t, tampered)
-    assert await store.get(t.trigger_id) == claimed
+    # Every column is written: a series' next occurrence or an edit moves the rest too.
+    moved = replace(claimed, payload_json='{"v":2}', fire_at_ms=t.fire_at_ms + 1)
+    assert await store.compare_and_set(t, moved)
+    assert await store.get(t.trigger_id) == moved
     assert not await store.compare_and_set(t, claimed), "the old state no longer matches"
+    # An edit bumps the revision: a copy read before it can no longer win.
+    claimed = replace(moved, revision=1)
+    assert await store.compare_and_set(moved, claimed)
+    assert not await store.compare_and_set(moved, replace(moved, last_error="x"))
+    assert await store.get(t.trigger_id) == claimed
     retry = claimed.with_status(Status.PENDING, attempts=1, last_error="HTTP 503",
                                 claim_id=None, claimed_at_ms=None,
                                 next_attempt_at_ms=t.fire_at_ms + 10_000)

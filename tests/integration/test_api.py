@@ -37,7 +37,9 @@ async def test_register_get_and_list(stack: Stack) -> None:
     assert got["lastError"] is None and got["firedAt"] is None
     assert got["callbackUrl"] == stack.receiver.base_url + "cb"
     assert set(got) == {"triggerId", "status", "fireAt", "createdAt", "attempts", "lastError",
-                        "firedAt", "callbackUrl", "payload"}
+                        "firedAt", "callbackUrl", "payload", "timeZone", "localTime", "rrule",
+                        "cron", "dstPolicy", "exdates", "nextFireAt", "occurrencesFired",
+                        "snoozedFrom"}
 
 
 async def test_fire_at_with_offset_is_stored_in_utc(stack: Stack) -> None:
@@ -205,8 +207,8 @@ async def test_idempotency_repairs_a_trigger_whose_writer_died(stack: Stack) -> 
     tid = new_trigger_id(now)
     ghost = Trigger(tid, stack.caller, body["callbackUrl"], json.dumps(body["payload"]),
                     now + 600_000, now, shard_of(tid, 64), Route.DIRECT, idem_key="died")
-    response = {"triggerId": tid, "fireAt": format_rfc3339_ms(ghost.fire_at_ms),
-                "status": "PENDING"}
+    at = format_rfc3339_ms(ghost.fire_at_ms)
+    response = {"triggerId": tid, "fireAt": at, "nextFireAt": at, "status": "PENDING"}
     existing = await stack.runtime.store.put_if_absent(IdempotencyRecord(
         stack.caller, "died", request_hash(body), ghost), 3600)
     assert existing is None

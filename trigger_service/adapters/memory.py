@@ -107,7 +107,8 @@ class MemoryStore(_Failing):
                 break
             last = key
             t = self.triggers.get(key[2])
-            if t is not None and (status is None or t.status is status):
+            if (t is not None and t.fire_at_ms == key[1]
+                    and (status is None or t.status is status)):
                 found.append(t)
         rest = [k for k in keys if k > (last or start) and k[0] <= last_month]
         return ListPage(found, last if rest and last is not None else None)

@@ -19,6 +19,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           Lifetime: fire time + retention + max retry span.
 - ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
                           (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
+                          A series has one entry per occurrence; LIST shows the current one.
+- ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
+                          so a LIST skips the empty months of a ten-year horizon.
 - ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
                           request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
                           Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
@@ -68,6 +71,7 @@ from typing import Final
 TABLE_TRIGGERS: Final = "triggers"
 TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
+TABLE_CALLER_MONTHS: Final = "caller_months"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_MIGRATIONS: Final = "schema_migrations"
 # One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died

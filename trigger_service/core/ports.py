@@ -130,8 +130,10 @@ class TriggerCatalog(TriggerStates, Protocol):
         status: Status | None,
     ) -> ListPage:
         """The caller's triggers after ``start`` in (month, fire time, id) order, up to
-        ``last_month``; ``next_cursor`` is None once nothing is left (a full page that ends
-        on the last trigger may carry a cursor to one empty page). Raises ``StoreError``."""
+        ``last_month``, each once, at its current fire time (entries for a series' past
+        occurrences are skipped); ``next_cursor`` is None once nothing is left (a full page
+        that ends on the last trigger may carry a cursor to one empty page). Raises
+        ``StoreError``."""
         ...
 
 

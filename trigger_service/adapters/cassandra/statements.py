@@ -14,9 +14,10 @@ from trigger_service.core.recurrence import Recurrence
 def queries(keyspace: str) -> dict[str, str]:
     """name → CQL text. Tables are fully qualified: prepared statements under ``USE
     keyspace`` are ambiguous."""
-    t, buckets, by_caller, idem, cursors, counters = (f"{keyspace}.{name}" for name in (
-        s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
-        s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS))
+    t, buckets, by_caller, idem, cursors, counters, months = (
+        f"{keyspace}.{name}" for name in (
+            s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
+            s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS))
     cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
     key = f"{s.COL_TRIGGER_ID} = ?"
@@ -27,6 +28,10 @@ def queries(keyspace: str) -> dict[str, str]:
         "USING TTL ? AND TIMESTAMP ?",
         "by_caller": f"INSERT INTO {by_caller} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
+        "month_put": f"INSERT INTO {months} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}) VALUES (?, ?) "
+        "USING TTL ? AND TIMESTAMP ?",
+        "months": f"SELECT {s.COL_FIRE_MONTH} FROM {months} WHERE {s.COL_CALLER} = ? "
+        f"AND {s.COL_FIRE_MONTH} >= ? AND {s.COL_FIRE_MONTH} <= ?",
         "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",

@@ -90,6 +90,7 @@ class CassandraStore:
                 t.caller, fire_month(t.fire_at_ms), t.fire_at_ms, t.trigger_id, index_ttl_s,
                 ts_us,
             ]),
+            self._run("month_put", [t.caller, fire_month(t.fire_at_ms), index_ttl_s, ts_us]),
         )
 
     async def get(self, trigger_id: str) -> Trigger | None:
@@ -116,6 +117,13 @@ class CassandraStore:
     ) -> ListPage:
         month, after_ms, after_id = start
         found: list[Trigger] = []
+        # Only the months that hold entries (a few, even ten years ahead).
+        used = [r[schema.COL_FIRE_MONTH] for r in await self._run(
+            "months", [caller, month, last_month])]
+        if not used:
+            return ListPage([], None)
+        if used[0] > month:
+            month, after_ms, after_id = used[0], _MIN_MS, ""
         # Each round reads at most `limit` index entries from one month partition, then the
         # rows themselves; filtering by status happens on the rows (the index has no status).
         reads = 0
@@ -126,10 +134,15 @@ class CassandraStore:
             triggers = await self.get_many([r[schema.COL_TRIGGER_ID] for r in rows])
             for r, t in zip(rows, triggers, strict=True):
                 after_ms, after_id = r[schema.COL_FIRE_AT_MS], r[schema.COL_TRIGGER_ID]
-                if t is not None and (status is None or t.status is status):
+                # An entry for another fire time is a past occurrence (or an edit's old time):
+                # the trigger is listed once, at its current one.
+                if (t is not None and t.fire_at_ms == after_ms
+                        and (status is None or t.status is status)):
                     found.append(t)
             if len(rows) < want:
-                month, after_ms, after_id = next_month(month), _MIN_MS, ""
+                later = [m for m in used if m > month]
+                month = later[0] if later else next_month(last_month)
+                after_ms, after_id = _MIN_MS, ""
         more = month <= last_month
         return ListPage(found, (month, after_ms, after_id) if more else None)
 
