@@ -59,7 +59,9 @@ class Dispatcher:
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
-        self._handling: dict[str, str] = {}  # trigger id -> the message id being handled
+        # (trigger id, fire time) -> the message id being handled: one occurrence at a time
+        # (a series' next occurrence may arrive while the previous one is finishing).
+        self._handling: dict[tuple[str, int], str] = {}
         self._stopping = asyncio.Event()
 
     # --- loops ----------------------------------------------------------------------
@@ -108,7 +110,8 @@ class Dispatcher:
 
     # --- one message ------------------------------------------------------------------
     async def _handle_safely(self, m: ReceivedMessage) -> None:
-        in_hand = self._handling.get(m.trigger_id) if m.trigger_id else None
+        key = (m.trigger_id, m.fire_at_ms)
+        in_hand = self._handling.get(key) if m.trigger_id else None
         if in_hand is not None:
             if in_hand != m.message_id:
                 # Another copy of this trigger is in our hands already (a due-scan re-send,
@@ -119,7 +122,7 @@ class Dispatcher:
                     await self._queue.delete(m.receipt_handle)
             return  # (the same message again: its first receipt is being handled)
         if m.trigger_id:
-            self._handling[m.trigger_id] = m.message_id
+            self._handling[key] = m.message_id
         try:
             await self.handle(m)
         except asyncio.CancelledError:
@@ -135,8 +138,8 @@ class Dispatcher:
         except Exception:
             log.exception("handle_crashed", trigger_id=m.trigger_id)
         finally:
-            if self._handling.get(m.trigger_id) == m.message_id:
-                del self._handling[m.trigger_id]
+            if self._handling.get(key) == m.message_id:
+                del self._handling[key]
 
     async def handle(self, m: ReceivedMessage) -> None:
         """Process one received message to the end (delivered, rescheduled or dropped)."""

@@ -5,19 +5,29 @@ occurrence of a recurring rule. No HTTP here; the request's fields arrive parsed
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 
 from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
 from trigger_service.core.recurrence import (
     Occurrence,
     Recurrence,
     RuleKind,
+    occurrences,
     parse_rule,
     shortest_interval_s,
 )
 from trigger_service.core.series import first_occurrence, search_limit
-from trigger_service.core.timing import DAY_MS
-from trigger_service.core.zones import UTC_ZONE, DstPolicy, Gap, load_zone, wall_of
+from trigger_service.core.timing import DAY_MS, datetime_to_ms
+from trigger_service.core.zones import (
+    MAX_UTC_OFFSET,
+    UTC_ZONE,
+    DstPolicy,
+    Gap,
+    load_zone,
+    wall_of,
+)
+
+MAX_UTC_OFFSET_MS = int(MAX_UTC_OFFSET.total_seconds() * 1000)
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,28 +51,60 @@ class Planned:
     occurrence: Occurrence | None = None
 
 
-def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
-         min_interval_s: int) -> Planned:
-    """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
-    ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+def schedule_of(req: TimeRequest) -> Recurrence | None:
+    """The schedule a request describes (None: a plain instant). Raises ``InvalidRequest``."""
     if req.rule_kind is None and req.local_time is None:
-        assert req.at_ms is not None
-        _within_horizon(req.at_ms, now_ms, horizon_days, req.at_field)
-        return Planned(max(req.at_ms, now_ms))
+        return None
     zone_name = req.time_zone or UTC_ZONE
     tz = load_zone(zone_name)
     if req.rule_kind is None:
         assert req.local_time is not None
-        return _plan_once(Recurrence(RuleKind.ONCE, "", zone_name, req.local_time, req.dst),
-                          now_ms, horizon_days)
+        return Recurrence(RuleKind.ONCE, "", zone_name, req.local_time, req.dst)
     if req.local_time is not None:
         dtstart = req.local_time.replace(microsecond=0)
     else:
         assert req.at_ms is not None
         dtstart = wall_of(req.at_ms, tz).replace(microsecond=0)
     rule = parse_rule(req.rule_kind, req.rule_text, tz, dtstart)
-    rec = Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)
+    return Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)
+
+
+def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
+         min_interval_s: int) -> Planned:
+    """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
+    ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    rec = schedule_of(req)
+    if rec is None:
+        assert req.at_ms is not None
+        _within_horizon(req.at_ms, now_ms, horizon_days, req.at_field)
+        return Planned(max(req.at_ms, now_ms))
+    if rec.kind is RuleKind.ONCE:
+        return _plan_once(rec, now_ms, horizon_days)
     return _plan_series(rec, now_ms, horizon_days, min_interval_s)
+
+
+def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
+            horizon_days: int, min_interval_s: int) -> list[int]:
+    """The first ``count`` fire instants from DTSTART (or strictly after ``after_ms``), after
+    the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
+    never depends on ``now_ms`` except through ``delaySeconds``."""
+    rec = schedule_of(req)
+    if rec is None:
+        assert req.at_ms is not None
+        return [req.at_ms] if after_ms is None or req.at_ms > after_ms else []
+    start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC)) - MAX_UTC_OFFSET_MS
+    limit = search_limit(rec, max(start_ms, after_ms or start_ms), horizon_days)
+    if rec.kind is RuleKind.ONCE:
+        _plan_once(rec, start_ms, horizon_days)  # a gap under "skip" is refused here too
+    else:
+        _check_interval(rec, limit, min_interval_s)
+    out: list[int] = []
+    for occ in occurrences(rec, limit=limit):
+        if after_ms is None or occ.at_ms > after_ms:
+            out.append(occ.at_ms)
+            if len(out) >= count:
+                break
+    return out
 
 
 def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
@@ -80,12 +122,7 @@ def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
 def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
                  min_interval_s: int) -> Planned:
     field_name = rec.kind.value
-    limit = search_limit(rec, now_ms, horizon_days)
-    shortest = shortest_interval_s(rec, limit)
-    if shortest is not None and shortest < min_interval_s:
-        raise InvalidRequest(
-            f"{field_name}: occurrences {shortest:g} s apart; at least {min_interval_s} s "
-            "(TRIGGER_MIN_RECURRENCE_INTERVAL_S) is required", field=field_name)
+    _check_interval(rec, search_limit(rec, now_ms, horizon_days), min_interval_s)
     # Whole seconds: an occurrence in the second the request arrived still fires.
     occ = first_occurrence(rec, not_before_ms=now_ms - now_ms % 1000,
                            horizon_days=horizon_days)
@@ -94,6 +131,14 @@ def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
                              "(TRIGGER_MAX_FIRE_AHEAD_DAYS)", field=field_name)
     _within_horizon(occ.at_ms, now_ms, horizon_days, field_name)
     return Planned(occ.at_ms, rec, occ)
+
+
+def _check_interval(rec: Recurrence, limit: datetime, min_interval_s: int) -> None:
+    shortest = shortest_interval_s(rec, limit)
+    if shortest is not None and shortest < min_interval_s:
+        raise InvalidRequest(
+            f"{rec.kind.value}: occurrences {shortest:g} s apart; at least {min_interval_s} s "
+            "(TRIGGER_MIN_RECURRENCE_INTERVAL_S) is required", field=rec.kind.value)
 
 
 def _within_horizon(at_ms: int, now_ms: int, horizon_days: int, field_name: str) -> None:

@@ -10,13 +10,13 @@ the same key, which re-creates the trigger from the stored record.
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import NotCancellable, NotFound
+from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.model import (
     Route,
     Status,
@@ -45,6 +45,9 @@ from trigger_service.core.zones import TZDATA_VERSION
 log = structlog.get_logger(__name__)
 
 _CANCEL_ROUNDS = 5
+# How long an edit waits for an occurrence being delivered, and how often it looks.
+_EDIT_WAIT_MS = 3_000
+_EDIT_POLL_MS = 25
 _MIN_MS = -(2**63)
 
 
@@ -82,10 +85,10 @@ class TriggerService:
 
     # --- register ----------------------------------------------------------------------
     async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
-                       request_hash: str) -> Registered:
+                       request_hash: str, *, snoozed_from: str | None = None) -> Registered:
         """Create a PENDING trigger (once per ``idem_key``). Raises ``IdempotencyKeyReused``
         or ``StoreError`` (then nothing was accepted)."""
-        trigger = self._new_trigger(caller, req, idem_key)
+        trigger = replace(self._new_trigger(caller, req, idem_key), snoozed_from=snoozed_from)
         if idem_key is None:
             await self._persist_and_enqueue(trigger)
             result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
@@ -162,21 +165,74 @@ class TriggerService:
         return t
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
-        """PENDING → CANCELLED (idempotent). Raises ``NotCancellable`` once it is in flight
-        or finished. Lazy: the SQS message stays; the dispatcher drops it at fire time."""
+        """PENDING → CANCELLED (idempotent). A series may be cancelled while an occurrence is
+        in flight (that one may still complete; none fires after it). Raises
+        ``NotCancellable`` for a one-time trigger in flight or anything finished. Lazy: the
+        SQS message stays; the dispatcher drops it at fire time."""
         for _ in range(_CANCEL_ROUNDS):
             t = await self.get(caller, trigger_id)
             if t.status is Status.CANCELLED:
                 return t
-            if t.status is not Status.PENDING:
+            in_flight_series = t.status is Status.IN_FLIGHT and t.schedule is not None
+            if t.status is not Status.PENDING and not in_flight_series:
                 raise NotCancellable(f"trigger {trigger_id} is {t.status.value}",
                                      status=t.status.value)
-            new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None)
+            new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
             if await self._catalog.compare_and_set(t, new, ttl_s=self._s.retention_s):
                 log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
                 return new
         raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
                              status=t.status.value)
+
+    # --- edit, snooze --------------------------------------------------------------------
+    async def edit(self, current: Trigger, req: NewTrigger, *, retime: bool) -> Trigger:
+        """Apply an edit to ``current`` (as read): callback and payload, and with ``retime``
+        the schedule and its first occurrence from now. The occurrence numbering goes on.
+        An occurrence being delivered is waited for (briefly): the edit applies to the ones
+        not yet claimed. Raises ``NotEditable`` if ``current`` finished, stays in flight, or
+        changed meanwhile."""
+        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
+        while current.status is Status.IN_FLIGHT and self._clock.now_ms() < deadline_ms:
+            await self._clock.sleep_ms(_EDIT_POLL_MS)
+            current = await self.get(current.caller, current.trigger_id)
+        if current.status is not Status.PENDING:
+            raise NotEditable(
+                f"trigger {current.trigger_id} is {current.status.value}" + (
+                    "; an occurrence is being delivered, retry in a moment"
+                    if current.status is Status.IN_FLIGHT else ""),
+                status=current.status.value)
+        now_ms = req.received_at_ms
+        new = replace(current, callback_url=req.callback_url, payload_json=req.payload_json,
+                      revision=(current.revision or 0) + 1)
+        if retime:
+            new = replace(
+                new, schedule=req.schedule, fire_at_ms=req.fire_at_ms, attempts=0,
+                last_error=None, next_attempt_at_ms=None,
+                occurrence_index=req.occurrence.index if req.occurrence else 0,
+                occurrence_second=req.occurrence.second if req.occurrence else False,
+                tzdata_version=TZDATA_VERSION if req.schedule else None,
+                route=route_for(req.fire_at_ms, now_ms, self._s.direct_max_delay_s))
+        if not await self._catalog.advance(
+                current, new, self._s.index_ttl_s(new.fire_at_ms, now_ms), now_ms):
+            raise NotEditable(f"trigger {current.trigger_id} changed meanwhile; read it and "
+                              "try again", status=current.status.value)
+        log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
+        if retime and new.route is Route.DIRECT:
+            await self._enqueue(new)  # the old message is dropped as stale
+        return new
+
+    async def snooze(self, original: Trigger, req: NewTrigger, idem_key: str | None,
+                     request_hash: str) -> Registered:
+        """A new one-time trigger with ``original``'s callback and payload at ``req``'s time.
+        Raises ``NotEditable`` unless ``original`` is pending, in flight or fired."""
+        if original.status not in (Status.PENDING, Status.IN_FLIGHT, Status.FIRED):
+            raise NotEditable(f"trigger {original.trigger_id} is {original.status.value}; "
+                              "only a pending or fired trigger can be snoozed",
+                              status=original.status.value)
+        copy = replace(req, callback_url=original.callback_url,
+                       payload_json=original.payload_json)
+        return await self.register(original.caller, copy, idem_key, request_hash,
+                                   snoozed_from=original.trigger_id)
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None) -> ListPage:

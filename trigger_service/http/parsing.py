@@ -62,7 +62,7 @@ def parse_register(
     extra = sorted(set(body) - ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field", field=extra[0])
-    url = _callback_url(body, caller)
+    url = parse_callback(body, caller)
     payload_json = _payload_json(body, payload_max_bytes)
     planned = plan(parse_time_fields(body, now_ms), now_ms=now_ms,
                    horizon_days=max_fire_ahead_days, min_interval_s=min_recurrence_interval_s)
@@ -70,7 +70,7 @@ def parse_register(
                       planned.occurrence)
 
 
-def _callback_url(body: dict[str, Any], caller: Caller) -> str:
+def parse_callback(body: dict[str, Any], caller: Caller) -> str:
     if "callbackUrl" not in body:
         raise InvalidRequest("callbackUrl: required")
     raw_url = body["callbackUrl"]

@@ -1,0 +1,139 @@
+"""Reminders: ``POST /v1/triggers/preview``, ``PATCH /v1/triggers/{id}`` (JSON merge patch)
+and ``POST /v1/triggers/{id}/snooze``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aiohttp import web
+
+from trigger_service.app.schedules import preview
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.model import Trigger
+from trigger_service.core.recurrence import RuleKind
+from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.http import parsing, views
+from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_time_fields
+
+MAX_PREVIEW = 1000
+_PATCH_TYPES = ("application/json", "application/merge-patch+json")
+_SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy"})
+
+
+async def preview_occurrences(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME_KEY]
+    api = runtime.settings.api
+    body = parsing.parse_json_body(await request.read())
+    if not isinstance(body, dict):
+        raise InvalidRequest("body: must be a JSON object")
+    body = dict(body)
+    count = body.pop("count", 10)
+    if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_PREVIEW:
+        raise InvalidRequest(f"count: an integer from 1 to {MAX_PREVIEW}")
+    after = body.pop("after", None)
+    after_ms = None
+    if after is not None:
+        try:
+            after_ms = parse_rfc3339_ms(after) if isinstance(after, str) else None
+        except ValueError:
+            after_ms = None
+        if after_ms is None:
+            raise InvalidRequest("after: must be an RFC 3339 instant with an offset or Z")
+    extra = sorted(set(body) - parsing.ALLOWED_FIELDS)
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown field")
+    if "callbackUrl" in body:
+        parsing.parse_callback(body, request[CALLER_KEY])
+    now_ms = runtime.clock.now_ms()
+    instants = preview(parse_time_fields(body, now_ms), count=count, after_ms=after_ms,
+                       now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
+                       min_interval_s=api.min_recurrence_interval_s)
+    return web.json_response({"occurrences": [format_rfc3339_ms(t) for t in instants]})
+
+
+def request_body_of(t: Trigger) -> dict[str, Any]:
+    """The create body that describes ``t`` as it is now (what a merge patch applies to)."""
+    body: dict[str, Any] = {"callbackUrl": t.callback_url, "payload": json.loads(t.payload_json)}
+    rec = t.schedule
+    if rec is None:
+        return body | {"fireAt": format_rfc3339_ms(t.fire_at_ms)}
+    body |= {"localTime": rec.dtstart.isoformat(), "timeZone": rec.time_zone,
+             "dstPolicy": rec.dst.to_json()}
+    if rec.kind is not RuleKind.ONCE:
+        body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates]}
+    return body
+
+
+def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7396 at the top level (null removes a field). A time field in the patch replaces
+    the base's other way of giving the time, and rrule and cron replace each other."""
+    out = dict(base)
+    if any(f in patch for f in INSTANT_FIELDS):
+        for f in INSTANT_FIELDS:
+            out.pop(f, None)
+    if "rrule" in patch or "cron" in patch:
+        out.pop("rrule", None)
+        out.pop("cron", None)
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+async def patch_trigger(request: web.Request) -> web.Response:
+    if request.content_type not in _PATCH_TYPES:
+        raise web.HTTPUnsupportedMediaType(
+            reason="PATCH takes application/merge-patch+json or application/json")
+    runtime = request.app[RUNTIME_KEY]
+    service = request.app[SERVICE_KEY]
+    caller = request[CALLER_KEY]
+    patch = parsing.parse_json_body(await request.read())
+    if not isinstance(patch, dict):
+        raise InvalidRequest("body: must be a JSON object (a JSON merge patch)")
+    extra = sorted(set(patch) - parsing.ALLOWED_FIELDS)
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown field")
+    current = await service.get(caller.name, request.match_info["id"])
+    api = runtime.settings.api
+    new = parsing.parse_register(
+        merge_patch(request_body_of(current), patch), caller=caller,
+        now_ms=runtime.clock.now_ms(), payload_max_bytes=api.payload_max_bytes,
+        max_fire_ahead_days=api.max_fire_ahead_days,
+        min_recurrence_interval_s=api.min_recurrence_interval_s)
+    edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
+    return web.json_response(views.trigger_view(edited))
+
+
+async def snooze(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME_KEY]
+    service = request.app[SERVICE_KEY]
+    caller = request[CALLER_KEY]
+    idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
+    body = parsing.parse_json_body(await request.read())
+    if not isinstance(body, dict):
+        raise InvalidRequest("body: must be a JSON object")
+    extra = sorted(set(body) - _SNOOZE_FIELDS)
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
+    original = await service.get(caller.name, request.match_info["id"])
+    api = runtime.settings.api
+    new = parsing.parse_register(
+        {"callbackUrl": original.callback_url, "payload": json.loads(original.payload_json),
+         **body}, caller=caller, now_ms=runtime.clock.now_ms(),
+        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
+        min_recurrence_interval_s=api.min_recurrence_interval_s)
+    result = await service.snooze(original, new, idem_key,
+                                  parsing.request_hash({"snooze": original.trigger_id, **body}))
+    headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
+    return web.json_response(views.created_view(result) | {"snoozedFrom": original.trigger_id},
+                             status=201, headers=headers)
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/triggers/preview", preview_occurrences)
+    app.router.add_patch("/v1/triggers/{id}", patch_trigger)
+    app.router.add_post("/v1/triggers/{id}/snooze", snooze)
