@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from typing import Any
 
@@ -37,11 +38,11 @@ async def test_a_series_fires_every_occurrence_on_time_with_its_own_id(stack: St
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 4, 20)
     arrivals = rec.for_trigger(tid)
     scheduled = [parse_rfc3339_ms(a.body["scheduledAt"]) for a in arrivals]
-    assert [b - a for a, b in zip(scheduled, scheduled[1:])] == [2000, 2000, 2000]
+    assert [b - a for a, b in itertools.pairwise(scheduled)] == [2000, 2000, 2000]
     assert [a.body["occurrenceId"] for a in arrivals] == [f"{tid}.{n}" for n in (1, 2, 3, 4)]
     assert [a.headers["X-Trigger-Occurrence-Id"] for a in arrivals] == [
         a.body["occurrenceId"] for a in arrivals]
-    assert all(a.at_ms >= s for a, s in zip(arrivals, scheduled))  # never early
+    assert all(a.at_ms >= s for a, s in zip(arrivals, scheduled, strict=True))  # never early
     view = await stack.wait_status(tid, "FIRED")
     assert view["status"] == "FIRED" and view["occurrencesFired"] == 4
     assert view["nextFireAt"] is None and view["rrule"] == EVERY_2S
