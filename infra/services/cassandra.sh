@@ -225,7 +225,7 @@ _cassandra_clash() {
         if ((other == 0)); then
             die "cassandra: the single node runs on 127.0.0.1:$CASSANDRA_PORT; stop it first (infra/down.sh cassandra)"
         fi
-        die "cassandra: ring node $other runs on 127.0.0.1:$CASSANDRA_PORT; stop the ring first (infra/down.sh cassandra), or use CASSANDRA_NODES=$CASSANDRA_NODES with the ring"
+        die "cassandra: ring node $other runs on 127.0.0.1:$CASSANDRA_PORT; stop the ring first (infra/down.sh cassandra), or use it: CASSANDRA_NODES=$(tr -dc '0-9' <"$CASSANDRA_RING_DIR/size" 2>/dev/null || echo 3)"
     done
 }
 
@@ -345,11 +345,15 @@ _cassandra_stop_node() { stop_pid "$(_cassandra_name "$1")" "$(_cassandra_node_m
 # cassandra_status: the single node's line, or one line per ring node.
 cassandra_status() {
     _cassandra_check_args
-    if ! _cassandra_ring; then
-        status_default cassandra
-        return
-    fi
     local node name pid addr rc=0
+    if ! _cassandra_ring; then
+        status_default cassandra || rc=1
+        for ((node = 1; node <= CASSANDRA_RING_MAX; node++)); do
+            pid="$(_cassandra_pid "$node")"
+            [[ -z "$pid" ]] || echo "cassandra-$node: ring node running (pid $pid, $(_cassandra_addr "$node"):$(read_port "$(_cassandra_name "$node")")); its status: CASSANDRA_NODES=N infra/status.sh cassandra"
+        done
+        return "$rc"
+    fi
     for ((node = 1; node <= CASSANDRA_NODES; node++)); do
         name="$(_cassandra_name "$node")"
         addr="$(_cassandra_addr "$node")"
