@@ -8,6 +8,18 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PYTEST_ARGS ?=
 
+# Cassandra: one node (1, the default) or a local ring of 2..3 nodes on 127.0.0.1..N (infra/
+# services/cassandra.sh). For a ring the service and its tools reach every node and create
+# keyspaces with one replica per node, unless TRIGGER_CASSANDRA_HOSTS / _REPLICATION_FACTOR
+# are set already.
+CASSANDRA_NODES ?= 1
+export CASSANDRA_NODES
+ifneq ($(CASSANDRA_NODES),1)
+TRIGGER_CASSANDRA_HOSTS ?= $(shell seq -s, -f '127.0.0.%g' 1 $(CASSANDRA_NODES))
+TRIGGER_CASSANDRA_REPLICATION_FACTOR ?= $(CASSANDRA_NODES)
+export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
+endif
+
 .PHONY: help install up down status test unit migrate receiver bench bench-wheel check clean-data
 
 help:
@@ -19,6 +31,11 @@ help:
 	@echo "make receiver run the sample receiver in the foreground (port 9000, logs each callback)"
 	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
 	@echo "make check    ruff + mypy --strict (packages and tests)"
+	@echo
+	@echo "CASSANDRA_NODES=3 (with up, test, migrate, status) runs a local 3-node Cassandra ring on"
+	@echo "127.0.0.1-3 instead of the single node, replication factor 3 (README: 'A 3-node ring')."
+	@echo "Stop one node: CASSANDRA_NODES=3 CASSANDRA_NODE=2 infra/down.sh cassandra;"
+	@echo "start it again: make up CASSANDRA_NODES=3 (or infra/up.sh cassandra). make down stops all."
 
 # The project's own virtualenv, re-installed when pyproject.toml changes.
 $(STAMP): pyproject.toml

@@ -2,12 +2,22 @@
 # Stop the local services that infra/up.sh started, and only those: the processes named by
 # var/run/<service>.pid (checked against the expected command line). TERM, up to 30 s, then KILL.
 #   infra/down.sh [cassandra|localstack|redis|all]...   (default: all)
+# cassandra: stops the single node and every node of a local ring (var/run/cassandra-<i>.pid),
+# whatever CASSANDRA_NODES says. CASSANDRA_NODE=i stops ring node i alone (the others keep
+# running), e.g.  CASSANDRA_NODES=3 CASSANDRA_NODE=2 infra/down.sh cassandra
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-read_service_args 2,4 "$@"
+read_service_args 2,7 "$@"
 take_lock
 
-down_one() { stop_pid "$1" "$("${1}_marker")"; }
+# A service with several processes (the Cassandra ring) brings its own stop.
+down_one() {
+    if declare -F "${1}_down" >/dev/null; then
+        "${1}_down"
+    else
+        stop_pid "$1" "$("${1}_marker")"
+    fi
+}
 
 run_parallel down_one "${services[@]}"

@@ -46,10 +46,11 @@ url_port() {
     if [[ "$rest" =~ :([0-9]+)$ ]]; then echo "${BASH_REMATCH[1]}"; else echo "$2"; fi
 }
 
-# port_open PORT: true if something accepts TCP connections on 127.0.0.1:PORT.
-# Uses bash's /dev/tcp so no extra tool is needed; the subshell bounds it with timeout(1).
+# port_open PORT [HOST]: true if something accepts TCP connections on HOST:PORT (HOST defaults
+# to 127.0.0.1; a ring node listens on 127.0.0.N). Uses bash's /dev/tcp so no extra tool is
+# needed; the subshell bounds it with timeout(1).
 port_open() {
-    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null
+    timeout 2 bash -c "exec 3<>/dev/tcp/${2:-127.0.0.1}/$1" 2>/dev/null
 }
 
 # --- PID files ---------------------------------------------------------------------------------

@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Wipe the local Cassandra node's data (var/cassandra: keyspaces, commit log, caches, hints).
-# Refuses while Cassandra is running: run infra/down.sh cassandra first.
+# Wipe the local Cassandra data: the single node's (var/cassandra: keyspaces, commit log, caches,
+# hints) and the local ring's (var/cassandra-ring, every node).
+# Refuses while a node of either is running: run infra/down.sh cassandra first.
 # Redis and LocalStack keep nothing on disk (memory only), so there is nothing to reset there.
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
 take_lock
-if [[ -n "$(our_pid cassandra "$(cassandra_marker)")" ]]; then
-    die "cassandra is running; stop it first: infra/down.sh cassandra"
-fi
-if [[ -d "$CASSANDRA_HOME_DIR" ]]; then
-    rm -rf "$CASSANDRA_HOME_DIR"
-    log "removed $CASSANDRA_HOME_DIR"
-else
-    log "nothing to remove ($CASSANDRA_HOME_DIR does not exist)"
-fi
+for node in 0 $(seq 1 "$CASSANDRA_RING_MAX"); do
+    if [[ -n "$(_cassandra_pid "$node")" ]]; then
+        die "$(_cassandra_name "$node") is running; stop it first: infra/down.sh cassandra"
+    fi
+done
+for dir in "$CASSANDRA_HOME_DIR" "$CASSANDRA_RING_DIR"; do
+    if [[ -d "$dir" ]]; then
+        rm -rf "$dir"
+        log "removed $dir"
+    else
+        log "nothing to remove ($dir does not exist)"
+    fi
+done

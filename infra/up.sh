@@ -8,18 +8,18 @@
 # TRIGGER_SQS_ENDPOINT (4566) and of TRIGGER_REDIS_URL (6379); and CASSANDRA_STORAGE_PORT (7000).
 # Timeouts (s): CASSANDRA_START_TIMEOUT (180), LOCALSTACK_START_TIMEOUT (90), REDIS_START_TIMEOUT (10).
 # PYTHON: interpreter with cassandra-driver for Cassandra's readiness check (.venv/bin/python).
+# A local Cassandra ring: CASSANDRA_NODES=3 (node i on 127.0.0.i, var/run/cassandra-<i>.pid) starts
+# the ring's nodes that are not running, together, and waits until all of them answer CQL and
+# see each other (running nodes are left alone); CASSANDRA_NODE=i starts node i alone. Ring
+# timeout: CASSANDRA_START_TIMEOUT (300). Details: infra/services/cassandra.sh.
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-read_service_args 2,10 "$@"
+read_service_args 2,14 "$@"
 take_lock
 
 up_one() {
-    local name="$1" port pid t0 timeout marker logf
-    port="$("${name}_port")"
-    marker="$("${name}_marker")"
-    logf="$("${name}_log")"
-    timeout="$("${name}_timeout")"
+    local name="$1" t0
 
     if ! "${name}_installed"; then
         t0="$(now)"
@@ -30,6 +30,23 @@ up_one() {
     if declare -F "${name}_preflight" >/dev/null; then
         "${name}_preflight"
     fi
+
+    # A service with more than one process (the Cassandra ring) brings its own start-and-wait;
+    # it calls up_default for its plain single-process case.
+    if declare -F "${name}_up" >/dev/null; then
+        "${name}_up"
+    else
+        up_default "$name"
+    fi
+}
+
+# up_default NAME: start NAME unless our process runs, then wait until it is ready.
+up_default() {
+    local name="$1" port pid t0 timeout marker logf
+    port="$("${name}_port")"
+    marker="$("${name}_marker")"
+    logf="$("${name}_log")"
+    timeout="$("${name}_timeout")"
 
     t0="$(now)"
     pid="$(our_pid "$name" "$marker")"

@@ -1,13 +1,29 @@
 # shellcheck shell=bash
-# Apache Cassandra 5.0, single node, run straight from the Maven artifacts (no tarball, no
-# package: none can be downloaded here). Sourced by infra/lib.sh.
+# Apache Cassandra 5.0 run straight from the Maven artifacts (no tarball, no package: none can be
+# downloaded here): one node, or a local ring of CASSANDRA_NODES (2..3) nodes. Sourced by
+# infra/lib.sh.
+#
+# Single node (CASSANDRA_NODES unset or 1): 127.0.0.1, data in var/cassandra, var/run/cassandra.pid,
+#   var/log/cassandra.log.
+# Ring (CASSANDRA_NODES=N, 2..3): node i listens on 127.0.0.i with the same native and storage
+#   ports as the single node would, data in var/cassandra-ring/node<i>, var/run/cassandra-<i>.pid,
+#   var/log/cassandra-<i>.log, a smaller heap (CASSANDRA_RING_HEAP, default -Xms512m -Xmx768m).
+#   infra/up.sh starts the nodes that are not running (together) and waits until every node
+#   answers CQL and sees all N nodes NORMAL with one schema version.
+#   CASSANDRA_NODE=i limits infra/down.sh (and infra/up.sh) to node i; infra/down.sh without it
+#   stops every node of ours, single or ring, whatever CASSANDRA_NODES says.
 
 CASSANDRA_PORT="${TRIGGER_CASSANDRA_PORT:-9042}"
 CASSANDRA_STORAGE_PORT="${CASSANDRA_STORAGE_PORT:-7000}"
+CASSANDRA_NODES="${CASSANDRA_NODES:-1}"
+CASSANDRA_NODE="${CASSANDRA_NODE:-}"
+CASSANDRA_RING_MAX=3
+CASSANDRA_RING_HEAP="${CASSANDRA_RING_HEAP:--Xms512m -Xmx768m}"
 CASSANDRA_CONF_SRC="$INFRA_DIR/cassandra"
 CASSANDRA_LIB="$CACHE_DIR/cassandra/lib"
 CASSANDRA_STAMP="$CACHE_DIR/cassandra/.installed-version"
 CASSANDRA_HOME_DIR="$VAR_DIR/cassandra"
+CASSANDRA_RING_DIR="$VAR_DIR/cassandra-ring"
 # Java 17 exactly: Cassandra 5.0 supports 11 and 17 only, and this machine also has a newer JDK,
 # so neither PATH nor JAVA_HOME decides. Debian's OpenJDK 17 (any architecture) unless set.
 if [[ -z "${CASSANDRA_JAVA:-}" ]]; then
@@ -17,11 +33,22 @@ fi
 # The project's venv provides cassandra-driver for the readiness probe.
 PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
 
+# --- nodes: index 0 is the single node, 1..N the ring's ---------------------------------------
+
+_cassandra_name() { if (($1 == 0)); then echo cassandra; else echo "cassandra-$1"; fi; }
+_cassandra_home() { if (($1 == 0)); then echo "$CASSANDRA_HOME_DIR"; else echo "$CASSANDRA_RING_DIR/node$1"; fi; }
+_cassandra_addr() { if (($1 == 0)); then echo 127.0.0.1; else echo "127.0.0.$1"; fi; }
+_cassandra_node_log() { echo "$LOG_DIR/$(_cassandra_name "$1").log"; }
 # Its command line names its config file, which lives in this checkout.
-cassandra_marker()  { echo "-Dcassandra.config=file://$CASSANDRA_HOME_DIR/conf/cassandra.yaml"; }
+_cassandra_node_marker() { echo "-Dcassandra.config=file://$(_cassandra_home "$1")/conf/cassandra.yaml"; }
+_cassandra_ring() { ((CASSANDRA_NODES > 1)); }
+
+# The generic service interface (infra/lib.sh) describes the single node; the ring has its own
+# cassandra_up / cassandra_down / cassandra_status.
+cassandra_marker()  { _cassandra_node_marker 0; }
 cassandra_port()    { echo "$CASSANDRA_PORT"; }
 cassandra_timeout() { echo "${CASSANDRA_START_TIMEOUT:-180}"; }
-cassandra_log()     { echo "$LOG_DIR/cassandra.log"; }
+cassandra_log()     { _cassandra_node_log 0; }
 
 # The version comes from the pom, so bumping it there is all it takes to re-resolve.
 _cassandra_version() {
@@ -89,59 +116,261 @@ cassandra_preflight() {
         die "cassandra: $CASSANDRA_JAVA is not Java 17 (Cassandra 5.0 runs on 11 or 17; the flags here are for 17)"
 }
 
+# _cassandra_render_yaml NODE OUT: the node's cassandra.yaml from the template.
 _cassandra_render_yaml() {
-    local out="$1"
-    sed -e "s|@DATA_ROOT@|$CASSANDRA_HOME_DIR|g" \
+    local node="$1" out="$2" cluster=trigger-service-local seeds bootstrap=true hints=false j
+    seeds="127.0.0.1:$CASSANDRA_STORAGE_PORT"
+    if ((node > 0)); then
+        cluster=trigger-service-ring
+        bootstrap=false
+        hints=true
+        seeds=""
+        for ((j = 1; j <= CASSANDRA_NODES; j++)); do
+            seeds+="${seeds:+,}$(_cassandra_addr "$j"):$CASSANDRA_STORAGE_PORT"
+        done
+    fi
+    sed -e "s|@CLUSTER_NAME@|$cluster|g" \
+        -e "s|@ADDRESS@|$(_cassandra_addr "$node")|g" \
+        -e "s|@SEEDS@|$seeds|g" \
+        -e "s|@AUTO_BOOTSTRAP@|$bootstrap|g" \
+        -e "s|@HINTED_HANDOFF@|$hints|g" \
+        -e "s|@DATA_ROOT@|$(_cassandra_home "$node")|g" \
         -e "s|@NATIVE_PORT@|$CASSANDRA_PORT|g" \
         -e "s|@STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" \
         "$CASSANDRA_CONF_SRC/cassandra.yaml.in" >"$out.tmp"
     mv -f "$out.tmp" "$out"
 }
 
-cassandra_start() {
+cassandra_start() { _cassandra_start_node 0; }
+
+# _cassandra_start_node NODE: render the node's yaml and spawn its JVM (no wait).
+_cassandra_start_node() {
+    local node="$1" home addr name logf
+    home="$(_cassandra_home "$node")"
+    addr="$(_cassandra_addr "$node")"
+    name="$(_cassandra_name "$node")"
+    logf="$(_cassandra_node_log "$node")"
     # The inter-node port is bound too; a clash there would only show up in the log.
-    if port_open "$CASSANDRA_STORAGE_PORT"; then
-        die "cassandra: storage port $CASSANDRA_STORAGE_PORT on 127.0.0.1 is in use by another process (set CASSANDRA_STORAGE_PORT)"
+    if port_open "$CASSANDRA_STORAGE_PORT" "$addr"; then
+        die "$name: storage port $CASSANDRA_STORAGE_PORT on $addr is in use by another process (set CASSANDRA_STORAGE_PORT)"
     fi
-    local conf="$CASSANDRA_HOME_DIR/conf"
-    mkdir -p "$conf" "$CASSANDRA_HOME_DIR"/{data,commitlog,saved_caches,hints,cdc_raw,triggers,tmp}
-    _cassandra_render_yaml "$conf/cassandra.yaml"
-    rotate_log "$(cassandra_log)"
+    local conf="$home/conf"
+    mkdir -p "$conf" "$home"/{data,commitlog,saved_caches,hints,cdc_raw,triggers,tmp}
+    _cassandra_render_yaml "$node" "$conf/cassandra.yaml"
+    rotate_log "$logf"
 
     local jamm
     jamm="$(compgen -G "$CASSANDRA_LIB/jamm-*.jar" | head -n 1)"
 
     # JVM options file: one or two words per line, only lines starting with '-' (as Cassandra's
-    # own launcher reads its jvm*.options). Extra options from the environment come last, so
-    # e.g. CASSANDRA_JVM_EXTRA_OPTS="-Xmx2g" wins over the file.
+    # own launcher reads its jvm*.options). A ring node's smaller heap comes next; extra options
+    # from the environment come last, so e.g. CASSANDRA_JVM_EXTRA_OPTS="-Xmx2g" wins over both.
     # (read -a splits "--add-opens X" into its two words without glob expansion.)
-    local -a jvm_opts=() words=() extra=()
+    local -a jvm_opts=() words=() extra=() heap=()
     local line
     while read -r line || [[ -n "$line" ]]; do
         [[ "$line" == -* ]] || continue
         read -r -a words <<<"$line"
         jvm_opts+=("${words[@]}")
     done <"$CASSANDRA_CONF_SRC/jvm17.options"
+    ((node == 0)) || read -r -a heap <<<"$CASSANDRA_RING_HEAP"
     read -r -a extra <<<"${CASSANDRA_JVM_EXTRA_OPTS:-}"
 
     # cwd = the node's own folder and java.io.tmpdir below it (native libraries such as lz4's are
-    # unpacked there), so the node writes nothing outside var/cassandra and var/log.
+    # unpacked there), so the node writes nothing outside its folder and var/log.
     (
-        cd "$CASSANDRA_HOME_DIR" || exit 1
-        spawn_detached cassandra "$(cassandra_log)" \
+        cd "$home" || exit 1
+        spawn_detached "$name" "$logf" \
             "$CASSANDRA_JAVA" \
             "${jvm_opts[@]}" \
+            "${heap[@]}" \
             "-javaagent:$jamm" \
-            "-XX:ErrorFile=$LOG_DIR/cassandra-hs_err_pid%p.log" \
+            "-XX:ErrorFile=$LOG_DIR/$name-hs_err_pid%p.log" \
             "-Dcassandra.config=file://$conf/cassandra.yaml" \
             "-Dlogback.configurationFile=file://$CASSANDRA_CONF_SRC/logback.xml" \
             "-Dcassandra.logdir=$LOG_DIR" \
-            "-Dcassandra.storagedir=$CASSANDRA_HOME_DIR" \
-            "-Dcassandra.triggers_dir=$CASSANDRA_HOME_DIR/triggers" \
-            "-Djava.io.tmpdir=$CASSANDRA_HOME_DIR/tmp" \
+            "-Dcassandra.storagedir=$home" \
+            "-Dcassandra.triggers_dir=$home/triggers" \
+            "-Djava.io.tmpdir=$home/tmp" \
             "-Dcassandra-foreground=yes" \
             "${extra[@]}" \
             -cp "$CASSANDRA_LIB/*" \
             org.apache.cassandra.service.CassandraDaemon
     )
+}
+
+# --- the ring: infra/up.sh, down.sh and status.sh call these hooks --------------------------------
+
+# _cassandra_check_args: CASSANDRA_NODES within 1..3, CASSANDRA_NODE a node of that ring.
+_cassandra_check_args() {
+    [[ "$CASSANDRA_NODES" =~ ^[1-9]$ ]] && ((CASSANDRA_NODES <= CASSANDRA_RING_MAX)) ||
+        die "cassandra: CASSANDRA_NODES=$CASSANDRA_NODES: must be 1..$CASSANDRA_RING_MAX"
+    [[ -z "$CASSANDRA_NODE" ]] && return 0
+    [[ "$CASSANDRA_NODE" =~ ^[1-9]$ ]] && ((CASSANDRA_NODE <= CASSANDRA_RING_MAX)) ||
+        die "cassandra: CASSANDRA_NODE=$CASSANDRA_NODE: must be a ring node, 1..$CASSANDRA_RING_MAX"
+}
+
+# _cassandra_pid NODE: our live PID of that node, or nothing.
+_cassandra_pid() { our_pid "$(_cassandra_name "$1")" "$(_cassandra_node_marker "$1")"; }
+
+# _cassandra_clash NODE: die if another node of ours (single or ring) already holds NODE's
+# address and native port, naming it (the generic check could only say "a foreign process").
+_cassandra_clash() {
+    local node="$1" other
+    for ((other = 0; other <= CASSANDRA_RING_MAX; other++)); do
+        ((other != node)) || continue
+        [[ "$(_cassandra_addr "$other")" == "$(_cassandra_addr "$node")" ]] || continue
+        [[ -n "$(_cassandra_pid "$other")" ]] || continue
+        [[ "$(read_port "$(_cassandra_name "$other")")" == "$CASSANDRA_PORT" ]] || continue
+        if ((other == 0)); then
+            die "cassandra: the single node runs on 127.0.0.1:$CASSANDRA_PORT; stop it first (infra/down.sh cassandra)"
+        fi
+        die "cassandra: ring node $other runs on 127.0.0.1:$CASSANDRA_PORT; stop the ring first (infra/down.sh cassandra), or use it: CASSANDRA_NODES=$(tr -dc '0-9' <"$CASSANDRA_RING_DIR/size" 2>/dev/null || echo 3)"
+    done
+}
+
+cassandra_up() {
+    _cassandra_check_args
+    if ! _cassandra_ring; then
+        _cassandra_clash 0
+        up_default cassandra
+        return
+    fi
+    _cassandra_ring_size
+    local -a want=() wait=()
+    local node pid
+    if [[ -n "$CASSANDRA_NODE" ]]; then want=("$CASSANDRA_NODE"); else mapfile -t want < <(seq 1 "$CASSANDRA_NODES"); fi
+    local t0
+    t0="$(now)"
+    for ((node = 1; node <= CASSANDRA_NODES; node++)); do
+        pid="$(_cassandra_pid "$node")"
+        if [[ -n "$pid" ]]; then
+            [[ "$(read_port "$(_cassandra_name "$node")")" == "$CASSANDRA_PORT" ]] ||
+                die "cassandra-$node: already running (pid $pid) on another port ($(read_port "$(_cassandra_name "$node")")); stop it first: infra/down.sh cassandra"
+            log "cassandra-$node: already running (pid $pid)"
+            wait+=("$node")
+        elif [[ " ${want[*]} " == *" $node "* ]]; then
+            _cassandra_start_ring_node "$node"
+            wait+=("$node")
+        fi
+    done
+    _cassandra_ring_wait "$t0" "${wait[@]}"
+}
+
+# _cassandra_start_ring_node NODE: checks, then spawn (no wait). Every node is a seed and a
+# ring starts empty, so nodes start together: nobody bootstraps or waits for another.
+_cassandra_start_ring_node() {
+    local node="$1" name addr pid
+    name="$(_cassandra_name "$node")"
+    addr="$(_cassandra_addr "$node")"
+    _cassandra_clash "$node"
+    if port_open "$CASSANDRA_PORT" "$addr"; then
+        die "$name: port $CASSANDRA_PORT on $addr is in use by a process that infra/up.sh did not start (no live $(pid_file "$name")); stop it, or pick another TRIGGER_CASSANDRA_PORT"
+    fi
+    if [[ -f "$CASSANDRA_RING_DIR/size" && ! -d "$(_cassandra_home "$node")/data/system" ]] &&
+        compgen -G "$CASSANDRA_RING_DIR/node*/data/system" >/dev/null; then
+        warn "$name: has no data while other nodes have: it joins empty (no bootstrap); reset the ring if that matters (infra/down.sh cassandra && infra/reset-data.sh)"
+    fi
+    log "$name: starting on $addr:$CASSANDRA_PORT (log: $(_cassandra_node_log "$node"))"
+    _cassandra_start_node "$node"
+    pid="$(_cassandra_pid "$node")"
+    [[ -n "$pid" ]] || {
+        print_log_tail "$name" "$(_cassandra_node_log "$node")"
+        die "$name: exited right after start"
+    }
+    echo "$CASSANDRA_PORT" >"$(port_file "$name")"
+}
+
+# _cassandra_ring_size: a ring keeps the size it was created with (its nodes share token
+# ranges); a different CASSANDRA_NODES needs a fresh ring.
+_cassandra_ring_size() {
+    local f="$CASSANDRA_RING_DIR/size" size
+    if [[ ! -f "$f" ]]; then
+        mkdir -p "$CASSANDRA_RING_DIR"
+        echo "$CASSANDRA_NODES" >"$f"
+        return 0
+    fi
+    size="$(tr -dc '0-9' <"$f")"
+    [[ "$size" == "$CASSANDRA_NODES" ]] ||
+        die "cassandra: the ring in $CASSANDRA_RING_DIR has $size nodes, not $CASSANDRA_NODES; use CASSANDRA_NODES=$size, or start a new ring: infra/down.sh cassandra && infra/reset-data.sh"
+}
+
+# _cassandra_ring_wait T0 NODE...: until every NODE answers CQL and sees all of them NORMAL
+# (cql_probe.py --ring); dies early if a node's process exits, or after the timeout.
+_cassandra_ring_wait() {
+    local t0="$1" node deadline line last="" hosts=()
+    shift
+    for node in "$@"; do hosts+=("$(_cassandra_addr "$node")"); done
+    deadline=$(($(date +%s) + ${CASSANDRA_START_TIMEOUT:-300}))
+    while :; do
+        if line="$("$PYTHON" "$CASSANDRA_CONF_SRC/cql_probe.py" "$CASSANDRA_PORT" --ring "${hosts[@]}" 2>/dev/null)"; then
+            echo "cassandra: ring of ${#hosts[@]} nodes ready on ${hosts[*]} port $CASSANDRA_PORT ($(elapsed "$t0") s)"
+            return 0
+        fi
+        [[ "$line" == "$last" ]] || log "cassandra: $line ($(elapsed "$t0") s)"
+        last="$line"
+        for node in "$@"; do
+            [[ -n "$(_cassandra_pid "$node")" ]] && continue
+            print_log_tail "cassandra-$node" "$(_cassandra_node_log "$node")"
+            die "cassandra-$node: process exited before the ring was ready"
+        done
+        if (($(date +%s) >= deadline)); then
+            for node in "$@"; do print_log_tail "cassandra-$node" "$(_cassandra_node_log "$node")"; done
+            "$PYTHON" "$CASSANDRA_CONF_SRC/cql_probe.py" "$CASSANDRA_PORT" --ring "${hosts[@]}" >/dev/null || true
+            die "cassandra: ring not ready after ${CASSANDRA_START_TIMEOUT:-300} s (still running; infra/down.sh stops it)"
+        fi
+        sleep 1
+    done
+}
+
+# cassandra_down: CASSANDRA_NODE=i stops ring node i; otherwise every node of ours, together.
+cassandra_down() {
+    _cassandra_check_args
+    if [[ -n "$CASSANDRA_NODE" ]]; then
+        _cassandra_stop_node "$CASSANDRA_NODE"
+        return
+    fi
+    local -a nodes=(0)
+    local node
+    for ((node = 1; node <= CASSANDRA_RING_MAX; node++)); do
+        if [[ -f "$(pid_file "$(_cassandra_name "$node")")" ]] || { _cassandra_ring && ((node <= CASSANDRA_NODES)); }; then
+            nodes+=("$node")
+        fi
+    done
+    run_parallel _cassandra_stop_node "${nodes[@]}"
+}
+
+_cassandra_stop_node() { stop_pid "$(_cassandra_name "$1")" "$(_cassandra_node_marker "$1")"; }
+
+# cassandra_status: the single node's line, or one line per ring node.
+cassandra_status() {
+    _cassandra_check_args
+    local node name pid addr rc=0
+    if ! _cassandra_ring; then
+        status_default cassandra || rc=1
+        for ((node = 1; node <= CASSANDRA_RING_MAX; node++)); do
+            pid="$(_cassandra_pid "$node")"
+            [[ -z "$pid" ]] || echo "cassandra-$node: ring node running (pid $pid, $(_cassandra_addr "$node"):$(read_port "$(_cassandra_name "$node")")); its status: CASSANDRA_NODES=N infra/status.sh cassandra"
+        done
+        return "$rc"
+    fi
+    for ((node = 1; node <= CASSANDRA_NODES; node++)); do
+        name="$(_cassandra_name "$node")"
+        addr="$(_cassandra_addr "$node")"
+        pid="$(_cassandra_pid "$node")"
+        if [[ -z "$pid" ]]; then
+            rc=1
+            if port_open "$CASSANDRA_PORT" "$addr"; then
+                echo "$name: stopped (but $addr:$CASSANDRA_PORT is used by a process we did not start)"
+            else
+                echo "$name: stopped"
+            fi
+        elif "$PYTHON" "$CASSANDRA_CONF_SRC/cql_probe.py" "$(read_port "$name")" --host "$addr" >/dev/null 2>&1; then
+            echo "$name: running (pid $pid, $addr:$(read_port "$name"))"
+        else
+            echo "$name: starting (pid $pid, $addr:$(read_port "$name") not ready yet)"
+            rc=1
+        fi
+    done
+    return "$rc"
 }
