@@ -87,6 +87,7 @@ receiver: $(STAMP)
 bench: up
 	@$(PY) bench/run.py
 	@$(PY) bench/wheel_bench.py
+	@$(PY) bench/preview_bench.py
 
 bench-wheel: $(STAMP)
 	@$(PY) bench/wheel_bench.py

@@ -2,7 +2,7 @@
 
 Runs as its own process so the benchmark's registration load cannot delay the timestamps.
 ``GET /stats`` → ``{"arrivals": N}``; ``GET /dump`` → every arrival as
-``[trigger_id, attempt, arrival_ms]``; ``POST /reset`` forgets everything.
+``[trigger_id, attempt, arrival_ms, occurrence_id]``; ``POST /reset`` forgets everything.
 """
 
 from __future__ import annotations
@@ -12,13 +12,14 @@ import time
 
 from aiohttp import web
 
-arrivals: list[tuple[str, int, int]] = []
+arrivals: list[tuple[str, int, int, str]] = []
 
 
 async def callback(request: web.Request) -> web.Response:
     at_ms = time.time_ns() // 1_000_000  # first thing: the arrival time
     arrivals.append((request.headers.get("X-Trigger-Id", ""),
-                     int(request.headers.get("X-Trigger-Attempt", "0")), at_ms))
+                     int(request.headers.get("X-Trigger-Attempt", "0")), at_ms,
+                     request.headers.get("X-Trigger-Occurrence-Id", "")))
     await request.read()
     return web.Response(status=200)
 

@@ -58,11 +58,12 @@ def pct(values: list[int], p: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (k - lo)
 
 
-async def register_all(session: aiohttp.ClientSession, fire_times: list[int]) -> tuple[
-        dict[str, int], float, int]:
+async def register_all(session: aiohttp.ClientSession, fire_times: list[int],
+                       extra: dict[str, Any] | None = None) -> tuple[dict[str, int], float, int]:
     """Register every trigger; returns {trigger_id: fire_at_ms}, seconds taken, errors."""
     out: dict[str, int] = {}
     errors = 0
+    extra = extra or {}
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(len(fire_times)):
         queue.put_nowait(i)
@@ -73,7 +74,7 @@ async def register_all(session: aiohttp.ClientSession, fire_times: list[int]) ->
         while not queue.empty():
             i = queue.get_nowait()
             body = {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/cb/{i}",
-                    "payload": {"i": i}, "fireAt": iso_ms(fire_times[i])}
+                    "payload": {"i": i}, "fireAt": iso_ms(fire_times[i]), **extra}
             for _ in range(3):
                 async with session.post(f"{API}/v1/triggers", json=body,
                                         headers=headers) as resp:
@@ -101,7 +102,11 @@ MODES: dict[str, dict[str, Any]] = {
     "burst": {"n": 5000, "env": {}},
     "long": {"n": 2000, "env": SWEEP_ENV},
     "hot": {"n": 20000, "env": SWEEP_ENV},
+    # 1,000 series, each every 2 s for a minute (30 occurrences): 30,000 deliveries.
+    "recurring": {"n": 1000, "env": {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1"}},
 }
+RECURRING_COUNT = 30
+RECURRING_EVERY_MS = 2000
 
 
 def fire_times_for(mode: str, n: int, start: int, rng: random.Random) -> list[int]:
@@ -109,6 +114,8 @@ def fire_times_for(mode: str, n: int, start: int, rng: random.Random) -> list[in
         return [start + 20_000 + rng.randrange(30_000) for _ in range(n)]
     if mode == "burst":
         return [start + 40_000] * n
+    if mode == "recurring":  # first occurrences spread over one interval
+        return [start + 15_000 + rng.randrange(RECURRING_EVERY_MS) for _ in range(n)]
     if mode == "long":  # 40-70 s out: every one beyond the 30 s direct limit
         return [start + 40_000 + rng.randrange(30_000) for _ in range(n)]
     # hot: registering 20,000 takes about 30-40 s; all fall due within one second after,
@@ -132,7 +139,11 @@ async def run_mode(mode: str, n: int, session: aiohttp.ClientSession) -> dict[st
     await session.post(f"http://127.0.0.1:{RECEIVER_PORT}/reset")
     start = now_ms()
     fire_times = fire_times_for(mode, n, start, rng)
-    registered, reg_s, reg_errors = await register_all(session, fire_times)
+    extra = ({"rrule": f"FREQ=SECONDLY;INTERVAL={RECURRING_EVERY_MS // 1000};"
+                       f"COUNT={RECURRING_COUNT}"} if mode == "recurring" else {})
+    registered, reg_s, reg_errors = await register_all(session, fire_times, extra)
+    if mode == "recurring":
+        return await recurring_result(session, registered, reg_s, reg_errors, n)
     last_fire = max(fire_times)
     print(f"[{mode}] registered {len(registered)} in {reg_s:.1f}s "
           f"({len(registered) / reg_s:.0f}/s); waiting for deliveries...", flush=True)
@@ -149,7 +160,7 @@ async def run_mode(mode: str, n: int, session: aiohttp.ClientSession) -> dict[st
 
     first: dict[str, int] = {}
     total_for_ours = 0
-    for tid, _attempt, at in arrivals:
+    for tid, _attempt, at, _occ in arrivals:
         if tid not in registered:
             continue
         total_for_ours += 1
@@ -176,6 +187,43 @@ async def run_mode(mode: str, n: int, session: aiohttp.ClientSession) -> dict[st
         # From the first fire time to the last arrival: how long the whole herd took.
         result["drain_ms"] = max(first.values()) - min(fire_times)
     return result
+
+
+async def recurring_result(session: aiohttp.ClientSession, registered: dict[str, int],
+                           reg_s: float, reg_errors: int, n: int) -> dict[str, Any]:
+    """Wait for every occurrence of every series; lag = arrival - that occurrence's time
+    (the n-th occurrence of a series is due (n - 1) intervals after its first)."""
+    expected = len(registered) * RECURRING_COUNT
+    deadline = max(registered.values(), default=now_ms()) + (
+        RECURRING_COUNT * RECURRING_EVERY_MS) + 90_000
+    while now_ms() < deadline:
+        async with session.get(f"http://127.0.0.1:{RECEIVER_PORT}/stats") as r:
+            if (await r.json())["arrivals"] >= expected:
+                break
+        await asyncio.sleep(1)
+    await asyncio.sleep(2)
+    async with session.get(f"http://127.0.0.1:{RECEIVER_PORT}/dump") as r:
+        arrivals = await r.json()
+    first: dict[str, int] = {}
+    total = 0
+    for tid, _attempt, at, occ in arrivals:
+        if tid in registered:
+            total += 1
+            first[occ] = min(at, first.get(occ, at))
+    lags = []
+    for occ, at in first.items():
+        tid, _, number = occ.rpartition(".")
+        lags.append(at - (registered[tid] + (int(number) - 1) * RECURRING_EVERY_MS))
+    return {
+        "mode": "recurring", "triggers": n, "registered": len(registered),
+        "registration_errors": reg_errors,
+        "registration_per_s": round(len(registered) / reg_s, 1),
+        "expected_occurrences": expected, "delivered": len(first),
+        "missing": expected - len(first), "duplicates": total - len(first),
+        "early": sum(1 for lag in lags if lag < 0),
+        "lag_ms": {"p50": round(pct(lags, 0.50), 1), "p90": round(pct(lags, 0.90), 1),
+                   "p99": round(pct(lags, 0.99), 1), "max": max(lags) if lags else None},
+    }
 
 
 async def run_one(mode: str, n: int) -> dict[str, Any]:

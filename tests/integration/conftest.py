@@ -33,7 +33,7 @@ from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
-from trigger_service.config.settings import CassandraSettings, Settings
+from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import ApiError
 from trigger_service.core.model import Status
@@ -48,7 +48,9 @@ KEYSPACE = os.environ.get("TRIGGER_TEST_KEYSPACE", "triggers_test")
 
 @pytest.fixture(scope="session")
 def store() -> Iterator[CassandraStore]:
-    settings = CassandraSettings(keyspace=KEYSPACE)
+    # Hosts, port and replication from the environment (`make test CASSANDRA_NODES=3` sets
+    # them for the 3-node ring), the keyspace of the tests.
+    settings = replace(Settings.from_env().cassandra, keyspace=KEYSPACE)
     migrate(settings, SystemClock().now_ms())
     s = CassandraStore.open_sync(settings)
     yield s

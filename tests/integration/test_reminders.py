@@ -6,12 +6,17 @@ import asyncio
 import contextlib
 import itertools
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from reconciler.rezone import Rezoner
 from tests.integration.conftest import Stack
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration
 
@@ -201,3 +206,27 @@ async def test_a_weekday_reminder_in_new_york(stack: Stack) -> None:
     assert view["localTime"] is None and view["timeZone"] == "America/New_York"
     assert view["rrule"] == "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR"
     assert time.time() < parse_rfc3339_ms(view["nextFireAt"]) / 1000
+
+
+async def test_the_rezone_pass_moves_an_occurrence_resolved_with_old_rules(stack: Stack) -> None:
+    st, body, _ = await stack.post(stack.body(
+        localTime="2030-03-11T09:00:00", timeZone="America/New_York"))
+    assert st == 201 and body["fireAt"] == "2030-03-11T13:00:00.000Z"
+    store = stack.runtime.store
+    t = await store.get(body["triggerId"])
+    assert t is not None and t.tzdata_version == TZDATA_VERSION
+    # As an older release would have stored it: an hour off (DST starting a week later).
+    old = replace(t, fire_at_ms=t.fire_at_ms + 3_600_000, tzdata_version="2020a",
+                  revision=(t.revision or 0) + 1)
+    now = int(time.time() * 1000)
+    assert await store.advance(t, old, 86_400, now)
+    rezoner = Rezoner(stack.settings, store, stack.runtime.queue, SystemClock(),
+                      InMemoryMetrics())
+    await rezoner.run_once()
+    moved = await store.get(t.trigger_id)
+    assert moved is not None and moved.fire_at_ms == t.fire_at_ms
+    assert moved.tzdata_version == TZDATA_VERSION and moved.revision == (old.revision or 0) + 1
+    await rezoner.run_once()
+    assert await store.get(t.trigger_id) == moved  # exactly once
+    resp = await stack.client.get(f"/v1/triggers/{t.trigger_id}", headers=stack.auth())
+    assert (await resp.json())["nextFireAt"] == "2030-03-11T13:00:00.000Z"

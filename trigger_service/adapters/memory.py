@@ -47,6 +47,7 @@ class MemoryStore(_Failing):
     def __init__(self) -> None:
         super().__init__()
         self.triggers: dict[str, Trigger] = {}
+        self.zoned: dict[tuple[str, int], set[str]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
         self.by_caller: dict[str, list[ListCursor]] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
@@ -59,7 +60,18 @@ class MemoryStore(_Failing):
         # Like the real store's creation-time writes: a repeat never undoes a transition.
         self.triggers.setdefault(trigger.trigger_id, trigger)
 
+    async def zoned_versions(self) -> list[str]:
+        self._enter("zoned_versions")
+        return sorted({v for v, _ in self.zoned})
+
+    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
+        self._enter("zoned_trigger_ids")
+        return sorted(self.zoned.get((tzdata_version, shard), set()))
+
     def _index(self, trigger: Trigger) -> None:
+        if trigger.tzdata_version is not None:
+            self.zoned.setdefault((trigger.tzdata_version, trigger.shard), set()).add(
+                trigger.trigger_id)
         entry = BucketEntry(trigger.trigger_id, trigger.fire_at_ms, trigger.shard, trigger.route)
         bucket = self.buckets.setdefault((bucket_minute(trigger.fire_at_ms), trigger.shard), [])
         if entry not in bucket:

@@ -22,6 +22,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           A series has one entry per occurrence; LIST shows the current one.
 - ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
                           so a LIST skips the empty months of a ten-year horizon.
+- ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
+                          next occurrence was resolved with that zone-rules release; with
+                          ``zoned_versions`` (the releases in use) it drives the rezone pass.
 - ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
                           request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
                           Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
@@ -72,6 +75,11 @@ TABLE_TRIGGERS: Final = "triggers"
 TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
+TABLE_ZONED: Final = "zoned_triggers"
+TABLE_ZONED_VERSIONS: Final = "zoned_versions"
+COL_TZDATA_VERSION: Final = "tzdata_version"
+COL_K: Final = "k"
+ZONED_VERSIONS_KEY: Final = "all"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_MIGRATIONS: Final = "schema_migrations"
 # One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died

@@ -61,10 +61,10 @@ def schedule_of(req: TimeRequest) -> Recurrence | None:
         assert req.local_time is not None
         return Recurrence(RuleKind.ONCE, "", zone_name, req.local_time, req.dst)
     if req.local_time is not None:
-        dtstart = req.local_time.replace(microsecond=0)
+        dtstart = req.local_time
     else:
         assert req.at_ms is not None
-        dtstart = wall_of(req.at_ms, tz).replace(microsecond=0)
+        dtstart = wall_of(req.at_ms, tz)
     rule = parse_rule(req.rule_kind, req.rule_text, tz, dtstart)
     return Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)
 

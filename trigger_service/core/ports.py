@@ -137,6 +137,19 @@ class TriggerCatalog(TriggerStates, Protocol):
         ...
 
 
+class ZoneIndex(Protocol):
+    """Wall-clock triggers by the zone-rules release their next occurrence was resolved with
+    (written with the other index entries of a trigger that has a ``tzdata_version``)."""
+
+    async def zoned_versions(self) -> list[str]:
+        """The releases that have entries. Raises ``StoreError``."""
+        ...
+
+    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
+        """Ids indexed under (release, shard); some may have moved on. Raises ``StoreError``."""
+        ...
+
+
 class IdempotencyStore(Protocol):
     async def put_if_absent(
         self, record: IdempotencyRecord, ttl_s: int

@@ -182,7 +182,11 @@ def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             bounded = rule.replace(until=min(until, limit) if until else limit)
-        yield from bounded
+        # dateutil works in whole seconds; DTSTART's fraction is every occurrence's phase
+        # (a rule started at 09:00:00.250 fires at .250 each time, never before its start).
+        phase = timedelta(microseconds=rec.dtstart.microsecond)
+        for wall in bounded:
+            yield wall + phase
         return
     it = croniter(rec.rule, rec.dtstart - timedelta(seconds=1))
     while True:
@@ -203,7 +207,7 @@ def occurrences(rec: Recurrence, *, limit: datetime,
     excluded = set(rec.exdates)
     pending: list[Occurrence] = []
     for index, wall in enumerate(wall_instances(rec, limit)):
-        if wall not in excluded:
+        if wall.replace(microsecond=0) not in excluded:
             for n, at_ms in enumerate(resolve(wall, tz, rec.dst)):
                 occ = Occurrence(at_ms, index, n == 1, wall)
                 if after is None or occ.key > after:

@@ -25,12 +25,13 @@ from trigger_service.core.ports import (
     RedriveQueue,
     SweepCursors,
     TriggerCatalog,
+    ZoneIndex,
 )
 from trigger_service.platform.metrics import InMemoryMetrics
 
 
-class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, Pingable,
-            Protocol):
+class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
+            Pingable, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

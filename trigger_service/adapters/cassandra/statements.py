@@ -14,10 +14,11 @@ from trigger_service.core.recurrence import Recurrence
 def queries(keyspace: str) -> dict[str, str]:
     """name → CQL text. Tables are fully qualified: prepared statements under ``USE
     keyspace`` are ambiguous."""
-    t, buckets, by_caller, idem, cursors, counters, months = (
+    t, buckets, by_caller, idem, cursors, counters, months, zoned, versions = (
         f"{keyspace}.{name}" for name in (
             s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
-            s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS))
+            s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS, s.TABLE_ZONED,
+            s.TABLE_ZONED_VERSIONS))
     cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
     key = f"{s.COL_TRIGGER_ID} = ?"
@@ -32,6 +33,13 @@ def queries(keyspace: str) -> dict[str, str]:
         "USING TTL ? AND TIMESTAMP ?",
         "months": f"SELECT {s.COL_FIRE_MONTH} FROM {months} WHERE {s.COL_CALLER} = ? "
         f"AND {s.COL_FIRE_MONTH} >= ? AND {s.COL_FIRE_MONTH} <= ?",
+        "zoned_put": f"INSERT INTO {zoned} ({s.COL_TZDATA_VERSION}, {s.COL_SHARD}, "
+        f"{s.COL_TRIGGER_ID}) VALUES (?, ?, ?) USING TTL ? AND TIMESTAMP ?",
+        "zoned_ids": f"SELECT {s.COL_TRIGGER_ID} FROM {zoned} WHERE {s.COL_TZDATA_VERSION} = ? "
+        f"AND {s.COL_SHARD} = ?",
+        "version_put": f"INSERT INTO {versions} ({s.COL_K}, {s.COL_TZDATA_VERSION}) "
+        "VALUES (?, ?) USING TTL ? AND TIMESTAMP ?",
+        "versions": f"SELECT {s.COL_TZDATA_VERSION} FROM {versions} WHERE {s.COL_K} = ?",
         "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",

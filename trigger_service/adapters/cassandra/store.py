@@ -81,7 +81,13 @@ class CassandraStore:
         return await self.compare_and_set(old, new)
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int) -> None:
+        zoned = [] if t.tzdata_version is None else [
+            self._run("zoned_put", [t.tzdata_version, t.shard, t.trigger_id, index_ttl_s, ts_us]),
+            self._run("version_put", [schema.ZONED_VERSIONS_KEY, t.tzdata_version, index_ttl_s,
+                                      ts_us]),
+        ]
         await asyncio.gather(
+            *zoned,
             self._run("bucket", [
                 bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
                 t.route.value, index_ttl_s, ts_us,
@@ -145,6 +151,15 @@ class CassandraStore:
                 after_ms, after_id = _MIN_MS, ""
         more = month <= last_month
         return ListPage(found, (month, after_ms, after_id) if more else None)
+
+    # --- ZoneIndex ---------------------------------------------------------------------
+    async def zoned_versions(self) -> list[str]:
+        rows = await self._run("versions", [schema.ZONED_VERSIONS_KEY])
+        return [r[schema.COL_TZDATA_VERSION] for r in rows]
+
+    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
+        rows = await self._run("zoned_ids", [tzdata_version, shard])
+        return [r[schema.COL_TRIGGER_ID] for r in rows]
 
     # --- IdempotencyStore --------------------------------------------------------------
     async def put_if_absent(
