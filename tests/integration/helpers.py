@@ -51,8 +51,13 @@ class SqsAdmin:
         return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
 
     async def delete_queues(self) -> None:
+        """Delete the test's queues; one already gone is fine (a process re-creating the
+        queues may race with a test deleting them)."""
         for name in (self._settings.queue, self._settings.dlq, self._settings.redrive_queue):
-            await self._client.delete_queue(QueueUrl=await self.url(name))
+            try:
+                await self._client.delete_queue(QueueUrl=await self.url(name))
+            except self._client.exceptions.QueueDoesNotExist:
+                continue
 
 
 async def lease_owners(client: aioredis.Redis, group: str,

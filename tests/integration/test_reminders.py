@@ -7,7 +7,9 @@ import contextlib
 import itertools
 import time
 from dataclasses import replace
+from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -230,3 +232,17 @@ async def test_the_rezone_pass_moves_an_occurrence_resolved_with_old_rules(stack
     assert await store.get(t.trigger_id) == moved  # exactly once
     resp = await stack.client.get(f"/v1/triggers/{t.trigger_id}", headers=stack.auth())
     assert (await resp.json())["nextFireAt"] == "2030-03-11T13:00:00.000Z"
+
+
+async def test_a_one_time_local_time_fires_at_that_wall_time(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    zone = "Asia/Kathmandu"  # +05:45
+    at_ms = (int(time.time()) + 3) * 1000
+    local = datetime.fromtimestamp(at_ms / 1000, ZoneInfo(zone)).replace(tzinfo=None)
+    tid = await create(stack, localTime=local.isoformat(), timeZone=zone)
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) == 1, 15)
+    arrival = rec.for_trigger(tid)[0]
+    assert parse_rfc3339_ms(arrival.body["scheduledAt"]) == at_ms <= arrival.at_ms
+    view = await stack.wait_status(tid, "FIRED")
+    assert view["localTime"] == local.isoformat() and view["timeZone"] == zone

@@ -10,11 +10,11 @@ at-least-once delivery allows.
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
 
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences
-from trigger_service.core.timing import DAY_MS
+from trigger_service.core.timing import DAY_MS, datetime_to_ms
 from trigger_service.core.zones import TZDATA_VERSION, wall_of
 
 
@@ -26,8 +26,10 @@ def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
 
 def first_occurrence(rec: Recurrence, *, not_before_ms: int,
                      horizon_days: int) -> Occurrence | None:
-    """The first occurrence at or after ``not_before_ms`` (earlier ones are in the past)."""
-    limit = search_limit(rec, max(not_before_ms, 0), horizon_days)
+    """The first occurrence at or after ``not_before_ms`` (earlier ones are in the past),
+    looked for up to the horizon after ``not_before_ms`` or DTSTART, whichever is later."""
+    start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC))
+    limit = search_limit(rec, max(not_before_ms, start_ms), horizon_days)
     for occ in occurrences(rec, limit=limit):
         if occ.at_ms >= not_before_ms:
             return occ

@@ -170,3 +170,10 @@ def test_shortest_interval_of_a_rule() -> None:
     assert shortest_interval_s(rec("FREQ=DAILY;COUNT=1", datetime(2027, 1, 1)), LIMIT) is None
     assert shortest_interval_s(rec("*/5 * * * *", datetime(2027, 1, 1), kind=RuleKind.CRON),
                                LIMIT) == 300
+
+
+def test_a_one_time_wall_time_far_ahead_is_found() -> None:
+    from trigger_service.core.series import first_occurrence
+    r = Recurrence(RuleKind.ONCE, "", NY, datetime(2030, 3, 11, 9, 0), DstPolicy())
+    occ = first_occurrence(r, not_before_ms=-(2**62), horizon_days=3660)
+    assert occ is not None and format_rfc3339_ms(occ.at_ms) == "2030-03-11T13:00:00.000Z"
