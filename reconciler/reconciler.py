@@ -76,8 +76,9 @@ class Reconciler:
         self._metrics = metrics
 
     def is_leak(self, t: Trigger, now_ms: int) -> bool:
-        return is_overdue(t, now_ms, grace_ms=self._s.sweep.reconcile_grace_s * 1000,
-                       callback_timeout_ms=int(self._s.dispatch.callback_timeout_s * 1000))
+        grace_ms = self._s.sweep.reconcile_grace_s * 1000
+        return is_overdue(t, now_ms, grace_ms=grace_ms, claim_grace_ms=grace_ms,
+                          callback_timeout_ms=int(self._s.dispatch.callback_timeout_s * 1000))
 
     @property
     def cursor_group(self) -> str:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 
 import pytest
 
 from tests.integration.conftest import Stack
+from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.triggers import NewTrigger, TriggerService
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
+from trigger_service.core.ports import OutgoingMessage
 
 pytestmark = pytest.mark.integration
 
@@ -85,3 +89,23 @@ async def test_a_cancel_right_after_a_create_on_a_fast_clock_sticks(stack: Stack
     await asyncio.sleep(8)  # past its fire time (6 s of real time away) and the hold
     assert stack.receiver.for_trigger(created.trigger_id) == []
     await fast_api.drain()
+
+
+async def test_a_process_starts_while_sqs_is_unreachable(stack: Stack) -> None:
+    """SQS down at start (LocalStack restarting): connecting does not fail, calls raise
+    QueueError until SQS answers; the first call that reaches it sets the queues up."""
+    down = replace(stack.settings.sqs, endpoint_url="http://127.0.0.1:1", max_attempts=1)
+    q = await SqsQueue.connect(down, visibility_timeout_s=30)
+    try:
+        with pytest.raises(QueueError):
+            await q.send_many([OutgoingMessage("trg_x", 0, 0)])
+    finally:
+        await q.close()
+    # The real endpoint, as if it had just come back: the first call creates the queues.
+    q = await SqsQueue.connect(stack.settings.sqs, visibility_timeout_s=30)
+    try:
+        q._urls = None  # as left by a start while SQS was down
+        await q.send_many([OutgoingMessage("trg_x", 0, 0)])
+        assert q.urls.main.endswith(stack.settings.sqs.queue)
+    finally:
+        await q.close()

@@ -57,12 +57,12 @@ class SqsQueue:
     """
 
     def __init__(self, client: Any, stack: AsyncExitStack, settings: SqsSettings,
-                 visibility_timeout_s: int, urls: QueueUrls) -> None:
+                 visibility_timeout_s: int, urls: QueueUrls | None) -> None:
         self._client = client
         self._stack = stack
         self._settings = settings
         self._visibility_timeout_s = visibility_timeout_s
-        self.urls = urls
+        self._urls = urls
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         self._sender: Batcher[OutgoingMessage] = Batcher(
@@ -70,11 +70,20 @@ class SqsQueue:
         self._deleter: Batcher[str] = Batcher(
             self._delete_many, max_batch=schema.SQS_MAX_BATCH, linger_s=_DELETE_LINGER_S)
 
+    @property
+    def urls(self) -> QueueUrls:
+        if self._urls is None:
+            raise QueueError("sqs queues not set up yet (SQS unreachable since start)")
+        return self._urls
+
     @classmethod
     async def connect(
         cls, settings: SqsSettings, *, visibility_timeout_s: int, max_pool: int = 64
     ) -> SqsQueue:
-        """Open a client and make sure the queues exist (idempotent set-up)."""
+        """Open a client and make sure the queues exist (idempotent set-up). SQS being
+        unreachable does not stop a process from starting: the queues are set up by the
+        first call that reaches it (meanwhile calls raise ``QueueError``; the API's triggers
+        are durable in Cassandra and the due-scan sends them)."""
         stack = AsyncExitStack()
         session = aioboto3.Session()
         try:
@@ -91,10 +100,14 @@ class SqsQueue:
                     read_timeout=30,
                 ),
             ))
-            urls = await ensure_queues(client, settings, visibility_timeout_s=visibility_timeout_s)
         except (BotoCoreError, ClientError, OSError) as e:
             await stack.aclose()
-            raise QueueError(f"sqs connect failed: {e}") from e
+            raise QueueError(f"sqs client failed: {e}") from e
+        urls: QueueUrls | None = None
+        try:
+            urls = await ensure_queues(client, settings, visibility_timeout_s=visibility_timeout_s)
+        except (BotoCoreError, ClientError, OSError) as e:
+            log.warning("sqs_unreachable_at_start", error=str(e))
         return cls(client, stack, settings, visibility_timeout_s, urls)
 
     async def close(self) -> None:
@@ -107,6 +120,9 @@ class SqsQueue:
         """Run ``op`` (which reads the queue URLs when called); translate botocore's errors.
         A missing queue is re-created and ``op`` retried once."""
         generation = self._generation
+        if self._urls is None:
+            await self._recreate(generation, what)
+            generation = self._generation
         try:
             return await op()
         except ClientError as e:
@@ -126,7 +142,7 @@ class SqsQueue:
                 return  # another call re-created them meanwhile
             log.warning("sqs_queues_recreated", queue=self._settings.queue, failed_call=what)
             try:
-                self.urls = await ensure_queues(
+                self._urls = await ensure_queues(
                     self._client, self._settings,
                     visibility_timeout_s=self._visibility_timeout_s)
             except (BotoCoreError, ClientError, OSError) as e:

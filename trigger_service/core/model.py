@@ -107,14 +107,21 @@ class Trigger:
         return replace(self, status=status, **changes)  # type: ignore[arg-type]
 
 
-def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: int) -> bool:
+def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: int,
+               claim_grace_ms: int = 0) -> bool:
     """Has this trigger leaked (its message lost, its claimer dead)? PENDING more than
-    ``grace_ms`` past its due time, or IN_FLIGHT with a claim that went stale more than
-    ``grace_ms`` ago. The sweepers' due-scan and the reconciler re-send exactly these."""
+    ``grace_ms`` past its due time, or IN_FLIGHT with a claim stale for ``claim_grace_ms``.
+    The sweepers' due-scan and the reconciler re-send exactly these.
+
+    The due-scan needs no grace for a stale claim: staleness already waits out a whole
+    callback timeout plus a slack after the delivery could start, so the claimer is dead (or
+    its outcome write lost), and more grace only made a killed dispatcher's triggers later.
+    The reconciler, the net behind the due-scan, passes its own grace.
+    """
     if t.status is Status.PENDING:
         return t.due_at_ms() < now_ms - grace_ms
     if t.status is Status.IN_FLIGHT:
-        return t.claim_stale_at_ms(callback_timeout_ms) < now_ms - grace_ms
+        return t.claim_stale_at_ms(callback_timeout_ms) < now_ms - claim_grace_ms
     return False
 
 

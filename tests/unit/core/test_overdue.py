@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from trigger_service.config.settings import Settings
-from trigger_service.core.model import Route, Status, Trigger, is_overdue
+from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Route, Status, Trigger, is_overdue
 
 NOW = 1_800_000_000_000
 GRACE_MS = 3_600_000
@@ -26,6 +26,11 @@ def trig(status: Status, fire_ago_ms: int, **kw: object) -> Trigger:
         (trig(Status.PENDING, GRACE_MS * 2, next_attempt_at_ms=NOW + 1000, attempts=2), False),
         (trig(Status.IN_FLIGHT, GRACE_MS * 2, claimed_at_ms=NOW - GRACE_MS - 60_000), True),
         (trig(Status.IN_FLIGHT, GRACE_MS * 2, claimed_at_ms=NOW - 1000), False),  # fresh claim
+        # stale (a timeout and the slack after the delivery started): a leak at once
+        (trig(Status.IN_FLIGHT, GRACE_MS * 2,
+              claimed_at_ms=NOW - TIMEOUT_MS - CLAIM_STALE_SLACK_MS - 1), True),
+        (trig(Status.IN_FLIGHT, GRACE_MS * 2,
+              claimed_at_ms=NOW - TIMEOUT_MS - CLAIM_STALE_SLACK_MS + 1), False),
         (trig(Status.FIRED, GRACE_MS * 2), False),
         (trig(Status.CANCELLED, GRACE_MS * 2), False),
         (trig(Status.FAILED, GRACE_MS * 2), False),
