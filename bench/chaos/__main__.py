@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import secrets
 import sys
 import time
@@ -102,6 +103,7 @@ async def service_stats(cfg: RunConfig, token: str) -> dict[str, Any]:
 
 
 async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, Any]:
+    load_start = os.getloadavg()
     receiver = Receiver(cfg.receiver_port)
     await receiver.start()
     watcher = Watcher(stack)
@@ -118,8 +120,10 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
             f"every {cfg.fault_every_s:.0f} s")
         inject = asyncio.create_task(injector.run())
         await registrar.run(t0)
-        say(f"registered {sum(1 for r in registrar.results if r.trigger_ids)}; "
-            "waiting for the faults and the deliveries")
+        say(f"registered {sum(1 for r in registrar.results if r.trigger_ids)}; sending "
+            "every tenth key again")
+        replays = await registrar.replay()
+        say(f"{replays} keys sent again; waiting for the faults and the deliveries")
         await inject
         if not await watcher.all_up(90):
             say("warning: the service is not fully back after the last fault")
@@ -136,6 +140,10 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
                         "fire_after_s": [cfg.min_delay_s, cfg.min_delay_s + cfg.spread_s],
                         "fault_every_s": cfg.fault_every_s, "settings": TIER_ENV},
              "registration_responses": dict(registrar.responses),
+             "keys_sent_again": replays,
+             # 2 cores shared with whatever else runs: a loaded machine makes lags longer.
+             "load_average_1m": {"start": round(load_start[0], 2),
+                                 "end": round(os.getloadavg()[0], 2)},
              "watcher": {"restarts": watcher.restarts, "failed": watcher.failed_restarts},
              "service_counters": stats}
     report.save_raw(data, VAR / f"triggers-{cfg.stamp}.jsonl")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Coroutine
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -15,6 +16,7 @@ from bench.chaos.stack import Stack, now_ms
 KILLS = {"kill_api": "api", "kill_dispatcher": "dispatcher-1", "kill_sweeper": "sweeper-1",
          "kill_reconciler": "reconciler-1"}
 KINDS = (*KILLS, "redis_flushall", "localstack_restart", "cassandra_node_restart")
+LAST_APP = "reconciler-1"  # the last process infra/app.sh up starts
 
 
 @dataclass
@@ -47,38 +49,49 @@ def schedule(kinds: tuple[str, ...], first_s: float, every_s: float, until_s: fl
 @dataclass
 class Watcher:
     """Restarts dead app processes: polls the PID files every ``poll_s`` and runs
-    ``infra/app.sh up`` (one at a time) when any of them is gone."""
+    ``infra/app.sh up`` when any of them is gone. A second ``app.sh up`` may start while
+    the first only waits for the API to be ready (e.g. while LocalStack is down), never while
+    one is still starting processes (it would start them twice)."""
 
     stack: Stack
     poll_s: float = 0.3
+    max_running: int = 2
     restarts: int = 0
     failed_restarts: int = 0
-    dead_since: dict[str, int] = field(default_factory=dict)
-    back_at: dict[str, int] = field(default_factory=dict)
+    spawning: bool = False
+    running: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
-            await self.check_once()
+            self.check_once()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), self.poll_s)
+        if self.running:
+            await asyncio.gather(*self.running)
 
-    async def check_once(self) -> None:
+    def check_once(self) -> None:
+        if self.spawning or len(self.running) >= self.max_running:
+            return
         dead = self.stack.dead_apps()
-        t = now_ms()
-        for name in dead:
-            self.dead_since.setdefault(name, t)
         if not dead:
             return
         self.stack.keep_logs(dead)  # app.sh rotates a log away on each start
         self.restarts += 1
-        script = await self.stack.arun("app.sh", "up")
-        if script.rc != 0:
+        self.spawning = True
+        task = asyncio.create_task(self.app_up())
+        self.running.add(task)
+        task.add_done_callback(self.running.discard)
+
+    async def app_up(self) -> None:
+        """``infra/app.sh up``; its spawning is over once it names the last process."""
+        try:
+            async for line in self.stack.stream("app.sh", "up"):
+                if line.startswith("[") and f" {LAST_APP}: " in line:
+                    self.spawning = False
+        except RuntimeError:
             self.failed_restarts += 1
-        t = now_ms()
-        for name in dead:
-            if self.stack.pid_of(name) is not None:
-                self.back_at[name] = t
-                self.dead_since.pop(name, None)
+        finally:
+            self.spawning = False
 
     async def all_up(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s
@@ -98,7 +111,7 @@ class Injector:
         self.t0_ms = t0_ms
         self.ring_nodes = ring_nodes
         self.background: set[asyncio.Task[None]] = set()
-        self.cassandra_busy = False
+        self.busy: set[str] = set()
 
     async def run(self) -> None:
         for fault in self.faults:
@@ -120,12 +133,11 @@ class Injector:
             script = await self.stack.redis_flushall()
             self.finish(fault, script.rc, "redis-cli FLUSHALL")
         elif fault.kind == "localstack_restart":
-            down = await self.stack.arun("down.sh", "localstack")
-            up = await self.stack.arun("up.sh", "localstack")
-            self.finish(fault, down.rc or up.rc,
-                        f"down {down.seconds:.1f} s, up {up.seconds:.1f} s")
+            self.in_background(fault, "localstack", self.restart_localstack(fault))
+        elif self.ring_nodes < 3:
+            fault.status, fault.detail = "skipped", "single Cassandra node (needs a 3-node ring)"
         else:
-            self.cassandra(fault)
+            self.in_background(fault, "cassandra", self.restart_node(fault))
 
     def finish(self, fault: Fault, rc: int, detail: str) -> None:
         fault.status = "injected" if rc == 0 else "failed"
@@ -152,27 +164,29 @@ class Injector:
                 return
             await asyncio.sleep(0.1)
 
-    def cassandra(self, fault: Fault) -> None:
-        if self.ring_nodes < 3:
-            fault.status, fault.detail = "skipped", "single Cassandra node (needs a 3-node ring)"
+    def in_background(self, fault: Fault, what: str, work: Coroutine[Any, Any, None]) -> None:
+        """Slow faults (a restart takes seconds) run beside the schedule, one per service."""
+        if what in self.busy:
+            work.close()
+            fault.status, fault.detail = "skipped", f"the previous {what} restart is running"
             return
-        if self.cassandra_busy:
-            fault.status, fault.detail = "skipped", "the previous node restart is still running"
-            return
-        self.cassandra_busy = True
+        self.busy.add(what)
         fault.status = "injected"
-        task = asyncio.create_task(self.restart_node(fault))
+        task = asyncio.create_task(work)
         self.background.add(task)
         task.add_done_callback(self.background.discard)
+        task.add_done_callback(lambda _t: self.busy.discard(what))
+
+    async def restart_localstack(self, fault: Fault) -> None:
+        down = await self.stack.arun("down.sh", "localstack")
+        up = await self.stack.arun("up.sh", "localstack")
+        self.finish(fault, down.rc or up.rc, f"down {down.seconds:.1f} s, up {up.seconds:.1f} s")
 
     async def restart_node(self, fault: Fault) -> None:
         """Stop node 2 (not the seed) and start it again (the ring's interface)."""
         nodes = str(self.ring_nodes)
-        try:
-            down = await self.stack.arun("down.sh", "cassandra",
-                                         extra={"CASSANDRA_NODES": nodes, "CASSANDRA_NODE": "2"})
-            up = await self.stack.arun("up.sh", "cassandra", extra={"CASSANDRA_NODES": nodes})
-            self.finish(fault, down.rc or up.rc,
-                        f"node 2 of {nodes}: down {down.seconds:.1f} s, up {up.seconds:.1f} s")
-        finally:
-            self.cassandra_busy = False
+        down = await self.stack.arun("down.sh", "cassandra",
+                                     extra={"CASSANDRA_NODES": nodes, "CASSANDRA_NODE": "2"})
+        up = await self.stack.arun("up.sh", "cassandra", extra={"CASSANDRA_NODES": nodes})
+        self.finish(fault, down.rc or up.rc,
+                    f"node 2 of {nodes}: down {down.seconds:.1f} s, up {up.seconds:.1f} s")

@@ -46,6 +46,7 @@ class KeyResult:
     sent_ms: int = 0
     answered_ms: int | None = None
     error: str | None = None
+    fire_at_mismatch: bool = False
 
 
 class Registrar:
@@ -83,6 +84,23 @@ class Registrar:
             await asyncio.gather(*tasks)
         return self.results
 
+    async def replay(self, every: int = DOUBLE_EVERY) -> int:
+        """Send every ``every``-th key again (same body, same key) once registration is over,
+        while the faults go on (a Redis flush leaves only Cassandra to answer): each must be
+        answered with the trigger it already has. Returns how many were sent."""
+        cfg = self.cfg
+        sem = asyncio.Semaphore(cfg.concurrency)
+        timeout = aiohttp.ClientTimeout(total=cfg.request_timeout_s)
+        again = [r for r in self.results if r.trigger_ids and r.index % every == every // 2]
+
+        async def one(r: KeyResult) -> None:
+            async with sem:
+                await self.register(session, r)
+
+        async with aiohttp.ClientSession(timeout=timeout) as session:
+            await asyncio.gather(*(one(r) for r in again))
+        return len(again)
+
     async def register(self, session: aiohttp.ClientSession, r: KeyResult) -> None:
         body = {"callbackUrl": f"{self.cfg.receiver_prefix}cb/{r.index}",
                 "payload": {"key": r.key, "i": r.index}, "fireAt": iso_ms(r.planned_fire_ms)}
@@ -114,8 +132,11 @@ class Registrar:
                 data = await resp.json(content_type=None)
                 if resp.status in (200, 201):
                     r.trigger_ids.add(data["triggerId"])
-                    r.fire_at_ms = parse_iso_ms(data["fireAt"])
-                    r.answered_ms = now_ms()
+                    fire_at = parse_iso_ms(data["fireAt"])
+                    if r.fire_at_ms is not None and r.fire_at_ms != fire_at:
+                        r.fire_at_mismatch = True  # a replay must answer the same fireAt
+                    r.fire_at_ms = r.fire_at_ms or fire_at
+                    r.answered_ms = r.answered_ms or now_ms()
                     r.replays += resp.headers.get("Idempotent-Replayed") == "true"
                     return "done"
                 r.error = f"{resp.status} {data}"

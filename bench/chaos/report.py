@@ -94,6 +94,7 @@ def registration_counts(data: RunData) -> dict[str, Any]:
         "unanswered_samples": [{"key": r.key, "error": r.error} for r in errors[:SAMPLES]],
         "attempts": sum(r.attempts for r in data.results),
         "replayed_answers": sum(r.replays for r in data.results),
+        "replays_with_another_fire_at": sum(r.fire_at_mismatch for r in data.results),
         "direct_route_approx": direct,
         "sweep_route_approx": sum(1 for r in data.results if r.trigger_ids) - direct,
         "answer_ms": {"p50": pct(latencies, 0.5), "p99": pct(latencies, 0.99),
@@ -139,6 +140,9 @@ def misses(report: dict[str, Any]) -> list[str]:
         out.append(f"max lag {t['lag_ms']['max']} ms > {MAX_LAG_MS} ms")
     if report["registration"]["unanswered_keys"] > 0:
         out.append(f"{report['registration']['unanswered_keys']} keys never answered")
+    if report["registration"]["replays_with_another_fire_at"] > 0:
+        out.append(f"{report['registration']['replays_with_another_fire_at']} replays "
+                   "answered another fireAt")
     if t["registered"] == 0:
         out.append("nothing registered")
     return out
@@ -191,7 +195,9 @@ def render(report: dict[str, Any]) -> str:
     for f in report["faults"]:
         lines.append(f"{f['kind']:24} {f['at_s']!s:>6} {f['status']:>8} {f['back_s']!s:>7} "
                      f"{f['heal_max_lag_s']!s:>7} {f['fired_in_window']:>6}  {f['detail']}")
-    lines += ["", "back s = until the process/service answered again; heal s = the largest lag "
+    lines += ["", f"load average (1 min) {report['load_average_1m']['start']} at the start, "
+              f"{report['load_average_1m']['end']} at the end (2 cores)",
+              "back s = until the process/service answered again; heal s = the largest lag "
               "of the triggers due within 10 s after the fault"]
     lines.append("PASSED: every target met" if report["passed"]
                  else "FAILED: " + "; ".join(report["misses"]))

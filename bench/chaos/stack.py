@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import warnings
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,6 +76,25 @@ class Stack:
                 env={**self.env, **(extra or {})}, stdout=log, stderr=log)
             rc = await proc.wait()
         return Script(rc, time.monotonic() - t0)
+
+    async def stream(self, *args: str) -> AsyncIterator[str]:
+        """Run an infra script, yielding its output lines (also written to the supervisor
+        log); raises ``RuntimeError`` when it fails."""
+        with SUPERVISOR_LOG.open("a") as log:
+            log.write(f"--- {time.strftime('%H:%M:%S')} {' '.join(args)}\n")
+            log.flush()
+            proc = await asyncio.create_subprocess_exec(
+                str(ROOT / "infra" / args[0]), *args[1:], cwd=ROOT, env=self.env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            assert proc.stdout is not None
+            async for raw in proc.stdout:
+                line = raw.decode(errors="replace")
+                log.write(line)
+                log.flush()
+                yield line
+            rc = await proc.wait()
+        if rc != 0:
+            raise RuntimeError(f"infra/{' '.join(args)} exited {rc}")
 
     async def redis_flushall(self) -> Script:
         t0 = time.monotonic()

@@ -57,5 +57,6 @@ def test_the_short_chaos_run_meets_every_target(tmp_path: Path) -> None:
         else:
             assert fault["status"] == "injected", (kind, log)
     assert done.returncode == 0, log
+    print(done.stdout)  # the report's table, for `pytest -rP`
     # What the run touched is back: LocalStack (restarted by the run) answers again.
     assert port_open(sqs_port()), log
