@@ -25,7 +25,7 @@ from bench.chaos.config import ROOT, TIER_ENV, VAR, RunConfig, process_env
 from bench.chaos.faults import KINDS, Injector, Watcher, schedule
 from bench.chaos.load import Registrar
 from bench.chaos.receiver import Receiver
-from bench.chaos.stack import SUPERVISOR_LOG, Stack, now_ms
+from bench.chaos.stack import APPS, SUPERVISOR_LOG, Stack, now_ms
 
 SHORT = {"triggers": 500, "register_s": 10.0, "spread_s": 30.0, "fault_every_s": 4.0,
          "settle_s": 45.0}
@@ -162,6 +162,8 @@ def main(argv: list[str] | None = None) -> int:
             say("stopping the run's processes (infra/app.sh down); making sure every "
                 "dependency is up again (infra/up.sh)")
             stack.run("app.sh", "down", check=False)
+            logs = stack.keep_logs(list(APPS))
+            say(f"logs of every process of the run: {logs.relative_to(ROOT)}/")
             stack.run("up.sh", check=False)
     report.save(result, cfg.out_path)
     print()

@@ -124,7 +124,7 @@ class Stack:
     def dead_apps(self) -> list[str]:
         return [name for name in APPS if self.pid_of(name) is None]
 
-    def keep_logs(self, names: list[str]) -> None:
+    def keep_logs(self, names: list[str]) -> Path:
         """Copy the logs of processes that died to var/chaos/logs-<stamp>/ (numbered)."""
         folder = VAR / f"logs-{self.cfg.stamp}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -133,6 +133,7 @@ class Stack:
             if log.exists():
                 n = len(list(folder.glob(f"{name}.*.log"))) + 1
                 shutil.copyfile(log, folder / f"{name}.{n}.log")
+        return folder
 
     def sigkill(self, name: str) -> int | None:
         pid = self.pid_of(name)
