@@ -24,7 +24,7 @@ from bench.chaos import report
 from bench.chaos.config import ROOT, TIER_ENV, VAR, RunConfig, process_env
 from bench.chaos.faults import KINDS, Injector, Watcher, schedule
 from bench.chaos.load import Registrar
-from bench.chaos.receiver import Receiver
+from bench.chaos.receiver import ReceiverProcess
 from bench.chaos.stack import APPS, SUPERVISOR_LOG, Stack, now_ms
 
 SHORT = {"triggers": 500, "register_s": 10.0, "spread_s": 30.0, "fault_every_s": 4.0,
@@ -78,15 +78,15 @@ def prepare(cfg: RunConfig, token: str) -> tuple[Stack, int]:
     return stack, ring
 
 
-async def wait_delivered(receiver: Receiver, registrar: Registrar, settle_s: float) -> None:
+async def wait_delivered(receiver: ReceiverProcess, registrar: Registrar, settle_s: float) -> None:
     ids = {t for r in registrar.results for t in r.trigger_ids}
     fires = [r.fire_at_ms for r in registrar.results if r.fire_at_ms is not None]
     last_fire = max(fires, default=now_ms())
     deadline = last_fire + int(settle_s * 1000)
     while now_ms() < deadline:
-        if now_ms() > last_fire + 2000 and ids <= receiver.delivered_ids():
+        if now_ms() > last_fire + 2000 and ids <= await receiver.delivered_ids():
             break
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(1)
     await asyncio.sleep(3)  # late duplicates
 
 
@@ -104,12 +104,13 @@ async def service_stats(cfg: RunConfig, token: str) -> dict[str, Any]:
 
 async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, Any]:
     load_start = os.getloadavg()
-    receiver = Receiver(cfg.receiver_port)
-    await receiver.start()
+    receiver = ReceiverProcess(cfg.receiver_port)
+    receiver.spawn()
     watcher = Watcher(stack)
     stop = asyncio.Event()
     watch = asyncio.create_task(watcher.run(stop))
     try:
+        await receiver.wait_ready()
         await asyncio.sleep(3)  # the sweepers share out the shards
         t0 = now_ms() + 500
         faults = schedule(KINDS, cfg.first_fault_s, cfg.fault_every_s, cfg.fault_window_s,
@@ -129,11 +130,12 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
             say("warning: the service is not fully back after the last fault")
         await wait_delivered(receiver, registrar, cfg.settle_s)
         stats = await service_stats(cfg, token)
+        deliveries = await receiver.deliveries()
     finally:
         stop.set()
         await watch
-        await receiver.stop()
-    data = report.RunData(t0, registrar.results, receiver.deliveries, faults,
+        receiver.stop()
+    data = report.RunData(t0, registrar.results, deliveries, faults,
                           float(TIER_ENV["TRIGGER_DIRECT_MAX_DELAY_S"]))
     extra = {"when": cfg.stamp, "short": cfg.short, "cassandra_nodes": ring,
              "config": {"triggers": cfg.triggers, "register_s": cfg.register_s,

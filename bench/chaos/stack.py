@@ -33,7 +33,7 @@ APPS = {
 
 
 def now_ms() -> int:
-    return time.time_ns() // 1_000_000
+    return time.time_ns() // 1_000_000  # the same clock as bench.chaos.receiver's
 
 
 @dataclass
