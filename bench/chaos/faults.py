@@ -59,6 +59,7 @@ class Watcher:
     restarts: int = 0
     failed_restarts: int = 0
     spawning: bool = False
+    logs_kept: set[str] = field(default_factory=set)
     running: set[asyncio.Task[None]] = field(default_factory=set)
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -70,12 +71,14 @@ class Watcher:
             await asyncio.gather(*self.running)
 
     def check_once(self) -> None:
-        if self.spawning or len(self.running) >= self.max_running:
-            return
         dead = self.stack.dead_apps()
-        if not dead:
+        # Keep each dead process's log before app.sh rotates it away (once per death).
+        new = [name for name in dead if name not in self.logs_kept]
+        if new:
+            self.stack.keep_logs(new)
+        self.logs_kept = set(dead)
+        if not dead or self.spawning or len(self.running) >= self.max_running:
             return
-        self.stack.keep_logs(dead)  # app.sh rotates a log away on each start
         self.restarts += 1
         self.spawning = True
         task = asyncio.create_task(self.app_up())
@@ -155,11 +158,13 @@ class Injector:
         task.add_done_callback(self.background.discard)
 
     async def wait_back(self, fault: Fault, name: str, old_pid: int) -> None:
+        """Back = a new process that has logged ``<component>_started`` (the API: ``/readyz``
+        answers 200), not merely a live pid: start-up takes seconds on a loaded machine."""
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             pid = self.stack.pid_of(name)
-            if pid is not None and pid != old_pid and (name != "api" or
-                                                      await self.stack.api_ready()):
+            if pid is not None and pid != old_pid and (
+                    await self.stack.api_ready() if name == "api" else self.stack.started(name)):
                 fault.back_ms = now_ms()
                 return
             await asyncio.sleep(0.1)

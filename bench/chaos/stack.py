@@ -124,6 +124,14 @@ class Stack:
     def dead_apps(self) -> list[str]:
         return [name for name in APPS if self.pid_of(name) is None]
 
+    def started(self, name: str) -> bool:
+        """The process's current log (app.sh rotates it at each start) says it is running."""
+        try:
+            text = (ROOT / "var" / "log" / f"{name}.log").read_text(errors="replace")
+        except OSError:
+            return False
+        return f'"{APPS[name]}_started"' in text
+
     def keep_logs(self, names: list[str]) -> Path:
         """Copy the logs of processes that died to var/chaos/logs-<stamp>/ (numbered)."""
         folder = VAR / f"logs-{self.cfg.stamp}"
