@@ -70,6 +70,8 @@ def prepare(cfg: RunConfig, token: str) -> tuple[Stack, int]:
     stack.env = process_env(cfg, ring)
     say(f"cassandra: {ring} node(s); stopping the service's processes (infra/app.sh down)")
     stack.run("app.sh", "down")
+    for stray in stack.strays():
+        say(f"warning: a service process of this checkout that no PID file names: {stray}")
     stack.drop_keyspace()
     stack.delete_queues()
     stack.write_callers(token)
@@ -135,6 +137,7 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
         stop.set()
         await watch
         receiver.stop()
+    strays = stack.strays()
     data = report.RunData(t0, registrar.results, deliveries, faults,
                           float(TIER_ENV["TRIGGER_DIRECT_MAX_DELAY_S"]))
     extra = {"when": cfg.stamp, "short": cfg.short, "cassandra_nodes": ring,
@@ -147,7 +150,7 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
              "load_average_1m": {"start": round(load_start[0], 2),
                                  "end": round(os.getloadavg()[0], 2)},
              "watcher": {"restarts": watcher.restarts, "failed": watcher.failed_restarts},
-             "service_counters": stats}
+             "service_counters": stats, "stray_processes": strays}
     report.save_raw(data, VAR / f"triggers-{cfg.stamp}.jsonl")
     return report.build(data, extra)
 

@@ -58,7 +58,7 @@ class Watcher:
     max_running: int = 2
     restarts: int = 0
     failed_restarts: int = 0
-    spawning: bool = False
+    spawners: set[int] = field(default_factory=set)  # app.sh runs still starting processes
     logs_kept: set[str] = field(default_factory=set)
     running: set[asyncio.Task[None]] = field(default_factory=set)
 
@@ -77,24 +77,25 @@ class Watcher:
         if new:
             self.stack.keep_logs(new)
         self.logs_kept = set(dead)
-        if not dead or self.spawning or len(self.running) >= self.max_running:
+        if not dead or self.spawners or len(self.running) >= self.max_running:
             return
         self.restarts += 1
-        self.spawning = True
-        task = asyncio.create_task(self.app_up())
+        self.spawners.add(self.restarts)
+        task = asyncio.create_task(self.app_up(self.restarts))
         self.running.add(task)
         task.add_done_callback(self.running.discard)
 
-    async def app_up(self) -> None:
-        """``infra/app.sh up``; its spawning is over once it names the last process."""
+    async def app_up(self, run: int) -> None:
+        """``infra/app.sh up``; its spawning is over once it names the last process (each
+        run clears only its own mark: another may still be starting processes)."""
         try:
             async for line in self.stack.stream("app.sh", "up"):
                 if line.startswith("[") and f" {LAST_APP}: " in line:
-                    self.spawning = False
+                    self.spawners.discard(run)
         except RuntimeError:
             self.failed_restarts += 1
         finally:
-            self.spawning = False
+            self.spawners.discard(run)
 
     async def all_up(self, timeout_s: float) -> bool:
         deadline = time.monotonic() + timeout_s

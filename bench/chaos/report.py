@@ -143,6 +143,9 @@ def misses(report: dict[str, Any]) -> list[str]:
     if report["registration"]["replays_with_another_fire_at"] > 0:
         out.append(f"{report['registration']['replays_with_another_fire_at']} replays "
                    "answered another fireAt")
+    if report.get("stray_processes"):
+        out.append(f"harness: {len(report['stray_processes'])} service processes no PID file "
+                   "names (started twice?)")
     if t["registered"] == 0:
         out.append("nothing registered")
     return out

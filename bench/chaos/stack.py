@@ -121,6 +121,25 @@ class Stack:
             return None
         return pid
 
+    def strays(self) -> list[str]:
+        """Service processes of this checkout (cwd, ``python -m <module>``) that no PID file
+        names: started twice, or by hand. They would skew a run (never killed) and outlive
+        ``infra/app.sh down``."""
+        known = {self.pid_of(name) for name in APPS}
+        found = []
+        for proc in Path("/proc").iterdir():
+            if not proc.name.isdigit() or int(proc.name) in known:
+                continue
+            try:
+                if Path(os.readlink(proc / "cwd")).resolve() != ROOT:
+                    continue
+                args = (proc / "cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"-m" in args and any(m.encode() in args for m in set(APPS.values())):
+                found.append(f"{proc.name}: {b' '.join(args).decode(errors='replace').strip()}")
+        return found
+
     def dead_apps(self) -> list[str]:
         return [name for name in APPS if self.pid_of(name) is None]
 
