@@ -1,0 +1,1 @@
+"""Benchmarks and the chaos suite (``python -m bench.chaos``)."""

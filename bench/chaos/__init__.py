@@ -1,0 +1,1 @@
+"""The chaos suite: ``python -m bench.chaos`` (see ``__main__``)."""
