@@ -79,7 +79,7 @@ async def supervise(runners: dict[str, Runner], *, grace_s: float = 15.0) -> int
     stop_wait = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait([*tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED)
-        code = _report_early_exits(done, stop_wait)
+        code = _report_early_exits(done, stop_wait, stop.is_set())
         stop.set()
         await _drain(tasks, grace_s)
         for t, name in tasks.items():
@@ -93,11 +93,17 @@ async def supervise(runners: dict[str, Runner], *, grace_s: float = 15.0) -> int
     return code
 
 
-def _report_early_exits(done: set[asyncio.Task[Any]], stop_wait: asyncio.Task[Any]) -> int:
+def _report_early_exits(done: set[asyncio.Task[Any]], stop_wait: asyncio.Task[Any],
+                        stopping: bool) -> int:
+    """1 if a runner ended before it was asked to. A runner that returns in the same loop
+    turn as the signal (its drain was quick) is not early: ``stop`` was already set."""
     code = 0
+    if stopping:
+        log.info("shutdown_requested")
     for t in done:
         if t is stop_wait:
-            log.info("shutdown_requested")
+            continue
+        if stopping and t.exception() is None:
             continue
         code = 1
         exc = t.exception()
