@@ -216,10 +216,15 @@ class MemoryQueue(_Failing):
         self, *, max_messages: int, wait_s: int, visibility_s: int
     ) -> list[ReceivedMessage]:
         self._enter("receive")
+        return await self._receive_from(self.messages, max_messages, visibility_s)
+
+    async def _receive_from(self, queue: list[_Message], max_messages: int,
+                            visibility_s: int) -> list[ReceivedMessage]:
+        """SQS's receive: up to 10 visible messages, each hidden ``visibility_s`` from now."""
         await asyncio.sleep(0)
         now_ms = self._clock.now_ms()
         out: list[ReceivedMessage] = []
-        for m in self.messages:
+        for m in queue:
             if len(out) >= min(max_messages, 10) or m.visible_at_ms > now_ms:
                 continue
             m.receive_count += 1
@@ -262,18 +267,7 @@ class MemoryQueue(_Failing):
     async def receive_redriven(self, *, max_messages: int, wait_s: int,
                                visibility_s: int) -> list[ReceivedMessage]:
         self._enter("receive_redriven")
-        await asyncio.sleep(0)
-        now_ms = self._clock.now_ms()
-        out: list[ReceivedMessage] = []
-        for m in self.redriven:
-            if len(out) >= min(max_messages, 10) or m.visible_at_ms > now_ms:
-                continue
-            m.receive_count += 1
-            m.receipt = f"{m.message_id}/{m.receive_count}"
-            m.visible_at_ms = now_ms + visibility_s * 1000
-            out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
-                                       m.receive_count))
-        return out
+        return await self._receive_from(self.redriven, max_messages, visibility_s)
 
     async def delete_redriven(self, receipt_handle: str) -> None:
         self._enter("delete_redriven")
