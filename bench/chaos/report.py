@@ -16,6 +16,9 @@ from bench.chaos.receiver import Delivery
 HEAL_WINDOW_MS = 10_000
 MAX_LAG_MS = 30_000
 MAX_DUPLICATE_PCT = 0.1
+# A duplicate is at-least-once at work when its first delivery happened just before a
+# dispatcher was SIGKILLed (the receiver answered, FIRED was not written yet).
+KILL_WINDOW_MS = 2_000
 SAMPLES = 20
 
 
@@ -53,6 +56,10 @@ def trigger_counts(data: RunData) -> dict[str, Any]:
     lags = {t: first[t] - fire_at[t] for t in first}
     lost = sorted(set(fire_at) - set(first))
     dup = sum(len(by_id[t]) - 1 for t in first)
+    kills = [f.injected_ms for f in data.faults
+             if f.kind == "kill_dispatcher" and f.status == "injected"]
+    unexplained = sorted(t for t in first if len(by_id[t]) > 1 and not any(
+        k - KILL_WINDOW_MS <= first[t] <= k for k in kills))
     early = sorted(t for t, lag in lags.items() if lag < 0)
     ids_by_key: dict[str, set[str]] = defaultdict(set)
     for r in data.results:
@@ -71,6 +78,9 @@ def trigger_counts(data: RunData) -> dict[str, Any]:
         "duplicates": dup,
         "duplicates_pct": round(100 * dup / registered, 3) if registered else 0.0,
         "duplicate_ids": sorted(t for t in first if len(by_id[t]) > 1)[:SAMPLES],
+        # duplicates whose first delivery was not just before a dispatcher kill
+        "duplicates_unexplained": len(unexplained),
+        "duplicates_unexplained_ids": unexplained[:SAMPLES],
         "early": len(early),
         "early_samples": [{"id": t, "lag_ms": lags[t]} for t in early[:SAMPLES]],
         "lag_ms": {"p50": pct(lag_values, 0.5), "p99": pct(lag_values, 0.99),
@@ -188,7 +198,8 @@ def render(report: dict[str, Any]) -> str:
         f"({reg['attempts']} requests, {reg['replayed_answers']} replayed answers; "
         f"~{reg['direct_route_approx']} DIRECT, ~{reg['sweep_route_approx']} SWEEP)",
         f"delivered  {t['delivered']}   lost {t['lost']}   early {t['early']}   "
-        f"duplicates {t['duplicates']} ({t['duplicates_pct']} %)   "
+        f"duplicates {t['duplicates']} ({t['duplicates_pct']} %, "
+        f"{t['duplicates_unexplained']} not at a dispatcher kill)   "
         f"keys with >1 trigger {t['keys_with_several_triggers']}",
         f"lag ms     p50 {lag['p50']}   p99 {lag['p99']}   max {lag['max']}   "
         f"(> 30 s: {t['late_over_30s']})",
