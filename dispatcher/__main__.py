@@ -10,7 +10,8 @@ from trigger_service.platform.wiring import Runtime
 
 async def build(runtime: Runtime) -> Component:
     d = runtime.settings.dispatch
-    channel = WebhookChannel(d.callback_timeout_s)
+    channel = WebhookChannel(d.callback_timeout_s, clock=runtime.clock,
+                             secrets_for=runtime.callers.signing_secrets)
     await channel.open()
     dispatcher = Dispatcher(runtime.settings, runtime.store, runtime.queue, channel,
                             runtime.callers, runtime.clock, runtime.metrics)

@@ -191,7 +191,9 @@ class Delivery:
         # Never early, to the millisecond: the fire time, or the retry time after a failure.
         await self._clock.sleep_until_ms(t.due_at_ms())
         result = await self._channel.deliver(claimed, claimed.attempts)
-        (breaker.record_success if result.ok else breaker.record_failure)()
+        # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
+        # means it is up and answering.
+        (breaker.record_failure if result.origin_failed else breaker.record_success)()
         return _Attempted(claimed, result)
 
     async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
@@ -230,11 +232,24 @@ class Delivery:
             return
         self._metrics.inc("deliveries_total", outcome="failed_attempt")
         error = result.error
-        if t.attempts >= self._d.max_attempts:
+        caller = self._callers.by_name(t.caller)
+        now_ms = self._clock.now_ms()
+        if result.gone:
+            await self._give_up(m, t, f"gone: {error}", ctx)
+            return
+        max_age_s = caller.max_age_s if caller else None
+        if max_age_s is not None and now_ms - t.fire_at_ms >= max_age_s * 1000:
+            await self._give_up(m, t, f"max_age: {error}", ctx)
+            return
+        if t.attempts >= ((caller.max_attempts if caller else None) or self._d.max_attempts):
             await self._give_up(m, t, error, ctx)
             return
-        delay_s = retry_backoff_s(t.attempts, self._d.retry_backoff_s)
-        now_ms = self._clock.now_ms()
+        delay_s = retry_backoff_s(t.attempts, (caller.retry_backoff_s if caller else None)
+                                  or self._d.retry_backoff_s)
+        if result.retry_after_s is not None:
+            # The receiver said when: never sooner, up to TRIGGER_RETRY_AFTER_MAX_S.
+            delay_s = max(delay_s, ceil_div(
+                int(min(result.retry_after_s, self._d.retry_after_max_s) * 1000), 1000))
         new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):

@@ -8,6 +8,8 @@ share one Cassandra keyspace (``TRIGGER_TEST_KEYSPACE``, default ``triggers_test
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
 import os
 import time
 import uuid
@@ -44,6 +46,9 @@ from trigger_service.platform.wiring import Runtime
 pytestmark = pytest.mark.integration
 
 KEYSPACE = os.environ.get("TRIGGER_TEST_KEYSPACE", "triggers_test")
+# The test caller's Standard Webhooks secrets during a rotation: the new one, then the old.
+SIGNING_SECRETS = ("whsec_" + base64.b64encode(b"n" * 32).decode(),
+                   "whsec_" + base64.b64encode(b"o" * 32).decode())
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +69,7 @@ class Arrival:
     at_ms: int
     body: dict[str, Any]
     headers: dict[str, str]
+    raw: str = ""  # the body exactly as received (what a signature covers)
 
 
 @dataclass
@@ -72,7 +78,8 @@ class Receiver:
 
     port: int = 0
     arrivals: list[Arrival] = field(default_factory=list)
-    # trigger id -> statuses to answer in order (then 200); "hang" sleeps past any timeout
+    # trigger id -> statuses to answer in order (then 200); "hang" sleeps past any timeout;
+    # "429:4" is a 429 with Retry-After: 4
     script: dict[str, list[int | str]] = field(default_factory=dict)
     default_status: int = 200
     hang_s: float = 30.0
@@ -83,17 +90,21 @@ class Receiver:
         return f"http://127.0.0.1:{self.port}/"
 
     async def handle(self, request: web.Request) -> web.Response:
-        body = await request.json()
+        raw = await request.text()
         tid = request.headers.get("X-Trigger-Id", "")
         self.arrivals.append(Arrival(tid, int(request.headers.get("X-Trigger-Attempt", "0")),
-                                     time.time_ns() // 1_000_000, body, dict(request.headers)))
+                                     time.time_ns() // 1_000_000, json.loads(raw),
+                                     dict(request.headers), raw))
         self.arrived.set()
         steps = self.script.get(tid)
         answer: int | str = steps.pop(0) if steps else self.default_status
         if answer == "hang":
             await asyncio.sleep(self.hang_s)
             answer = 200
-        return web.Response(status=int(answer))
+        # "429:4" answers 429 with Retry-After: 4
+        status, _, retry_after = str(answer).partition(":")
+        headers = {"Retry-After": retry_after} if retry_after else {}
+        return web.Response(status=int(status), headers=headers)
 
     def for_trigger(self, trigger_id: str) -> list[Arrival]:
         return [a for a in self.arrivals if a.trigger_id == trigger_id]
@@ -162,7 +173,8 @@ class Stack:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
         queue = await SqsQueue.connect(
             settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
-        channel = WebhookChannel(settings.dispatch.callback_timeout_s)
+        channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
+                                 secrets_for=self.runtime.callers.signing_secrets)
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
@@ -239,6 +251,7 @@ def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
     callers.write_text(
         f'[callers.{tag}]\ntoken_sha256 = "{hash_token(token)}"\n'
         f'callback_prefixes = ["{receiver_url}"]\nmax_concurrency = 50\n'
+        f'signing_secrets = ["{SIGNING_SECRETS[0]}", "{SIGNING_SECRETS[1]}"]\n'
         f'[callers.{tag}_other]\ntoken_sha256 = "{hash_token(token + "-other")}"\n'
         f'callback_prefixes = ["{receiver_url}"]\n'
     )

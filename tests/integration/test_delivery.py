@@ -9,8 +9,9 @@ import sys
 import time
 
 import pytest
+from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from tests.integration.conftest import Stack
+from tests.integration.conftest import SIGNING_SECRETS, Stack
 from trigger_service.core.ports import OutgoingMessage
 from trigger_service.core.timing import parse_rfc3339_ms
 
@@ -170,3 +171,39 @@ async def test_dispatcher_killed_mid_flight_still_delivers(stack: Stack) -> None
     t = await stack.wait_status(tid, "FIRED")
     assert t["status"] == "FIRED"
     assert d.metrics.snapshot().get("claim_takeovers_total") == 1
+
+
+async def test_callbacks_are_signed_for_every_key_of_a_rotation(stack: Stack) -> None:
+    """Standard Webhooks: a receiver holding either the new or the old secret verifies, with
+    the standardwebhooks library itself; a tampered body fails."""
+    await stack.start_dispatcher()
+    status, body, _ = await stack.post(stack.body(delaySeconds=0, payload={"sign": "me"}))
+    assert status == 201
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(body["triggerId"])), 10)
+    arrival = rec.for_trigger(body["triggerId"])[0]
+    raw = arrival.raw
+    headers = {k.lower(): v for k, v in arrival.headers.items()}
+    assert headers["webhook-id"] == arrival.body["occurrenceId"]
+    assert len(headers["webhook-signature"].split(" ")) == 2
+    for secret in SIGNING_SECRETS:
+        assert Webhook(secret).verify(raw, headers)["payload"] == {"sign": "me"}
+    with pytest.raises(WebhookVerificationError):
+        Webhook(SIGNING_SECRETS[0]).verify(raw.replace("me", "you"), headers)
+
+
+async def test_410_is_one_attempt_and_retry_after_is_honoured(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    rec = stack.receiver
+    _, gone, _ = await stack.post(stack.body(delaySeconds=2))  # time to script the answers
+    _, slow, _ = await stack.post(stack.body(delaySeconds=2))
+    rec.script[gone["triggerId"]] = [410]
+    rec.script[slow["triggerId"]] = ["429:4"]  # the backoff here is 1 s
+    assert await rec.wait_for(lambda: len(rec.for_trigger(slow["triggerId"])) >= 2, 20)
+    first, second = rec.for_trigger(slow["triggerId"])[:2]
+    assert second.at_ms - first.at_ms >= 4_000
+    view = await stack.wait_status(gone["triggerId"], "FAILED")
+    assert view["status"] == "FAILED" and view["attempts"] == 1
+    assert len(rec.for_trigger(gone["triggerId"])) == 1
+    dead = [b for b in await stack.sqs.dlq_bodies() if b["triggerId"] == gone["triggerId"]]
+    assert dead and dead[0]["reason"] == "gone: HTTP 410"

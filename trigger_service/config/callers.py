@@ -6,6 +6,10 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     token_sha256 = "<hex sha-256 of the bearer token>"   # or a list: both valid (rotation)
     callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
     max_concurrency = 100        # optional: the caller's delivery bulkhead
+    signing_secrets = ["whsec_…"]  # optional: Standard Webhooks secrets, the current first
+    max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
+    retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
+    max_age_s = 3600             # optional: give up this long after the fire time
 
 A callback URL is allowed when scheme, host and port equal a prefix's and its path starts
 with the prefix's path on a segment boundary, all compared on the parsed, normalized URL —
@@ -14,6 +18,8 @@ so ``http://127.0.0.1:9000.evil.example/`` and ``http://user@127.0.0.1:9000/`` d
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import re
 import tomllib
@@ -58,6 +64,10 @@ class Caller:
     token_sha256s: tuple[str, ...]  # every hash that authenticates as this caller
     callback_prefixes: tuple[CallbackPrefix, ...]
     max_concurrency: int | None = None
+    signing_secrets: tuple[str, ...] = ()
+    max_attempts: int | None = None
+    retry_backoff_s: tuple[int, ...] | None = None
+    max_age_s: int | None = None
 
     def allows_callback(self, url: URL) -> bool:
         return any(p.allows(url) for p in self.callback_prefixes)
@@ -97,6 +107,38 @@ def _token_hashes(raw: object, where: str, seen: set[str]) -> tuple[str, ...]:
     if not hashes:
         raise ConfigError(f"{where}.token_sha256: at least one hash")
     return hashes
+
+
+def _secrets(table: Mapping[str, object], where: str) -> tuple[str, ...]:
+    raw = table.get("signing_secrets", [])
+    if not isinstance(raw, list) or not all(isinstance(s, str) for s in raw):
+        raise ConfigError(f"{where}.signing_secrets: a list of 'whsec_...' strings")
+    for secret in raw:
+        try:
+            if not secret.startswith("whsec_") or not base64.b64decode(secret[6:],
+                                                                        validate=True):
+                raise ValueError("empty")
+        except (ValueError, binascii.Error) as e:
+            raise ConfigError(f"{where}.signing_secrets: not a 'whsec_<base64>' secret") from e
+    return tuple(raw)
+
+
+def _delivery_policy(table: Mapping[str, object], where: str) -> tuple[
+        int | None, tuple[int, ...] | None, int | None]:
+    """max_attempts, retry_backoff_s, max_age_s (None: the settings' defaults)."""
+    out: list[object] = []
+    for key in ("max_attempts", "max_age_s"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise ConfigError(f"{where}.{key}: a positive integer")
+        out.append(value)
+    backoff = table.get("retry_backoff_s")
+    if backoff is not None and (not isinstance(backoff, list) or not backoff or not all(
+            isinstance(b, int) and not isinstance(b, bool) and b >= 0 for b in backoff)):
+        raise ConfigError(f"{where}.retry_backoff_s: a non-empty list of seconds")
+    return (out[0], tuple(backoff) if backoff else None,  # type: ignore[return-value]
+            out[1])
 
 
 def hash_token(token: str) -> str:
@@ -141,7 +183,8 @@ class CallerRegistry:
             conc = table.get("max_concurrency")
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
-            callers.append(Caller(name, hashes, prefixes, conc))
+            callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
+                                  *_delivery_policy(table, where)))
         return cls(callers)
 
     def by_token(self, token: str) -> Caller | None:
@@ -150,3 +193,8 @@ class CallerRegistry:
 
     def by_name(self, name: str) -> Caller | None:
         return self._by_name.get(name)
+
+    def signing_secrets(self, name: str) -> tuple[str, ...]:
+        """The caller's Standard Webhooks secrets, the current one first (none: unsigned)."""
+        caller = self._by_name.get(name)
+        return caller.signing_secrets if caller else ()

@@ -84,6 +84,7 @@ class DispatchSettings:
     breaker_fail_max: int = 20
     breaker_reset_s: float = 30.0
     visibility_slack_s: int = 20
+    retry_after_max_s: int = 3600
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -308,6 +309,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
              "a received message stays hidden for the callback timeout plus this; after that a "
              "crashed dispatcher's message reappears"),
+    Variable("TRIGGER_RETRY_AFTER_MAX_S", ("dispatch", "retry_after_max_s"), _pos_int,
+             "a receiver's Retry-After (429/503) delays the next attempt by at most this"),
     Variable("TRIGGER_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
              "delay before attempt 2, 3, ...; the last value repeats"),
     Variable("TRIGGER_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,

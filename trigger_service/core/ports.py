@@ -311,6 +311,19 @@ class DeliveryResult:
     ok: bool
     status_code: int | None
     error: str | None
+    retry_after_s: float | None = None  # the receiver's Retry-After (429/503), in seconds
+
+    @property
+    def gone(self) -> bool:
+        """410: the receiver says it will never want this; no retry."""
+        return self.status_code == 410
+
+    @property
+    def origin_failed(self) -> bool:
+        """Does this answer show the origin in trouble (for its circuit breaker)? No answer,
+        5xx or 429 do; any other answer (2xx, 4xx including 410) shows it up."""
+        code = self.status_code
+        return not self.ok and (code is None or code >= 500 or code == 429)
 
 
 class Channel(Protocol):
