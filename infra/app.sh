@@ -42,8 +42,9 @@ app_up() {
         module="${entry#*:}"
         pid="$(our_pid "$name" "$(app_marker "$name" "$module")")"
         if [[ -n "$pid" ]]; then
+            # Not ours to vouch for: only what this call starts is checked below (a process
+            # that was running may be stopped meanwhile by someone else, e.g. an operator).
             log "$name: already running (pid $pid)"
-            started+=("$entry")
             continue
         fi
         if [[ "$name" == api ]] && port_open "$API_PORT"; then
@@ -71,7 +72,8 @@ app_up() {
         }
         sleep 0.5
     done
-    sleep 1  # let the other processes fail fast if they are going to
+    ((${#started[@]})) || return 0
+    sleep 1  # let the processes just started fail fast if they are going to
     for entry in "${started[@]}"; do
         name="${entry%%:*}"
         module="${entry#*:}"

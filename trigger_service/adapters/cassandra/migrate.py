@@ -66,6 +66,8 @@ def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings
     (or two runs together) simply re-applies it.
     """
     ks = settings.keyspace
+    if _up_to_date(session, settings):
+        return []  # the common case (every process start runs this): no DDL, no lock
     # An existing keyspace keeps its replication (change it with ALTER KEYSPACE and a repair).
     session.execute(
         f"CREATE KEYSPACE IF NOT EXISTS {ks} WITH replication = "
@@ -82,6 +84,14 @@ def apply_schema(cluster: Cluster, session: Session, settings: CassandraSettings
             f"int PRIMARY KEY, {schema.COL_NAME} text, {schema.COL_APPLIED_AT_MS} bigint)"
         )
         return _apply_pending(cluster, session, settings, now_ms)
+
+
+def _up_to_date(session: Session, settings: CassandraSettings) -> bool:
+    try:
+        done = applied_versions(session, settings)
+    except Exception:
+        return False  # no keyspace or no migrations table yet
+    return set(schema_files(settings)) <= done
 
 
 def _apply_pending(cluster: Cluster, session: Session, settings: CassandraSettings,
