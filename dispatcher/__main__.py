@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
+from dispatcher.secrets import SecretBook
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.wiring import Runtime
 
 
 async def build(runtime: Runtime) -> Component:
     d = runtime.settings.dispatch
+    book = SecretBook(runtime.store, runtime.callers, runtime.clock,
+                      d.secret_rotation_overlap_s)
     channel = WebhookChannel(d.callback_timeout_s, clock=runtime.clock,
-                             secrets_for=runtime.callers.signing_secrets)
+                             secrets_for=book.for_caller)
     await channel.open()
     dispatcher = Dispatcher(runtime.settings, runtime.store, runtime.queue, channel,
                             runtime.callers, runtime.clock, runtime.metrics)

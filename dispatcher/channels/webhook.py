@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
@@ -27,10 +27,10 @@ from trigger_service.core.timing import format_rfc3339_ms, ms_to_datetime
 
 _MAX_ERROR_LEN = 500
 
-SecretsFor = Callable[[str], Sequence[str]]
+SecretsFor = Callable[[str], Awaitable[Sequence[str]]]
 
 
-def no_secrets(caller: str) -> Sequence[str]:
+async def no_secrets(caller: str) -> Sequence[str]:
     return ()
 
 
@@ -48,9 +48,9 @@ class WebhookChannel:
     def _now(self) -> datetime:
         return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
 
-    def signature_headers(self, trigger: Trigger, body: str) -> dict[str, str]:
+    async def signature_headers(self, trigger: Trigger, body: str) -> dict[str, str]:
         """The Standard Webhooks headers for ``body`` (none if the caller has no secret)."""
-        secrets = self._secrets_for(trigger.caller)
+        secrets = await self._secrets_for(trigger.caller)
         if not secrets:
             return {}
         now = self._now().replace(microsecond=0)
@@ -102,7 +102,7 @@ class WebhookChannel:
             "X-Trigger-Id": trigger.trigger_id,
             "X-Trigger-Occurrence-Id": trigger.occurrence_id,
             "X-Trigger-Attempt": str(attempt),
-            **self.signature_headers(trigger, body),
+            **await self.signature_headers(trigger, body),
         }
         try:
             async with self._session.post(

@@ -25,6 +25,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
+from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.integration.helpers import SqsAdmin
 from trigger_service.adapters.cassandra.migrate import migrate
@@ -173,8 +174,10 @@ class Stack:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
         queue = await SqsQueue.connect(
             settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+        book = SecretBook(self.runtime.store, self.runtime.callers, SystemClock(),
+                          settings.dispatch.secret_rotation_overlap_s)
         channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
-                                 secrets_for=self.runtime.callers.signing_secrets)
+                                 secrets_for=book.for_caller)
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,

@@ -207,3 +207,21 @@ async def test_410_is_one_attempt_and_retry_after_is_honoured(stack: Stack) -> N
     assert len(rec.for_trigger(gone["triggerId"])) == 1
     dead = [b for b in await stack.sqs.dlq_bodies() if b["triggerId"] == gone["triggerId"]]
     assert dead and dead[0]["reason"] == "gone: HTTP 410"
+
+
+async def test_a_rotated_secret_signs_beside_the_old_one(stack: Stack) -> None:
+    resp = await stack.client.post("/v1/signing-secrets/rotate", headers=stack.auth())
+    rotated = await resp.json()
+    assert resp.status == 201 and rotated["secret"].startswith("whsec_")
+    await stack.start_dispatcher()  # reads the secrets now
+    status, body, _ = await stack.post(stack.body(delaySeconds=0))
+    assert status == 201
+    rec = stack.receiver
+    assert await rec.wait_for(lambda: bool(rec.for_trigger(body["triggerId"])), 10)
+    arrival = rec.for_trigger(body["triggerId"])[0]
+    headers = {k.lower(): v for k, v in arrival.headers.items()}
+    assert len(headers["webhook-signature"].split(" ")) == 3  # new, then the file's two
+    for secret in (rotated["secret"], *SIGNING_SECRETS):
+        Webhook(secret).verify(arrival.raw, headers)
+    other = await stack.client.get(f"/v1/triggers/{body['triggerId']}", headers=stack.auth())
+    assert rotated["secret"] not in await other.text()  # shown once, never again

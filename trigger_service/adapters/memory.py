@@ -48,6 +48,7 @@ class MemoryStore(_Failing):
         super().__init__()
         self.triggers: dict[str, Trigger] = {}
         self.zoned: dict[tuple[str, int], set[str]] = {}
+        self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
         self.by_caller: dict[str, list[ListCursor]] = {}
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
@@ -59,6 +60,14 @@ class MemoryStore(_Failing):
         self._index(trigger)
         # Like the real store's creation-time writes: a repeat never undoes a transition.
         self.triggers.setdefault(trigger.trigger_id, trigger)
+
+    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
+        self._enter("add_secret")
+        self.signing_secrets.setdefault(caller, []).append((created_at_ms, secret))
+
+    async def secrets(self, caller: str) -> list[tuple[int, str]]:
+        self._enter("secrets")
+        return sorted(self.signing_secrets.get(caller, []), reverse=True)
 
     async def zoned_versions(self) -> list[str]:
         self._enter("zoned_versions")

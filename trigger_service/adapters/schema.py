@@ -22,6 +22,8 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           A series has one entry per occurrence; LIST shows the current one.
 - ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
                           so a LIST skips the empty months of a ten-year horizon.
+- ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
+                          first; each older one stays valid for the rotation overlap.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
@@ -75,6 +77,8 @@ TABLE_TRIGGERS: Final = "triggers"
 TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
+TABLE_SECRETS: Final = "signing_secrets"
+COL_SECRET: Final = "secret"
 TABLE_ZONED: Final = "zoned_triggers"
 TABLE_ZONED_VERSIONS: Final = "zoned_versions"
 COL_TZDATA_VERSION: Final = "tzdata_version"

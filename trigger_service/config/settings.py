@@ -85,6 +85,7 @@ class DispatchSettings:
     breaker_reset_s: float = 30.0
     visibility_slack_s: int = 20
     retry_after_max_s: int = 3600
+    secret_rotation_overlap_s: int = 86_400
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -311,6 +312,8 @@ VARIABLES: tuple[Variable, ...] = (
              "crashed dispatcher's message reappears"),
     Variable("TRIGGER_RETRY_AFTER_MAX_S", ("dispatch", "retry_after_max_s"), _pos_int,
              "a receiver's Retry-After (429/503) delays the next attempt by at most this"),
+    Variable("TRIGGER_SECRET_ROTATION_OVERLAP_S", ("dispatch", "secret_rotation_overlap_s"),
+             _pos_int, "after a rotation the previous signing secret still signs this long"),
     Variable("TRIGGER_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
              "delay before attempt 2, 3, ...; the last value repeats"),
     Variable("TRIGGER_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,

@@ -332,6 +332,18 @@ class Channel(Protocol):
         ...
 
 
+class SecretStore(Protocol):
+    """Rotated signing secrets per caller (the callers file's are older than all of them)."""
+
+    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
+        """Store a new current secret. Raises ``StoreError``."""
+        ...
+
+    async def secrets(self, caller: str) -> list[tuple[int, str]]:
+        """(created_at_ms, secret), newest first. Raises ``StoreError``."""
+        ...
+
+
 class CounterStore(Protocol):
     """Counters that outlive a process (``GET /v1/stats``)."""
 

@@ -13,7 +13,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable, Unauthorized
 from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.routes import health, schedules, stats, triggers
+from trigger_service.http.routes import health, schedules, signing, stats, triggers
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -82,6 +82,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[RUNTIME_KEY] = runtime
     app[SERVICE_KEY] = service
     schedules.add_routes(app)
+    signing.add_routes(app)
     triggers.add_routes(app)
     stats.add_routes(app)
     health.add_routes(app)

@@ -23,6 +23,7 @@ from trigger_service.core.ports import (
     Pingable,
     QueueDepth,
     RedriveQueue,
+    SecretStore,
     SweepCursors,
     TriggerCatalog,
     ZoneIndex,
@@ -31,7 +32,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
-            Pingable, Protocol):
+            SecretStore, Pingable, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

@@ -14,11 +14,11 @@ from trigger_service.core.recurrence import Recurrence
 def queries(keyspace: str) -> dict[str, str]:
     """name → CQL text. Tables are fully qualified: prepared statements under ``USE
     keyspace`` are ambiguous."""
-    t, buckets, by_caller, idem, cursors, counters, months, zoned, versions = (
+    t, buckets, by_caller, idem, cursors, counters, months, zoned, versions, secrets = (
         f"{keyspace}.{name}" for name in (
             s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
             s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS, s.TABLE_ZONED,
-            s.TABLE_ZONED_VERSIONS))
+            s.TABLE_ZONED_VERSIONS, s.TABLE_SECRETS))
     cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
     key = f"{s.COL_TRIGGER_ID} = ?"
@@ -40,6 +40,10 @@ def queries(keyspace: str) -> dict[str, str]:
         "version_put": f"INSERT INTO {versions} ({s.COL_K}, {s.COL_TZDATA_VERSION}) "
         "VALUES (?, ?) USING TTL ? AND TIMESTAMP ?",
         "versions": f"SELECT {s.COL_TZDATA_VERSION} FROM {versions} WHERE {s.COL_K} = ?",
+        "secret_put": f"INSERT INTO {secrets} ({s.COL_CALLER}, {s.COL_CREATED_AT_MS}, "
+        f"{s.COL_SECRET}) VALUES (?, ?, ?)",
+        "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {secrets} "
+        f"WHERE {s.COL_CALLER} = ?",
         "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",

@@ -152,6 +152,14 @@ class CassandraStore:
         more = month <= last_month
         return ListPage(found, (month, after_ms, after_id) if more else None)
 
+    # --- SecretStore -------------------------------------------------------------------
+    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
+        await self._run("secret_put", [caller, created_at_ms, secret])
+
+    async def secrets(self, caller: str) -> list[tuple[int, str]]:
+        rows = await self._run("secrets", [caller])
+        return [(r[schema.COL_CREATED_AT_MS], r[schema.COL_SECRET]) for r in rows]
+
     # --- ZoneIndex ---------------------------------------------------------------------
     async def zoned_versions(self) -> list[str]:
         rows = await self._run("versions", [schema.ZONED_VERSIONS_KEY])

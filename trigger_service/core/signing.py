@@ -1,0 +1,32 @@
+"""Which of a caller's secrets sign its callbacks (pure).
+
+A caller's secrets, newest first, are the ones made by rotation (stored), then the callers
+file's ``signing_secrets``. The newest always signs; each older one keeps signing until
+``TRIGGER_SECRET_ROTATION_OVERLAP_S`` after the one made next, so a receiver moves to the new
+secret at its own pace (it verifies with either meanwhile).
+"""
+
+from __future__ import annotations
+
+import base64
+import secrets as random
+from collections.abc import Sequence
+
+
+def new_secret() -> str:
+    return "whsec_" + base64.b64encode(random.token_bytes(32)).decode()
+
+
+def active_secrets(stored: Sequence[tuple[int, str]], file_secrets: Sequence[str],
+                   now_ms: int, overlap_ms: int) -> list[str]:
+    """The secrets that sign now, the current one first. ``stored``: (created_at_ms, secret),
+    newest first; the file's secrets are older than all of them."""
+    out: list[str] = []
+    newer_created_ms: int | None = None  # when the next newer secret was made
+    for created_ms, secret in stored:
+        if newer_created_ms is None or now_ms < newer_created_ms + overlap_ms:
+            out.append(secret)
+        newer_created_ms = created_ms
+    if newer_created_ms is None or now_ms < newer_created_ms + overlap_ms:
+        out += list(file_secrets)
+    return out

@@ -1,0 +1,26 @@
+"""``POST /v1/signing-secrets/rotate``: a new current signing secret for the calling caller,
+shown once; the previous ones keep signing for ``TRIGGER_SECRET_ROTATION_OVERLAP_S``."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from trigger_service.app.signing import SigningSecrets
+from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY
+
+
+async def rotate(request: web.Request) -> web.Response:
+    runtime = request.app[RUNTIME_KEY]
+    book = SigningSecrets(runtime.store, runtime.clock,
+                          runtime.settings.dispatch.secret_rotation_overlap_s)
+    rotated = await book.rotate(request[CALLER_KEY].name)
+    return web.json_response({
+        "secret": rotated.secret,
+        "createdAt": format_rfc3339_ms(rotated.created_at_ms),
+        "previousValidUntil": format_rfc3339_ms(rotated.previous_valid_until_ms),
+    }, status=201, headers={"Cache-Control": "no-store"})
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/v1/signing-secrets/rotate", rotate)
