@@ -21,13 +21,13 @@ from typing import Any
 import aiohttp
 
 from bench.chaos import report
-from bench.chaos.config import ROOT, TIER_ENV, VAR, RunConfig, process_env
+from bench.chaos.config import ROOT, SHORT_ENV, TIER_ENV, VAR, RunConfig, process_env
 from bench.chaos.faults import KINDS, Injector, Watcher, schedule
 from bench.chaos.load import Registrar
 from bench.chaos.receiver import ReceiverProcess
 from bench.chaos.stack import APPS, SUPERVISOR_LOG, Stack, now_ms
 
-SHORT = {"triggers": 500, "register_s": 10.0, "spread_s": 30.0, "fault_every_s": 4.0,
+SHORT = {"triggers": 500, "register_s": 10.0, "spread_s": 30.0, "fault_every_s": 6.0,
          "settle_s": 45.0}
 
 
@@ -143,7 +143,8 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
     extra = {"when": cfg.stamp, "short": cfg.short, "cassandra_nodes": ring,
              "config": {"triggers": cfg.triggers, "register_s": cfg.register_s,
                         "fire_after_s": [cfg.min_delay_s, cfg.min_delay_s + cfg.spread_s],
-                        "fault_every_s": cfg.fault_every_s, "settings": TIER_ENV},
+                        "fault_every_s": cfg.fault_every_s,
+                        "settings": {**TIER_ENV, **(SHORT_ENV if cfg.short else {})}},
              "registration_responses": dict(registrar.responses),
              "keys_sent_again": replays,
              # 2 cores shared with whatever else runs: a loaded machine makes lags longer.
