@@ -269,7 +269,7 @@ class Delivery:
             # message would be dropped as stale and the dead letter never sent again.
             await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
             self._metrics.inc("dead_lettered_total")
-            if await self._move_on(m, t, fired=False, error=error):
+            if await self._move_on(m, t, fired=False):
                 return
             await self._store.compare_and_set(t, series.finished(
                 t, fired=False, now_ms=self._clock.now_ms(), error=error),
@@ -289,7 +289,7 @@ class Delivery:
         self._metrics.inc("deliveries_total", outcome="fired")
         log.info("delivered", **ctx, status_code=result.status_code,
                  lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
-        if t.schedule is not None and await self._move_on(m, t, fired=True, error=None):
+        if t.schedule is not None and await self._move_on(m, t, fired=True):
             return
         new = series.finished(t, fired=True, now_ms=now_ms, error=None)
         applied = await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s)
@@ -299,8 +299,7 @@ class Delivery:
             log.warning("fired_not_recorded_claim_lost", **ctx)
         await self._delete_quietly(m)
 
-    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool,
-                       error: str | None) -> bool:
+    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool) -> bool:
         """Point a scheduled trigger at its next occurrence in one LWT (finishing this one);
         its message becomes the next one's, or goes if the sweeper will promote it. False
         when the schedule has no next occurrence (the caller then finishes the trigger)."""

@@ -172,8 +172,15 @@ class SqsQueue:
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int
     ) -> list[ReceivedMessage]:
-        resp = await self._call("receive", lambda: self._client.receive_message(
-            QueueUrl=self.urls.main,
+        return await self._receive("receive", lambda: self.urls.main, max_messages, wait_s,
+                                   visibility_s)
+
+    async def _receive(self, what: str, url: Callable[[], str], max_messages: int,
+                       wait_s: int, visibility_s: int) -> list[ReceivedMessage]:
+        """One ReceiveMessage on the queue ``url()`` names (read per call: a re-created
+        queue has a new URL)."""
+        resp = await self._call(what, lambda: self._client.receive_message(
+            QueueUrl=url(),
             MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
             WaitTimeSeconds=wait_s,
             VisibilityTimeout=visibility_s,
@@ -214,14 +221,8 @@ class SqsQueue:
 
     async def receive_redriven(self, *, max_messages: int, wait_s: int,
                                visibility_s: int) -> list[ReceivedMessage]:
-        resp = await self._call("redrive receive", lambda: self._client.receive_message(
-            QueueUrl=self.urls.redrive,
-            MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
-            WaitTimeSeconds=wait_s,
-            VisibilityTimeout=visibility_s,
-            MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
-        ))
-        return [_received(m) for m in resp.get("Messages") or []]
+        return await self._receive("redrive receive", lambda: self.urls.redrive, max_messages,
+                                   wait_s, visibility_s)
 
     async def delete_redriven(self, receipt_handle: str) -> None:
         try:
