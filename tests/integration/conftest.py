@@ -257,6 +257,9 @@ def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
         f'signing_secrets = ["{SIGNING_SECRETS[0]}", "{SIGNING_SECRETS[1]}"]\n'
         f'[callers.{tag}_other]\ntoken_sha256 = "{hash_token(token + "-other")}"\n'
         f'callback_prefixes = ["{receiver_url}"]\n'
+        f'[ops.{tag}_op]\ntoken_sha256 = "{hash_token(token + "-ops")}"\nrole = "operator"\n'
+        f'[ops.{tag}_viewer]\ntoken_sha256 = "{hash_token(token + "-viewer")}"\n'
+        'role = "viewer"\n'
     )
     env = {
         "TRIGGER_CALLERS_FILE": str(callers),

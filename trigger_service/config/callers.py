@@ -11,6 +11,13 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
     max_age_s = 3600             # optional: give up this long after the fire time
 
+Operators and viewers of the ops console have tables of their own; they act on every
+caller's dead letters (viewers only read) and cannot create triggers::
+
+    [ops.alice]
+    token_sha256 = "<hex sha-256>"
+    role = "operator"            # or "viewer"
+
 A callback URL is allowed when scheme, host and port equal a prefix's and its path starts
 with the prefix's path on a segment boundary, all compared on the parsed, normalized URL —
 so ``http://127.0.0.1:9000.evil.example/`` and ``http://user@127.0.0.1:9000/`` do not pass.
@@ -23,8 +30,9 @@ import binascii
 import hashlib
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from yarl import URL
@@ -71,6 +79,25 @@ class Caller:
 
     def allows_callback(self, url: URL) -> bool:
         return any(p.allows(url) for p in self.callback_prefixes)
+
+
+class Role(StrEnum):
+    CALLER = "caller"      # its own triggers and dead letters
+    OPERATOR = "operator"  # every caller's dead letters and the ops console, read and act
+    VIEWER = "viewer"      # the same, read only
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who a bearer token authenticates: a caller (``caller`` set) or an ops user."""
+
+    name: str
+    role: Role
+    caller: Caller | None = None
+
+    @property
+    def is_ops(self) -> bool:
+        return self.role is not Role.CALLER
 
 
 def _parse_http_url(text: str) -> URL | None:
@@ -141,6 +168,23 @@ def _delivery_policy(table: Mapping[str, object], where: str) -> tuple[
             out[1])
 
 
+def _ops_users(tables: object, source: str, seen: set[str]) -> list[tuple[Principal, str]]:
+    """``[ops.NAME]`` tables: (principal, token hash) for each of their hashes."""
+    if not isinstance(tables, dict):
+        raise ConfigError(f"{source}: ops must be tables [ops.<name>]")
+    out: list[tuple[Principal, str]] = []
+    for name, table in tables.items():
+        where = f"{source}: ops.{name}"
+        if not _NAME_RE.match(name) or not isinstance(table, dict):
+            raise ConfigError(f"{where}: bad name or not a table")
+        role = table.get("role")
+        if role not in (Role.OPERATOR, Role.VIEWER):
+            raise ConfigError(f"{where}.role: 'operator' or 'viewer'")
+        principal = Principal(name, Role(role))
+        out += [(principal, h) for h in _token_hashes(table.get("token_sha256"), where, seen)]
+    return out
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -148,9 +192,13 @@ def hash_token(token: str) -> str:
 class CallerRegistry:
     """Callers by token hash; immutable after loading."""
 
-    def __init__(self, callers: list[Caller]) -> None:
+    def __init__(self, callers: list[Caller],
+                 ops: Sequence[tuple[Principal, str]] = ()) -> None:
         self._by_hash = {h: c for c in callers for h in c.token_sha256s}
         self._by_name = {c.name: c for c in callers}
+        self._principals = {h: Principal(c.name, Role.CALLER, c)
+                            for c in callers for h in c.token_sha256s}
+        self._principals.update({h: p for p, h in ops})
 
     @classmethod
     def load(cls, path: Path) -> CallerRegistry:
@@ -185,11 +233,15 @@ class CallerRegistry:
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
                                   *_delivery_policy(table, where)))
-        return cls(callers)
+        return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:
         """The caller this bearer token authenticates, if any."""
         return self._by_hash.get(hash_token(token))
+
+    def principal(self, token: str) -> Principal | None:
+        """The caller or ops user this bearer token authenticates, if any."""
+        return self._principals.get(hash_token(token))
 
     def by_name(self, name: str) -> Caller | None:
         return self._by_name.get(name)

@@ -71,6 +71,13 @@ class Unauthorized(ApiError):
     status, code = 401, "unauthorized"
 
 
+class Forbidden(ApiError):
+    """Authenticated, but this token's role may not do this (an ops token creating a
+    trigger, a viewer replaying a dead letter)."""
+
+    status, code = 403, "forbidden"
+
+
 class NotFound(ApiError):
     status, code = 404, "not_found"
 

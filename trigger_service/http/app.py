@@ -10,9 +10,9 @@ import structlog
 from aiohttp import web
 
 from trigger_service.app.triggers import TriggerService
-from trigger_service.config.callers import CallerRegistry
-from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable, Unauthorized
-from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
+from trigger_service.http.auth import auth_middleware
+from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 from trigger_service.http.routes import health, schedules, signing, stats, triggers
 from trigger_service.platform.wiring import Runtime
 
@@ -56,21 +56,6 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     except Exception:
         log.exception("unhandled_error", path=request.path)
         return error_response(500, "internal_error", "unexpected error; it has been logged")
-
-
-def auth_middleware(callers: CallerRegistry) -> Callable[..., Awaitable[web.StreamResponse]]:
-    @web.middleware
-    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith("/v1/"):
-            header = request.headers.get("Authorization", "")
-            scheme, _, token = header.partition(" ")
-            caller = callers.by_token(token.strip()) if scheme.lower() == "bearer" else None
-            if caller is None:
-                raise Unauthorized("missing or unknown bearer token")
-            request[CALLER_KEY] = caller
-        return await handler(request)
-
-    return middleware
 
 
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from trigger_service.app.triggers import TriggerService
-from trigger_service.config.callers import Caller
+from trigger_service.config.callers import Caller, Principal
 from trigger_service.platform.wiring import Runtime
 
 CALLER_KEY = web.RequestKey("caller", Caller)
+PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 SERVICE_KEY = web.AppKey("service", TriggerService)
 RUNTIME_KEY = web.AppKey("runtime", Runtime)

@@ -37,3 +37,23 @@ def test_a_hash_shared_between_callers_is_refused() -> None:
     }}
     with pytest.raises(ConfigError, match="shared with another caller"):
         CallerRegistry.from_mapping(data)
+
+
+def test_ops_users_have_roles_and_unique_tokens() -> None:
+    from trigger_service.config.callers import Role
+    base = {"callers": {"a": {"token_sha256": hash_token("a"),
+                              "callback_prefixes": ["http://127.0.0.1:9000/"]}}}
+    reg = CallerRegistry.from_mapping(base | {"ops": {
+        "op": {"token_sha256": hash_token("o"), "role": "operator"},
+        "v": {"token_sha256": hash_token("v"), "role": "viewer"}}})
+    op, viewer, caller = reg.principal("o"), reg.principal("v"), reg.principal("a")
+    assert op is not None and op.role is Role.OPERATOR and op.is_ops and op.caller is None
+    assert viewer is not None and viewer.role is Role.VIEWER
+    assert caller is not None and caller.caller is not None and not caller.is_ops
+    assert reg.principal("nope") is None and reg.by_token("o") is None
+    with pytest.raises(ConfigError, match="role"):
+        CallerRegistry.from_mapping(base | {"ops": {"x": {"token_sha256": hash_token("x"),
+                                                          "role": "admin"}}})
+    with pytest.raises(ConfigError, match="shared"):
+        CallerRegistry.from_mapping(base | {"ops": {"x": {"token_sha256": hash_token("a"),
+                                                          "role": "viewer"}}})

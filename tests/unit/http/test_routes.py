@@ -25,7 +25,12 @@ CALLERS = CallerRegistry.from_mapping({"callers": {
                "callback_prefixes": ["http://127.0.0.1:9000/"]},
     "billing": {"token_sha256": hash_token("tok2"),
                 "callback_prefixes": ["http://127.0.0.1:9000/"]},
+}, "ops": {
+    "alice": {"token_sha256": hash_token("op-tok"), "role": "operator"},
+    "bob": {"token_sha256": hash_token("view-tok"), "role": "viewer"},
 }})
+OPERATOR = {"Authorization": "Bearer op-tok"}
+VIEWER = {"Authorization": "Bearer view-tok"}
 AUTH = {"Authorization": "Bearer tok"}
 OTHER = {"Authorization": "Bearer tok2"}
 BODY: dict[str, Any] = {"callbackUrl": CALLBACK, "payload": {"k": [1, "é"]}, "delaySeconds": 600}
@@ -332,3 +337,14 @@ async def test_stats_sums_the_durable_counters_and_needs_a_token(api: Api) -> No
     assert await resp.json() == {"counters": {"duplicate_messages_total": 4,
                                               "leaks_reinjected_total": 1}}
     await assert_error(await api.client.get("/v1/stats"), 401, "unauthorized")
+
+
+async def test_ops_tokens_cannot_use_caller_endpoints(api: Api) -> None:
+    for headers in (OPERATOR, VIEWER):
+        status, body, _ = await api.post(BODY, headers)
+        assert (status, body["error"]) == (403, "forbidden")
+        resp = await api.client.get("/v1/triggers", headers=headers)
+        await assert_error(resp, 403, "forbidden")
+    # ...but they authenticate: the durable counters are readable by every role.
+    resp = await api.client.get("/v1/stats", headers=VIEWER)
+    assert resp.status == 200

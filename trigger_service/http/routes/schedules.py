@@ -14,7 +14,8 @@ from trigger_service.core.model import Trigger
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing, views
-from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.auth import caller_of
+from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_time_fields
 
 MAX_PREVIEW = 1000
@@ -45,7 +46,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
     if "callbackUrl" in body:
-        parsing.parse_callback(body, request[CALLER_KEY])
+        parsing.parse_callback(body, caller_of(request))
     now_ms = runtime.clock.now_ms()
     instants = preview(parse_time_fields(body, now_ms), count=count, after_ms=after_ms,
                        now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
@@ -90,7 +91,7 @@ async def patch_trigger(request: web.Request) -> web.Response:
             reason="PATCH takes application/merge-patch+json or application/json")
     runtime = request.app[RUNTIME_KEY]
     service = request.app[SERVICE_KEY]
-    caller = request[CALLER_KEY]
+    caller = caller_of(request)
     patch = parsing.parse_json_body(await request.read())
     if not isinstance(patch, dict):
         raise InvalidRequest("body: must be a JSON object (a JSON merge patch)")
@@ -111,7 +112,7 @@ async def patch_trigger(request: web.Request) -> web.Response:
 async def snooze(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
     service = request.app[SERVICE_KEY]
-    caller = request[CALLER_KEY]
+    caller = caller_of(request)
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
     if not isinstance(body, dict):

@@ -7,14 +7,15 @@ from aiohttp import web
 
 from trigger_service.app.signing import SigningSecrets
 from trigger_service.core.timing import format_rfc3339_ms
-from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY
+from trigger_service.http.auth import caller_of
+from trigger_service.http.keys import RUNTIME_KEY
 
 
 async def rotate(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
     book = SigningSecrets(runtime.store, runtime.clock,
                           runtime.settings.dispatch.secret_rotation_overlap_s)
-    rotated = await book.rotate(request[CALLER_KEY].name)
+    rotated = await book.rotate(caller_of(request).name)
     return web.json_response({
         "secret": rotated.secret,
         "createdAt": format_rfc3339_ms(rotated.created_at_ms),

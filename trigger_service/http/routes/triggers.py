@@ -5,12 +5,13 @@ from __future__ import annotations
 from aiohttp import web
 
 from trigger_service.http import parsing, views
-from trigger_service.http.keys import CALLER_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.auth import caller_of
+from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 
 
 async def register(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
-    caller = request[CALLER_KEY]
+    caller = caller_of(request)
     api = runtime.settings.api
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
@@ -25,19 +26,19 @@ async def register(request: web.Request) -> web.Response:
 
 
 async def get_trigger(request: web.Request) -> web.Response:
-    t = await request.app[SERVICE_KEY].get(request[CALLER_KEY].name, request.match_info["id"])
+    t = await request.app[SERVICE_KEY].get(caller_of(request).name, request.match_info["id"])
     return web.json_response(views.trigger_view(t))
 
 
 async def cancel_trigger(request: web.Request) -> web.Response:
-    t = await request.app[SERVICE_KEY].cancel(request[CALLER_KEY].name, request.match_info["id"])
+    t = await request.app[SERVICE_KEY].cancel(caller_of(request).name, request.match_info["id"])
     return web.json_response(views.cancelled_view(t))
 
 
 async def list_triggers(request: web.Request) -> web.Response:
     status, limit, cursor = parsing.parse_list_query(dict(request.query))
     page = await request.app[SERVICE_KEY].list_triggers(
-        request[CALLER_KEY].name, status=status, limit=limit, cursor=cursor)
+        caller_of(request).name, status=status, limit=limit, cursor=cursor)
     return web.json_response(views.page_view(page))
 
 
