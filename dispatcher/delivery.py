@@ -22,17 +22,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 import structlog
 
 from dispatcher.breaker import CircuitBreaker
-from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
 from trigger_service.core import series
+from trigger_service.core.dead_letters import (
+    Attempt,
+    DeadLetter,
+    DeadLetterReason,
+    truncate,
+    with_reason,
+)
 from trigger_service.core.errors import AdapterError
+from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import (
     Channel,
@@ -52,12 +63,16 @@ REFRESH_AFTER_RECEIVES = 10
 _OUTCOME_MARGIN_MS = 5_000
 
 
+class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
+    """The trigger rows, the attempt history and the dead-letter index."""
+
+
 @dataclass(frozen=True, slots=True)
 class DispatchDeps:
     """What the dispatcher's parts share."""
 
     settings: Settings
-    store: TriggerStates
+    store: DispatchStore
     queue: DeliveryQueue
     clock: Clock
     metrics: Metrics
@@ -71,6 +86,9 @@ def new_claim_id() -> str:
 class _Attempted:
     trigger: Trigger  # as claimed
     result: DeliveryResult
+    started_at_ms: int
+    duration_ms: int
+    refused: bool = False  # not sent: the callers file no longer allows the URL
 
 
 class Delivery:
@@ -92,6 +110,7 @@ class Delivery:
         # max_inflight waiting for one caller they are deferred instead.
         self._waiting: dict[str, int] = {}
         self._max_waiting = max(1, self._d.max_inflight)
+        self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
 
     def bulkhead(self, caller: str) -> asyncio.Semaphore:
         """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
@@ -147,9 +166,26 @@ class Delivery:
         finally:
             self.bulkhead(t.caller).release()
         if isinstance(outcome, _Attempted):
-            await self._record_outcome(m, outcome.trigger, outcome.result)
+            # The history and the outcome are independent writes: side by side.
+            history = asyncio.ensure_future(self._record_attempt(outcome))
+            try:
+                await self._record_outcome(m, outcome)
+            finally:
+                await history
             return None
         return outcome
+
+    async def _record_attempt(self, a: _Attempted) -> None:
+        t, r = a.trigger, a.result
+        try:
+            await self._store.record_attempt(Attempt(
+                t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
+                r.status_code, truncate(r.error), r.response_excerpt, self.name),
+                ttl_s=self._s.retention_s)
+        except AdapterError as e:
+            # The delivery itself is recorded by the outcome; only its history line is lost.
+            self._metrics.inc("attempt_record_failures_total")
+            log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
 
     @property
     def waiting(self) -> int:
@@ -190,11 +226,24 @@ class Delivery:
             await self.keep_hidden(m, hidden_until_ms, starts_ms)
         # Never early, to the millisecond: the fire time, or the retry time after a failure.
         await self._clock.sleep_until_ms(t.due_at_ms())
+        started_ms = self._clock.now_ms()
+        if not self._callback_allowed(claimed):
+            breaker.release()  # nothing is sent
+            return _Attempted(claimed, DeliveryResult(
+                False, None, "callback URL not allowed for this caller any more"),
+                started_ms, 0, refused=True)
         result = await self._channel.deliver(claimed, claimed.attempts)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
         # means it is up and answering.
         (breaker.record_failure if result.origin_failed else breaker.record_success)()
-        return _Attempted(claimed, result)
+        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms)
+
+    def _callback_allowed(self, t: Trigger) -> bool:
+        """Checked again at delivery: the callers file may have changed since registration
+        (a prefix removed, the caller gone)."""
+        caller = self._callers.by_name(t.caller)
+        url = parse_callback_url(t.callback_url)
+        return caller is not None and url is not None and caller.allows_callback(url)
 
     async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
                           starts_ms: int) -> int:
@@ -225,7 +274,8 @@ class Delivery:
             return None
         return current
 
-    async def _record_outcome(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult) -> None:
+    async def _record_outcome(self, m: ReceivedMessage, a: _Attempted) -> None:
+        t, result = a.trigger, a.result
         ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
         if result.ok:
             await self._record_fired(m, t, result, ctx)
@@ -234,15 +284,16 @@ class Delivery:
         error = result.error
         caller = self._callers.by_name(t.caller)
         now_ms = self._clock.now_ms()
-        if result.gone:
-            await self._give_up(m, t, f"gone: {error}", ctx)
-            return
         max_age_s = caller.max_age_s if caller else None
-        if max_age_s is not None and now_ms - t.fire_at_ms >= max_age_s * 1000:
-            await self._give_up(m, t, f"max_age: {error}", ctx)
-            return
-        if t.attempts >= ((caller.max_attempts if caller else None) or self._d.max_attempts):
-            await self._give_up(m, t, error, ctx)
+        reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
+                  else DeadLetterReason.GONE if result.gone
+                  else DeadLetterReason.MAX_AGE
+                  if max_age_s is not None and now_ms - t.fire_at_ms >= max_age_s * 1000
+                  else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= (
+                      (caller.max_attempts if caller else None) or self._d.max_attempts)
+                  else None)
+        if reason is not None:
+            await self._give_up(m, t, with_reason(reason, error), ctx, reason)
             return
         delay_s = retry_backoff_s(t.attempts, (caller.retry_backoff_s if caller else None)
                                   or self._d.retry_backoff_s)
@@ -260,15 +311,14 @@ class Delivery:
             log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
 
     async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
-                       ctx: dict[str, object]) -> None:
+                       ctx: dict[str, object], reason: DeadLetterReason) -> None:
         """No attempts left: dead-letter this occurrence; a series goes on to its next one,
         anything else ends FAILED."""
-        log.error("delivery_failed_permanently", **ctx, error=error)
+        log.error("delivery_failed_permanently", **ctx, error=error, reason=reason.value)
         if t.schedule is not None:
             # Before moving on: once the row points at the next occurrence, a copy of this
             # message would be dropped as stale and the dead letter never sent again.
-            await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
-            self._metrics.inc("dead_lettered_total")
+            await self._dead_letter(t, error, reason)
             if await self._move_on(m, t, fired=False):
                 return
             await self._store.compare_and_set(t, series.finished(
@@ -278,10 +328,18 @@ class Delivery:
             new = series.finished(t, fired=False, now_ms=self._clock.now_ms(), error=error)
             # FAILED first: a message that comes back to a FAILED row re-sends the letter.
             if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
-                await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
-                                                   error or "failed")
-                self._metrics.inc("dead_lettered_total")
+                await self._dead_letter(t, error, reason)
         await self._delete_quietly(m)
+
+    async def _dead_letter(self, t: Trigger, error: str | None,
+                           reason: DeadLetterReason) -> None:
+        """List ``t``'s current occurrence as a dead letter (the index the API and /ops
+        read), then send it to the SQS DLQ (the design's redrive target)."""
+        await self._store.put_dead_letter(DeadLetter(
+            t.occurrence_id, t.trigger_id, t.caller, reason, truncate(error), t.attempts,
+            self._clock.now_ms(), t.fire_at_ms, t.callback_url), ttl_s=self._s.retention_s)
+        await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
+        self._metrics.inc("dead_lettered_total", reason=reason.value)
 
     async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
                             ctx: dict[str, object]) -> None:

@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
+from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps, DispatchStore
 from dispatcher.delivery import new_claim_id as random_claim_id
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
+from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import (
@@ -26,7 +27,6 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     Metrics,
     ReceivedMessage,
-    TriggerStates,
 )
 from trigger_service.core.timing import sqs_delay_s
 from trigger_service.platform.supervisor import run_together
@@ -44,7 +44,7 @@ class Dispatcher:
     def __init__(
         self,
         settings: Settings,
-        store: TriggerStates,
+        store: DispatchStore,
         queue: DeliveryQueue,
         channel: Channel,
         callers: CallerRegistry,
@@ -182,9 +182,13 @@ class Dispatcher:
         elif t.status is Status.FIRED:
             self._metrics.inc("duplicate_messages_total")
         elif t.status is Status.FAILED:
-            # FAILED is written before the dead letter is sent and the message deleted: a
-            # message that comes back to a FAILED trigger may mean the send failed. Sending it
-            # again keeps the dead letter at least once (its readers dedupe by trigger id).
+            # FAILED is written before the dead letter is listed and sent and the message
+            # deleted: a message that comes back to a FAILED trigger may mean either failed.
+            # Listing it when it is missing (never over a replayed or purged one) and sending
+            # it again keep the dead letter at least once (DLQ readers dedupe by trigger id).
+            letter = letter_for_failed(t, self._clock.now_ms())
+            if await self._store.get_dead_letter(letter.id) is None:
+                await self._store.put_dead_letter(letter, ttl_s=self._s.retention_s)
             await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                t.last_error or "failed")
             self._metrics.inc("dead_letter_resends_total")

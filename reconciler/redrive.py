@@ -13,13 +13,27 @@ deletes the redriven message: a crash in between repeats the work, never skips i
 from __future__ import annotations
 
 import asyncio
+from typing import Protocol
 
 import structlog
 
 from trigger_service.config.settings import Settings
+from trigger_service.core import series
+from trigger_service.core.dead_letters import letter_for_failed
+from trigger_service.core.history_ports import DeadLetterIndex
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, Metrics, ReceivedMessage, RedriveQueue, TriggerStates
+from trigger_service.core.ports import (
+    Clock,
+    Metrics,
+    ReceivedMessage,
+    RedriveQueue,
+    TriggerStates,
+)
 from trigger_service.platform.supervisor import every
+
+
+class MirrorStore(TriggerStates, DeadLetterIndex, Protocol):
+    """The trigger rows and the dead-letter index."""
 
 log = structlog.get_logger("reconciler")
 
@@ -30,7 +44,7 @@ _IDLE_PAUSE_S = 2.0
 
 
 class RedriveMirror:
-    def __init__(self, settings: Settings, store: TriggerStates, queue: RedriveQueue,
+    def __init__(self, settings: Settings, store: MirrorStore, queue: RedriveQueue,
                  clock: Clock, metrics: Metrics) -> None:
         self._s = settings
         self._store = store
@@ -62,9 +76,14 @@ class RedriveMirror:
         else:
             t = await self._mark_failed(m.trigger_id, reason)
             if t is not None and t.status is Status.FAILED:
+                # Listed for the API and /ops (unless it is there already, or was replayed
+                # or purged), then sent to the DLQ like every dead letter.
+                letter = letter_for_failed(t, self._clock.now_ms())
+                if await self._store.get_dead_letter(letter.id) is None:
+                    await self._store.put_dead_letter(letter, ttl_s=self._s.retention_s)
                 await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                    t.last_error or reason)
-                self._metrics.inc("dead_lettered_total")
+                self._metrics.inc("dead_lettered_total", reason=letter.reason.value)
         await self._queue.delete_redriven(m.receipt_handle)
         self._metrics.inc("redriven_messages_total")
 
@@ -77,8 +96,10 @@ class RedriveMirror:
                 if t is None:
                     log.warning("redriven_unknown_trigger", trigger_id=trigger_id)
                 return t
-            new = t.with_status(Status.FAILED, claim_id=None, last_error=reason,
-                                next_attempt_at_ms=None)
+            # Finished like any failure (the occurrence counted), so the dead letter's id
+            # is the occurrence that failed.
+            new = series.finished(t, fired=False, now_ms=self._clock.now_ms(),
+                                  error=reason)
             if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
                 log.error("trigger_failed_poison_message", trigger_id=trigger_id,
                           caller=t.caller, reason=reason)

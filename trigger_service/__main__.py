@@ -7,9 +7,12 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
 from trigger_service.http.app import build_app
+from trigger_service.http.keys import JOBS_KEY
 from trigger_service.platform.process import Component, main_for
+from trigger_service.platform.supervisor import every
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger("trigger_service")
@@ -19,7 +22,8 @@ async def build(runtime: Runtime) -> Component:
     s = runtime.settings
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
                              runtime.clock, runtime.metrics)
-    runner = web.AppRunner(build_app(runtime, service), access_log=None, handle_signals=False)
+    app = build_app(runtime, service)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 
@@ -32,7 +36,14 @@ async def build(runtime: Runtime) -> Component:
         await runner.cleanup()
         await service.drain()
 
-    return Component({"http": http}, report=False)
+    jobs = app[JOBS_KEY]
+
+    async def replay_jobs(stop: asyncio.Event) -> None:
+        # Resumes bulk replays whose runner died (the POST starts new ones at once).
+        await every(stop, POLL_S, jobs.run_once, name="replay_jobs")
+        jobs.cancel()
+
+    return Component({"http": http, "replay_jobs": replay_jobs}, report=False)
 
 
 def main() -> None:

@@ -21,6 +21,7 @@ from email.utils import parsedate_to_datetime
 import aiohttp
 from standardwebhooks.webhooks import Webhook
 
+from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
 from trigger_service.core.timing import format_rfc3339_ms, ms_to_datetime
@@ -109,12 +110,14 @@ class WebhookChannel:
                 trigger.callback_url, data=body.encode(), headers=headers,
                 allow_redirects=False,
             ) as resp:
-                await resp.read()
+                # Only the start of the answer is kept (the attempt history's excerpt).
+                text = excerpt(await resp.content.read(EXCERPT_MAX_BYTES))
                 if 200 <= resp.status < 300:
-                    return DeliveryResult(True, resp.status, None)
+                    return DeliveryResult(True, resp.status, None, response_excerpt=text)
                 retry_after = (self.retry_after_s(resp.headers.get("Retry-After"))
                                if resp.status in (429, 503) else None)
-                return DeliveryResult(False, resp.status, f"HTTP {resp.status}", retry_after)
+                return DeliveryResult(False, resp.status, f"HTTP {resp.status}", retry_after,
+                                      text)
         except TimeoutError:
             return DeliveryResult(False, None, f"timeout after {self._timeout_s:g}s")
         except aiohttp.ClientError as e:

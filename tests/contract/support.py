@@ -14,6 +14,7 @@ from typing import Protocol
 import pytest
 
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.model import Route, Trigger, new_trigger_id
 from trigger_service.core.ports import (
     CounterStore,
@@ -30,7 +31,8 @@ INDEX_TTL_S = 3_600  # index entries written by the contract tests expire after 
 MIN_MS = -(2**63)  # the smallest fire time: a listing cursor that starts a month
 
 
-class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, Protocol):
+class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore,
+            AttemptLog, DeadLetterIndex, ReplayJobStore, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
 
 

@@ -39,6 +39,14 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           counter``): the durable counters behind ``GET /v1/stats``. Each
                           process adds its deltas every few seconds and when it stops.
                           Lifetime: forever.
+- ``attempts``            (``trigger_id``) → every delivery attempt by (``occurrence_id``,
+                          ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
+- ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
+- ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first; scope is the
+                          caller, and ``*`` holds every caller's (the operators' view).
+                          Lifetime of both: retention from the death.
+- ``replay_jobs``, ``replay_job_items``, ``replay_jobs_open``: bulk replay jobs, their items
+                          (fixed at creation) and the unfinished ones (one partition).
 - ``schema_migrations``   applied CQL versions.
 - ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running.
 
@@ -85,6 +93,40 @@ COL_TZDATA_VERSION: Final = "tzdata_version"
 COL_K: Final = "k"
 ZONED_VERSIONS_KEY: Final = "all"
 TABLE_IDEMPOTENCY: Final = "idempotency"
+TABLE_ATTEMPTS: Final = "attempts"
+TABLE_DEAD_LETTERS: Final = "dead_letters"
+TABLE_DEAD_LETTERS_BY_DAY: Final = "dead_letters_by_day"
+TABLE_REPLAY_JOBS: Final = "replay_jobs"
+TABLE_REPLAY_ITEMS: Final = "replay_job_items"
+TABLE_REPLAY_OPEN: Final = "replay_jobs_open"
+# attempts
+COL_OCCURRENCE_ID: Final = "occurrence_id"
+COL_STARTED_AT_MS: Final = "started_at_ms"
+COL_ATTEMPT: Final = "attempt"
+COL_DURATION_MS: Final = "duration_ms"
+COL_STATUS_CODE: Final = "status_code"
+COL_ERROR: Final = "error"
+COL_RESPONSE_EXCERPT: Final = "response_excerpt"
+COL_DISPATCHER: Final = "dispatcher"
+# dead_letters, dead_letters_by_day: the columns after the key, in binding order
+COL_ID: Final = "id"
+COL_SCOPE: Final = "scope"
+COL_DAY: Final = "day"
+COL_STATE: Final = "state"
+COL_RESOLVED_AT_MS: Final = "resolved_at_ms"
+DEAD_LETTER_COLUMNS: Final = (
+    "trigger_id", "caller", "reason", "last_error", "attempt_count", "dead_at_ms",
+    "fire_at_ms", "callback_url",
+)
+SCOPE_ALL: Final = "*"
+# replay_jobs, replay_job_items, replay_jobs_open
+COL_JOB_ID: Final = "job_id"
+COL_QUERY: Final = "query"
+COL_TOTAL: Final = "total"
+COL_STATUS: Final = "status"
+COL_LEASE_UNTIL_MS: Final = "lease_until_ms"
+COL_DEAD_AT_MS: Final = "dead_at_ms"
+REPLAY_OPEN_KEY: Final = "open"
 TABLE_MIGRATIONS: Final = "schema_migrations"
 # One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died
 # holding it does not block the next one for ever): one migrator at a time.

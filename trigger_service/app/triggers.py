@@ -120,9 +120,9 @@ class TriggerService:
     async def _persist_and_enqueue(self, t: Trigger) -> None:
         await self._catalog.create(t, self.index_ttl_s(t))
         if t.route is Route.DIRECT:
-            await self._enqueue(t)
+            await self.enqueue(t)
 
-    async def _enqueue(self, t: Trigger) -> None:
+    async def enqueue(self, t: Trigger) -> None:
         """Send a direct trigger to SQS, waiting at most ``TRIGGER_ENQUEUE_WAIT_MS``.
 
         The row is already durable and PENDING, so a trigger whose send failed or is slow is
@@ -218,7 +218,7 @@ class TriggerService:
                               "try again", status=current.status.value)
         log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
         if retime and new.route is Route.DIRECT:
-            await self._enqueue(new)  # the old message is dropped as stale
+            await self.enqueue(new)  # the old message is dropped as stale
         return new
 
     async def snooze(self, original: Trigger, req: NewTrigger, idem_key: str | None,

@@ -8,9 +8,12 @@
     │   ├── InvalidRequest            400 invalid_request (``field`` names the field)
     │   ├── FireAtOutOfRange          400 fire_at_out_of_range (``field`` too)
     │   ├── Unauthorized              401 unauthorized
+    │   ├── Forbidden                 403 forbidden (the token's role may not do this)
     │   ├── NotFound                  404 not_found
     │   ├── NotCancellable            409 not_cancellable
     │   ├── NotEditable               409 not_editable (finished, or an occurrence in flight)
+    │   ├── AlreadyReplayed           409 already_replayed (a dead letter replayed already)
+    │   ├── NotReplayable             409 not_replayable (its trigger has expired)
     │   ├── PayloadTooLarge           413 payload_too_large
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
@@ -88,6 +91,14 @@ class NotCancellable(ApiError):
 
 class NotEditable(ApiError):
     status, code = 409, "not_editable"
+
+
+class AlreadyReplayed(ApiError):
+    status, code = 409, "already_replayed"
+
+
+class NotReplayable(ApiError):
+    status, code = 409, "not_replayable"
 
 
 class PayloadTooLarge(ApiError):

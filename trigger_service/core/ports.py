@@ -16,6 +16,9 @@ port                   used by                             implementations
 ``Lease``              sweeper                             adapters.redis.lease, memory
 ``Channel``            dispatcher                          dispatcher.channels.webhook
 ``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
+``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
+``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory_dead_letters)
+``ReplayJobStore``
 ``Metrics``            everyone                            platform.metrics
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
@@ -312,6 +315,7 @@ class DeliveryResult:
     status_code: int | None
     error: str | None
     retry_after_s: float | None = None  # the receiver's Retry-After (429/503), in seconds
+    response_excerpt: str | None = None  # the start of the answer's body (attempt history)
 
     @property
     def gone(self) -> bool:

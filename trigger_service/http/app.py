@@ -9,11 +9,13 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
 from trigger_service.http.auth import auth_middleware
-from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.routes import health, schedules, signing, stats, triggers
+from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.routes import dead_letters, health, schedules, signing, stats, triggers
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -66,6 +68,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     )
     app[RUNTIME_KEY] = runtime
     app[SERVICE_KEY] = service
+    letters = DeadLetterService(runtime.settings, runtime.store, service, runtime.clock,
+                                runtime.metrics)
+    app[LETTERS_KEY] = letters
+    # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
+    app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
+    dead_letters.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
     triggers.add_routes(app)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import Caller, Principal
 from trigger_service.platform.wiring import Runtime
@@ -12,3 +14,5 @@ CALLER_KEY = web.RequestKey("caller", Caller)
 PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 SERVICE_KEY = web.AppKey("service", TriggerService)
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
+LETTERS_KEY = web.AppKey("dead_letters", DeadLetterService)
+JOBS_KEY = web.AppKey("replay_jobs", ReplayJobRunner)

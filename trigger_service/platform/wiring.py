@@ -10,6 +10,7 @@ from typing import Protocol
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.ports import (
     Clock,
     CounterStore,
@@ -32,7 +33,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
-            SecretStore, Pingable, Protocol):
+            SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, Pingable, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

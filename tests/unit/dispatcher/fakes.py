@@ -25,7 +25,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 START_MS = 1_700_000_000_000
 CALLER = "orders"
 OTHER_CALLER = "billing"
-UNKNOWN_CALLER = "ghost"  # not in the callers file: gets the default bulkhead
+UNKNOWN_CALLER = "ghost"  # not in the callers file (removed since it registered)
 VISIBILITY_S = 30  # Settings().dispatch.visibility_timeout_s (10 s timeout + 20 s slack)
 CLAIM_LEAD_MS = 1_000  # Settings().dispatch.claim_lead_ms
 ENQUEUE_LEAD_S = 3  # Settings().sqs.enqueue_lead_s

@@ -1,5 +1,6 @@
 """The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
-``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection.
+``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection, with the attempt log,
+dead letters and replay jobs of ``adapters.cassandra.dead_letters``.
 
 Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
 fixture); the schema must have been applied (``adapters.cassandra.migrate``).
@@ -15,6 +16,10 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra.dead_letters import (
+    CassandraDeadLetters,
+    dead_letter_queries,
+)
 from trigger_service.adapters.cassandra.statements import (
     decode_request,
     encode_request,
@@ -31,11 +36,12 @@ _LIST_MAX_READS = 50  # index reads per LIST page, so a rare status filter canno
 _SCAN_PAGE_SIZE = 2000
 
 
-class CassandraStore:
+class CassandraStore(CassandraDeadLetters):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
         self._cluster = cluster
         self._session = session
-        self._prepared = driver.prepare(session, queries(settings.keyspace))
+        self._prepared = driver.prepare(session, queries(settings.keyspace)
+                                        | dead_letter_queries(settings.keyspace))
 
     @classmethod
     async def connect(cls, settings: CassandraSettings) -> CassandraStore:

@@ -1,0 +1,237 @@
+"""``AttemptLog``, ``DeadLetterIndex`` and ``ReplayJobStore`` on Cassandra (tables in
+``infra/cql/008_dead_letters.cql``), mixed into ``CassandraStore`` (one session)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from trigger_service.adapters import schema as s
+from trigger_service.core.dead_letters import (
+    Attempt,
+    DeadLetter,
+    DeadLetterCursor,
+    DeadLetterPage,
+    DeadLetterQuery,
+    DeadLetterReason,
+    DeadLetterState,
+    ItemState,
+    JobItem,
+    JobStatus,
+    ReplayJob,
+    day_of,
+)
+
+_MAX_ID = "\U0010ffff"  # sorts after every id: "everything at this instant"
+_MAX_MS = 2**62
+_LIST_MAX_READS = 40  # partition reads per listing call (a rare filter cannot scan forever)
+_READ_ROWS = 200
+
+
+def dead_letter_queries(keyspace: str) -> dict[str, str]:
+    """name → CQL text for the tables of this module."""
+    att, dl, by_day, jobs, items, open_ = (f"{keyspace}.{n}" for n in (
+        s.TABLE_ATTEMPTS, s.TABLE_DEAD_LETTERS, s.TABLE_DEAD_LETTERS_BY_DAY,
+        s.TABLE_REPLAY_JOBS, s.TABLE_REPLAY_ITEMS, s.TABLE_REPLAY_OPEN))
+    att_cols = (s.COL_TRIGGER_ID, s.COL_OCCURRENCE_ID, s.COL_STARTED_AT_MS, s.COL_ATTEMPT,
+                s.COL_DURATION_MS, s.COL_STATUS_CODE, s.COL_ERROR, s.COL_RESPONSE_EXCERPT,
+                s.COL_DISPATCHER)
+    dl_cols = (s.COL_ID, *s.DEAD_LETTER_COLUMNS, s.COL_STATE, s.COL_RESOLVED_AT_MS)
+    day_cols = (s.COL_SCOPE, s.COL_DAY, s.COL_DEAD_AT_MS, s.COL_ID,
+                *(c for c in s.DEAD_LETTER_COLUMNS if c != s.COL_DEAD_AT_MS))
+
+    def insert(table: str, cols: Sequence[str], suffix: str = "USING TTL ?") -> str:
+        return (f"INSERT INTO {table} ({', '.join(cols)}) "
+                f"VALUES ({', '.join('?' for _ in cols)}) {suffix}")
+
+    return {
+        "attempt_put": insert(att, att_cols),
+        "attempts": f"SELECT {', '.join(att_cols)} FROM {att} WHERE {s.COL_TRIGGER_ID} = ? "
+        f"AND {s.COL_OCCURRENCE_ID} = ?",
+        "dl_put": insert(dl, dl_cols),
+        "dl_get": f"SELECT {', '.join(dl_cols)} FROM {dl} WHERE {s.COL_ID} = ?",
+        "dl_day_put": insert(by_day, day_cols),
+        "dl_day_delete": f"DELETE FROM {by_day} WHERE {s.COL_SCOPE} = ? AND {s.COL_DAY} = ? "
+        f"AND {s.COL_DEAD_AT_MS} = ? AND {s.COL_ID} = ?",
+        "dl_day_list": f"SELECT {', '.join(day_cols)} FROM {by_day} WHERE {s.COL_SCOPE} = ? "
+        f"AND {s.COL_DAY} = ? AND ({s.COL_DEAD_AT_MS}, {s.COL_ID}) < (?, ?) LIMIT ?",
+        "job_put": insert(jobs, (s.COL_JOB_ID, s.COL_QUERY, s.COL_CREATED_AT_MS, s.COL_TOTAL,
+                                 s.COL_STATUS)),
+        "job_get": f"SELECT {s.COL_QUERY}, {s.COL_CREATED_AT_MS}, {s.COL_TOTAL}, "
+        f"{s.COL_STATUS} FROM {jobs} WHERE {s.COL_JOB_ID} = ?",
+        "job_claim": f"UPDATE {jobs} USING TTL ? SET {s.COL_OWNER} = ?, "
+        f"{s.COL_LEASE_UNTIL_MS} = ? WHERE {s.COL_JOB_ID} = ? IF {s.COL_OWNER} = ?",
+        "job_claim_free": f"UPDATE {jobs} USING TTL ? SET {s.COL_OWNER} = ?, "
+        f"{s.COL_LEASE_UNTIL_MS} = ? WHERE {s.COL_JOB_ID} = ? IF {s.COL_LEASE_UNTIL_MS} < ?",
+        "job_claim_new": f"UPDATE {jobs} USING TTL ? SET {s.COL_OWNER} = ?, "
+        f"{s.COL_LEASE_UNTIL_MS} = ? WHERE {s.COL_JOB_ID} = ? IF {s.COL_OWNER} = null",
+        "job_done": f"UPDATE {jobs} USING TTL ? SET {s.COL_STATUS} = ? "
+        f"WHERE {s.COL_JOB_ID} = ?",
+        "item_put": insert(items, (s.COL_JOB_ID, s.COL_ID, s.COL_DEAD_AT_MS, s.COL_STATE)),
+        "items": f"SELECT {s.COL_ID}, {s.COL_DEAD_AT_MS}, {s.COL_STATE} FROM {items} "
+        f"WHERE {s.COL_JOB_ID} = ?",
+        "open_put": insert(open_, (s.COL_K, s.COL_JOB_ID)),
+        "open_delete": f"DELETE FROM {open_} WHERE {s.COL_K} = ? AND {s.COL_JOB_ID} = ?",
+        "open_list": f"SELECT {s.COL_JOB_ID} FROM {open_} WHERE {s.COL_K} = ?",
+    }
+
+
+def _letter(row: dict[str, Any], state: str | None = None,
+            resolved_at_ms: int | None = None) -> DeadLetter:
+    return DeadLetter(
+        id=row[s.COL_ID], trigger_id=row[s.COL_TRIGGER_ID], caller=row[s.COL_CALLER],
+        reason=DeadLetterReason(row["reason"]), last_error=row["last_error"],
+        attempt_count=row["attempt_count"] or 0, dead_at_ms=row[s.COL_DEAD_AT_MS],
+        fire_at_ms=row[s.COL_FIRE_AT_MS], callback_url=row["callback_url"],
+        state=DeadLetterState(state or DeadLetterState.OPEN), resolved_at_ms=resolved_at_ms)
+
+
+def _fields(d: DeadLetter) -> list[Any]:
+    """``DEAD_LETTER_COLUMNS`` of ``d``, in order."""
+    return [d.trigger_id, d.caller, d.reason.value, d.last_error, d.attempt_count,
+            d.dead_at_ms, d.fire_at_ms, d.callback_url]
+
+
+def encode_query(q: DeadLetterQuery) -> str:
+    return json.dumps({"caller": q.caller, "since": q.since_ms, "until": q.until_ms,
+                       "reason": q.reason.value if q.reason else None,
+                       "callbackPrefix": q.callback_prefix})
+
+
+def decode_query(text: str) -> DeadLetterQuery:
+    d = json.loads(text)
+    return DeadLetterQuery(d["caller"], d["since"], d["until"],
+                           DeadLetterReason(d["reason"]) if d["reason"] else None,
+                           d["callbackPrefix"])
+
+
+class CassandraDeadLetters:
+    """Needs ``_run(name, params)`` from ``CassandraStore``."""
+
+    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError  # provided by CassandraStore
+
+    # --- AttemptLog --------------------------------------------------------------------
+    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
+        a = attempt
+        await self._run("attempt_put", [
+            a.trigger_id, a.occurrence_id, a.started_at_ms, a.attempt, a.duration_ms,
+            a.status_code, a.error, a.response_excerpt, a.dispatcher, ttl_s])
+
+    async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
+        rows = await self._run("attempts", [trigger_id, occurrence_id])
+        return [Attempt(r[s.COL_TRIGGER_ID], r[s.COL_OCCURRENCE_ID], r[s.COL_ATTEMPT],
+                        r[s.COL_STARTED_AT_MS], r[s.COL_DURATION_MS] or 0,
+                        r[s.COL_STATUS_CODE], r[s.COL_ERROR], r[s.COL_RESPONSE_EXCERPT],
+                        r[s.COL_DISPATCHER] or "") for r in rows]
+
+    # --- DeadLetterIndex ---------------------------------------------------------------
+    async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        # The listing entries first: an entry whose record is missing is skipped by readers
+        # (never the other way round, an open record nobody can list).
+        day = day_of(d.dead_at_ms)
+        rest = [d.trigger_id, d.caller, d.reason.value, d.last_error, d.attempt_count,
+                d.fire_at_ms, d.callback_url]  # day_cols after the key
+        await asyncio.gather(*(
+            self._run("dl_day_put", [scope, day, d.dead_at_ms, d.id, *rest, ttl_s])
+            for scope in (d.caller, s.SCOPE_ALL)))
+        await self._run("dl_put", [d.id, *_fields(d), DeadLetterState.OPEN.value, None, ttl_s])
+
+    async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
+        rows = await self._run("dl_get", [dead_letter_id])
+        if not rows or rows[0][s.COL_TRIGGER_ID] is None:
+            return None
+        r = rows[0]
+        return _letter(r, r[s.COL_STATE], r[s.COL_RESOLVED_AT_MS])
+
+    async def resolve_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        # The record first: an entry left listed after a crash shows a resolved record, and
+        # the listing skips it.
+        await self._run("dl_put", [d.id, *_fields(d), d.state.value, d.resolved_at_ms, ttl_s])
+        day = day_of(d.dead_at_ms)
+        await asyncio.gather(*(self._run("dl_day_delete", [scope, day, d.dead_at_ms, d.id])
+                               for scope in (d.caller, s.SCOPE_ALL)))
+
+    async def list_dead_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
+                                limit: int) -> DeadLetterPage:
+        scope = q.caller or s.SCOPE_ALL
+        day, before_ms, before_id = cursor or (day_of(q.until_ms), q.until_ms, _MAX_ID)
+        first_day = day_of(q.since_ms)
+        found: list[DeadLetter] = []
+        reads = 0
+        while day >= first_day and len(found) < limit and reads < _LIST_MAX_READS:
+            reads += 1
+            rows = await self._run("dl_day_list", [scope, day, before_ms, before_id,
+                                                   _READ_ROWS])
+            for r in rows:
+                before_ms, before_id = r[s.COL_DEAD_AT_MS], r[s.COL_ID]
+                if before_ms < q.since_ms:
+                    rows, day = [], first_day - 1  # older than asked: done
+                    break
+                d = _letter(r)
+                if q.matches(d):
+                    found.append(d)
+                    if len(found) == limit:
+                        break
+            else:
+                if len(rows) < _READ_ROWS:  # this day is done: the one before, from its end
+                    day, before_ms, before_id = day - 1, _MAX_MS, _MAX_ID
+        found = await self._only_open(found)
+        more = day >= first_day
+        return DeadLetterPage(found, (day, before_ms, before_id) if more else None)
+
+    async def _only_open(self, found: list[DeadLetter]) -> list[DeadLetter]:
+        # A listing entry can outlive its letter's resolution by a crash between the two
+        # writes: the record decides.
+        records = await asyncio.gather(*(self.get_dead_letter(d.id) for d in found))
+        return [d for d, r in zip(found, records, strict=True)
+                if r is not None and r.state is DeadLetterState.OPEN
+                and r.dead_at_ms == d.dead_at_ms]
+
+    # --- ReplayJobStore ----------------------------------------------------------------
+    async def create_job(self, job: ReplayJob, items: Sequence[JobItem], ttl_s: int) -> None:
+        await asyncio.gather(*(self._run("item_put", [
+            job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s]) for i in items))
+        await self._run("job_put", [job.job_id, encode_query(job.query), job.created_at_ms,
+                                    job.total, job.status.value, ttl_s])
+        await self._run("open_put", [s.REPLAY_OPEN_KEY, job.job_id, ttl_s])
+
+    async def get_job(self, job_id: str) -> ReplayJob | None:
+        rows = await self._run("job_get", [job_id])
+        if not rows or rows[0][s.COL_QUERY] is None:
+            return None
+        r = rows[0]
+        states = [i.state for i in await self.job_items(job_id)]
+        return ReplayJob(job_id, decode_query(r[s.COL_QUERY]), r[s.COL_CREATED_AT_MS],
+                         r[s.COL_TOTAL], JobStatus(r[s.COL_STATUS]),
+                         states.count(ItemState.DONE), states.count(ItemState.FAILED))
+
+    async def job_items(self, job_id: str) -> list[JobItem]:
+        rows = await self._run("items", [job_id])
+        return [JobItem(r[s.COL_ID], r[s.COL_DEAD_AT_MS], ItemState(r[s.COL_STATE]))
+                for r in rows]
+
+    async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,
+                             ttl_s: int) -> None:
+        await self._run("item_put", [job_id, item.id, item.dead_at_ms, state.value, ttl_s])
+
+    async def open_jobs(self) -> list[str]:
+        rows = await self._run("open_list", [s.REPLAY_OPEN_KEY])
+        return [r[s.COL_JOB_ID] for r in rows]
+
+    async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        until_ms = now_ms + lease_ms
+        ttl_s = 30 * 86_400
+        for name, cond in (("job_claim", owner), ("job_claim_free", now_ms),
+                           ("job_claim_new", None)):
+            params = [ttl_s, owner, until_ms, job_id] + ([] if cond is None else [cond])
+            rows = await self._run(name, params)
+            if rows and rows[0].get(s.LWT_APPLIED):
+                return True
+        return False
+
+    async def finish_job(self, job_id: str, ttl_s: int) -> None:
+        await self._run("job_done", [ttl_s, JobStatus.DONE.value, job_id])
+        await self._run("open_delete", [s.REPLAY_OPEN_KEY, job_id])

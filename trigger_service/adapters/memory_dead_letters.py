@@ -1,0 +1,119 @@
+"""In-memory ``AttemptLog``, ``DeadLetterIndex`` and ``ReplayJobStore`` for unit tests: the
+same contract as ``adapters.cassandra.dead_letters`` (tests/contract runs both). Mixed into
+``MemoryStore``, which provides ``_enter`` (call counting and injected failures)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from trigger_service.core.dead_letters import (
+    Attempt,
+    DeadLetter,
+    DeadLetterCursor,
+    DeadLetterPage,
+    DeadLetterQuery,
+    DeadLetterState,
+    ItemState,
+    JobItem,
+    JobStatus,
+    ReplayJob,
+    day_of,
+)
+
+
+class MemoryDeadLetters:
+    attempt_log: dict[tuple[str, str], list[Attempt]]
+    dead_letters: dict[str, DeadLetter]
+    jobs: dict[str, ReplayJob]
+    items: dict[str, dict[str, JobItem]]
+    job_leases: dict[str, tuple[str, int]]
+
+    def _init_dead_letters(self) -> None:
+        self.attempt_log = {}
+        self.dead_letters = {}
+        self.jobs = {}
+        self.items = {}
+        self.job_leases = {}
+
+    def _enter(self, name: str) -> None:  # provided by MemoryStore
+        raise NotImplementedError
+
+    # --- AttemptLog --------------------------------------------------------------------
+    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
+        self._enter("record_attempt")
+        log = self.attempt_log.setdefault((attempt.trigger_id, attempt.occurrence_id), [])
+        log[:] = [a for a in log if (a.started_at_ms, a.attempt)
+                  != (attempt.started_at_ms, attempt.attempt)] + [attempt]
+        log.sort(key=lambda a: (a.started_at_ms, a.attempt))
+
+    async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
+        self._enter("attempts")
+        return list(self.attempt_log.get((trigger_id, occurrence_id), []))
+
+    # --- DeadLetterIndex ---------------------------------------------------------------
+    async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        self._enter("put_dead_letter")
+        self.dead_letters[d.id] = replace(d, state=DeadLetterState.OPEN, resolved_at_ms=None)
+
+    async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
+        self._enter("get_dead_letter")
+        return self.dead_letters.get(dead_letter_id)
+
+    async def resolve_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        self._enter("resolve_dead_letter")
+        self.dead_letters[d.id] = d
+
+    async def list_dead_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
+                                limit: int) -> DeadLetterPage:
+        self._enter("list_dead_letters")
+        found = sorted((d for d in self.dead_letters.values()
+                        if d.state is DeadLetterState.OPEN and q.matches(d)),
+                       key=lambda d: (d.dead_at_ms, d.id), reverse=True)
+        if cursor is not None:
+            found = [d for d in found if (d.dead_at_ms, d.id) < (cursor[1], cursor[2])]
+        page = found[:limit]
+        more = len(found) > limit
+        last = page[-1] if page else None
+        return DeadLetterPage(page, (day_of(last.dead_at_ms), last.dead_at_ms, last.id)
+                              if more and last else None)
+
+    # --- ReplayJobStore ----------------------------------------------------------------
+    async def create_job(self, job: ReplayJob, items: Sequence[JobItem], ttl_s: int) -> None:
+        self._enter("create_job")
+        self.items[job.job_id] = {i.id: i for i in items}
+        self.jobs[job.job_id] = job
+
+    async def get_job(self, job_id: str) -> ReplayJob | None:
+        self._enter("get_job")
+        job = self.jobs.get(job_id)
+        if job is None:
+            return None
+        states = [i.state for i in self.items.get(job_id, {}).values()]
+        return replace(job, done=states.count(ItemState.DONE),
+                       failed=states.count(ItemState.FAILED))
+
+    async def job_items(self, job_id: str) -> list[JobItem]:
+        self._enter("job_items")
+        return sorted(self.items.get(job_id, {}).values(), key=lambda i: i.id)
+
+    async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,
+                             ttl_s: int) -> None:
+        self._enter("set_item_state")
+        self.items[job_id][item.id] = replace(item, state=state)
+
+    async def open_jobs(self) -> list[str]:
+        self._enter("open_jobs")
+        return sorted(j.job_id for j in self.jobs.values() if j.status is JobStatus.RUNNING)
+
+    async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        self._enter("claim_job")
+        holder, until_ms = self.job_leases.get(job_id, ("", 0))
+        if holder not in ("", owner) and until_ms > now_ms:
+            return False
+        self.job_leases[job_id] = (owner, now_ms + lease_ms)
+        return True
+
+    async def finish_job(self, job_id: str, ttl_s: int) -> None:
+        self._enter("finish_job")
+        self.jobs[job_id] = replace(self.jobs[job_id], status=JobStatus.DONE)

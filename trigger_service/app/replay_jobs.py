@@ -1,0 +1,99 @@
+"""Runs bulk replay jobs: the API process that made a job starts it at once, and every API
+process looks for unfinished jobs every ``POLL_S`` (a job whose runner died is taken over
+when its lease expires; an LWT decides who runs it). The process runs ``run_once`` every
+``POLL_S`` (``trigger_service.__main__``).
+
+Each item is replayed through ``DeadLetterService.replay`` with the death it was made for,
+then marked. A crash between the two replays nothing twice: the next runner's replay finds
+the letter replayed (``AlreadyReplayed``) and marks the item done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+
+import structlog
+
+from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.config.settings import Settings
+from trigger_service.core.dead_letters import ItemState, JobItem
+from trigger_service.core.errors import AdapterError, AlreadyReplayed, ApiError
+from trigger_service.core.history_ports import ReplayJobStore
+from trigger_service.core.ports import Clock
+
+log = structlog.get_logger(__name__)
+
+POLL_S = 2.0
+LEASE_MS = 30_000
+_RENEW_EVERY = 20  # items between lease renewals (far inside the lease)
+_PARALLEL = 8
+
+
+class ReplayJobRunner:
+    def __init__(self, settings: Settings, letters: DeadLetterService, jobs: ReplayJobStore,
+                 clock: Clock, owner: str | None = None) -> None:
+        self._s = settings
+        self._letters = letters
+        self._jobs = jobs
+        self._clock = clock
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
+        self._kicked: set[asyncio.Task[int]] = set()
+        self._lock = asyncio.Lock()
+
+    def kick(self) -> None:
+        """Start a round now, in the background (after a job was made)."""
+        task = asyncio.ensure_future(self._quiet_round())
+        self._kicked.add(task)
+        task.add_done_callback(self._kicked.discard)
+
+    async def _quiet_round(self) -> int:
+        try:
+            return await self.run_once()
+        except AdapterError as e:
+            log.warning("replay_round_failed", error=str(e))  # the poll retries
+            return 0
+
+    def cancel(self) -> None:
+        """Stop the rounds kicked in the background (the process is stopping; a job left
+        unfinished is resumed by the next runner once its lease expires)."""
+        for task in list(self._kicked):
+            task.cancel()
+
+    async def run_once(self) -> int:
+        """Work on every unfinished job this runner can lease; items replayed."""
+        async with self._lock:  # one round at a time per process
+            replayed = 0
+            for job_id in await self._jobs.open_jobs():
+                if await self._jobs.claim_job(job_id, self.owner, self._clock.now_ms(),
+                                              LEASE_MS):
+                    replayed += await self._work(job_id)
+            return replayed
+
+    async def _work(self, job_id: str) -> int:
+        pending = [i for i in await self._jobs.job_items(job_id)
+                   if i.state is ItemState.PENDING]
+        done = 0
+        for start in range(0, len(pending), _PARALLEL):
+            if start and start % _RENEW_EVERY < _PARALLEL and not await self._jobs.claim_job(
+                    job_id, self.owner, self._clock.now_ms(), LEASE_MS):
+                log.warning("replay_job_lease_lost", job_id=job_id)
+                return done
+            chunk = pending[start:start + _PARALLEL]
+            await asyncio.gather(*(self._one(job_id, item) for item in chunk))
+            done += len(chunk)
+        await self._jobs.finish_job(job_id, ttl_s=self._s.retention_s)
+        log.info("replay_job_finished", job_id=job_id, items=done)
+        return done
+
+    async def _one(self, job_id: str, item: JobItem) -> None:
+        try:
+            await self._letters.replay(None, item.id, dead_at_ms=item.dead_at_ms)
+            state = ItemState.DONE
+        except AlreadyReplayed:
+            state = ItemState.DONE  # by an earlier round of this job, or by hand
+        except ApiError as e:  # purged meanwhile, its trigger expired
+            log.info("replay_item_failed", job_id=job_id, id=item.id, error=e.message)
+            state = ItemState.FAILED
+        await self._jobs.set_item_state(job_id, item, state, ttl_s=self._s.retention_s)

@@ -1,0 +1,99 @@
+"""The boundaries of the delivery history: attempts, dead letters and bulk replay jobs
+(``core.ports`` holds the others; the same rules apply).
+
+=====================  ==================================  ====================================
+port                   used by                             implementations
+=====================  ==================================  ====================================
+``AttemptLog``         dispatcher (write), API (read)      adapters.cassandra.dead_letters,
+``DeadLetterIndex``    dispatcher, reconciler, API         adapters.memory_dead_letters
+``ReplayJobStore``     API (bulk replay)
+=====================  ==================================  ====================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+from trigger_service.core.dead_letters import (
+    Attempt,
+    DeadLetter,
+    DeadLetterCursor,
+    DeadLetterPage,
+    DeadLetterQuery,
+    ItemState,
+    JobItem,
+    ReplayJob,
+)
+
+
+class AttemptLog(Protocol):
+    """Every delivery attempt, durably; entries expire ``ttl_s`` after being written."""
+
+    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
+        """Raises ``StoreError``."""
+        ...
+
+    async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
+        """One occurrence's attempts, oldest first. Raises ``StoreError``."""
+        ...
+
+
+class DeadLetterIndex(Protocol):
+    """Dead letters by id, and listed newest first per caller (and over every caller)."""
+
+    async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        """Record ``d`` as open and list it (idempotent: a repeat rewrites the same entries).
+        Raises ``StoreError``."""
+        ...
+
+    async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
+        """Raises ``StoreError``."""
+        ...
+
+    async def resolve_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
+        """Store ``d`` (replayed or purged) and take its listing entries away. Raises
+        ``StoreError``."""
+        ...
+
+    async def list_dead_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
+                                limit: int) -> DeadLetterPage:
+        """Open dead letters matching ``q``, newest first; reads one day partition after
+        another (a bounded number per call: a page may be short with a cursor to go on).
+        Raises ``StoreError``."""
+        ...
+
+
+class ReplayJobStore(Protocol):
+    """Bulk replay jobs: the job, its items (fixed at creation), and who runs it."""
+
+    async def create_job(self, job: ReplayJob, items: Sequence[JobItem], ttl_s: int) -> None:
+        """Items first, the job last (a job row always has all its items). Raises
+        ``StoreError``."""
+        ...
+
+    async def get_job(self, job_id: str) -> ReplayJob | None:
+        """The job with ``done``/``failed`` counted from its items. Raises ``StoreError``."""
+        ...
+
+    async def job_items(self, job_id: str) -> list[JobItem]:
+        """Raises ``StoreError``."""
+        ...
+
+    async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,
+                             ttl_s: int) -> None:
+        """Raises ``StoreError``."""
+        ...
+
+    async def open_jobs(self) -> list[str]:
+        """Ids of the jobs not finished yet. Raises ``StoreError``."""
+        ...
+
+    async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        """Take (or renew) the job's lease with an LWT: true if ``owner`` now runs it (the
+        lease was free, expired or already ``owner``'s). Raises ``StoreError``."""
+        ...
+
+    async def finish_job(self, job_id: str, ttl_s: int) -> None:
+        """Mark the job done and drop it from the open jobs. Raises ``StoreError``."""
+        ...
