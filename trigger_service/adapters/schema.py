@@ -142,6 +142,7 @@ TRIGGER_COLUMNS: Final = (
     "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
     "next_attempt_at_ms", "idem_key", "schedule", "occurrence_index", "occurrence_second",
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
+    "plan", "channel_states", "acked_seq",
 )
 # The LWT's condition columns: a transition applies only to the state it was computed from
 # (every transition rewrites every column: an occurrence moves fire_at_ms, an edit the rest).
@@ -152,6 +153,7 @@ REQ_OCCURRENCE_INDEX: Final = "occurrenceIndex"
 REQ_OCCURRENCE_SECOND: Final = "occurrenceSecond"
 REQ_TZDATA: Final = "tzdata"
 REQ_SNOOZED_FROM: Final = "snoozedFrom"
+REQ_PLAN: Final = "plan"
 # trigger_buckets and triggers_by_caller
 COL_BUCKET_MINUTE: Final = "bucket_minute"
 COL_SHARD: Final = "shard"

@@ -27,6 +27,7 @@ from trigger_service.core.model import (
     route_for,
     shard_of,
 )
+from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.ports import (
     Clock,
     Enqueuer,
@@ -61,6 +62,7 @@ class NewTrigger:
     received_at_ms: int  # the one "now" of this request: delays and the route derive from it
     schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
     occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
+    plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
 
 
 class TriggerService:
@@ -110,7 +112,7 @@ class TriggerService:
             idem_key=idem_key, schedule=req.schedule,
             occurrence_index=req.occurrence.index if req.occurrence else 0,
             occurrence_second=req.occurrence.second if req.occurrence else False,
-            tzdata_version=TZDATA_VERSION if req.schedule else None,
+            tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -184,6 +186,43 @@ class TriggerService:
         raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
                              status=t.status.value)
 
+    # --- acknowledge ------------------------------------------------------------------------
+    async def ack(self, caller: str | None, trigger_id: str, occurrence_seq: int | None) -> Trigger:
+        """Acknowledge the current occurrence (``occurrence_seq`` None) or the one named:
+        its escalation steps not yet sent are never sent. Idempotent; an occurrence that
+        already finished is acknowledged as it is. ``caller`` None: a signed link (no scope).
+
+        Raced with a step being sent by an LWT like the claim: the ack applies only to a
+        PENDING row and bumps the revision, so a dispatcher holding the row as it was before
+        cannot claim it; while a step is being sent the ack waits for it (briefly).
+        Raises ``NotFound``, ``NotEditable`` (no channels; still in flight)."""
+        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
+        while True:
+            t = (await self.get(caller, trigger_id) if caller is not None
+                 else await self._catalog.get(trigger_id))
+            if t is None:
+                raise NotFound(f"no trigger {trigger_id}")
+            if t.plan is None:
+                raise NotEditable(f"trigger {trigger_id} has no channels to acknowledge",
+                                  status=t.status.value)
+            seq = t.occurrence_seq if occurrence_seq is None else occurrence_seq
+            if seq != t.occurrence_seq:
+                if seq < t.occurrence_seq:
+                    return t  # that occurrence finished: nothing left to stop
+                raise NotFound(f"no occurrence {trigger_id}.{seq + 1} yet")
+            if t.acked or t.status.terminal:
+                return t
+            if t.status is Status.PENDING:
+                new = replace(t, acked_seq=seq, revision=(t.revision or 0) + 1)
+                if await self._catalog.compare_and_set(t, new):
+                    log.info("occurrence_acknowledged", trigger_id=trigger_id,
+                             occurrence_id=t.occurrence_id)
+                    return new
+            if self._clock.now_ms() >= deadline_ms:
+                raise NotEditable(f"trigger {trigger_id}: a step is being sent; retry in a "
+                                  "moment", status=t.status.value)
+            await self._clock.sleep_ms(_EDIT_POLL_MS)
+
     # --- edit, snooze --------------------------------------------------------------------
     async def edit(self, current: Trigger, req: NewTrigger, *, retime: bool) -> Trigger:
         """Apply an edit to ``current`` (as read): callback and payload, and with ``retime``
@@ -202,8 +241,12 @@ class TriggerService:
                     if current.status is Status.IN_FLIGHT else ""),
                 status=current.status.value)
         now_ms = req.received_at_ms
+        # Channel states go with the plan: a new plan (or a new time) starts them afresh, an
+        # edit of the payload alone keeps what was sent of this occurrence.
+        keep = req.plan == current.plan and not retime
         new = replace(current, callback_url=req.callback_url, payload_json=req.payload_json,
-                      revision=(current.revision or 0) + 1)
+                      revision=(current.revision or 0) + 1, plan=req.plan,
+                      channel_states=current.channel_states if keep else ())
         if retime:
             new = replace(
                 new, schedule=req.schedule, fire_at_ms=req.fire_at_ms, attempts=0,
@@ -230,7 +273,7 @@ class TriggerService:
                               "only a pending or fired trigger can be snoozed",
                               status=original.status.value)
         copy = replace(req, callback_url=original.callback_url,
-                       payload_json=original.payload_json)
+                       payload_json=original.payload_json, plan=original.plan)
         return await self.register(original.caller, copy, idem_key, request_hash,
                                    snoozed_from=original.trigger_id)
 

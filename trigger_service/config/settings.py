@@ -30,6 +30,10 @@ class ApiSettings:
     max_fire_ahead_days: int = 3660
     enqueue_wait_ms: int = 500
     min_recurrence_interval_s: int = 60
+    # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
+    public_url: str = "http://127.0.0.1:8080"
+    ack_secret: str = "dev-ack-secret-change-me"
+    ack_link_ttl_s: int = 7 * 86_400
 
 
 @dataclass(frozen=True)
@@ -261,6 +265,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_ENQUEUE_WAIT_MS", ("api", "enqueue_wait_ms"), _pos_int,
              "the longest a registration waits for SQS once the trigger is durable; a send "
              "still under way then finishes in the background (or the due-scan heals it)"),
+    Variable("TRIGGER_PUBLIC_URL", ("api", "public_url"), str,
+             "the API's address as people reach it: acknowledgement links start with it"),
+    Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,
+             "HMAC key of the acknowledgement links (set your own in production)"),
+    Variable("TRIGGER_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
+             "how long an acknowledgement link works after its occurrence's fire time"),
     Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,
              "bucket sub-shards per minute (stable hash of the id modulo this)"),
     Variable("TRIGGER_RETENTION_DAYS", ("", "retention_days"), _pos_int,

@@ -20,6 +20,7 @@ from enum import StrEnum
 
 from ulid import ULID
 
+from trigger_service.core.notify_plan import ChannelState, DeliveryPlan
 from trigger_service.core.recurrence import Recurrence
 from trigger_service.core.timing import ms_to_datetime
 
@@ -80,6 +81,16 @@ class Trigger:
     # rows written before the column existed (the condition then compares with null).
     revision: int | None = 0
     snoozed_from: str | None = None
+    # Notification channels (issue 12): the plan, each channel's state for the current
+    # occurrence, and the last occurrence (``occurrence_seq``) acknowledged.
+    plan: DeliveryPlan | None = None
+    channel_states: tuple[ChannelState, ...] = ()
+    acked_seq: int | None = None
+
+    @property
+    def acked(self) -> bool:
+        """Has the current occurrence been acknowledged?"""
+        return self.acked_seq is not None and self.acked_seq == self.occurrence_seq
 
     @property
     def occurrence_id(self) -> str:

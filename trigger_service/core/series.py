@@ -53,7 +53,7 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     """
     if t.schedule is None:
         return None
-    counted = replace(t, occurrence_seq=t.occurrence_seq + 1,
+    counted = replace(t, occurrence_seq=t.occurrence_seq + 1, channel_states=(),
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
     limit = search_limit(t.schedule, max(t.fire_at_ms, now_ms), horizon_days)

@@ -15,7 +15,15 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.routes import dead_letters, health, schedules, signing, stats, triggers
+from trigger_service.http.routes import (
+    acks,
+    dead_letters,
+    health,
+    schedules,
+    signing,
+    stats,
+    triggers,
+)
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -74,6 +82,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
     dead_letters.add_routes(app)
+    acks.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
     triggers.add_routes(app)

@@ -18,10 +18,11 @@ from trigger_service.core.errors import (
     PayloadTooLarge,
 )
 from trigger_service.core.model import Status
+from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
-ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS})
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS, *PLAN_FIELDS})
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 
@@ -62,12 +63,15 @@ def parse_register(
     extra = sorted(set(body) - ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field", field=extra[0])
-    url = parse_callback(body, caller)
+    url = parse_callback(body, caller) if body.get("callbackUrl") is not None else ""
+    delivery = parse_plan(body)
+    if not url and delivery is None:
+        raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
     planned = plan(parse_time_fields(body, now_ms), now_ms=now_ms,
                    horizon_days=max_fire_ahead_days, min_interval_s=min_recurrence_interval_s)
     return NewTrigger(url, payload_json, planned.fire_at_ms, now_ms, planned.schedule,
-                      planned.occurrence)
+                      planned.occurrence, delivery)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

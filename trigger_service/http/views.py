@@ -7,6 +7,7 @@ from typing import Any
 
 from trigger_service.app.idempotency import Registered
 from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify_plan import initial_states
 from trigger_service.core.ports import ListPage
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms
@@ -26,7 +27,23 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "callbackUrl": t.callback_url,
         "payload": json.loads(t.payload_json),
         **schedule_view(t),
+        **channels_view(t),
     }
+
+
+def channels_view(t: Trigger) -> dict[str, Any]:
+    """Each channel's state for the current occurrence (null without channels)."""
+    if t.plan is None:
+        return {"channels": None, "acknowledged": None}
+    states = t.channel_states or initial_states(t.plan, t.fire_at_ms,
+                                                has_callback=bool(t.callback_url))
+    return {"channels": [{
+        "type": s.type, "status": s.status.value, "attempts": s.attempts,
+        "lastError": s.last_error, "providerCode": s.provider_code,
+        "providerMessageId": s.provider_message_id,
+        "deliveredAt": format_rfc3339_ms(s.delivered_at_ms) if s.delivered_at_ms else None,
+        "dueAt": None if s.status.done else format_rfc3339_ms(s.due_at_ms),
+    } for s in states], "acknowledged": t.acked}
 
 
 def schedule_view(t: Trigger) -> dict[str, Any]:

@@ -8,6 +8,12 @@ from typing import Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.notify_plan import (
+    plan_from_json,
+    plan_to_json,
+    states_from_json,
+    states_to_json,
+)
 from trigger_service.core.recurrence import Recurrence
 
 
@@ -76,7 +82,8 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.claimed_at_ms, t.next_attempt_at_ms, t.idem_key,
         json.dumps(t.schedule.to_dict()) if t.schedule else None, t.occurrence_index,
         t.occurrence_second, t.occurrence_seq, t.occurrences_fired, t.tzdata_version,
-        t.revision, t.snoozed_from,
+        t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
+        states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
     ), strict=True))
 
 
@@ -85,7 +92,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
     (caller, callback_url, payload, fire_at_ms, created_at_ms, shard, path, status, attempts,
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
-     tzdata_version, revision, snoozed_from) = (row[c] for c in s.TRIGGER_COLUMNS)
+     tzdata_version, revision, snoozed_from, plan, channel_states,
+     acked_seq) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -98,6 +106,9 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         occurrence_index=occurrence_index or 0, occurrence_second=bool(occurrence_second),
         occurrence_seq=occurrence_seq or 0, occurrences_fired=occurrences_fired or 0,
         tzdata_version=tzdata_version, revision=revision, snoozed_from=snoozed_from,
+        plan=plan_from_json(plan) if plan else None,
+        channel_states=states_from_json(channel_states) if channel_states else (),
+        acked_seq=acked_seq,
     )
 
 
@@ -110,6 +121,7 @@ def encode_request(t: Trigger) -> str:
         s.REQ_SCHEDULE: t.schedule.to_dict() if t.schedule else None,
         s.REQ_OCCURRENCE_INDEX: t.occurrence_index, s.REQ_OCCURRENCE_SECOND: t.occurrence_second,
         s.REQ_TZDATA: t.tzdata_version, s.REQ_SNOOZED_FROM: t.snoozed_from,
+        s.REQ_PLAN: plan_to_json(t.plan) if t.plan else None,
     })
 
 
@@ -125,4 +137,5 @@ def decode_request(trigger_id: str, caller: str, idem_key: str, text: str) -> Tr
         occurrence_index=d.get(s.REQ_OCCURRENCE_INDEX, 0),
         occurrence_second=d.get(s.REQ_OCCURRENCE_SECOND, False),
         tzdata_version=d.get(s.REQ_TZDATA), snoozed_from=d.get(s.REQ_SNOOZED_FROM),
+        plan=plan_from_json(d[s.REQ_PLAN]) if d.get(s.REQ_PLAN) else None,
     )

@@ -11,6 +11,7 @@ from aiohttp import web
 from trigger_service.app.schedules import preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
+from trigger_service.core.notify_plan import plan_to_json
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing, views
@@ -45,7 +46,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     extra = sorted(set(body) - parsing.ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
-    if "callbackUrl" in body:
+    if body.get("callbackUrl") is not None:
         parsing.parse_callback(body, caller_of(request))
     now_ms = runtime.clock.now_ms()
     instants = preview(parse_time_fields(body, now_ms), count=count, after_ms=after_ms,
@@ -56,7 +57,11 @@ async def preview_occurrences(request: web.Request) -> web.Response:
 
 def request_body_of(t: Trigger) -> dict[str, Any]:
     """The create body that describes ``t`` as it is now (what a merge patch applies to)."""
-    body: dict[str, Any] = {"callbackUrl": t.callback_url, "payload": json.loads(t.payload_json)}
+    body: dict[str, Any] = {"payload": json.loads(t.payload_json)}
+    if t.callback_url:
+        body["callbackUrl"] = t.callback_url
+    if t.plan is not None:
+        body |= {k: v for k, v in json.loads(plan_to_json(t.plan)).items() if v is not None}
     rec = t.schedule
     if rec is None:
         return body | {"fireAt": format_rfc3339_ms(t.fire_at_ms)}
@@ -122,9 +127,9 @@ async def snooze(request: web.Request) -> web.Response:
         raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
     original = await service.get(caller.name, request.match_info["id"])
     api = runtime.settings.api
+    kept = {k: v for k, v in request_body_of(original).items() if k not in TIME_FIELDS}
     new = parsing.parse_register(
-        {"callbackUrl": original.callback_url, "payload": json.loads(original.payload_json),
-         **body}, caller=caller, now_ms=runtime.clock.now_ms(),
+        {**kept, **body}, caller=caller, now_ms=runtime.clock.now_ms(),
         payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
         min_recurrence_interval_s=api.min_recurrence_interval_s)
     result = await service.snooze(original, new, idem_key,

@@ -1,0 +1,74 @@
+"""Acknowledgements: the LWT against a step being sent, idempotence, signed links."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from tests.unit.app.support import NOW_MS, Env, make_env, request
+from trigger_service.core.ack_links import make_token, read_token
+from trigger_service.core.channels import SmsSpec
+from trigger_service.core.errors import InvalidRequest, NotEditable, NotFound
+from trigger_service.core.model import Status
+from trigger_service.core.notify_plan import DeliveryPlan
+
+PLAN = DeliveryPlan((SmsSpec("+4915112345678", "go"),))
+
+
+async def with_channels(env: Env) -> str:
+    r = await env.service.register("orders", replace(request(env, 60_000), plan=PLAN), None, "h")
+    return r.trigger_id
+
+
+async def test_ack_bumps_the_revision_so_a_stale_claim_loses() -> None:
+    env = make_env()
+    tid = await with_channels(env)
+    before = env.store.triggers[tid]
+    acked = await env.service.ack("orders", tid, None)
+    assert acked.acked and acked.revision == (before.revision or 0) + 1
+    claimed = before.with_status(Status.IN_FLIGHT, claim_id="c", attempts=1)
+    assert not await env.store.compare_and_set(before, claimed)  # the dispatcher's stale copy
+    assert (await env.service.ack("orders", tid, None)) == acked  # idempotent
+    with pytest.raises(NotFound):
+        await env.service.ack("billing", tid, None)
+
+
+async def test_ack_waits_for_a_step_in_flight() -> None:
+    env = make_env()
+    tid = await with_channels(env)
+    t = env.store.triggers[tid]
+    env.store.triggers[tid] = t.with_status(Status.IN_FLIGHT, claim_id="c", attempts=1)
+    task = asyncio.ensure_future(env.service.ack("orders", tid, None))
+    for _ in range(5):
+        await asyncio.sleep(0)
+        env.clock.advance_ms(25)
+    assert not task.done()
+    env.store.triggers[tid] = t.with_status(Status.PENDING, attempts=1)  # the step finished
+    for _ in range(10):
+        await asyncio.sleep(0)
+        env.clock.advance_ms(25)
+    assert (await task).acked
+
+
+async def test_ack_of_a_trigger_without_channels_or_a_future_occurrence() -> None:
+    env = make_env()
+    plain = (await env.service.register("orders", request(env, 60_000), None, "h")).trigger_id
+    with pytest.raises(NotEditable):
+        await env.service.ack("orders", plain, None)
+    tid = await with_channels(env)
+    with pytest.raises(NotFound):
+        await env.service.ack("orders", tid, 5)
+
+
+def test_links_round_trip_and_refuse_forgery_and_expiry() -> None:
+    token = make_token("k", "trg_X", 3, NOW_MS + 60_000)
+    assert read_token("k", token, NOW_MS) == ("trg_X", 3)
+    for bad in (token + "x", token.replace(".", ".A", 1), "garbage", ""):
+        with pytest.raises(InvalidRequest):
+            read_token("k", bad, NOW_MS)
+    with pytest.raises(InvalidRequest):
+        read_token("other-key", token, NOW_MS)
+    with pytest.raises(InvalidRequest, match="expired"):
+        read_token("k", token, NOW_MS + 61_000)
