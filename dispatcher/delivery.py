@@ -32,6 +32,7 @@ from typing import Protocol
 import structlog
 
 from dispatcher.breaker import CircuitBreaker
+from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
 from trigger_service.core import series
@@ -91,9 +92,10 @@ class _Attempted:
     refused: bool = False  # not sent: the callers file no longer allows the URL
 
 
-class Delivery:
+class Delivery(FanOut):
     def __init__(self, deps: DispatchDeps, channel: Channel, callers: CallerRegistry, *,
-                 claim_ids: Callable[[], str] = new_claim_id) -> None:
+                 claim_ids: Callable[[], str] = new_claim_id,
+                 notifiers: Notifiers = UNCONFIGURED) -> None:
         self._s = deps.settings
         self._d = deps.settings.dispatch
         self._store = deps.store
@@ -101,6 +103,7 @@ class Delivery:
         self._clock = deps.clock
         self._metrics = deps.metrics
         self._channel = channel
+        self._notifiers = notifiers  # email, SMS, push, inbox (fanout.py)
         self._callers = callers
         self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
@@ -226,6 +229,10 @@ class Delivery:
             await self.keep_hidden(m, hidden_until_ms, starts_ms)
         # Never early, to the millisecond: the fire time, or the retry time after a failure.
         await self._clock.sleep_until_ms(t.due_at_ms())
+        if claimed.plan is not None:  # notification channels: each with its own state
+            breaker.release()
+            await self.fan_out(m, claimed)
+            return None
         started_ms = self._clock.now_ms()
         if not self._callback_allowed(claimed):
             breaker.release()  # nothing is sent

@@ -16,6 +16,7 @@ import structlog
 
 from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps, DispatchStore
 from dispatcher.delivery import new_claim_id as random_claim_id
+from dispatcher.fanout import UNCONFIGURED, Notifiers
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
@@ -52,9 +53,11 @@ class Dispatcher:
         metrics: Metrics,
         *,
         new_claim_id: Callable[[], str] = random_claim_id,
+        notifiers: Notifiers = UNCONFIGURED,
     ) -> None:
         deps = DispatchDeps(settings, store, queue, clock, metrics)
-        self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id)
+        self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
+                                 notifiers=notifiers)
         self._s, self._d = settings, settings.dispatch
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics

@@ -17,6 +17,7 @@ from dispatcher.dispatcher import Dispatcher
 from trigger_service.adapters.memory import MemoryQueue, MemoryStore
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
 from trigger_service.core.ports import DeliveryResult, OutgoingMessage, ReceivedMessage
@@ -96,6 +97,28 @@ class ScriptedChannel:
         return [c.trigger_id for c in self.calls]
 
 
+class ScriptedNotifiers:
+    """Email/SMS/push/inbox: ``results[channel_type]`` answered in order (then OK); every
+    send recorded as (type, occurrence id, at_ms, ack_url)."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self._clock = clock
+        self.results: dict[str, list[ChannelOutcome]] = {}
+        self.sent: list[tuple[str, str, int, str | None]] = []
+        self.on_send: Callable[[str], None] | None = None
+
+    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+        kind = spec.type.value
+        self.sent.append((kind, occ.occurrence_id, self._clock.now_ms(), occ.ack_url))
+        if self.on_send is not None:
+            self.on_send(kind)
+        steps = self.results.get(kind)
+        return steps.pop(0) if steps else ChannelOutcome(True, provider_message_id=f"{kind}-1")
+
+    def kinds(self) -> list[str]:
+        return [k for k, *_ in self.sent]
+
+
 class AlwaysLosingStore(MemoryStore):
     """A store whose claim LWT never applies while the row stays PENDING (endless races)."""
 
@@ -117,10 +140,12 @@ class Env:
     metrics: InMemoryMetrics = field(default_factory=InMemoryMetrics)
     queue: MemoryQueue = field(init=False)
     channel: ScriptedChannel = field(init=False)
+    notifiers: ScriptedNotifiers = field(init=False)
 
     def __post_init__(self) -> None:
         self.queue = MemoryQueue(self.clock)
         self.channel = ScriptedChannel(self.clock)
+        self.notifiers = ScriptedNotifiers(self.clock)
         self._claim_ids = itertools.count(1)
 
     # --- configuration ---------------------------------------------------------------
@@ -132,7 +157,8 @@ class Env:
 
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(self.settings, self.store, self.queue, self.channel, self.callers,
-                          self.clock, self.metrics, new_claim_id=self._new_claim_id)
+                          self.clock, self.metrics, new_claim_id=self._new_claim_id,
+                          notifiers=self.notifiers)
 
     def delivery(self) -> Delivery:
         deps = DispatchDeps(self.settings, self.store, self.queue, self.clock, self.metrics)

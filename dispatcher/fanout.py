@@ -1,0 +1,225 @@
+"""One occurrence of a trigger with notification channels (issue 12), delivered under the
+dispatcher's claim: every channel due now is sent, each with its own state, retries and
+outcome; ``Delivery`` mixes this in and calls ``fan_out`` once its claim applied.
+
+Why each failure is safe:
+
+- each channel's outcome is recorded as soon as it is known, by an LWT that keeps the claim
+  (IN_FLIGHT → IN_FLIGHT, new channel states): a dispatcher killed between two channels
+  leaves the ones already sent recorded, and whoever takes the stale claim over sends only
+  the others (a channel sent but not yet recorded is sent again: a counted duplicate);
+- a channel due later (an escalation step, a retry, the end of quiet hours) puts the trigger
+  back to PENDING with ``next_attempt_at_ms`` at the earliest such time: it goes through the
+  same tiers as any fire time, and an acknowledgement (an LWT on the PENDING row) can land
+  in between; a claim of an acknowledged occurrence skips what is left;
+- the occurrence ends when every channel is done: FIRED (or the series' next occurrence)
+  when none failed, else dead-lettered with each channel's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
+
+import structlog
+
+from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.settings import DispatchSettings, Settings
+from trigger_service.core.ack_links import make_token
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
+from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
+from trigger_service.core.errors import AdapterError
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify_plan import (
+    HTTP,
+    ChannelState,
+    ChannelStatus,
+    initial_states,
+    with_state,
+)
+from trigger_service.core.ports import (
+    Channel,
+    Clock,
+    DeliveryQueue,
+    DeliveryResult,
+    Metrics,
+    ReceivedMessage,
+)
+from trigger_service.core.timing import retry_backoff_s, sqs_delay_s
+
+if TYPE_CHECKING:
+    from dispatcher.delivery import DispatchStore
+
+log = structlog.get_logger("dispatcher")
+
+
+class Notifiers(Protocol):
+    """Sends one channel's message (email, SMS, push, inbox); never raises for a provider's
+    failure (that is the outcome)."""
+
+    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome: ...
+
+
+class _Unconfigured:
+    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+        return ChannelOutcome(False, permanent=True, error=f"{spec.type.value}: not configured")
+
+
+UNCONFIGURED: Notifiers = _Unconfigured()
+
+
+def _from_http(r: DeliveryResult) -> ChannelOutcome:
+    """The callback's answer as a channel outcome (410: no retry)."""
+    return ChannelOutcome(r.ok, permanent=r.gone, provider_code=str(r.status_code)
+                          if r.status_code else None, error=r.error,
+                          retry_after_s=r.retry_after_s)
+
+
+class FanOut:
+    """Mixed into ``Delivery``, which provides what is declared here."""
+
+    _s: Settings
+    _d: DispatchSettings
+    _store: DispatchStore
+    _queue: DeliveryQueue
+    _clock: Clock
+    _metrics: Metrics
+    _channel: Channel
+    _callers: CallerRegistry
+    _notifiers: Notifiers
+    name: str
+
+    def _callback_allowed(self, t: Trigger) -> bool:
+        raise NotImplementedError
+
+    async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
+                       ctx: dict[str, object], reason: DeadLetterReason) -> None:
+        raise NotImplementedError
+
+    async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
+                            ctx: dict[str, object]) -> None:
+        raise NotImplementedError
+
+    async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> None:
+        assert claimed.plan is not None
+        now_ms = self._clock.now_ms()
+        states = claimed.channel_states or initial_states(
+            claimed.plan, claimed.fire_at_ms, has_callback=bool(claimed.callback_url))
+        if claimed.acked:
+            states = tuple(s if s.status.done else replace(s, status=ChannelStatus.SKIPPED)
+                           for s in states)
+        row = replace(claimed, channel_states=states)
+        due = [i for i, s in enumerate(states)
+               if not s.status.done and s.due_at_ms <= now_ms]
+        lock = asyncio.Lock()
+        recorded, lost = claimed, False  # the row as we last wrote it (the LWT's condition)
+
+        async def one(i: int) -> None:
+            nonlocal row, recorded, lost
+            outcome, started_ms = await self._send_channel(row, i)
+            async with lock:
+                row = replace(row, channel_states=self._after(row.channel_states, i, outcome,
+                                                              row))
+                await self._history(row, i, outcome, started_ms)
+                if lost:
+                    return
+                if await self._store.compare_and_set(recorded, row):
+                    recorded = row
+                else:  # taken over (or cancelled): the taker sends what is not recorded
+                    lost = True
+                    self._metrics.inc("duplicate_deliveries_total")
+                    log.warning("channel_outcome_not_recorded_claim_lost",
+                                trigger_id=row.trigger_id, channel=i)
+
+        await asyncio.gather(*(one(i) for i in due))
+        if not lost:
+            # ``row`` has the claim's condition values (status, claim, attempts, revision)
+            # and every channel's state: the finishing LWT starts from it.
+            await self._finish_occurrence(m, row)
+
+    async def _send_channel(self, t: Trigger, i: int) -> tuple[ChannelOutcome, int]:
+        started_ms = self._clock.now_ms()
+        assert t.plan is not None
+        if i >= len(t.plan.channels):  # the callback, as the last channel
+            if not self._callback_allowed(t):
+                return ChannelOutcome(False, permanent=True,
+                                      error="callback URL not allowed for this caller any "
+                                            "more"), started_ms
+            return _from_http(await self._channel.deliver(t, t.attempts)), started_ms
+        api = self._s.api
+        token = make_token(api.ack_secret, t.trigger_id, t.occurrence_seq,
+                           t.fire_at_ms + api.ack_link_ttl_s * 1000)
+        occ = Occurrence(t.trigger_id, t.occurrence_id, t.caller, i, t.fire_at_ms,
+                         f"{api.public_url.rstrip('/')}/ack/{token}")
+        return await self._notifiers.send(t.plan.channels[i], occ), started_ms
+
+    def _after(self, states: tuple[ChannelState, ...], i: int, o: ChannelOutcome,
+               t: Trigger) -> tuple[ChannelState, ...]:
+        """Channel ``i``'s state after ``o``."""
+        s = states[i]
+        attempts = s.attempts + 1
+        now_ms = self._clock.now_ms()
+        common = {"attempts": attempts, "provider_code": o.provider_code,
+                  "last_error": truncate(o.error)}
+        if o.ok:
+            return with_state(states, i, status=ChannelStatus.DELIVERED, delivered_at_ms=now_ms,
+                              provider_message_id=o.provider_message_id, **common)
+        caller = self._callers.by_name(t.caller)
+        max_attempts = (caller.max_attempts if caller else None) or self._d.max_attempts
+        if o.permanent or attempts >= max_attempts:
+            return with_state(states, i, status=ChannelStatus.FAILED, **common)
+        delay_s = retry_backoff_s(attempts, (caller.retry_backoff_s if caller else None)
+                                  or self._d.retry_backoff_s)
+        if o.retry_after_s is not None:
+            delay_s = max(delay_s, int(min(o.retry_after_s, self._d.retry_after_max_s)))
+        return with_state(states, i, status=ChannelStatus.PENDING,
+                          due_at_ms=now_ms + delay_s * 1000, **common)
+
+    async def _history(self, row: Trigger, i: int, o: ChannelOutcome,
+                       started_ms: int) -> None:
+        """Channel ``i``'s attempt in the history (best effort, like the callback's)."""
+        s = row.channel_states[i]
+        code = int(o.provider_code) if o.provider_code and o.provider_code.isdigit() else None
+        history = Attempt(row.trigger_id, row.occurrence_id, s.attempts, started_ms,
+                          self._clock.now_ms() - started_ms, code,
+                          truncate(f"{s.type}: {o.provider_code or ''} {o.error}")
+                          if o.error else None,
+                          truncate(f"{s.type}: {o.provider_message_id}")
+                          if o.provider_message_id else s.type, self.name)
+        self._metrics.inc("channel_sends_total", type=s.type, outcome=s.status.value.lower())
+        try:
+            await self._store.record_attempt(history, ttl_s=self._s.retention_s)
+        except AdapterError as e:
+            self._metrics.inc("attempt_record_failures_total")
+            log.warning("attempt_not_recorded", trigger_id=row.trigger_id, error=str(e))
+
+    async def _finish_occurrence(self, m: ReceivedMessage, current: Trigger) -> None:
+        """Every channel done: FIRED or dead-lettered; otherwise PENDING until the next one
+        is due."""
+        states = current.channel_states
+        ctx = {"trigger_id": current.trigger_id, "caller": current.caller,
+               "attempt": current.attempts}
+        if all(s.status.done for s in states):
+            failed = [s for s in states if s.status is ChannelStatus.FAILED]
+            if failed:
+                detail = "; ".join(f"{s.type}: {s.provider_code or ''} {s.last_error or ''}"
+                                   .strip() for s in failed)
+                await self._give_up(m, current, detail, ctx, DeadLetterReason.MAX_ATTEMPTS)
+            else:
+                await self._record_fired(m, current, DeliveryResult(True, None, None), ctx)
+            return
+        next_ms = min(s.due_at_ms for s in states if not s.status.done)
+        now_ms = self._clock.now_ms()
+        new = current.with_status(Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
+                                  channel_states=states)
+        if await self._store.compare_and_set(current, new):
+            log.info("channels_waiting", **ctx, next_at_ms=next_ms,
+                     pending=[s.type for s in states if not s.status.done])
+            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
+                next_ms, now_ms, self._s.sqs.enqueue_lead_s))
+        else:
+            log.warning("channels_not_recorded_claim_lost", **ctx)
+
+
+__all__ = ["HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]
