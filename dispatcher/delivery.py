@@ -1,5 +1,5 @@
 """One delivery attempt: claim the trigger with an LWT, deliver it through the channel inside
-the caller's bulkhead and circuit breaker, and record the outcome.
+the caller's bulkhead and its callback origin's circuit breaker, and record the outcome.
 
 Why each failure is safe:
 
@@ -28,11 +28,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from dispatcher.breaker import CircuitBreaker
+from dispatcher.breaker import CircuitBreaker, callback_origin
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core import series
 from trigger_service.core.errors import AdapterError
+from trigger_service.core.lag import LagTally
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import (
     Channel,
@@ -86,7 +87,8 @@ class Delivery:
         self._callers = callers
         self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
-        self._breakers: dict[str, CircuitBreaker] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}  # by callback origin
+        self.lag = LagTally()  # fire lag not yet published to the ops board
         # Messages per caller waiting for its bulkhead. They do not count against the
         # dispatcher's in-flight limit (a slow caller must not stop every receive); past
         # max_inflight waiting for one caller they are deferred instead.
@@ -103,12 +105,18 @@ class Delivery:
             sem = self._bulkheads[caller] = asyncio.Semaphore(size)
         return sem
 
-    def breaker(self, caller: str) -> CircuitBreaker:
-        b = self._breakers.get(caller)
+    def breaker(self, origin: str) -> CircuitBreaker:
+        """The circuit of a callback origin (``breaker.callback_origin``)."""
+        b = self._breakers.get(origin)
         if b is None:
-            b = self._breakers[caller] = CircuitBreaker(
+            b = self._breakers[origin] = CircuitBreaker(
                 self._clock, fail_max=self._d.breaker_fail_max, reset_s=self._d.breaker_reset_s)
         return b
+
+    @property
+    def breakers(self) -> dict[str, CircuitBreaker]:
+        """origin → its circuit (``dispatcher.ops_report`` publishes and prunes them)."""
+        return self._breakers
 
     async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
         """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
@@ -162,7 +170,7 @@ class Delivery:
     async def _claim_in_bulkhead(self, m: ReceivedMessage, t: Trigger,
                                  hidden_until_ms: int | None) -> _Attempted | Trigger | None:
         """Inside the caller's bulkhead: the breaker, the claim, the delivery."""
-        breaker = self.breaker(t.caller)
+        breaker = self.breaker(callback_origin(t.callback_url))
         wait_ms = breaker.try_acquire()
         if wait_ms:
             # Open circuit: no attempt is spent; the message comes back when it may close.
@@ -189,12 +197,24 @@ class Delivery:
         if hidden_until_ms is not None:  # after a long bulkhead wait
             await self.keep_hidden(m, hidden_until_ms, starts_ms)
         # Never early, to the millisecond: the fire time, or the retry time after a failure.
-        await self._clock.sleep_until_ms(t.due_at_ms())
-        result = await self._channel.deliver(claimed, claimed.attempts)
+        with breaker.attempt():  # cancelled or crashed: the half-open trial is given back
+            await self._clock.sleep_until_ms(t.due_at_ms())
+            self._observe_start(claimed)
+            result = await self._channel.deliver(claimed, claimed.attempts)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
         # means it is up and answering.
         (breaker.record_failure if result.origin_failed else breaker.record_success)()
         return _Attempted(claimed, result)
+
+    def _observe_start(self, t: Trigger) -> None:
+        """The POST starts: count the attempt; a first attempt's lag behind the fire time
+        is the fire lag (a retry's start is set by its backoff)."""
+        self._metrics.inc("delivery_attempts_total", caller=t.caller)
+        if t.attempts == 1:
+            now_ms = self._clock.now_ms()
+            lag_s = max(0, now_ms - t.fire_at_ms) / 1000
+            self._metrics.observe("fire_lag_seconds", lag_s)
+            self.lag.add(now_ms, lag_s)
 
     async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
                           starts_ms: int) -> int:
@@ -230,7 +250,7 @@ class Delivery:
         if result.ok:
             await self._record_fired(m, t, result, ctx)
             return
-        self._metrics.inc("deliveries_total", outcome="failed_attempt")
+        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error
         caller = self._callers.by_name(t.caller)
         now_ms = self._clock.now_ms()
@@ -286,7 +306,7 @@ class Delivery:
     async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
                             ctx: dict[str, object]) -> None:
         now_ms = self._clock.now_ms()
-        self._metrics.inc("deliveries_total", outcome="fired")
+        self._metrics.inc("deliveries_total", outcome="fired", caller=t.caller)
         log.info("delivered", **ctx, status_code=result.status_code,
                  lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
         if t.schedule is not None and await self._move_on(m, t, fired=True):

@@ -16,7 +16,8 @@ port                   used by                             implementations
 ``Lease``              sweeper                             adapters.redis.lease, memory
 ``Channel``            dispatcher                          dispatcher.channels.webhook
 ``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
-``Metrics``            everyone                            platform.metrics
+``Metrics``            everyone                            platform.metrics (prometheus_client)
+``OpsBoard``           dispatcher (writes), API (ops page) adapters.redis.ops_board, memory_board
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
 
@@ -211,6 +212,10 @@ class QueueDepth(Protocol):
         count): a backlog means the dispatchers are behind, not that messages were lost."""
         ...
 
+    async def dead_letter_backlog(self) -> int:
+        """About how many messages wait in the dead-letter queue (SQS's approximate count)."""
+        ...
+
 
 class DeliveryQueue(Protocol):
     async def receive(
@@ -357,6 +362,39 @@ class CounterStore(Protocol):
 
 
 class Metrics(Protocol):
+    """Counters, histograms and gauges. Never raises; cheap enough for every delivery."""
+
     def inc(self, name: str, amount: int = 1, **labels: str) -> None: ...
 
-    def snapshot(self) -> dict[str, int]: ...
+    def observe(self, name: str, value: float, **labels: str) -> None: ...  # a histogram's
+
+    def set(self, name: str, value: float, **labels: str) -> None: ...  # a gauge's value
+
+    def snapshot(self) -> dict[str, int]: ...  # counters so far, 'name{label="value",...}'
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerView:
+    """One dispatcher's circuit for one callback origin, as published for the ops page."""
+    origin: str  # scheme://host:port
+    state: str  # closed | open | half_open
+    changed_at_ms: int  # when it entered this state
+    source: str = ""  # the dispatcher that published it
+
+
+class OpsBoard(Protocol):
+    """What dispatchers publish for the ops page (breaker states, fire lag) where the API
+    reads it, across processes and hosts. Published again every second: losing it loses
+    at most a few seconds of lag, never a trigger. Raises ``CacheError``. A published
+    breaker is shown for ``ttl_s`` unless published again."""
+
+    async def publish_breakers(self, source: str, breakers: Sequence[BreakerView],
+                               now_ms: int, ttl_s: int) -> None: ...
+
+    async def read_breakers(self, now_ms: int) -> list[BreakerView]: ...  # live entries
+
+    async def add_lag(self, slots: dict[int, list[int]]) -> None:
+        """Add fire-lag bucket counts per slot (``core.lag``); kept for the lag window."""
+        ...
+
+    async def read_lag(self, slots: Sequence[int]) -> list[int]: ...  # summed over slots

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -13,7 +14,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.routes import health, schedules, signing, stats, triggers
+from trigger_service.http.routes import health, ops, schedules, signing, stats, triggers
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -58,10 +59,36 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(500, "internal_error", "unexpected error; it has been logged")
 
 
+def timing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """``http_request_duration_seconds`` by route pattern (never the raw path: ids would
+    make a series each), method and status; outermost, so it sees the final status."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as e:
+            status = e.status
+            raise
+        finally:
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else "unmatched"
+            runtime.metrics.observe("http_request_duration_seconds",
+                                    time.perf_counter() - started, route=route,
+                                    method=request.method, status=str(status))
+
+    return middleware
+
+
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
     app = web.Application(
-        middlewares=[errors_middleware, auth_middleware(runtime.callers)],
+        middlewares=[timing_middleware(runtime), errors_middleware,
+                     auth_middleware(runtime.callers)],
         client_max_size=MAX_BODY_BYTES,
     )
     app[RUNTIME_KEY] = runtime
@@ -70,5 +97,6 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     signing.add_routes(app)
     triggers.add_routes(app)
     stats.add_routes(app)
+    ops.add_routes(app)
     health.add_routes(app)
     return app

@@ -25,6 +25,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 START_MS = 1_700_000_000_000
 CALLER = "orders"
 OTHER_CALLER = "billing"
+ORIGIN = f"https://{CALLER}.internal:443"  # the callback origin of CALLER's triggers (add())
 UNKNOWN_CALLER = "ghost"  # not in the callers file: gets the default bulkhead
 VISIBILITY_S = 30  # Settings().dispatch.visibility_timeout_s (10 s timeout + 20 s slack)
 CLAIM_LEAD_MS = 1_000  # Settings().dispatch.claim_lead_ms
@@ -133,6 +134,10 @@ class Env:
     def dispatcher(self) -> Dispatcher:
         return Dispatcher(self.settings, self.store, self.queue, self.channel, self.callers,
                           self.clock, self.metrics, new_claim_id=self._new_claim_id)
+
+    def dispatcher_with(self, **kwargs: Any) -> Dispatcher:
+        return Dispatcher(self.settings, self.store, self.queue, self.channel, self.callers,
+                          self.clock, self.metrics, new_claim_id=self._new_claim_id, **kwargs)
 
     def delivery(self) -> Delivery:
         deps = DispatchDeps(self.settings, self.store, self.queue, self.clock, self.metrics)
