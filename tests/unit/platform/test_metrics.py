@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from trigger_service.config.settings import Settings
 from trigger_service.platform.metrics import InMemoryMetrics, PrometheusMetrics
 
 
@@ -85,3 +86,11 @@ def test_multiprocess_mode_sums_every_process_of_the_host(tmp_path: Path) -> Non
     assert "trigger_fire_lag_seconds_count 2.0" in page
     assert 'trigger_fire_lag_seconds_bucket{le="0.0025"} 1.0' in page
     assert 'trigger_deliveries_total{caller="orders",outcome="fired"} 2.0' in page
+
+
+def test_settings_take_the_multiprocess_dir_and_the_metrics_ports() -> None:
+    s = Settings.from_env({"PROMETHEUS_MULTIPROC_DIR": "/tmp/prom",
+                           "TRIGGER_SWEEPER_METRICS_PORT": "0"})
+    assert s.metrics_multiproc_dir == Path("/tmp/prom")
+    assert (s.dispatch.metrics_port, s.sweep.metrics_port) == (9101, 0)
+    assert Settings.from_env({}).metrics_multiproc_dir is None
