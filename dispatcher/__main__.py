@@ -17,10 +17,11 @@ async def build(runtime: Runtime) -> Component:
                              secrets_for=book.for_caller)
     await channel.open()
     dispatcher = Dispatcher(runtime.settings, runtime.store, runtime.queue, channel,
-                            runtime.callers, runtime.clock, runtime.metrics)
+                            runtime.callers, runtime.clock, runtime.metrics, board=runtime.board)
     return Component({"dispatch": dispatcher.run},
                      status=lambda: {"inflight": dispatcher.inflight},
-                     close=channel.close, grace_s=d.callback_timeout_s + 5)
+                     close=channel.close, grace_s=d.callback_timeout_s + 5,
+                     metrics_port=d.metrics_port)
 
 
 def main() -> None:

@@ -1,16 +1,26 @@
-"""Per-caller circuit breaker with an injected clock.
+"""Circuit breaker per callback origin (``scheme://host:port``), with an injected clock.
 
-Written here rather than taken from pybreaker: pybreaker's asyncio path needs tornado, its
-``calling()`` context manager records success before the block runs, and its timing reads
-``datetime.now`` so tests could not drive it with a manual clock.
+Ours rather than pybreaker 1.4.1's, for what ``tests/unit/dispatcher/test_pybreaker_compare.py``
+shows when pybreaker guards an awaited call (``with breaker.calling(): await ...``): its
+half-open state lets every concurrent coroutine through (here: every message of a recovering
+origin at once, not one trial), and a cancelled call (``CancelledError``: a dispatcher
+draining at shutdown) counts as a failure, and the one that trips the breaker is raised as
+``CircuitBreakerError`` instead of the cancellation. Its time is ``datetime.now`` (tests could
+not drive it with a manual clock) and its Redis storage is synchronous. The outcome that
+counts is also not an exception here but ``DeliveryResult.origin_failed``.
 
 closed ──fail_max consecutive failures──> open ──reset_s elapsed──> half-open
-half-open: one trial call at a time; success → closed, failure → open again.
+half-open: one trial call at a time; success → closed, failure → open again. A call that
+does not finish (cancelled, or an error before its outcome) counts as neither (``attempt``).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from enum import StrEnum
+
+from yarl import URL
 
 from trigger_service.core.ports import Clock
 
@@ -21,6 +31,19 @@ class BreakerState(StrEnum):
     HALF_OPEN = "half_open"
 
 
+# For the ``breaker_state`` gauge: higher is worse (multiprocess mode keeps the max).
+STATE_CODES = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
+
+
+def callback_origin(url: str) -> str:
+    """``scheme://host:port`` of a callback URL, the port always written (80 for http)."""
+    u = URL(url)
+    host = (u.host or "").lower()
+    if ":" in host:
+        host = f"[{host}]"  # IPv6
+    return f"{u.scheme}://{host}:{u.port}"
+
+
 class CircuitBreaker:
     def __init__(self, clock: Clock, *, fail_max: int, reset_s: float) -> None:
         self._clock = clock
@@ -28,7 +51,9 @@ class CircuitBreaker:
         self._reset_ms = int(reset_s * 1000)
         self._failures = 0
         self._opened_at_ms: int | None = None
+        self._closed_at_ms = clock.now_ms()
         self._trial_running = False
+        self.used_at_ms = self._closed_at_ms  # the last try_acquire
 
     @property
     def state(self) -> BreakerState:
@@ -38,12 +63,22 @@ class CircuitBreaker:
             return BreakerState.HALF_OPEN
         return BreakerState.OPEN
 
+    @property
+    def changed_at_ms(self) -> int:
+        """When the circuit entered its current state."""
+        if self._opened_at_ms is None:
+            return self._closed_at_ms
+        if self.state is BreakerState.HALF_OPEN:
+            return self._opened_at_ms + self._reset_ms
+        return self._opened_at_ms
+
     def try_acquire(self) -> int:
         """0 if a call may go ahead now; otherwise ms until the circuit may let one through.
 
         In half-open only one trial is let through; the caller must report its outcome
-        with ``record_success`` or ``record_failure``.
+        with ``record_success`` or ``record_failure``, or give the slot back (``attempt``).
         """
+        self.used_at_ms = self._clock.now_ms()
         state = self.state
         if state is BreakerState.CLOSED:
             return 0
@@ -57,7 +92,20 @@ class CircuitBreaker:
         """Give back a half-open trial slot without an outcome (the call was not made)."""
         self._trial_running = False
 
+    @contextlib.contextmanager
+    def attempt(self) -> Iterator[None]:
+        """Around a call let through by ``try_acquire``: if it raises (a cancellation
+        included) before an outcome is recorded, the trial slot is given back and nothing
+        is counted."""
+        try:
+            yield
+        except BaseException:
+            self.release()
+            raise
+
     def record_success(self) -> None:
+        if self._opened_at_ms is not None:
+            self._closed_at_ms = self._clock.now_ms()
         self._failures = 0
         self._opened_at_ms = None
         self._trial_running = False

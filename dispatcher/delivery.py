@@ -1,5 +1,5 @@
 """One delivery attempt: claim the trigger with an LWT, deliver it through the channel inside
-the caller's bulkhead and circuit breaker, and record the outcome.
+the caller's bulkhead and its callback origin's circuit breaker, and record the outcome.
 
 Why each failure is safe:
 
@@ -21,31 +21,28 @@ replaced by a fresh copy, so only a message whose handling keeps crashing reache
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 import structlog
 
-from dispatcher.breaker import CircuitBreaker
+from dispatcher.breaker import CircuitBreaker, callback_origin
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
+from dispatcher.finishing import DispatchStore
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
-from trigger_service.core import series
 from trigger_service.core.dead_letters import (
     Attempt,
-    DeadLetter,
     DeadLetterReason,
     truncate,
     with_reason,
 )
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
-from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.lag import LagTally
+from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import (
     Channel,
     Clock,
@@ -54,7 +51,6 @@ from trigger_service.core.ports import (
     Metrics,
     OutgoingMessage,
     ReceivedMessage,
-    TriggerStates,
 )
 from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, retry_backoff_s, sqs_delay_s
 
@@ -62,10 +58,6 @@ log = structlog.get_logger("dispatcher")
 
 REFRESH_AFTER_RECEIVES = 10
 _OUTCOME_MARGIN_MS = 5_000
-
-
-class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
-    """The trigger rows, the attempt history and the dead-letter index."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +99,8 @@ class Delivery(FanOut):
         self._callers = callers
         self._new_claim_id = claim_ids
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
-        self._breakers: dict[str, CircuitBreaker] = {}
+        self._breakers: dict[str, CircuitBreaker] = {}  # by callback origin
+        self.lag = LagTally()  # fire lag not yet published to the ops board
         # Messages per caller waiting for its bulkhead. They do not count against the
         # dispatcher's in-flight limit (a slow caller must not stop every receive); past
         # max_inflight waiting for one caller they are deferred instead.
@@ -125,12 +118,18 @@ class Delivery(FanOut):
             sem = self._bulkheads[caller] = asyncio.Semaphore(size)
         return sem
 
-    def breaker(self, caller: str) -> CircuitBreaker:
-        b = self._breakers.get(caller)
+    def breaker(self, origin: str) -> CircuitBreaker:
+        """The circuit of a callback origin (``breaker.callback_origin``)."""
+        b = self._breakers.get(origin)
         if b is None:
-            b = self._breakers[caller] = CircuitBreaker(
+            b = self._breakers[origin] = CircuitBreaker(
                 self._clock, fail_max=self._d.breaker_fail_max, reset_s=self._d.breaker_reset_s)
         return b
+
+    @property
+    def breakers(self) -> dict[str, CircuitBreaker]:
+        """origin → its circuit (``dispatcher.ops_report`` publishes and prunes them)."""
+        return self._breakers
 
     async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
         """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
@@ -201,7 +200,7 @@ class Delivery(FanOut):
     async def _claim_in_bulkhead(self, m: ReceivedMessage, t: Trigger,
                                  hidden_until_ms: int | None) -> _Attempted | Trigger | None:
         """Inside the caller's bulkhead: the breaker, the claim, the delivery."""
-        breaker = self.breaker(t.caller)
+        breaker = self.breaker(callback_origin(t.callback_url))
         wait_ms = breaker.try_acquire()
         if wait_ms:
             # Open circuit: no attempt is spent; the message comes back when it may close.
@@ -228,18 +227,20 @@ class Delivery(FanOut):
         if hidden_until_ms is not None:  # after a long bulkhead wait
             await self.keep_hidden(m, hidden_until_ms, starts_ms)
         # Never early, to the millisecond: the fire time, or the retry time after a failure.
-        await self._clock.sleep_until_ms(t.due_at_ms())
-        if claimed.plan is not None:  # notification channels: each with its own state
-            breaker.release()
-            await self.fan_out(m, claimed)
-            return None
-        started_ms = self._clock.now_ms()
-        if not self._callback_allowed(claimed):
-            breaker.release()  # nothing is sent
-            return _Attempted(claimed, DeliveryResult(
-                False, None, "callback URL not allowed for this caller any more"),
-                started_ms, 0, refused=True)
-        result = await self._channel.deliver(claimed, claimed.attempts)
+        with breaker.attempt():  # cancelled or crashed: the half-open trial is given back
+            await self._clock.sleep_until_ms(t.due_at_ms())
+            self._observe_start(claimed)
+            if claimed.plan is not None:  # notification channels: each with its own state
+                breaker.release()
+                await self.fan_out(m, claimed)
+                return None
+            started_ms = self._clock.now_ms()
+            if not self._callback_allowed(claimed):
+                breaker.release()  # nothing is sent
+                return _Attempted(claimed, DeliveryResult(
+                    False, None, "callback URL not allowed for this caller any more"),
+                    started_ms, 0, refused=True)
+            result = await self._channel.deliver(claimed, claimed.attempts)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
         # means it is up and answering.
         (breaker.record_failure if result.origin_failed else breaker.record_success)()
@@ -251,6 +252,16 @@ class Delivery(FanOut):
         caller = self._callers.by_name(t.caller)
         url = parse_callback_url(t.callback_url)
         return caller is not None and url is not None and caller.allows_callback(url)
+
+    def _observe_start(self, t: Trigger) -> None:
+        """The POST starts: count the attempt; a first attempt's lag behind the fire time
+        is the fire lag (a retry's start is set by its backoff)."""
+        self._metrics.inc("delivery_attempts_total", caller=t.caller)
+        if t.attempts == 1:
+            now_ms = self._clock.now_ms()
+            lag_s = max(0, now_ms - t.fire_at_ms) / 1000
+            self._metrics.observe("fire_lag_seconds", lag_s)
+            self.lag.add(now_ms, lag_s)
 
     async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
                           starts_ms: int) -> int:
@@ -287,7 +298,7 @@ class Delivery(FanOut):
         if result.ok:
             await self._record_fired(m, t, result, ctx)
             return
-        self._metrics.inc("deliveries_total", outcome="failed_attempt")
+        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error
         caller = self._callers.by_name(t.caller)
         now_ms = self._clock.now_ms()
@@ -316,83 +327,3 @@ class Delivery(FanOut):
                 new.due_at_ms(), now_ms, self._s.sqs.enqueue_lead_s))
         else:
             log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
-
-    async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
-                       ctx: dict[str, object], reason: DeadLetterReason) -> None:
-        """No attempts left: dead-letter this occurrence; a series goes on to its next one,
-        anything else ends FAILED."""
-        log.error("delivery_failed_permanently", **ctx, error=error, reason=reason.value)
-        if t.schedule is not None:
-            # Before moving on: once the row points at the next occurrence, a copy of this
-            # message would be dropped as stale and the dead letter never sent again.
-            await self._dead_letter(t, error, reason)
-            if await self._move_on(m, t, fired=False):
-                return
-            await self._store.compare_and_set(t, series.finished(
-                t, fired=False, now_ms=self._clock.now_ms(), error=error),
-                ttl_s=self._s.retention_s)
-        else:
-            new = series.finished(t, fired=False, now_ms=self._clock.now_ms(), error=error)
-            # FAILED first: a message that comes back to a FAILED row re-sends the letter.
-            if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
-                await self._dead_letter(t, error, reason)
-        await self._delete_quietly(m)
-
-    async def _dead_letter(self, t: Trigger, error: str | None,
-                           reason: DeadLetterReason) -> None:
-        """List ``t``'s current occurrence as a dead letter (the index the API and /ops
-        read), then send it to the SQS DLQ (the design's redrive target)."""
-        await self._store.put_dead_letter(DeadLetter(
-            t.occurrence_id, t.trigger_id, t.caller, reason, truncate(error), t.attempts,
-            self._clock.now_ms(), t.fire_at_ms, t.callback_url), ttl_s=self._s.retention_s)
-        await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
-        self._metrics.inc("dead_lettered_total", reason=reason.value)
-
-    async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
-                            ctx: dict[str, object]) -> None:
-        now_ms = self._clock.now_ms()
-        self._metrics.inc("deliveries_total", outcome="fired")
-        log.info("delivered", **ctx, status_code=result.status_code,
-                 lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
-        if t.schedule is not None and await self._move_on(m, t, fired=True):
-            return
-        new = series.finished(t, fired=True, now_ms=now_ms, error=None)
-        applied = await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s)
-        if not applied:
-            # Our claim was taken over while we delivered: the other one delivers too.
-            self._metrics.inc("duplicate_deliveries_total")
-            log.warning("fired_not_recorded_claim_lost", **ctx)
-        await self._delete_quietly(m)
-
-    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool) -> bool:
-        """Point a scheduled trigger at its next occurrence in one LWT (finishing this one);
-        its message becomes the next one's, or goes if the sweeper will promote it. False
-        when the schedule has no next occurrence (the caller then finishes the trigger)."""
-        now_ms = self._clock.now_ms()
-        nxt = series.next_after(t, fired=fired, now_ms=now_ms,
-                                horizon_days=self._s.api.max_fire_ahead_days,
-                                direct_max_delay_s=self._s.direct_max_delay_s)
-        if nxt is None:
-            return False
-        applied = await self._store.advance(
-            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms)
-        if not applied:
-            # Taken over or cancelled meanwhile: whoever holds the row now moves it on.
-            self._metrics.inc("duplicate_deliveries_total" if fired else "claim_lost_total")
-            await self._delete_quietly(m)
-            return True
-        log.info("next_occurrence", trigger_id=t.trigger_id, caller=t.caller,
-                 next_fire_at_ms=nxt.fire_at_ms, occurrence_id=nxt.occurrence_id)
-        if nxt.route is Route.DIRECT:
-            await self._queue.replace(m.receipt_handle, OutgoingMessage(
-                nxt.trigger_id, nxt.fire_at_ms,
-                sqs_delay_s(nxt.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
-        else:
-            await self._delete_quietly(m)
-        return True
-
-    async def _delete_quietly(self, m: ReceivedMessage) -> None:
-        # A failed delete only means the message comes back: the trigger is finished and
-        # the next copy is dropped as a duplicate.
-        with contextlib.suppress(AdapterError):
-            await self._queue.delete(m.receipt_handle)

@@ -14,21 +14,18 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps, DispatchStore
+from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.fanout import UNCONFIGURED, Notifiers
+from dispatcher.finishing import DispatchStore
+from dispatcher.ops_report import OpsReporter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import (
-    Channel,
-    Clock,
-    DeliveryQueue,
-    Metrics,
-    ReceivedMessage,
-)
+from trigger_service.core.ops_ports import OpsBoard
+from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
 from trigger_service.core.timing import sqs_delay_s
 from trigger_service.platform.supervisor import run_together
 
@@ -54,7 +51,10 @@ class Dispatcher:
         *,
         new_claim_id: Callable[[], str] = random_claim_id,
         notifiers: Notifiers = UNCONFIGURED,
+        board: OpsBoard | None = None,
     ) -> None:
+        """``board``: where breaker states and fire lag are published for the ops page
+        (``dispatcher.ops_report``); without one they are only in the metrics."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers)
@@ -66,13 +66,18 @@ class Dispatcher:
         # (a series' next occurrence may arrive while the previous one is finishing).
         self._handling: dict[tuple[str, int], str] = {}
         self._stopping = asyncio.Event()
+        self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
+                         if board is not None else None)
 
     # --- loops ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
         """Receive with ``receivers`` concurrent long-polls until ``stop``; then drain:
         held messages are handed back to SQS, deliveries under way finish."""
+        loops = [self._receive_loop(stop) for _ in range(self._d.receivers)]
+        if self.reporter is not None:
+            loops.append(self.reporter.run(stop))
         try:
-            await run_together(stop, [self._receive_loop(stop) for _ in range(self._d.receivers)])
+            await run_together(stop, loops)
         finally:
             self._stopping.set()
             await self.drain()

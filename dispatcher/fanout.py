@@ -20,12 +20,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import structlog
 
+from dispatcher.finishing import Finishing
 from trigger_service.config.callers import CallerRegistry
-from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core.ack_links import make_token
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
@@ -40,16 +40,10 @@ from trigger_service.core.notify_plan import (
 )
 from trigger_service.core.ports import (
     Channel,
-    Clock,
-    DeliveryQueue,
     DeliveryResult,
-    Metrics,
     ReceivedMessage,
 )
 from trigger_service.core.timing import retry_backoff_s, sqs_delay_s
-
-if TYPE_CHECKING:
-    from dispatcher.delivery import DispatchStore
 
 log = structlog.get_logger("dispatcher")
 
@@ -76,15 +70,9 @@ def _from_http(r: DeliveryResult) -> ChannelOutcome:
                           retry_after_s=r.retry_after_s)
 
 
-class FanOut:
+class FanOut(Finishing):
     """Mixed into ``Delivery``, which provides what is declared here."""
 
-    _s: Settings
-    _d: DispatchSettings
-    _store: DispatchStore
-    _queue: DeliveryQueue
-    _clock: Clock
-    _metrics: Metrics
     _channel: Channel
     _callers: CallerRegistry
     _notifiers: Notifiers
@@ -93,13 +81,6 @@ class FanOut:
     def _callback_allowed(self, t: Trigger) -> bool:
         raise NotImplementedError
 
-    async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
-                       ctx: dict[str, object], reason: DeadLetterReason) -> None:
-        raise NotImplementedError
-
-    async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
-                            ctx: dict[str, object]) -> None:
-        raise NotImplementedError
 
     async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> None:
         assert claimed.plan is not None

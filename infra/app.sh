@@ -7,6 +7,10 @@
 # Every TRIGGER_* variable in the caller's environment reaches the processes. The sample
 # receiver (infra/sample_receiver.py) listens on RECEIVER_PORT (9000); it is skipped with a
 # warning when something else already uses that port.
+# Metrics: every process writes prometheus_client's multiprocess files to
+# PROMETHEUS_MULTIPROC_DIR (var/prometheus, emptied when no process of ours runs), so the API's
+# /metrics shows the whole host; the Nth dispatcher / sweeper also serves its own /metrics on
+# TRIGGER_DISPATCHER_METRICS_PORT / TRIGGER_SWEEPER_METRICS_PORT + N - 1 (0: none).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -15,6 +19,9 @@ API_HOST="${TRIGGER_API_HOST:-127.0.0.1}"
 API_PORT="${TRIGGER_API_PORT:-8080}"
 RECEIVER_PORT="${RECEIVER_PORT:-9000}"
 RECEIVER_SCRIPT="$REPO_ROOT/infra/sample_receiver.py"
+export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$VAR_DIR/prometheus}"
+DISPATCHER_METRICS_PORT="${TRIGGER_DISPATCHER_METRICS_PORT:-9101}"
+SWEEPER_METRICS_PORT="${TRIGGER_SWEEPER_METRICS_PORT:-9111}"
 
 # name:module, in start order (stopped in reverse). "receiver" runs a script, not a module.
 APPS=(receiver:receiver api:trigger_service dispatcher-1:dispatcher sweeper-1:sweeper
@@ -25,9 +32,33 @@ app_marker() { if [[ "$1" == receiver ]]; then echo "$RECEIVER_SCRIPT"; else ech
 app_command() {
     if [[ "$1" == receiver ]]; then
         echo "$PYTHON" "$RECEIVER_SCRIPT" --port "$RECEIVER_PORT"
+    elif [[ "$1" == dispatcher-* ]]; then
+        echo env "TRIGGER_DISPATCHER_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
+            "$PYTHON" -m "$2"
+    elif [[ "$1" == sweeper-* ]]; then
+        echo env "TRIGGER_SWEEPER_METRICS_PORT=$(nth_port "$SWEEPER_METRICS_PORT" "$1")" \
+            "$PYTHON" -m "$2"
     else
         echo "$PYTHON" -m "$2"
     fi
+}
+
+# nth_port BASE NAME-N: BASE + N - 1 (0 stays 0: no metrics port), so instances never collide.
+nth_port() { if (($1 == 0)); then echo 0; else echo $(($1 + ${2##*-} - 1)); fi; }
+
+# Empty the multiprocess metrics directory, unless a process of ours still writes to it
+# (then its files must stay: they are its counters).
+reset_metrics_dir() {
+    local entry
+    for entry in "${APPS[@]}"; do
+        [[ "${entry%%:*}" == receiver ]] && continue
+        if [[ -n "$(our_pid "${entry%%:*}" "$(app_marker "${entry%%:*}" "${entry#*:}")")" ]]; then
+            mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+            return 0
+        fi
+    done
+    mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
+    rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 }
 
 api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1; }
@@ -35,6 +66,7 @@ api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1
 app_up() {
     ensure_dirs
     [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
+    reset_metrics_dir
     (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.migrate) || die "schema migration failed"
     local entry name module pid started=()
     for entry in "${APPS[@]}"; do

@@ -11,7 +11,8 @@ async def build(runtime: Runtime) -> Component:
     sweeper = Sweeper(runtime.settings, runtime.store, runtime.queue, runtime.lease,
                       runtime.clock, runtime.metrics)
     return Component({"sweep": sweeper.run}, status=lambda: {
-        "owner": sweeper.owner, "shards": len(sweeper.owned), "pending": sweeper.pending})
+        "owner": sweeper.owner, "shards": len(sweeper.owned), "pending": sweeper.pending},
+        metrics_port=runtime.settings.sweep.metrics_port)
 
 
 def main() -> None:

@@ -154,6 +154,7 @@ class Sweeper:
             if gained:
                 await self.sweep(gained)
                 self._driver.poke()
+        self._metrics.set("sweeper_shards_owned", len(self._shards), sweeper=self.owner)
 
     async def _take_free_shards(self, target: int) -> None:
         cursors: dict[int, int] | None = None

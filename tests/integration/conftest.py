@@ -33,6 +33,7 @@ from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import RedisPing, open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
+from trigger_service.adapters.redis.ops_board import RedisOpsBoard
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
@@ -181,7 +182,7 @@ class Stack:
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
-                       SystemClock(), metrics)
+                       SystemClock(), metrics, board=self.runtime.board)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
@@ -249,11 +250,13 @@ class DispatcherHandle:
 
 
 def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
-                  extra_env: dict[str, str]) -> tuple[Settings, dict[str, str]]:
+                  extra_env: dict[str, str], extra_prefixes: tuple[str, ...] = (),
+                  ) -> tuple[Settings, dict[str, str]]:
     callers = tmp_path / "callers.toml"
+    prefixes = ", ".join(f'"{p}"' for p in (receiver_url, *extra_prefixes))
     callers.write_text(
         f'[callers.{tag}]\ntoken_sha256 = "{hash_token(token)}"\n'
-        f'callback_prefixes = ["{receiver_url}"]\nmax_concurrency = 50\n'
+        f'callback_prefixes = [{prefixes}]\nmax_concurrency = 50\n'
         f'signing_secrets = ["{SIGNING_SECRETS[0]}", "{SIGNING_SECRETS[1]}"]\n'
         f'[callers.{tag}_other]\ntoken_sha256 = "{hash_token(token + "-other")}"\n'
         f'callback_prefixes = ["{receiver_url}"]\n'
@@ -290,12 +293,20 @@ def extra_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def extra_prefixes() -> tuple[str, ...]:
+    """Callback prefixes the test caller may use besides the receiver's (override it)."""
+    return ()
+
+
+@pytest.fixture
 async def stack(
-    store: CassandraStore, receiver: Receiver, tmp_path: Path, extra_env: dict[str, str]
+    store: CassandraStore, receiver: Receiver, tmp_path: Path, extra_env: dict[str, str],
+    extra_prefixes: tuple[str, ...],
 ) -> AsyncIterator[Stack]:
     tag = "t" + uuid.uuid4().hex[:10]
     token = "token-" + tag
-    settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env)
+    settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env,
+                                  extra_prefixes)
     queue = await SqsQueue.connect(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
     admin = await SqsAdmin(settings.sqs).open()
@@ -304,6 +315,7 @@ async def stack(
     lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
                       cache, lease, SystemClock(), InMemoryMetrics(),
+                      RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics)

@@ -293,6 +293,10 @@ class MemoryQueue(_Failing):
         now_ms = self._clock.now_ms()
         return sum(1 for m in self.messages if m.visible_at_ms <= now_ms)
 
+    async def dead_letter_backlog(self) -> int:
+        self._enter("dead_letter_backlog")
+        return len(self.dead_letters)
+
     def visible_at_ms(self, trigger_id: str) -> list[int]:
         """When each queued copy of ``trigger_id`` becomes visible (for assertions)."""
         return [m.visible_at_ms for m in self.messages if m.trigger_id == trigger_id]

@@ -66,6 +66,13 @@ all of a group's keys share one slot.)
   ``IDEM_LOCK_TTL_MS``), then overwritten with ``done`` for fire time + idempotency retention.
   Only a fast path: Cassandra's ``idempotency`` table is the truth, so losing Redis loses
   nothing (an entry it cannot read is a miss).
+- ``ops:{ns}:breakers`` hash (``ns``: the main queue's name, i.e. one deployment): field
+  ``{dispatcher}|{origin}`` → JSON ``{"state", "changedAtMs", "expiresAtMs"}``, written by each
+  dispatcher every second, key EXPIRE ``OPS_BREAKER_TTL_S``; readers skip (and delete)
+  expired fields, so a dead dispatcher's entries go within the TTL.
+- ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
+  epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
+  of the ops page, and a margin).
 
 SQS (queue names from settings; the main queue's redrive policy moves a poison message to the
 redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
@@ -227,6 +234,22 @@ def sweeper_members_key(group: str) -> str:
 def redis_idem_key(caller: str, idem_key: str) -> str:
     """Redis key for one caller's idempotency key."""
     return f"{IDEM_KEY_PREFIX}:{caller}:{idem_key}"
+
+
+OPS_BREAKER_TTL_S: Final = 30
+OPS_LAG_TTL_S: Final = 360
+
+
+def ops_breakers_key(ns: str) -> str:
+    return f"ops:{_tag(ns)}:breakers"
+
+
+def ops_lag_key(ns: str, slot: int) -> str:
+    return f"ops:{_tag(ns)}:lag:{slot}"
+
+
+def ops_breaker_field(source: str, origin: str) -> str:
+    return f"{source}|{origin}"
 
 
 # --- SQS ---------------------------------------------------------------------------------

@@ -233,8 +233,14 @@ class SqsQueue:
                 raise
 
     async def visible_backlog(self) -> int:
-        resp = await self._call("backlog", lambda: self._client.get_queue_attributes(
-            QueueUrl=self.urls.main, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
+        return await self._visible("backlog", self.urls.main)
+
+    async def dead_letter_backlog(self) -> int:
+        return await self._visible("dlq backlog", self.urls.dlq)
+
+    async def _visible(self, what: str, url: str) -> int:
+        resp = await self._call(what, lambda: self._client.get_queue_attributes(
+            QueueUrl=url, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
         return int(resp.get("Attributes", {}).get(schema.SQS_ATTR_VISIBLE, 0))
 
     async def ping(self) -> None:

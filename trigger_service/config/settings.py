@@ -19,6 +19,7 @@ from typing import Any
 from trigger_service.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,7 @@ class DispatchSettings:
     visibility_slack_s: int = 20
     retry_after_max_s: int = 3600
     secret_rotation_overlap_s: int = 86_400
+    metrics_port: int = 9101
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -113,6 +115,7 @@ class SweepSettings:
     overdue_grace_s: int = 10
     heal_interval_s: float = 5.0
     heal_lookback_s: int = 900
+    metrics_port: int = 9111
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,10 @@ class Settings:
     idempotency_retention_s: int = 86_400
     log_level: str = "INFO"
     log_format: str = "json"
+    metrics_host: str = "127.0.0.1"
+    # prometheus_client's own PROMETHEUS_MULTIPROC_DIR (not a TRIGGER_ variable): with it the
+    # API's /metrics sums every process of the host (infra/app.sh sets it).
+    metrics_multiproc_dir: Path | None = None
     api: ApiSettings = field(default_factory=ApiSettings)
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     sqs: SqsSettings = field(default_factory=SqsSettings)
@@ -162,6 +169,8 @@ class Settings:
             section, attr = var.target
             values.setdefault(section, {})[attr] = value
         top = values.pop("", {})
+        if env.get(MULTIPROC_ENV):
+            top["metrics_multiproc_dir"] = Path(env[MULTIPROC_ENV])
         sections = {name: kind(**values.get(name, {})) for name, kind in _SECTIONS.items()}
         settings = cls(**top, **sections)
         settings.validate()
@@ -340,7 +349,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"), _pos_int,
              "bulkhead size for a caller that does not set max_concurrency"),
     Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,
-             "consecutive callback failures that open a caller's circuit"),
+             "consecutive failures (5xx, 429, timeouts, refused connections) that open a "
+             "callback origin's circuit"),
     Variable("TRIGGER_SWEEP_INTERVAL_S", ("sweep", "interval_s"), _pos_float,
              "how often a sweeper reads its shards' due buckets"),
     Variable("TRIGGER_SWEEP_HORIZON_S", ("sweep", "horizon_s"), _pos_int,
@@ -375,6 +385,14 @@ VARIABLES: tuple[Variable, ...] = (
              "how far back a sweeper's due-scan starts on a shard it has just taken"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
+    Variable("TRIGGER_METRICS_HOST", ("", "metrics_host"), str,
+             "listen address of the dispatcher's and sweeper's /metrics ports"),
+    Variable("TRIGGER_DISPATCHER_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,
+             "a dispatcher's own /metrics port, 0 = none (infra/app.sh gives its Nth "
+             "dispatcher this + N - 1)"),
+    Variable("TRIGGER_SWEEPER_METRICS_PORT", ("sweep", "metrics_port"), _pos_int,
+             "a sweeper's own /metrics port, 0 = none (infra/app.sh gives its Nth sweeper "
+             "this + N - 1)"),
 )
 
 

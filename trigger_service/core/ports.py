@@ -19,7 +19,8 @@ port                   used by                             implementations
 ``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
 ``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory_dead_letters)
 ``ReplayJobStore``
-``Metrics``            everyone                            platform.metrics
+``Metrics``            everyone                            platform.metrics (prometheus_client)
+``OpsBoard``           (in ``core.ops_ports``; adapters.redis.ops_board, memory_board)
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
 
@@ -214,6 +215,10 @@ class QueueDepth(Protocol):
         count): a backlog means the dispatchers are behind, not that messages were lost."""
         ...
 
+    async def dead_letter_backlog(self) -> int:
+        """About how many messages wait in the dead-letter queue (SQS's approximate count)."""
+        ...
+
 
 class DeliveryQueue(Protocol):
     async def receive(
@@ -361,6 +366,12 @@ class CounterStore(Protocol):
 
 
 class Metrics(Protocol):
+    """Counters, histograms and gauges. Never raises; cheap enough for every delivery."""
+
     def inc(self, name: str, amount: int = 1, **labels: str) -> None: ...
 
-    def snapshot(self) -> dict[str, int]: ...
+    def observe(self, name: str, value: float, **labels: str) -> None: ...  # a histogram's
+
+    def set(self, name: str, value: float, **labels: str) -> None: ...  # a gauge's value
+
+    def snapshot(self) -> dict[str, int]: ...  # counters so far, 'name{label="value",...}'

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -19,6 +20,7 @@ from trigger_service.http.routes import (
     acks,
     dead_letters,
     health,
+    ops,
     schedules,
     signing,
     stats,
@@ -68,10 +70,36 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         return error_response(500, "internal_error", "unexpected error; it has been logged")
 
 
+def timing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """``http_request_duration_seconds`` by route pattern (never the raw path: ids would
+    make a series each), method and status; outermost, so it sees the final status."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as e:
+            status = e.status
+            raise
+        finally:
+            resource = request.match_info.route.resource
+            route = resource.canonical if resource is not None else "unmatched"
+            runtime.metrics.observe("http_request_duration_seconds",
+                                    time.perf_counter() - started, route=route,
+                                    method=request.method, status=str(status))
+
+    return middleware
+
+
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
     app = web.Application(
-        middlewares=[errors_middleware, auth_middleware(runtime.callers)],
+        middlewares=[timing_middleware(runtime), errors_middleware,
+                     auth_middleware(runtime.callers)],
         client_max_size=MAX_BODY_BYTES,
     )
     app[RUNTIME_KEY] = runtime
@@ -87,5 +115,6 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     signing.add_routes(app)
     triggers.add_routes(app)
     stats.add_routes(app)
+    ops.add_routes(app)
     health.add_routes(app)
     return app

@@ -1,41 +1,177 @@
-"""In-process counters behind the ``Metrics`` port.
+"""The ``Metrics`` port on ``prometheus_client``.
 
-Names used:
+Every series is exposed as ``trigger_<name>``; ``SERIES`` declares the known ones (kind, help,
+labels, and for a histogram its buckets). A name not declared there becomes a counter with
+the labels of its first use. Labels a call leaves out are exposed as ``""`` and labels a
+series does not declare are dropped, so a call can never raise.
 
-- API: ``triggers_registered_total``, ``idempotent_replays_total``, ``enqueue_failures_total``,
-  ``enqueue_slow_total`` (answered before SQS did);
-- dispatcher: ``deliveries_total{outcome}``, ``duplicate_deliveries_total`` (our claim was
-  taken over while we delivered), ``duplicate_messages_total`` (a redundant SQS copy),
-  ``claim_takeovers_total``, ``dead_lettered_total``, ``circuit_open_deferrals_total``,
-  ``bulkhead_deferrals_total``, ``message_refreshes_total`` (a deferred message replaced by
-  a fresh copy to keep SQS's redrive budget);
-- sweeper: ``promoted_total``, ``promotion_skipped_total`` (found cancelled or finished),
-  ``promotion_retries_total``, ``shard_acquisitions_total``, ``overdue_resent_total`` (the
-  due-scan healed a leak), ``heal_deferred_total`` (overdue, but SQS has a backlog);
-- reconciler: ``leaks_reinjected_total``, ``reconcile_shard_failures_total``.
+Counters also feed ``snapshot()``, the durable counters (``CounterFlusher`` adds their deltas
+to Cassandra for ``GET /v1/stats``), keyed ``name{label="value",...}`` with only the series'
+*durable* labels: ``deliveries_total`` is exposed by outcome and caller but stored by outcome.
+
+Registries: outside multiprocess mode each ``PrometheusMetrics`` has its own
+``CollectorRegistry`` (tests build several in one process). With ``PROMETHEUS_MULTIPROC_DIR``
+set (``infra/app.sh`` does; ``Settings.metrics_multiproc_dir``), prometheus_client writes
+every value to files there and ``exposition()`` of ``aggregate=True`` sums every process of
+the host: one scrape of the API shows the dispatchers' fire lag too.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import os
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Gauge,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client import Counter as PromCounter
+
+from trigger_service.core.lag import FIRE_LAG_BUCKETS_S
+
+NAMESPACE = "trigger"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                     10.0)
+# The ``*_created`` samples are noise here (and absent in multiprocess mode anyway).
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
+Kind = Literal["counter", "gauge", "histogram"]
+GaugeMode = Literal["livesum", "livemax", "mostrecent"]
 
 
-class InMemoryMetrics:
-    """Counters keyed by name and sorted labels, e.g. ``deliveries_total{outcome="fired"}``."""
+@dataclass(frozen=True)
+class Series:
+    kind: Kind
+    help: str
+    labels: tuple[str, ...] = ()
+    durable: tuple[str, ...] | None = None  # labels kept in snapshot(); None: all of them
+    buckets: tuple[float, ...] = ()
+    mode: GaugeMode = "livesum"  # how multiprocess mode combines a gauge's processes
 
-    def __init__(self) -> None:
+
+SERIES: dict[str, Series] = {
+    "fire_lag_seconds": Series(
+        "histogram", "first attempt's POST start minus the fire time", buckets=FIRE_LAG_BUCKETS_S),
+    "deliveries_total": Series("counter", "delivery outcomes (fired, failed_attempt)",
+                               ("outcome", "caller"), durable=("outcome",)),
+    "delivery_attempts_total": Series("counter", "callback POSTs started", ("caller",),
+                                      durable=()),
+    "dead_lettered_total": Series("counter", "triggers dead-lettered, by reason", ("reason",)),
+    "breaker_state": Series("gauge", "circuit per callback origin: 0 closed, 1 half-open, "
+                            "2 open (the worst over this host's dispatchers)", ("origin",),
+                            mode="livemax"),
+    "queue_depth": Series("gauge", "approximate visible messages (main, dead_letter)",
+                          ("queue",), mode="mostrecent"),
+    "sweeper_shards_owned": Series("gauge", "shard leases a sweeper holds", ("sweeper",)),
+    "leaks_reinjected_total": Series("counter", "leaked triggers the reconciler re-sent"),
+    "http_request_duration_seconds": Series(
+        "histogram", "API request latency by route pattern, method and status",
+        ("route", "method", "status"), buckets=REQUEST_BUCKETS_S),
+}
+
+
+def _key(name: str, labels: dict[str, str]) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+Metric = PromCounter | Gauge | Histogram
+
+
+class PrometheusMetrics:
+    """The service's metrics; cheap, in-process, never raises for a metric call."""
+
+    def __init__(self, multiproc_dir: Path | None = None) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._multiproc_dir = multiproc_dir
+        self._metrics: dict[str, tuple[Metric, tuple[str, ...]]] = {}
         self._counts: Counter[str] = Counter()
 
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:
-        if labels:
-            inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
-            name = f"{name}{{{inner}}}"
-        self._counts[name] += amount
+        series = SERIES.get(name) or Series("counter", name, tuple(sorted(labels)))
+        durable = labels if series.durable is None else {
+            k: v for k, v in labels.items() if k in series.durable}
+        self._counts[_key(name, durable)] += amount
+        metric = self._metric(name, series, labels)
+        assert isinstance(metric, PromCounter)
+        metric.inc(amount)
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        series = SERIES.get(name) or Series("histogram", name, tuple(sorted(labels)))
+        metric = self._metric(name, series, labels)
+        assert isinstance(metric, Histogram)
+        metric.observe(value)
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        series = SERIES.get(name) or Series("gauge", name, tuple(sorted(labels)))
+        metric = self._metric(name, series, labels)
+        assert isinstance(metric, Gauge)
+        metric.set(value)
 
     def snapshot(self) -> dict[str, int]:
         return dict(self._counts)
 
+    def exposition(self, *, aggregate: bool = False) -> bytes:
+        """Prometheus' text format: this object's series, or with ``aggregate`` in
+        multiprocess mode every process's on this host (live ones for the gauges)."""
+        if aggregate and self._multiproc_dir is not None:
+            registry = CollectorRegistry()
+            multiprocess.MultiProcessCollector(  # type: ignore[no-untyped-call]
+                registry, path=str(self._multiproc_dir))
+            return generate_latest(registry)
+        return generate_latest(self.registry)
 
-def prometheus_text(snapshot: dict[str, int]) -> str:
-    """Counters in Prometheus' text exposition format, one sample per line."""
-    return "".join(f"{k} {v}\n" for k, v in sorted(snapshot.items()))
+    async def close(self) -> None:
+        """In multiprocess mode: drop this process's live gauges (it is going away)."""
+        if self._multiproc_dir is not None:
+            multiprocess.mark_process_dead(  # type: ignore[no-untyped-call]
+                os.getpid(), str(self._multiproc_dir))
+
+    def _metric(self, name: str, series: Series, labels: dict[str, str]) -> Metric:
+        found = self._metrics.get(name)
+        if found is None:
+            found = self._metrics[name] = (self._create(name, series), series.labels)
+        metric, names = found
+        return metric.labels(*(labels.get(n, "") for n in names)) if names else metric
+
+    def _create(self, name: str, s: Series) -> Metric:
+        common = {"namespace": NAMESPACE, "registry": self.registry, "labelnames": s.labels}
+        if s.kind == "counter":
+            return PromCounter(name, s.help, **common)  # type: ignore[arg-type]
+        if s.kind == "gauge":
+            return Gauge(name, s.help, multiprocess_mode=s.mode, **common)  # type: ignore[arg-type]
+        return Histogram(name, s.help, buckets=s.buckets, **common)  # type: ignore[arg-type]
+
+
+class InMemoryMetrics(PrometheusMetrics):
+    """The fake for tests: a private registry, plus every observation and gauge value kept
+    for assertions (``observed("fire_lag_seconds")``, ``gauges['breaker_state{...}']``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.observations: defaultdict[str, list[float]] = defaultdict(list)
+        self.gauges: dict[str, float] = {}
+
+    def observe(self, name: str, value: float, **labels: str) -> None:
+        super().observe(name, value, **labels)
+        self.observations[_key(name, labels)].append(value)
+
+    def set(self, name: str, value: float, **labels: str) -> None:
+        super().set(name, value, **labels)
+        self.gauges[_key(name, labels)] = value
+
+    def observed(self, name: str) -> list[float]:
+        """Every value observed for ``name``, whatever its labels."""
+        return [v for key, values in self.observations.items()
+                if key == name or key.startswith(name + "{") for v in values]

@@ -17,11 +17,13 @@ from typing import Any
 
 import structlog
 import uvloop
+from aiohttp import web
 
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError, TriggerError
 from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.logs import configure_logging
+from trigger_service.platform.metrics import CONTENT_TYPE
 from trigger_service.platform.supervisor import Runner, every, supervise
 from trigger_service.platform.wiring import Runtime
 
@@ -37,6 +39,7 @@ class Component:
     close: Callable[[], Awaitable[None]] | None = None
     grace_s: float = 15.0
     report: bool = True
+    metrics_port: int = 0  # its own /metrics (0: none)
 
 
 Build = Callable[[Runtime], Awaitable[Component]]
@@ -51,6 +54,8 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
     try:
         component = await build(runtime)
         runners = {**component.runners, "counters": counters.run}
+        if component.metrics_port:
+            runners["metrics_http"] = metrics_server(runtime, component.metrics_port)
         if component.report:
             runners["report"] = _reporter(log, name, runtime, component)
         log.info(f"{name}_started", **component.status())
@@ -66,6 +71,34 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
         except AdapterError as e:
             log.warning("counters_not_flushed", error=str(e))
         await runtime.close()
+
+
+def metrics_server(runtime: Runtime, port: int) -> Runner:
+    """``GET /metrics`` on ``port``: this process's series. A port that cannot be bound (in
+    use) is logged and the process goes on without it: metrics are not worth a crash loop."""
+    log = structlog.get_logger("metrics")
+    host = runtime.settings.metrics_host
+
+    async def page(request: web.Request) -> web.Response:
+        return web.Response(body=runtime.metrics.exposition(),
+                            headers={"Content-Type": CONTENT_TYPE})
+
+    async def serve(stop: asyncio.Event) -> None:
+        app = web.Application()
+        app.router.add_get("/metrics", page)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        try:
+            await web.TCPSite(runner, host, port).start()
+            log.info("metrics_listening", url=f"http://{host}:{port}/metrics")
+        except OSError as e:
+            log.error("metrics_port_unavailable", host=host, port=port, error=str(e))
+        try:
+            await stop.wait()
+        finally:
+            await runner.cleanup()
+
+    return serve
 
 
 def _reporter(log: Any, name: str, runtime: Runtime, component: Component) -> Runner:

@@ -7,10 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
     CounterStore,
@@ -29,7 +31,7 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
-from trigger_service.platform.metrics import InMemoryMetrics
+from trigger_service.platform.metrics import PrometheusMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
@@ -41,6 +43,12 @@ class Queue(Enqueuer, DeliveryQueue, QueueDepth, RedriveQueue, Pingable, Protoco
     """Everything the queue offers; each component uses a part."""
 
 
+class RuntimeMetrics(Metrics, Protocol):
+    """The metrics a process keeps, and their Prometheus exposition."""
+
+    def exposition(self, *, aggregate: bool = False) -> bytes: ...
+
+
 @dataclass
 class Runtime:
     settings: Settings
@@ -50,7 +58,9 @@ class Runtime:
     cache: IdempotencyCache
     lease: Lease
     clock: Clock
-    metrics: Metrics
+    metrics: RuntimeMetrics
+    # Breaker states and fire lag from the dispatchers, for the ops page (Redis when opened).
+    board: OpsBoard = field(default_factory=MemoryOpsBoard)
     pings: dict[str, Pingable] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
@@ -64,6 +74,7 @@ class Runtime:
         from trigger_service.adapters.redis.client import RedisPing, open_client
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.lease import RedisLease
+        from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
 
         callers = CallerRegistry.load(settings.api.callers_file)
@@ -76,10 +87,11 @@ class Runtime:
             raise
         redis = open_client(settings.redis.url)
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
+        metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
-                   SystemClock(), InMemoryMetrics(),
+                   SystemClock(), metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[redis.aclose, queue.close, store.close])
+                   closers=[redis.aclose, queue.close, store.close, metrics.close])
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

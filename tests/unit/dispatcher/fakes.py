@@ -26,6 +26,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 START_MS = 1_700_000_000_000
 CALLER = "orders"
 OTHER_CALLER = "billing"
+ORIGIN = f"https://{CALLER}.internal:443"  # the callback origin of CALLER's triggers (add())
 UNKNOWN_CALLER = "ghost"  # not in the callers file (removed since it registered)
 VISIBILITY_S = 30  # Settings().dispatch.visibility_timeout_s (10 s timeout + 20 s slack)
 CLAIM_LEAD_MS = 1_000  # Settings().dispatch.claim_lead_ms
@@ -46,7 +47,8 @@ async def settle(rounds: int = 40) -> None:
 
 def make_callers(orders_max_concurrency: int | None = None) -> CallerRegistry:
     orders: dict[str, object] = {"token_sha256": "a" * 64,
-                                 "callback_prefixes": ["https://orders.internal/"]}
+                                 "callback_prefixes": ["https://orders.internal/",
+                                                       "https://other.internal:8443/"]}
     if orders_max_concurrency is not None:
         orders["max_concurrency"] = orders_max_concurrency
     billing = {"token_sha256": "b" * 64, "callback_prefixes": ["https://billing.internal/"],
@@ -159,6 +161,10 @@ class Env:
         return Dispatcher(self.settings, self.store, self.queue, self.channel, self.callers,
                           self.clock, self.metrics, new_claim_id=self._new_claim_id,
                           notifiers=self.notifiers)
+
+    def dispatcher_with(self, **kwargs: Any) -> Dispatcher:
+        return Dispatcher(self.settings, self.store, self.queue, self.channel, self.callers,
+                          self.clock, self.metrics, new_claim_id=self._new_claim_id, **kwargs)
 
     def delivery(self) -> Delivery:
         deps = DispatchDeps(self.settings, self.store, self.queue, self.clock, self.metrics)

@@ -320,15 +320,15 @@ async def test_readyz_is_503_naming_what_is_down(api: Api) -> None:
     assert body["down"] == ["cassandra", "redis"]
 
 
-async def test_metrics_shows_the_counters_as_text(api: Api) -> None:
+async def test_metrics_shows_the_counters_in_prometheus_text_format(api: Api) -> None:
     key = AUTH | {"Idempotency-Key": "k1"}
     await api.post(BODY, key)
     await api.post(BODY, key)
     resp = await api.client.get("/metrics")
     text = await resp.text()
     assert resp.status == 200 and resp.content_type == "text/plain"
-    assert "triggers_registered_total 1\n" in text
-    assert "idempotent_replays_total 1\n" in text
+    assert "trigger_triggers_registered_total 1.0\n" in text
+    assert "trigger_idempotent_replays_total 1.0\n" in text
 
 
 async def test_stats_sums_the_durable_counters_and_needs_a_token(api: Api) -> None:

@@ -1,4 +1,5 @@
-"""``/healthz`` (alive), ``/readyz`` (dependencies reachable), ``/metrics`` (counters)."""
+"""``/healthz`` (alive), ``/readyz`` (dependencies reachable), ``/metrics`` (Prometheus; no
+token: bind it privately in production)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from aiohttp import web
 
 from trigger_service.core.errors import NotReady
 from trigger_service.http.keys import RUNTIME_KEY
-from trigger_service.platform.metrics import prometheus_text
+from trigger_service.http.routes.ops import queue_depths
+from trigger_service.platform.metrics import CONTENT_TYPE
 
 _CHECK_TIMEOUT_S = 3
 
@@ -30,8 +32,12 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    return web.Response(text=prometheus_text(request.app[RUNTIME_KEY].metrics.snapshot()),
-                        content_type="text/plain")
+    """prometheus_client's text format; in multiprocess mode every process of this host
+    (the dispatchers' fire lag too). Queue depths are read from SQS for each scrape."""
+    runtime = request.app[RUNTIME_KEY]
+    await queue_depths(runtime)
+    return web.Response(body=runtime.metrics.exposition(aggregate=True),
+                        headers={"Content-Type": CONTENT_TYPE})
 
 
 def add_routes(app: web.Application) -> None:

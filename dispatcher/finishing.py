@@ -1,0 +1,123 @@
+"""How an occurrence ends: FIRED (or the series' next occurrence) or dead-lettered, and the
+message dealt with. Mixed into ``Delivery`` (through ``FanOut``), which provides what is
+declared here; kept apart so that each file reads as one part of the story."""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Protocol
+
+import structlog
+
+from trigger_service.config.settings import DispatchSettings, Settings
+from trigger_service.core import series
+from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason, truncate
+from trigger_service.core.errors import AdapterError
+from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
+from trigger_service.core.model import Route, Trigger
+from trigger_service.core.ports import (
+    Clock,
+    DeliveryQueue,
+    DeliveryResult,
+    Metrics,
+    OutgoingMessage,
+    ReceivedMessage,
+    TriggerStates,
+)
+from trigger_service.core.timing import sqs_delay_s
+
+log = structlog.get_logger("dispatcher")
+
+
+class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
+    """The trigger rows, the attempt history and the dead-letter index."""
+
+
+
+class Finishing:
+    _s: Settings
+    _d: DispatchSettings
+    _store: DispatchStore
+    _queue: DeliveryQueue
+    _clock: Clock
+    _metrics: Metrics
+
+    async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
+                       ctx: dict[str, object], reason: DeadLetterReason) -> None:
+        """No attempts left: dead-letter this occurrence; a series goes on to its next one,
+        anything else ends FAILED."""
+        log.error("delivery_failed_permanently", **ctx, error=error, reason=reason.value)
+        if t.schedule is not None:
+            # Before moving on: once the row points at the next occurrence, a copy of this
+            # message would be dropped as stale and the dead letter never sent again.
+            await self._dead_letter(t, error, reason)
+            if await self._move_on(m, t, fired=False):
+                return
+            await self._store.compare_and_set(t, series.finished(
+                t, fired=False, now_ms=self._clock.now_ms(), error=error),
+                ttl_s=self._s.retention_s)
+        else:
+            new = series.finished(t, fired=False, now_ms=self._clock.now_ms(), error=error)
+            # FAILED first: a message that comes back to a FAILED row re-sends the letter.
+            if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
+                await self._dead_letter(t, error, reason)
+        await self._delete_quietly(m)
+
+    async def _dead_letter(self, t: Trigger, error: str | None,
+                           reason: DeadLetterReason) -> None:
+        """List ``t``'s current occurrence as a dead letter (the index the API and /ops
+        read), then send it to the SQS DLQ (the design's redrive target)."""
+        await self._store.put_dead_letter(DeadLetter(
+            t.occurrence_id, t.trigger_id, t.caller, reason, truncate(error), t.attempts,
+            self._clock.now_ms(), t.fire_at_ms, t.callback_url), ttl_s=self._s.retention_s)
+        await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
+        self._metrics.inc("dead_lettered_total", reason=reason.value)
+
+    async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
+                            ctx: dict[str, object]) -> None:
+        now_ms = self._clock.now_ms()
+        self._metrics.inc("deliveries_total", outcome="fired", caller=t.caller)
+        log.info("delivered", **ctx, status_code=result.status_code,
+                 lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
+        if t.schedule is not None and await self._move_on(m, t, fired=True):
+            return
+        new = series.finished(t, fired=True, now_ms=now_ms, error=None)
+        applied = await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s)
+        if not applied:
+            # Our claim was taken over while we delivered: the other one delivers too.
+            self._metrics.inc("duplicate_deliveries_total")
+            log.warning("fired_not_recorded_claim_lost", **ctx)
+        await self._delete_quietly(m)
+
+    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool) -> bool:
+        """Point a scheduled trigger at its next occurrence in one LWT (finishing this one);
+        its message becomes the next one's, or goes if the sweeper will promote it. False
+        when the schedule has no next occurrence (the caller then finishes the trigger)."""
+        now_ms = self._clock.now_ms()
+        nxt = series.next_after(t, fired=fired, now_ms=now_ms,
+                                horizon_days=self._s.api.max_fire_ahead_days,
+                                direct_max_delay_s=self._s.direct_max_delay_s)
+        if nxt is None:
+            return False
+        applied = await self._store.advance(
+            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms)
+        if not applied:
+            # Taken over or cancelled meanwhile: whoever holds the row now moves it on.
+            self._metrics.inc("duplicate_deliveries_total" if fired else "claim_lost_total")
+            await self._delete_quietly(m)
+            return True
+        log.info("next_occurrence", trigger_id=t.trigger_id, caller=t.caller,
+                 next_fire_at_ms=nxt.fire_at_ms, occurrence_id=nxt.occurrence_id)
+        if nxt.route is Route.DIRECT:
+            await self._queue.replace(m.receipt_handle, OutgoingMessage(
+                nxt.trigger_id, nxt.fire_at_ms,
+                sqs_delay_s(nxt.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
+        else:
+            await self._delete_quietly(m)
+        return True
+
+    async def _delete_quietly(self, m: ReceivedMessage) -> None:
+        # A failed delete only means the message comes back: the trigger is finished and
+        # the next copy is dropped as a duplicate.
+        with contextlib.suppress(AdapterError):
+            await self._queue.delete(m.receipt_handle)
