@@ -16,6 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.providers import (
+    PROVIDER_VARIABLES,
+    PushSettings,
+    SmsSettings,
+    SmtpSettings,
+)
 from trigger_service.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -129,6 +135,9 @@ class Settings:
     redis: RedisSettings = field(default_factory=RedisSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    smtp: SmtpSettings = field(default_factory=SmtpSettings)
+    sms: SmsSettings = field(default_factory=SmsSettings)
+    push: PushSettings = field(default_factory=PushSettings)
 
     @property
     def retention_s(self) -> int:
@@ -191,11 +200,13 @@ class Settings:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
+        self.push.validate()
 
 
 _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
+    "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings,
 }
 
 
@@ -375,6 +386,7 @@ VARIABLES: tuple[Variable, ...] = (
              "how far back a sweeper's due-scan starts on a shard it has just taken"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
+    *(Variable(*row) for row in PROVIDER_VARIABLES),
 )
 
 
