@@ -50,9 +50,17 @@ class Reply:
     status: int
     body: dict[str, Any]
     headers: dict[str, str] = field(default_factory=dict)
+    delay_s: float = 0.0  # answer this late (a slow provider, a client timeout)
 
-    def response(self) -> web.Response:
+    async def response(self) -> web.Response:
+        if self.delay_s:
+            await asyncio.sleep(self.delay_s)
         return web.json_response(self.body, status=self.status, headers=self.headers)
+
+
+def slow(reply: Reply, delay_s: float) -> Reply:
+    """``reply``, answered ``delay_s`` late."""
+    return Reply(reply.status, reply.body, reply.headers, delay_s)
 
 
 def twilio_error(status: int, code: int | None = None, message: str = "error", *,
@@ -158,7 +166,7 @@ class SmsSimulator(_Simulator):
                                 "from": form["From"], "body": form["Body"],
                                 "status": "queued"})
         self._record(request, form, reply.status)
-        return reply.response()
+        return await reply.response()
 
     def _check(self, request: web.Request, form: dict[str, str]) -> Reply | None:
         if not self._authorized(request):
@@ -204,7 +212,7 @@ class PushSimulator(_Simulator):
                 self.messages.append({**message, "name": name})
                 reply = Reply(200, {"name": name})
         self._record(request, body, reply.status)
-        return reply.response()
+        return await reply.response()
 
     def _check(self, request: web.Request, body: object) -> Reply | None:
         if request.headers.get("Authorization") != f"Bearer {self.bearer}":

@@ -60,7 +60,8 @@ def build_email(spec: EmailSpec, occ: Occurrence, *, from_address: str,
     msg["To"] = ", ".join(spec.to)
     if spec.reply_to:
         msg["Reply-To"] = spec.reply_to
-    msg["Subject"] = spec.subject
+    # A header cannot hold a line break; a subject's are only layout, so they become spaces.
+    msg["Subject"] = " ".join(spec.subject.split())
     msg["Date"] = format_datetime(now.astimezone(UTC))
     msg["Message-ID"] = message_id(occ, from_address)
     # RFC 3834: a reminder is machine-sent, so vacation responders stay quiet.
@@ -121,7 +122,11 @@ class EmailNotifier:
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
         if not isinstance(spec, EmailSpec):
             return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
-        msg = build_email(spec, occ, from_address=self._settings.from_address, now=self._now())
+        try:
+            msg = build_email(spec, occ, from_address=self._settings.from_address,
+                              now=self._now())
+        except ValueError as e:  # the email package refused a header: no retry changes it
+            return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
         mid = str(msg["Message-ID"])
         try:
             async with self._slots, self._client() as smtp:

@@ -3,6 +3,7 @@ server (aiosmtpd), all on loopback ports: no Cassandra, SQS or Redis needed."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import socket
 from collections.abc import AsyncIterator
@@ -20,6 +21,7 @@ from tests.providers import (
     SmsSimulator,
     SmtpSink,
     fcm_error,
+    slow,
     twilio_error,
 )
 from trigger_service.config.providers import PushSettings, SmsSettings, SmtpSettings
@@ -135,6 +137,15 @@ async def test_sms_connection_refused_is_transient() -> None:
     out = await notifier.send(SmsSpec(PHONE, "hi"), OCC)
     await notifier.close()
     assert not out.ok and not out.permanent and out.error
+
+
+async def test_sms_timeout_is_transient(sms_sim: SmsSimulator) -> None:
+    sms_sim.script(PHONE, slow(twilio_error(503), 1.0))
+    notifier = SmsNotifier(SmsSettings(base_url=sms_sim.base_url, timeout_s=0.3))
+    await notifier.open()
+    out = await notifier.send(SmsSpec(PHONE, "hi"), OCC)
+    await notifier.close()
+    assert not out.ok and not out.permanent and "timeout" in (out.error or "")
 
 
 # --- push --------------------------------------------------------------------------------
@@ -260,6 +271,35 @@ async def test_email_connection_refused_is_transient() -> None:
     notifier = EmailNotifier(SmtpSettings(port=closed_port(), timeout_s=2))
     out = await notifier.send(EMAIL, OCC)
     assert not out.ok and not out.permanent and out.provider_code is None and out.error
+
+
+async def test_email_starttls_not_offered_is_transient(sink: SmtpSink) -> None:
+    settings = replace(smtp_settings(sink), starttls=True)
+    out = await EmailNotifier(settings).send(EMAIL, OCC)
+    assert not out.ok and not out.permanent and "STARTTLS" in (out.error or "")
+
+
+async def test_email_silent_server_times_out_as_transient() -> None:
+    writers: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writers.append(writer)  # never greets
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        out = await EmailNotifier(SmtpSettings(port=port, timeout_s=0.3)).send(EMAIL, OCC)
+    finally:
+        for w in writers:
+            w.close()
+        server.close()
+        await server.wait_closed()
+    assert not out.ok and not out.permanent and "timeout" in (out.error or "").lower()
+
+
+async def test_email_subject_line_breaks_become_spaces(sink: SmtpSink) -> None:
+    out = await EmailNotifier(smtp_settings(sink)).send(replace(EMAIL, subject="a\r\nb"), OCC)
+    assert out.ok and sink.messages[0].message["Subject"] == "a b"
 
 
 # --- routing -----------------------------------------------------------------------------
