@@ -8,9 +8,10 @@ retry then sends a copy a mail system can recognise (RFC 5322 s. 3.6.4).
 
 Answers: the SMTP reply code is the provider code. 5xx is permanent (no such mailbox, a
 refused sender, bad credentials: retrying cannot help, and a dead letter can be replayed once
-it is fixed); 4xx, timeouts and lost connections are transient. When some recipients are
-refused and others accepted the message went out, so the channel is delivered and ``error``
-lists the refused ones (a retry would send the others a second copy).
+it is fixed), and so is a non-ASCII address when the server lacks SMTPUTF8; 4xx, timeouts
+and lost connections are transient. When some recipients are refused and others accepted the
+message went out, so the channel is delivered and ``error`` lists the refused ones (a retry
+would send the others a second copy).
 """
 
 from __future__ import annotations
@@ -136,6 +137,10 @@ class EmailNotifier:
             return _refused_outcome(e.recipients, mid)
         except aiosmtplib.SMTPResponseException as e:
             return _response_outcome(e.code, e.message, mid)
+        except aiosmtplib.SMTPNotSupported as e:
+            # A non-ASCII address and a server without SMTPUTF8: the same on every retry.
+            return ChannelOutcome(False, permanent=True, provider_message_id=mid,
+                                  error=str(e)[:MAX_ERROR_LEN])
         except TimeoutError:  # also aiosmtplib's SMTPTimeoutError
             return ChannelOutcome(False, provider_message_id=mid,
                                   error=f"SMTP timeout after {self._settings.timeout_s:g}s")

@@ -302,6 +302,12 @@ async def test_email_subject_line_breaks_become_spaces(sink: SmtpSink) -> None:
     assert out.ok and sink.messages[0].message["Subject"] == "a b"
 
 
+async def test_email_non_ascii_address_without_smtputf8_is_permanent(sink: SmtpSink) -> None:
+    spec = replace(EMAIL, to=("jörg@example.com",))
+    out = await EmailNotifier(smtp_settings(sink)).send(spec, OCC)
+    assert not out.ok and out.permanent and "SMTPUTF8" in (out.error or "")
+
+
 # --- routing -----------------------------------------------------------------------------
 async def test_notifiers_route_each_type_and_refuse_an_unconfigured_inbox(
         sink: SmtpSink, sms_sim: SmsSimulator, push_sim: PushSimulator) -> None:
