@@ -16,6 +16,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.parsers import int_list as _int_list
+from trigger_service.config.parsers import pos_float as _pos_float
+from trigger_service.config.parsers import pos_int as _pos_int
+from trigger_service.config.parsers import str_list as _str_list
+from trigger_service.config.providers import (
+    PROVIDER_VARIABLES,
+    PushSettings,
+    SmsSettings,
+    SmtpSettings,
+)
+from trigger_service.config.sweep import SWEEP_VARIABLES, SweepSettings
 from trigger_service.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -100,25 +111,6 @@ class DispatchSettings:
 
 
 @dataclass(frozen=True)
-class SweepSettings:
-    interval_s: float = 30.0
-    horizon_s: int = 120
-    promote_ahead_s: int = 30
-    lease_ttl_s: float = 2.0
-    lookback_s: int = 3600
-    tick_ms: int = 10
-    reconcile_interval_s: float = 3600.0
-    reconcile_grace_s: int = 3600
-    reconcile_window_s: int = 7_200
-    reconcile_lookback_h: int = 48
-    group: str = "main"
-    overdue_grace_s: int = 10
-    heal_interval_s: float = 5.0
-    heal_lookback_s: int = 900
-    metrics_port: int = 9111
-
-
-@dataclass(frozen=True)
 class Settings:
     shards: int = 64
     retention_days: int = 30
@@ -136,6 +128,9 @@ class Settings:
     redis: RedisSettings = field(default_factory=RedisSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    smtp: SmtpSettings = field(default_factory=SmtpSettings)
+    sms: SmsSettings = field(default_factory=SmsSettings)
+    push: PushSettings = field(default_factory=PushSettings)
 
     @property
     def retention_s(self) -> int:
@@ -200,37 +195,14 @@ class Settings:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
+        self.push.validate()
 
 
 _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
+    "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings,
 }
-
-
-def _pos_int(raw: str) -> int:
-    value = int(raw)
-    if value < 0:
-        raise ValueError("must be >= 0")
-    return value
-
-
-def _pos_float(raw: str) -> float:
-    value = float(raw)
-    if value <= 0:
-        raise ValueError("must be > 0")
-    return value
-
-
-def _int_list(raw: str) -> tuple[int, ...]:
-    values = tuple(int(x) for x in raw.split(",") if x.strip())
-    if any(v < 0 for v in values):
-        raise ValueError("values must be >= 0")
-    return values
-
-
-def _str_list(raw: str) -> tuple[str, ...]:
-    return tuple(x.strip() for x in raw.split(",") if x.strip())
 
 
 @dataclass(frozen=True)
@@ -351,38 +323,6 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,
              "consecutive failures (5xx, 429, timeouts, refused connections) that open a "
              "callback origin's circuit"),
-    Variable("TRIGGER_SWEEP_INTERVAL_S", ("sweep", "interval_s"), _pos_float,
-             "how often a sweeper reads its shards' due buckets"),
-    Variable("TRIGGER_SWEEP_HORIZON_S", ("sweep", "horizon_s"), _pos_int,
-             "each sweep reads up to now + this; must stay below TRIGGER_DIRECT_MAX_DELAY_S"),
-    Variable("TRIGGER_SWEEP_PROMOTE_AHEAD_S", ("sweep", "promote_ahead_s"), _pos_int,
-             "the timing wheel hands a trigger to SQS this long before its fire time (SQS keeps "
-             "it hidden until TRIGGER_ENQUEUE_LEAD_S before)"),
-    Variable("TRIGGER_LEASE_TTL_S", ("sweep", "lease_ttl_s"), _pos_float,
-             "shard lease TTL; a dead sweeper's shards are taken over within it"),
-    Variable("TRIGGER_SWEEP_LOOKBACK_S", ("sweep", "lookback_s"), _pos_int,
-             "a shard with no saved cursor is swept from now minus this"),
-    Variable("TRIGGER_SWEEP_GROUP", ("sweep", "group"), str,
-             "sweepers with the same group share the shards (names their leases and cursors)"),
-    Variable("TRIGGER_WHEEL_TICK_MS", ("sweep", "tick_ms"), _pos_int, "timing wheel tick"),
-    Variable("TRIGGER_RECONCILE_INTERVAL_S", ("sweep", "reconcile_interval_s"), _pos_float,
-             "how often the reconciler runs a pass"),
-    Variable("TRIGGER_RECONCILE_GRACE_S", ("sweep", "reconcile_grace_s"), _pos_int,
-             "a trigger this far past its due time and still PENDING (or stale IN_FLIGHT) is a "
-             "leak"),
-    Variable("TRIGGER_RECONCILE_WINDOW_S", ("sweep", "reconcile_window_s"), _pos_int,
-             "how far back (before the grace) the reconciler's first pass on a shard reads; "
-             "later passes go on from the shard's saved cursor"),
-    Variable("TRIGGER_RECONCILE_LOOKBACK_H", ("sweep", "reconcile_lookback_h"), _pos_int,
-             "the reconciler's cursors never fall further back than this: anything still "
-             "open within it is looked at on every pass"),
-    Variable("TRIGGER_OVERDUE_GRACE_S", ("sweep", "overdue_grace_s"), _pos_int,
-             "a trigger PENDING this long past its due time (or IN_FLIGHT with a claim stale "
-             "this long) has leaked: the owner of its shard re-sends it"),
-    Variable("TRIGGER_HEAL_INTERVAL_S", ("sweep", "heal_interval_s"), _pos_float,
-             "how often each sweeper's due-scan looks at its shards' recent past"),
-    Variable("TRIGGER_HEAL_LOOKBACK_S", ("sweep", "heal_lookback_s"), _pos_int,
-             "how far back a sweeper's due-scan starts on a shard it has just taken"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
     Variable("TRIGGER_METRICS_HOST", ("", "metrics_host"), str,
@@ -390,9 +330,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_DISPATCHER_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,
              "a dispatcher's own /metrics port, 0 = none (infra/app.sh gives its Nth "
              "dispatcher this + N - 1)"),
-    Variable("TRIGGER_SWEEPER_METRICS_PORT", ("sweep", "metrics_port"), _pos_int,
-             "a sweeper's own /metrics port, 0 = none (infra/app.sh gives its Nth sweeper "
-             "this + N - 1)"),
+    *(Variable(*row) for row in SWEEP_VARIABLES),
+    *(Variable(*row) for row in PROVIDER_VARIABLES),
 )
 
 

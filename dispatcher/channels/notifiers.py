@@ -1,0 +1,59 @@
+"""``Notifiers``: one ``Notifier`` that hands each channel to the adapter of its type."""
+
+from __future__ import annotations
+
+from dispatcher.channels.email import EmailNotifier
+from dispatcher.channels.push import PushNotifier
+from dispatcher.channels.sms import SmsNotifier
+from trigger_service.config.settings import Settings
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, ChannelType, Occurrence
+from trigger_service.core.notify_ports import Notifier
+from trigger_service.core.ports import Clock
+
+INBOX_NOT_CONFIGURED = "inbox not configured"
+
+
+class Notifiers:
+    """Routes a ``ChannelSpec`` by its ``type`` to the email, SMS, push or inbox notifier.
+
+    It owns the notifiers it was given: ``open``/``close`` open and close each of them. Without
+    an inbox notifier an inbox channel's outcome is permanent (``inbox not configured``):
+    nothing later would make it deliverable.
+    """
+
+    def __init__(self, email: Notifier, sms: Notifier, push: Notifier,
+                 inbox: Notifier | None = None) -> None:
+        self._by_type: dict[ChannelType, Notifier] = {
+            ChannelType.EMAIL: email, ChannelType.SMS: sms, ChannelType.PUSH: push}
+        if inbox is not None:
+            self._by_type[ChannelType.INBOX] = inbox
+
+    @classmethod
+    def from_settings(cls, settings: Settings, *, clock: Clock | None = None,
+                      inbox: Notifier | None = None) -> Notifiers:
+        """The provider adapters configured by ``settings``; raises ``ConfigError`` for a
+        setting an adapter cannot use (a push service-account file)."""
+        return cls(EmailNotifier(settings.smtp, clock=clock),
+                   SmsNotifier(settings.sms, clock=clock),
+                   PushNotifier(settings.push, clock=clock), inbox)
+
+    async def open(self) -> None:
+        for notifier in self._by_type.values():
+            await notifier.open()
+
+    async def close(self) -> None:
+        """Close every notifier, even when one fails; the first failure is raised after."""
+        first: BaseException | None = None
+        for notifier in self._by_type.values():
+            try:
+                await notifier.close()
+            except Exception as e:
+                first = first or e
+        if first is not None:
+            raise first
+
+    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+        notifier = self._by_type.get(spec.type)
+        if notifier is None:
+            return ChannelOutcome(False, permanent=True, error=INBOX_NOT_CONFIGURED)
+        return await notifier.send(spec, occ)

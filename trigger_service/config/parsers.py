@@ -1,0 +1,30 @@
+"""Parsers of ``TRIGGER_*`` values (shared by the settings modules): each raises
+``ValueError`` with a short reason, which ``Settings.from_env`` turns into a ``ConfigError``
+naming the variable."""
+
+from __future__ import annotations
+
+
+def pos_int(raw: str) -> int:
+    value = int(raw)
+    if value < 0:
+        raise ValueError("must be >= 0")
+    return value
+
+
+def pos_float(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def int_list(raw: str) -> tuple[int, ...]:
+    values = tuple(int(x) for x in raw.split(",") if x.strip())
+    if any(v < 0 for v in values):
+        raise ValueError("values must be >= 0")
+    return values
+
+
+def str_list(raw: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in raw.split(",") if x.strip())

@@ -1,0 +1,139 @@
+"""Settings of the notification providers (issue 12): SMTP for email, Twilio's REST API for
+SMS, FCM HTTP v1 for push. Part of ``settings.Settings`` (sections ``smtp``, ``sms``,
+``push``); ``PROVIDER_VARIABLES`` are their rows of ``settings.VARIABLES``.
+
+Every setting has a development default, so pointing ``TRIGGER_SMTP_HOST``/``_PORT``,
+``TRIGGER_SMS_BASE_URL`` and ``TRIGGER_PUSH_BASE_URL`` at local simulators is enough to
+deliver. Secrets (SMTP password, Twilio auth token, FCM bearer) are left out of ``repr`` so a
+logged ``Settings`` never shows them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.utils import parseaddr
+from typing import Any
+
+from trigger_service.core.errors import ConfigError
+
+# Twilio's documented test values: an account SID of the right shape and the magic sender
+# number its test credentials accept.
+DEV_SMS_ACCOUNT_SID = "AC" + "0" * 32
+DEV_SMS_FROM = "+15005550006"
+
+
+@dataclass(frozen=True)
+class SmtpSettings:
+    host: str = "127.0.0.1"
+    port: int = 1025
+    user: str = ""  # empty: no AUTH
+    password: str = field(default="", repr=False)
+    starttls: bool = False
+    from_address: str = "reminders@localhost"  # may carry a display name: "Name <a@b>"
+    timeout_s: float = 10.0
+    # Connections open at once: mail servers limit concurrent sessions per client.
+    max_connections: int = 10
+
+
+@dataclass(frozen=True)
+class SmsSettings:
+    base_url: str = "https://api.twilio.com"
+    account_sid: str = DEV_SMS_ACCOUNT_SID
+    auth_token: str = field(default="dev-sms-token", repr=False)
+    from_number: str = DEV_SMS_FROM
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True)
+class PushSettings:
+    base_url: str = "https://fcm.googleapis.com"
+    project: str = "trigger-dev"
+    bearer: str = field(default="dev-push-token", repr=False)
+    credentials_file: str = ""
+    timeout_s: float = 10.0
+
+    def validate(self) -> None:
+        # The OAuth2 JWT-bearer flow signs an RS256 JWT; no RSA signer is among our
+        # dependencies, and hand-rolled crypto is not an option.
+        if self.credentials_file:
+            raise ConfigError(
+                "TRIGGER_PUSH_CREDENTIALS_FILE: service-account files are not supported yet "
+                "(they need an RS256 signer); set TRIGGER_PUSH_BEARER to an OAuth2 access token")
+
+
+def _port(raw: str) -> int:
+    value = int(raw)
+    if not 0 < value < 65536:
+        raise ValueError("a port in 1..65535")
+    return value
+
+
+def _seconds(raw: str) -> float:
+    value = float(raw)
+    if value <= 0:
+        raise ValueError("must be > 0")
+    return value
+
+
+def _count(raw: str) -> int:
+    value = int(raw)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def _flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("true or false")
+
+
+def _address(raw: str) -> str:
+    if "@" not in parseaddr(raw)[1]:
+        raise ValueError("an address such as reminders@example.com or 'Name <a@b.example>'")
+    return raw
+
+
+def _base_url(raw: str) -> str:
+    if not raw.startswith(("http://", "https://")):
+        raise ValueError("an http:// or https:// URL")
+    return raw.rstrip("/")
+
+
+Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
+
+PROVIDER_VARIABLES: tuple[Row, ...] = (
+    ("TRIGGER_SMTP_HOST", ("smtp", "host"), str, "SMTP server for email channels"),
+    ("TRIGGER_SMTP_PORT", ("smtp", "port"), _port, "SMTP port (587 for submission)"),
+    ("TRIGGER_SMTP_USER", ("smtp", "user"), str, "SMTP AUTH user; empty: no AUTH"),
+    ("TRIGGER_SMTP_PASSWORD", ("smtp", "password"), str, "SMTP AUTH password (never logged)"),
+    ("TRIGGER_SMTP_STARTTLS", ("smtp", "starttls"), _flag,
+     "true: upgrade with STARTTLS before AUTH (the server must offer it)"),
+    ("TRIGGER_SMTP_FROM", ("smtp", "from_address"), _address,
+     "From of every email; its domain ends each Message-ID"),
+    ("TRIGGER_SMTP_TIMEOUT_S", ("smtp", "timeout_s"), _seconds,
+     "per SMTP command (connect, each reply)"),
+    ("TRIGGER_SMTP_MAX_CONNECTIONS", ("smtp", "max_connections"), _count,
+     "SMTP sessions open at once per dispatcher"),
+    ("TRIGGER_SMS_BASE_URL", ("sms", "base_url"), _base_url,
+     "Twilio-format REST API for SMS channels"),
+    ("TRIGGER_SMS_ACCOUNT_SID", ("sms", "account_sid"), str,
+     "Twilio account SID (the URL's account and the basic-auth user)"),
+    ("TRIGGER_SMS_AUTH_TOKEN", ("sms", "auth_token"), str,
+     "Twilio auth token (basic-auth password; never logged)"),
+    ("TRIGGER_SMS_FROM", ("sms", "from_number"), str,
+     "sender: an E.164 number of the account"),
+    ("TRIGGER_SMS_TIMEOUT_S", ("sms", "timeout_s"), _seconds, "per SMS request"),
+    ("TRIGGER_PUSH_BASE_URL", ("push", "base_url"), _base_url,
+     "FCM HTTP v1 API for push channels"),
+    ("TRIGGER_PUSH_PROJECT", ("push", "project"), str, "Firebase project id"),
+    ("TRIGGER_PUSH_BEARER", ("push", "bearer"), str,
+     "OAuth2 access token sent as the bearer (never logged)"),
+    ("TRIGGER_PUSH_CREDENTIALS_FILE", ("push", "credentials_file"), str,
+     "a Google service-account JSON file; not supported yet: start-up fails when set"),
+    ("TRIGGER_PUSH_TIMEOUT_S", ("push", "timeout_s"), _seconds, "per push request"),
+)
