@@ -116,6 +116,16 @@ class SweepSettings:
 
 
 @dataclass(frozen=True)
+class InboxSettings:
+    retention_days: int = 90
+    heartbeat_s: float = 15.0
+
+    @property
+    def retention_s(self) -> int:
+        return self.retention_days * 86_400
+
+
+@dataclass(frozen=True)
 class Settings:
     shards: int = 64
     retention_days: int = 30
@@ -129,6 +139,7 @@ class Settings:
     redis: RedisSettings = field(default_factory=RedisSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    inbox: InboxSettings = field(default_factory=InboxSettings)
 
     @property
     def retention_s(self) -> int:
@@ -189,6 +200,8 @@ class Settings:
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
         if sw.heal_lookback_s < sw.overdue_grace_s:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
+        if self.inbox.retention_days < 1:
+            raise ConfigError("TRIGGER_INBOX_RETENTION_DAYS must be >= 1")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
 
@@ -196,6 +209,7 @@ class Settings:
 _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
+    "inbox": InboxSettings,
 }
 
 
@@ -375,6 +389,10 @@ VARIABLES: tuple[Variable, ...] = (
              "how far back a sweeper's due-scan starts on a shard it has just taken"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
+    Variable("TRIGGER_INBOX_RETENTION_DAYS", ("inbox", "retention_days"), _pos_int,
+             "inbox messages expire this many days after they are stored (read or not)"),
+    Variable("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
+             "an inbox stream sends a comment line this often, so proxies keep it open"),
 )
 
 

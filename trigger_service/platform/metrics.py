@@ -8,7 +8,8 @@ Names used:
   taken over while we delivered), ``duplicate_messages_total`` (a redundant SQS copy),
   ``claim_takeovers_total``, ``dead_lettered_total``, ``circuit_open_deferrals_total``,
   ``bulkhead_deferrals_total``, ``message_refreshes_total`` (a deferred message replaced by
-  a fresh copy to keep SQS's redrive budget);
+  a fresh copy to keep SQS's redrive budget), ``inbox_publish_failures_total`` (an inbox
+  message stored but not pushed to the live streams);
 - sweeper: ``promoted_total``, ``promotion_skipped_total`` (found cancelled or finished),
   ``promotion_retries_total``, ``shard_acquisitions_total``, ``overdue_resent_total`` (the
   due-scan healed a leak), ``heal_deferred_total`` (overdue, but SQS has a backlog);
