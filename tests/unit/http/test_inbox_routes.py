@@ -211,3 +211,11 @@ async def test_stream_errors(api: Api, bus: MemoryInboxBus) -> None:
                        "dependency_unavailable")
     await assert_error(await api.client.get(f"{BOX}/stream", headers=OPERATOR), 403,
                        "forbidden")
+
+
+async def test_stopping_the_api_ends_open_streams(api: Api, bus: MemoryInboxBus) -> None:
+    api.runtime.settings = replace(api.runtime.settings, inbox=InboxSettings(heartbeat_s=60))
+    async for sse in open_stream(api, bus, AUTH):
+        await asyncio.wait_for(api.client.app.shutdown(), 5)  # on_shutdown: streams end
+        assert await asyncio.wait_for(sse.resp.content.read(), 5) == b""
+        assert bus.subscribers("orders", "ada") == 0

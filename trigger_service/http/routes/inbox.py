@@ -37,6 +37,9 @@ from trigger_service.http.keys import RUNTIME_KEY
 log = structlog.get_logger(__name__)
 
 _LIST_PARAMS = frozenset({"unread", "limit", "cursor"})
+# The open streams, ended when the API stops (aiohttp's on_shutdown runs before it waits for
+# open requests, which a stream would otherwise hold for the whole shutdown timeout).
+STREAMS_KEY: web.AppKey[set[EventSourceResponse]] = web.AppKey("inbox_streams")
 
 
 def _recipient(request: web.Request) -> str:
@@ -117,8 +120,18 @@ async def stream(request: web.Request) -> web.StreamResponse:
             for m in backlog:
                 await resp.send(_compact(m), id=m.message_id)
             sent = {m.message_id for m in backlog}
-            await _live(resp, live, sent)
+            streams = request.app[STREAMS_KEY]
+            streams.add(resp)
+            try:
+                await _live(resp, live, sent)
+            finally:
+                streams.discard(resp)
     return resp
+
+
+async def _end_streams(app: web.Application) -> None:
+    for resp in list(app[STREAMS_KEY]):
+        resp.stop_streaming()  # its handler returns; a client reconnects elsewhere
 
 
 async def _live(resp: EventSourceResponse, live: AsyncIterator[str], sent: set[str]) -> None:
@@ -153,6 +166,9 @@ async def _forward(resp: EventSourceResponse, live: AsyncIterator[str], sent: se
 
 
 def add_routes(app: web.Application) -> None:
+    streams: set[EventSourceResponse] = set()
+    app[STREAMS_KEY] = streams
+    app.on_shutdown.append(_end_streams)
     app.router.add_get("/v1/inbox/{recipient}", list_inbox)
     app.router.add_get("/v1/inbox/{recipient}/stream", stream)
     app.router.add_post("/v1/inbox/{recipient}/{message_id}/read", mark_read)
