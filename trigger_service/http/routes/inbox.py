@@ -130,7 +130,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 
 async def _end_streams(app: web.Application) -> None:
-    for resp in list(app[STREAMS_KEY]):
+    streams = app[STREAMS_KEY]
+    for resp in list(streams):
         resp.stop_streaming()  # its handler returns; a client reconnects elsewhere
 
 
