@@ -19,6 +19,8 @@ port                   used by                             implementations
 ``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
 ``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory_dead_letters)
 ``ReplayJobStore``
+``InboxStore``,        (in ``core.inbox_ports``: the in-app inbox and its live fan-out;
+``InboxBus``           adapters.cassandra.inbox, adapters.redis.inbox_bus, memory_inbox)
 ``Metrics``            everyone                            platform.metrics
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================

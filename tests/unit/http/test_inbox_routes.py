@@ -66,6 +66,7 @@ async def test_list_shape_newest_first_paging_and_unread(api: Api) -> None:
 
 @pytest.mark.parametrize(("params", "field"), [
     ({"limit": "0"}, "limit"), ({"limit": "201"}, "limit"), ({"limit": "x"}, "limit"),
+    ({"limit": "\u00b2"}, "limit"),
     ({"unread": "yes"}, "unread"), ({"cursor": "garbage!"}, "cursor"),
     ({"cursor": "bXNnXzE"}, "cursor"), ({"color": "red"}, "color")])
 async def test_bad_parameters_name_the_field(api: Api, params: dict[str, str],

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 from collections.abc import AsyncIterator
 
 import structlog
@@ -37,6 +38,7 @@ from trigger_service.http.keys import RUNTIME_KEY
 log = structlog.get_logger(__name__)
 
 _LIST_PARAMS = frozenset({"unread", "limit", "cursor"})
+_DIGITS = re.compile(r"[0-9]{1,6}")  # ASCII only: str.isdigit() takes "²", int() does not
 # The open streams, ended when the API stops (aiohttp's on_shutdown runs before it waits for
 # open requests, which a stream would otherwise hold for the whole shutdown timeout).
 STREAMS_KEY: web.AppKey[set[EventSourceResponse]] = web.AppKey("inbox_streams")
@@ -62,7 +64,7 @@ def _list_params(query: dict[str, str]) -> tuple[bool, int, str | None]:
     if unread not in ("true", "false"):
         raise InvalidRequest("unread: true or false")
     raw_limit = query.get("limit", str(DEFAULT_LIST_LIMIT))
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
+    if not _DIGITS.fullmatch(raw_limit) or not 1 <= int(raw_limit) <= MAX_LIST_LIMIT:
         raise InvalidRequest(f"limit: an integer from 1 to {MAX_LIST_LIMIT}")
     before = None
     if "cursor" in query:
