@@ -41,7 +41,7 @@ async def inbox(stack: Stack) -> AsyncIterator[InboxNotifier]:
     client = open_client(stack.settings.redis.url)
     try:
         yield InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
-                            InMemoryMetrics(), stack.settings.inbox.retention_s)
+                            InMemoryMetrics(), stack.settings.inbox.retention_days * 86_400)
     finally:
         await client.aclose()
 
@@ -140,7 +140,7 @@ async def test_every_cell_expires_with_the_retention(
     assert (await stack.client.post(f"/v1/inbox/ada/{mid}/read",
                                     headers=stack.auth())).status == 204
     [row] = await store._run("inbox_get", [stack.caller, "ada", mid])
-    retention_s = stack.settings.inbox.retention_s
+    retention_s = stack.settings.inbox.retention_days * 86_400
     assert retention_s - 60 < row[schema.COL_TTL] <= retention_s
     ttl = await asyncio.to_thread(store._session.execute, (
         f"SELECT TTL({schema.COL_READ_AT_MS}) AS t FROM "

@@ -120,10 +120,6 @@ class InboxSettings:
     retention_days: int = 90
     heartbeat_s: float = 15.0
 
-    @property
-    def retention_s(self) -> int:
-        return self.retention_days * 86_400
-
 
 @dataclass(frozen=True)
 class Settings:
@@ -207,9 +203,8 @@ class Settings:
 
 
 _SECTIONS: dict[str, type[Any]] = {
-    "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
-    "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
-    "inbox": InboxSettings,
+    "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings, "redis": RedisSettings,
+    "dispatch": DispatchSettings, "sweep": SweepSettings, "inbox": InboxSettings,
 }
 
 

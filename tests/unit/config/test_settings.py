@@ -41,7 +41,7 @@ def test_sweep_settings_must_not_let_a_trigger_land_behind_a_scan() -> None:
 
 def test_inbox_settings() -> None:
     s = Settings.from_env({"TRIGGER_INBOX_RETENTION_DAYS": "7", "TRIGGER_INBOX_HEARTBEAT_S": "0.5"})
-    assert s.inbox.retention_s == 7 * 86_400 and s.inbox.heartbeat_s == 0.5
+    assert s.inbox.retention_days == 7 and s.inbox.heartbeat_s == 0.5
     assert Settings().inbox.retention_days == 90 and Settings().inbox.heartbeat_s == 15
     for env in ({"TRIGGER_INBOX_RETENTION_DAYS": "0"}, {"TRIGGER_INBOX_HEARTBEAT_S": "0"}):
         with pytest.raises(ConfigError) as e:
