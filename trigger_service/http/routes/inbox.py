@@ -117,8 +117,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
     async with runtime.inbox_bus.subscribe(caller, recipient) as live:
         backlog = [] if last_id is None else await runtime.store.inbox_after(
             caller, recipient, last_id, REPLAY_MAX)
-        async with sse_response(request, ping_interval=runtime.settings.inbox.heartbeat_s,
-                                headers={"Cache-Control": "no-store"}) as resp:
+        async with sse_response(request,
+                                ping_interval=runtime.settings.inbox.heartbeat_s) as resp:
             for m in backlog:
                 await resp.send(_compact(m), id=m.message_id)
             sent = {m.message_id for m in backlog}
