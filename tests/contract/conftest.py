@@ -24,12 +24,15 @@ from trigger_service.adapters.memory import (
     MemoryQueue,
     MemoryStore,
 )
+from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
+from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.settings import CassandraSettings, RedisSettings, SqsSettings
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.inbox_ports import InboxBus
 from trigger_service.core.ports import IdempotencyCache, Lease
 
 KEYSPACE = os.environ.get("TRIGGER_CONTRACT_KEYSPACE", "triggers_contract")
@@ -116,4 +119,17 @@ async def lease(request: pytest.FixtureRequest, lease_ttl_ms: int) -> AsyncItera
         keys = [k async for k in client.scan_iter(match=f"*:{group}:*")]
         if keys:
             await client.delete(*keys)
+        await client.aclose()
+
+
+@pytest.fixture(params=_impls("memory", "redis"))
+async def inbox_bus(request: pytest.FixtureRequest) -> AsyncIterator[InboxBus]:
+    """Pub/sub keeps nothing, and tests use unique callers: nothing needs deleting."""
+    if request.param == "memory":
+        yield MemoryInboxBus()
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisInboxBus(client)
+    finally:
         await client.aclose()

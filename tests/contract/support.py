@@ -15,6 +15,7 @@ import pytest
 
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.inbox_ports import InboxStore
 from trigger_service.core.model import Route, Trigger, new_trigger_id
 from trigger_service.core.ports import (
     CounterStore,
@@ -32,7 +33,7 @@ MIN_MS = -(2**63)  # the smallest fire time: a listing cursor that starts a mont
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore,
-            AttemptLog, DeadLetterIndex, ReplayJobStore, Protocol):
+            AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
 
 

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
+from trigger_service.adapters.memory_inbox import MemoryInbox
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
 from trigger_service.core.ports import (
@@ -42,13 +43,15 @@ class _Failing:
             raise self.failures[name]
 
 
-class MemoryStore(_Failing, MemoryDeadLetters):
+class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
     """``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``, ``SweepCursors``, ``Pingable``,
-    and (``MemoryDeadLetters``) the attempt log, dead letters and replay jobs."""
+    (``MemoryDeadLetters``) the attempt log, dead letters and replay jobs, and
+    (``MemoryInbox``) the inbox."""
 
     def __init__(self) -> None:
         super().__init__()
         self._init_dead_letters()
+        self._init_inbox()
         self.triggers: dict[str, Trigger] = {}
         self.zoned: dict[tuple[str, int], set[str]] = {}
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}

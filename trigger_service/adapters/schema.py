@@ -47,6 +47,11 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           Lifetime of both: retention from the death.
 - ``replay_jobs``, ``replay_job_items``, ``replay_jobs_open``: bulk replay jobs, their items
                           (fixed at creation) and the unfinished ones (one partition).
+- ``inbox_messages``      (``caller``, ``recipient``) → messages by ``message_id`` (a ULID from
+                          the fire time), newest first; ``INSERT IF NOT EXISTS``, so a
+                          redelivery changes nothing; ``read_at_ms`` set once (an LWT);
+                          deletion sets ``deleted_at_ms`` (the marker keeps a redelivery out).
+                          Lifetime: ``TRIGGER_INBOX_RETENTION_DAYS`` from the store.
 - ``schema_migrations``   applied CQL versions.
 - ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running.
 
@@ -73,6 +78,9 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
+- ``inbox:{caller}:{recipient}`` pub/sub channel (no key, nothing stored): each new inbox
+  message's JSON, published after it is stored; every API process streaming that recipient
+  subscribes. At most once: a stream that missed one replays it from Cassandra.
 
 SQS (queue names from settings; the main queue's redrive policy moves a poison message to the
 redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
@@ -134,6 +142,16 @@ COL_STATUS: Final = "status"
 COL_LEASE_UNTIL_MS: Final = "lease_until_ms"
 COL_DEAD_AT_MS: Final = "dead_at_ms"
 REPLAY_OPEN_KEY: Final = "open"
+# inbox_messages: the key, then the columns in the order the statements bind them
+TABLE_INBOX: Final = "inbox_messages"
+COL_RECIPIENT: Final = "recipient"
+COL_MESSAGE_ID: Final = "message_id"
+INBOX_COLUMNS: Final = (
+    "trigger_id", "occurrence_id", "title", "body", "data", "created_at_ms",
+)
+COL_READ_AT_MS: Final = "read_at_ms"
+COL_DELETED_AT_MS: Final = "deleted_at_ms"
+COL_TTL: Final = "ttl_s"  # the alias of TTL(title) in reads
 TABLE_MIGRATIONS: Final = "schema_migrations"
 # One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died
 # holding it does not block the next one for ever): one migrator at a time.
@@ -250,6 +268,12 @@ def ops_lag_key(ns: str, slot: int) -> str:
 
 def ops_breaker_field(source: str, origin: str) -> str:
     return f"{source}|{origin}"
+
+
+def inbox_channel(caller: str, recipient: str) -> str:
+    """The pub/sub channel of one caller's recipient (unambiguous: a caller's name has no
+    ':')."""
+    return f"inbox:{caller}:{recipient}"
 
 
 # --- SQS ---------------------------------------------------------------------------------

@@ -111,6 +111,12 @@ class DispatchSettings:
 
 
 @dataclass(frozen=True)
+class InboxSettings:
+    retention_days: int = 90
+    heartbeat_s: float = 15.0
+
+
+@dataclass(frozen=True)
 class Settings:
     shards: int = 64
     retention_days: int = 30
@@ -131,6 +137,7 @@ class Settings:
     smtp: SmtpSettings = field(default_factory=SmtpSettings)
     sms: SmsSettings = field(default_factory=SmsSettings)
     push: PushSettings = field(default_factory=PushSettings)
+    inbox: InboxSettings = field(default_factory=InboxSettings)
 
     @property
     def retention_s(self) -> int:
@@ -193,6 +200,8 @@ class Settings:
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
         if sw.heal_lookback_s < sw.overdue_grace_s:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
+        if self.inbox.retention_days < 1:
+            raise ConfigError("TRIGGER_INBOX_RETENTION_DAYS must be >= 1")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
         self.push.validate()
@@ -201,7 +210,7 @@ class Settings:
 _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
-    "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings,
+    "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
 }
 
 
@@ -332,6 +341,10 @@ VARIABLES: tuple[Variable, ...] = (
              "dispatcher this + N - 1)"),
     *(Variable(*row) for row in SWEEP_VARIABLES),
     *(Variable(*row) for row in PROVIDER_VARIABLES),
+    Variable("TRIGGER_INBOX_RETENTION_DAYS", ("inbox", "retention_days"), _pos_int,
+             "inbox messages expire this many days after they are stored (read or not)"),
+    Variable("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
+             "an inbox stream sends a comment line this often, so proxies keep it open"),
 )
 
 

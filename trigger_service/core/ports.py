@@ -21,6 +21,8 @@ port                   used by                             implementations
 ``ReplayJobStore``
 ``Metrics``            everyone                            platform.metrics (prometheus_client)
 ``OpsBoard``           (in ``core.ops_ports``; adapters.redis.ops_board, memory_board)
+``InboxStore``,        (in ``core.inbox_ports``: the in-app inbox and its live fan-out;
+``InboxBus``           adapters.cassandra.inbox, adapters.redis.inbox_bus, memory_inbox)
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
 

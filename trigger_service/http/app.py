@@ -20,6 +20,7 @@ from trigger_service.http.routes import (
     acks,
     dead_letters,
     health,
+    inbox,
     ops,
     schedules,
     signing,
@@ -111,6 +112,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
     dead_letters.add_routes(app)
     acks.add_routes(app)
+    inbox.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
     triggers.add_routes(app)

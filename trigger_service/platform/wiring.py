@@ -8,10 +8,12 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.inbox_ports import InboxBus, InboxStore
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
@@ -35,7 +37,8 @@ from trigger_service.platform.metrics import PrometheusMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
-            SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, Pingable, Protocol):
+            SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Pingable,
+            Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 
@@ -63,6 +66,8 @@ class Runtime:
     board: OpsBoard = field(default_factory=MemoryOpsBoard)
     pings: dict[str, Pingable] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # Live inbox messages; the in-process fake unless opened (unit tests keep it).
+    inbox_bus: InboxBus = field(default_factory=MemoryInboxBus)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -73,6 +78,7 @@ class Runtime:
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.redis.client import RedisPing, open_client
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
+        from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
         from trigger_service.adapters.redis.lease import RedisLease
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
@@ -91,7 +97,8 @@ class Runtime:
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    SystemClock(), metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[redis.aclose, queue.close, store.close, metrics.close])
+                   closers=[redis.aclose, queue.close, store.close, metrics.close],
+                   inbox_bus=RedisInboxBus(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

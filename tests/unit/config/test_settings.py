@@ -37,3 +37,13 @@ def test_sweep_settings_must_not_let_a_trigger_land_behind_a_scan() -> None:
     ok = Settings.from_env({"TRIGGER_DIRECT_MAX_DELAY_S": "6", "TRIGGER_SWEEP_HORIZON_S": "4",
                             "TRIGGER_SWEEP_INTERVAL_S": "1", "TRIGGER_SWEEP_PROMOTE_AHEAD_S": "2"})
     assert ok.sweep.horizon_s == 4
+
+
+def test_inbox_settings() -> None:
+    s = Settings.from_env({"TRIGGER_INBOX_RETENTION_DAYS": "7", "TRIGGER_INBOX_HEARTBEAT_S": "0.5"})
+    assert s.inbox.retention_days == 7 and s.inbox.heartbeat_s == 0.5
+    assert Settings().inbox.retention_days == 90 and Settings().inbox.heartbeat_s == 15
+    for env in ({"TRIGGER_INBOX_RETENTION_DAYS": "0"}, {"TRIGGER_INBOX_HEARTBEAT_S": "0"}):
+        with pytest.raises(ConfigError) as e:
+            Settings.from_env(env)
+        assert next(iter(env)) in str(e.value)

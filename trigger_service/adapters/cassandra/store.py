@@ -1,6 +1,7 @@
 """The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
 ``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection, with the attempt log,
-dead letters and replay jobs of ``adapters.cassandra.dead_letters``.
+dead letters and replay jobs of ``adapters.cassandra.dead_letters`` and the inbox of
+``adapters.cassandra.inbox``.
 
 Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
 fixture); the schema must have been applied (``adapters.cassandra.migrate``).
@@ -20,6 +21,7 @@ from trigger_service.adapters.cassandra.dead_letters import (
     CassandraDeadLetters,
     dead_letter_queries,
 )
+from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
 from trigger_service.adapters.cassandra.statements import (
     decode_request,
     encode_request,
@@ -36,12 +38,13 @@ _LIST_MAX_READS = 50  # index reads per LIST page, so a rare status filter canno
 _SCAN_PAGE_SIZE = 2000
 
 
-class CassandraStore(CassandraDeadLetters):
+class CassandraStore(CassandraDeadLetters, CassandraInbox):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
         self._cluster = cluster
         self._session = session
         self._prepared = driver.prepare(session, queries(settings.keyspace)
-                                        | dead_letter_queries(settings.keyspace))
+                                        | dead_letter_queries(settings.keyspace)
+                                        | inbox_queries(settings.keyspace))
 
     @classmethod
     async def connect(cls, settings: CassandraSettings) -> CassandraStore:
