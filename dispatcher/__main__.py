@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dispatcher.channels.inbox import InboxNotifier
+from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
 from dispatcher.secrets import SecretBook
@@ -16,11 +18,22 @@ async def build(runtime: Runtime) -> Component:
     channel = WebhookChannel(d.callback_timeout_s, clock=runtime.clock,
                              secrets_for=book.for_caller)
     await channel.open()
-    dispatcher = Dispatcher(runtime.settings, runtime.store, runtime.queue, channel,
-                            runtime.callers, runtime.clock, runtime.metrics, board=runtime.board)
+    s = runtime.settings
+    inbox = InboxNotifier(runtime.store, runtime.inbox_bus, runtime.clock, runtime.metrics,
+                          s.inbox.retention_days * 86_400)
+    notifiers = Notifiers.from_settings(s, clock=runtime.clock, inbox=inbox)
+    await notifiers.open()
+    dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
+                            runtime.clock, runtime.metrics, board=runtime.board,
+                            notifiers=notifiers)
+
+    async def close() -> None:
+        await channel.close()
+        await notifiers.close()
+
     return Component({"dispatch": dispatcher.run},
                      status=lambda: {"inflight": dispatcher.inflight},
-                     close=channel.close, grace_s=d.callback_timeout_s + 5,
+                     close=close, grace_s=d.callback_timeout_s + 5,
                      metrics_port=d.metrics_port)
 
 

@@ -38,6 +38,13 @@ class InboxNotifier:
         self._metrics = metrics
         self._retention_s = retention_s
 
+
+    async def open(self) -> None:
+        """Nothing to open: the store and the bus belong to the process's runtime."""
+
+    async def close(self) -> None:
+        """Nothing to close (see ``open``)."""
+
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
         """Store, then publish. Safe to repeat for the same occurrence and channel."""
         if not isinstance(spec, InboxSpec):

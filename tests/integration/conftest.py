@@ -23,8 +23,10 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
+from dispatcher.fanout import UNCONFIGURED
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.integration.helpers import SqsAdmin
@@ -169,7 +171,10 @@ class Stack:
     def body(self, **fields: Any) -> dict[str, Any]:
         return {"callbackUrl": self.receiver.base_url + "cb", "payload": {"n": 1}, **fields}
 
-    async def start_dispatcher(self, **overrides: Any) -> DispatcherHandle:
+    async def start_dispatcher(self, *, notifiers: Notifiers | None = None,
+                               **overrides: Any) -> DispatcherHandle:
+        """A dispatcher on the real stack; ``notifiers``: its email/SMS/push/inbox senders
+        (tests/integration/test_channels.py), else channels are "not configured"."""
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
@@ -182,7 +187,8 @@ class Stack:
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
-                       SystemClock(), metrics, board=self.runtime.board)
+                       SystemClock(), metrics, board=self.runtime.board,
+                       notifiers=notifiers or UNCONFIGURED)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)

@@ -43,7 +43,8 @@ def channels_view(t: Trigger) -> dict[str, Any]:
         "providerMessageId": s.provider_message_id,
         "deliveredAt": format_rfc3339_ms(s.delivered_at_ms) if s.delivered_at_ms else None,
         "dueAt": None if s.status.done else format_rfc3339_ms(s.due_at_ms),
-    } for s in states], "acknowledged": t.acked}
+    } for s in states], "acknowledged": t.acked or (  # a finished one counted its occurrence
+        t.status.terminal and t.acked_seq is not None and t.acked_seq == t.occurrence_seq - 1)}
 
 
 def schedule_view(t: Trigger) -> dict[str, Any]:
