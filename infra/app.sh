@@ -7,6 +7,10 @@
 # Every TRIGGER_* variable in the caller's environment reaches the processes. The sample
 # receiver (infra/sample_receiver.py) listens on RECEIVER_PORT (9000); it is skipped with a
 # warning when something else already uses that port.
+# The provider sandbox (tests/providers.py: an SMTP sink on SANDBOX_SMTP_PORT 1025, a
+# Twilio-format SMS API on 9201 and an FCM-format push API on 9202, each printing what it gets
+# to var/log/providers.log) runs unless TRIGGER_SMTP_HOST, TRIGGER_SMS_BASE_URL or
+# TRIGGER_PUSH_BASE_URL is set: then the real providers are used (README "Channels: providers").
 # Metrics: every process writes prometheus_client's multiprocess files to
 # PROMETHEUS_MULTIPROC_DIR (var/prometheus, emptied when no process of ours runs), so the API's
 # /metrics shows the whole host; the Nth dispatcher / sweeper also serves its own /metrics on
@@ -22,9 +26,19 @@ RECEIVER_SCRIPT="$REPO_ROOT/infra/sample_receiver.py"
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$VAR_DIR/prometheus}"
 DISPATCHER_METRICS_PORT="${TRIGGER_DISPATCHER_METRICS_PORT:-9101}"
 SWEEPER_METRICS_PORT="${TRIGGER_SWEEPER_METRICS_PORT:-9111}"
+SANDBOX_SMS_PORT="${SANDBOX_SMS_PORT:-9201}"
+SANDBOX_PUSH_PORT="${SANDBOX_PUSH_PORT:-9202}"
+SANDBOX_SMTP_PORT="${SANDBOX_SMTP_PORT:-1025}"
+SANDBOX=0
+if [[ -z "${TRIGGER_SMTP_HOST:-}${TRIGGER_SMS_BASE_URL:-}${TRIGGER_PUSH_BASE_URL:-}" ]]; then
+    SANDBOX=1
+    export TRIGGER_SMTP_HOST=127.0.0.1 TRIGGER_SMTP_PORT="$SANDBOX_SMTP_PORT"
+    export TRIGGER_SMS_BASE_URL="http://127.0.0.1:$SANDBOX_SMS_PORT"
+    export TRIGGER_PUSH_BASE_URL="http://127.0.0.1:$SANDBOX_PUSH_PORT"
+fi
 
 # name:module, in start order (stopped in reverse). "receiver" runs a script, not a module.
-APPS=(receiver:receiver api:trigger_service dispatcher-1:dispatcher sweeper-1:sweeper
+APPS=(receiver:receiver providers:tests.providers api:trigger_service dispatcher-1:dispatcher sweeper-1:sweeper
     sweeper-2:sweeper reconciler-1:reconciler)
 
 # app_marker NAME MODULE: what the process's command line contains (see our_pid in lib.sh).
@@ -32,6 +46,9 @@ app_marker() { if [[ "$1" == receiver ]]; then echo "$RECEIVER_SCRIPT"; else ech
 app_command() {
     if [[ "$1" == receiver ]]; then
         echo "$PYTHON" "$RECEIVER_SCRIPT" --port "$RECEIVER_PORT"
+    elif [[ "$1" == providers ]]; then
+        echo "$PYTHON" -m tests.providers "$SANDBOX_SMS_PORT" "$SANDBOX_PUSH_PORT" \
+            "$SANDBOX_SMTP_PORT"
     elif [[ "$1" == dispatcher-* ]]; then
         echo env "TRIGGER_DISPATCHER_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
             "$PYTHON" -m "$2"
@@ -51,7 +68,7 @@ nth_port() { if (($1 == 0)); then echo 0; else echo $(($1 + ${2##*-} - 1)); fi; 
 reset_metrics_dir() {
     local entry
     for entry in "${APPS[@]}"; do
-        [[ "${entry%%:*}" == receiver ]] && continue
+        [[ "${entry%%:*}" == receiver || "${entry%%:*}" == providers ]] && continue
         if [[ -n "$(our_pid "${entry%%:*}" "$(app_marker "${entry%%:*}" "${entry#*:}")")" ]]; then
             mkdir -p "$PROMETHEUS_MULTIPROC_DIR"
             return 0
@@ -81,6 +98,13 @@ app_up() {
         fi
         if [[ "$name" == api ]] && port_open "$API_PORT"; then
             die "api: port $API_PORT is in use by a process app.sh did not start (set TRIGGER_API_PORT)"
+        fi
+        if [[ "$name" == providers ]] && ((SANDBOX == 0)); then
+            continue  # real providers configured
+        fi
+        if [[ "$name" == providers ]] && port_open "$SANDBOX_SMS_PORT"; then
+            warn "providers: port $SANDBOX_SMS_PORT is in use; no provider sandbox"
+            continue
         fi
         if [[ "$name" == receiver ]] && port_open "$RECEIVER_PORT"; then
             warn "receiver: port $RECEIVER_PORT is in use; no sample receiver (set RECEIVER_PORT)"

@@ -258,6 +258,7 @@ class SmtpSink:
         self.refusals: dict[str, deque[str]] = defaultdict(deque)
         self.data_replies: deque[str] = deque()
         self.port = 0
+        self.echo = False  # print each message (the command-line sandbox)
         self._server: asyncio.Server | None = None
 
     def refuse(self, address: str, *replies: str) -> None:
@@ -306,26 +307,35 @@ class SmtpSink:
         assert isinstance(parsed, EmailMessage)
         self.messages.append(ReceivedMail(str(envelope.mail_from), list(envelope.rcpt_tos),
                                           parsed, raw))
+        if self.echo:
+            print(f"SmtpSink 250 to={envelope.rcpt_tos} subject={parsed['Subject']!r} "
+                  f"message-id={parsed['Message-ID']}", flush=True)
         return "250 Message accepted for delivery"
 
 
-async def serve(sms_port: int, push_port: int) -> None:
-    """Run both HTTP simulators with the development credentials until cancelled."""
-    sms, push = SmsSimulator(), PushSimulator()
+async def serve(sms_port: int, push_port: int, smtp_port: int = 0) -> None:
+    """Run both HTTP simulators with the development credentials (and, with ``smtp_port``,
+    an SMTP sink that prints each message) until cancelled."""
+    sms, push, smtp = SmsSimulator(), PushSimulator(), SmtpSink()
     sms.echo = push.echo = True
     print("sms: ", await sms.start(port=sms_port), flush=True)
     print("push:", await push.start(port=push_port), flush=True)
+    if smtp_port:
+        smtp.echo = True
+        print(f"smtp: 127.0.0.1:{await smtp.start(port=smtp_port)}", flush=True)
     try:
         await asyncio.Event().wait()
     finally:
         await sms.stop()
         await push.stop()
+        await smtp.stop()
 
 
 if __name__ == "__main__":
-    # python -m tests.providers [SMS_PORT PUSH_PORT]: the simulators for `make up`.
+    # python -m tests.providers [SMS_PORT PUSH_PORT [SMTP_PORT]]: the provider sandbox of
+    # `make up` (infra/app.sh starts it on 9201, 9202 and 1025).
     import sys
 
-    ports = [int(a) for a in sys.argv[1:3]] or [9101, 9102]
+    ports = [int(a) for a in sys.argv[1:4]] or [9201, 9202, 1025]
     asyncio.run(serve(*ports))
 
