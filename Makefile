@@ -91,6 +91,7 @@ bench: up
 	@$(PY) bench/run.py
 	@$(PY) bench/wheel_bench.py
 	@$(PY) bench/preview_bench.py
+	@$(PY) bench/channels_bench.py
 
 bench-wheel: $(STAMP)
 	@$(PY) bench/wheel_bench.py

@@ -133,7 +133,15 @@ class FanOut(Finishing):
                            t.fire_at_ms + api.ack_link_ttl_s * 1000)
         occ = Occurrence(t.trigger_id, t.occurrence_id, t.caller, i, t.fire_at_ms,
                          f"{api.public_url.rstrip('/')}/ack/{token}")
-        return await self._notifiers.send(t.plan.channels[i], occ), started_ms
+        # Bounded like a callback: the claim stays valid (and the message hidden) for the
+        # callback timeout, so no send may outlast it, whatever the provider's own timeout.
+        limit_s = self._d.callback_timeout_s
+        try:
+            outcome = await asyncio.wait_for(
+                self._notifiers.send(t.plan.channels[i], occ), limit_s)
+        except TimeoutError:
+            outcome = ChannelOutcome(False, error=f"timeout after {limit_s:g}s")
+        return outcome, started_ms
 
     def _after(self, states: tuple[ChannelState, ...], i: int, o: ChannelOutcome,
                t: Trigger) -> tuple[ChannelState, ...]:

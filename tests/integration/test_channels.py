@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
+import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -16,7 +19,15 @@ import pytest
 from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import Notifiers
 from tests.integration.conftest import Stack
-from tests.providers import PushSimulator, SmsSimulator, SmtpSink, fcm_error, twilio_error
+from tests.providers import (
+    PushSimulator,
+    Reply,
+    SmsSimulator,
+    SmtpSink,
+    fcm_error,
+    slow,
+    twilio_error,
+)
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
@@ -34,15 +45,17 @@ class Providers:
     smtp: SmtpSink
     sms: SmsSimulator
     push: PushSimulator
+    notifiers: Notifiers
+    env: dict[str, str]  # what points a dispatcher process at them
 
 
 @pytest.fixture
-async def providers(stack: Stack) -> AsyncIterator[Providers]:
-    """The providers, a dispatcher sending to them, and the API streaming inboxes from the
-    real Redis."""
-    p = Providers(SmtpSink(), SmsSimulator(), PushSimulator())
-    port = await p.smtp.start()
-    sms_url, push_url = await p.sms.start(), await p.push.start()
+async def stand_by(stack: Stack) -> AsyncIterator[Providers]:
+    """The providers and notifiers sending to them (no dispatcher yet), and the API
+    streaming inboxes from the real Redis."""
+    smtp, sms, push = SmtpSink(), SmsSimulator(), PushSimulator()
+    port = await smtp.start()
+    sms_url, push_url = await sms.start(), await push.start()
     s = stack.settings
     s = replace(s, smtp=replace(s.smtp, port=port), sms=replace(s.sms, base_url=sms_url),
                 push=replace(s.push, base_url=push_url))
@@ -52,7 +65,9 @@ async def providers(stack: Stack) -> AsyncIterator[Providers]:
                           InMemoryMetrics(), s.inbox.retention_days * 86_400)
     notifiers = Notifiers.from_settings(s, inbox=inbox)
     await notifiers.open()
-    await stack.start_dispatcher(notifiers=notifiers)
+    p = Providers(smtp, sms, push, notifiers, {
+        "TRIGGER_SMTP_HOST": "127.0.0.1", "TRIGGER_SMTP_PORT": str(port),
+        "TRIGGER_SMS_BASE_URL": sms_url, "TRIGGER_PUSH_BASE_URL": push_url})
     try:
         yield p
     finally:
@@ -68,6 +83,13 @@ def four(stack: Stack, token: str = "tok-1", phone: str = PHONE) -> list[dict[st
             {"type": "sms", "to": phone, "text": "Standup now"},
             {"type": "push", "token": token, "title": "Standup", "body": "Now"},
             {"type": "inbox", "recipient": "ada", "title": "Standup", "body": "Now"}]
+
+
+@pytest.fixture
+async def providers(stack: Stack, stand_by: Providers) -> Providers:
+    """``stand_by`` with a dispatcher sending to them."""
+    await stack.start_dispatcher(notifiers=stand_by.notifiers)
+    return stand_by
 
 
 async def create(stack: Stack, **body: Any) -> str:
@@ -210,3 +232,41 @@ async def _subscribed(stack: Stack, channel: str) -> bool:
 
 async def _count(items: list[Any], n: int) -> bool:
     return len(items) >= n
+
+
+async def test_a_dispatcher_killed_between_two_channels_resends_only_the_unrecorded(
+        stack: Stack, stand_by: Providers) -> None:
+    """SIGKILL a dispatcher process while its SMS is in flight (the other channels already
+    recorded): the one that takes the claim over sends the SMS again (a counted takeover)
+    and nothing else twice."""
+    p = stand_by
+    p.sms.script(PHONE, slow(Reply(201, {"sid": "SMslow"}), 30))
+    env = {**os.environ, **stack.env, **p.env, "TRIGGER_DISPATCH_RECEIVERS": "1",
+           "TRIGGER_DISPATCHER_METRICS_PORT": "0"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        tid = await create(stack, channels=four(stack), delaySeconds=1)
+
+        async def three_recorded() -> bool:
+            got = [c["status"] for c in (await view(stack, tid))["channels"]]
+            return got.count("DELIVERED") == 3 and len(p.sms.requests) == 1
+
+        assert await until(three_recorded, 40)
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), 10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    taker = await stack.start_dispatcher(notifiers=p.notifiers)
+    assert await until(lambda: _fired(stack, tid), 60)
+    got = await view(stack, tid)
+    assert got["status"] == "FIRED"
+    assert [c["status"] for c in got["channels"]] == ["DELIVERED"] * 4
+    assert len(p.sms.requests) == 2  # the one in flight at the kill, and the takeover's
+    assert len(p.smtp.messages) == len(p.push.requests) == 1
+    resp = await stack.client.get("/v1/inbox/ada", headers=stack.auth())
+    assert len((await resp.json())["items"]) == 1
+    assert taker.metrics.snapshot().get("claim_takeovers_total") == 1
