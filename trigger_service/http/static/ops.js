@@ -101,11 +101,13 @@
     if (kind !== "error") noticeTimer = setTimeout(() => show(n, false), 8000);
   }
 
-  // confirmDialog(text, okLabel) -> Promise<boolean>: true only on the explicit button.
-  function confirmDialog(message, okLabel) {
+  // confirmDialog(text, okLabel, kind) -> Promise<boolean>: true only on the explicit button
+  // (kind "danger" for what cannot be undone, "action" otherwise).
+  function confirmDialog(message, okLabel, kind) {
     const d = $("confirm");
     $("confirm-text").textContent = message;
     $("confirm-ok").textContent = okLabel;
+    $("confirm-ok").className = kind || "danger";
     return new Promise((resolve) => {
       const finish = (answer) => {
         $("confirm-ok").removeEventListener("click", yes);
@@ -224,7 +226,7 @@
   function row(item) {
     const open = el("button", { type: "button", class: "secondary open", onclick: () => openDetail(item.id) }, "Details");
     return el("tr", { "data-id": item.id },
-      el("td", { "data-label": "Dead at" }, when(item.deadAt)),
+      el("td", { "data-label": "Dead at", class: "t" }, when(item.deadAt)),
       el("td", { "data-label": "Reason" }, el("span", { class: "badge reason" }, text(item.reason))),
       el("td", { "data-label": "Caller" }, text(item.caller)),
       el("td", { "data-label": "Callback", class: "url" }, text(item.callbackUrl)),
@@ -318,7 +320,7 @@
     if (!current) return;
     const d = current;
     if (!(await confirmDialog(`Replay dead letter ${d.id}? Trigger ${d.triggerId} goes back to `
-      + `PENDING with a fresh attempt budget and fires once more, now.`, "Replay"))) return;
+      + `PENDING with a fresh attempt budget and fires once more, now.`, "Replay", "action"))) return;
     try {
       const r = await api("POST", `/v1/dead-letters/${encodeURIComponent(d.id)}/replay`, {});
       $("detail").close();
@@ -339,7 +341,7 @@
     if (!current) return;
     const d = current;
     if (!(await confirmDialog(`Purge dead letter ${d.id}? It leaves the list for good and will `
-      + `not be delivered (the trigger's history stays).`, "Purge"))) return;
+      + `not be delivered (the trigger's history stays).`, "Purge", "danger"))) return;
     try {
       await api("DELETE", `/v1/dead-letters/${encodeURIComponent(d.id)}`);
       $("detail").close();
@@ -366,7 +368,7 @@
   async function bulkReplay() {
     const filter = readFilter();
     if (!(await confirmDialog(`Replay every dead letter matching (${describeFilter(filter)})? `
-      + "Each one fires once more, now.", "Replay all"))) return;
+      + "Each one fires once more, now.", "Replay all", "action"))) return;
     const button = $("bulk-replay");
     button.disabled = true;
     try {
