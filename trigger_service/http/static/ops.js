@@ -225,8 +225,9 @@
 
   function row(item) {
     const open = el("button", { type: "button", class: "secondary open", onclick: () => openDetail(item.id) }, "Details");
-    return el("tr", { "data-id": item.id },
+    return el("tr", { "data-id": item.id, "data-trigger-id": item.triggerId },
       el("td", { "data-label": "Dead at", class: "t" }, when(item.deadAt)),
+      el("td", { "data-label": "Trigger", class: "id" }, text(item.triggerId)),
       el("td", { "data-label": "Reason" }, el("span", { class: "badge reason" }, text(item.reason))),
       el("td", { "data-label": "Caller" }, text(item.caller)),
       el("td", { "data-label": "Callback", class: "url" }, text(item.callbackUrl)),
