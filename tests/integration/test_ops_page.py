@@ -13,6 +13,7 @@ test filters by its own caller before it counts rows or replays in bulk.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import time
 from collections.abc import AsyncIterator
@@ -195,7 +196,7 @@ async def test_operator_filters_opens_and_replays(stack: Stack, browser: Browser
     await expect(page.locator("#attempt-rows tr")).to_have_count(3)
     for n in range(3):
         await expect(page.locator("#attempt-rows tr").nth(n)).to_contain_text("500")
-    await expect(page.locator("#payload")).to_contain_text(XSS)
+    await expect(page.locator("#payload")).to_contain_text(json.dumps(XSS))  # pretty JSON
     await expect(page.locator("#payload img, #payload script")).to_have_count(0)
     await expect(page.locator("#detail-fields")).to_contain_text(a)
     await ui.shot("ops-detail.png")

@@ -280,7 +280,8 @@
   function renderDetail(d) {
     const fields = [
       ["Id", d.id], ["Trigger", d.triggerId], ["Occurrence", d.occurrenceId], ["Caller", d.caller],
-      ["Reason", d.reason], ["Dead at", when(d.deadAt)], ["Fire at", when(d.fireAt)],
+      ["Reason", d.reason], ["State", d.state], ["Trigger status", d.triggerStatus],
+      ["Dead at", when(d.deadAt)], ["Fire at", when(d.fireAt)],
       ["Callback", d.callbackUrl], ["Attempts", num(d.attemptCount)], ["Last error", d.lastError],
     ];
     $("detail-fields").replaceChildren(...fields.flatMap(([k, v]) => [el("dt", {}, k), el("dd", {}, text(v))]));
