@@ -17,6 +17,7 @@ import json
 import os
 import time
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,9 @@ class Console:
     @classmethod
     async def open(cls, browser: Browser, stack: Stack, viewport: dict[str, int],
                    **options: Any) -> Console:
-        context = await browser.new_context(viewport=viewport, **options)  # type: ignore[arg-type]
+        # The browser's zone is UTC, so a datetime-local filter value is a UTC time here.
+        context = await browser.new_context(viewport=viewport,  # type: ignore[arg-type]
+                                            timezone_id="UTC", **options)
         console = cls(context, await context.new_page())
         resp = await console.page.goto(str(stack.client.make_url("/ops")))
         assert resp is not None and resp.status == 200
@@ -96,7 +99,8 @@ class Console:
         page = self.page
         if "reason" in fields:
             await page.select_option("#f-reason", fields["reason"])
-        for name, selector in (("caller", "#f-caller"), ("callbackPrefix", "#f-prefix")):
+        for name, selector in (("caller", "#f-caller"), ("callbackPrefix", "#f-prefix"),
+                               ("since", "#f-since"), ("until", "#f-until")):
             if name in fields:
                 await page.fill(selector, fields[name])
         await page.click("#apply")
@@ -189,6 +193,13 @@ async def test_operator_filters_opens_and_replays(stack: Stack, browser: Browser
     await expect(ui.row(c)).to_have_count(0)
     await expect(ui.row(a)).to_contain_text("max_attempts")
     await expect(ui.row(a)).to_contain_text(rec.base_url + "cb")
+    # Time filters (datetime-local in the browser's zone, sent as UTC): dead an hour ago, none.
+    now = datetime.now(UTC)
+    await ui.filter(until=f"{now - timedelta(hours=1):%Y-%m-%dT%H:%M:%S}")
+    await expect(ui.rows()).to_have_count(0)
+    await expect(page.locator("#dl-message")).to_contain_text("No dead letters match")
+    await ui.filter(until="", since=f"{now - timedelta(minutes=10):%Y-%m-%dT%H:%M:%S}")
+    await expect(ui.rows()).to_have_count(2)
     await ui.shot("ops-list.png", full_page=True)
 
     # The detail: three attempts answered 500, the payload as text (markup not run).

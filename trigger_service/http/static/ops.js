@@ -198,7 +198,9 @@
 
   // --- the dead-letter list --------------------------------------------------------------
 
-  const list = { filter: {}, cursor: null, loading: false };
+  // seq: the latest load; an answer to an older one is dropped (an Apply while the previous
+  // list is still loading replaces it, it is not ignored). busy: "More" waits for the page.
+  const list = { filter: {}, cursor: null, seq: 0, busy: false };
 
   // A datetime-local value (the browser's zone) as the API's UTC ISO-8601, or "" if empty.
   function isoOf(value) {
@@ -244,13 +246,18 @@
   }
 
   async function loadDeadLetters(reset) {
-    if (list.loading) return;
-    list.loading = true;
-    if (reset) list.filter = readFilter();
+    if (!reset && list.busy) return;
+    const seq = ++list.seq;
+    list.busy = true;
+    if (reset) {
+      list.filter = readFilter();
+      list.cursor = null;
+    }
     const params = new URLSearchParams({ ...list.filter, limit: String(PAGE_SIZE) });
     if (!reset && list.cursor) params.set("cursor", list.cursor);
     try {
       const page = (await api("GET", `/v1/dead-letters?${params}`)) || {};
+      if (seq !== list.seq) return;
       const items = Array.isArray(page.items) ? page.items : [];
       if (reset) $("dl-rows").replaceChildren();
       $("dl-rows").append(...items.map(row));
@@ -258,11 +265,12 @@
       show($("more"), Boolean(list.cursor));
       updateListMessage();
     } catch (err) {
+      if (seq !== list.seq) return;
       if (reset) $("dl-rows").replaceChildren();
       show($("dl-table"), $("dl-rows").children.length > 0);
       setText($("dl-message"), `Could not load dead letters: ${err instanceof ApiError ? err.describe() : err}`);
     } finally {
-      list.loading = false;
+      if (seq === list.seq) list.busy = false;
     }
   }
 
