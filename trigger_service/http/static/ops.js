@@ -284,6 +284,7 @@
   // --- one dead letter -------------------------------------------------------------------
 
   let current = null;
+  let detailSeq = 0; // the latest Details click wins, whatever order the answers come in
 
   function renderDetail(d) {
     const fields = [
@@ -309,8 +310,10 @@
   }
 
   async function openDetail(id) {
+    const seq = ++detailSeq;
     try {
       const d = await api("GET", `/v1/dead-letters/${encodeURIComponent(id)}`);
+      if (seq !== detailSeq) return;
       current = d;
       renderDetail(d);
       setText($("detail-message"), "");
