@@ -70,8 +70,10 @@ status:
 	@infra/status.sh
 	@infra/app.sh status
 
-# The whole suite: unit tests, then integration tests against the real services.
+# The whole suite: unit tests, then integration tests against the real services; the ops
+# console's browser test needs Debian's chromium (installed here when missing, not by `make up`).
 test: install
+	@infra/install.sh chromium
 	@infra/up.sh
 	@$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 

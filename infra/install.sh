@@ -1,14 +1,25 @@
 #!/usr/bin/env bash
 # Install what the local services need, skipping whatever is already installed.
-#   infra/install.sh [cassandra|localstack|redis|all]...   (default: all)
+#   infra/install.sh [cassandra|localstack|redis|chromium|all]...   (default: all)
 # cassandra:  Maven resolves cassandra-all + dependencies into .cache/cassandra/lib
 # localstack: a virtualenv .cache/localstack-venv from localstack/requirements.txt
 # redis:      Debian's redis-server package (apt-get), only if redis-server is missing
-# Several services install in parallel (they use different tools).
+# chromium:   Debian's chromium package (apt-get), only if /usr/bin/chromium is missing; a tool
+#             for the browser test, not a service: only when named (`all` means the services)
+# Several components install in parallel (the apt-get ones take turns: apt_install in lib.sh).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-read_service_args 2,7 "$@"
+# Tools are named apart from the services (read_service_args knows only services).
+tools=()
+args=()
+for a in "$@"; do
+    if [[ " ${ALL_TOOLS[*]} " == *" $a "* ]]; then tools+=("$a"); else args+=("$a"); fi
+done
+services=()
+if ((${#args[@]})) || ! ((${#tools[@]})); then
+    read_service_args 2,9 "${args[@]}"
+fi
 take_lock
 
 install_one() {
@@ -23,5 +34,5 @@ install_one() {
 }
 
 t0="$(now)"
-run_parallel install_one "${services[@]}"
+run_parallel install_one "${services[@]}" "${tools[@]}"
 log "install: done in $(elapsed "$t0") s"

@@ -21,6 +21,9 @@ export INFRA_DIR REPO_ROOT CACHE_DIR VAR_DIR RUN_DIR LOG_DIR
 
 # All services the scripts know, in start order.
 ALL_SERVICES=(redis cassandra localstack)
+# Tools: installed by infra/install.sh when named (never started, stopped or reported by
+# status): chromium for the ops console's browser test (`make test` asks for it).
+ALL_TOOLS=(chromium)
 
 # --- messages (stderr, so stdout stays clean for callers that capture it) -----------------------
 
@@ -189,6 +192,36 @@ run_parallel() {
     fi
 }
 
+# apt_install LOGNAME PKG...: `apt-get update` (at most once per infra script run) and
+# `apt-get install` of PKG as root (or through sudo). Installs run one at a time (a lock file;
+# apt's own lock fails instead of waiting), so several components may call this in parallel.
+# apt's chatter goes to var/log/install-LOGNAME.log, shown only if something fails.
+APT_RUN_ID="${APT_RUN_ID:-$$}"
+export APT_RUN_ID
+apt_install() {
+    local name="$1"
+    shift
+    local sudo=()
+    if [[ "$(id -u)" != 0 ]]; then
+        command -v sudo >/dev/null 2>&1 || die "$name: $* missing and we are not root (no sudo either)"
+        sudo=(sudo)
+    fi
+    ensure_dirs
+    local aptlog="$LOG_DIR/install-$name.log" stamp="$RUN_DIR/.apt-updated"
+    local apt=("${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get -q -o DPkg::Lock::Timeout=600)
+    if ! (
+        exec 8>"$RUN_DIR/.apt.lock"
+        flock -w 900 8 || exit 1
+        if [[ "$(cat "$stamp" 2>/dev/null)" != "$APT_RUN_ID" ]]; then
+            "${apt[@]}" update && echo "$APT_RUN_ID" >"$stamp"
+        fi &&
+            "${apt[@]}" install -y --no-install-recommends "$@"
+    ) >"$aptlog" 2>&1 9>&-; then
+        print_log_tail "apt-get" "$aptlog"
+        die "$name: apt-get failed (full output: $aptlog)"
+    fi
+}
+
 # Service definitions: each file defines <name>_install, <name>_installed, <name>_start,
 # <name>_ready, <name>_marker, <name>_port, <name>_timeout and <name>_log.
 for _svc in "${ALL_SERVICES[@]}"; do
@@ -196,6 +229,12 @@ for _svc in "${ALL_SERVICES[@]}"; do
     source "$INFRA_DIR/services/$_svc.sh"
 done
 unset _svc
+# Tool definitions: each file defines <name>_install and <name>_installed.
+for _tool in "${ALL_TOOLS[@]}"; do
+    # shellcheck source=/dev/null
+    source "$INFRA_DIR/tools/$_tool.sh"
+done
+unset _tool
 
 # check_service_name NAME: die unless NAME is a known service.
 check_service_name() {

@@ -18,23 +18,10 @@ redis_install() {
     if redis_installed; then
         return 0
     fi
-    local sudo=()
-    if [[ "$(id -u)" != 0 ]]; then
-        command -v sudo >/dev/null 2>&1 || die "redis: redis-server is missing and we are not root (no sudo either)"
-        sudo=(sudo)
-    fi
     log "redis: installing Debian package redis-server (apt-get update + install)"
     # The image's policy-rc.d keeps apt from starting the system redis service; if one gets
     # started anyway, up.sh refuses to share its port (it only uses ports it did not find taken).
-    # apt's chatter goes to a log file that is shown only if something fails.
-    ensure_dirs
-    local aptlog="$LOG_DIR/install-redis.log"
-    if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
-        "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-            --no-install-recommends redis-server; } >"$aptlog" 2>&1; then
-        print_log_tail "apt-get" "$aptlog"
-        die "redis: apt-get failed (full output: $aptlog)"
-    fi
+    apt_install redis redis-server
     redis_installed || die "redis: apt-get install finished but redis-server/redis-cli are still missing"
     log "redis: installed $(redis-server --version | sed -n 's/.* v=\([^ ]*\).*/\1/p')"
 }

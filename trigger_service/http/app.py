@@ -22,6 +22,7 @@ from trigger_service.http.routes import (
     health,
     inbox,
     ops,
+    ops_page,
     schedules,
     signing,
     stats,
@@ -119,4 +120,5 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     stats.add_routes(app)
     ops.add_routes(app)
     health.add_routes(app)
+    ops_page.add_routes(app)
     return app
