@@ -23,7 +23,7 @@ from trigger_service.core.channels import ChannelSpec, parse_channels, spec_to_j
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.zones import DstPolicy, load_zone, resolve, wall_of
 
-MAX_ESCALATION_S = 7 * 86_400
+MAX_ESCALATION_S = 86_400  # a step stays within the reconciler's 48 h look-back
 PLAN_FIELDS = ("channels", "escalation", "quietHours")  # the request fields of a plan
 HTTP = "http"
 
