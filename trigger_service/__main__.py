@@ -11,6 +11,7 @@ from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import JOBS_KEY
+from trigger_service.http.server import ApiRunner
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.supervisor import every
 from trigger_service.platform.wiring import Runtime
@@ -23,7 +24,7 @@ async def build(runtime: Runtime) -> Component:
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
                              runtime.clock, runtime.metrics)
     app = build_app(runtime, service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = ApiRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 

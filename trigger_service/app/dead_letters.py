@@ -179,4 +179,5 @@ class DeadLetterService:
 def _plausible(dead_letter_id: str) -> bool:
     """``trg_<ulid>.<n>``: anything else cannot be an id (and never reaches the store)."""
     head, _, n = dead_letter_id.partition(".")
-    return head.startswith("trg_") and len(head) == 30 and n.isdigit() and len(n) < 10
+    return (dead_letter_id.isascii() and head.startswith("trg_") and len(head) == 30
+            and n.isdigit() and len(n) < 10)

@@ -15,6 +15,7 @@
     │   ├── AlreadyReplayed           409 already_replayed (a dead letter replayed already)
     │   ├── NotReplayable             409 not_replayable (its trigger has expired)
     │   ├── PayloadTooLarge           413 payload_too_large
+    │   ├── HeadersTooLarge           431 headers_too_large (aiohttp's parser refused them)
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
@@ -103,6 +104,10 @@ class NotReplayable(ApiError):
 
 class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
+
+
+class HeadersTooLarge(ApiError):
+    status, code = 431, "headers_too_large"
 
 
 class CallbackNotAllowed(ApiError):

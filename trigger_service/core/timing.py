@@ -46,7 +46,10 @@ def parse_rfc3339_ms(text: str) -> int:
     offset = "+00:00" if offset in ("Z", "z") else offset
     iso = f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
     dt = datetime.fromisoformat(iso + frac + offset)
-    return datetime_to_ms(dt.astimezone(UTC))
+    try:
+        return datetime_to_ms(dt.astimezone(UTC))
+    except OverflowError as e:  # 9999-12-31T23:59:59-23:59 is past datetime.max in UTC
+        raise ValueError("out of the range of supported times (years 1 to 9999 in UTC)") from e
 
 
 def format_rfc3339_ms(ms: int) -> str:

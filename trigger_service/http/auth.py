@@ -25,8 +25,10 @@ def auth_middleware(callers: CallerRegistry) -> Callable[..., Awaitable[web.Stre
         if request.path.startswith("/v1/"):
             header = request.headers.get("Authorization", "")
             scheme, _, token = header.partition(" ")
-            principal = (callers.principal(token.strip()) if scheme.lower() == "bearer"
-                         else None)
+            token = token.strip()
+            # Header bytes that are not ASCII arrive surrogate-escaped: no token has them.
+            principal = (callers.principal(token)
+                         if scheme.lower() == "bearer" and token.isascii() else None)
             if principal is None:
                 raise Unauthorized("missing or unknown bearer token")
             request[PRINCIPAL_KEY] = principal

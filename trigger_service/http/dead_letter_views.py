@@ -18,7 +18,7 @@ from trigger_service.core.dead_letters import (
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
-from trigger_service.http.parsing import MAX_LIST_LIMIT
+from trigger_service.http.parsing import LIMIT_RE, MAX_LIST_LIMIT
 
 FILTERS = ("reason", "since", "until", "callbackPrefix", "caller")
 _MAX_PREFIX = 2048
@@ -67,10 +67,9 @@ def parse_list_query(query: dict[str, str], *, scope: str | None, now_ms: int,
         raise InvalidRequest(f"{extra[0]}: unknown query parameter")
     limit = 50
     if "limit" in query:
-        try:
-            limit = int(query["limit"])
-        except ValueError as e:
-            raise InvalidRequest("limit: must be an integer") from e
+        if not LIMIT_RE.fullmatch(query["limit"]):
+            raise InvalidRequest("limit: must be an integer")
+        limit = int(query["limit"])
         if not 1 <= limit <= MAX_LIST_LIMIT:
             raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
@@ -86,8 +85,10 @@ def decode_cursor(text: str) -> DeadLetterCursor:
     try:
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         day, before_ms, before_id = json.loads(raw)
+        # An id from a JSON escape can be a lone surrogate, which the driver cannot encode.
         if not (type(day) is int and type(before_ms) is int and isinstance(before_id, str)
-                and 0 <= day < 10**6 and 0 <= before_ms < 2**63 and len(before_id) < 64):
+                and 0 <= day < 10**6 and 0 <= before_ms < 2**63 and len(before_id) < 64
+                and (before_id == "\U0010ffff" or before_id.isascii())):
             raise ValueError("bad cursor fields")
         return day, before_ms, before_id
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as e:

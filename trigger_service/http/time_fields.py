@@ -60,12 +60,12 @@ def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
 def _instant_ms(body: dict[str, Any], now_ms: int) -> int:
     if "delaySeconds" in body:
         delay = body["delaySeconds"]
-        if (isinstance(delay, bool) or not isinstance(delay, int | float)
-                or not math.isfinite(delay)):
+        if isinstance(delay, bool) or not isinstance(delay, int | float):
             raise bad("delaySeconds", "must be a number")
+        # Range first: an int past float's range makes isfinite() raise OverflowError.
         if delay < 0:
             raise bad("delaySeconds", "must be >= 0")
-        if delay > 1e12:
+        if delay > 1e12 or not math.isfinite(delay):
             raise bad("delaySeconds", "too large")
         return now_ms + round(delay * 1000)
     text = body["fireAt"]

@@ -151,7 +151,7 @@ def test_idempotency_key_rules() -> None:
 
 def test_list_query_and_cursor() -> None:
     assert parse_list_query({}) == (None, 50, None)
-    c = (202611, 123, "trg_x")
+    c = (202611, 123, "trg_01HF7YAT00BC3TNC0HDKZHHZNX")
     assert decode_cursor(encode_cursor(c)) == c
     status, limit, cursor = parse_list_query({"status": "pending", "limit": "5",
                                               "cursor": encode_cursor(c)})

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 from aiohttp import ClientResponse, web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
+from tests.api_server import ApiTestServer
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
 from trigger_service.adapters.memory import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
@@ -62,7 +63,7 @@ async def api() -> AsyncIterator[Api]:
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics,
                       pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
-    client: Client = TestClient(TestServer(build_app(runtime, env.service)))
+    client: Client = TestClient(ApiTestServer(build_app(runtime, env.service)))
     await client.start_server()
     try:
         yield Api(env, runtime, client)

@@ -21,7 +21,8 @@ def _ack_view(t: Trigger) -> dict[str, object]:
 
 def _seq_of(trigger_id: str, occurrence_id: object) -> int:
     head, _, n = str(occurrence_id).rpartition(".")
-    if head != trigger_id or not n.isdigit() or int(n) < 1 or len(n) > 9:
+    # isascii: str.isdigit() takes "²", which int() refuses
+    if head != trigger_id or not (n.isascii() and n.isdigit()) or len(n) > 9 or int(n) < 1:
         raise InvalidRequest("occurrenceId: an occurrence id of this trigger (<triggerId>.<n>)")
     return int(n) - 1
 
