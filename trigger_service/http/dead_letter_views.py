@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import re
 from typing import Any
 
 from trigger_service.core.dead_letters import (
@@ -22,6 +23,10 @@ from trigger_service.http.parsing import LIMIT_RE, MAX_LIST_LIMIT
 
 FILTERS = ("reason", "since", "until", "callbackPrefix", "caller")
 _MAX_PREFIX = 2048
+# What a listing cursor's id may be: a dead letter's (<trigger id>.<n>) or the store's
+# "after every id" (anything else, a lone surrogate say, must never reach the driver).
+_LETTER_ID_RE = re.compile(r"trg_[0-9A-HJKMNP-TV-Z]{26}\.[0-9]{1,9}")
+_AFTER_EVERY_ID = "\U0010ffff"
 
 
 def _instant(value: str, name: str) -> int:
@@ -82,13 +87,16 @@ def encode_cursor(cursor: DeadLetterCursor) -> str:
 
 
 def decode_cursor(text: str) -> DeadLetterCursor:
+    """What ``encode_cursor`` made, or ``InvalidRequest`` naming ``cursor``: bounded before
+    it is parsed, and each part checked, so a forged one never reaches the driver."""
     try:
+        if len(text) > 200:  # a real one is about 100 characters
+            raise ValueError("too long")
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         day, before_ms, before_id = json.loads(raw)
-        # An id from a JSON escape can be a lone surrogate, which the driver cannot encode.
         if not (type(day) is int and type(before_ms) is int and isinstance(before_id, str)
-                and 0 <= day < 10**6 and 0 <= before_ms < 2**63 and len(before_id) < 64
-                and (before_id == "\U0010ffff" or before_id.isascii())):
+                and 0 <= day < 10**6 and 0 <= before_ms < 2**63
+                and (before_id == _AFTER_EVERY_ID or _LETTER_ID_RE.fullmatch(before_id))):
             raise ValueError("bad cursor fields")
         return day, before_ms, before_id
     except (binascii.Error, ValueError, TypeError, UnicodeDecodeError) as e:
