@@ -15,7 +15,7 @@ import pytest
 from tests.unit.app.support import CALLBACK
 from tests.unit.http.test_routes import AUTH, OPERATOR, Api, assert_error
 from trigger_service.http.app import MAX_BODY_BYTES
-from trigger_service.http.json_body import MAX_DEPTH, MAX_KEY_CHARS, MAX_KEYS
+from trigger_service.http.json_body import MAX_DEPTH, MAX_KEYS
 
 OVERFLOW_FIRE_AT = "9999-12-31T23:59:59-23:59"  # past datetime.max once in UTC
 
@@ -55,17 +55,13 @@ BODIES: dict[str, tuple[Callable[[str], bytes], str]] = {
     "lone surrogate key": (lambda f: b'{"\\ud800": 1}', "body"),
     "1e400": (lambda f: _obj(f, "1e400"), "body"),
     "-1e400": (lambda f: _obj(f, "-1e400"), "body"),
-    "10**400": (lambda f: _obj(f, "1" + "0" * 400), "body"),
     "10**5000": (lambda f: _obj(f, "1" + "0" * 5000), "body"),
-    "2**63": (lambda f: _obj(f, str(2**63)), "body"),
-    "-2**63-1": (lambda f: _obj(f, str(-(2**63) - 1)), "body"),
+    "brackets left open": (lambda f: _obj(f, '["]",' * (MAX_DEPTH + 1) + "1"), "body"),
     "NaN": (lambda f: _obj(f, "NaN"), "body"),
     "Infinity": (lambda f: _obj(f, "Infinity"), "body"),
     "-Infinity": (lambda f: _obj(f, "-Infinity"), "body"),
-    "duplicate key": (lambda f: f'{{"{f}": "a", "{f}": "b"}}'.encode(), "body"),
     "too many keys": (lambda f: _obj(f, json.dumps({f"k{i}": 1 for i in range(MAX_KEYS + 1)})),
                       "body"),
-    "key too long": (lambda f: _obj(f, json.dumps({"k" * (MAX_KEY_CHARS + 1): 1})), "body"),
     "non-string key": (lambda f: b'{1: 2}', "body"),
     "latin-1": (lambda f: _obj(f, '"\xe9"').decode().encode("latin-1"), "body"),
     "utf-16": (lambda f: _obj(f, '"x"').decode().encode("utf-16"), "body"),
@@ -105,10 +101,10 @@ async def test_a_body_over_the_limit_is_413(api: Api, endpoint: str) -> None:
     await assert_error(resp, 413, "payload_too_large")
 
 
-async def test_a_normal_body_still_parses_with_escapes_pairs_and_big_safe_numbers(
+async def test_a_normal_body_still_parses_with_escapes_pairs_and_big_numbers(
         api: Api) -> None:
-    payload = {"emoji": "\U0001f600", "é": "\\ud800 is text here", "n": 2**63 - 1,
-               "m": -(2**63), "f": 1.5e308, "nested": [[[[{"a": None}]]]]}
+    payload = {"emoji": "\U0001f600", "é": "\\ud800 is text here", "n": 10**40,
+               "f": 1.5e308, "nested": [[[[{"a": "]]]]"}]]]] * 20, "brackets": "[" * 100}
     status, body, _ = await api.post({"callbackUrl": CALLBACK, "delaySeconds": 60,
                                       "payload": payload})  # ensure_ascii: escaped pairs
     assert status == 201, body
@@ -122,6 +118,8 @@ FIELD_CASES = [
     ("register", {"callbackUrl": CALLBACK, "fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("register", {"callbackUrl": CALLBACK, "fireAt": "0001-01-01T00:00:00+23:59"}, "fireAt"),
     ("register", {"callbackUrl": CALLBACK, "delaySeconds": 2**63 - 1}, "delaySeconds"),
+    ("register", {"callbackUrl": CALLBACK, "delaySeconds": 10**400}, "delaySeconds"),
+    ("register", {"callbackUrl": CALLBACK, "delaySeconds": -(10**400)}, "delaySeconds"),
     ("register", {"callbackUrl": CALLBACK, "delaySeconds": 1.7e308}, "delaySeconds"),
     ("register", {"callbackUrl": CALLBACK, "delaySeconds": "60"}, "delaySeconds"),
     ("register", {"callbackUrl": "http://xn--a.com/", "delaySeconds": 1}, "callbackUrl"),
@@ -138,12 +136,15 @@ FIELD_CASES = [
     ("register", {"callbackUrl": CALLBACK, "delaySeconds": 1, "a" * 200: 1}, "a" * 200),
     ("preview", {"delaySeconds": 1, "after": OVERFLOW_FIRE_AT}, "after"),
     ("preview", {"delaySeconds": 1, "count": 2**63 - 1}, "count"),
+    ("preview", {"delaySeconds": 10**400}, "delaySeconds"),
     ("preview", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("patch", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("patch", {"delaySeconds": -(2**63)}, "delaySeconds"),
+    ("patch", {"delaySeconds": 10**400}, "delaySeconds"),
     ("patch", {"callbackUrl": "http://xn--a.com/"}, "callbackUrl"),
     ("snooze", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("snooze", {"delaySeconds": 2**63 - 1}, "delaySeconds"),
+    ("snooze", {"delaySeconds": 10**400}, "delaySeconds"),
     ("ack", {"occurrenceId": "{id}.²"}, "occurrenceId"),
     ("ack", {"occurrenceId": "{id}." + "9" * 5000}, "occurrenceId"),
     ("replay", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
@@ -267,3 +268,12 @@ async def test_requests_no_client_would_send_answer_json(api: Api, case: str) ->
     assert content_type.startswith("application/json")
     assert {"error", "message"} <= set(body) <= {"error", "message", "field"}
     assert "\\x" not in str(body["message"])  # the request's bytes are never echoed
+
+
+async def test_a_key_given_twice_keeps_its_last_value_and_is_stored_once(api: Api) -> None:
+    raw = (f'{{"callbackUrl": "{CALLBACK}", "delaySeconds": 1, "delaySeconds": 60, '
+           '"payload": {"a": 1, "a": 2}}').encode()
+    resp = await api.client.post("/v1/triggers", data=raw, headers=AUTH)
+    assert resp.status == 201, await resp.text()
+    t = api.env.store.triggers[(await resp.json())["triggerId"]]
+    assert t.payload_json == '{"a":2}' and t.fire_at_ms - t.created_at_ms == 60_000
