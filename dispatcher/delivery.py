@@ -81,7 +81,7 @@ class _Attempted:
     result: DeliveryResult
     started_at_ms: int
     duration_ms: int
-    refused: bool = False  # not sent: the callers file no longer allows the URL
+    refused: bool = False  # not sent: the URL or its address is not allowed (any more)
 
 
 class Delivery(FanOut):
@@ -242,13 +242,18 @@ class Delivery(FanOut):
                     started_ms, 0, refused=True)
             result = await self._channel.deliver(claimed, claimed.attempts)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
-        # means it is up and answering.
-        (breaker.record_failure if result.origin_failed else breaker.record_success)()
-        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms)
+        # means it is up and answering. A refused address says nothing about it.
+        if result.refused:
+            breaker.release()
+        else:
+            (breaker.record_failure if result.origin_failed else breaker.record_success)()
+        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
+                          refused=result.refused)
 
     def _callback_allowed(self, t: Trigger) -> bool:
         """Checked again at delivery: the callers file may have changed since registration
-        (a prefix removed, the caller gone)."""
+        (a prefix removed, the caller gone); on the normalised URL, IP literals classified
+        (the channel's resolver checks the addresses of names)."""
         caller = self._callers.by_name(t.caller)
         url = parse_callback_url(t.callback_url)
         return caller is not None and url is not None and caller.allows_callback(url)

@@ -64,8 +64,8 @@ UNCONFIGURED: Notifiers = _Unconfigured()
 
 
 def _from_http(r: DeliveryResult) -> ChannelOutcome:
-    """The callback's answer as a channel outcome (410: no retry)."""
-    return ChannelOutcome(r.ok, permanent=r.gone, provider_code=str(r.status_code)
+    """The callback's answer as a channel outcome (410 or a refused address: no retry)."""
+    return ChannelOutcome(r.ok, permanent=r.gone or r.refused, provider_code=str(r.status_code)
                           if r.status_code else None, error=r.error,
                           retry_after_s=r.retry_after_s)
 

@@ -5,6 +5,7 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     [callers.orders]
     token_sha256 = "<hex sha-256 of the bearer token>"   # or a list: both valid (rotation)
     callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
+                                 # or ["https://"]: any public host (see below)
     max_concurrency = 100        # optional: the caller's delivery bulkhead
     signing_secrets = ["whsec_…"]  # optional: Standard Webhooks secrets, the current first
     max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
@@ -19,8 +20,15 @@ caller's dead letters (viewers only read) and cannot create triggers::
     role = "operator"            # or "viewer"
 
 A callback URL is allowed when scheme, host and port equal a prefix's and its path starts
-with the prefix's path on a segment boundary, all compared on the parsed, normalized URL —
-so ``http://127.0.0.1:9000.evil.example/`` and ``http://user@127.0.0.1:9000/`` do not pass.
+with the prefix's path on a segment boundary, all compared on the normalised URL
+(``core/urls.py``), which is also the form stored and sent — so
+``http://127.0.0.1:9000.evil.example/``, ``http://user@127.0.0.1:9000/`` and
+``/hooks/..%2Fadmin`` do not pass.
+
+A prefix may be broad: ``"https://"`` (the scheme alone) admits any host on the scheme's
+default port. Through a broad prefix a callback may only reach public addresses: IP literals
+and names that are loopback, private, link-local and the like (``core/addresses.py``) are
+refused unless a prefix that admits the URL names its host (the SSRF guard, issue 13).
 """
 
 from __future__ import annotations
@@ -35,9 +43,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from yarl import URL
-
+from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.urls import (
+    DEFAULT_PORTS,
+    CallbackUrl,
+    UrlError,
+    normalise_callback_url,
+)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -46,24 +59,38 @@ _HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 @dataclass(frozen=True, slots=True)
 class CallbackPrefix:
     scheme: str
-    host: str
+    host: str  # "" for a broad prefix (any host)
     port: int
     path: str
 
     @classmethod
     def parse(cls, text: str) -> CallbackPrefix:
-        url = _parse_http_url(text)
-        if url is None:
-            raise ValueError(f"not an absolute http(s) URL without credentials: {text!r}")
-        return cls(url.scheme, url.host or "", url.port or 0, url.path or "/")
+        """``scheme://host[:port][/path]``, or ``scheme://`` alone (broad); raises
+        ``ValueError``."""
+        scheme = text.lower().removesuffix("//").removesuffix(":")
+        if text.lower() == f"{scheme}://" and scheme in DEFAULT_PORTS:
+            return cls(scheme, "", DEFAULT_PORTS[scheme], "/")
+        try:
+            url = normalise_callback_url(text)
+        except UrlError as e:
+            raise ValueError(f"{text!r}: {e}") from e
+        if url.query:
+            raise ValueError(f"{text!r}: a prefix has no query")
+        return cls(url.scheme, url.host, url.port, url.path)
 
-    def allows(self, url: URL) -> bool:
-        if (url.scheme, url.host, url.port) != (self.scheme, self.host, self.port):
+    def allows(self, url: CallbackUrl) -> bool:
+        """Scheme, host (unless broad) and port equal, the path under the prefix's."""
+        if (url.scheme, url.port) != (self.scheme, self.port):
             return False
-        path = url.path or "/"
+        if self.host and url.host != self.host:
+            return False
         if self.path.endswith("/"):
-            return path.startswith(self.path) or path + "/" == self.path
-        return path == self.path or path.startswith(self.path + "/")
+            return url.path.startswith(self.path) or url.path + "/" == self.path
+        return url.path == self.path or url.path.startswith(self.path + "/")
+
+    def names(self, url: CallbackUrl) -> bool:
+        """Does this prefix admit ``url`` naming its host (not just through breadth)?"""
+        return bool(self.host) and self.allows(url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,8 +104,27 @@ class Caller:
     retry_backoff_s: tuple[int, ...] | None = None
     max_age_s: int | None = None
 
-    def allows_callback(self, url: URL) -> bool:
-        return any(p.allows(url) for p in self.callback_prefixes)
+    def allows_callback(self, url: CallbackUrl) -> bool:
+        return self.callback_refusal(url) is None
+
+    def names_callback_host(self, url: CallbackUrl) -> bool:
+        """A prefix that admits ``url`` names its host: any address it has is allowed."""
+        return any(p.names(url) for p in self.callback_prefixes)
+
+    def callback_refusal(self, url: CallbackUrl) -> str | None:
+        """Why ``url`` is not allowed for this caller (None: it is). Pure: a name's addresses
+        are checked by whoever resolves it (``app/callbacks.py``, the dispatcher's
+        resolver)."""
+        if not any(p.allows(url) for p in self.callback_prefixes):
+            return f"{url.text} is not under any callback prefix of caller {self.name}"
+        if self.names_callback_host(url):
+            return None
+        ip = url.ip
+        why = forbidden_address(ip) if ip is not None else forbidden_name(url.host)
+        if why is None:
+            return None
+        return (f"{url.host} is {why}: only a callback prefix that names this host may "
+                "point there")
 
 
 class Role(StrEnum):
@@ -100,24 +146,13 @@ class Principal:
         return self.role is not Role.CALLER
 
 
-def _parse_http_url(text: str) -> URL | None:
-    """Parse and normalize an absolute http(s) URL; None if it is anything else."""
+def parse_callback_url(text: str) -> CallbackUrl | None:
+    """The URL the dispatcher will POST to, normalised, or None if it is not acceptable as a
+    callback (``normalise_callback_url`` says why)."""
     try:
-        url = URL(text)
-    except (ValueError, TypeError):
+        return normalise_callback_url(text)
+    except UrlError:
         return None
-    if url.scheme not in ("http", "https") or not url.host or url.user or url.password:
-        return None
-    if not url.is_absolute():
-        return None
-    return url
-
-
-def parse_callback_url(text: str) -> URL | None:
-    """The URL the dispatcher will POST to, or None if it is not acceptable as a callback."""
-    if len(text) > 2048 or any(c.isspace() for c in text):
-        return None
-    return _parse_http_url(text)
 
 
 def _token_hashes(raw: object, where: str, seen: set[str]) -> tuple[str, ...]:
@@ -245,6 +280,12 @@ class CallerRegistry:
 
     def by_name(self, name: str) -> Caller | None:
         return self._by_name.get(name)
+
+    def names_callback_host(self, name: str, url: CallbackUrl) -> bool:
+        """Does a prefix of caller ``name`` that admits ``url`` name its host? Then the
+        dispatcher connects to whatever address the host has (the operator chose it)."""
+        caller = self._by_name.get(name)
+        return caller is not None and caller.names_callback_host(url)
 
     def signing_secrets(self, name: str) -> tuple[str, ...]:
         """The caller's Standard Webhooks secrets, the current one first (none: unsigned)."""

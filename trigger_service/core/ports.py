@@ -323,6 +323,8 @@ class DeliveryResult:
     error: str | None
     retry_after_s: float | None = None  # the receiver's Retry-After (429/503), in seconds
     response_excerpt: str | None = None  # the start of the answer's body (attempt history)
+    # Not sent: the SSRF guard refused the address (permanent: callback_not_allowed).
+    refused: bool = False
 
     @property
     def gone(self) -> bool:
@@ -334,7 +336,8 @@ class DeliveryResult:
         """Does this answer show the origin in trouble (for its circuit breaker)? No answer,
         5xx or 429 do; any other answer (2xx, 4xx including 410) shows it up."""
         code = self.status_code
-        return not self.ok and (code is None or code >= 500 or code == 429)
+        return not self.ok and not self.refused and (code is None or code >= 500
+                                                     or code == 429)
 
 
 class Channel(Protocol):

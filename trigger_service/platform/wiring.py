@@ -7,10 +7,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -68,6 +70,8 @@ class Runtime:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Live inbox messages; the in-process fake unless opened (unit tests keep it).
     inbox_bus: InboxBus = field(default_factory=MemoryInboxBus)
+    # DNS for the registration half of the SSRF guard (app/callbacks.py).
+    resolver: HostResolver = field(default_factory=LoopResolver)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
