@@ -63,11 +63,16 @@ class _Unconfigured:
 UNCONFIGURED: Notifiers = _Unconfigured()
 
 
+# The provider code of a callback channel whose URL or address is not allowed: if that is
+# the only failure the occurrence is dead-lettered ``callback_not_allowed``.
+NOT_ALLOWED = DeadLetterReason.CALLBACK_NOT_ALLOWED.value
+
+
 def _from_http(r: DeliveryResult) -> ChannelOutcome:
     """The callback's answer as a channel outcome (410 or a refused address: no retry)."""
-    return ChannelOutcome(r.ok, permanent=r.gone or r.refused, provider_code=str(r.status_code)
-                          if r.status_code else None, error=r.error,
-                          retry_after_s=r.retry_after_s)
+    code = NOT_ALLOWED if r.refused else str(r.status_code) if r.status_code else None
+    return ChannelOutcome(r.ok, permanent=r.gone or r.refused, provider_code=code,
+                          error=r.error, retry_after_s=r.retry_after_s)
 
 
 class FanOut(Finishing):
@@ -124,7 +129,7 @@ class FanOut(Finishing):
         assert t.plan is not None
         if i >= len(t.plan.channels):  # the callback, as the last channel
             if not self._callback_allowed(t):
-                return ChannelOutcome(False, permanent=True,
+                return ChannelOutcome(False, permanent=True, provider_code=NOT_ALLOWED,
                                       error="callback URL not allowed for this caller any "
                                             "more"), started_ms
             return _from_http(await self._channel.deliver(t, t.attempts)), started_ms
@@ -194,7 +199,10 @@ class FanOut(Finishing):
             if failed:
                 detail = "; ".join(f"{s.type}: {s.provider_code or ''} {s.last_error or ''}"
                                    .strip() for s in failed)
-                await self._give_up(m, current, detail, ctx, DeadLetterReason.MAX_ATTEMPTS)
+                reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED
+                          if all(s.provider_code == NOT_ALLOWED for s in failed)
+                          else DeadLetterReason.MAX_ATTEMPTS)
+                await self._give_up(m, current, detail, ctx, reason)
             else:
                 await self._record_fired(m, current, DeliveryResult(True, None, None), ctx)
             return

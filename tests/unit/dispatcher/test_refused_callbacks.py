@@ -63,3 +63,5 @@ async def test_a_refused_callback_channel_is_not_retried(env: Env) -> None:
     assert row.status is Status.FAILED
     assert [(s.type, s.status.value, s.attempts) for s in row.channel_states] == [
         ("email", "DELIVERED", 1), ("http", "FAILED", 1)]
+    assert env.store.dead_letters[t.occurrence_id].reason is (
+        DeadLetterReason.CALLBACK_NOT_ALLOWED)
