@@ -5,9 +5,11 @@ outcome; ``Delivery`` mixes this in and calls ``fan_out`` once its claim applied
 Why each failure is safe:
 
 - each channel's outcome is recorded as soon as it is known, by an LWT that keeps the claim
-  (IN_FLIGHT → IN_FLIGHT, new channel states): a dispatcher killed between two channels
-  leaves the ones already sent recorded, and whoever takes the stale claim over sends only
-  the others (a channel sent but not yet recorded is sent again: a counted duplicate);
+  (IN_FLIGHT → IN_FLIGHT, new channel states; outcomes that arrive while one such LWT is in
+  flight share the next, and the last one goes with the finishing LWT): a dispatcher killed
+  between two channels leaves the ones already sent recorded, and whoever takes the stale
+  claim over sends only the others (a channel sent but not yet recorded is sent again: a
+  counted duplicate);
 - a channel due later (an escalation step, a retry, the end of quiet hours) puts the trigger
   back to PENDING with ``next_attempt_at_ms`` at the earliest such time: it goes through the
   same tiers as any fire time, and an acknowledgement (an LWT on the PENDING row) can land
@@ -95,23 +97,32 @@ class FanOut(Finishing):
                if not s.status.done and s.due_at_ms <= now_ms]
         lock = asyncio.Lock()
         recorded, lost = claimed, False  # the row as we last wrote it (the LWT's condition)
+        sending = len(due)
 
-        async def one(i: int) -> None:
-            nonlocal row, recorded, lost
-            outcome, started_ms = await self._send_channel(row, i)
+        async def record() -> None:
+            # One LWT at a time; outcomes that arrive while one is in flight are written
+            # together by the next (a write finding nothing new is skipped).
+            nonlocal recorded, lost
             async with lock:
-                row = replace(row, channel_states=self._after(row.channel_states, i, outcome,
-                                                              row))
-                await self._history(row, i, outcome, started_ms)
-                if lost:
+                latest = row
+                if lost or latest.channel_states == recorded.channel_states:
                     return
-                if await self._store.compare_and_set(recorded, row):
-                    recorded = row
+                if await self._store.compare_and_set(recorded, latest):
+                    recorded = latest
                 else:  # taken over (or cancelled): the taker sends what is not recorded
                     lost = True
                     self._metrics.inc("duplicate_deliveries_total")
                     log.warning("channel_outcome_not_recorded_claim_lost",
-                                trigger_id=row.trigger_id, channel=i)
+                                trigger_id=latest.trigger_id)
+
+        async def one(i: int) -> None:
+            nonlocal row, sending
+            outcome, started_ms = await self._send_channel(row, i)
+            row = replace(row, channel_states=self._after(row.channel_states, i, outcome, row))
+            sending -= 1
+            await self._history(row, i, outcome, started_ms)
+            if sending:  # the last outcome goes with the finishing LWT
+                await record()
 
         await asyncio.gather(*(one(i) for i in due))
         if not lost:
