@@ -45,7 +45,7 @@ from trigger_service.core.ports import (
     DeliveryResult,
     ReceivedMessage,
 )
-from trigger_service.core.timing import retry_backoff_s, sqs_delay_s
+from trigger_service.core.timing import sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -165,14 +165,11 @@ class FanOut(Finishing):
         if o.ok:
             return with_state(states, i, status=ChannelStatus.DELIVERED, delivered_at_ms=now_ms,
                               provider_message_id=o.provider_message_id, **common)
-        caller = self._callers.by_name(t.caller)
-        max_attempts = (caller.max_attempts if caller else None) or self._d.max_attempts
-        if o.permanent or attempts >= max_attempts:
+        policy = self._policy(t.caller)
+        if (o.permanent or attempts >= policy.max_attempts
+                or policy.too_old(t.fire_at_ms, now_ms)):
             return with_state(states, i, status=ChannelStatus.FAILED, **common)
-        delay_s = retry_backoff_s(attempts, (caller.retry_backoff_s if caller else None)
-                                  or self._d.retry_backoff_s)
-        if o.retry_after_s is not None:
-            delay_s = max(delay_s, int(min(o.retry_after_s, self._d.retry_after_max_s)))
+        delay_s = policy.delay_s(attempts, o.retry_after_s)
         return with_state(states, i, status=ChannelStatus.PENDING,
                           due_at_ms=now_ms + delay_s * 1000, **common)
 
