@@ -18,6 +18,7 @@ the host: one scrape of the API shows the dispatchers' fire lag too.
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -175,3 +176,13 @@ class InMemoryMetrics(PrometheusMetrics):
         """Every value observed for ``name``, whatever its labels."""
         return [v for key, values in self.observations.items()
                 if key == name or key.startswith(name + "{") for v in values]
+
+
+def metrics_authorized(authorization: str, token: str) -> bool:
+    """Whether a ``/metrics`` request with this ``Authorization`` header may read: any when
+    ``TRIGGER_METRICS_TOKEN`` is unset, else ``Bearer <token>`` (compared in constant time)."""
+    if not token:
+        return True
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                              token.encode())
