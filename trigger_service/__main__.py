@@ -27,7 +27,8 @@ async def build(runtime: Runtime) -> Component:
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
                              runtime.clock, runtime.metrics, quota)
     app = build_app(runtime, service)
-    runner = GuardedAppRunner(app, s.limits, access_log=None, handle_signals=False)
+    runner = GuardedAppRunner(app, s.limits, runtime.metrics, access_log=None,
+                              handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 

@@ -6,7 +6,8 @@ open connections, and its own error answers in the API's JSON shape.
   (a slowloris client holds a connection for this long at most). On a kept-alive connection
   the keep-alive timeout bounds the wait for the next request, partial head included
   (aiohttp closes a connection still waiting for a whole request when it runs out).
-- **Body deadline**: ``http.guards.body_deadline_middleware``.
+- **Body deadline**: ``http.guards.body_deadline_middleware`` (then at most ``LINGER_S``
+  more to drain what is left before the connection closes).
 - **Idle keep-alive** (``TRIGGER_KEEPALIVE_TIMEOUT_S``, at most 75 s): aiohttp's own.
 - **Connection cap** (``TRIGGER_MAX_CONNECTIONS``): one connection over it is answered
   ``503 too_many_connections`` at once and closed, without reading it; the kernel's listen
@@ -28,9 +29,14 @@ from aiohttp.http_exceptions import LineTooLong
 from aiohttp.web_protocol import RequestHandler
 
 from trigger_service.config.limits import LimitSettings
+from trigger_service.core.ports import Metrics
 from trigger_service.http.guards import REQUEST_ID_HEADER, new_request_id
 
 log = structlog.get_logger(__name__)
+# After answering a request whose body was not read whole (a 401, a 429, a 408), aiohttp reads
+# and drops what is left for this long so the client sees the answer rather than a reset;
+# aiohttp's 10 s would let every slow body hold its connection that much longer.
+LINGER_S = 2.0
 
 
 def _raw_answer(status: int, reason: str, code: str, message: str) -> bytes:
@@ -67,16 +73,15 @@ class _Handler(RequestHandler):
 class GuardedServer(web.Server):
     """``web.Server`` with the head deadline and the connection cap (see the module)."""
 
-    def __init__(self, plain: web.Server, limits: LimitSettings) -> None:
+    def __init__(self, plain: web.Server, limits: LimitSettings, metrics: Metrics) -> None:
         # Built from the application's own server, so the app's handler, request factory
         # and handler arguments stay exactly aiohttp's.
         super().__init__(plain.request_handler, request_factory=self._noting(plain),
                          handler_cancellation=plain.handler_cancellation,
                          loop=asyncio.get_running_loop(), **plain._kwargs)
         self._limits = limits
+        self._metrics = metrics
         self._heads: set[RequestHandler] = set()  # connections that sent a whole head
-        self.refused = 0
-        self.timed_out = 0
 
     def _noting(self, plain: web.Server) -> Any:
         factory = plain.request_factory
@@ -93,7 +98,7 @@ class GuardedServer(web.Server):
 
     def connection_made(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         if len(self._connections) >= self._limits.max_connections:
-            self.refused += 1
+            self._metrics.inc("http_connections_refused_total")
             transport.write(_raw_answer(503, "Service Unavailable", "too_many_connections",
                                         "this server has too many open connections; retry"))
             transport.close()
@@ -109,7 +114,7 @@ class GuardedServer(web.Server):
     def _head_deadline(self, handler: RequestHandler, transport: asyncio.Transport) -> None:
         if handler in self._heads or transport.is_closing():
             return
-        self.timed_out += 1
+        self._metrics.inc("http_head_timeouts_total")
         transport.write(_raw_answer(408, "Request Timeout", "request_timeout",
                                     "the request head did not arrive in time"))
         transport.close()
@@ -119,12 +124,14 @@ class GuardedAppRunner(web.AppRunner):
     """``web.AppRunner`` whose server is a ``GuardedServer`` with ``limits``' handler
     arguments (keep-alive, head sizes). Start it with ``web.TCPSite`` as usual."""
 
-    def __init__(self, app: web.Application, limits: LimitSettings, **kwargs: Any) -> None:
+    def __init__(self, app: web.Application, limits: LimitSettings, metrics: Metrics,
+                 **kwargs: Any) -> None:
         super().__init__(app, keepalive_timeout=limits.keepalive_timeout_s,
                          max_line_size=limits.max_line_bytes,
                          max_field_size=limits.max_field_bytes,
-                         max_headers=limits.max_headers, **kwargs)
+                         max_headers=limits.max_headers, lingering_time=LINGER_S, **kwargs)
         self._limits = limits
+        self._metrics = metrics
 
     @property
     def guarded(self) -> GuardedServer:
@@ -133,4 +140,4 @@ class GuardedAppRunner(web.AppRunner):
         return server
 
     async def _make_server(self) -> web.Server:
-        return GuardedServer(await super()._make_server(), self._limits)
+        return GuardedServer(await super()._make_server(), self._limits, self._metrics)
