@@ -132,7 +132,7 @@ async def test_two_api_processes_share_one_pending_quota(
 
 async def test_300_half_open_connections_do_not_stop_a_normal_request(
         store: CassandraStore) -> None:
-    limits = LimitSettings(header_timeout_s=3.0)
+    limits = LimitSettings()  # the default head deadline: generous, not a speed test
     settings = replace(Settings.from_env(), limits=limits)
     tag = "h" + uuid.uuid4().hex[:10]
     callers = callers_for(tag)
@@ -151,20 +151,22 @@ async def test_300_half_open_connections_do_not_stop_a_normal_request(
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.write(b"GET /v1/triggers HTTP/1.1\r\nHost: x\r\nAuthoriz")
             stalled.append((reader, writer))
-        opened_at = time.monotonic()
         async with ClientSession() as session:
             resp = await session.get(f"http://127.0.0.1:{port}/v1/triggers",
                                      headers={"Authorization": f"Bearer tok-{tag}q"})
             assert resp.status == 200 and (await resp.json())["items"] == []
             health = await session.get(f"http://127.0.0.1:{port}/healthz")
             assert health.status == 200
-        # Served while all 300 still stalled: the head deadline has not passed yet.
-        assert time.monotonic() - opened_at < limits.header_timeout_s
+        # Served while all 300 were still stalling: none had been timed out yet.
+        assert metrics.snapshot().get("http_head_timeouts_total", 0) == 0
+        assert not any(reader.at_eof() for reader, _ in stalled)
+        served_at = time.monotonic()
         answers = await asyncio.wait_for(
             asyncio.gather(*(reader.read() for reader, _ in stalled)), timeout=30)
         assert all(a.startswith(b"HTTP/1.1 408 ") for a in answers)
         assert all(a.endswith(b'"the request head did not arrive in time"}') for a in answers)
         assert metrics.snapshot()["http_head_timeouts_total"] == 300
+        assert time.monotonic() - served_at <= limits.header_timeout_s + 5
     finally:
         for _, writer in stalled:
             writer.close()

@@ -133,11 +133,5 @@ class GuardedAppRunner(web.AppRunner):
         self._limits = limits
         self._metrics = metrics
 
-    @property
-    def guarded(self) -> GuardedServer:
-        server = self.server
-        assert isinstance(server, GuardedServer), "set up first"
-        return server
-
     async def _make_server(self) -> web.Server:
         return GuardedServer(await super()._make_server(), self._limits, self._metrics)

@@ -188,3 +188,14 @@ async def test_metrics_need_the_token_when_one_is_set(api: Api) -> None:
     await error_of(await api.client.get("/metrics", headers=bad), 401, "unauthorized")
     ok = await api.client.get("/metrics", headers={"Authorization": "Bearer m-token"})
     assert ok.status == 200 and b"trigger_" in await ok.read()
+
+
+async def test_a_503_logs_the_drivers_text_under_the_id_it_answers(
+        api: Api, capsys: pytest.CaptureFixture[str]) -> None:
+    api.env.store.failures["list_by_caller"] = StoreError("NoHostAvailable: 10.0.0.7:9042")
+    resp = await api.client.get("/v1/triggers", headers=FREE)
+    body = await error_of(resp, 503, "dependency_unavailable")
+    rid = resp.headers["X-Request-Id"]
+    assert rid in body["message"] and "10.0.0.7" not in body["message"]
+    logged = [line for line in capsys.readouterr().out.splitlines() if "dependency_error" in line]
+    assert len(logged) == 1 and rid in logged[0] and "10.0.0.7:9042" in logged[0]
