@@ -63,7 +63,8 @@ class _Handler(RequestHandler):
         else:
             status, code, text = 500, "internal_error", "unexpected error; it has been logged"
         rid = new_request_id()
-        log.info("http_error", status=status, error=repr(exc), request_id=rid)
+        # The type only: the message quotes the offending line, which may hold a credential.
+        log.info("http_error", status=status, error=type(exc).__name__, request_id=rid)
         response = web.json_response({"error": code, "message": text}, status=status,
                                      headers={REQUEST_ID_HEADER: rid})
         response.force_close()
