@@ -171,3 +171,19 @@ async def test_300_half_open_connections_do_not_stop_a_normal_request(
         for _, writer in stalled:
             writer.close()
         await runner.cleanup()
+
+
+async def test_an_unreachable_redis_fails_open(store: CassandraStore) -> None:
+    tag = "r" + uuid.uuid4().hex[:10]
+    settings = replace(Settings.from_env(), redis=replace(Settings.from_env().redis,
+                                                          url="redis://127.0.0.1:1/0"))
+    gen = open_api(settings, callers_for(tag), store)
+    api = await anext(gen)
+    try:
+        auth = {"Authorization": f"Bearer tok-{tag}"}  # burst 5: the 6th would be refused
+        statuses = [(await api.client.get("/v1/triggers", headers=auth)).status
+                    for _ in range(BURST + 2)]
+        assert statuses == [200] * (BURST + 2)
+        assert api.runtime.metrics.snapshot()["rate_limit_errors_total"] == BURST + 2
+    finally:
+        await gen.aclose()

@@ -64,7 +64,7 @@ class RedisRateLimiter:
         try:
             allowed, wait_ms = await self._take(
                 keys=[schema.rate_bucket_key(key)], args=[rule.rate_per_s, rule.burst, ttl_ms])
-        except RedisError as e:
+        except (RedisError, OSError) as e:
             raise CacheError(f"redis rate limit failed: {e}") from e
         return Decision(bool(allowed), int(wait_ms))
 
@@ -79,12 +79,12 @@ class RedisPendingQuota:
         try:
             ok = await self._reserve(keys=[schema.pending_key(caller)],
                                      args=[trigger_id, until_ms, max_pending, now_ms])
-        except RedisError as e:
+        except (RedisError, OSError) as e:
             raise CacheError(f"redis quota reserve failed: {e}") from e
         return bool(ok)
 
     async def release(self, caller: str, trigger_id: str) -> None:
         try:
             await self._r.zrem(schema.pending_key(caller), trigger_id)
-        except RedisError as e:
+        except (RedisError, OSError) as e:
             raise CacheError(f"redis quota release failed: {e}") from e
