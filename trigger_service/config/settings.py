@@ -45,7 +45,7 @@ class ApiSettings:
     min_recurrence_interval_s: int = 60
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
-    ack_secret: str = "dev-ack-secret-change-me"
+    ack_secret: str = field(default="dev-ack-secret-change-me", repr=False)  # never logged
     ack_link_ttl_s: int = 7 * 86_400
 
 
@@ -68,7 +68,7 @@ class SqsSettings:
     endpoint_url: str = "http://127.0.0.1:4566"
     region: str = "us-east-1"
     access_key_id: str = "test"
-    secret_access_key: str = "test"
+    secret_access_key: str = field(default="test", repr=False)
     queue: str = "triggers"
     dlq: str = "triggers-dlq"
     redrive_queue: str = "triggers-redrive"

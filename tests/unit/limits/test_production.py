@@ -109,6 +109,9 @@ def test_keepalive_is_capped_at_75_s() -> None:
     assert Settings.from_env({"TRIGGER_KEEPALIVE_TIMEOUT_S": "75"}).limits.keepalive_timeout_s == 75
 
 
-def test_the_metrics_token_is_not_in_the_settings_repr() -> None:
-    settings = Settings.from_env({"TRIGGER_METRICS_TOKEN": "hunter2-metrics"})
-    assert "hunter2-metrics" not in repr(settings)
+def test_no_secret_is_in_the_settings_repr() -> None:
+    secrets = {"TRIGGER_METRICS_TOKEN": "hunter2-metrics", "TRIGGER_ACK_SECRET": "hunter2-ack",
+               "TRIGGER_SQS_SECRET_ACCESS_KEY": "hunter2-sqs"}
+    settings = Settings.from_env(secrets)
+    assert settings.api.ack_secret == "hunter2-ack"
+    assert "hunter2" not in repr(settings)
