@@ -11,6 +11,9 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
     retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
     max_age_s = 3600             # optional: give up this long after the fire time
+    rate_per_s = 50              # optional: requests per second (a token bucket shared by
+    burst = 100                  #   every API process; burst defaults to ceil(rate_per_s))
+    max_pending = 100000         # optional: triggers counted at once (README "Rate limits")
 
 Operators and viewers of the ops console have tables of their own; they act on every
 caller's dead letters (viewers only read) and cannot create triggers::
@@ -36,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -103,6 +107,9 @@ class Caller:
     max_attempts: int | None = None
     retry_backoff_s: tuple[int, ...] | None = None
     max_age_s: int | None = None
+    rate_per_s: float | None = None  # None: no request-rate limit
+    burst: int | None = None
+    max_pending: int | None = None  # None: no quota of pending triggers
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
@@ -203,6 +210,29 @@ def _delivery_policy(table: Mapping[str, object], where: str) -> tuple[
             out[1])
 
 
+def _limits(table: Mapping[str, object], where: str) -> tuple[
+        float | None, int | None, int | None]:
+    """rate_per_s, burst and max_pending (None: no limit); burst needs rate_per_s and
+    defaults to ceil(rate_per_s)."""
+    rate = table.get("rate_per_s")
+    if rate is not None and (not isinstance(rate, int | float) or isinstance(rate, bool)
+                             or not 0 < rate < 1e9):
+        raise ConfigError(f"{where}.rate_per_s: a positive number")
+    ints: list[int | None] = []
+    for key in ("burst", "max_pending"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise ConfigError(f"{where}.{key}: a positive integer")
+        ints.append(value)
+    burst, max_pending = ints
+    if rate is None:
+        if burst is not None:
+            raise ConfigError(f"{where}.burst: needs rate_per_s")
+        return None, None, max_pending
+    return float(rate), burst or max(1, math.ceil(rate)), max_pending
+
+
 def _ops_users(tables: object, source: str, seen: set[str]) -> list[tuple[Principal, str]]:
     """``[ops.NAME]`` tables: (principal, token hash) for each of their hashes."""
     if not isinstance(tables, dict):
@@ -267,7 +297,7 @@ class CallerRegistry:
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
-                                  *_delivery_policy(table, where)))
+                                  *_delivery_policy(table, where), *_limits(table, where)))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:
@@ -277,6 +307,10 @@ class CallerRegistry:
     def principal(self, token: str) -> Principal | None:
         """The caller or ops user this bearer token authenticates, if any."""
         return self._principals.get(hash_token(token))
+
+    def token_hashes(self) -> set[str]:
+        """Every token hash that authenticates anyone (callers and ops users)."""
+        return set(self._principals)
 
     def by_name(self, name: str) -> Caller | None:
         return self._by_name.get(name)

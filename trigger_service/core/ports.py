@@ -138,8 +138,9 @@ class TriggerCatalog(TriggerStates, Protocol):
         """The caller's triggers after ``start`` in (month, fire time, id) order, up to
         ``last_month``, each once, at its current fire time (entries for a series' past
         occurrences are skipped); ``next_cursor`` is None once nothing is left (a full page
-        that ends on the last trigger may carry a cursor to one empty page). Raises
-        ``StoreError``."""
+        that ends on the last trigger may carry a cursor to one empty page). One call reads
+        a bounded number of index entries (2,000): a rare ``status`` may answer a short, even
+        empty, page with a cursor to go on from. Raises ``StoreError``."""
         ...
 
 

@@ -123,16 +123,21 @@ def parse_list_query(
         except ValueError as e:
             raise InvalidRequest(
                 f"status: one of {', '.join(s.value for s in Status)}") from e
-    limit = default_limit
-    if "limit" in query:
-        try:
-            limit = int(query["limit"])
-        except ValueError as e:
-            raise InvalidRequest("limit: must be an integer") from e
-        if not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
-    return status, limit, cursor
+    return status, parse_limit(query, default_limit), cursor
+
+
+def parse_limit(query: dict[str, str], default: int = 50) -> int:
+    """A list's ``limit`` query parameter: 1 to ``MAX_LIST_LIMIT``."""
+    if "limit" not in query:
+        return default
+    try:
+        limit = int(query["limit"])
+    except ValueError as e:
+        raise InvalidRequest("limit: must be an integer") from e
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
+    return limit
 
 
 def encode_cursor(cursor: ListCursor) -> str:
