@@ -12,7 +12,7 @@ from typing import Any
 
 from trigger_service.app.schedules import plan
 from trigger_service.app.triggers import NewTrigger
-from trigger_service.config.callers import Caller, parse_callback_url
+from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
     InvalidRequest,
@@ -21,6 +21,7 @@ from trigger_service.core.errors import (
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import parse_json_body
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
@@ -29,7 +30,7 @@ __all__ = ["parse_json_body"]  # routes parse bodies through this module
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS, *PLAN_FIELDS})
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
-LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
+_LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
 # A listing cursor's month (yyyymm) and instant: what the index's int and bigint columns hold.
 _MONTHS = range(101, 999_913)
 _MS = range(-(2**63), 2**63)
@@ -78,16 +79,13 @@ def parse_callback(body: dict[str, Any], caller: Caller) -> str:
     if not isinstance(raw_url, str):
         raise InvalidRequest("callbackUrl: must be a string")
     try:
-        url = parse_callback_url(raw_url)
-        allowed = url is not None and caller.allows_callback(url)
-    except ValueError as e:  # yarl decodes the host lazily: "xn--a.com" is not valid IDNA
-        raise InvalidRequest("callbackUrl: the host name is not valid IDNA") from e
-    if url is None:
-        raise InvalidRequest("callbackUrl: must be an absolute http(s) URL without credentials")
-    if not allowed:
-        raise CallbackNotAllowed(
-            f"callbackUrl: {raw_url} is not under any callback prefix of caller {caller.name}")
-    return str(url)
+        url = normalise_callback_url(raw_url)
+    except UrlError as e:
+        raise InvalidRequest(f"callbackUrl: {e}") from e
+    refusal = caller.callback_refusal(url)
+    if refusal is not None:
+        raise CallbackNotAllowed(f"callbackUrl: {refusal}")
+    return url.text  # the normalised form: what was checked is what is stored and sent
 
 
 def _payload_json(body: dict[str, Any], payload_max_bytes: int) -> str:
@@ -122,15 +120,20 @@ def parse_list_query(
         except ValueError as e:
             raise InvalidRequest(
                 f"status: one of {', '.join(s.value for s in Status)}") from e
-    limit = default_limit
-    if "limit" in query:
-        if not LIMIT_RE.fullmatch(query["limit"]):
-            raise InvalidRequest("limit: must be an integer")
-        limit = int(query["limit"])
-        if not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
-    return status, limit, cursor
+    return status, parse_limit(query, default_limit), cursor
+
+
+def parse_limit(query: dict[str, str], default: int = 50) -> int:
+    """A list's ``limit`` query parameter: 1 to ``MAX_LIST_LIMIT``."""
+    if "limit" not in query:
+        return default
+    if not _LIMIT_RE.fullmatch(query["limit"]):
+        raise InvalidRequest("limit: must be an integer")
+    limit = int(query["limit"])
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
+    return limit
 
 
 def encode_cursor(cursor: ListCursor) -> str:
