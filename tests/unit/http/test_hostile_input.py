@@ -262,6 +262,35 @@ RAW_REQUESTS = {
 }
 
 
+# Header values with bytes no client library would send: (request head, the field named;
+# None: aiohttp's parser refuses the head itself).
+RAW_HEADERS: dict[str, tuple[bytes, str | None]] = {
+    "non-ASCII Idempotency-Key": (b"POST /v1/triggers HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
+                                  b"Idempotency-Key: k\xff\xfe\r\nContent-Length: 2\r\n",
+                                  "Idempotency-Key"),
+    "control character in Idempotency-Key": (
+        b"POST /v1/triggers HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
+        b"Idempotency-Key: k\x7f\r\nContent-Length: 2\r\n", None),
+    "Idempotency-Key too long": (b"POST /v1/triggers HTTP/1.1\r\nAuthorization: Bearer tok\r\n"
+                                 b"Idempotency-Key: " + b"k" * 256 + b"\r\nContent-Length: 2\r\n",
+                                 "Idempotency-Key"),
+    "non-ASCII Last-Event-ID": (b"GET /v1/inbox/ada/stream HTTP/1.1\r\n"
+                                b"Authorization: Bearer tok\r\nLast-Event-ID: \xff\r\n",
+                                "Last-Event-ID"),
+    "Last-Event-ID not an id": (b"GET /v1/inbox/ada/stream HTTP/1.1\r\n"
+                                b"Authorization: Bearer tok\r\nLast-Event-ID: msg_../../x\r\n",
+                                "Last-Event-ID"),
+}
+
+
+@pytest.mark.parametrize("case", list(RAW_HEADERS), ids=str)
+async def test_hostile_header_values_are_a_400_naming_the_header(api: Api, case: str) -> None:
+    head, field = RAW_HEADERS[case]
+    body_bytes = b"{}" if b"Content-Length: 2" in head else b""
+    got, _, body = await _raw(api, head + b"Host: x\r\nConnection: close\r\n\r\n" + body_bytes)
+    assert (got, body["error"], body.get("field")) == (400, "invalid_request", field), body
+
+
 @pytest.mark.parametrize("case", list(RAW_REQUESTS), ids=str)
 async def test_requests_no_client_would_send_answer_json(api: Api, case: str) -> None:
     start, status, code = RAW_REQUESTS[case]
