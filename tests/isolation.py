@@ -209,7 +209,24 @@ async def check_every_case(t: Tenants) -> dict[tuple[str, str], Answer]:
                                                                         with_unknown)
         assert SECRET not in json.dumps(with_a[2]), route  # nothing of A's, not even streamed
         got[route] = with_a
+    await _check_lists(t, ids, unknown)
     resp = await t.client.post("/v1/signing-secrets/rotate", headers=t.auth(t.b_token))
     assert resp.status == 201, await resp.text()
     assert await a_view(t, ids) == before
     return got
+
+
+async def _check_lists(t: Tenants, ids: Ids, unknown: Ids) -> None:
+    """B's lists hold nothing of A's, and naming A as the caller of a dead-letter listing is
+    refused exactly like naming nobody."""
+    for path in ("/v1/triggers", "/v1/dead-letters", f"/v1/inbox/{ids.recipient}"):
+        resp = await t.client.get(path, headers=t.auth(t.b_token))
+        text = await resp.text()
+        assert resp.status == 200, text
+        assert ids.trigger not in text and SECRET not in text, path
+    answers = []
+    for caller in (t.a_caller, f"nobody-{unknown.recipient}"):
+        resp = await t.client.get("/v1/dead-letters", params={"caller": caller},
+                                  headers=t.auth(t.b_token))
+        answers.append((resp.status, (await resp.json())["error"]))
+    assert answers[0] == answers[1] == (400, "invalid_request"), answers
