@@ -195,8 +195,7 @@ class Dispatcher:
             # Listing it when it is missing (never over a replayed or purged one) and sending
             # it again keep the dead letter at least once (DLQ readers dedupe by trigger id).
             letter = letter_for_failed(t, self._clock.now_ms())
-            if await self._store.get_dead_letter(letter.id) is None:
-                await self._store.put_dead_letter(letter, ttl_s=self._s.retention_s)
+            await self._store.put_dead_letter_if_new(letter, ttl_s=self._s.retention_s)
             await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                t.last_error or "failed")
             self._metrics.inc("dead_letter_resends_total")

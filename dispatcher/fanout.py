@@ -27,7 +27,6 @@ from typing import Protocol
 import structlog
 
 from dispatcher.finishing import Finishing
-from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.ack_links import make_token
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
@@ -81,7 +80,6 @@ class FanOut(Finishing):
     """Mixed into ``Delivery``, which provides what is declared here."""
 
     _channel: Channel
-    _callers: CallerRegistry
     _notifiers: Notifiers
     name: str
 

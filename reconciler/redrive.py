@@ -79,8 +79,7 @@ class RedriveMirror:
                 # Listed for the API and /ops (unless it is there already, or was replayed
                 # or purged), then sent to the DLQ like every dead letter.
                 letter = letter_for_failed(t, self._clock.now_ms())
-                if await self._store.get_dead_letter(letter.id) is None:
-                    await self._store.put_dead_letter(letter, ttl_s=self._s.retention_s)
+                await self._store.put_dead_letter_if_new(letter, ttl_s=self._s.retention_s)
                 await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                    t.last_error or reason)
                 self._metrics.inc("dead_lettered_total", reason=letter.reason.value)

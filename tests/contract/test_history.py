@@ -111,3 +111,15 @@ async def test_jobs_items_and_leases(store: Store) -> None:
     assert done is not None and (done.status, done.done, done.failed) == (JobStatus.DONE, 1, 1)
     assert job_id not in await store.open_jobs()
     assert await store.get_job(unique("job_")) is None
+
+
+async def test_put_if_new_never_reopens_a_resolved_letter(store: Store) -> None:
+    caller = unique("dl-")
+    d = letter(caller, T0 - 1_000)
+    assert await store.put_dead_letter_if_new(d, TTL_S)
+    purged = replace(d, state=DeadLetterState.PURGED, resolved_at_ms=T0)
+    await store.resolve_dead_letter(purged, TTL_S)
+    assert not await store.put_dead_letter_if_new(replace(d, dead_at_ms=T0), TTL_S)
+    assert await store.get_dead_letter(d.id) == purged
+    assert (await store.list_dead_letters(DeadLetterQuery(caller, T0 - DAY_MS, T0), None,
+                                          10)).items == []

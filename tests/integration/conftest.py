@@ -14,9 +14,10 @@ import os
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import pytest
 import redis.asyncio as aioredis
@@ -123,9 +124,18 @@ class Receiver:
         return pred()
 
 
-@pytest.fixture
-async def receiver() -> AsyncIterator[Receiver]:
-    rec = Receiver()
+class Serves(Protocol):
+    port: int
+
+    async def handle(self, request: web.Request) -> web.StreamResponse: ...
+
+
+R = TypeVar("R", bound=Serves)
+
+
+@asynccontextmanager
+async def serving(rec: R) -> AsyncIterator[R]:
+    """``rec`` listening on a free loopback port (set in ``rec.port``) until the block ends."""
     app = web.Application()
     app.router.add_post("/{tail:.*}", rec.handle)
     runner = web.AppRunner(app, access_log=None)
@@ -133,8 +143,16 @@ async def receiver() -> AsyncIterator[Receiver]:
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     rec.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield rec
-    await runner.cleanup()
+    try:
+        yield rec
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    async with serving(Receiver()) as rec:
+        yield rec
 
 
 @dataclass

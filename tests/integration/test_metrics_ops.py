@@ -9,9 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from tests.integration.conftest import Receiver, Stack
+from tests.integration.conftest import Receiver, Stack, serving
 
 pytestmark = pytest.mark.integration
 
@@ -19,16 +18,8 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 async def healthy() -> AsyncIterator[Receiver]:
     """A second receiver: another callback origin (its own port)."""
-    rec = Receiver()
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    rec.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield rec
-    await runner.cleanup()
+    async with serving(Receiver()) as rec:
+        yield rec
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ import pytest
 from aiohttp import web
 
 from dispatcher.channels.guard import Answer, Lookup
-from tests.integration.conftest import Receiver, Stack
+from tests.integration.conftest import Receiver, Stack, serving
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES
 
 pytestmark = pytest.mark.integration
@@ -54,16 +54,8 @@ class BigReceiver:
 
 @pytest.fixture
 async def big() -> AsyncIterator[BigReceiver]:
-    rec = BigReceiver()
-    app = web.Application()
-    app.router.add_post("/{tail:.*}", rec.handle)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    rec.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    yield rec
-    await runner.cleanup()
+    async with serving(BigReceiver()) as rec:
+        yield rec
 
 
 @pytest.fixture

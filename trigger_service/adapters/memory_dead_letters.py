@@ -56,6 +56,12 @@ class MemoryDeadLetters:
         self._enter("put_dead_letter")
         self.dead_letters[d.id] = replace(d, state=DeadLetterState.OPEN, resolved_at_ms=None)
 
+    async def put_dead_letter_if_new(self, d: DeadLetter, ttl_s: int) -> bool:
+        if await self.get_dead_letter(d.id) is not None:
+            return False
+        await self.put_dead_letter(d, ttl_s)
+        return True
+
     async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
         self._enter("get_dead_letter")
         return self.dead_letters.get(dead_letter_id)

@@ -47,6 +47,12 @@ class DeadLetterIndex(Protocol):
         Raises ``StoreError``."""
         ...
 
+    async def put_dead_letter_if_new(self, d: DeadLetter, ttl_s: int) -> bool:
+        """``put_dead_letter`` unless a letter with this id exists in any state (a FAILED
+        row found again must not reopen a replayed or purged letter); true if it was put.
+        Raises ``StoreError``."""
+        ...
+
     async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
         """Raises ``StoreError``."""
         ...

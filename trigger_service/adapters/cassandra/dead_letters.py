@@ -139,6 +139,14 @@ class CassandraDeadLetters:
             for scope in (d.caller, s.SCOPE_ALL)))
         await self._run("dl_put", [d.id, *_fields(d), DeadLetterState.OPEN.value, None, ttl_s])
 
+    async def put_dead_letter_if_new(self, d: DeadLetter, ttl_s: int) -> bool:
+        # A read, not an LWT: the paths that call this re-send at least once anyway, and two
+        # of them racing write the same entries (put_dead_letter is idempotent).
+        if await self.get_dead_letter(d.id) is not None:
+            return False
+        await self.put_dead_letter(d, ttl_s)
+        return True
+
     async def get_dead_letter(self, dead_letter_id: str) -> DeadLetter | None:
         rows = await self._run("dl_get", [dead_letter_id])
         if not rows or rows[0][s.COL_TRIGGER_ID] is None:
