@@ -12,6 +12,8 @@ starts), which sees each request as the app got it and each answer as it goes ou
   not checked: the tests send them on purpose, and many refusals (an unknown id, a state
   conflict) cannot be told from the request alone.
 
+``callback_violations`` checks a callback a test receiver got against ``webhooks.callback``.
+
 Violations are collected, not raised inside the app (that would turn into a 500 and hide the
 test's own assertion); ``assert_clean()`` fails the test with all of them at teardown.
 """
@@ -20,14 +22,16 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
 from jsonschema import Draft202012Validator
+from multidict import CIMultiDict
 from openapi_core import Config, OpenAPI
 from openapi_core.contrib.aiohttp import AIOHTTPOpenAPIWebRequest, AIOHTTPOpenAPIWebResponse
+from openapi_core.datatypes import RequestParameters
 from openapi_core.deserializing.media_types.util import plain_loads
 from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotFound
 from openapi_core.templating.responses.exceptions import ResponseNotFound
@@ -137,6 +141,29 @@ class ContractCheck:
         assert not self.violations, (
             f"{len(self.violations)} of {self.checked} exchanges break "
             "trigger_service/openapi.yaml:\n" + "\n".join(self.violations))
+
+
+@dataclass
+class _Callback:
+    """A callback as a receiver got it, in openapi-core's webhook request shape."""
+
+    parameters: RequestParameters
+    body: bytes
+    content_type: str
+    name: str = "callback"
+    method: str = "post"
+
+
+def callback_violations(headers: Mapping[str, str], raw: bytes) -> list[str]:
+    """What is wrong with a callback (its headers and exact body) against the document's
+    ``webhooks.callback``; empty when it conforms."""
+    request = _Callback(RequestParameters(header=CIMultiDict(headers)), raw,
+                        headers.get("Content-Type", "").lower())
+    try:
+        openapi().validate_request(request)
+    except Exception as e:  # every validation error is a finding
+        return [f"callback {headers.get('X-Trigger-Occurrence-Id')}:\n  {_why(e)}"]
+    return []
 
 
 def check_contract(app: web.Application) -> ContractCheck:

@@ -5,23 +5,28 @@ checked against it by ``tests/openapi_check.py``.)"""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
+from dataclasses import replace
 from importlib.resources import files
 from typing import Any
 
 import yaml
 from aiohttp import web
+from aiohttp.test_utils import TestServer
 from openapi_spec_validator import validate
 from openapi_spec_validator.versions import consts as versions
 from openapi_spec_validator.versions.shortcuts import get_spec_version
 
-from tests.openapi_check import spec
+from dispatcher.channels.webhook import WebhookChannel
+from tests.openapi_check import callback_violations, spec
 from tests.unit.http.test_routes import Api
 from trigger_service.core.errors import ApiError
 from trigger_service.http.routes.ops_page import CSP
 
 METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+SECRET = "whsec_" + base64.b64encode(b"n" * 32).decode()
 _PARAM = re.compile(r"\{[^}]+\}")
 
 
@@ -94,6 +99,38 @@ def test_the_webhook_documents_the_callback_and_its_signature_headers() -> None:
     headers = {p["name"] for p in hook["parameters"] if p["in"] == "header"}
     assert headers == {"X-Trigger-Id", "X-Trigger-Occurrence-Id", "X-Trigger-Attempt",
                        "webhook-id", "webhook-timestamp", "webhook-signature"}
+
+
+async def test_a_real_signed_callback_conforms_to_the_webhook(api: Api) -> None:
+    """The dispatcher's ``WebhookChannel`` posting to a loopback receiver: the headers and
+    exact body it sends are what ``webhooks.callback`` says (signatures included)."""
+    got: list[tuple[dict[str, str], bytes]] = []
+
+    async def receive(request: web.Request) -> web.Response:
+        got.append((dict(request.headers), await request.read()))
+        return web.Response(status=204)
+
+    receiver = web.Application()
+    receiver.router.add_post("/hook", receive)
+    async with TestServer(receiver) as server:
+        t = api.env.store.triggers[await api.created_id()]
+        t = replace(t, callback_url=str(server.make_url("/hook")))
+
+        async def secrets(caller: str) -> list[str]:
+            return [SECRET, "whsec_" + base64.b64encode(b"o" * 32).decode()]
+
+        channel = WebhookChannel(5, secrets_for=secrets)
+        await channel.open()
+        try:
+            result = await channel.deliver(t, 2)
+        finally:
+            await channel.close()
+    assert result.ok and len(got) == 1
+    headers, raw = got[0]
+    assert headers["webhook-signature"].count("v1,") == 2
+    assert callback_violations(headers, raw) == []
+    assert callback_violations({**headers, "X-Trigger-Attempt": "0"}, raw) != []
+    assert callback_violations(headers, raw.replace(b'"payload"', b'"pay"')) != []
 
 
 async def test_openapi_json_is_the_yaml_and_needs_no_token(api: Api) -> None:
