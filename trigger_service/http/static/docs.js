@@ -54,6 +54,11 @@ function markdown(text) {
   return box;
 }
 
+// A path that may wrap after each "/" (never inside a name).
+function breakable(path) {
+  return path.split("/").flatMap((part, i) => (i === 0 ? [part] : [el("wbr"), "/" + part]));
+}
+
 function refName(ref) {
   return ref.split("/").pop();
 }
@@ -123,6 +128,19 @@ function propertyRows(spec, schema, required) {
   return rows;
 }
 
+// One member of an allOf/oneOf/anyOf: a link, "has <fields>", or a nested choice.
+function part(s) {
+  if (s.$ref) return [schemaLink(s.$ref)];
+  for (const key of ["oneOf", "anyOf"]) {
+    if (Array.isArray(s[key])) {
+      const label = key === "oneOf" ? "exactly one of: " : "at least one of: ";
+      return [label, ...s[key].map(part).reduce((a, b) => [...a, " | ", ...b])];
+    }
+  }
+  if (s.required && !s.properties) return ["has ", s.required.map((r) => el("code", {}, r)).reduce((a, b) => [a, ", ", b])];
+  return typeOf(s);
+}
+
 // A schema in full: its description, composition, properties and constraints.
 function schemaView(spec, schema) {
   const box = el("div", { class: "schema" });
@@ -135,14 +153,12 @@ function schemaView(spec, schema) {
   for (const key of ["allOf", "oneOf", "anyOf"]) {
     if (!Array.isArray(schema[key])) continue;
     const label = { allOf: "All of", oneOf: "Exactly one of", anyOf: "At least one of" }[key];
-    const items = schema[key].map((s) => el("li", {}, s.$ref ? schemaLink(s.$ref)
-      : s.required ? ["has ", s.required.map((r) => el("code", {}, r))]
-      : typeOf(s)));
+    const items = schema[key].map((s) => el("li", {}, part(s)));
     box.append(el("div", { class: "compose" }, label + ":", el("ul", {}, items)));
   }
   if (schema.not && schema.not.required) {
-    box.append(el("p", { class: "notes" }, "Not all of: ",
-      schema.not.required.map((r) => el("code", {}, r + " "))));
+    box.append(el("p", { class: "notes" }, "Not together: ",
+      schema.not.required.map((r) => el("code", {}, r)).reduce((a, b) => [a, ", ", b])));
   }
   if (schema.dependentRequired) {
     for (const [k, v] of Object.entries(schema.dependentRequired)) {
@@ -185,8 +201,8 @@ function parameterTable(spec, params) {
       const notes = constraints(p.schema && !p.schema.$ref ? p.schema : resolve(spec, p.schema));
       return el("tr", {},
         el("td", {}, el("code", {}, p.name), p.required ? el("span", { class: "req" }, " required") : null),
-        el("td", {}, p.in),
-        el("td", { class: "type" }, typeOf(p.schema)),
+        el("td", { class: "nowrap" }, p.in),
+        el("td", { class: "type nowrap" }, typeOf(p.schema)),
         el("td", {}, markdown(p.description || ""),
           notes.length ? el("div", { class: "notes" }, notes.join(" · ")) : null));
     })));
@@ -211,8 +227,7 @@ function responsesView(spec, responses) {
     });
     return el("details", { class: "response " + kind, open: /^2/.test(code) },
       el("summary", {}, el("span", { class: "status" }, code), " ",
-        inline((r.description || "").split("\n")[0])),
-      markdown(r.description && r.description.includes("\n") ? r.description : ""),
+        inline((r.description || "").trim().replace(/\s*\n\s*/g, " "))),
       headers.length ? el("div", {}, el("div", { class: "label" }, "Headers"), el("ul", {}, headers)) : null,
       contentView(spec, r.content));
   }));
@@ -269,7 +284,7 @@ function render(spec) {
       main.append(operationView(spec, o.path, o.method, o.op, o.params, o.anchor));
       list.append(el("li", { "data-search": (o.method + " " + o.path + " " + (o.op.summary || "") + " " + tag.name).toLowerCase() },
         el("a", { href: "#" + o.anchor }, el("span", { class: "method m-" + o.method }, o.method.toUpperCase()),
-          " ", o.path)));
+          el("span", {}, breakable(o.path)))));
     }
     nav.append(el("div", { class: "nav-group" }, el("a", { href: "#tag-" + tag.name, class: "nav-tag" }, tag.name), list));
   }
