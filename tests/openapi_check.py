@@ -48,10 +48,12 @@ def spec() -> dict[str, Any]:
 
 @functools.cache
 def openapi() -> OpenAPI:
-    # Text types openapi-core does not know are read as text (its default for text/plain).
-    text: dict[str, Callable[[bytes], Any]] = dict.fromkeys(
-        ("text/event-stream", "text/css", "text/javascript"), _text)
-    return OpenAPI.from_dict(spec(), config=Config(extra_media_type_deserializers=text))
+    # Types openapi-core does not know: text ones are read as text (its default for
+    # text/plain), a JSON merge patch as JSON.
+    known: dict[str, Callable[[bytes], Any]] = {
+        **dict.fromkeys(("text/event-stream", "text/css", "text/javascript"), _text),
+        "application/merge-patch+json": json.loads}
+    return OpenAPI.from_dict(spec(), config=Config(extra_media_type_deserializers=known))
 
 
 def _text(value: bytes) -> Any:
