@@ -170,6 +170,9 @@ def callback_violations(headers: Mapping[str, str], raw: bytes) -> list[str]:
 
 def check_contract(app: web.Application) -> ContractCheck:
     """Check every exchange of ``app`` (not yet started) against the document."""
+    # Built now (about a second, once per process), not inside the first request: that
+    # would stall the event loop a test's dispatcher shares, and delay what it times.
+    openapi()
     check = ContractCheck()
     app.middlewares.insert(0, check.middleware)
     return check
