@@ -9,6 +9,7 @@ from __future__ import annotations
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, BODY, MS_Z, Api, assert_error
 from trigger_service.core.ack_links import make_token
+from trigger_service.core.errors import StoreError
 
 INBOX = {"channels": [{"type": "inbox", "recipient": "ada", "title": "Standup",
                        "body": "In 5 minutes", "data": {"room": 4}}],
@@ -71,6 +72,9 @@ async def test_ack_by_token_and_by_link(api: Api) -> None:
     assert resp.status == 400 and resp.content_type == "text/html"
     resp = await api.client.post(f"/v1/triggers/{await api.created_id()}/ack", headers=AUTH)
     await assert_error(resp, 409, "not_editable", extras=["status"])
+    # Cassandra down: the link's page is the API's JSON 503, not a page (as documented).
+    api.env.store.failures["get"] = StoreError("down")
+    await assert_error(await api.client.post(f"/ack/{token}"), 503, "dependency_unavailable")
 
 
 async def test_rotating_the_signing_secret_shows_it_once(api: Api) -> None:
