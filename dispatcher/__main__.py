@@ -16,7 +16,8 @@ async def build(runtime: Runtime) -> Component:
     book = SecretBook(runtime.store, runtime.callers, runtime.clock,
                       d.secret_rotation_overlap_s)
     channel = WebhookChannel(d.callback_timeout_s, clock=runtime.clock,
-                             secrets_for=book.for_caller)
+                             secrets_for=book.for_caller,
+                             trusts=runtime.callers.names_callback_host)
     await channel.open()
     s = runtime.settings
     inbox = InboxNotifier(runtime.store, runtime.inbox_bus, runtime.clock, runtime.metrics,

@@ -52,7 +52,7 @@ from trigger_service.core.ports import (
     OutgoingMessage,
     ReceivedMessage,
 )
-from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, retry_backoff_s, sqs_delay_s
+from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -81,7 +81,7 @@ class _Attempted:
     result: DeliveryResult
     started_at_ms: int
     duration_ms: int
-    refused: bool = False  # not sent: the callers file no longer allows the URL
+    refused: bool = False  # not sent: the URL or its address is not allowed (any more)
 
 
 class Delivery(FanOut):
@@ -242,13 +242,18 @@ class Delivery(FanOut):
                     started_ms, 0, refused=True)
             result = await self._channel.deliver(claimed, claimed.attempts)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
-        # means it is up and answering.
-        (breaker.record_failure if result.origin_failed else breaker.record_success)()
-        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms)
+        # means it is up and answering. A refused address says nothing about it.
+        if result.refused:
+            breaker.release()
+        else:
+            (breaker.record_failure if result.origin_failed else breaker.record_success)()
+        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
+                          refused=result.refused)
 
     def _callback_allowed(self, t: Trigger) -> bool:
         """Checked again at delivery: the callers file may have changed since registration
-        (a prefix removed, the caller gone)."""
+        (a prefix removed, the caller gone); on the normalised URL, IP literals classified
+        (the channel's resolver checks the addresses of names)."""
         caller = self._callers.by_name(t.caller)
         url = parse_callback_url(t.callback_url)
         return caller is not None and url is not None and caller.allows_callback(url)
@@ -300,25 +305,17 @@ class Delivery(FanOut):
             return
         self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error
-        caller = self._callers.by_name(t.caller)
+        policy = self._policy(t.caller)
         now_ms = self._clock.now_ms()
-        max_age_s = caller.max_age_s if caller else None
         reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
                   else DeadLetterReason.GONE if result.gone
-                  else DeadLetterReason.MAX_AGE
-                  if max_age_s is not None and now_ms - t.fire_at_ms >= max_age_s * 1000
-                  else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= (
-                      (caller.max_attempts if caller else None) or self._d.max_attempts)
+                  else DeadLetterReason.MAX_AGE if policy.too_old(t.fire_at_ms, now_ms)
+                  else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= policy.max_attempts
                   else None)
         if reason is not None:
             await self._give_up(m, t, with_reason(reason, error), ctx, reason)
             return
-        delay_s = retry_backoff_s(t.attempts, (caller.retry_backoff_s if caller else None)
-                                  or self._d.retry_backoff_s)
-        if result.retry_after_s is not None:
-            # The receiver said when: never sooner, up to TRIGGER_RETRY_AFTER_MAX_S.
-            delay_s = max(delay_s, ceil_div(
-                int(min(result.retry_after_s, self._d.retry_after_max_s) * 1000), 1000))
+        delay_s = policy.delay_s(t.attempts, result.retry_after_s)
         new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):

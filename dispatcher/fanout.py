@@ -5,9 +5,11 @@ outcome; ``Delivery`` mixes this in and calls ``fan_out`` once its claim applied
 Why each failure is safe:
 
 - each channel's outcome is recorded as soon as it is known, by an LWT that keeps the claim
-  (IN_FLIGHT → IN_FLIGHT, new channel states): a dispatcher killed between two channels
-  leaves the ones already sent recorded, and whoever takes the stale claim over sends only
-  the others (a channel sent but not yet recorded is sent again: a counted duplicate);
+  (IN_FLIGHT → IN_FLIGHT, new channel states; outcomes that arrive while one such LWT is in
+  flight share the next, and the last one goes with the finishing LWT): a dispatcher killed
+  between two channels leaves the ones already sent recorded, and whoever takes the stale
+  claim over sends only the others (a channel sent but not yet recorded is sent again: a
+  counted duplicate);
 - a channel due later (an escalation step, a retry, the end of quiet hours) puts the trigger
   back to PENDING with ``next_attempt_at_ms`` at the earliest such time: it goes through the
   same tiers as any fire time, and an acknowledgement (an LWT on the PENDING row) can land
@@ -43,7 +45,7 @@ from trigger_service.core.ports import (
     DeliveryResult,
     ReceivedMessage,
 )
-from trigger_service.core.timing import retry_backoff_s, sqs_delay_s
+from trigger_service.core.timing import sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -63,11 +65,16 @@ class _Unconfigured:
 UNCONFIGURED: Notifiers = _Unconfigured()
 
 
+# The provider code of a callback channel whose URL or address is not allowed: if that is
+# the only failure the occurrence is dead-lettered ``callback_not_allowed``.
+NOT_ALLOWED = DeadLetterReason.CALLBACK_NOT_ALLOWED.value
+
+
 def _from_http(r: DeliveryResult) -> ChannelOutcome:
-    """The callback's answer as a channel outcome (410: no retry)."""
-    return ChannelOutcome(r.ok, permanent=r.gone, provider_code=str(r.status_code)
-                          if r.status_code else None, error=r.error,
-                          retry_after_s=r.retry_after_s)
+    """The callback's answer as a channel outcome (410 or a refused address: no retry)."""
+    code = NOT_ALLOWED if r.refused else str(r.status_code) if r.status_code else None
+    return ChannelOutcome(r.ok, permanent=r.gone or r.refused, provider_code=code,
+                          error=r.error, retry_after_s=r.retry_after_s)
 
 
 class FanOut(Finishing):
@@ -95,23 +102,32 @@ class FanOut(Finishing):
                if not s.status.done and s.due_at_ms <= now_ms]
         lock = asyncio.Lock()
         recorded, lost = claimed, False  # the row as we last wrote it (the LWT's condition)
+        sending = len(due)
 
-        async def one(i: int) -> None:
-            nonlocal row, recorded, lost
-            outcome, started_ms = await self._send_channel(row, i)
+        async def record() -> None:
+            # One LWT at a time; outcomes that arrive while one is in flight are written
+            # together by the next (a write finding nothing new is skipped).
+            nonlocal recorded, lost
             async with lock:
-                row = replace(row, channel_states=self._after(row.channel_states, i, outcome,
-                                                              row))
-                await self._history(row, i, outcome, started_ms)
-                if lost:
+                latest = row
+                if lost or latest.channel_states == recorded.channel_states:
                     return
-                if await self._store.compare_and_set(recorded, row):
-                    recorded = row
+                if await self._store.compare_and_set(recorded, latest):
+                    recorded = latest
                 else:  # taken over (or cancelled): the taker sends what is not recorded
                     lost = True
                     self._metrics.inc("duplicate_deliveries_total")
                     log.warning("channel_outcome_not_recorded_claim_lost",
-                                trigger_id=row.trigger_id, channel=i)
+                                trigger_id=latest.trigger_id)
+
+        async def one(i: int) -> None:
+            nonlocal row, sending
+            outcome, started_ms = await self._send_channel(row, i)
+            row = replace(row, channel_states=self._after(row.channel_states, i, outcome, row))
+            sending -= 1
+            await self._history(row, i, outcome, started_ms)
+            if sending:  # the last outcome goes with the finishing LWT
+                await record()
 
         await asyncio.gather(*(one(i) for i in due))
         if not lost:
@@ -124,7 +140,7 @@ class FanOut(Finishing):
         assert t.plan is not None
         if i >= len(t.plan.channels):  # the callback, as the last channel
             if not self._callback_allowed(t):
-                return ChannelOutcome(False, permanent=True,
+                return ChannelOutcome(False, permanent=True, provider_code=NOT_ALLOWED,
                                       error="callback URL not allowed for this caller any "
                                             "more"), started_ms
             return _from_http(await self._channel.deliver(t, t.attempts)), started_ms
@@ -154,14 +170,11 @@ class FanOut(Finishing):
         if o.ok:
             return with_state(states, i, status=ChannelStatus.DELIVERED, delivered_at_ms=now_ms,
                               provider_message_id=o.provider_message_id, **common)
-        caller = self._callers.by_name(t.caller)
-        max_attempts = (caller.max_attempts if caller else None) or self._d.max_attempts
-        if o.permanent or attempts >= max_attempts:
+        policy = self._policy(t.caller)
+        if (o.permanent or attempts >= policy.max_attempts
+                or policy.too_old(t.fire_at_ms, now_ms)):
             return with_state(states, i, status=ChannelStatus.FAILED, **common)
-        delay_s = retry_backoff_s(attempts, (caller.retry_backoff_s if caller else None)
-                                  or self._d.retry_backoff_s)
-        if o.retry_after_s is not None:
-            delay_s = max(delay_s, int(min(o.retry_after_s, self._d.retry_after_max_s)))
+        delay_s = policy.delay_s(attempts, o.retry_after_s)
         return with_state(states, i, status=ChannelStatus.PENDING,
                           due_at_ms=now_ms + delay_s * 1000, **common)
 
@@ -194,7 +207,10 @@ class FanOut(Finishing):
             if failed:
                 detail = "; ".join(f"{s.type}: {s.provider_code or ''} {s.last_error or ''}"
                                    .strip() for s in failed)
-                await self._give_up(m, current, detail, ctx, DeadLetterReason.MAX_ATTEMPTS)
+                reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED
+                          if all(s.provider_code == NOT_ALLOWED for s in failed)
+                          else DeadLetterReason.MAX_ATTEMPTS)
+                await self._give_up(m, current, detail, ctx, reason)
             else:
                 await self._record_fired(m, current, DeliveryResult(True, None, None), ctx)
             return

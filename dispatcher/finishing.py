@@ -5,10 +5,12 @@ declared here; kept apart so that each file reads as one part of the story."""
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core import series
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason, truncate
@@ -24,7 +26,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import sqs_delay_s
+from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -34,13 +36,42 @@ class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
 
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    """A caller's retry rules (the callers file, falling back to the settings)."""
+
+    max_attempts: int
+    backoff_s: tuple[int, ...]
+    max_age_s: int | None
+    retry_after_max_s: int
+
+    def too_old(self, fire_at_ms: int, now_ms: int) -> bool:
+        return self.max_age_s is not None and now_ms - fire_at_ms >= self.max_age_s * 1000
+
+    def delay_s(self, attempts: int, retry_after_s: float | None) -> int:
+        """Seconds before the next attempt: the backoff, or longer if the receiver said so
+        (never sooner than its Retry-After, at most ``retry_after_max_s``)."""
+        delay_s = retry_backoff_s(attempts, self.backoff_s)
+        if retry_after_s is not None:
+            delay_s = max(delay_s, ceil_div(
+                int(min(retry_after_s, self.retry_after_max_s) * 1000), 1000))
+        return delay_s
+
+
 class Finishing:
     _s: Settings
     _d: DispatchSettings
+    _callers: CallerRegistry
     _store: DispatchStore
     _queue: DeliveryQueue
     _clock: Clock
     _metrics: Metrics
+
+    def _policy(self, caller_name: str) -> RetryPolicy:
+        c = self._callers.by_name(caller_name)
+        return RetryPolicy((c.max_attempts if c else None) or self._d.max_attempts,
+                           (c.retry_backoff_s if c else None) or self._d.retry_backoff_s,
+                           c.max_age_s if c else None, self._d.retry_after_max_s)
 
     async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
                        ctx: dict[str, object], reason: DeadLetterReason) -> None:

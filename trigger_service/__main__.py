@@ -7,10 +7,12 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from trigger_service.app.quota import QuotaGate
 from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import JOBS_KEY
+from trigger_service.http.server import GuardedAppRunner
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.supervisor import every
 from trigger_service.platform.wiring import Runtime
@@ -20,10 +22,13 @@ log = structlog.get_logger("trigger_service")
 
 async def build(runtime: Runtime) -> Component:
     s = runtime.settings
+    quota = QuotaGate(runtime.quota, lambda name: getattr(
+        runtime.callers.by_name(name), "max_pending", None), runtime.metrics)
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
-                             runtime.clock, runtime.metrics)
+                             runtime.clock, runtime.metrics, quota)
     app = build_app(runtime, service)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = GuardedAppRunner(app, s.limits, runtime.metrics, access_log=None,
+                              handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 

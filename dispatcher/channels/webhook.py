@@ -8,6 +8,18 @@ Signatures follow Standard Webhooks (https://www.standardwebhooks.com), made wit
 ``standardwebhooks`` package: ``webhook-id`` is the occurrence id, ``webhook-timestamp`` the
 send time (Unix seconds), ``webhook-signature`` one ``v1,<base64>`` per signing secret of the
 caller (the current one first), space-separated, so a receiver holding any of them verifies.
+
+The SSRF guard (issue 13): the URL is normalised again (it was stored normalised: the same
+text) and sent in exactly that form. Unless a prefix of the trigger's caller names the host
+(``trusts``: the operator chose it, internal addresses included), the request goes through a
+session whose resolver refuses forbidden addresses and dials only the addresses it checked
+(``guard.py``); IP literals and ``localhost`` are classified here. A refusal is a result with
+``refused`` set: permanent, dead-lettered ``callback_not_allowed``. Two sessions rather than a
+per-request flag: aiohttp's DNS cache and connection pool are per connector, so a trusted
+caller's lookup or connection is never reused for an untrusted one.
+
+At most ``MAX_RESPONSE_BYTES`` of an answer are read (the first ``EXCERPT_MAX_BYTES`` are
+kept for the attempt history); past that the connection is closed instead of drained.
 """
 
 from __future__ import annotations
@@ -20,31 +32,49 @@ from email.utils import parsedate_to_datetime
 
 import aiohttp
 from standardwebhooks.webhooks import Webhook
+from yarl import URL
 
+from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
+from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
 from trigger_service.core.timing import format_rfc3339_ms, ms_to_datetime
+from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
 
 _MAX_ERROR_LEN = 500
+MAX_RESPONSE_BYTES = 64 * 1024
 
 SecretsFor = Callable[[str], Awaitable[Sequence[str]]]
+# (caller, url) -> does a prefix of the caller that admits url name its host?
+TrustsHost = Callable[[str, CallbackUrl], bool]
 
 
 async def no_secrets(caller: str) -> Sequence[str]:
     return ()
 
 
+def trusts_nothing(caller: str, url: CallbackUrl) -> bool:
+    return False
+
+
 class WebhookChannel:
     def __init__(self, timeout_s: float, *, clock: Clock | None = None,
-                 secrets_for: SecretsFor = no_secrets, max_connections: int = 1000) -> None:
+                 secrets_for: SecretsFor = no_secrets, max_connections: int = 1000,
+                 trusts: TrustsHost = trusts_nothing, lookup: Lookup = system_lookup) -> None:
+        """``trusts``: ``CallerRegistry.names_callback_host`` (the default trusts no host:
+        every callback guarded); ``lookup``: DNS (tests replace it); ``max_connections``
+        for each of the two sessions."""
+        self._trusts = trusts
+        self._lookup = lookup
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
         self._clock = clock
         self._secrets_for = secrets_for
         self._signers: dict[str, Webhook] = {}
         self._max_connections = max_connections
-        self._session: aiohttp.ClientSession | None = None
+        self._guarded: aiohttp.ClientSession | None = None
+        self._trusted: aiohttp.ClientSession | None = None
 
     def _now(self) -> datetime:
         return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
@@ -80,19 +110,42 @@ class WebhookChannel:
             when = when.replace(tzinfo=UTC)
         return max(0.0, (when - self._now()).total_seconds())
 
-    async def open(self) -> None:
-        connector = aiohttp.TCPConnector(limit=self._max_connections, limit_per_host=0,
-                                         ttl_dns_cache=60)
-        self._session = aiohttp.ClientSession(
+    def _new_session(self, *, guard: bool) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(
+            limit=self._max_connections, limit_per_host=0, ttl_dns_cache=60,
+            resolver=GuardedResolver(self._lookup, guard=guard))
+        # trust_env stays off: no proxy from the environment dials on our behalf.
+        return aiohttp.ClientSession(
             connector=connector, timeout=self._timeout,
             headers={"User-Agent": "trigger-service-dispatcher/0.1"})
 
+    async def open(self) -> None:
+        self._guarded = self._new_session(guard=True)
+        self._trusted = self._new_session(guard=False)
+
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        for session in (self._guarded, self._trusted):
+            if session is not None:
+                await session.close()
+
+    def _session_for(self, trigger: Trigger) -> tuple[aiohttp.ClientSession, CallbackUrl]:
+        """The session to send ``trigger`` with and its URL; raises ``UrlError`` when the
+        URL (or its literal address) is refused."""
+        assert self._guarded is not None and self._trusted is not None, "open() first"
+        url = normalise_callback_url(trigger.callback_url)
+        if self._trusts(trigger.caller, url):
+            return self._trusted, url
+        ip = url.ip
+        why = forbidden_address(ip) if ip is not None else forbidden_name(url.host)
+        if why is not None:
+            raise UrlError(f"{url.host} is {why}: not allowed for this callback")
+        return self._guarded, url
 
     async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
-        assert self._session is not None, "open() first"
+        try:
+            session, url = self._session_for(trigger)
+        except UrlError as e:
+            return DeliveryResult(False, None, f"refused: {e}"[:_MAX_ERROR_LEN], refused=True)
         scheduled = json.dumps(format_rfc3339_ms(trigger.fire_at_ms))
         body = ('{"triggerId":' + json.dumps(trigger.trigger_id)
                 + ',"occurrenceId":' + json.dumps(trigger.occurrence_id)
@@ -106,12 +159,12 @@ class WebhookChannel:
             **await self.signature_headers(trigger, body),
         }
         try:
-            async with self._session.post(
-                trigger.callback_url, data=body.encode(), headers=headers,
+            # encoded=True: yarl sends the normalised text as it is, re-quoting nothing.
+            async with session.post(
+                URL(url.text, encoded=True), data=body.encode(), headers=headers,
                 allow_redirects=False,
             ) as resp:
-                # Only the start of the answer is kept (the attempt history's excerpt).
-                text = excerpt(await resp.content.read(EXCERPT_MAX_BYTES))
+                text = await _read_excerpt(resp)
                 if 200 <= resp.status < 300:
                     return DeliveryResult(True, resp.status, None, response_excerpt=text)
                 retry_after = (self.retry_after_s(resp.headers.get("Retry-After"))
@@ -120,8 +173,30 @@ class WebhookChannel:
                                       text)
         except TimeoutError:
             return DeliveryResult(False, None, f"timeout after {self._timeout_s:g}s")
+        except aiohttp.ClientConnectorError as e:
+            if isinstance(e.os_error, AddressRefused):
+                return DeliveryResult(False, None, f"refused: {e.os_error}"[:_MAX_ERROR_LEN],
+                                      refused=True)
+            return DeliveryResult(False, None, f"{type(e).__name__}: {e}"[:_MAX_ERROR_LEN])
         except aiohttp.ClientError as e:
             msg = f"{type(e).__name__}: {e}"
             return DeliveryResult(False, None, msg[:_MAX_ERROR_LEN])
         except (OSError, asyncio.IncompleteReadError) as e:
             return DeliveryResult(False, None, f"{type(e).__name__}: {e}"[:_MAX_ERROR_LEN])
+
+
+async def _read_excerpt(resp: aiohttp.ClientResponse) -> str | None:
+    """Read at most ``MAX_RESPONSE_BYTES`` of the answer and keep its first
+    ``EXCERPT_MAX_BYTES`` (the attempt history's excerpt). A longer answer's connection is
+    closed rather than drained: a receiver cannot make us read a large body."""
+    kept = bytearray()
+    read = 0
+    while read < MAX_RESPONSE_BYTES:
+        chunk = await resp.content.read(MAX_RESPONSE_BYTES - read)
+        if not chunk:
+            break
+        read += len(chunk)
+        kept += chunk[:max(0, EXCERPT_MAX_BYTES - len(kept))]
+    if not resp.content.at_eof():
+        resp.close()
+    return excerpt(bytes(kept))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 from tests.contract.support import (
     INDEX_TTL_S,
@@ -231,3 +232,24 @@ async def test_counters_add_up_across_flushes_and_names(store: Store) -> None:
     await store.add_counters({a: 3, b: 0})
     got = await store.read_counters()
     assert (got[a], got[b]) == (5, 1)
+
+
+async def test_a_list_call_reads_a_bounded_number_of_rows_then_goes_on_with_a_cursor(
+    store: Store,
+) -> None:
+    """A rare ``status`` filter cannot make one call read a caller's whole history: past the
+    row budget the page ends early (even empty) with a cursor, and paging still finds all."""
+    caller, expected = await _listing(store)
+    for t in expected[:5]:
+        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+    bounded: Any = store
+    saved, bounded.list_max_rows = bounded.list_max_rows, 2
+    try:
+        first = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
+                                           status=Status.PENDING)
+        assert first.triggers == [] and first.next_cursor is not None
+        pages = await _all_pages(store, caller, 100, Status.PENDING)
+    finally:
+        bounded.list_max_rows = saved
+    assert [t for p in pages for t in p] == expected[5:]
+    assert len(pages) >= 3

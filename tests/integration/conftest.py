@@ -23,6 +23,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from dispatcher.channels.guard import Lookup, system_lookup
 from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
@@ -177,9 +178,11 @@ class Stack:
         return {"callbackUrl": self.receiver.base_url + "cb", "payload": {"n": 1}, **fields}
 
     async def start_dispatcher(self, *, notifiers: Notifiers | None = None,
+                               lookup: Lookup | None = None,
                                **overrides: Any) -> DispatcherHandle:
         """A dispatcher on the real stack; ``notifiers``: its email/SMS/push/inbox senders
-        (tests/integration/test_channels.py), else channels are "not configured"."""
+        (tests/integration/test_channels.py), else channels are "not configured";
+        ``lookup``: the webhook channel's DNS (tests/integration/test_ssrf.py)."""
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
@@ -188,7 +191,9 @@ class Stack:
         book = SecretBook(self.runtime.store, self.runtime.callers, SystemClock(),
                           settings.dispatch.secret_rotation_overlap_s)
         channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
-                                 secrets_for=book.for_caller)
+                                 secrets_for=book.for_caller,
+                                 trusts=self.runtime.callers.names_callback_host,
+                                 lookup=lookup or system_lookup)
         await channel.open()
         metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,

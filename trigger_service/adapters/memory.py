@@ -57,6 +57,7 @@ class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
         self.by_caller: dict[str, list[ListCursor]] = {}
+        self.list_max_rows = 2000  # index entries one listing call may read (as Cassandra's)
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         self.cursors: dict[tuple[str, int], int] = {}
         self.counters: dict[str, int] = {}
@@ -129,8 +130,8 @@ class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
         keys = self.by_caller.get(caller, [])
         found: list[Trigger] = []
         last: ListCursor | None = None
-        for key in keys[bisect.bisect_right(keys, start):]:
-            if key[0] > last_month or len(found) >= limit:
+        for read, key in enumerate(keys[bisect.bisect_right(keys, start):]):
+            if key[0] > last_month or len(found) >= limit or read >= self.list_max_rows:
                 break
             last = key
             t = self.triggers.get(key[2])

@@ -78,6 +78,13 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
+- ``rate:{key}`` hash ``{tokens, ms}``: one caller's request token bucket (``key`` is the
+  caller's name), refilled by the one Lua script that takes from it, on Redis' own clock;
+  PEXPIRE the time to refill it whole plus 1 s (a bucket that would be full is forgotten).
+- ``pending:{caller}`` sorted set: trigger id → the epoch ms until which it counts against
+  the caller's ``max_pending`` (its fire time; a series: far future, until cancelled).
+  Entries past their score are removed by the reserve script before it counts; cancel ZREMs.
+  No TTL (it empties itself). Losing it only lets a caller register more for a while.
 - ``inbox:{caller}:{recipient}`` pub/sub channel (no key, nothing stored): each new inbox
   message's JSON, published after it is stored; every API process streaming that recipient
   subscribes. At most once: a stream that missed one replays it from Cassandra.
@@ -268,6 +275,14 @@ def ops_lag_key(ns: str, slot: int) -> str:
 
 def ops_breaker_field(source: str, origin: str) -> str:
     return f"{source}|{origin}"
+
+
+def rate_bucket_key(key: str) -> str:
+    return f"rate:{_tag(key)}"
+
+
+def pending_key(caller: str) -> str:
+    return f"pending:{_tag(caller)}"
 
 
 def inbox_channel(caller: str, recipient: str) -> str:

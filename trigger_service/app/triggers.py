@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 import structlog
 
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
+from trigger_service.app.quota import QuotaGate
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.model import (
@@ -50,6 +51,7 @@ _CANCEL_ROUNDS = 5
 _EDIT_WAIT_MS = 3_000
 _EDIT_POLL_MS = 25
 _MIN_MS = -(2**63)
+_FINISHED = {s.value for s in Status if s.terminal}
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +77,10 @@ class TriggerService:
         cache: IdempotencyCache,
         clock: Clock,
         metrics: Metrics,
+        quota: QuotaGate | None = None,
     ) -> None:
         self._s = settings
+        self._quota = quota  # the callers' max_pending (None: no quota)
         self._catalog = catalog
         self._queue = queue
         self._clock = clock
@@ -91,12 +95,21 @@ class TriggerService:
         """Create a PENDING trigger (once per ``idem_key``). Raises ``IdempotencyKeyReused``
         or ``StoreError`` (then nothing was accepted)."""
         trigger = replace(self._new_trigger(caller, req, idem_key), snoozed_from=snoozed_from)
-        if idem_key is None:
-            await self._persist_and_enqueue(trigger)
-            result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
-        else:
-            result = await self._idempotent.register(
-                trigger, idem_key, request_hash, self._persist_and_enqueue)
+        counted = (self._quota is not None
+                   and await self._quota.reserve(trigger, req.received_at_ms))
+        try:
+            if idem_key is None:
+                await self._persist_and_enqueue(trigger)
+                result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
+            else:
+                result = await self._idempotent.register(
+                    trigger, idem_key, request_hash, self._persist_and_enqueue)
+        except BaseException:
+            if counted:
+                await self._release(caller, trigger.trigger_id)
+            raise
+        if counted and result.trigger_id != trigger.trigger_id:
+            await self._release(caller, trigger.trigger_id)  # a replay: the first one counts
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result
@@ -166,11 +179,26 @@ class TriggerService:
             raise NotFound(f"no trigger {trigger_id}")
         return t
 
+    async def _release(self, caller: str, trigger_id: str) -> None:
+        if self._quota is not None:
+            await self._quota.release(caller, trigger_id)
+
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → CANCELLED (idempotent). A series may be cancelled while an occurrence is
         in flight (that one may still complete; none fires after it). Raises
         ``NotCancellable`` for a one-time trigger in flight or anything finished. Lazy: the
-        SQS message stays; the dispatcher drops it at fire time."""
+        SQS message stays; the dispatcher drops it at fire time. A cancelled or finished
+        trigger no longer counts against the caller's ``max_pending``."""
+        try:
+            t = await self._cancel(caller, trigger_id)
+        except NotCancellable as e:
+            if e.extra.get("status") in _FINISHED:
+                await self._release(caller, trigger_id)
+            raise
+        await self._release(caller, trigger_id)
+        return t
+
+    async def _cancel(self, caller: str, trigger_id: str) -> Trigger:
         for _ in range(_CANCEL_ROUNDS):
             t = await self.get(caller, trigger_id)
             if t.status is Status.CANCELLED:

@@ -5,11 +5,15 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     [callers.orders]
     token_sha256 = "<hex sha-256 of the bearer token>"   # or a list: both valid (rotation)
     callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
+                                 # or ["https://"]: any public host (see below)
     max_concurrency = 100        # optional: the caller's delivery bulkhead
     signing_secrets = ["whsec_…"]  # optional: Standard Webhooks secrets, the current first
     max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
     retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
     max_age_s = 3600             # optional: give up this long after the fire time
+    rate_per_s = 50              # optional: requests per second (a token bucket shared by
+    burst = 100                  #   every API process; burst defaults to ceil(rate_per_s))
+    max_pending = 100000         # optional: triggers counted at once (README "Rate limits")
 
 Operators and viewers of the ops console have tables of their own; they act on every
 caller's dead letters (viewers only read) and cannot create triggers::
@@ -19,8 +23,15 @@ caller's dead letters (viewers only read) and cannot create triggers::
     role = "operator"            # or "viewer"
 
 A callback URL is allowed when scheme, host and port equal a prefix's and its path starts
-with the prefix's path on a segment boundary, all compared on the parsed, normalized URL —
-so ``http://127.0.0.1:9000.evil.example/`` and ``http://user@127.0.0.1:9000/`` do not pass.
+with the prefix's path on a segment boundary, all compared on the normalised URL
+(``core/urls.py``), which is also the form stored and sent — so
+``http://127.0.0.1:9000.evil.example/``, ``http://user@127.0.0.1:9000/`` and
+``/hooks/..%2Fadmin`` do not pass.
+
+A prefix may be broad: ``"https://"`` (the scheme alone) admits any host on the scheme's
+default port. Through a broad prefix a callback may only reach public addresses: IP literals
+and names that are loopback, private, link-local and the like (``core/addresses.py``) are
+refused unless a prefix that admits the URL names its host (the SSRF guard, issue 13).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import math
 import re
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -35,9 +47,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from yarl import URL
-
+from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.urls import (
+    DEFAULT_PORTS,
+    CallbackUrl,
+    UrlError,
+    normalise_callback_url,
+)
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
@@ -46,24 +63,38 @@ _HEX64_RE = re.compile(r"^[0-9a-f]{64}$")
 @dataclass(frozen=True, slots=True)
 class CallbackPrefix:
     scheme: str
-    host: str
+    host: str  # "" for a broad prefix (any host)
     port: int
     path: str
 
     @classmethod
     def parse(cls, text: str) -> CallbackPrefix:
-        url = _parse_http_url(text)
-        if url is None:
-            raise ValueError(f"not an absolute http(s) URL without credentials: {text!r}")
-        return cls(url.scheme, url.host or "", url.port or 0, url.path or "/")
+        """``scheme://host[:port][/path]``, or ``scheme://`` alone (broad); raises
+        ``ValueError``."""
+        scheme = text.lower().removesuffix("//").removesuffix(":")
+        if text.lower() == f"{scheme}://" and scheme in DEFAULT_PORTS:
+            return cls(scheme, "", DEFAULT_PORTS[scheme], "/")
+        try:
+            url = normalise_callback_url(text)
+        except UrlError as e:
+            raise ValueError(f"{text!r}: {e}") from e
+        if url.query:
+            raise ValueError(f"{text!r}: a prefix has no query")
+        return cls(url.scheme, url.host, url.port, url.path)
 
-    def allows(self, url: URL) -> bool:
-        if (url.scheme, url.host, url.port) != (self.scheme, self.host, self.port):
+    def allows(self, url: CallbackUrl) -> bool:
+        """Scheme, host (unless broad) and port equal, the path under the prefix's."""
+        if (url.scheme, url.port) != (self.scheme, self.port):
             return False
-        path = url.path or "/"
+        if self.host and url.host != self.host:
+            return False
         if self.path.endswith("/"):
-            return path.startswith(self.path) or path + "/" == self.path
-        return path == self.path or path.startswith(self.path + "/")
+            return url.path.startswith(self.path) or url.path + "/" == self.path
+        return url.path == self.path or url.path.startswith(self.path + "/")
+
+    def names(self, url: CallbackUrl) -> bool:
+        """Does this prefix admit ``url`` naming its host (not just through breadth)?"""
+        return bool(self.host) and self.allows(url)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +107,31 @@ class Caller:
     max_attempts: int | None = None
     retry_backoff_s: tuple[int, ...] | None = None
     max_age_s: int | None = None
+    rate_per_s: float | None = None  # None: no request-rate limit
+    burst: int | None = None
+    max_pending: int | None = None  # None: no quota of pending triggers
 
-    def allows_callback(self, url: URL) -> bool:
-        return any(p.allows(url) for p in self.callback_prefixes)
+    def allows_callback(self, url: CallbackUrl) -> bool:
+        return self.callback_refusal(url) is None
+
+    def names_callback_host(self, url: CallbackUrl) -> bool:
+        """A prefix that admits ``url`` names its host: any address it has is allowed."""
+        return any(p.names(url) for p in self.callback_prefixes)
+
+    def callback_refusal(self, url: CallbackUrl) -> str | None:
+        """Why ``url`` is not allowed for this caller (None: it is). Pure: a name's addresses
+        are checked by whoever resolves it (``app/callbacks.py``, the dispatcher's
+        resolver)."""
+        if not any(p.allows(url) for p in self.callback_prefixes):
+            return f"{url.text} is not under any callback prefix of caller {self.name}"
+        if self.names_callback_host(url):
+            return None
+        ip = url.ip
+        why = forbidden_address(ip) if ip is not None else forbidden_name(url.host)
+        if why is None:
+            return None
+        return (f"{url.host} is {why}: only a callback prefix that names this host may "
+                "point there")
 
 
 class Role(StrEnum):
@@ -100,24 +153,13 @@ class Principal:
         return self.role is not Role.CALLER
 
 
-def _parse_http_url(text: str) -> URL | None:
-    """Parse and normalize an absolute http(s) URL; None if it is anything else."""
+def parse_callback_url(text: str) -> CallbackUrl | None:
+    """The URL the dispatcher will POST to, normalised, or None if it is not acceptable as a
+    callback (``normalise_callback_url`` says why)."""
     try:
-        url = URL(text)
-    except (ValueError, TypeError):
+        return normalise_callback_url(text)
+    except UrlError:
         return None
-    if url.scheme not in ("http", "https") or not url.host or url.user or url.password:
-        return None
-    if not url.is_absolute():
-        return None
-    return url
-
-
-def parse_callback_url(text: str) -> URL | None:
-    """The URL the dispatcher will POST to, or None if it is not acceptable as a callback."""
-    if len(text) > 2048 or any(c.isspace() for c in text):
-        return None
-    return _parse_http_url(text)
 
 
 def _token_hashes(raw: object, where: str, seen: set[str]) -> tuple[str, ...]:
@@ -166,6 +208,29 @@ def _delivery_policy(table: Mapping[str, object], where: str) -> tuple[
         raise ConfigError(f"{where}.retry_backoff_s: a non-empty list of seconds")
     return (out[0], tuple(backoff) if backoff else None,  # type: ignore[return-value]
             out[1])
+
+
+def _limits(table: Mapping[str, object], where: str) -> tuple[
+        float | None, int | None, int | None]:
+    """rate_per_s, burst and max_pending (None: no limit); burst needs rate_per_s and
+    defaults to ceil(rate_per_s)."""
+    rate = table.get("rate_per_s")
+    if rate is not None and (not isinstance(rate, int | float) or isinstance(rate, bool)
+                             or not 0 < rate < 1e9):
+        raise ConfigError(f"{where}.rate_per_s: a positive number")
+    ints: list[int | None] = []
+    for key in ("burst", "max_pending"):
+        value = table.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool)
+                                  or value < 1):
+            raise ConfigError(f"{where}.{key}: a positive integer")
+        ints.append(value)
+    burst, max_pending = ints
+    if rate is None:
+        if burst is not None:
+            raise ConfigError(f"{where}.burst: needs rate_per_s")
+        return None, None, max_pending
+    return float(rate), burst or max(1, math.ceil(rate)), max_pending
 
 
 def _ops_users(tables: object, source: str, seen: set[str]) -> list[tuple[Principal, str]]:
@@ -232,7 +297,7 @@ class CallerRegistry:
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
-                                  *_delivery_policy(table, where)))
+                                  *_delivery_policy(table, where), *_limits(table, where)))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:
@@ -243,8 +308,18 @@ class CallerRegistry:
         """The caller or ops user this bearer token authenticates, if any."""
         return self._principals.get(hash_token(token))
 
+    def token_hashes(self) -> set[str]:
+        """Every token hash that authenticates anyone (callers and ops users)."""
+        return set(self._principals)
+
     def by_name(self, name: str) -> Caller | None:
         return self._by_name.get(name)
+
+    def names_callback_host(self, name: str, url: CallbackUrl) -> bool:
+        """Does a prefix of caller ``name`` that admits ``url`` name its host? Then the
+        dispatcher connects to whatever address the host has (the operator chose it)."""
+        caller = self._by_name.get(name)
+        return caller is not None and caller.names_callback_host(url)
 
     def signing_secrets(self, name: str) -> tuple[str, ...]:
         """The caller's Standard Webhooks secrets, the current one first (none: unsigned)."""

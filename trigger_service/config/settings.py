@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings
 from trigger_service.config.parsers import int_list as _int_list
 from trigger_service.config.parsers import pos_float as _pos_float
 from trigger_service.config.parsers import pos_int as _pos_int
@@ -44,7 +45,7 @@ class ApiSettings:
     min_recurrence_interval_s: int = 60
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
-    ack_secret: str = "dev-ack-secret-change-me"
+    ack_secret: str = field(default="dev-ack-secret-change-me", repr=False)  # never logged
     ack_link_ttl_s: int = 7 * 86_400
 
 
@@ -67,7 +68,7 @@ class SqsSettings:
     endpoint_url: str = "http://127.0.0.1:4566"
     region: str = "us-east-1"
     access_key_id: str = "test"
-    secret_access_key: str = "test"
+    secret_access_key: str = field(default="test", repr=False)
     queue: str = "triggers"
     dlq: str = "triggers-dlq"
     redrive_queue: str = "triggers-redrive"
@@ -138,6 +139,7 @@ class Settings:
     sms: SmsSettings = field(default_factory=SmsSettings)
     push: PushSettings = field(default_factory=PushSettings)
     inbox: InboxSettings = field(default_factory=InboxSettings)
+    limits: LimitSettings = field(default_factory=LimitSettings)
 
     @property
     def retention_s(self) -> int:
@@ -211,6 +213,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
+    "limits": LimitSettings,
 }
 
 
@@ -345,6 +348,7 @@ VARIABLES: tuple[Variable, ...] = (
              "inbox messages expire this many days after they are stored (read or not)"),
     Variable("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
              "an inbox stream sends a comment line this often, so proxies keep it open"),
+    *(Variable(*row) for row in LIMIT_VARIABLES),
 )
 
 

@@ -18,6 +18,9 @@
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
+    │   ├── RateLimited               429 rate_limited (the caller's token bucket is empty;
+    │   │                             ``Retry-After`` says when a token is back)
+    │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
@@ -50,6 +53,10 @@ class ApiError(TriggerError):
 
     def to_json(self) -> dict[str, object]:
         return {"error": self.code, "message": self.message, **self.extra}
+
+    def headers(self) -> dict[str, str]:
+        """Response headers that go with the error (none unless a subclass says)."""
+        return {}
 
 
 class _FieldError(ApiError):
@@ -117,15 +124,32 @@ class NonexistentLocalTime(_FieldError):
     status, code = 422, "nonexistent_local_time"
 
 
+class RateLimited(ApiError):
+    status, code = 429, "rate_limited"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+    def headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
+
+class QuotaExceeded(ApiError):
+    status, code = 429, "quota_exceeded"
+
+
 class DependencyUnavailable(ApiError):
     """A dependency failed while serving a request; nothing was accepted."""
 
     status, code = 503, "dependency_unavailable"
 
     @classmethod
-    def from_adapter(cls, error: AdapterError) -> DependencyUnavailable:
-        # The driver's own text can name nodes and addresses: it goes to the log, not the body.
-        return cls(f"{error.dependency} is unavailable; try again")
+    def for_request(cls, request_id: str) -> DependencyUnavailable:
+        """The generic answer: the driver's own text can name nodes and addresses, and even
+        which dependency failed says more than a caller needs; all of that goes to the log
+        under ``request_id``, which the body and ``X-Request-Id`` carry."""
+        return cls(f"a dependency is unavailable; try again (request id {request_id})")
 
 
 class NotReady(ApiError):

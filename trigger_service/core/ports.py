@@ -138,8 +138,9 @@ class TriggerCatalog(TriggerStates, Protocol):
         """The caller's triggers after ``start`` in (month, fire time, id) order, up to
         ``last_month``, each once, at its current fire time (entries for a series' past
         occurrences are skipped); ``next_cursor`` is None once nothing is left (a full page
-        that ends on the last trigger may carry a cursor to one empty page). Raises
-        ``StoreError``."""
+        that ends on the last trigger may carry a cursor to one empty page). One call reads
+        a bounded number of index entries (2,000): a rare ``status`` may answer a short, even
+        empty, page with a cursor to go on from. Raises ``StoreError``."""
         ...
 
 
@@ -323,6 +324,8 @@ class DeliveryResult:
     error: str | None
     retry_after_s: float | None = None  # the receiver's Retry-After (429/503), in seconds
     response_excerpt: str | None = None  # the start of the answer's body (attempt history)
+    # Not sent: the SSRF guard refused the address (permanent: callback_not_allowed).
+    refused: bool = False
 
     @property
     def gone(self) -> bool:
@@ -334,7 +337,8 @@ class DeliveryResult:
         """Does this answer show the origin in trouble (for its circuit breaker)? No answer,
         5xx or 429 do; any other answer (2xx, 4xx including 410) shows it up."""
         code = self.status_code
-        return not self.ok and (code is None or code >= 500 or code == 429)
+        return not self.ok and not self.refused and (code is None or code >= 500
+                                                     or code == 429)
 
 
 class Channel(Protocol):

@@ -15,6 +15,12 @@ from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
 from trigger_service.http.auth import auth_middleware
+from trigger_service.http.guards import (
+    body_deadline_middleware,
+    rate_limit_middleware,
+    request_id_middleware,
+    request_id_of,
+)
 from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVICE_KEY
 from trigger_service.http.routes import (
     acks,
@@ -53,10 +59,11 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
     try:
         return await handler(request)
     except ApiError as e:
-        return web.json_response(e.to_json(), status=e.status)
+        return web.json_response(e.to_json(), status=e.status, headers=e.headers())
     except AdapterError as e:
-        log.error("dependency_error", path=request.path, error=str(e))
-        err = DependencyUnavailable.from_adapter(e)
+        # The driver's text (nodes, addresses) goes to the log only; the body has the id.
+        log.error("dependency_error", path=request.path, dependency=e.dependency, error=str(e))
+        err = DependencyUnavailable.for_request(request_id_of(request))
         return web.json_response(err.to_json(), status=err.status)
     except web.HTTPException as e:
         if e.status < 400:
@@ -70,7 +77,8 @@ async def errors_middleware(request: web.Request, handler: Handler) -> web.Strea
         raise
     except Exception:
         log.exception("unhandled_error", path=request.path)
-        return error_response(500, "internal_error", "unexpected error; it has been logged")
+        return error_response(500, "internal_error", "unexpected error; it has been logged "
+                              f"(request id {request_id_of(request)})")
 
 
 def timing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamResponse]]:
@@ -101,8 +109,10 @@ def timing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamRes
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
     app = web.Application(
-        middlewares=[timing_middleware(runtime), errors_middleware,
-                     auth_middleware(runtime.callers)],
+        middlewares=[timing_middleware(runtime), request_id_middleware, errors_middleware,
+                     auth_middleware(runtime.callers),
+                     rate_limit_middleware(runtime.limiter, runtime.metrics),
+                     body_deadline_middleware(runtime.settings.limits.body_timeout_s)],
         client_max_size=MAX_BODY_BYTES,
     )
     app[RUNTIME_KEY] = runtime

@@ -18,7 +18,7 @@ from trigger_service.core.dead_letters import (
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
-from trigger_service.http.parsing import MAX_LIST_LIMIT
+from trigger_service.http.parsing import parse_limit
 
 FILTERS = ("reason", "since", "until", "callbackPrefix", "caller")
 _MAX_PREFIX = 2048
@@ -65,14 +65,7 @@ def parse_list_query(query: dict[str, str], *, scope: str | None, now_ms: int,
     extra = sorted(set(query) - {*FILTERS, "limit", "cursor"})
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown query parameter")
-    limit = 50
-    if "limit" in query:
-        try:
-            limit = int(query["limit"])
-        except ValueError as e:
-            raise InvalidRequest("limit: must be an integer") from e
-        if not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
+    limit = parse_limit(query)
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
     return parse_filters(query, scope=scope, now_ms=now_ms, retention_s=retention_s), \
         cursor, limit

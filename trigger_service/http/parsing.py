@@ -11,7 +11,7 @@ from typing import Any
 
 from trigger_service.app.schedules import plan
 from trigger_service.app.triggers import NewTrigger
-from trigger_service.config.callers import Caller, parse_callback_url
+from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
     InvalidRequest,
@@ -20,6 +20,7 @@ from trigger_service.core.errors import (
 from trigger_service.core.model import Status
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS, *PLAN_FIELDS})
@@ -80,13 +81,14 @@ def parse_callback(body: dict[str, Any], caller: Caller) -> str:
     raw_url = body["callbackUrl"]
     if not isinstance(raw_url, str):
         raise InvalidRequest("callbackUrl: must be a string")
-    url = parse_callback_url(raw_url)
-    if url is None:
-        raise InvalidRequest("callbackUrl: must be an absolute http(s) URL without credentials")
-    if not caller.allows_callback(url):
-        raise CallbackNotAllowed(
-            f"callbackUrl: {raw_url} is not under any callback prefix of caller {caller.name}")
-    return str(url)
+    try:
+        url = normalise_callback_url(raw_url)
+    except UrlError as e:
+        raise InvalidRequest(f"callbackUrl: {e}") from e
+    refusal = caller.callback_refusal(url)
+    if refusal is not None:
+        raise CallbackNotAllowed(f"callbackUrl: {refusal}")
+    return url.text  # the normalised form: what was checked is what is stored and sent
 
 
 def _payload_json(body: dict[str, Any], payload_max_bytes: int) -> str:
@@ -121,16 +123,21 @@ def parse_list_query(
         except ValueError as e:
             raise InvalidRequest(
                 f"status: one of {', '.join(s.value for s in Status)}") from e
-    limit = default_limit
-    if "limit" in query:
-        try:
-            limit = int(query["limit"])
-        except ValueError as e:
-            raise InvalidRequest("limit: must be an integer") from e
-        if not 1 <= limit <= MAX_LIST_LIMIT:
-            raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
-    return status, limit, cursor
+    return status, parse_limit(query, default_limit), cursor
+
+
+def parse_limit(query: dict[str, str], default: int = 50) -> int:
+    """A list's ``limit`` query parameter: 1 to ``MAX_LIST_LIMIT``."""
+    if "limit" not in query:
+        return default
+    try:
+        limit = int(query["limit"])
+    except ValueError as e:
+        raise InvalidRequest("limit: must be an integer") from e
+    if not 1 <= limit <= MAX_LIST_LIMIT:
+        raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
+    return limit
 
 
 def encode_cursor(cursor: ListCursor) -> str:

@@ -18,6 +18,7 @@ the host: one scrape of the API shows the dispatchers' fire lag too.
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -73,6 +74,14 @@ SERIES: dict[str, Series] = {
                           ("queue",), mode="mostrecent"),
     "sweeper_shards_owned": Series("gauge", "shard leases a sweeper holds", ("sweeper",)),
     "leaks_reinjected_total": Series("counter", "leaked triggers the reconciler re-sent"),
+    "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),
+                                 durable=()),
+    "rate_limit_errors_total": Series("counter", "rate checks that failed open (Redis)"),
+    "quota_exceeded_total": Series("counter", "registrations refused 429 quota_exceeded",
+                                   ("caller",), durable=()),
+    "quota_errors_total": Series("counter", "pending-quota checks that failed open (Redis)"),
+    "http_connections_refused_total": Series("counter", "connections over the cap (503)"),
+    "http_head_timeouts_total": Series("counter", "connections closed 408 for a slow head"),
     "http_request_duration_seconds": Series(
         "histogram", "API request latency by route pattern, method and status",
         ("route", "method", "status"), buckets=REQUEST_BUCKETS_S),
@@ -175,3 +184,13 @@ class InMemoryMetrics(PrometheusMetrics):
         """Every value observed for ``name``, whatever its labels."""
         return [v for key, values in self.observations.items()
                 if key == name or key.startswith(name + "{") for v in values]
+
+
+def metrics_authorized(authorization: str, token: str) -> bool:
+    """Whether a ``/metrics`` request with this ``Authorization`` header may read: any when
+    ``TRIGGER_METRICS_TOKEN`` is unset, else ``Bearer <token>`` (compared in constant time)."""
+    if not token:
+        return True
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
+                                                              token.encode())

@@ -19,11 +19,12 @@ import structlog
 import uvloop
 from aiohttp import web
 
+from trigger_service.config.production import check_production
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError, TriggerError
 from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.logs import configure_logging
-from trigger_service.platform.metrics import CONTENT_TYPE
+from trigger_service.platform.metrics import CONTENT_TYPE, metrics_authorized
 from trigger_service.platform.supervisor import Runner, every, supervise
 from trigger_service.platform.wiring import Runtime
 
@@ -80,6 +81,10 @@ def metrics_server(runtime: Runtime, port: int) -> Runner:
     host = runtime.settings.metrics_host
 
     async def page(request: web.Request) -> web.Response:
+        if not metrics_authorized(request.headers.get("Authorization", ""),
+                                  runtime.settings.limits.metrics_token):
+            return web.json_response({"error": "unauthorized",
+                                      "message": "missing or wrong metrics token"}, status=401)
         return web.Response(body=runtime.metrics.exposition(),
                             headers={"Content-Type": CONTENT_TYPE})
 
@@ -115,6 +120,7 @@ def run_process(name: str, serve: Callable[[Settings], Coroutine[Any, Any, int]]
     """Build the settings, configure logging, run ``serve`` and exit with its code."""
     try:
         settings = Settings.from_env()
+        check_production(settings)
     except TriggerError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)

@@ -7,13 +7,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
+from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
+from trigger_service.core.limit_ports import PendingQuota, RateLimiter
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
@@ -68,6 +72,11 @@ class Runtime:
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # Live inbox messages; the in-process fake unless opened (unit tests keep it).
     inbox_bus: InboxBus = field(default_factory=MemoryInboxBus)
+    # Per-caller request rates and pending quotas (Redis when opened: shared by every API).
+    limiter: RateLimiter = field(default_factory=MemoryRateLimiter)
+    quota: PendingQuota = field(default_factory=MemoryPendingQuota)
+    # DNS for the registration half of the SSRF guard (app/callbacks.py).
+    resolver: HostResolver = field(default_factory=LoopResolver)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -80,6 +89,7 @@ class Runtime:
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
         from trigger_service.adapters.redis.lease import RedisLease
+        from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
 
@@ -98,7 +108,8 @@ class Runtime:
                    SystemClock(), metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[redis.aclose, queue.close, store.close, metrics.close],
-                   inbox_bus=RedisInboxBus(redis))
+                   inbox_bus=RedisInboxBus(redis), limiter=RedisRateLimiter(redis),
+                   quota=RedisPendingQuota(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

@@ -34,7 +34,10 @@ from trigger_service.core.model import Route, Status, Trigger, bucket_minute, fi
 from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor, ListPage
 
 _MIN_MS = -(2**63)
-_LIST_MAX_READS = 50  # index reads per LIST page, so a rare status filter cannot scan forever
+_LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usually a few)
+# Index rows (each then a row read) per LIST page: a rare status filter stops after this many
+# and answers a short page with a cursor, rather than reading a caller's whole history.
+LIST_MAX_ROWS = 2000
 _SCAN_PAGE_SIZE = 2000
 
 
@@ -42,6 +45,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
         self._cluster = cluster
         self._session = session
+        self.list_max_rows = LIST_MAX_ROWS
         self._prepared = driver.prepare(session, queries(settings.keyspace)
                                         | dead_letter_queries(settings.keyspace)
                                         | inbox_queries(settings.keyspace))
@@ -141,11 +145,13 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             month, after_ms, after_id = used[0], _MIN_MS, ""
         # Each round reads at most `limit` index entries from one month partition, then the
         # rows themselves; filtering by status happens on the rows (the index has no status).
-        reads = 0
-        while month <= last_month and len(found) < limit and reads < _LIST_MAX_READS:
+        reads, rows_left = 0, self.list_max_rows
+        while (month <= last_month and len(found) < limit and reads < _LIST_MAX_READS
+               and rows_left > 0):
             reads += 1
-            want = limit - len(found)
+            want = min(limit - len(found), rows_left)
             rows = await self._run("list", [caller, month, after_ms, after_id, want])
+            rows_left -= len(rows)
             triggers = await self.get_many([r[schema.COL_TRIGGER_ID] for r in rows])
             for r, t in zip(rows, triggers, strict=True):
                 after_ms, after_id = r[schema.COL_FIRE_AT_MS], r[schema.COL_TRIGGER_ID]

@@ -1,5 +1,6 @@
-"""``/healthz`` (alive), ``/readyz`` (dependencies reachable), ``/metrics`` (Prometheus; no
-token: bind it privately in production)."""
+"""``/healthz`` (alive), ``/readyz`` (dependencies reachable), ``/metrics`` (Prometheus; with
+``TRIGGER_METRICS_TOKEN`` set it needs ``Authorization: Bearer <it>``, else 401; production
+refuses a public address without one)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import asyncio
 
 from aiohttp import web
 
-from trigger_service.core.errors import NotReady
+from trigger_service.core.errors import NotReady, Unauthorized
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.http.routes.ops import queue_depths
-from trigger_service.platform.metrics import CONTENT_TYPE
+from trigger_service.platform.metrics import CONTENT_TYPE, metrics_authorized
 
 _CHECK_TIMEOUT_S = 3
 
@@ -35,6 +36,9 @@ async def metrics(request: web.Request) -> web.Response:
     """prometheus_client's text format; in multiprocess mode every process of this host
     (the dispatchers' fire lag too). Queue depths are read from SQS for each scrape."""
     runtime = request.app[RUNTIME_KEY]
+    if not metrics_authorized(request.headers.get("Authorization", ""),
+                              runtime.settings.limits.metrics_token):
+        raise Unauthorized("missing or wrong metrics token")
     await queue_depths(runtime)
     return web.Response(body=runtime.metrics.exposition(aggregate=True),
                         headers={"Content-Type": CONTENT_TYPE})

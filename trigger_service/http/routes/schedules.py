@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.schedules import preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
@@ -47,7 +48,8 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
     if body.get("callbackUrl") is not None:
-        parsing.parse_callback(body, caller_of(request))
+        await vet_callback_host(caller_of(request), parsing.parse_callback(
+            body, caller_of(request)), runtime.resolver)
     now_ms = runtime.clock.now_ms()
     instants = preview(parse_time_fields(body, now_ms), count=count, after_ms=after_ms,
                        now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
@@ -110,6 +112,7 @@ async def patch_trigger(request: web.Request) -> web.Response:
         now_ms=runtime.clock.now_ms(), payload_max_bytes=api.payload_max_bytes,
         max_fire_ahead_days=api.max_fire_ahead_days,
         min_recurrence_interval_s=api.min_recurrence_interval_s)
+    await vet_callback_host(caller, new.callback_url, runtime.resolver)
     edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
     return web.json_response(views.trigger_view(edited))
 
@@ -132,6 +135,7 @@ async def snooze(request: web.Request) -> web.Response:
         {**kept, **body}, caller=caller, now_ms=runtime.clock.now_ms(),
         payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
         min_recurrence_interval_s=api.min_recurrence_interval_s)
+    await vet_callback_host(caller, new.callback_url, runtime.resolver)
     result = await service.snooze(original, new, idem_key,
                                   parsing.request_hash({"snooze": original.trigger_id, **body}))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
@@ -19,6 +20,7 @@ async def register(request: web.Request) -> web.Response:
         body, caller=caller, now_ms=runtime.clock.now_ms(),
         payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
         min_recurrence_interval_s=api.min_recurrence_interval_s)
+    await vet_callback_host(caller, new.callback_url, runtime.resolver)
     result = await request.app[SERVICE_KEY].register(
         caller.name, new, idem_key, parsing.request_hash(body))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}

@@ -1,0 +1,80 @@
+"""``RateLimiter`` and ``PendingQuota``: the in-memory fakes and the Redis scripts against one
+contract (real time: the Redis bucket runs on Redis' clock)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from tests.contract.conftest import REDIS_URL, _impls
+from tests.contract.support import unique
+from trigger_service.adapters import schema
+from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
+from trigger_service.core.limit_ports import BucketRule, PendingQuota, RateLimiter
+
+
+@pytest.fixture(params=_impls("memory", "redis"))
+async def limiter(request: pytest.FixtureRequest) -> AsyncIterator[RateLimiter]:
+    """Buckets expire by themselves and tests use unique keys: nothing needs deleting."""
+    if request.param == "memory":
+        yield MemoryRateLimiter()
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisRateLimiter(client)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(params=_impls("memory", "redis"))
+async def quota(request: pytest.FixtureRequest) -> AsyncIterator[PendingQuota]:
+    if request.param == "memory":
+        yield MemoryPendingQuota()
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisPendingQuota(client)
+    finally:
+        await client.aclose()
+
+
+async def test_a_bucket_allows_its_burst_then_refuses_until_a_token_is_back(
+        limiter: RateLimiter) -> None:
+    key, rule = unique("rate-"), BucketRule(rate_per_s=20.0, burst=3)
+    decisions = [await limiter.take(key, rule) for _ in range(4)]
+    assert [d.allowed for d in decisions] == [True, True, True, False]
+    assert 0 < decisions[3].retry_after_ms <= 50 and decisions[3].retry_after_s == 1
+    await asyncio.sleep(decisions[3].retry_after_ms / 1000 + 0.02)
+    assert (await limiter.take(key, rule)).allowed
+    assert (await limiter.take(unique("rate-"), rule)).allowed  # another key, its own bucket
+
+
+async def test_a_slow_rate_says_how_long_to_wait(limiter: RateLimiter) -> None:
+    key, rule = unique("rate-"), BucketRule(rate_per_s=0.25, burst=1)
+    assert (await limiter.take(key, rule)).allowed
+    refused = await limiter.take(key, rule)
+    assert not refused.allowed and 3_900 <= refused.retry_after_ms <= 4_000
+    assert refused.retry_after_s == 4
+
+
+async def test_the_quota_counts_until_each_entrys_time_and_releases(quota: PendingQuota) -> None:
+    caller = unique("quota-")
+    assert await quota.reserve(caller, "a", 1_000, 2, 0)
+    assert await quota.reserve(caller, "b", 9_000, 2, 0)
+    assert await quota.reserve(caller, "b", 9_000, 2, 0)  # counted already
+    assert not await quota.reserve(caller, "c", 9_000, 2, 500)
+    assert await quota.reserve(caller, "c", 9_000, 2, 1_000)  # "a" is due: forgotten
+    await quota.release(caller, "b")
+    await quota.release(caller, "b")
+    assert await quota.reserve(caller, "d", 9_000, 2, 1_000)
+    assert not await quota.reserve(caller, "e", 9_000, 2, 1_000)
+    assert await quota.reserve(unique("quota-"), "e", 9_000, 2, 1_000)
+
+
+def test_the_keys_are_tagged_per_caller() -> None:
+    assert schema.rate_bucket_key("orders") == "rate:{orders}"
+    assert schema.pending_key("orders") == "pending:{orders}"

@@ -1,0 +1,51 @@
+"""In-memory ``RateLimiter`` and ``PendingQuota`` (one process; unit tests and the default
+of a ``Runtime`` that was not opened). Same arithmetic as the Redis scripts."""
+
+from __future__ import annotations
+
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.errors import CacheError
+from trigger_service.core.limit_ports import BucketRule, Decision, take_token
+from trigger_service.core.ports import Clock
+
+
+class MemoryRateLimiter:
+    """Token buckets by key on an injected clock; ``fail`` makes every call raise
+    ``CacheError`` (a Redis outage)."""
+
+    def __init__(self, clock: Clock | None = None) -> None:
+        self._clock = clock or SystemClock()
+        self._buckets: dict[str, tuple[float, int]] = {}  # key → (tokens, last refill ms)
+        self.fail = False
+
+    async def take(self, key: str, rule: BucketRule) -> Decision:
+        if self.fail:
+            raise CacheError("memory limiter told to fail")
+        now_ms = self._clock.now_ms()
+        tokens, last_ms = self._buckets.get(key, (float(rule.burst), now_ms))
+        decision, left = take_token(tokens, last_ms, now_ms, rule)
+        self._buckets[key] = (left, max(last_ms, now_ms))
+        return decision
+
+
+class MemoryPendingQuota:
+    def __init__(self) -> None:
+        self.counted: dict[str, dict[str, int]] = {}  # caller → trigger id → until ms
+        self.fail = False
+
+    async def reserve(self, caller: str, trigger_id: str, until_ms: int, max_pending: int,
+                      now_ms: int) -> bool:
+        if self.fail:
+            raise CacheError("memory quota told to fail")
+        mine = self.counted.setdefault(caller, {})
+        for tid in [t for t, until in mine.items() if until <= now_ms]:
+            del mine[tid]
+        if trigger_id not in mine and len(mine) >= max_pending:
+            return False
+        mine[trigger_id] = until_ms
+        return True
+
+    async def release(self, caller: str, trigger_id: str) -> None:
+        if self.fail:
+            raise CacheError("memory quota told to fail")
+        self.counted.get(caller, {}).pop(trigger_id, None)

@@ -1,0 +1,90 @@
+"""``RateLimiter`` and ``PendingQuota`` on Redis, each one Lua script, so every API process
+shares one bucket and one count per caller and a check-and-take is atomic.
+
+The bucket's clock is Redis' own (``TIME``), not the API hosts': hosts whose clocks differ
+still refill one bucket consistently. Redis errors become ``CacheError`` (the API then fails
+open).
+"""
+
+from __future__ import annotations
+
+import redis.asyncio as aioredis
+from redis.exceptions import RedisError
+
+from trigger_service.adapters import schema
+from trigger_service.core.errors import CacheError
+from trigger_service.core.limit_ports import BucketRule, Decision
+
+# KEYS[1] bucket hash {tokens, ms}; ARGV: rate per second, burst, key TTL in ms.
+# Returns {allowed (0/1), retry after ms}. Same arithmetic as core.limit_ports.take_token.
+_TAKE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
+local tokens = tonumber(state[1])
+local last = tonumber(state[2])
+if tokens == nil or last == nil then tokens = burst; last = now end
+local elapsed = now - last
+if elapsed < 0 then elapsed = 0 end
+tokens = math.min(burst, tokens + elapsed * rate / 1000)
+local allowed = 0
+local wait = 0
+if tokens >= 1 then
+  tokens = tokens - 1
+  allowed = 1
+else
+  wait = math.ceil((1 - tokens) * 1000 / rate)
+end
+if now > last then last = now end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {allowed, wait}
+"""
+# KEYS[1] sorted set trigger id → until ms; ARGV: trigger id, until ms, max, now ms.
+_RESERVE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
+if redis.call('ZSCORE', KEYS[1], ARGV[1]) then return 1 end
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+return 1
+"""
+
+
+class RedisRateLimiter:
+    """Shares the process's Redis client (not closed here)."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._take = client.register_script(_TAKE)
+
+    async def take(self, key: str, rule: BucketRule) -> Decision:
+        # The bucket may be forgotten once it would be full again anyway.
+        ttl_ms = int(rule.burst / rule.rate_per_s * 1000) + 1000
+        try:
+            allowed, wait_ms = await self._take(
+                keys=[schema.rate_bucket_key(key)], args=[rule.rate_per_s, rule.burst, ttl_ms])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis rate limit failed: {e}") from e
+        return Decision(bool(allowed), int(wait_ms))
+
+
+class RedisPendingQuota:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._r = client
+        self._reserve = client.register_script(_RESERVE)
+
+    async def reserve(self, caller: str, trigger_id: str, until_ms: int, max_pending: int,
+                      now_ms: int) -> bool:
+        try:
+            ok = await self._reserve(keys=[schema.pending_key(caller)],
+                                     args=[trigger_id, until_ms, max_pending, now_ms])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis quota reserve failed: {e}") from e
+        return bool(ok)
+
+    async def release(self, caller: str, trigger_id: str) -> None:
+        try:
+            await self._r.zrem(schema.pending_key(caller), trigger_id)
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis quota release failed: {e}") from e

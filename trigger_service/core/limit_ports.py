@@ -1,0 +1,77 @@
+"""Per-caller limits (``core.ports`` holds the other boundaries; the same rules apply): a
+request-rate token bucket and a quota of pending triggers, shared by every API process.
+
+=====================  ==================================  ====================================
+port                   used by                             implementations
+=====================  ==================================  ====================================
+``RateLimiter``        API (a middleware after auth)       adapters.redis.limits, memory_limits
+``PendingQuota``       API (registration, cancel)          adapters.redis.limits, memory_limits
+=====================  ==================================  ====================================
+
+Both raise ``CacheError`` when their store fails; the API then lets the request through
+(fails open, counted in ``rate_limit_errors_total``): a limit is a fairness tool, never a
+reason to refuse work while Redis is down.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class BucketRule:
+    """A token bucket: ``burst`` tokens at most, refilled at ``rate_per_s``; one per request."""
+
+    rate_per_s: float
+    burst: int
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    allowed: bool
+    retry_after_ms: int = 0  # when refused: how long until one token is there again
+
+    @property
+    def retry_after_s(self) -> int:
+        """``Retry-After`` in whole seconds, rounded up (at least 1 when refused)."""
+        return max(1, math.ceil(self.retry_after_ms / 1000)) if not self.allowed else 0
+
+
+def take_token(tokens: float, last_ms: int, now_ms: int, rule: BucketRule) -> tuple[
+        Decision, float]:
+    """The bucket's arithmetic, pure (the Redis script does the same in Lua): refill from
+    ``last_ms`` to ``now_ms``, take one token if there is one. Returns the decision and the
+    tokens left. A clock that went backwards refills nothing."""
+    elapsed_ms = max(0, now_ms - last_ms)
+    tokens = min(float(rule.burst), tokens + elapsed_ms * rule.rate_per_s / 1000)
+    if tokens >= 1:
+        return Decision(True), tokens - 1
+    wait_ms = math.ceil((1 - tokens) * 1000 / rule.rate_per_s)
+    return Decision(False, wait_ms), tokens
+
+
+class RateLimiter(Protocol):
+    async def take(self, key: str, rule: BucketRule) -> Decision:
+        """Take one token from ``key``'s bucket (created full). Atomic across processes.
+        Raises ``CacheError``."""
+        ...
+
+
+class PendingQuota(Protocol):
+    """At most ``max_pending`` of a caller's triggers counted at once. A trigger counts from
+    its registration until ``until_ms`` (its fire time; a recurring series: until its
+    ``until`` or, without one, until it is cancelled) or until it is released."""
+
+    async def reserve(self, caller: str, trigger_id: str, until_ms: int, max_pending: int,
+                      now_ms: int) -> bool:
+        """Count ``trigger_id`` unless ``max_pending`` are counted already (those whose
+        ``until_ms`` has passed are forgotten first). True if counted (or already counted).
+        Raises ``CacheError``."""
+        ...
+
+    async def release(self, caller: str, trigger_id: str) -> None:
+        """Stop counting ``trigger_id`` (cancelled, or its registration failed). Idempotent.
+        Raises ``CacheError``."""
+        ...

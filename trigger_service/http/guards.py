@@ -1,0 +1,109 @@
+"""Middleware that protects the API from its clients: a request id on every answer, the
+callers' request rates, and a deadline on reading a request's body.
+
+Order in ``build_app``: timing → request id → errors → auth → rate limit → body deadline →
+the route. The rate limit runs after auth (it needs the caller) and before the body is read,
+so a caller over its rate costs one Redis round trip and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from trigger_service.config.callers import Caller
+from trigger_service.core.errors import AdapterError, RateLimited
+from trigger_service.core.limit_ports import BucketRule, Decision, RateLimiter
+from trigger_service.core.ports import Metrics
+from trigger_service.http.keys import CALLER_KEY, REQUEST_ID_KEY
+
+log = structlog.get_logger(__name__)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Middleware = Callable[..., Awaitable[web.StreamResponse]]
+REQUEST_ID_HEADER = "X-Request-Id"
+
+
+def new_request_id() -> str:
+    return secrets.token_hex(8)
+
+
+@web.middleware
+async def request_id_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A fresh id per request (a client's own ``X-Request-Id`` is not trusted: it would let
+    one forge log lines under another's id), bound to every log line of the request and
+    returned in ``X-Request-Id`` on every answer."""
+    rid = new_request_id()
+    request[REQUEST_ID_KEY] = rid
+    with structlog.contextvars.bound_contextvars(request_id=rid):
+        try:
+            response = await handler(request)
+        except web.HTTPException as e:  # redirects and the like, re-raised by errors
+            e.headers[REQUEST_ID_HEADER] = rid
+            raise
+    response.headers[REQUEST_ID_HEADER] = rid
+    return response
+
+
+def request_id_of(request: web.Request) -> str:
+    return request[REQUEST_ID_KEY] if REQUEST_ID_KEY in request else ""
+
+
+def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
+    """Every ``/v1/`` request of a caller with a ``rate_per_s`` takes a token from its bucket
+    (shared by every API process); none left: ``429 rate_limited`` with ``Retry-After``.
+    Ops users are not limited (a handful of people; the ops console must work during an
+    incident). Redis unreachable: the request goes through (``rate_limit_errors_total``)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        caller: Caller | None = request.get(CALLER_KEY)
+        if caller is not None and caller.rate_per_s is not None and caller.burst is not None:
+            decision = await _take(limiter, metrics, caller.name,
+                                   BucketRule(caller.rate_per_s, caller.burst))
+            if not decision.allowed:
+                metrics.inc("rate_limited_total", caller=caller.name)
+                raise RateLimited(f"more than {caller.rate_per_s:g} requests per second "
+                                  f"(burst {caller.burst}); retry after "
+                                  f"{decision.retry_after_s} s", decision.retry_after_s)
+        return await handler(request)
+
+    return middleware
+
+
+async def _take(limiter: RateLimiter, metrics: Metrics, key: str, rule: BucketRule) -> Decision:
+    try:
+        return await limiter.take(key, rule)
+    except AdapterError as e:
+        # Fail open: a limit protects fairness, and refusing everyone because Redis is down
+        # would turn a Redis outage into an API outage.
+        metrics.inc("rate_limit_errors_total")
+        log.warning("rate_limit_unavailable", caller=key, error=str(e))
+        return Decision(True)
+
+
+def body_deadline_middleware(timeout_s: float) -> Middleware:
+    """Read the body (if any) within ``timeout_s`` before the route runs; the route's own
+    ``request.read()`` then returns it from memory. Too slow: ``408 request_timeout`` and the
+    connection is closed (what is left of the body cannot be skipped in time either)."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if request.body_exists and request.method in ("POST", "PUT", "PATCH", "DELETE"):
+            try:
+                async with asyncio.timeout(timeout_s):
+                    await request.read()
+            except TimeoutError:
+                response = web.json_response(
+                    {"error": "request_timeout",
+                     "message": f"the request body did not arrive within {timeout_s:g} s"},
+                    status=408)
+                response.force_close()
+                return response
+        return await handler(request)
+
+    return middleware
