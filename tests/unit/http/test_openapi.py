@@ -76,6 +76,8 @@ def test_every_operation_has_an_id_a_tag_and_its_error_answers() -> None:
             if path.startswith("/v1/"):
                 assert {"401", "403", "429", "500", "503"} <= set(op["responses"]), (method, path)
                 assert "security" not in op, "every /v1 operation needs the bearer token"
+            elif path == "/metrics":  # a token of its own when TRIGGER_METRICS_TOKEN is set
+                assert op["security"] == [{}, {"bearer": []}] and "401" in op["responses"]
             else:
                 assert op.get("security") == [], f"{method} {path} needs no token"
     assert len(ids) == len(set(ids))
