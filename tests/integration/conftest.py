@@ -32,6 +32,7 @@ from dispatcher.fanout import UNCONFIGURED
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.integration.helpers import SqsAdmin
+from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import RedisPing, open_client
@@ -90,6 +91,8 @@ class Receiver:
     default_status: int = 200
     hang_s: float = 30.0
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    # Callbacks that break the document's webhooks.callback (checked at teardown).
+    violations: list[str] = field(default_factory=list)
 
     @property
     def base_url(self) -> str:
@@ -97,6 +100,7 @@ class Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         raw = await request.text()
+        self.violations += callback_violations(request.headers, raw.encode())
         tid = request.headers.get("X-Trigger-Id", "")
         self.arrivals.append(Arrival(tid, int(request.headers.get("X-Trigger-Attempt", "0")),
                                      time.time_ns() // 1_000_000, json.loads(raw),
@@ -153,6 +157,8 @@ async def serving(rec: R) -> AsyncIterator[R]:
 async def receiver() -> AsyncIterator[Receiver]:
     async with serving(Receiver()) as rec:
         yield rec
+    # every callback the receiver got must match webhooks.callback in openapi.yaml
+    assert not rec.violations, "\n".join(rec.violations)
 
 
 @dataclass
@@ -348,7 +354,9 @@ async def stack(
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics)
-    client = TestClient(TestServer(build_app(runtime, service)))
+    app = build_app(runtime, service)
+    contract = check_contract(app)  # every exchange against trigger_service/openapi.yaml
+    client = TestClient(TestServer(app))
     await client.start_server()
     st = Stack(settings, runtime, service, client, token, tag, receiver, env, redis, admin)
     try:
@@ -373,3 +381,4 @@ async def stack(
         await admin.delete_queues()
         await admin.close()
         await redis.aclose()
+    contract.assert_clean()

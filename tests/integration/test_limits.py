@@ -14,6 +14,7 @@ import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.openapi_check import check_contract
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryLease, MemoryQueue
 from trigger_service.adapters.redis.client import open_client
@@ -66,13 +67,16 @@ async def open_api(settings: Settings, callers: CallerRegistry, store: Cassandra
     service = TriggerService(settings, store, store, queue, cache, clock, metrics, gate)
     runtime = Runtime(settings, callers, store, queue, cache, MemoryLease(clock, 10_000), clock,
                       metrics, limiter=RedisRateLimiter(redis), quota=quota)
-    client: Client = TestClient(TestServer(build_app(runtime, service)))
+    app = build_app(runtime, service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    client: Client = TestClient(TestServer(app))
     await client.start_server()
     try:
         yield Api(client, runtime, service)
     finally:
         await client.close()
         await redis.aclose()
+    contract.assert_clean()
 
 
 @pytest.fixture

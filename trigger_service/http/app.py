@@ -25,6 +25,7 @@ from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVIC
 from trigger_service.http.routes import (
     acks,
     dead_letters,
+    docs,
     health,
     inbox,
     ops,
@@ -131,4 +132,5 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     ops.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)
+    docs.add_routes(app)
     return app

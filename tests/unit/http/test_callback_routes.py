@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
 from tests.unit.http.test_routes import assert_error
 from trigger_service.adapters.memory import MemoryLease
@@ -56,12 +57,15 @@ async def api() -> AsyncIterator[Api]:
     resolver = StaticResolver(DNS)
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics, resolver=resolver)
-    client: Client = TestClient(TestServer(build_app(runtime, env.service)))
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    client: Client = TestClient(TestServer(app))
     await client.start_server()
     try:
         yield Api(client, resolver)
     finally:
         await client.close()
+    contract.assert_clean()
 
 
 @pytest.mark.parametrize(("url", "why"), [

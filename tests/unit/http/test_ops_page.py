@@ -12,6 +12,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
 from trigger_service.adapters.memory import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
@@ -30,12 +31,15 @@ async def client() -> AsyncIterator[Client]:
     runtime = Runtime(env.settings, CALLERS, env.store,
                       env.queue, env.cache, MemoryLease(env.clock, 10_000), env.clock,
                       env.metrics, pings={})
-    c: Client = TestClient(TestServer(build_app(runtime, env.service)))
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    c: Client = TestClient(TestServer(app))
     await c.start_server()
     try:
         yield c
     finally:
         await c.close()
+    contract.assert_clean()
 
 
 def assert_strict_csp(headers: object) -> None:

@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, Env, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
 from trigger_service.adapters.memory import MemoryLease
@@ -36,12 +37,15 @@ async def ops() -> AsyncIterator[Ops]:
     board = MemoryOpsBoard()
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics, board)
-    client: Client = TestClient(TestServer(build_app(runtime, env.service)))
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    client: Client = TestClient(TestServer(app))
     await client.start_server()
     try:
         yield Ops(env, board, client)
     finally:
         await client.close()
+    contract.assert_clean()
 
 
 async def test_overview_for_operators_and_viewers_only(ops: Ops) -> None:

@@ -13,6 +13,7 @@ from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
 
 from tests.api_server import ApiTestServer
+from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
 from trigger_service.adapters.memory import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
@@ -63,12 +64,15 @@ async def api() -> AsyncIterator[Api]:
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics,
                       pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
-    client: Client = TestClient(ApiTestServer(build_app(runtime, env.service)))
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    client: Client = TestClient(ApiTestServer(app))
     await client.start_server()
     try:
         yield Api(env, runtime, client)
     finally:
         await client.close()
+    contract.assert_clean()
 
 
 async def assert_error(resp: ClientResponse, status: int, code: str,

@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, Env, make_env
 from trigger_service.adapters.memory import MemoryLease
 from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
@@ -59,12 +60,15 @@ async def api() -> AsyncIterator[Api]:
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics,
                       limiter=limiter, quota=quota)
-    client: Client = TestClient(TestServer(build_app(runtime, service)))
+    app = build_app(runtime, service)
+    contract = check_contract(app)  # every exchange against openapi.yaml
+    client: Client = TestClient(TestServer(app))
     await client.start_server()
     try:
         yield Api(env, limiter, quota, client)
     finally:
         await client.close()
+    contract.assert_clean()
 
 
 async def error_of(resp: Any, status: int, code: str) -> dict[str, Any]:

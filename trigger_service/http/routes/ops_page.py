@@ -27,7 +27,7 @@ _ASSETS = {
 }
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
-_SECURITY_HEADERS = {
+SECURITY_HEADERS = {
     "Content-Security-Policy": CSP,
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
@@ -42,7 +42,7 @@ def _read(name: str) -> bytes:
 
 def _respond(body: bytes, content_type: str, cache_control: str) -> web.Response:
     response = web.Response(body=body, content_type=content_type, charset="utf-8")
-    response.headers.update(_SECURITY_HEADERS)
+    response.headers.update(SECURITY_HEADERS)
     response.headers["Cache-Control"] = cache_control
     return response
 
