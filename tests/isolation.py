@@ -176,6 +176,7 @@ EXEMPT = {
     ("GET", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("POST", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("GET", "/ops/static/{name}"): "the ops console's static files: no tenant data",
+    ("GET", "/docs/static/{name}"): "the API reference page's static files: no tenant data",
 }
 
 

@@ -304,7 +304,8 @@ async def test_requests_no_client_would_send_answer_json(api: Api, case: str) ->
 async def test_a_key_given_twice_keeps_its_last_value_and_is_stored_once(api: Api) -> None:
     raw = (f'{{"callbackUrl": "{CALLBACK}", "delaySeconds": 1, "delaySeconds": 60, '
            '"payload": {"a": 1, "a": 2}}').encode()
-    resp = await api.client.post("/v1/triggers", data=raw, headers=AUTH)
+    resp = await api.client.post("/v1/triggers", data=raw,
+                                 headers=AUTH | {"Content-Type": "application/json"})
     assert resp.status == 201, await resp.text()
     t = api.env.store.triggers[(await resp.json())["triggerId"]]
     assert t.payload_json == '{"a":2}' and t.fire_at_ms - t.created_at_ms == 60_000
