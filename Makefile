@@ -20,7 +20,7 @@ TRIGGER_CASSANDRA_REPLICATION_FACTOR ?= $(CASSANDRA_NODES)
 export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
 endif
 
-.PHONY: help install up down status test unit migrate receiver bench bench-wheel chaos chaos-short \
+.PHONY: help install up down status test unit migrate receiver bench bench-wheel chaos chaos-short fuzz \
 	check clean-data
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
+	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
 	@echo "make check    ruff + mypy --strict (packages, bench/chaos and tests)"
 	@echo
 	@echo "CASSANDRA_NODES=3 (with up, test, migrate, status) runs a local 3-node Cassandra ring on"
@@ -94,6 +95,10 @@ bench: up
 	@$(PY) bench/wheel_bench.py
 	@$(PY) bench/preview_bench.py
 	@$(PY) bench/channels_bench.py
+
+# Several thousand generated requests (FUZZ_EXAMPLES per operation and phase; default 100).
+fuzz: up
+	@infra/fuzz.sh
 
 bench-wheel: $(STAMP)
 	@$(PY) bench/wheel_bench.py
