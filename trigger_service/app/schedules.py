@@ -87,10 +87,12 @@ def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
             horizon_days: int, min_interval_s: int) -> list[int]:
     """The first ``count`` fire instants from DTSTART (or strictly after ``after_ms``), after
     the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
-    never depends on ``now_ms`` except through ``delaySeconds``."""
+    a rule never depends on ``now_ms``; a single instant is refused past the horizon from
+    now as registration refuses it (a huge ``delaySeconds`` is no date to show)."""
     rec = schedule_of(req)
     if rec is None:
         assert req.at_ms is not None
+        _within_horizon(req.at_ms, now_ms, horizon_days, req.at_field)
         return [req.at_ms] if after_ms is None or req.at_ms > after_ms else []
     start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC)) - MAX_UTC_OFFSET_MS
     limit = search_limit(rec, max(start_ms, after_ms or start_ms), horizon_days)
