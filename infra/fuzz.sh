@@ -18,5 +18,5 @@ exec "$REPO_ROOT/.venv/bin/schemathesis" run "$BASE/openapi.json" \
     --checks not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance \
     --phases examples,coverage,fuzzing,stateful \
     --max-examples "$EXAMPLES" --max-time "$MAX_TIME" --seed "${FUZZ_SEED:-20261123}" \
-    --generation-codec utf-8 --request-timeout 30 --workers 4 \
+    --generation-codec utf-8 --request-timeout 30 --workers "${FUZZ_WORKERS:-1}" \
     --report junit --report-dir "$VAR_DIR/fuzz" --continue-on-failure
