@@ -17,7 +17,7 @@ from trigger_service.core.recurrence import (
     shortest_interval_s,
 )
 from trigger_service.core.series import first_occurrence, search_limit
-from trigger_service.core.timing import DAY_MS, datetime_to_ms
+from trigger_service.core.timing import DAY_MS, WALL_MAX_MS, WALL_MIN_MS, datetime_to_ms
 from trigger_service.core.zones import (
     MAX_UTC_OFFSET,
     UTC_ZONE,
@@ -52,7 +52,8 @@ class Planned:
 
 
 def schedule_of(req: TimeRequest) -> Recurrence | None:
-    """The schedule a request describes (None: a plain instant). Raises ``InvalidRequest``."""
+    """The schedule a request describes (None: a plain instant). Raises ``InvalidRequest``
+    or ``FireAtOutOfRange``."""
     if req.rule_kind is None and req.local_time is None:
         return None
     zone_name = req.time_zone or UTC_ZONE
@@ -64,6 +65,9 @@ def schedule_of(req: TimeRequest) -> Recurrence | None:
         dtstart = req.local_time
     else:
         assert req.at_ms is not None
+        if not WALL_MIN_MS <= req.at_ms <= WALL_MAX_MS:  # no wall time to start a rule at
+            raise FireAtOutOfRange(f"{req.at_field}: outside the years 1 to 9999",
+                                   field=req.at_field)
         dtstart = wall_of(req.at_ms, tz)
     rule = parse_rule(req.rule_kind, req.rule_text, tz, dtstart)
     return Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)

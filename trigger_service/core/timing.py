@@ -12,6 +12,10 @@ from datetime import UTC, datetime, timedelta
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_MS = 86_400_000
 SQS_MAX_DELAY_S = 900  # SQS's cap on a message's delay
+# The instants every zone's wall clock can still show (a day inside datetime's range, so
+# that any UTC offset stays inside it too).
+WALL_MIN_MS = (datetime(1, 1, 2, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
+WALL_MAX_MS = (datetime(9999, 12, 30, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
 
 def ms_to_datetime(ms: int) -> datetime:
     """Epoch milliseconds to an aware UTC datetime."""

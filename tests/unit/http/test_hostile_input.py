@@ -167,12 +167,16 @@ async def test_hostile_field_values_are_a_400_naming_the_field(
     assert got["field"] == field, got
 
 
-@pytest.mark.parametrize("endpoint", ["register", "preview", "patch", "snooze"])
-async def test_a_delay_past_year_9999_is_out_of_range_not_a_crash(api: Api, endpoint: str) -> None:
+@pytest.mark.parametrize(("endpoint", "rule"), [
+    *((e, {}) for e in ("register", "preview", "patch", "snooze")),
+    *((e, {"rrule": "FREQ=WEEKLY;BYDAY=MO"}) for e in ("register", "preview", "patch"))])
+async def test_a_delay_past_year_9999_is_out_of_range_not_a_crash(
+        api: Api, endpoint: str, rule: dict[str, str]) -> None:
     # Found by the fuzzer: under the parser's bound (1e12 s) but no date; preview had
-    # formatted it without the horizon check registration makes.
+    # formatted it without the horizon check registration makes, and a rule started at it
+    # had no wall time to start from.
     e = BODY_ENDPOINTS[endpoint]
-    body = {"delaySeconds": 999_999_999_999} | (
+    body = {"delaySeconds": 999_999_999_999} | rule | (
         {"callbackUrl": CALLBACK} if endpoint == "register" else {})
     resp = await api.client.request(e.method, await _path(api, e), json=body, headers=e.headers)
     got = await assert_error(resp, 400, "fire_at_out_of_range")
