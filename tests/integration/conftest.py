@@ -22,7 +22,7 @@ from typing import Any, Protocol, TypeVar
 import pytest
 import redis.asyncio as aioredis
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from dispatcher.channels.guard import Lookup, system_lookup
 from dispatcher.channels.notifiers import Notifiers
@@ -31,6 +31,7 @@ from dispatcher.dispatcher import Dispatcher
 from dispatcher.fanout import UNCONFIGURED
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
+from tests.api_server import ApiTestServer
 from tests.integration.helpers import SqsAdmin
 from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
@@ -356,7 +357,7 @@ async def stack(
                              runtime.metrics)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against trigger_service/openapi.yaml
-    client = TestClient(TestServer(app))
+    client = TestClient(ApiTestServer(app))  # the API's own runner: its deadlines, its 431
     await client.start_server()
     st = Stack(settings, runtime, service, client, token, tag, receiver, env, redis, admin)
     try:

@@ -18,13 +18,14 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(900)
 async def test_the_api_keeps_its_contract_under_fuzzing(stack: Stack) -> None:
     base = str(stack.client.make_url("")).rstrip("/")
     env = {**os.environ, "FUZZ_TOKEN": stack.token, "FUZZ_SEED": "7"}
     proc = await asyncio.create_subprocess_exec(
-        str(ROOT / "infra" / "fuzz.sh"), base, os.environ.get("FUZZ_SHORT_EXAMPLES", "8"),
-        "240", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
-    out, _ = await asyncio.wait_for(proc.communicate(), 400)  # the API answers meanwhile
+        str(ROOT / "infra" / "fuzz.sh"), base, os.environ.get("FUZZ_SHORT_EXAMPLES", "3"),
+        "300", env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), 700)  # the API answers meanwhile
     text = out.decode(errors="replace")
     print(text[-3000:])
     assert proc.returncode == 0, text[-6000:]

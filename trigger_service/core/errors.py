@@ -112,6 +112,10 @@ class PayloadTooLarge(ApiError):
     status, code = 413, "payload_too_large"
 
 
+class UnsupportedMediaType(ApiError):
+    status, code = 415, "unsupported_media_type"
+
+
 class CallbackNotAllowed(ApiError):
     status, code = 422, "callback_not_allowed"
 

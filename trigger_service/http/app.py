@@ -17,6 +17,7 @@ from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavai
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.guards import (
     body_deadline_middleware,
+    json_body_middleware,
     rate_limit_middleware,
     request_id_middleware,
     request_id_of,
@@ -112,7 +113,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
         middlewares=[timing_middleware(runtime), request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
-                     body_deadline_middleware(runtime.settings.limits.body_timeout_s)],
+                     body_deadline_middleware(runtime.settings.limits.body_timeout_s),
+                     json_body_middleware],
         client_max_size=MAX_BODY_BYTES,
     )
     app[RUNTIME_KEY] = runtime

@@ -13,10 +13,10 @@ import secrets
 from collections.abc import Awaitable, Callable
 
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
 
 from trigger_service.config.callers import Caller
-from trigger_service.core.errors import AdapterError, RateLimited
+from trigger_service.core.errors import AdapterError, RateLimited, UnsupportedMediaType
 from trigger_service.core.limit_ports import BucketRule, Decision, RateLimiter
 from trigger_service.core.ports import Metrics
 from trigger_service.http.keys import CALLER_KEY, REQUEST_ID_KEY
@@ -107,3 +107,22 @@ def body_deadline_middleware(timeout_s: float) -> Middleware:
         return await handler(request)
 
     return middleware
+
+
+def is_json_media_type(content_type: str) -> bool:
+    """``application/json`` and its ``+json`` relatives (merge patch among them)."""
+    kind, _, sub = content_type.lower().partition("/")
+    return kind == "application" and (sub == "json" or sub.endswith("+json"))
+
+
+@web.middleware
+async def json_body_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A ``/v1`` body with a Content-Type must say JSON: a form, text or multipart body is
+    ``415 unsupported_media_type`` rather than read as JSON by accident. A body without a
+    Content-Type is read as JSON (what a bare HTTP client sends)."""
+    if (request.path.startswith("/v1/") and request.body_exists
+            and hdrs.CONTENT_TYPE in request.headers
+            and not is_json_media_type(request.content_type)):
+        raise UnsupportedMediaType(
+            f"a body of type {request.content_type[:100]!r}: this API reads application/json")
+    return await handler(request)

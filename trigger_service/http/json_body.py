@@ -65,6 +65,9 @@ def _may_hold_lone_surrogate(text: str) -> bool:
     alone (the exact check decides: after an escaped backslash, "ud800" is only text)."""
     i = _next_surrogate_escape(text, 0)
     while i >= 0:
+        if _escaped(text, i):  # "\\ud800": an escaped backslash, then the text "ud800"
+            i = _next_surrogate_escape(text, i + 1)
+            continue
         kind = text[i + 3:i + 4]
         if kind in _LOW:
             return True
@@ -77,6 +80,14 @@ def _may_hold_lone_surrogate(text: str) -> bool:
             i += 3  # \uD000-\uD7FF: not a surrogate
         i = _next_surrogate_escape(text, i)
     return False
+
+
+def _escaped(text: str, i: int) -> bool:
+    """Whether the backslash at ``i`` is itself escaped (an odd run of backslashes before)."""
+    run = 0
+    while i - run - 1 >= 0 and text[i - run - 1] == "\\":
+        run += 1
+    return run % 2 == 1
 
 
 def _next_surrogate_escape(text: str, start: int) -> int:

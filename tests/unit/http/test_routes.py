@@ -34,6 +34,7 @@ CALLERS = CallerRegistry.from_mapping({"callers": {
 OPERATOR = {"Authorization": "Bearer op-tok"}
 VIEWER = {"Authorization": "Bearer view-tok"}
 AUTH = {"Authorization": "Bearer tok"}
+JSON = {"Content-Type": "application/json"}
 OTHER = {"Authorization": "Bearer tok2"}
 BODY: dict[str, Any] = {"callbackUrl": CALLBACK, "payload": {"k": [1, "é"]}, "delaySeconds": 600}
 MS_Z = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$")
@@ -160,6 +161,28 @@ async def test_missing_or_unknown_token_is_401_everywhere_under_v1(api: Api) -> 
     assert api.env.store.triggers[tid].status is Status.PENDING
 
 
+@pytest.mark.parametrize("content_type", [
+    "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+    "application/jsonx", "text/json"])
+async def test_a_body_that_says_it_is_not_json_is_415(api: Api, content_type: str) -> None:
+    # found by the fuzzer: text and multipart bodies that parsed as JSON were accepted
+    body = b'{"callbackUrl": "http://127.0.0.1:9000/cb", "delaySeconds": 1}'
+    resp = await api.client.post("/v1/triggers", data=body,
+                                 headers=AUTH | {"Content-Type": content_type})
+    await assert_error(resp, 415, "unsupported_media_type")
+    assert api.env.store.triggers == {}
+
+
+@pytest.mark.parametrize("content_type", [
+    "application/json", "application/json; charset=utf-8",
+    "Application/JSON"])
+async def test_json_media_types_are_read(api: Api, content_type: str) -> None:
+    body = b'{"callbackUrl": "http://127.0.0.1:9000/cb", "delaySeconds": 1}'
+    resp = await api.client.post("/v1/triggers", data=body,
+                                 headers=AUTH | {"Content-Type": content_type})
+    assert resp.status == 201, await resp.text()
+
+
 @pytest.mark.parametrize(
     ("data", "headers", "field"),
     [
@@ -175,7 +198,7 @@ async def test_missing_or_unknown_token_is_401_everywhere_under_v1(api: Api) -> 
 async def test_invalid_register_is_400_naming_the_field(
     api: Api, data: bytes, headers: dict[str, str], field: str
 ) -> None:
-    resp = await api.client.post("/v1/triggers", data=data, headers=AUTH | headers)
+    resp = await api.client.post("/v1/triggers", data=data, headers=AUTH | JSON | headers)
     body = await assert_error(resp, 400, "invalid_request")
     assert body["message"].startswith(field)
     assert api.env.store.triggers == {} and api.env.store.idempotency == {}
