@@ -103,6 +103,18 @@ class TriggerRequest:
                 kw[name] = tuple(kw[name])
         return cls(**kw)
 
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TriggerRequest:
+        """From an API body (camelCase); ValueError naming an unknown field."""
+        sdk_names = {api: sdk for sdk, api in _API_NAMES.items()}
+        unknown = sorted(set(body) - set(sdk_names))
+        if unknown:
+            raise ValueError(f"unknown fields: {', '.join(unknown)}")
+        kw: dict[str, Any] = {sdk_names[k]: v for k, v in body.items()}
+        if isinstance(kw.get("dst_policy"), Mapping):
+            kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
+        return cls.of(kw)  # type: ignore[arg-type]
+
     def to_json(self) -> dict[str, Any]:
         """The API's body: the fields given, in camelCase."""
         out: dict[str, Any] = {}
