@@ -51,7 +51,7 @@ def state(ctx: typer.Context) -> CliConfig:
 
 def client(ctx: typer.Context) -> TriggerClient:
     cfg = state(ctx)
-    return TriggerClient(base_url=cfg.api_url, token=cfg.token)
+    return TriggerClient(base_url=cfg.api_url, token=cfg.token, transport=cfg.transport)
 
 
 def interactive(fmt: Output) -> bool:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+import httpx
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -27,6 +29,8 @@ class CliConfig:
     api_url: str
     token: str | None
     profile: str
+    # tests hand in an httpx.MockTransport (CliRunner.invoke(..., obj=transport))
+    transport: httpx.BaseTransport | None = field(default=None, compare=False)
 
 
 def config_path(env: Mapping[str, str]) -> Path:
@@ -35,7 +39,8 @@ def config_path(env: Mapping[str, str]) -> Path:
 
 
 def resolve(api_url: str | None, token: str | None, profile: str | None,
-            env: Mapping[str, str] | None = None) -> CliConfig:
+            env: Mapping[str, str] | None = None,
+            transport: httpx.BaseTransport | None = None) -> CliConfig:
     """The settings in force; a profile named explicitly must exist (ValueError naming it)."""
     e = os.environ if env is None else env
     name = profile or e.get("TRIGGER_PROFILE") or "default"
@@ -51,4 +56,4 @@ def resolve(api_url: str | None, token: str | None, profile: str | None,
         raise ValueError(f"no profile [{name}] in {path}")
     url = api_url or e.get("TRIGGER_API_URL") or section.get("api_url") or DEFAULT_URL
     tok = token or e.get("TRIGGER_TOKEN") or section.get("token")
-    return CliConfig(str(url), str(tok) if tok else None, name)
+    return CliConfig(str(url), str(tok) if tok else None, name, transport)

@@ -10,6 +10,7 @@ from datetime import datetime, tzinfo
 from itertools import islice
 from typing import Annotated, Any
 
+import httpx
 import typer
 from rich.live import Live
 from rich.table import Table
@@ -59,7 +60,8 @@ def main(ctx: typer.Context,
          profile: Annotated[str | None, typer.Option(help="A section of the config file "
                                                      "(or TRIGGER_PROFILE).")] = None) -> None:
     try:
-        ctx.obj = resolve(api_url, token, profile)
+        transport = ctx.obj if isinstance(ctx.obj, httpx.BaseTransport) else None
+        ctx.obj = resolve(api_url, token, profile, transport=transport)
     except ValueError as e:
         raise usage(str(e)) from e
 
