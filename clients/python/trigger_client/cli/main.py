@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import httpx
 import typer
 from rich.live import Live
-from rich.table import Table
+from rich.table import Column, Table
 
 from trigger_client.cli import bulk, dlq
 from trigger_client.cli.common import (
@@ -140,7 +140,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
 
 
 def trigger_table(triggers: list[Trigger], tz: tzinfo | None) -> Table:
-    table = Table("id", "status", "fires (local)", "next (UTC)", "rule", "attempts", "callback")
+    table = Table("status", "fires (local)", "next (UTC)", "rule", "attempts", "callback")
+    table.columns.insert(0, Column("id", no_wrap=True, min_width=30))  # ids whole, always
     for t in triggers:
         nxt = f"{t.next_fire_at:%Y-%m-%d %H:%M:%SZ}" if t.next_fire_at else "-"
         table.add_row(t.trigger_id, t.status, f"{local(t.fire_at, tz):%Y-%m-%d %H:%M:%S %Z}",
