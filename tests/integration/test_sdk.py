@@ -21,6 +21,7 @@ from tests.integration.conftest import SIGNING_SECRETS, Stack
 from trigger_client import (
     AsyncTriggerClient,
     Conflict,
+    InboxMessage,
     InvalidRequest,
     NotFound,
     Status,
@@ -176,7 +177,10 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
     notifier = InboxNotifier(stack.runtime.store, RedisInboxBus(notifier_redis), SystemClock(),
                              InMemoryMetrics(), 86_400)
     stream = sdk.inbox.stream("ada")
-    first = asyncio.create_task(anext(stream))
+
+    async def next_message() -> InboxMessage:
+        return await anext(stream)
+    first = asyncio.create_task(next_message())
     channel = schema.inbox_channel(stack.caller, "ada")
 
     async def subscribed() -> bool:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
@@ -198,7 +198,7 @@ class AsyncInbox:
         await self._x.run(calls.delete_message(recipient, message_id))
 
     async def stream(self, recipient: str, *, last_event_id: str | None = None,
-                     reconnect_delay_s: float = 1.0) -> AsyncIterator[InboxMessage]:
+                     reconnect_delay_s: float = 1.0) -> AsyncGenerator[InboxMessage, None]:
         """New messages as they come, for as long as the caller iterates. When the stream
         ends or the connection drops, it reconnects after ``reconnect_delay_s`` with
         ``Last-Event-ID`` (the server then sends what was missed: none lost, none twice).
