@@ -174,6 +174,17 @@ class AsyncDeadLetters:
     async def replay_job(self, job_id: str) -> ReplayJob:
         return await self._x.run(calls.get_bulk_replay(job_id))
 
+    async def wait_replay(self, job_id: str, *, poll_s: float = 0.5,
+                          on_progress: Callable[[ReplayJob], None] | None = None) -> ReplayJob:
+        """Poll the job until it is done; ``on_progress`` sees every state."""
+        while True:
+            job = await self.replay_job(job_id)
+            if on_progress:
+                on_progress(job)
+            if job.finished:
+                return job
+            await self._x.sleep(poll_s)
+
 
 class AsyncInbox:
     """As :class:`trigger_client.client.Inbox`; ``stream`` reconnects by itself."""

@@ -259,6 +259,22 @@ def preview(ctx: typer.Context, in_: In = None, at: At = None, tz: Tz = None,
     out.print(table)
 
 
+secrets_app = typer.Typer(no_args_is_help=True, help="The caller's signing secrets.")
+app.add_typer(secrets_app, name="secrets")
+
+
+@secrets_app.command("rotate")
+def rotate(ctx: typer.Context, output: OutputOpt = Output.text) -> None:
+    """A new current signing secret, shown once (the old ones sign for the overlap)."""
+    with api_errors(output), client(ctx) as c:
+        secret = c.signing.rotate()
+    if output is Output.json:
+        print_json(secret.raw)
+    else:
+        out.print(secret.secret)
+        err.print(f"previous secrets sign until {secret.previous_valid_until:%Y-%m-%dT%H:%M:%SZ}")
+
+
 def run() -> None:
     """The console script's entry point."""
     app()
