@@ -51,11 +51,17 @@ async def hook(request: web.Request) -> web.Response:
     return web.Response(status=200)
 
 
-def make_app(secrets: list[str], dedup: AsyncDeduplicator) -> web.Application:
+async def gone(request: web.Request) -> web.Response:
+    print(f"410 gone: {request.headers.get('X-Trigger-Occurrence-Id')}", flush=True)
+    return web.Response(status=410)
+
+
+def make_app(secrets: list[str], dedup: AsyncDeduplicator,
+             answer_gone: bool = False) -> web.Application:
     app = web.Application()
     app[SECRETS] = secrets
     app[DEDUP] = dedup
-    app.router.add_post("/{tail:.*}", hook)
+    app.router.add_post("/{tail:.*}", gone if answer_gone else hook)
     return app
 
 
@@ -63,6 +69,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--gone", action="store_true", help="answer 410 to every callback")
     args = parser.parse_args()
     secrets = [s for s in os.environ.get("TRIGGER_SIGNING_SECRETS", "").split(",") if s]
     if not secrets:
@@ -72,7 +79,7 @@ def main() -> None:
         dedup = AsyncDeduplicator.redis(aioredis.Redis.from_url(os.environ["REDIS_URL"]))
     else:
         dedup = AsyncDeduplicator.in_memory()
-    app = make_app(secrets, dedup)
+    app = make_app(secrets, dedup, args.gone)
     print(f"verifying receiver on http://{args.host}:{args.port}/", file=sys.stderr, flush=True)
     web.run_app(app, host=args.host, port=args.port, access_log=None, print=None)
 
