@@ -1,6 +1,6 @@
 """A callback receiver that verifies and deduplicates, on aiohttp (the service's own stack).
 
-    TRIGGER_SIGNING_SECRETS=whsec_new,whsec_old  REDIS_URL=redis://127.0.0.1:6379/0 \\
+    RECEIVER_SIGNING_SECRETS=whsec_new,whsec_old  REDIS_URL=redis://127.0.0.1:6379/0 \\
         .venv/bin/python clients/python/examples/receiver_aiohttp.py --port 9100
 
 Each callback: verify the Standard Webhooks signature over the exact body with any of the
@@ -71,9 +71,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--gone", action="store_true", help="answer 410 to every callback")
     args = parser.parse_args()
-    secrets = [s for s in os.environ.get("TRIGGER_SIGNING_SECRETS", "").split(",") if s]
+    secrets = [s for s in os.environ.get("RECEIVER_SIGNING_SECRETS", "").split(",") if s]
     if not secrets:
-        sys.exit("set TRIGGER_SIGNING_SECRETS (triggerctl secrets rotate prints a new one)")
+        sys.exit("set RECEIVER_SIGNING_SECRETS (triggerctl secrets rotate prints a new one)")
     if os.environ.get("REDIS_URL"):
         import redis.asyncio as aioredis
         dedup = AsyncDeduplicator.redis(aioredis.Redis.from_url(os.environ["REDIS_URL"]))
