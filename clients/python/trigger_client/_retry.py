@@ -9,6 +9,7 @@ full-jitter exponential backoff, and never shorter than the answer's ``Retry-Aft
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from typing import Any
@@ -40,7 +41,11 @@ def retryable_response(response: httpx.Response, policy: RetryPolicy) -> bool:
         return True
     if response.status_code != 429:
         return False
-    if b"quota_exceeded" in response.content:
+    try:
+        code = json.loads(response.content).get("error")
+    except (ValueError, AttributeError):
+        code = None
+    if code == "quota_exceeded":
         return False
     wait_s = retry_after_s(response)
     return wait_s is None or wait_s <= policy.max_retry_after_s

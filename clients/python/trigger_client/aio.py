@@ -44,6 +44,7 @@ from trigger_client.requests import (
     TriggerFields,
     TriggerRequest,
     patch_body,
+    request_from,
     snooze_body,
 )
 
@@ -90,13 +91,13 @@ class AsyncTriggers:
                      idempotency_key: str | None = None,
                      **fields: Unpack[TriggerFields]) -> CreatedTrigger:
         """As ``TriggerClient.triggers.create``: one Idempotency-Key over every retry."""
-        req = request or TriggerRequest.of(fields)
+        req = request_from(request, fields)
         return await self._x.run(calls.create(req, idempotency_key))
 
     async def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
                       after: datetime | str | None = None,
                       **fields: Unpack[TriggerFields]) -> Preview:
-        req = request or TriggerRequest.of(fields)
+        req = request_from(request, fields)
         return await self._x.run(calls.preview(req, count, after))
 
     async def get(self, trigger_id: str) -> Trigger:

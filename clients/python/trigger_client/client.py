@@ -48,6 +48,7 @@ from trigger_client.requests import (
     TriggerFields,
     TriggerRequest,
     patch_body,
+    request_from,
     snooze_body,
 )
 
@@ -97,14 +98,14 @@ class Triggers:
         so retries never make two triggers; ``.replayed`` says the key had been used.
         Raises ``InvalidRequest`` (``.candidates`` for an ambiguous ``when``),
         ``Unprocessable``, ``RateLimited``, ..."""
-        req = request or TriggerRequest.of(fields)
+        req = request_from(request, fields)
         return self._x.run(calls.create(req, idempotency_key))
 
     def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
                 after: datetime | str | None = None,
                 **fields: Unpack[TriggerFields]) -> Preview:
         """The first ``count`` occurrences (strictly after ``after``); nothing is stored."""
-        req = request or TriggerRequest.of(fields)
+        req = request_from(request, fields)
         return self._x.run(calls.preview(req, count, after))
 
     def get(self, trigger_id: str) -> Trigger:

@@ -125,6 +125,13 @@ class TriggerRequest:
         return out
 
 
+def request_from(request: TriggerRequest | None, fields: TriggerFields) -> TriggerRequest:
+    """The request given, or one made of the keyword fields (TypeError for both)."""
+    if request is not None and fields:
+        raise TypeError("give a TriggerRequest or keyword fields, not both")
+    return request if request is not None else TriggerRequest.of(fields)
+
+
 def patch_body(changes: PatchFields) -> dict[str, Any]:
     """A JSON merge patch from ``changes`` (None stays null: it removes the field)."""
     unknown = set(changes) - set(_API_NAMES)
