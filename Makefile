@@ -34,18 +34,20 @@ help:
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
-	@echo "make check    ruff + mypy --strict (packages, bench/chaos and tests)"
+	@echo "make check    ruff + mypy --strict (packages, bench/chaos, tests and the Python SDK)"
 	@echo
 	@echo "CASSANDRA_NODES=3 (with up, test, migrate, status) runs a local 3-node Cassandra ring on"
 	@echo "127.0.0.1-3 instead of the single node, replication factor 3 (README: 'A 3-node ring')."
 	@echo "Stop one node: CASSANDRA_NODES=3 CASSANDRA_NODE=2 infra/down.sh cassandra;"
 	@echo "start it again: make up CASSANDRA_NODES=3 (or infra/up.sh cassandra). make down stops all."
 
-# The project's own virtualenv, re-installed when pyproject.toml changes.
-$(STAMP): pyproject.toml
+# The project's own virtualenv, re-installed when pyproject.toml changes; the Python SDK and
+# triggerctl (clients/python, its own package) installed editable beside the service.
+$(STAMP): pyproject.toml clients/python/pyproject.toml
 	@test -x $(PY) || $(PYTHON_BOOTSTRAP) -m venv $(VENV)
 	@$(PY) -m pip install -q --upgrade pip
 	@$(PY) -m pip install -q -e '.[dev]'
+	@$(PY) -m pip install -q -e './clients/python[redis]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -114,7 +116,8 @@ chaos-short: install
 
 check: $(STAMP)
 	@$(PY) -m ruff check .
-	@$(PY) -m mypy --strict trigger_service dispatcher sweeper reconciler bench/chaos tests
+	@$(PY) -m mypy --strict trigger_service dispatcher sweeper reconciler bench/chaos tests \
+		clients/python/trigger_client
 
 clean-data: down
 	@infra/reset-data.sh

@@ -117,6 +117,11 @@ class InboxSettings:
     heartbeat_s: float = 15.0
 
 
+# triggerctl's and the SDK's (clients/python): read by the client, never by the service, so a
+# shell that exports them for triggerctl can still run `make up`.
+CLIENT_VARIABLES = frozenset({"TRIGGER_API_URL", "TRIGGER_TOKEN", "TRIGGER_PROFILE"})
+
+
 @dataclass(frozen=True)
 class Settings:
     shards: int = 64
@@ -157,7 +162,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail."""
         env = os.environ if env is None else env
-        known = {v.name for v in VARIABLES}
+        known = {v.name for v in VARIABLES} | CLIENT_VARIABLES
         unknown = sorted(k for k in env if k.startswith("TRIGGER_") and k not in known)
         if unknown:
             raise ConfigError(f"unknown setting(s): {', '.join(unknown)}")

@@ -47,3 +47,11 @@ def test_inbox_settings() -> None:
         with pytest.raises(ConfigError) as e:
             Settings.from_env(env)
         assert next(iter(env)) in str(e.value)
+
+
+def test_triggerctls_variables_are_not_unknown_settings_but_a_typo_is() -> None:
+    env = {"TRIGGER_API_URL": "http://127.0.0.1:8080", "TRIGGER_TOKEN": "dev-token",
+           "TRIGGER_PROFILE": "default"}
+    assert Settings.from_env(env).api.port == Settings().api.port
+    with pytest.raises(ConfigError, match="TRIGGER_API_PROT"):
+        Settings.from_env({"TRIGGER_API_PROT": "1"})

@@ -1,0 +1,247 @@
+"""Every operation of the API as a ``Call`` (pure): method, path, query, body, headers, how
+to read the answer and whether it may be retried. The sync and async clients only execute
+them, so both cover exactly the same operations.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from trigger_client.models import (
+    AckResult,
+    CancelledTrigger,
+    CreatedTrigger,
+    Page,
+    Preview,
+    SigningSecret,
+    Status,
+    Trigger,
+)
+from trigger_client.models_more import (
+    DeadLetter,
+    Health,
+    InboxMessage,
+    OpsOverview,
+    PurgeResult,
+    ReplayJob,
+    ReplayResult,
+)
+from trigger_client.requests import TriggerRequest
+
+T = TypeVar("T")
+NO_BODY: Any = object()
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[T]):
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    params: Mapping[str, str] = field(default_factory=dict)
+    body: Any = NO_BODY
+    headers: Mapping[str, str] = field(default_factory=dict)
+    retry: bool = False
+    content_type: str = "application/json"
+    # 2xx plus these statuses are answers, not errors (readiness: 503 not_ready)
+    ok_statuses: tuple[int, ...] = ()
+
+
+def new_idempotency_key() -> str:
+    """A fresh key for one create (kept over its retries)."""
+    return f"sdk-{uuid.uuid4()}"
+
+
+def seg(value: str) -> str:
+    """``value`` as one path segment (nothing in it can change the route)."""
+    return quote(value, safe="")
+
+
+def _query(**params: str | int | bool | datetime | None) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in params.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            out[name] = "true" if value else "false"
+        elif isinstance(value, datetime):
+            out[name] = value.isoformat()
+        else:
+            out[name] = str(value)
+    return out
+
+
+def _page(parse_item: Callable[[Any], T]) -> Callable[[httpx.Response], Page[T]]:
+    def parse(r: httpx.Response) -> Page[T]:
+        d = r.json()
+        return Page(tuple(parse_item(i) for i in d["items"]), d.get("nextCursor"), d)
+    return parse
+
+
+def _created(r: httpx.Response) -> CreatedTrigger:
+    return CreatedTrigger.from_json(r.json(), r.headers.get("Idempotent-Replayed") == "true")
+
+
+# --- triggers --------------------------------------------------------------------------------
+
+def create(request: TriggerRequest, key: str | None) -> Call[CreatedTrigger]:
+    return Call("POST", "/v1/triggers", _created, body=request.to_json(),
+                headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
+
+
+def list_triggers(status: Status | str | None, limit: int | None,
+                  cursor: str | None) -> Call[Page[Trigger]]:
+    return Call("GET", "/v1/triggers", _page(Trigger.from_json),
+                params=_query(status=status, limit=limit, cursor=cursor), retry=True)
+
+
+def preview(request: TriggerRequest, count: int | None,
+            after: datetime | str | None) -> Call[Preview]:
+    body = {**request.to_json(), **_query(after=after)}
+    if count is not None:
+        body["count"] = count
+    return Call("POST", "/v1/triggers/preview", lambda r: Preview.from_json(r.json()),
+                body=body, retry=True)
+
+
+def get_trigger(trigger_id: str) -> Call[Trigger]:
+    return Call("GET", f"/v1/triggers/{seg(trigger_id)}", lambda r: Trigger.from_json(r.json()),
+                retry=True)
+
+
+def cancel(trigger_id: str) -> Call[CancelledTrigger]:
+    return Call("DELETE", f"/v1/triggers/{seg(trigger_id)}",
+                lambda r: CancelledTrigger.from_json(r.json()), retry=True)
+
+
+def patch(trigger_id: str, body: Mapping[str, Any]) -> Call[Trigger]:
+    return Call("PATCH", f"/v1/triggers/{seg(trigger_id)}", lambda r: Trigger.from_json(r.json()),
+                body=dict(body), content_type=MERGE_PATCH)
+
+
+def snooze(trigger_id: str, body: Mapping[str, Any], key: str | None) -> Call[CreatedTrigger]:
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/snooze", _created, body=dict(body),
+                headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
+
+
+def ack(trigger_id: str, occurrence_id: str | None) -> Call[AckResult]:
+    body = {"occurrenceId": occurrence_id} if occurrence_id else NO_BODY
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/ack",
+                lambda r: AckResult.from_json(r.json()), body=body, retry=True)
+
+
+def rotate_signing_secret() -> Call[SigningSecret]:
+    return Call("POST", "/v1/signing-secrets/rotate", lambda r: SigningSecret.from_json(r.json()))
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+def list_dead_letters(*, reason: str | None, since: datetime | str | None,
+                      until: datetime | str | None, callback_prefix: str | None,
+                      caller: str | None, limit: int | None,
+                      cursor: str | None) -> Call[Page[DeadLetter]]:
+    params = _query(reason=reason, since=since, until=until, callbackPrefix=callback_prefix,
+                    caller=caller, limit=limit, cursor=cursor)
+    return Call("GET", "/v1/dead-letters", _page(DeadLetter.from_json), params=params,
+                retry=True)
+
+
+def get_dead_letter(dead_letter_id: str) -> Call[DeadLetter]:
+    return Call("GET", f"/v1/dead-letters/{seg(dead_letter_id)}",
+                lambda r: DeadLetter.from_json(r.json()), retry=True)
+
+
+def purge_dead_letter(dead_letter_id: str) -> Call[PurgeResult]:
+    return Call("DELETE", f"/v1/dead-letters/{seg(dead_letter_id)}",
+                lambda r: PurgeResult.from_json(r.json()))
+
+
+def replay_dead_letter(dead_letter_id: str, fire_at: datetime | str | None) -> Call[ReplayResult]:
+    body = _query(fireAt=fire_at) or NO_BODY
+    # not retried: a lost answer retried would be 409 already_replayed, which the caller
+    # should see rather than a guess
+    return Call("POST", f"/v1/dead-letters/{seg(dead_letter_id)}/replay",
+                lambda r: ReplayResult.from_json(r.json()), body=body)
+
+
+def start_bulk_replay(*, reason: str | None, since: datetime | str | None,
+                      until: datetime | str | None, callback_prefix: str | None,
+                      caller: str | None) -> Call[ReplayJob]:
+    body = _query(reason=reason, since=since, until=until, callbackPrefix=callback_prefix,
+                  caller=caller)
+    return Call("POST", "/v1/dead-letters/replay", lambda r: ReplayJob.from_json(r.json()),
+                body=body)
+
+
+def get_bulk_replay(job_id: str) -> Call[ReplayJob]:
+    return Call("GET", f"/v1/dead-letters/replay/{seg(job_id)}",
+                lambda r: ReplayJob.from_json(r.json()), retry=True)
+
+
+# --- inbox -----------------------------------------------------------------------------------
+
+def list_inbox(recipient: str, unread: bool | None, limit: int | None,
+               cursor: str | None) -> Call[Page[InboxMessage]]:
+    return Call("GET", f"/v1/inbox/{seg(recipient)}", _page(InboxMessage.from_json),
+                params=_query(unread=unread, limit=limit, cursor=cursor), retry=True)
+
+
+def mark_read(recipient: str, message_id: str) -> Call[None]:
+    return Call("POST", f"/v1/inbox/{seg(recipient)}/{seg(message_id)}/read", lambda r: None,
+                retry=True)
+
+
+def delete_message(recipient: str, message_id: str) -> Call[None]:
+    return Call("DELETE", f"/v1/inbox/{seg(recipient)}/{seg(message_id)}", lambda r: None,
+                retry=True)
+
+
+def stream_path(recipient: str) -> str:
+    return f"/v1/inbox/{seg(recipient)}/stream"
+
+
+# --- ops, health, contract, acknowledgement links --------------------------------------------
+
+def ops_overview() -> Call[OpsOverview]:
+    return Call("GET", "/v1/ops/overview", lambda r: OpsOverview.from_json(r.json()), retry=True)
+
+
+def stats() -> Call[dict[str, int]]:
+    return Call("GET", "/v1/stats", lambda r: dict(r.json()["counters"]), retry=True)
+
+
+def _health(r: httpx.Response) -> Health:
+    d = r.json()
+    return Health(r.status_code < 300, r.status_code, tuple(d.get("down") or ()), d)
+
+
+def healthz() -> Call[Health]:
+    return Call("GET", "/healthz", _health, ok_statuses=(503,))
+
+
+def readyz() -> Call[Health]:
+    return Call("GET", "/readyz", _health, ok_statuses=(503,))
+
+
+def metrics() -> Call[str]:
+    return Call("GET", "/metrics", lambda r: r.text, retry=True)
+
+
+def openapi() -> Call[dict[str, Any]]:
+    return Call("GET", "/openapi.json", lambda r: dict(r.json()), retry=True)
+
+
+def show_ack_link(token: str) -> Call[str]:
+    """The link's HTML page (its status says what happened: 200, 400, 404, 409)."""
+    return Call("GET", f"/ack/{seg(token)}", lambda r: r.text, ok_statuses=(400, 404, 409))
+
+
+def use_ack_link(token: str) -> Call[str]:
+    return Call("POST", f"/ack/{seg(token)}", lambda r: r.text, ok_statuses=(400, 404, 409))

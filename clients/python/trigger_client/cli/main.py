@@ -1,0 +1,280 @@
+"""``triggerctl``: the trigger service from a terminal (typer + rich). Every command takes
+``--output json`` (the API's JSON answer, never a prompt); exit codes are in
+:mod:`trigger_client.cli.common`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from datetime import datetime, tzinfo
+from itertools import islice
+from typing import Annotated, Any
+
+import httpx
+import typer
+from rich.live import Live
+from rich.table import Column, Table
+
+from trigger_client.cli import bulk, dlq
+from trigger_client.cli.common import (
+    EXIT_NOT_CONFIRMED,
+    Output,
+    OutputOpt,
+    api_errors,
+    client,
+    err,
+    interactive,
+    out,
+    print_json,
+    read_payload,
+    report,
+    usage,
+)
+from trigger_client.cli.config import resolve
+from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
+from trigger_client.client import TriggerClient
+from trigger_client.errors import InvalidRequest
+from trigger_client.models import CreatedTrigger, Trigger
+from trigger_client.requests import TriggerRequest
+
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="Register, inspect and replay triggers of the trigger service.")
+app.add_typer(dlq.app, name="dlq")
+app.command("import")(bulk.import_)
+app.command("export")(bulk.export)
+
+In = Annotated[str | None, typer.Option("--in", help="Fire after this long: 30s, 10m, 2h, 1d.")]
+At = Annotated[str | None, typer.Option("--at", help='"2027-03-14 09:00" (wall time in --tz) '
+                                        'or with an offset.')]
+Tz = Annotated[str | None, typer.Option("--tz", help="IANA zone, e.g. Europe/Berlin.")]
+When = Annotated[str | None, typer.Option("--when", help='"tomorrow 9am", "in 2 hours", '
+                                          '"every weekday at 9am" (read in --tz).')]
+Rrule = Annotated[str | None, typer.Option("--rrule", help="RFC 5545 rule, FREQ=DAILY.")]
+Cron = Annotated[str | None, typer.Option("--cron", help='Five fields, "0 9 * * 1-5".')]
+
+
+@app.callback()
+def main(ctx: typer.Context,
+         api_url: Annotated[str | None, typer.Option(help="Or TRIGGER_API_URL.")] = None,
+         token: Annotated[str | None, typer.Option(help="Or TRIGGER_TOKEN.")] = None,
+         profile: Annotated[str | None, typer.Option(help="A section of the config file "
+                                                     "(or TRIGGER_PROFILE).")] = None) -> None:
+    try:
+        transport = ctx.obj if isinstance(ctx.obj, httpx.BaseTransport) else None
+        ctx.obj = resolve(api_url, token, profile, transport=transport)
+    except ValueError as e:
+        raise usage(str(e)) from e
+
+
+def time_request(in_: str | None, at: str | None, tz: str | None, when: str | None,
+                 **rest: Any) -> TriggerRequest:
+    """The request for exactly one of ``--in``, ``--at``, ``--when`` (ValueError else)."""
+    given = [n for n, v in (("--in", in_), ("--at", at), ("--when", when)) if v is not None]
+    if len(given) != 1:
+        raise ValueError("give exactly one of --in, --at, --when"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    zone(tz)
+    if in_ is not None:
+        return TriggerRequest(delay_s=parse_duration_s(in_), time_zone=tz, **rest)
+    if at is not None:
+        a = parse_at(at, tz)
+        return TriggerRequest(fire_at=a.fire_at, local_time=a.local_time, time_zone=tz, **rest)
+    return TriggerRequest(when=when, time_zone=tz, **rest)
+
+
+def settle_when(c: TriggerClient, req: TriggerRequest, fmt: Output, tz: tzinfo | None,
+                yes: bool) -> TriggerRequest:
+    """Ask the API how it reads ``req.when`` (a preview stores nothing); when ambiguous, let
+    the user choose among its candidates, else stop with exit code 4."""
+    try:
+        c.triggers.preview(req, count=1)
+        return req
+    except InvalidRequest as e:
+        if not e.candidates:
+            raise
+        if not interactive(fmt) or yes:
+            report(e, fmt)  # nobody to ask: say so, create nothing
+            raise typer.Exit(EXIT_NOT_CONFIRMED) from e
+        out.print(f"[yellow]{e.message}[/yellow] — it could mean:")
+        for n, candidate in enumerate(e.candidates, 1):
+            out.print(f"  {n}. {show(candidate, tz)}")
+        choice = typer.prompt("Which one? (0 to abort)", type=int, default=0)
+        if not 1 <= choice <= len(e.candidates):
+            err.print("aborted: nothing created")
+            raise typer.Exit(EXIT_NOT_CONFIRMED) from e
+        return replace(req, when=None, fire_at=e.candidates[choice - 1])
+
+
+def print_created(created: CreatedTrigger, tz: tzinfo | None) -> None:
+    note = " [dim](replayed: this Idempotency-Key was used before)[/dim]" if \
+        created.replayed else ""
+    out.print(f"[green]{created.trigger_id}[/green] {created.status}{note}")
+    out.print(f"  fires at  {show(created.fire_at, tz)}")
+    if created.next_fire_at != created.fire_at:
+        out.print(f"  next      {show(created.next_fire_at, tz)}")
+    if created.resolved is not None:
+        r = created.resolved
+        out.print(f"  read \"{r.when}\" as {r.rrule or 'once'} in {r.time_zone or 'UTC'}")
+
+
+@app.command()
+def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
+               "--url", help="Callback URL (under one of your prefixes).")] = None,
+           payload: Annotated[str | None, typer.Option(help="JSON, or @file.json.")] = None,
+           in_: In = None, at: At = None, tz: Tz = None, when: When = None,
+           rrule: Rrule = None, cron: Cron = None,
+           idempotency_key: Annotated[str | None, typer.Option()] = None,
+           yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
+           output: OutputOpt = Output.text) -> None:
+    """Register a trigger; prints when it fires, in the local zone (--tz) and UTC."""
+    with api_errors(output), client(ctx) as c:
+        req = time_request(in_, at, tz, when, callback_url=url,
+                           payload=read_payload(payload), rrule=rrule, cron=cron)
+        if when is not None:
+            req = settle_when(c, req, output, zone(tz), yes)
+        created = c.triggers.create(req, idempotency_key=idempotency_key)
+    if output is Output.json:
+        print_json(created.raw)
+    else:
+        print_created(created, zone(tz))
+
+
+def trigger_table(triggers: list[Trigger], tz: tzinfo | None) -> Table:
+    table = Table("status", "fires (local)", "next (UTC)", "rule", "attempts", "callback")
+    table.columns.insert(0, Column("id", no_wrap=True, min_width=30))  # ids whole, always
+    for t in triggers:
+        nxt = f"{t.next_fire_at:%Y-%m-%d %H:%M:%SZ}" if t.next_fire_at else "-"
+        table.add_row(t.trigger_id, t.status, f"{local(t.fire_at, tz):%Y-%m-%d %H:%M:%S %Z}",
+                      nxt, t.rrule or t.cron or "", str(t.attempts), t.callback_url)
+    return table
+
+
+@app.command("list")
+def list_(ctx: typer.Context,
+          status: Annotated[str | None, typer.Option(help="PENDING, FIRED, ...")] = None,
+          limit: Annotated[int, typer.Option(min=1, help="Rows (json: one page).")] = 50,
+          cursor: Annotated[str | None, typer.Option(help="json: the page after.")] = None,
+          watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
+          interval_s: Annotated[float, typer.Option("--interval", min=0.2)] = 2.0,
+          tz: Tz = None, output: OutputOpt = Output.text) -> None:
+    """The caller's triggers by fire time (a table; --watch refreshes it)."""
+    with api_errors(output), client(ctx) as c:
+        if output is Output.json:
+            while True:
+                print_json(c.triggers.list_page(status, limit=min(limit, 500),
+                                                cursor=cursor).raw)
+                if not watch:
+                    return
+                time.sleep(interval_s)
+
+        def table() -> Table:
+            rows = list(islice(c.triggers.list(status, page_size=min(limit, 500)), limit))
+            return trigger_table(rows, zone(tz))
+        if not watch:
+            out.print(table())
+            return
+        try:
+            with Live(table(), console=out, auto_refresh=False) as live:
+                while True:
+                    time.sleep(interval_s)
+                    live.update(table(), refresh=True)
+        except KeyboardInterrupt:
+            return
+
+
+@app.command()
+def get(ctx: typer.Context, trigger_id: str, tz: Tz = None,
+        output: OutputOpt = Output.text) -> None:
+    """One trigger as it is now."""
+    with api_errors(output), client(ctx) as c:
+        t = c.triggers.get(trigger_id)
+    if output is Output.json:
+        print_json(t.raw)
+        return
+    table = Table("field", "value", show_header=False)
+    for key, value in t.raw.items():
+        if key in ("fireAt", "nextFireAt", "firedAt", "createdAt") and value:
+            value = show(datetime.fromisoformat(value.replace("Z", "+00:00")), zone(tz))
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@app.command()
+def cancel(ctx: typer.Context, trigger_id: str, output: OutputOpt = Output.text) -> None:
+    """Cancel a pending trigger or series (idempotent)."""
+    with api_errors(output), client(ctx) as c:
+        done = c.triggers.cancel(trigger_id)
+    if output is Output.json:
+        print_json(done.raw)
+    else:
+        out.print(f"{done.trigger_id} {done.status}")
+
+
+@app.command()
+def snooze(ctx: typer.Context, trigger_id: str, in_: In = None, at: At = None, tz: Tz = None,
+           output: OutputOpt = Output.text) -> None:
+    """A new one-time trigger like this one, later (--in or --at)."""
+    with api_errors(output), client(ctx) as c:
+        req = time_request(in_, at, tz, None)
+        created = c.triggers.snooze(trigger_id, delay_s=req.delay_s, fire_at=req.fire_at,
+                                    local_time=req.local_time, time_zone=req.time_zone)
+    if output is Output.json:
+        print_json(created.raw)
+    else:
+        print_created(created, zone(tz))
+
+
+@app.command()
+def ack(ctx: typer.Context, trigger_id: str,
+        occurrence: Annotated[str | None, typer.Option(help="Default: the current one.")] = None,
+        output: OutputOpt = Output.text) -> None:
+    """Acknowledge an occurrence: its escalation steps not yet sent are never sent."""
+    with api_errors(output), client(ctx) as c:
+        result = c.triggers.ack(trigger_id, occurrence)
+    if output is Output.json:
+        print_json(result.raw)
+    else:
+        out.print(f"{result.trigger_id} acknowledged ({result.status})")
+
+
+@app.command()
+def preview(ctx: typer.Context, in_: In = None, at: At = None, tz: Tz = None,
+            when: When = None, rrule: Rrule = None, cron: Cron = None,
+            count: Annotated[int, typer.Option(min=1, max=1000)] = 10,
+            after: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
+            output: OutputOpt = Output.text) -> None:
+    """The next occurrences of a schedule: local time, UTC, and a mark on DST-shifted ones."""
+    with api_errors(output), client(ctx) as c:
+        req = time_request(in_, at, tz, when, rrule=rrule, cron=cron)
+        result = c.triggers.preview(req, count=count, after=after)
+    if output is Output.json:
+        print_json(result.raw)
+        return
+    z = zone(tz)
+    table = Table("#", f"local ({tz or 'this machine'})", "UTC", "DST")
+    for n, (instant, mark) in enumerate(zip(result.occurrences,
+                                            dst_marks(result.occurrences, z), strict=True), 1):
+        table.add_row(str(n), f"{local(instant, z):%a %Y-%m-%d %H:%M:%S %Z}",
+                      f"{instant:%Y-%m-%dT%H:%M:%SZ}", mark)
+    out.print(table)
+
+
+secrets_app = typer.Typer(no_args_is_help=True, help="The caller's signing secrets.")
+app.add_typer(secrets_app, name="secrets")
+
+
+@secrets_app.command("rotate")
+def rotate(ctx: typer.Context, output: OutputOpt = Output.text) -> None:
+    """A new current signing secret, shown once (the old ones sign for the overlap)."""
+    with api_errors(output), client(ctx) as c:
+        secret = c.signing.rotate()
+    if output is Output.json:
+        print_json(secret.raw)
+    else:
+        out.print(secret.secret)
+        err.print(f"previous secrets sign until {secret.previous_valid_until:%Y-%m-%dT%H:%M:%SZ}")
+
+
+def run() -> None:
+    """The console script's entry point."""
+    app()

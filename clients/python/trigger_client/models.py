@@ -1,0 +1,213 @@
+"""The answers of the trigger API as frozen dataclasses (times are aware UTC ``datetime``s).
+
+Each model is built by ``from_json`` from the API's JSON and keeps that JSON, exactly as
+received, in ``raw`` (not compared, not shown): ``triggerctl --output json`` prints it.
+Treat ``raw`` and ``payload`` as read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Generic, TypeVar
+
+from trigger_client.errors import parse_instant
+
+T = TypeVar("T")
+
+
+def _opt_instant(value: Any) -> datetime | None:
+    return parse_instant(value) if isinstance(value, str) else None
+
+
+class Status(StrEnum):
+    PENDING = "PENDING"
+    IN_FLIGHT = "IN_FLIGHT"
+    FIRED = "FIRED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+@dataclass(frozen=True, slots=True)
+class Page(Generic[T]):
+    """One page of a listing; ``next_cursor`` is None on the last one."""
+
+    items: tuple[T, ...]
+    next_cursor: str | None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """How the API read a natural-language ``when``: the phrase, the first instant, the
+    recurrence rule it implies (or None) and the zone it was read in."""
+
+    when: str
+    fire_at: datetime | None
+    rrule: str | None
+    time_zone: str | None
+
+    @classmethod
+    def from_json(cls, d: Any) -> Resolved | None:
+        if not isinstance(d, Mapping):
+            return None
+        return cls(str(d.get("when", "")), _opt_instant(d.get("fireAt")), d.get("rrule"),
+                   d.get("timeZone"))
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTrigger:
+    """``POST /v1/triggers``'s answer; ``replayed`` when the Idempotency-Key had been used
+    with the same body (nothing new was created)."""
+
+    trigger_id: str
+    fire_at: datetime
+    next_fire_at: datetime
+    status: Status
+    replayed: bool = False
+    resolved: Resolved | None = None
+    snoozed_from: str | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], replayed: bool = False) -> CreatedTrigger:
+        return cls(d["triggerId"], parse_instant(d["fireAt"]), parse_instant(d["nextFireAt"]),
+                   Status(d["status"]), replayed, Resolved.from_json(d.get("resolved")),
+                   d.get("snoozedFrom"), d)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelledTrigger:
+    trigger_id: str
+    status: Status
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> CancelledTrigger:
+        return cls(d["triggerId"], Status(d["status"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class DstPolicy:
+    """How wall times in a DST gap (``shift``/``skip``) or overlap (``first``/``second``/
+    ``both``) resolve."""
+
+    gap: str = "shift"
+    overlap: str = "first"
+
+    def to_json(self) -> dict[str, str]:
+        return {"gap": self.gap, "overlap": self.overlap}
+
+    @classmethod
+    def from_json(cls, d: Any) -> DstPolicy | None:
+        if not isinstance(d, Mapping):
+            return None
+        return cls(d.get("gap", "shift"), d.get("overlap", "first"))
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelState:
+    """One channel's state for the current occurrence (the callback is ``http``, last)."""
+
+    type: str
+    status: str
+    attempts: int
+    last_error: str | None
+    provider_code: str | None
+    provider_message_id: str | None
+    delivered_at: datetime | None
+    due_at: datetime | None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ChannelState:
+        return cls(d["type"], d["status"], d["attempts"], d.get("lastError"),
+                   d.get("providerCode"), d.get("providerMessageId"),
+                   _opt_instant(d.get("deliveredAt")), _opt_instant(d.get("dueAt")))
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """A trigger as it is now (``GET /v1/triggers/{id}``, listings, PATCH)."""
+
+    trigger_id: str
+    status: Status
+    fire_at: datetime
+    created_at: datetime
+    attempts: int
+    last_error: str | None
+    fired_at: datetime | None
+    callback_url: str
+    payload: Any
+    time_zone: str | None
+    local_time: str | None
+    rrule: str | None
+    cron: str | None
+    dst_policy: DstPolicy | None
+    exdates: tuple[str, ...] | None
+    next_fire_at: datetime | None
+    occurrences_fired: int
+    snoozed_from: str | None
+    channels: tuple[ChannelState, ...] | None
+    acknowledged: bool | None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Trigger:
+        channels = d.get("channels")
+        exdates = d.get("exdates")
+        return cls(
+            d["triggerId"], Status(d["status"]), parse_instant(d["fireAt"]),
+            parse_instant(d["createdAt"]), d["attempts"], d.get("lastError"),
+            _opt_instant(d.get("firedAt")), d.get("callbackUrl", ""), d.get("payload"),
+            d.get("timeZone"), d.get("localTime"), d.get("rrule"), d.get("cron"),
+            DstPolicy.from_json(d.get("dstPolicy")),
+            tuple(exdates) if isinstance(exdates, list) else None,
+            _opt_instant(d.get("nextFireAt")), d.get("occurrencesFired", 0),
+            d.get("snoozedFrom"),
+            tuple(ChannelState.from_json(c) for c in channels)
+            if isinstance(channels, list) else None,
+            d.get("acknowledged"), d)
+
+
+@dataclass(frozen=True, slots=True)
+class Preview:
+    """The first occurrences of a schedule (nothing stored)."""
+
+    occurrences: tuple[datetime, ...]
+    resolved: Resolved | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Preview:
+        return cls(tuple(parse_instant(o) for o in d["occurrences"]),
+                   Resolved.from_json(d.get("resolved")), d)
+
+
+@dataclass(frozen=True, slots=True)
+class AckResult:
+    trigger_id: str
+    acknowledged: bool
+    status: Status
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> AckResult:
+        return cls(d["triggerId"], bool(d["acknowledged"]), Status(d["status"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class SigningSecret:
+    """A new current signing secret (shown once); the previous ones sign until
+    ``previous_valid_until``."""
+
+    secret: str = field(repr=False)
+    created_at: datetime
+    previous_valid_until: datetime
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> SigningSecret:
+        return cls(d["secret"], parse_instant(d["createdAt"]),
+                   parse_instant(d["previousValidUntil"]), d)

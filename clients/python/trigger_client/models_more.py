@@ -1,0 +1,189 @@
+"""Dead letters, bulk replay jobs, the inbox and the ops answers as frozen dataclasses (see
+:mod:`trigger_client.models` for the conventions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trigger_client.errors import parse_instant
+from trigger_client.models import Status
+
+
+def _opt_instant(value: Any) -> datetime | None:
+    return parse_instant(value) if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One delivery attempt of a dead occurrence."""
+
+    attempt: int
+    at: datetime
+    duration_ms: int
+    status_code: int | None
+    error: str | None
+    response_excerpt: str | None
+    dispatcher: str
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Attempt:
+        return cls(d["attempt"], parse_instant(d["at"]), d["durationMs"], d.get("statusCode"),
+                   d.get("error"), d.get("responseExcerpt"), d["dispatcher"])
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A dead letter as listed; the detail view adds ``state``, ``payload``, ``attempts``."""
+
+    id: str
+    trigger_id: str
+    occurrence_id: str
+    caller: str
+    reason: str
+    last_error: str | None
+    attempt_count: int
+    dead_at: datetime
+    fire_at: datetime
+    callback_url: str
+    state: str | None = None
+    resolved_at: datetime | None = None
+    trigger_status: Status | None = None
+    payload: Any = None
+    attempts: tuple[Attempt, ...] = ()
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> DeadLetter:
+        status = d.get("triggerStatus")
+        return cls(d["id"], d["triggerId"], d["occurrenceId"], d["caller"], d["reason"],
+                   d.get("lastError"), d["attemptCount"], parse_instant(d["deadAt"]),
+                   parse_instant(d["fireAt"]), d["callbackUrl"], d.get("state"),
+                   _opt_instant(d.get("resolvedAt")), Status(status) if status else None,
+                   d.get("payload"),
+                   tuple(Attempt.from_json(a) for a in d.get("attempts") or ()), d)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayResult:
+    """One replayed dead letter: ``trigger_id`` delivers it (a new one for a series)."""
+
+    id: str
+    trigger_id: str
+    status: Status
+    fire_at: datetime
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ReplayResult:
+        return cls(d["id"], d["triggerId"], Status(d["status"]), parse_instant(d["fireAt"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeResult:
+    id: str
+    purged: bool
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> PurgeResult:
+        return cls(d["id"], bool(d["purged"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayJob:
+    """A bulk replay: ``done`` + ``failed`` of ``total`` so far; ``finished`` once
+    ``status`` is ``done``."""
+
+    job_id: str
+    status: str
+    total: int
+    done: int
+    failed: int
+    created_at: datetime
+    reason: str | None
+    since: datetime | None
+    until: datetime | None
+    callback_prefix: str | None
+    caller: str | None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.status == "done"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ReplayJob:
+        f = d.get("filters") or {}
+        return cls(d["jobId"], d["status"], d["total"], d["done"], d["failed"],
+                   parse_instant(d["createdAt"]), f.get("reason"),
+                   _opt_instant(f.get("since")), _opt_instant(f.get("until")),
+                   f.get("callbackPrefix"), f.get("caller"), d)
+
+
+@dataclass(frozen=True, slots=True)
+class InboxMessage:
+    """One inbox message; the acknowledgement link is ``data["ackUrl"]``."""
+
+    message_id: str
+    trigger_id: str
+    occurrence_id: str
+    title: str
+    body: str
+    data: Any
+    created_at: datetime
+    read_at: datetime | None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> InboxMessage:
+        return cls(d["messageId"], d["triggerId"], d["occurrenceId"], d["title"], d["body"],
+                   d.get("data"), parse_instant(d["createdAt"]), _opt_instant(d.get("readAt")),
+                   d)
+
+
+@dataclass(frozen=True, slots=True)
+class Breaker:
+    origin: str
+    state: str
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class OpsOverview:
+    """What the people on call look at (ops tokens only). Queue depths are None when SQS
+    does not answer; lag percentiles None when nothing fired in the window."""
+
+    counters: Mapping[str, int]
+    dead_letters_by_reason: Mapping[str, int]
+    queue_main: int | None
+    queue_dead_letter: int | None
+    breakers: tuple[Breaker, ...]
+    lag_window_s: int
+    lag_count: int
+    lag_p50_ms: float | None
+    lag_p95_ms: float | None
+    lag_p99_ms: float | None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> OpsOverview:
+        lag, queues = d["lag"], d["queues"]
+        return cls(dict(d["counters"]), dict(d["deadLetters"]["byReason"]), queues.get("main"),
+                   queues.get("deadLetter"),
+                   tuple(Breaker(b["origin"], b["state"], parse_instant(b["updatedAt"]))
+                         for b in d["breakers"]),
+                   lag["windowS"], lag["count"], lag.get("p50Ms"), lag.get("p95Ms"),
+                   lag.get("p99Ms"), d)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """``/healthz`` or ``/readyz``: ``ok``, and for readiness the dependencies ``down``."""
+
+    ok: bool
+    status_code: int
+    down: tuple[str, ...] = ()
+    raw: Any = field(default=None, compare=False, repr=False)

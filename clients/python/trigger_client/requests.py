@@ -1,0 +1,150 @@
+"""Request bodies (pure): what ``create``, ``preview``, ``snooze`` and ``patch`` send.
+
+Field names are the SDK's (snake_case, units in names: ``delay_s``); ``to_json`` gives the
+API's camelCase body. Exactly one time field (``delay_s``, ``fire_at``, ``local_time`` with
+``time_zone``, or the natural-language ``when``) is the caller's to choose; the API checks
+the combination and answers ``InvalidRequest`` naming the field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, TypedDict
+
+from trigger_client.models import DstPolicy
+
+# SDK name -> API name, for every field of a trigger request.
+_API_NAMES = {
+    "callback_url": "callbackUrl", "payload": "payload", "delay_s": "delaySeconds",
+    "fire_at": "fireAt", "local_time": "localTime", "time_zone": "timeZone", "when": "when",
+    "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
+    "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
+}
+
+
+def _value(value: Any) -> Any:
+    """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, DstPolicy):
+        return value.to_json()
+    if isinstance(value, tuple):
+        return [_value(v) for v in value]
+    return value
+
+
+class TriggerFields(TypedDict, total=False):
+    """The keyword arguments of ``triggers.create`` and ``triggers.preview``."""
+
+    callback_url: str
+    payload: Any
+    delay_s: float
+    fire_at: datetime | str
+    local_time: datetime | str
+    time_zone: str
+    when: str
+    rrule: str
+    cron: str
+    dst_policy: DstPolicy
+    exdates: Sequence[datetime | str]
+    channels: Sequence[Mapping[str, Any]]
+    escalation: Mapping[str, Any]
+    quiet_hours: Mapping[str, Any]
+
+
+class PatchFields(TypedDict, total=False):
+    """The keyword arguments of ``triggers.patch``: a key given as None removes the field
+    (JSON merge patch); a key not given stays as it is."""
+
+    callback_url: str | None
+    payload: Any
+    delay_s: float | None
+    fire_at: datetime | str | None
+    local_time: datetime | str | None
+    time_zone: str | None
+    rrule: str | None
+    cron: str | None
+    dst_policy: DstPolicy | None
+    exdates: Sequence[datetime | str] | None
+    channels: Sequence[Mapping[str, Any]] | None
+    escalation: Mapping[str, Any] | None
+    quiet_hours: Mapping[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class TriggerRequest:
+    """A new trigger (or a schedule to preview). ``fire_at`` aware (or an RFC 3339 string);
+    ``local_time`` naive (a wall time in ``time_zone``); ``when`` a phrase such as
+    ``"tomorrow 9am"`` read in ``time_zone``. None means "not given"."""
+
+    callback_url: str | None = None
+    payload: Any = None
+    delay_s: float | None = None
+    fire_at: datetime | str | None = None
+    local_time: datetime | str | None = None
+    time_zone: str | None = None
+    when: str | None = None
+    rrule: str | None = None
+    cron: str | None = None
+    dst_policy: DstPolicy | None = None
+    exdates: tuple[datetime | str, ...] | None = None
+    channels: tuple[Mapping[str, Any], ...] | None = None
+    escalation: Mapping[str, Any] | None = None
+    quiet_hours: Mapping[str, Any] | None = None
+
+    @classmethod
+    def of(cls, fields_: TriggerFields) -> TriggerRequest:
+        """From keyword arguments (sequences become tuples)."""
+        kw: dict[str, Any] = dict(fields_)
+        for name in ("exdates", "channels"):
+            if kw.get(name) is not None:
+                kw[name] = tuple(kw[name])
+        return cls(**kw)
+
+    @classmethod
+    def from_json(cls, body: Mapping[str, Any]) -> TriggerRequest:
+        """From an API body (camelCase); ValueError naming an unknown field."""
+        sdk_names = {api: sdk for sdk, api in _API_NAMES.items()}
+        unknown = sorted(set(body) - set(sdk_names))
+        if unknown:
+            raise ValueError(f"unknown fields: {', '.join(unknown)}")
+        kw: dict[str, Any] = {sdk_names[k]: v for k, v in body.items()}
+        if isinstance(kw.get("dst_policy"), Mapping):
+            kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
+        return cls.of(kw)  # type: ignore[arg-type]
+
+    def to_json(self) -> dict[str, Any]:
+        """The API's body: the fields given, in camelCase."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                out[_API_NAMES[f.name]] = _value(value)
+        return out
+
+
+def request_from(request: TriggerRequest | None, fields: TriggerFields) -> TriggerRequest:
+    """The request given, or one made of the keyword fields (TypeError for both)."""
+    if request is not None and fields:
+        raise TypeError("give a TriggerRequest or keyword fields, not both")
+    return request if request is not None else TriggerRequest.of(fields)
+
+
+def patch_body(changes: PatchFields) -> dict[str, Any]:
+    """A JSON merge patch from ``changes`` (None stays null: it removes the field)."""
+    unknown = set(changes) - set(_API_NAMES)
+    if unknown:
+        raise TypeError(f"unknown fields: {sorted(unknown)}")
+    return {_API_NAMES[k]: _value(tuple(v) if isinstance(v, list) else v)
+            for k, v in changes.items()}
+
+
+def snooze_body(*, delay_s: float | None = None, fire_at: datetime | str | None = None,
+                local_time: datetime | str | None = None, time_zone: str | None = None,
+                dst_policy: DstPolicy | None = None) -> dict[str, Any]:
+    """The body of a snooze: one time field (``local_time`` with ``time_zone``)."""
+    given = {"delay_s": delay_s, "fire_at": fire_at, "local_time": local_time,
+             "time_zone": time_zone, "dst_policy": dst_policy}
+    return {_API_NAMES[k]: _value(v) for k, v in given.items() if v is not None}
