@@ -71,6 +71,8 @@ def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_WHEN_LEN:
         raise bad("when", f"must be a phrase of 1 to {MAX_WHEN_LEN} characters such as "
                   "'tomorrow at 9am' or 'every weekday at 9am'")
+    if any(not c.isprintable() and not c.isspace() for c in text):
+        raise bad("when", "must be printable text (no control characters)")
     others = [f for f in _NOT_WITH_WHEN if f in body]
     if others:
         raise bad("when", f"give when or {others[0]}, not both (when is a whole time: with "
