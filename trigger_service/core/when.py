@@ -114,6 +114,14 @@ def resolve_when(text: str, *, now_ms: int, time_zone: str | None,
     return _wall_clock(text, norm, now_ms, time_zone, dst)
 
 
+def warm_up() -> None:
+    """Read one phrase of each kind at a fixed instant: dateparser loads its English data and
+    compiles its patterns on first use (about a second), which no request should wait for.
+    Called once per API process before it listens."""
+    for phrase in ("tomorrow at 9am", "in 2 hours"):
+        resolve_when(phrase, now_ms=1_800_000_000_000, time_zone=UTC_ZONE)
+
+
 def _bad(message: str, **extra: object) -> InvalidRequest:
     return InvalidRequest(f"when: {message}", field="when", **extra)
 

@@ -58,7 +58,10 @@ async def test_a_recurring_phrase_is_the_same_series_as_its_rrule(api: Api) -> N
     status, by_fields = await preview(api, {"rrule": WEEKDAYS_9, "timeZone": NY, "count": 6,
                                             "fireAt": "2023-11-14T22:13:20Z"})
     assert status == 200, by_fields
-    assert by_words["occurrences"] == by_fields["occurrences"] == [
+    status, by_local = await preview(api, {"rrule": WEEKDAYS_9, "timeZone": NY, "count": 6,
+                                           "localTime": "2023-11-15T09:00:00"})
+    assert status == 200, by_local
+    assert by_words["occurrences"] == by_fields["occurrences"] == by_local["occurrences"] == [
         "2023-11-15T14:00:00.000Z", "2023-11-16T14:00:00.000Z", "2023-11-17T14:00:00.000Z",
         "2023-11-20T14:00:00.000Z", "2023-11-21T14:00:00.000Z", "2023-11-22T14:00:00.000Z"]
     assert by_words["resolved"]["rrule"] == WEEKDAYS_9 and "resolved" not in by_fields
