@@ -102,6 +102,8 @@ def resolve_when(text: str, *, now_ms: int, time_zone: str | None,
     norm = " ".join(text.lower().split())
     if not norm or len(text) > MAX_WHEN_LEN:
         raise _bad(f"1 to {MAX_WHEN_LEN} characters")
+    if time_zone is not None:
+        load_zone(time_zone)  # checked even where a phrase does not need it
     if when_rules.is_recurring(norm):
         return _recurring(text, norm, now_ms, time_zone, dst or DstPolicy())
     if _RELATIVE_RE.fullmatch(norm):

@@ -82,6 +82,9 @@ def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
         raise bad("timeZone", "must be an IANA time zone name such as 'America/New_York'")
     dst = parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else None
     r = resolve_when(text, now_ms=now_ms, time_zone=time_zone, dst=dst)
+    if dst is not None and r.at_ms is not None:
+        raise bad("dstPolicy", "only with a wall-clock or recurring when ('in 2 hours' is an "
+                  "instant)")
     return TimeRequest(
         at_ms=r.at_ms, at_field="when", local_time=r.local_time, time_zone=r.time_zone,
         rule_kind=RuleKind.RRULE if r.rrule else None, rule_text=r.rrule,

@@ -215,6 +215,8 @@ def test_a_gap_under_skip_is_a_nonexistent_local_time_naming_when() -> None:
     (None, "every day at 9am", "timeZone", "required"),
     (None, "every day", "timeZone", "required"),
     ("Mars/Olympus", "tomorrow 9am", "timeZone", "unknown"),
+    ("Mars/Olympus", "in 2 hours", "timeZone", "unknown"),
+    ("Mars/Olympus", "every hour", "timeZone", "unknown"),
 ])
 def test_refusals_name_the_field(zone: str | None, phrase: str, field: str, says: str) -> None:
     with pytest.raises(InvalidRequest) as e:

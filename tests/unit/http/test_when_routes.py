@@ -117,6 +117,8 @@ async def test_refusals_name_when_or_time_zone(api: Api) -> None:
         ({"when": "december 25 2040 at 9am", "timeZone": NY}, "when", "days ahead"),
         ({"when": "whenever you like", "timeZone": NY}, "when", "cannot read"),
         ({"when": 42}, "when", "phrase"),
+        ({"when": "in 2 hours", "dstPolicy": {"gap": "skip"}}, "dstPolicy", "instant"),
+        ({"when": "in 2 hours", "timeZone": "Mars/Olympus"}, "timeZone", "unknown"),
     ]
     for extra, field, says in cases:
         _, _, resp = await api.post({"callbackUrl": CALLBACK} | extra)
