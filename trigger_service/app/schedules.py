@@ -77,7 +77,7 @@ def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
          min_interval_s: int) -> Planned:
     """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
     ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
-    with _naming(req.source):
+    with _naming(req.source), _in_range(req):
         return _plan(req, now_ms=now_ms, horizon_days=horizon_days,
                      min_interval_s=min_interval_s)
 
@@ -92,6 +92,18 @@ def _naming(source: str | None) -> Iterator[None]:
         if source is None or e.extra.get("field") == source:
             raise
         raise type(e)(f"{source}: read as {e.message}", field=source) from e
+
+
+@contextmanager
+def _in_range(req: TimeRequest) -> Iterator[None]:
+    """A wall time near the year 9999 plus the search horizon is past ``datetime.max``: a
+    400 naming the field, never a 500."""
+    try:
+        yield
+    except OverflowError as e:
+        name = "localTime" if req.local_time is not None else req.at_field
+        raise InvalidRequest(f"{name}: too far ahead, beyond the range of supported times "
+                             "(years 1 to 9999)", field=name) from e
 
 
 def _plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
@@ -111,7 +123,7 @@ def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     """The first ``count`` fire instants from DTSTART (or strictly after ``after_ms``), after
     the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
     never depends on ``now_ms`` except through ``delaySeconds`` (and ``when``)."""
-    with _naming(req.source):
+    with _naming(req.source), _in_range(req):
         return _preview(req, count=count, after_ms=after_ms, horizon_days=horizon_days,
                         min_interval_s=min_interval_s)
 

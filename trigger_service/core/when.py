@@ -99,6 +99,15 @@ def resolve_when(text: str, *, now_ms: int, time_zone: str | None,
     request's explicit ``dstPolicy`` (None: none given — an overlap is then ambiguous).
     Raises ``InvalidRequest`` naming ``when`` (with ``candidates`` when ambiguous) or
     ``timeZone``, or ``NonexistentLocalTime`` (a gap under ``skip``). Never anything else."""
+    try:
+        return _resolve(text, now_ms, time_zone, dst)
+    except OverflowError as e:  # a reading (or its search) past the year 9999
+        raise _bad(f"{text!r} reaches beyond the range of supported times (years 1 to "
+                   "9999)") from e
+
+
+def _resolve(text: str, now_ms: int, time_zone: str | None,
+             dst: DstPolicy | None) -> Resolved:
     norm = " ".join(text.lower().split())
     if not norm or len(text) > MAX_WHEN_LEN:
         raise _bad(f"1 to {MAX_WHEN_LEN} characters")

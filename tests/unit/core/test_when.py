@@ -6,6 +6,8 @@ from __future__ import annotations
 import time
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from trigger_service.core.errors import InvalidRequest, NonexistentLocalTime
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
@@ -234,3 +236,46 @@ def test_odd_text_is_a_400_never_another_error(phrase: str) -> None:
         resolve_when(phrase, now_ms=at(WED), time_zone=NY)
     except InvalidRequest as e:
         assert e.to_json()["field"] in ("when", "timeZone")
+
+
+@pytest.mark.parametrize("phrase", ["every hour", "every day", "every day at 9am",
+                                    "every 15 minutes", "in 2 weeks", "tomorrow 9am"])
+@pytest.mark.parametrize("zone", [None, "Pacific/Kiritimati", "Etc/GMT+12"])
+def test_the_end_of_time_is_a_400(phrase: str, zone: str | None) -> None:
+    try:
+        resolve_when(phrase, now_ms=at("9999-12-30T00:00:00.000Z"), time_zone=zone)
+    except InvalidRequest as e:
+        assert e.to_json()["field"] in ("when", "timeZone")
+
+
+# --- any text ------------------------------------------------------------------------------
+
+_WORDS = ["every", "each", "in", "at", "on", "the", "of", "and", ",", "next", "this", "last",
+          "tomorrow", "today", "yesterday", "now", "from", "monday", "fri", "weekday",
+          "weekend", "day", "days", "week", "month", "year", "hour", "hours", "minutes",
+          "seconds", "other", "1st", "31st", "first", "march", "dec", "9am", "12pm", "13pm",
+          "17:30", "25:00", "2:30am", "1:30", "noon", "midnight", "03/04", "13/04", "31/02",
+          "12/31/9999", "9999", "0001", "2", "15", "0", "999999", "1.5", "an", "a", "EST",
+          "+02:00", "z", "utc", "daily", "hourly", "ago", "before", "after", "-", "/", ":"]
+_ZONES = [None, UTC, NY, BERLIN, "Pacific/Kiritimati", "Etc/GMT+12"]
+_CLOCKS = [WED, NY_SPRING, NY_FALL, BE_SPRING, BE_FALL, "9999-12-30T00:00:00.000Z",
+           "0001-01-02T00:00:00.000Z"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=8),
+       zone=st.sampled_from(_ZONES), clock=st.sampled_from(_CLOCKS),
+       overlap=st.sampled_from([None, *Overlap]), gap=st.sampled_from(list(Gap)))
+def test_any_phrase_is_read_or_refused_with_a_field(
+        words: list[str], zone: str | None, clock: str, overlap: Overlap | None,
+        gap: Gap) -> None:
+    """Whatever the text, the answer is a reading that fires no earlier than now, or an
+    ``InvalidRequest`` / ``NonexistentLocalTime`` naming ``when`` or ``timeZone``."""
+    dst = None if overlap is None else DstPolicy(gap, overlap)
+    try:
+        r = resolve_when(" ".join(words), now_ms=at(clock), time_zone=zone, dst=dst)
+    except (InvalidRequest, NonexistentLocalTime) as e:
+        assert e.to_json()["field"] in ("when", "timeZone")
+        return
+    assert r.fire_at_ms >= at(clock) and (r.at_ms is None) != (r.local_time is None)
+    assert r.rrule is None or r.local_time is not None
