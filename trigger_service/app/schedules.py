@@ -30,6 +30,7 @@ from trigger_service.core.zones import (
 )
 
 MAX_UTC_OFFSET_MS = int(MAX_UTC_OFFSET.total_seconds() * 1000)
+_LAST_MS = datetime_to_ms(datetime.max.replace(tzinfo=UTC))  # the last instant we can show
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +134,9 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, horizon_days
     rec = schedule_of(req)
     if rec is None:
         assert req.at_ms is not None
+        if req.at_ms > _LAST_MS:  # delaySeconds (up to 1e12 s) can reach past the year 9999
+            raise InvalidRequest(f"{req.at_field}: beyond the range of supported times (years "
+                                 "1 to 9999)", field=req.at_field)
         return [req.at_ms] if after_ms is None or req.at_ms > after_ms else []
     start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC)) - MAX_UTC_OFFSET_MS
     limit = search_limit(rec, max(start_ms, after_ms or start_ms), horizon_days)

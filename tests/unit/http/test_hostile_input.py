@@ -158,6 +158,7 @@ FIELD_CASES = [
     ("preview", {"delaySeconds": 1, "after": OVERFLOW_FIRE_AT}, "after"),
     ("preview", {"delaySeconds": 1, "count": 2**63 - 1}, "count"),
     ("preview", {"delaySeconds": 10**400}, "delaySeconds"),
+    ("preview", {"delaySeconds": 10**12}, "delaySeconds"),
     ("preview", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("patch", {"fireAt": OVERFLOW_FIRE_AT}, "fireAt"),
     ("patch", {"delaySeconds": -(2**63)}, "delaySeconds"),
