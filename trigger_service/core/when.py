@@ -74,6 +74,9 @@ _UNIT = r"(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?)"
 _DURS = rf"{_AMOUNT}\s+{_UNIT}(?:\s*(?:,|and|,\s*and)?\s*{_AMOUNT}\s+{_UNIT})*"
 _RELATIVE_RE = re.compile(rf"in\s+{_DURS}|{_DURS}\s+from\s+now|now")
 _NUMERIC_DATE_RE = re.compile(r"\b(\d{1,2})[/.](\d{1,2})(?:[/.](\d{4}|\d{2}))?\b")
+# "9.30pm", "at 9.30": a clock time with a dot, which dateparser reads as midnight; made "9:30".
+_DOTTED_CLOCK_RE = re.compile(r"(?<![\d./])(\d{1,2})\.(\d{2})(?=\s*[ap]\.?m\b)|"
+                              r"(?<=\bat )(\d{1,2})\.(\d{2})(?![\d./])")
 _CLOCK_IN_TEXT_RE = re.compile(r"\b(\d{1,2}(?::\d{2})?\s*[ap]\.?m\.?|\d{1,2}:\d{2})(?![\w:])")
 _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december"]
@@ -108,7 +111,7 @@ def resolve_when(text: str, *, now_ms: int, time_zone: str | None,
 
 def _resolve(text: str, now_ms: int, time_zone: str | None,
              dst: DstPolicy | None) -> Resolved:
-    norm = " ".join(text.lower().split())
+    norm = _DOTTED_CLOCK_RE.sub(_colon, " ".join(text.lower().split()))
     if not norm or len(text) > MAX_WHEN_LEN:
         raise _bad(f"1 to {MAX_WHEN_LEN} characters")
     if time_zone is not None:
@@ -117,12 +120,16 @@ def _resolve(text: str, now_ms: int, time_zone: str | None,
         return _recurring(text, norm, now_ms, time_zone, dst or DstPolicy())
     if _RELATIVE_RE.fullmatch(norm):
         base = ms_to_datetime(now_ms).replace(tzinfo=None)
-        at = _dateparser(norm, base, "MDY")
+        at = _dateparser(norm, base)
         if at is None:
             raise _bad(f"cannot read {text!r} as a time")
         return Resolved(text, datetime_to_ms(at.replace(tzinfo=UTC)),
                         at_ms=datetime_to_ms(at.replace(tzinfo=UTC)), time_zone=time_zone)
     return _wall_clock(text, norm, now_ms, time_zone, dst)
+
+
+def _colon(m: re.Match[str]) -> str:
+    return f"{m.group(1) or m.group(3)}:{m.group(2) or m.group(4)}"
 
 
 def warm_up() -> None:
@@ -150,7 +157,7 @@ def _wall_clock(text: str, norm: str, now_ms: int, time_zone: str | None,
     tz = load_zone(time_zone)
     _refuse_quirks(text, norm)
     base = wall_of(now_ms, tz)
-    walls = [_checked(text, w) for w in _readings(text, norm, base)]
+    walls = [_checked(text, norm, w) for w in _readings(text, norm, base)]
     readings = [(w, _instants(text, w, tz, dst)) for w in walls]
     candidates = sorted({ms for _, instants in readings for ms in instants})
     if len(readings) > 1 and len(candidates) > 1:
@@ -216,7 +223,7 @@ def _readings(text: str, norm: str, base: datetime) -> list[datetime]:
         spelled = list(dict.fromkeys(spelled)) if a != b else spelled[:1]
     out = []
     for phrase in spelled or [norm]:
-        at = _dateparser(phrase, base, "MDY")
+        at = _dateparser(phrase, base)
         if at is None:
             raise _bad(f"cannot read {text!r} as a time; e.g. 'tomorrow at 9am', 'next friday "
                        "17:30', 'in 2 hours', 'every weekday at 9am'")
@@ -236,21 +243,22 @@ def _valid_day(month: int, day: int, year: str | None) -> bool:
     return True
 
 
-def _checked(text: str, wall: datetime) -> datetime:
+def _checked(text: str, norm: str, wall: datetime) -> datetime:
     """``wall`` truncated to the second, after checking that every clock time written in
-    ``text`` is the one read (dateparser drops a part it cannot read, e.g. ``25:00``)."""
-    for written in _CLOCK_IN_TEXT_RE.findall(text.lower()):
+    ``norm`` is the one read (dateparser drops a part it cannot read, e.g. ``25:00``)."""
+    for written in _CLOCK_IN_TEXT_RE.findall(norm):
         hour, minute = when_rules.clock_time(" ".join(written.split()))
         if (wall.hour, wall.minute) != (hour, minute):
             raise _bad(f"{text!r}: the time {written!r} could not be read with the rest")
     return wall.replace(microsecond=0)
 
 
-def _dateparser(phrase: str, base: datetime, order: str) -> datetime | None:
+def _dateparser(phrase: str, base: datetime) -> datetime | None:
     """dateparser's reading of ``phrase`` as a naive wall time from ``base`` (naive), or None.
-    Whatever it raises is treated as unreadable (its quirks must never become a 500)."""
+    Whatever it raises is treated as unreadable (its quirks must never become a 500).
+    ``DATE_ORDER`` hardly matters: :func:`_readings` spells numeric dates out first."""
     settings = {"RELATIVE_BASE": base, "TIMEZONE": "UTC", "RETURN_AS_TIMEZONE_AWARE": False,
-                "PREFER_DATES_FROM": "future", "DATE_ORDER": order,
+                "PREFER_DATES_FROM": "future", "DATE_ORDER": "MDY",
                 "PARSERS": ["relative-time", "absolute-time"]}
     try:
         at: object = dateparser.parse(phrase, languages=["en"], settings=settings)

@@ -55,6 +55,10 @@ TABLE = [
     (WED, UTC, "04/13 9am", "2028-04-13T09:00:00.000Z", None),
     (WED, UTC, "07/07 9am", "2027-07-07T09:00:00.000Z", None),
     (WED, NY, "in 2 months", "2027-08-09T10:00:00.000Z", None),
+    (WED, BERLIN, "tomorrow 9.30pm", "2027-06-10T19:30:00.000Z", None),  # dateparser: 00:00
+    (WED, UTC, "tomorrow at 9.30", "2027-06-10T09:30:00.000Z", None),
+    (WED, UTC, "every day at 9.15pm", "2027-06-09T21:15:00.000Z",
+     "FREQ=DAILY;BYHOUR=21;BYMINUTE=15;BYSECOND=0"),
     # recurring: the grammar's RRULE, first occurrence from now
     (WED, NY, "every weekday at 9am", "2027-06-09T13:00:00.000Z", WEEKDAYS_9),
     (WED, BERLIN, "every monday and thursday at 18:00", "2027-06-10T16:00:00.000Z",
