@@ -10,6 +10,7 @@ from aiohttp import web
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
+from trigger_service.core.when import warm_up
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import JOBS_KEY
 from trigger_service.http.server import GuardedAppRunner
@@ -33,6 +34,7 @@ async def build(runtime: Runtime) -> Component:
     site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
 
     async def http(stop: asyncio.Event) -> None:
+        await asyncio.to_thread(warm_up)  # dateparser's first use takes about a second
         await site.start()
         log.info("api_listening", url=f"http://{s.api.host}:{s.api.port}")
         await stop.wait()

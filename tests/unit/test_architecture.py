@@ -102,9 +102,11 @@ def third_party(path: Path) -> set[str]:
 
 def test_core_imports_no_io_library() -> None:
     # Third-party imports the core may have, all pure computation: ULIDs, the zone rules'
-    # data, RRULE and cron expansion, IDNA host names.
+    # data, RRULE and cron expansion, IDNA host names, dateparser (its `when` reading is given
+    # the base time and zone: core/when.py).
     for path in (ROOT / "trigger_service" / "core").rglob("*.py"):
-        assert third_party(path) <= {"ulid", "tzdata", "dateutil", "croniter", "idna"}, path
+        assert third_party(path) <= {"ulid", "tzdata", "dateutil", "croniter", "idna",
+                                     "dateparser"}, path
 
 
 def declared() -> set[str]:

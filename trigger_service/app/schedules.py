@@ -4,6 +4,8 @@ occurrence of a recurring rule. No HTTP here; the request's fields arrive parsed
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
@@ -42,6 +44,8 @@ class TimeRequest:
     rule_text: object = None
     dst: DstPolicy = field(default_factory=DstPolicy)
     exdates: tuple[datetime, ...] = ()
+    # The field the others were read from (``when``), or None: errors then name it.
+    source: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,37 @@ def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
          min_interval_s: int) -> Planned:
     """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
     ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    with _naming(req.source), _in_range(req):
+        return _plan(req, now_ms=now_ms, horizon_days=horizon_days,
+                     min_interval_s=min_interval_s)
+
+
+@contextmanager
+def _naming(source: str | None) -> Iterator[None]:
+    """Errors about fields read from ``source`` (``when``) name ``source``: the caller never
+    sent the field the check is about."""
+    try:
+        yield
+    except (InvalidRequest, FireAtOutOfRange, NonexistentLocalTime) as e:
+        if source is None or e.extra.get("field") == source:
+            raise
+        raise type(e)(f"{source}: read as {e.message}", field=source) from e
+
+
+@contextmanager
+def _in_range(req: TimeRequest) -> Iterator[None]:
+    """A wall time near the year 9999 plus the search horizon is past ``datetime.max``: a
+    400 naming the field, never a 500."""
+    try:
+        yield
+    except OverflowError as e:
+        name = "localTime" if req.local_time is not None else req.at_field
+        raise InvalidRequest(f"{name}: too far ahead, beyond the range of supported times "
+                             "(years 1 to 9999)", field=name) from e
+
+
+def _plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
+          min_interval_s: int) -> Planned:
     rec = schedule_of(req)
     if rec is None:
         assert req.at_ms is not None
@@ -91,8 +126,16 @@ def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
             horizon_days: int, min_interval_s: int) -> list[int]:
     """The first ``count`` fire instants from DTSTART (or strictly after ``after_ms``), after
     the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
-    a rule never depends on ``now_ms``; a single instant is refused past the horizon from
-    now as registration refuses it (a huge ``delaySeconds`` is no date to show)."""
+    a rule never depends on ``now_ms`` (only ``delaySeconds`` and ``when`` do); a single
+    instant is refused past the horizon from now as registration refuses it (a huge
+    ``delaySeconds`` is no date to show)."""
+    with _naming(req.source), _in_range(req):
+        return _preview(req, count=count, after_ms=after_ms, now_ms=now_ms,
+                        horizon_days=horizon_days, min_interval_s=min_interval_s)
+
+
+def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
+             horizon_days: int, min_interval_s: int) -> list[int]:
     rec = schedule_of(req)
     if rec is None:
         assert req.at_ms is not None

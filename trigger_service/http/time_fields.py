@@ -1,7 +1,8 @@
 """The time fields of a request body (``delaySeconds`` | ``fireAt`` | ``localTime`` +
-``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``) → a ``TimeRequest``, or an
-``InvalidRequest`` naming the field. Shapes only: zones, rules and the horizon are checked by
-``app.schedules.plan``. Pure: the current time is passed in."""
+``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``; or ``when`` with ``timeZone``
+and ``dstPolicy``) → a ``TimeRequest``, or an ``InvalidRequest`` naming the field. Shapes
+only: zones, rules and the horizon are checked by ``app.schedules.plan``; a ``when`` phrase is
+read into the other fields by ``core.when``. Pure: the current time is passed in."""
 
 from __future__ import annotations
 
@@ -14,10 +15,14 @@ from trigger_service.app.schedules import TimeRequest
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.when import MAX_WHEN_LEN, resolve_when
 from trigger_service.core.zones import DstPolicy, Gap, Overlap
 
 INSTANT_FIELDS = ("delaySeconds", "fireAt", "localTime")
-TIME_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "rrule", "cron", "dstPolicy", "exdates"})
+TIME_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "rrule", "cron", "dstPolicy", "exdates",
+                         "when"})
+# The other ways of saying when: ``when`` stands alone (``timeZone`` and ``dstPolicy`` may join).
+_NOT_WITH_WHEN = (*INSTANT_FIELDS, "rrule", "cron", "exdates")
 MAX_EXDATES = 1000
 _LOCAL_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?$")
 _OFFSET_RE = re.compile(r"(Z|z|[+-]\d{2}:?\d{2})$")
@@ -28,6 +33,8 @@ def bad(field: str, message: str) -> InvalidRequest:
 
 
 def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
+    if "when" in body:
+        return parse_when(body, now_ms)
     given = [f for f in INSTANT_FIELDS if f in body]
     if len(given) != 1:
         raise bad("/".join(INSTANT_FIELDS),
@@ -55,6 +62,33 @@ def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
         rule_text=body.get(kind.value) if kind else None,
         dst=parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else DstPolicy(),
         exdates=parse_exdates(body["exdates"]) if "exdates" in body else ())
+
+
+def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
+    """``when`` (+ ``timeZone``, ``dstPolicy``) read at ``now_ms`` into the fields it stands
+    for (``core.when``); errors name ``when`` (or ``timeZone``)."""
+    text = body["when"]
+    if not isinstance(text, str) or not 1 <= len(text) <= MAX_WHEN_LEN:
+        raise bad("when", f"must be a phrase of 1 to {MAX_WHEN_LEN} characters such as "
+                  "'tomorrow at 9am' or 'every weekday at 9am'")
+    if any(not c.isprintable() and not c.isspace() for c in text):
+        raise bad("when", "must be printable text (no control characters)")
+    others = [f for f in _NOT_WITH_WHEN if f in body]
+    if others:
+        raise bad("when", f"give when or {others[0]}, not both (when is a whole time: with "
+                  "timeZone and optionally dstPolicy)")
+    time_zone = body.get("timeZone")
+    if time_zone is not None and not isinstance(time_zone, str):
+        raise bad("timeZone", "must be an IANA time zone name such as 'America/New_York'")
+    dst = parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else None
+    r = resolve_when(text, now_ms=now_ms, time_zone=time_zone, dst=dst)
+    if dst is not None and r.at_ms is not None:
+        raise bad("dstPolicy", "only with a wall-clock or recurring when ('in 2 hours' is an "
+                  "instant)")
+    return TimeRequest(
+        at_ms=r.at_ms, at_field="when", local_time=r.local_time, time_zone=r.time_zone,
+        rule_kind=RuleKind.RRULE if r.rrule else None, rule_text=r.rrule,
+        dst=dst or DstPolicy(), source="when")
 
 
 def _instant_ms(body: dict[str, Any], now_ms: int) -> int:

@@ -9,7 +9,7 @@ from trigger_service.app.idempotency import Registered
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify_plan import initial_states
 from trigger_service.core.ports import ListPage
-from trigger_service.core.recurrence import RuleKind
+from trigger_service.core.recurrence import Recurrence, RuleKind
 from trigger_service.core.timing import format_rfc3339_ms
 from trigger_service.http.parsing import encode_cursor
 
@@ -69,6 +69,15 @@ def created_view(r: Registered) -> dict[str, Any]:
     at = format_rfc3339_ms(r.fire_at_ms)
     return {"triggerId": r.trigger_id, "fireAt": at, "nextFireAt": at,
             "status": Status.PENDING.value}
+
+
+def resolved_view(body: dict[str, Any], fire_at_ms: int,
+                  schedule: Recurrence | None) -> dict[str, Any]:
+    """What a ``when`` phrase was read as: its first fire time, its rule, the zone."""
+    rule = schedule.rule if schedule is not None and schedule.kind is RuleKind.RRULE else None
+    time_zone = body.get("timeZone")
+    return {"when": body["when"], "fireAt": format_rfc3339_ms(fire_at_ms), "rrule": rule,
+            "timeZone": time_zone if isinstance(time_zone, str) else None}
 
 
 def cancelled_view(t: Trigger) -> dict[str, Any]:

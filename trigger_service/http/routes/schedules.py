@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from trigger_service.app.callbacks import vet_callback_host
-from trigger_service.app.schedules import preview
+from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
 from trigger_service.core.notify_plan import plan_to_json
@@ -51,10 +51,16 @@ async def preview_occurrences(request: web.Request) -> web.Response:
         await vet_callback_host(caller_of(request), parsing.parse_callback(
             body, caller_of(request)), runtime.resolver)
     now_ms = runtime.clock.now_ms()
-    instants = preview(parse_time_fields(body, now_ms), count=count, after_ms=after_ms,
+    req = parse_time_fields(body, now_ms)
+    instants = preview(req, count=count, after_ms=after_ms,
                        now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
                        min_interval_s=api.min_recurrence_interval_s)
-    return web.json_response({"occurrences": [format_rfc3339_ms(t) for t in instants]})
+    answer: dict[str, Any] = {"occurrences": [format_rfc3339_ms(t) for t in instants]}
+    if "when" in body:  # what create would make of it (and its checks: horizon, interval)
+        planned = plan(req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
+                       min_interval_s=api.min_recurrence_interval_s)
+        answer["resolved"] = views.resolved_view(body, planned.fire_at_ms, planned.schedule)
+    return web.json_response(answer)
 
 
 def request_body_of(t: Trigger) -> dict[str, Any]:
@@ -105,6 +111,10 @@ async def patch_trigger(request: web.Request) -> web.Response:
     extra = sorted(set(patch) - parsing.ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
+    if "when" in patch:  # a phrase is read at create time only; PATCH takes the fields
+        raise InvalidRequest("when: not accepted by PATCH; send the fields it stands for "
+                             "(fireAt, localTime + timeZone, rrule), e.g. from a preview's "
+                             "resolved", field="when")
     current = await service.get(caller.name, request.match_info["id"])
     api = runtime.settings.api
     new = parsing.parse_register(

@@ -24,7 +24,11 @@ async def register(request: web.Request) -> web.Response:
     result = await request.app[SERVICE_KEY].register(
         caller.name, new, idem_key, parsing.request_hash(body))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
-    return web.json_response(views.created_view(result), status=201, headers=headers)
+    answer = views.created_view(result)
+    if "when" in body:  # parse_register accepted it: body is a dict
+        # The first fire time is the stored trigger's (a replay's is the first request's).
+        answer["resolved"] = views.resolved_view(body, result.fire_at_ms, new.schedule)
+    return web.json_response(answer, status=201, headers=headers)
 
 
 async def get_trigger(request: web.Request) -> web.Response:
