@@ -1,9 +1,7 @@
 """The Python SDK (clients/python, ``trigger_client``) against the real stack: a real API on
 a TestServer port over the real Cassandra, SQS and Redis, called through httpx as any user
 would. The sync client runs in a worker thread (the API shares this test's event loop).
-
-Not covered here: ``when`` (natural-language times) is another branch's API; it is tested on
-MockTransport only (clients/python/tests/test_client_when.py)."""
+"""
 
 from __future__ import annotations
 
@@ -204,3 +202,21 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
         first.cancel()
         await stream.aclose()
         await notifier_redis.aclose()
+
+
+async def test_when_through_the_sdk_resolves_and_an_ambiguous_phrase_lists_candidates(
+        stack: Stack, sdk: AsyncTriggerClient) -> None:
+    url = stack.receiver.base_url + "cb"
+    created = await sdk.triggers.create(callback_url=url, when="in 2 hours")
+    assert created.resolved is not None and created.resolved.when == "in 2 hours"
+    assert created.resolved.fire_at == created.fire_at
+    ahead_s = (created.fire_at - datetime.now(UTC)).total_seconds()
+    assert 7_190 < ahead_s <= 7_200
+    weekly = await sdk.triggers.preview(when="every weekday at 9am",
+                                        time_zone="America/New_York", count=5)
+    assert weekly.resolved is not None and weekly.resolved.rrule is not None
+    assert "BYDAY=MO,TU,WE,TH,FR" in weekly.resolved.rrule
+    assert all(o.weekday() < 5 for o in weekly.occurrences)
+    with pytest.raises(InvalidRequest) as e:  # a date read either day- or month-first
+        await sdk.triggers.preview(when="03/04 9am", time_zone="Europe/Berlin")
+    assert e.value.field == "when" and len(e.value.candidates) == 2
