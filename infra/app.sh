@@ -37,9 +37,19 @@ if [[ -z "${TRIGGER_SMTP_HOST:-}${TRIGGER_SMS_BASE_URL:-}${TRIGGER_PUSH_BASE_URL
     export TRIGGER_PUSH_BASE_URL="http://127.0.0.1:$SANDBOX_PUSH_PORT"
 fi
 
+# API processes sharing the port (SO_REUSEPORT; the kernel spreads connections over them):
+# TRIGGER_API_WORKERS, 0 or unset for one per core. Dispatcher processes: TRIGGER_DISPATCHERS.
+API_WORKERS="${TRIGGER_API_WORKERS:-0}"
+((API_WORKERS > 0)) || API_WORKERS="$(nproc)"
+export TRIGGER_API_WORKERS="$API_WORKERS"
+DISPATCHERS="${TRIGGER_DISPATCHERS:-1}"
+
 # name:module, in start order (stopped in reverse). "receiver" runs a script, not a module.
-APPS=(receiver:receiver providers:tests.providers api:trigger_service dispatcher-1:dispatcher sweeper-1:sweeper
-    sweeper-2:sweeper reconciler-1:reconciler)
+# The first API process is "api" (its readiness is the stack's), the others api-2 ... api-N.
+APPS=(receiver:receiver providers:tests.providers api:trigger_service)
+for ((n = 2; n <= API_WORKERS; n++)); do APPS+=("api-$n:trigger_service"); done
+for ((n = 1; n <= DISPATCHERS; n++)); do APPS+=("dispatcher-$n:dispatcher"); done
+APPS+=(sweeper-1:sweeper sweeper-2:sweeper reconciler-1:reconciler)
 
 # app_marker NAME MODULE: what the process's command line contains (see our_pid in lib.sh).
 app_marker() { if [[ "$1" == receiver ]]; then echo "$RECEIVER_SCRIPT"; else echo "-m $2"; fi; }
@@ -148,10 +158,12 @@ app_down() {
     done
     # Processes of a longer APPS list from an earlier checkout are stopped too.
     local f name
-    for f in "$RUN_DIR"/dispatcher-*.pid "$RUN_DIR"/sweeper-*.pid "$RUN_DIR"/reconciler-*.pid; do
+    for f in "$RUN_DIR"/api-*.pid "$RUN_DIR"/dispatcher-*.pid "$RUN_DIR"/sweeper-*.pid \
+        "$RUN_DIR"/reconciler-*.pid; do
         [[ -e "$f" ]] || continue
         name="$(basename "$f" .pid)"
-        stop_pid "$name" "-m ${name%-*}"
+        if [[ "$name" == api-* ]]; then stop_pid "$name" "-m trigger_service"
+        else stop_pid "$name" "-m ${name%-*}"; fi
     done
 }
 

@@ -31,7 +31,11 @@ async def build(runtime: Runtime) -> Component:
     runner = GuardedAppRunner(app, s.limits, runtime.metrics, access_log=None,
                               handle_signals=False)
     await runner.setup()
-    site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024)
+    # Several API processes share the port (infra/app.sh exports how many): each binds with
+    # SO_REUSEPORT. One alone (or run by hand: 0) does not, so a second copy started by
+    # mistake fails to bind instead of sharing silently.
+    site = web.TCPSite(runner, s.api.host, s.api.port, backlog=1024,
+                       reuse_port=s.api.workers > 1)
 
     async def http(stop: asyncio.Event) -> None:
         await asyncio.to_thread(warm_up)  # dateparser's first use takes about a second

@@ -38,6 +38,9 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 class ApiSettings:
     host: str = "127.0.0.1"
     port: int = 8080
+    # API processes sharing the port (infra/app.sh starts them; 0: one per core). Past one,
+    # each binds with SO_REUSEPORT and the kernel spreads connections over them.
+    workers: int = 0
     callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
     payload_max_bytes: int = 4096
     max_fire_ahead_days: int = 3660
@@ -91,6 +94,7 @@ class DispatchSettings:
     callback_timeout_s: float = 10.0
     retry_backoff_s: tuple[int, ...] = (10, 30, 120, 600, 1800)
     max_attempts: int = 6
+    processes: int = 1  # dispatcher processes infra/app.sh starts
     receivers: int = 16
     max_inflight: int = 5_000
     wait_time_s: int = 2
@@ -251,6 +255,8 @@ def _render(value: object) -> str:
 VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_API_HOST", ("api", "host"), str, "API listen address"),
     Variable("TRIGGER_API_PORT", ("api", "port"), _pos_int, "API listen port"),
+    Variable("TRIGGER_API_WORKERS", ("api", "workers"), _pos_int,
+             "API processes sharing the port (SO_REUSEPORT); 0: one per core"),
     Variable("TRIGGER_CALLERS_FILE", ("api", "callers_file"), Path,
              "TOML file of callers (tokens, callback prefixes)"),
     Variable("TRIGGER_PAYLOAD_MAX_BYTES", ("api", "payload_max_bytes"), _pos_int,
@@ -326,6 +332,8 @@ VARIABLES: tuple[Variable, ...] = (
              "delay before attempt 2, 3, ...; the last value repeats"),
     Variable("TRIGGER_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,
              "attempts before FAILED and the DLQ"),
+    Variable("TRIGGER_DISPATCHERS", ("dispatch", "processes"), _pos_int,
+             "dispatcher processes `make up` starts"),
     Variable("TRIGGER_DISPATCH_RECEIVERS", ("dispatch", "receivers"), _pos_int,
              "concurrent SQS long-polls per dispatcher process"),
     Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int,

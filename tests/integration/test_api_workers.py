@@ -1,0 +1,107 @@
+"""Several API processes share one port (``TRIGGER_API_WORKERS``, SO_REUSEPORT): each binds
+it, both answer, and one dying leaves the port served by the other. One process alone does
+not set SO_REUSEPORT, so a second copy started by mistake cannot bind."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+
+import aiohttp
+import pytest
+
+from tests.integration.conftest import Stack
+
+pytestmark = pytest.mark.integration
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+async def _spawn(stack: Stack, port: int, workers: int) -> asyncio.subprocess.Process:
+    env = {**os.environ, **stack.env, "TRIGGER_API_PORT": str(port),
+           "TRIGGER_API_WORKERS": str(workers)}
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "trigger_service", env=env,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+
+
+async def _ready(url: str, proc: asyncio.subprocess.Process, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline and proc.returncode is None:
+            try:
+                async with http.get(url + "/readyz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    out = (await proc.stdout.read()).decode() if proc.returncode is not None and proc.stdout \
+        else ""
+    raise AssertionError(f"API on {url} not ready (exit {proc.returncode}):\n{out[-3000:]}")
+
+
+async def _stop(*procs: asyncio.subprocess.Process) -> None:
+    for p in procs:
+        if p.returncode is None:
+            p.kill()
+            await p.wait()
+
+
+async def _create(stack: Stack, url: str) -> str:
+    # A new connection per request: the kernel picks a process for each.
+    connector = aiohttp.TCPConnector(force_close=True)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        async with http.post(url + "/v1/triggers", json=stack.body(delaySeconds=3600),
+                             headers=stack.auth()) as resp:
+            assert resp.status == 201, await resp.text()
+            trigger_id = str((await resp.json())["triggerId"])
+        async with http.delete(f"{url}/v1/triggers/{trigger_id}", headers=stack.auth()) as resp:
+            assert resp.status == 200, await resp.text()
+    return trigger_id
+
+
+async def test_two_api_workers_share_the_port_and_outlive_each_other(stack: Stack) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = await _spawn(stack, port, workers=2)
+    second = None
+    try:
+        await _ready(url, first)
+        second = await _spawn(stack, port, workers=2)
+        await asyncio.sleep(3)  # a failed bind exits at start-up
+        assert second.returncode is None, (await second.stdout.read()).decode()[-3000:] \
+            if second.stdout else ""
+        for _ in range(10):
+            await _create(stack, url)
+        first.send_signal(signal.SIGKILL)
+        await first.wait()
+        # The port is still served: by the second process alone now.
+        for _ in range(10):
+            await _create(stack, url)
+    finally:
+        await _stop(first, *([second] if second else []))
+
+
+async def test_one_worker_does_not_share_its_port(stack: Stack) -> None:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    first = await _spawn(stack, port, workers=1)
+    second = None
+    try:
+        await _ready(url, first)
+        second = await _spawn(stack, port, workers=1)
+        code = await asyncio.wait_for(second.wait(), 30)
+        out = (await second.stdout.read()).decode() if second.stdout else ""
+        assert code != 0, out[-3000:]
+        await _create(stack, url)  # the first still serves
+    finally:
+        await _stop(first, *([second] if second else []))
