@@ -7,7 +7,8 @@ backend (nothing reads results). ``PEER_VISIBILITY_TIMEOUT_S`` (default Celery's
 is the Redis transport's visibility timeout: a message reserved longer than that without an
 ack is restored to the queue and delivered again. An ETA task is reserved from the moment the
 worker fetches it until it has run, so an ETA further out than this timeout runs twice (or
-more); ``bench/peers`` measures exactly that with a 10 s timeout.
+more) once kombu's periodic scan finds it (``PEER_RESTORE_THROTTLE``); ``bench/peers``
+measures exactly that with a 10 s timeout.
 
 Start a worker: ``celery -A bench.peers.celery_app worker --pool prefork --concurrency 2``.
 """
@@ -25,12 +26,19 @@ from celery.signals import worker_ready
 REDIS_URL = os.environ.get("PEER_REDIS_URL", "redis://127.0.0.1:6379/"
                            + os.environ.get("PEER_REDIS_DB", "5"))
 VISIBILITY_TIMEOUT_S = int(os.environ.get("PEER_VISIBILITY_TIMEOUT_S", "3600"))
+# kombu scans for expired reservations every unacked_restore_interval (10 s) x
+# unacked_restore_throttle (10) seconds by default; its docs advise a throttle of 1 with a low
+# visibility timeout. Empty: kombu's default.
+RESTORE_THROTTLE = os.environ.get("PEER_RESTORE_THROTTLE", "")
 RECEIVER_PORT = int(os.environ.get("BENCH_RECEIVER_PORT", "9100"))
 CALLBACK_TIMEOUT_S = 10
 
 app = Celery("bench_peers", broker=REDIS_URL)
 app.conf.update(
-    broker_transport_options={"visibility_timeout": VISIBILITY_TIMEOUT_S},
+    broker_transport_options={
+        "visibility_timeout": VISIBILITY_TIMEOUT_S,
+        **({"unacked_restore_throttle": int(RESTORE_THROTTLE)} if RESTORE_THROTTLE else {}),
+    },
     broker_connection_retry_on_startup=True,
     task_serializer="json",
     accept_content=["json"],

@@ -29,12 +29,15 @@ def flush_peer_db() -> None:
 
 
 @contextlib.contextmanager
-def worker(concurrency: int, visibility_timeout_s: int | None = None) -> Iterator[int]:
+def worker(concurrency: int, visibility_timeout_s: int | None = None,
+           restore_throttle: int | None = None) -> Iterator[int]:
     """A Celery worker (prefork pool, ``concurrency`` processes) for the ``with`` block; yields
     its pid once it logged ``ready``. Stopped with SIGTERM (warm shutdown), then SIGKILL."""
     env = dict(os.environ)
     if visibility_timeout_s is not None:
         env["PEER_VISIBILITY_TIMEOUT_S"] = str(visibility_timeout_s)
+    if restore_throttle is not None:
+        env["PEER_RESTORE_THROTTLE"] = str(restore_throttle)
     LOG.parent.mkdir(parents=True, exist_ok=True)
     with LOG.open("ab") as log:
         start = LOG.stat().st_size
