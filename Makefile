@@ -32,6 +32,7 @@ help:
 	@echo "make receiver run the sample receiver in the foreground (port 9000, logs each callback)"
 	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
 	@echo "make bench-peers  spread + burst + long-delay duplicates, ours vs Celery ETA tasks (bench/results/peers.*)"
+	@echo "make bench-profile  py-spy flame graphs of the API and the dispatcher during a burst (bench/results/profiles/)"
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
