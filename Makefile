@@ -20,8 +20,8 @@ TRIGGER_CASSANDRA_REPLICATION_FACTOR ?= $(CASSANDRA_NODES)
 export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
 endif
 
-.PHONY: help install up down status test unit migrate receiver bench bench-wheel chaos chaos-short fuzz \
-	check clean-data
+.PHONY: help install up down status test unit migrate receiver bench bench-peers bench-profile \
+	bench-wheel chaos chaos-short fuzz check clean-data
 
 help:
 	@echo "make up       install what is missing, start Cassandra, SQS, Redis, the service and a sample receiver"
@@ -31,6 +31,8 @@ help:
 	@echo "make migrate  apply pending Cassandra schema files (make up does it)"
 	@echo "make receiver run the sample receiver in the foreground (port 9000, logs each callback)"
 	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
+	@echo "make bench-peers  spread + burst + long-delay duplicates, ours vs Celery ETA tasks (bench/results/peers.*)"
+	@echo "make bench-profile  py-spy flame graphs of the API and the dispatcher during a burst (bench/results/profiles/)"
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
@@ -97,6 +99,21 @@ bench: up
 	@$(PY) bench/wheel_bench.py
 	@$(PY) bench/preview_bench.py
 	@$(PY) bench/channels_bench.py
+
+# The `bench` extra (Celery, matplotlib, py-spy): only the peer comparison and the profiles
+# need it, so `make install` does not bring it.
+$(VENV)/.bench-installed: pyproject.toml $(STAMP)
+	@$(PY) -m pip install -q -e '.[dev,bench]'
+	@touch $@
+
+# Ours vs Celery ETA tasks on the same Redis (db 5), same loads, same receiver; starts and stops
+# its own Celery worker (prefork, concurrency 2). bench/results/peers.{json,md,png}.
+bench-peers: up $(VENV)/.bench-installed
+	@$(PY) -m bench.peers
+
+# py-spy flame graphs of the dispatcher and the API during a burst (bench/results/profiles/).
+bench-profile: up $(VENV)/.bench-installed
+	@bench/profile.sh
 
 # Several thousand generated requests (FUZZ_EXAMPLES per operation and phase; default 100).
 fuzz: up

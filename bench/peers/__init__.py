@@ -1,0 +1,1 @@
+"""``make bench-peers``: the same loads against our service and against Celery ETA tasks."""
