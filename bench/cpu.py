@@ -25,8 +25,9 @@ TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 # component -> (PID-file names under var/run, command-line markers); a process matches a
 # marker when every word of it is in its command line.
 COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
-    "api": (("api",), (("-m", "trigger_service"),)),
-    "dispatcher": (("dispatcher-1", "dispatcher-2"), (("-m", "dispatcher"),)),
+    # api-N and dispatcher-N: TRIGGER_API_WORKERS / TRIGGER_DISPATCHERS processes
+    "api": (("api", *(f"api-{n}" for n in range(2, 17))), (("-m", "trigger_service"),)),
+    "dispatcher": (tuple(f"dispatcher-{n}" for n in range(1, 17)), (("-m", "dispatcher"),)),
     "sweeper": (("sweeper-1", "sweeper-2"), (("-m", "sweeper"),)),
     "reconciler": (("reconciler-1",), (("-m", "reconciler"),)),
     "cassandra": ((), (("org.apache.cassandra.service.CassandraDaemon",),)),
