@@ -88,6 +88,16 @@ reset_metrics_dir() {
     rm -f "$PROMETHEUS_MULTIPROC_DIR"/*.db
 }
 
+# Whether one of our api-N processes runs: then the port is open because of it (it binds with
+# SO_REUSEPORT) and "api", restarted after a crash, joins it.
+other_api_workers_run() {
+    local n
+    for ((n = 2; n <= API_WORKERS; n++)); do
+        [[ -n "$(our_pid "api-$n" "-m trigger_service")" ]] && return 0
+    done
+    return 1
+}
+
 api_ready() { curl -fsS -m 2 "http://$API_HOST:$API_PORT/readyz" >/dev/null 2>&1; }
 
 app_up() {
@@ -106,7 +116,7 @@ app_up() {
             log "$name: already running (pid $pid)"
             continue
         fi
-        if [[ "$name" == api ]] && port_open "$API_PORT"; then
+        if [[ "$name" == api ]] && port_open "$API_PORT" && ! other_api_workers_run; then
             die "api: port $API_PORT is in use by a process app.sh did not start (set TRIGGER_API_PORT)"
         fi
         if [[ "$name" == providers ]] && ((SANDBOX == 0)); then
