@@ -23,6 +23,9 @@ ISOLATION_ENV = {
 # Cassandra for a sweeper (settings.py: horizon + 1 <= direct limit, horizon - interval >=
 # promote-ahead). Everything else keeps the defaults of `make up`.
 TIER_ENV = {
+    # The processes stack.APPS expects (infra/app.sh's default would follow the core count).
+    "TRIGGER_API_WORKERS": "2",
+    "TRIGGER_DISPATCHERS": "1",
     "TRIGGER_DIRECT_MAX_DELAY_S": "20",
     "TRIGGER_SWEEP_HORIZON_S": "10",
     "TRIGGER_SWEEP_INTERVAL_S": "1",

@@ -22,9 +22,12 @@ from trigger_service.config.callers import hash_token
 RUN_DIR = ROOT / "var" / "run"
 SUPERVISOR_LOG = VAR / "supervisor.log"
 
-# The service's processes as infra/app.sh names them (PID file name → python -m module).
+# The service's processes as infra/app.sh names them (PID file name → python -m module),
+# with config.TIER_ENV's two API processes and one dispatcher. kill_api kills "api": the
+# other API process keeps the port served meanwhile.
 APPS = {
     "api": "trigger_service",
+    "api-2": "trigger_service",
     "dispatcher-1": "dispatcher",
     "sweeper-1": "sweeper",
     "sweeper-2": "sweeper",
