@@ -22,14 +22,14 @@ from bench.common import ROOT
 
 TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 
-# component -> (PID-file names under var/run, command-line markers); a process matches a
+# component -> (PID-file name patterns under var/run, command-line markers); a process matches a
 # marker when every word of it is in its command line.
 COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
-    # api-N and dispatcher-N: TRIGGER_API_WORKERS / TRIGGER_DISPATCHERS processes
-    "api": (("api", *(f"api-{n}" for n in range(2, 17))), (("-m", "trigger_service"),)),
-    "dispatcher": (tuple(f"dispatcher-{n}" for n in range(1, 17)), (("-m", "dispatcher"),)),
-    "sweeper": (("sweeper-1", "sweeper-2"), (("-m", "sweeper"),)),
-    "reconciler": (("reconciler-1",), (("-m", "reconciler"),)),
+    # api-N and dispatcher-N: as many as TRIGGER_API_WORKERS / TRIGGER_DISPATCHERS started
+    "api": (("api", "api-*"), (("-m", "trigger_service"),)),
+    "dispatcher": (("dispatcher-*",), (("-m", "dispatcher"),)),
+    "sweeper": (("sweeper-*",), (("-m", "sweeper"),)),
+    "reconciler": (("reconciler-*",), (("-m", "reconciler"),)),
     "cassandra": ((), (("org.apache.cassandra.service.CassandraDaemon",),)),
     "localstack": ((), (("localstack.runtime.main",), ("localstack", "hypercorn"))),
     "redis": ((), (("redis-server",),)),
@@ -84,9 +84,10 @@ def find_pids() -> dict[str, set[int]]:
     found: dict[str, set[int]] = {}
     for name, (pid_files, markers) in COMPONENTS.items():
         pids: set[int] = set()
-        for f in pid_files:
+        for path in (p for pattern in pid_files
+                     for p in (ROOT / "var" / "run").glob(f"{pattern}.pid")):
             try:
-                pid = int((ROOT / "var" / "run" / f"{f}.pid").read_text().strip())
+                pid = int(path.read_text().strip())
             except (OSError, ValueError):
                 continue
             if pid in procs:
