@@ -10,6 +10,8 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
@@ -69,17 +71,31 @@ async def _create(stack: Stack, url: str) -> str:
     return trigger_id
 
 
-async def test_two_api_workers_share_the_port_and_outlive_each_other(stack: Stack) -> None:
+@asynccontextmanager
+async def _two_apis(stack: Stack, workers: int) -> AsyncIterator[
+        tuple[str, asyncio.subprocess.Process, asyncio.subprocess.Process]]:
+    """Two API processes started on one free port, each told ``workers``: the first ready,
+    the second just spawned (it may fail to bind); both killed at the end."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
-    first = await _spawn(stack, port, workers=2)
-    second = None
+    first = await _spawn(stack, port, workers)
+    procs = [first]
     try:
         await _ready(url, first)
-        second = await _spawn(stack, port, workers=2)
+        procs.append(await _spawn(stack, port, workers))
+        yield url, first, procs[1]
+    finally:
+        await _stop(*procs)
+
+
+async def _output(proc: asyncio.subprocess.Process) -> str:
+    return (await proc.stdout.read()).decode()[-3000:] if proc.stdout else ""
+
+
+async def test_two_api_workers_share_the_port_and_outlive_each_other(stack: Stack) -> None:
+    async with _two_apis(stack, workers=2) as (url, first, second):
         await asyncio.sleep(3)  # a failed bind exits at start-up
-        assert second.returncode is None, (await second.stdout.read()).decode()[-3000:] \
-            if second.stdout else ""
+        assert second.returncode is None, await _output(second)
         for _ in range(10):
             await _create(stack, url)
         first.send_signal(signal.SIGKILL)
@@ -87,21 +103,10 @@ async def test_two_api_workers_share_the_port_and_outlive_each_other(stack: Stac
         # The port is still served: by the second process alone now.
         for _ in range(10):
             await _create(stack, url)
-    finally:
-        await _stop(first, *([second] if second else []))
 
 
 async def test_one_worker_does_not_share_its_port(stack: Stack) -> None:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    first = await _spawn(stack, port, workers=1)
-    second = None
-    try:
-        await _ready(url, first)
-        second = await _spawn(stack, port, workers=1)
+    async with _two_apis(stack, workers=1) as (url, _first, second):
         code = await asyncio.wait_for(second.wait(), 30)
-        out = (await second.stdout.read()).decode() if second.stdout else ""
-        assert code != 0, out[-3000:]
+        assert code != 0, await _output(second)
         await _create(stack, url)  # the first still serves
-    finally:
-        await _stop(first, *([second] if second else []))
