@@ -1,5 +1,13 @@
-"""One delivery attempt: claim the trigger with an LWT, deliver it through the channel inside
-the caller's bulkhead and its callback origin's circuit breaker, and record the outcome.
+"""One delivery attempt: claim the trigger with an LWT ahead of its due time (``claim_gate``:
+the lead grows with the backlog), send it at the due time through the channel inside the
+caller's bulkhead and its callback origin's circuit breaker, and record the outcome.
+
+The pipeline for a herd due at one instant: the claims are spread over the seconds before it
+(at most ``claim_concurrency`` LWTs in flight), so at the instant only the sends are left; the
+bulkhead bounds concurrent sends per caller, not claims; outcomes (FIRED, the retry, the
+history line) are written after their send answered, few at a time while other sends are due
+(``_finish_slot``). A claim taken before the cancel fence is read again (batched) after it:
+a cancel the API accepted until then wins, and the trigger is never sent.
 
 Why each failure is safe:
 
@@ -21,28 +29,24 @@ replaced by a fresh copy, so only a message whose handling keeps crashing reache
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import enum
 import os
 import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, callback_origin
+from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
-from dispatcher.finishing import DispatchStore
+from dispatcher.finishing import Attempted, DispatchStore
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
-from trigger_service.core.dead_letters import (
-    Attempt,
-    DeadLetterReason,
-    truncate,
-    with_reason,
-)
-from trigger_service.core.errors import AdapterError
 from trigger_service.core.lag import LagTally
-from trigger_service.core.model import Status, Trigger
+from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger
 from trigger_service.core.ports import (
     Channel,
     Clock,
@@ -52,12 +56,25 @@ from trigger_service.core.ports import (
     OutgoingMessage,
     ReceivedMessage,
 )
-from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
+from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div
 
 log = structlog.get_logger("dispatcher")
 
 REFRESH_AFTER_RECEIVES = 10
 _OUTCOME_MARGIN_MS = 5_000
+# A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
+# that starts late is given less time, down to this; with less left the claim is renewed.
+MIN_SEND_TIMEOUT_MS = 2_000
+FINISH_CONCURRENCY_WHILE_SENDING = 8
+
+
+class HeldBack(enum.Enum):
+    """``claim_and_deliver``'s answer when the dispatcher started stopping before the claim."""
+
+    HELD_BACK = "held_back"
+
+
+HELD_BACK = HeldBack.HELD_BACK
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +93,10 @@ def new_claim_id() -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Attempted:
+class _Claimed:
     trigger: Trigger  # as claimed
-    result: DeliveryResult
-    started_at_ms: int
-    duration_ms: int
-    refused: bool = False  # not sent: the URL or its address is not allowed (any more)
+    breaker: CircuitBreaker  # its try_acquire let this claim through
+    applied_at_ms: int  # when the claim's LWT had applied
 
 
 class Delivery(FanOut):
@@ -98,6 +113,13 @@ class Delivery(FanOut):
         self._notifiers = notifiers  # email, SMS, push, inbox (fanout.py)
         self._callers = callers
         self._new_claim_id = claim_ids
+        self._fence = CancelFence(deps.clock, BatchedReads(deps.store),
+                                  self._d.cancel_fence_ms)
+        self._sending = 0  # sends due and not yet answered (_finish_slot)
+        self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
+        self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
+                              max_lead_ms=self._d.claim_lead_max_ms,
+                              concurrency=self._d.claim_concurrency)
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
         self._breakers: dict[str, CircuitBreaker] = {}  # by callback origin
         self.lag = LagTally()  # fire lag not yet published to the ops board
@@ -145,11 +167,47 @@ class Delivery(FanOut):
         await self.defer(m, max(1, ceil_div(at_ms - self._clock.now_ms(), 1000)))
 
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
-                                hidden_until_ms: int | None = None) -> Trigger | None:
-        """Claim ``t`` and deliver it. Returns the current trigger if the claim lost a race
-        (the caller looks again), otherwise None (the message is dealt with).
+                                hidden_until_ms: int | None = None,
+                                stopping: asyncio.Event | None = None
+                                ) -> Trigger | HeldBack | None:
+        """Wait for ``t``'s claim time (``claim_gate``), claim it and deliver it. Returns the
+        current trigger if the claim lost a race or a cancel won before the send (the caller
+        looks again), ``HELD_BACK`` if ``stopping`` was set before the claim (the caller hands
+        the message back), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it."""
+        async with self.gate.turn(t.due_at_ms(), stopping) as go:
+            if not go:
+                return HELD_BACK
+            claimed = await self._claim(m, t)
+        if not isinstance(claimed, _Claimed):
+            return claimed
+        outcome = await self._send_when_due(m, claimed, hidden_until_ms)
+        if isinstance(outcome, Attempted):
+            async with self._finish_slot():
+                # The history and the outcome are independent writes: side by side.
+                history = asyncio.ensure_future(self._record_attempt(outcome))
+                try:
+                    await self._record_outcome(m, outcome)
+                finally:
+                    await history
+            return None
+        return outcome
+
+    @contextlib.asynccontextmanager
+    async def _finish_slot(self) -> AsyncIterator[None]:
+        """Sends first: while any are due and not yet answered, outcomes are recorded only
+        ``FINISH_CONCURRENCY_WHILE_SENDING`` at a time, so that a herd's POSTs are not
+        queued behind its FIRED writes (an outcome is only ever written after its send)."""
+        if not self._sending:
+            yield
+            return
+        async with self._finish_slots:
+            yield
+
+    async def _claim(self, m: ReceivedMessage, t: Trigger) -> _Claimed | Trigger | None:
+        """The claim LWT (inside a claim slot), unless someone else's live claim, the
+        caller's backlog or an open circuit defers the message (None)."""
         if t.status is Status.IN_FLIGHT and self._clock.now_ms() < self._stale_at(t):
             # Someone is delivering it right now; look again once their claim would be stale.
             await self._defer_until(m, self._stale_at(t) + 1)
@@ -158,48 +216,6 @@ class Delivery(FanOut):
             self._metrics.inc("bulkhead_deferrals_total")
             await self.defer(m, 1)
             return None
-        self._waiting[t.caller] = self._waiting.get(t.caller, 0) + 1
-        try:
-            await self.bulkhead(t.caller).acquire()
-        finally:
-            self._waiting[t.caller] -= 1
-        try:
-            outcome = await self._claim_in_bulkhead(m, t, hidden_until_ms)
-        finally:
-            self.bulkhead(t.caller).release()
-        if isinstance(outcome, _Attempted):
-            # The history and the outcome are independent writes: side by side.
-            history = asyncio.ensure_future(self._record_attempt(outcome))
-            try:
-                await self._record_outcome(m, outcome)
-            finally:
-                await history
-            return None
-        return outcome
-
-    async def _record_attempt(self, a: _Attempted) -> None:
-        t, r = a.trigger, a.result
-        try:
-            await self._store.record_attempt(Attempt(
-                t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
-                r.status_code, truncate(r.error), r.response_excerpt, self.name),
-                ttl_s=self._s.retention_s)
-        except AdapterError as e:
-            # The delivery itself is recorded by the outcome; only its history line is lost.
-            self._metrics.inc("attempt_record_failures_total")
-            log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
-
-    @property
-    def waiting(self) -> int:
-        """Messages waiting for a caller's bulkhead, over all callers."""
-        return sum(self._waiting.values())
-
-    def _stale_at(self, t: Trigger) -> int:
-        return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
-
-    async def _claim_in_bulkhead(self, m: ReceivedMessage, t: Trigger,
-                                 hidden_until_ms: int | None) -> _Attempted | Trigger | None:
-        """Inside the caller's bulkhead: the breaker, the claim, the delivery."""
         breaker = self.breaker(callback_origin(t.callback_url))
         wait_ms = breaker.try_acquire()
         if wait_ms:
@@ -208,10 +224,10 @@ class Delivery(FanOut):
             await self._defer_until(m, self._clock.now_ms() + wait_ms)
             return None
         # The claim's time is when the POST starts: now, or the due time if that is later
-        # (a claim is taken up to the claim lead early). Never the time before a wait.
-        starts_ms = max(self._clock.now_ms(), t.due_at_ms())
+        # (a claim is taken ahead, by the gate's lead). Never the time before a wait.
         claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
-                                claimed_at_ms=starts_ms, attempts=t.attempts + 1)
+                                claimed_at_ms=max(self._clock.now_ms(), t.due_at_ms()),
+                                attempts=t.attempts + 1)
         try:
             applied = await self._store.compare_and_set(t, claimed)
         except BaseException:
@@ -224,11 +240,87 @@ class Delivery(FanOut):
             self._metrics.inc("claim_takeovers_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
                         attempt=claimed.attempts, stale_claim=t.claim_id)
-        if hidden_until_ms is not None:  # after a long bulkhead wait
-            await self.keep_hidden(m, hidden_until_ms, starts_ms)
-        # Never early, to the millisecond: the fire time, or the retry time after a failure.
+        applied_ms = self._clock.now_ms()
+        if applied_ms > claimed.due_at_ms():
+            # Claimed too late to send on time: the backlog outgrew the claim lead.
+            self._metrics.inc("claims_late_total")
+        return _Claimed(claimed, breaker, applied_ms)
+
+    @property
+    def waiting(self) -> int:
+        """Messages waiting for a caller's bulkhead, over all callers."""
+        return sum(self._waiting.values())
+
+    def _stale_at(self, t: Trigger) -> int:
+        return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
+
+    async def _send_when_due(self, m: ReceivedMessage, c: _Claimed,
+                             hidden_until_ms: int | None) -> Attempted | Trigger | None:
+        """After the claim: the cancel fence, then at the due time the send, inside the
+        caller's bulkhead and the origin's breaker."""
+        claimed = c.trigger
+        try:
+            ours, current = await self._cancel_fence(c)
+            if not ours:
+                c.breaker.release()
+                return current
+            await self._clock.sleep_until_ms(claimed.due_at_ms())  # never early
+        except BaseException:
+            c.breaker.release()  # nothing was sent
+            raise
+        self._sending += 1
+        try:
+            self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
+            try:
+                await self.bulkhead(claimed.caller).acquire()
+            except BaseException:
+                c.breaker.release()  # nothing was sent
+                raise
+            finally:
+                self._waiting[claimed.caller] -= 1
+            try:
+                return await self._send_in_bulkhead(m, c, hidden_until_ms)
+            finally:
+                self.bulkhead(claimed.caller).release()
+        finally:
+            self._sending -= 1
+
+    async def _cancel_fence(self, c: _Claimed) -> tuple[bool, Trigger | None]:
+        """(still ours, the row as read): ``CancelFence.still_ours``, counted when not."""
+        ours, current = await self._fence.still_ours(c.trigger, c.applied_at_ms)
+        if not ours:
+            self._metrics.inc("claims_withdrawn_total")
+            log.info("claim_withdrawn_before_send", trigger_id=c.trigger.trigger_id,
+                     status=current.status.value if current else None)
+        return ours, current
+
+    async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
+                                hidden_until_ms: int | None) -> Attempted | Trigger | None:
+        claimed, breaker = c.trigger, c.breaker
+        # A send that starts late (the bulkhead, a busy CPU) gets what is left of its claim;
+        # with less than MIN_SEND_TIMEOUT_MS left the claim is renewed first (a new claim
+        # id, so a taker who read the old one cannot apply).
+        left_ms = self._stale_at(claimed) - CLAIM_STALE_SLACK_MS // 2 - self._clock.now_ms()
+        timeout_s = min(self._d.callback_timeout_s, left_ms / 1000)
+        # (Notification channels keep their own timeouts: any time lost renews.)
+        floor_ms = (MIN_SEND_TIMEOUT_MS if claimed.plan is None
+                    else int(self._d.callback_timeout_s * 1000))
+        if left_ms < floor_ms:
+            renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
+                                          claimed_at_ms=self._clock.now_ms())
+            try:
+                renewed_ok = await self._store.compare_and_set(claimed, renewed)
+            except BaseException:
+                breaker.release()
+                raise
+            if not renewed_ok:
+                breaker.release()
+                return await self._store.get(claimed.trigger_id)
+            self._metrics.inc("claim_renewals_total")
+            claimed, timeout_s = renewed, self._d.callback_timeout_s
+        if hidden_until_ms is not None:
+            await self.keep_hidden(m, hidden_until_ms, claimed.claimed_at_ms or 0)
         with breaker.attempt():  # cancelled or crashed: the half-open trial is given back
-            await self._clock.sleep_until_ms(t.due_at_ms())
             self._observe_start(claimed)
             if claimed.plan is not None:  # notification channels: each with its own state
                 breaker.release()
@@ -237,17 +329,19 @@ class Delivery(FanOut):
             started_ms = self._clock.now_ms()
             if not self._callback_allowed(claimed):
                 breaker.release()  # nothing is sent
-                return _Attempted(claimed, DeliveryResult(
+                return Attempted(claimed, DeliveryResult(
                     False, None, "callback URL not allowed for this caller any more"),
                     started_ms, 0, refused=True)
-            result = await self._channel.deliver(claimed, claimed.attempts)
+            result = await self._channel.deliver(
+                claimed, claimed.attempts,
+                None if timeout_s >= self._d.callback_timeout_s else timeout_s)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
         # means it is up and answering. A refused address says nothing about it.
         if result.refused:
             breaker.release()
         else:
             (breaker.record_failure if result.origin_failed else breaker.record_success)()
-        return _Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
+        return Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
                           refused=result.refused)
 
     def _callback_allowed(self, t: Trigger) -> bool:
@@ -296,31 +390,3 @@ class Delivery(FanOut):
             await self._defer_until(m, self._stale_at(current) + 1)
             return None
         return current
-
-    async def _record_outcome(self, m: ReceivedMessage, a: _Attempted) -> None:
-        t, result = a.trigger, a.result
-        ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
-        if result.ok:
-            await self._record_fired(m, t, result, ctx)
-            return
-        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
-        error = result.error
-        policy = self._policy(t.caller)
-        now_ms = self._clock.now_ms()
-        reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
-                  else DeadLetterReason.GONE if result.gone
-                  else DeadLetterReason.MAX_AGE if policy.too_old(t.fire_at_ms, now_ms)
-                  else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= policy.max_attempts
-                  else None)
-        if reason is not None:
-            await self._give_up(m, t, with_reason(reason, error), ctx, reason)
-            return
-        delay_s = policy.delay_s(t.attempts, result.retry_after_s)
-        new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
-                            next_attempt_at_ms=now_ms + delay_s * 1000)
-        if await self._store.compare_and_set(t, new):
-            log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
-            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
-                new.due_at_ms(), now_ms, self._s.sqs.enqueue_lead_s))
-        else:
-            log.warning("retry_not_recorded_claim_lost", **ctx, error=error)

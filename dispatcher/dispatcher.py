@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
+from dispatcher.delivery import HELD_BACK, REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
@@ -174,11 +174,12 @@ class Dispatcher:
                 await self._put_back(m, due_ms)
                 return
             hidden_until_ms = await self.delivery.keep_hidden(m, hidden_until_ms, due_ms)
-            await self._hold_until(due_ms - self._d.claim_lead_ms)
-            if self._stopping.is_set():
+            # Held until its claim time (ahead of the due time by the claim gate's lead).
+            outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
+                                                            self._stopping)
+            if outcome is HELD_BACK:
                 await self._put_back(m, due_ms)
                 return
-            outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms)
             if outcome is None:
                 return
             t = outcome  # the claim lost a race: look again at the trigger's current state
@@ -202,19 +203,6 @@ class Dispatcher:
         log.info("message_dropped", trigger_id=m.trigger_id,
                  status=t.status.value if t else None)
         await self._queue.delete(m.receipt_handle)
-
-    async def _hold_until(self, deadline_ms: int) -> None:
-        """Sleep until ``deadline_ms``, or less if the dispatcher starts stopping (a held
-        message is then handed back at once rather than at the end of its hold)."""
-        if self._stopping.is_set():
-            return
-        sleep = asyncio.ensure_future(self._clock.sleep_until_ms(deadline_ms))
-        stopping = asyncio.ensure_future(self._stopping.wait())
-        try:
-            await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleep.cancel()
-            stopping.cancel()
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""

@@ -13,10 +13,16 @@ import structlog
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core import series
-from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason, truncate
+from trigger_service.core.dead_letters import (
+    Attempt,
+    DeadLetter,
+    DeadLetterReason,
+    truncate,
+    with_reason,
+)
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
-from trigger_service.core.model import Route, Trigger
+from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import (
     Clock,
     DeliveryQueue,
@@ -58,7 +64,17 @@ class RetryPolicy:
         return delay_s
 
 
+@dataclass(frozen=True, slots=True)
+class Attempted:
+    trigger: Trigger  # as claimed
+    result: DeliveryResult
+    started_at_ms: int
+    duration_ms: int
+    refused: bool = False  # not sent: the URL or its address is not allowed (any more)
+
+
 class Finishing:
+    name: str  # this dispatcher, in the attempt history
     _s: Settings
     _d: DispatchSettings
     _callers: CallerRegistry
@@ -152,3 +168,43 @@ class Finishing:
         # the next copy is dropped as a duplicate.
         with contextlib.suppress(AdapterError):
             await self._queue.delete(m.receipt_handle)
+
+    async def _record_attempt(self, a: Attempted) -> None:
+        t, r = a.trigger, a.result
+        try:
+            await self._store.record_attempt(Attempt(
+                t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
+                r.status_code, truncate(r.error), r.response_excerpt, self.name),
+                ttl_s=self._s.retention_s)
+        except AdapterError as e:
+            # The delivery itself is recorded by the outcome; only its history line is lost.
+            self._metrics.inc("attempt_record_failures_total")
+            log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
+
+    async def _record_outcome(self, m: ReceivedMessage, a: Attempted) -> None:
+        t, result = a.trigger, a.result
+        ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
+        if result.ok:
+            await self._record_fired(m, t, result, ctx)
+            return
+        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
+        error = result.error
+        policy = self._policy(t.caller)
+        now_ms = self._clock.now_ms()
+        reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
+                  else DeadLetterReason.GONE if result.gone
+                  else DeadLetterReason.MAX_AGE if policy.too_old(t.fire_at_ms, now_ms)
+                  else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= policy.max_attempts
+                  else None)
+        if reason is not None:
+            await self._give_up(m, t, with_reason(reason, error), ctx, reason)
+            return
+        delay_s = policy.delay_s(t.attempts, result.retry_after_s)
+        new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
+                            next_attempt_at_ms=now_ms + delay_s * 1000)
+        if await self._store.compare_and_set(t, new):
+            log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
+            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
+                new.due_at_ms(), now_ms, self._s.sqs.enqueue_lead_s))
+        else:
+            log.warning("retry_not_recorded_claim_lost", **ctx, error=error)

@@ -141,7 +141,8 @@ class WebhookChannel:
             raise UrlError(f"{url.host} is {why}: not allowed for this callback")
         return self._guarded, url
 
-    async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
+    async def deliver(self, trigger: Trigger, attempt: int,
+                      timeout_s: float | None = None) -> DeliveryResult:
         try:
             session, url = self._session_for(trigger)
         except UrlError as e:
@@ -163,6 +164,8 @@ class WebhookChannel:
             async with session.post(
                 URL(url.text, encoded=True), data=body.encode(), headers=headers,
                 allow_redirects=False,
+                timeout=self._timeout if timeout_s is None else aiohttp.ClientTimeout(
+                    total=min(timeout_s, self._timeout_s)),
             ) as resp:
                 text = await _read_excerpt(resp)
                 if 200 <= resp.status < 300:
@@ -172,7 +175,8 @@ class WebhookChannel:
                 return DeliveryResult(False, resp.status, f"HTTP {resp.status}", retry_after,
                                       text)
         except TimeoutError:
-            return DeliveryResult(False, None, f"timeout after {self._timeout_s:g}s")
+            return DeliveryResult(False, None, "timeout after "
+                                  f"{min(timeout_s or self._timeout_s, self._timeout_s):g}s")
         except aiohttp.ClientConnectorError as e:
             if isinstance(e.os_error, AddressRefused):
                 return DeliveryResult(False, None, f"refused: {e.os_error}"[:_MAX_ERROR_LEN],

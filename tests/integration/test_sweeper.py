@@ -17,7 +17,7 @@ from tests.integration.conftest import Stack
 from tests.integration.helpers import lease_owners
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration
@@ -178,6 +178,37 @@ async def test_leader_sigkill_under_load_fails_over_and_loses_nothing(stack: Sta
         # At-least-once: a duplicate delivery would be counted by the dispatcher; duplicate
         # SQS messages (re-promotion after failover) are absorbed by the claim LWT.
         assert sum(len(rec.for_trigger(t)) for t in ids) == len(ids)
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(p.wait(), 30)
+
+
+async def test_sweeper_sigkilled_with_a_hot_bucket_pending_loses_nothing(
+        stack: Stack) -> None:
+    """200 triggers due at the same millisecond (one hot bucket, beyond the direct limit);
+    one of the two sweepers is SIGKILLed before the bucket is promoted: the other takes its
+    shards when the leases lapse, and every trigger arrives once, never early."""
+    await stack.start_dispatcher()
+    env = {**os.environ, **stack.env}
+    procs = [await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "sweeper", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for _ in range(2)]
+    try:
+        await asyncio.sleep(3)  # both up and sharing the shards
+        fire_at = format_rfc3339_ms(int(time.time() * 1000) + 9_000)
+        ids: dict[str, int] = {}
+        for chunk in range(0, 200, 20):
+            answers = await asyncio.gather(*(stack.post(stack.body(fireAt=fire_at))
+                                             for _ in range(chunk, chunk + 20)))
+            for status, body, _ in answers:
+                assert status == 201, body
+                ids[body["triggerId"]] = parse_rfc3339_ms(body["fireAt"])
+        assert await paths(stack, ids) == {Route.SWEEP}
+        procs[0].send_signal(signal.SIGKILL)
+        await procs[0].wait()
+        await assert_delivered_once_on_time(stack, ids, timeout_s=60, settle_s=2)
     finally:
         for p in procs:
             if p.returncode is None:

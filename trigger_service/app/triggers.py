@@ -185,8 +185,11 @@ class TriggerService:
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → CANCELLED (idempotent). A series may be cancelled while an occurrence is
-        in flight (that one may still complete; none fires after it). Raises
-        ``NotCancellable`` for a one-time trigger in flight or anything finished. Lazy: the
+        in flight (that one may still complete; none fires after it). A trigger a
+        dispatcher claimed ahead of its fire time is still cancelled, and never sent, until
+        ``cancel_fence_ms`` before that time (the dispatcher re-reads its claim after the
+        fence). Raises ``NotCancellable`` for a one-time trigger in flight after that, or
+        anything finished. Lazy: the
         SQS message stays; the dispatcher drops it at fire time. A cancelled or finished
         trigger no longer counts against the caller's ``max_pending``."""
         try:
@@ -204,15 +207,30 @@ class TriggerService:
             if t.status is Status.CANCELLED:
                 return t
             in_flight_series = t.status is Status.IN_FLIGHT and t.schedule is not None
-            if t.status is not Status.PENDING and not in_flight_series:
+            ahead = self._claimed_ahead(t)
+            if t.status is not Status.PENDING and not in_flight_series and not ahead:
                 raise NotCancellable(f"trigger {trigger_id} is {t.status.value}",
                                      status=t.status.value)
             new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
             if await self._catalog.compare_and_set(t, new, ttl_s=self._s.retention_s):
-                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
+                if ahead and not self._claimed_ahead(t, fence_eighths=7):
+                    # The LWT took longer than an eighth of the fence: the dispatcher's
+                    # re-read (3/4 of the fence before the send) may have come first.
+                    self._metrics.inc("cancel_fence_overruns_total")
+                    log.warning("cancel_fence_overrun", trigger_id=trigger_id, caller=caller)
+                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller,
+                         claimed_ahead=ahead)
                 return new
         raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
                              status=t.status.value)
+
+    def _claimed_ahead(self, t: Trigger, fence_eighths: int = 8) -> bool:
+        """A claim taken ahead whose send is still more than the cancel fence (times
+        ``fence_eighths`` / 8) away: a cancel can still win (``dispatcher.delivery``
+        re-reads the row 3/4 of the fence before it sends)."""
+        fence_ms = self._s.dispatch.cancel_fence_ms * fence_eighths // 8
+        return (t.status is Status.IN_FLIGHT and t.claimed_at_ms is not None
+                and t.claimed_at_ms - self._clock.now_ms() > fence_ms)
 
     # --- acknowledge ------------------------------------------------------------------------
     async def ack(self, caller: str | None, trigger_id: str, occurrence_seq: int | None) -> Trigger:

@@ -77,7 +77,7 @@ class SqsSettings:
     redrive_queue: str = "triggers-redrive"
     # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
     # the message is asked to appear this much before its fire time and the dispatcher holds it.
-    enqueue_lead_s: int = 3
+    enqueue_lead_s: int = 15
     max_receive_count: int = 50
     # One retry layer: botocore's standard mode (exponential backoff with jitter, only for
     # errors it knows to be transient), this many attempts per call in all.
@@ -98,9 +98,13 @@ class DispatchSettings:
     receivers: int = 16
     max_inflight: int = 5_000
     wait_time_s: int = 2
-    # A claim is taken this long before the fire time so the POST leaves on the millisecond
-    # and a burst's claims are spread out before it rather than piled up at its instant.
+    # A lone claim is taken this long before the fire time so the POST leaves on the
+    # millisecond; a backlog moves claims earlier, up to the max (dispatcher.claim_gate).
     claim_lead_ms: int = 1000
+    claim_lead_max_ms: int = 15_000
+    claim_concurrency: int = 64
+    # A cancel beats a claim taken ahead until this long before the fire time.
+    cancel_fence_ms: int = 2000
     default_max_concurrency: int = 100
     breaker_fail_max: int = 20
     breaker_reset_s: float = 30.0
@@ -341,8 +345,16 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_DISPATCH_WAIT_S", ("dispatch", "wait_time_s"), _pos_int,
              "SQS long-poll wait"),
     Variable("TRIGGER_CLAIM_LEAD_MS", ("dispatch", "claim_lead_ms"), _pos_int,
-             "the claim LWT (PENDING→IN_FLIGHT) runs up to this long before the fire time; a "
-             "cancel inside this window gets 409"),
+             "a lone trigger's claim LWT (PENDING→IN_FLIGHT) runs this long before its fire "
+             "time"),
+    Variable("TRIGGER_CLAIM_LEAD_MAX_MS", ("dispatch", "claim_lead_max_ms"), _pos_int,
+             "with a backlog of held triggers claims start earlier, by the measured cost of "
+             "each claim ahead, up to this long before the fire time"),
+    Variable("TRIGGER_CLAIM_CONCURRENCY", ("dispatch", "claim_concurrency"), _pos_int,
+             "claim LWTs one dispatcher keeps in flight at once"),
+    Variable("TRIGGER_CANCEL_FENCE_MS", ("dispatch", "cancel_fence_ms"), _pos_int,
+             "a cancel still wins over a claim taken ahead until this long before the fire "
+             "time (the dispatcher re-reads the row before sending); after it, 409"),
     Variable("TRIGGER_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"), _pos_int,
              "bulkhead size for a caller that does not set max_concurrency"),
     Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,

@@ -342,8 +342,10 @@ class DeliveryResult:
 
 
 class Channel(Protocol):
-    async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
-        """Deliver once; never raises for the receiver's failures (they are a result)."""
+    async def deliver(self, trigger: Trigger, attempt: int,
+                      timeout_s: float | None = None) -> DeliveryResult:
+        """Deliver once, within ``timeout_s`` (None: the channel's callback timeout); never
+        raises for the receiver's failures (they are a result)."""
         ...
 
 

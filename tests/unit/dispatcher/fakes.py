@@ -30,7 +30,14 @@ ORIGIN = f"https://{CALLER}.internal:443"  # the callback origin of CALLER's tri
 UNKNOWN_CALLER = "ghost"  # not in the callers file (removed since it registered)
 VISIBILITY_S = 30  # Settings().dispatch.visibility_timeout_s (10 s timeout + 20 s slack)
 CLAIM_LEAD_MS = 1_000  # Settings().dispatch.claim_lead_ms
-ENQUEUE_LEAD_S = 3  # Settings().sqs.enqueue_lead_s
+# The tests' enqueue lead (the default is 15 s): small, so that a held message and one put
+# back are easy to tell apart in a few seconds of fake time.
+ENQUEUE_LEAD_S = 3
+
+
+def _settings() -> Settings:
+    s = Settings()
+    return replace(s, sqs=replace(s.sqs, enqueue_lead_s=ENQUEUE_LEAD_S))
 
 OK = DeliveryResult(True, 200, None)
 
@@ -75,12 +82,15 @@ class ScriptedChannel:
         self._clock = clock
         self.results: list[DeliveryResult] = []
         self.calls: list[Call] = []
+        self.timeouts: list[float | None] = []  # each call's timeout_s
         self.gate: asyncio.Event | None = None
         self.on_deliver: Callable[[Trigger], None] | None = None
         self.active: dict[str, int] = {}
         self.max_active: dict[str, int] = {}
 
-    async def deliver(self, trigger: Trigger, attempt: int) -> DeliveryResult:
+    async def deliver(self, trigger: Trigger, attempt: int,
+                      timeout_s: float | None = None) -> DeliveryResult:
+        self.timeouts.append(timeout_s)
         self.calls.append(Call(trigger.trigger_id, attempt, self._clock.now_ms(),
                                trigger.claim_id))
         caller = trigger.caller
@@ -137,7 +147,7 @@ class Env:
 
     clock: ManualClock = field(default_factory=lambda: ManualClock(START_MS))
     store: MemoryStore = field(default_factory=MemoryStore)
-    settings: Settings = field(default_factory=Settings)
+    settings: Settings = field(default_factory=_settings)
     callers: CallerRegistry = field(default_factory=make_callers)
     metrics: InMemoryMetrics = field(default_factory=InMemoryMetrics)
     queue: MemoryQueue = field(init=False)

@@ -250,7 +250,13 @@ async def test_claim_is_stale_from_its_stale_time_on(
     assert env.row(t).status is (Status.FIRED if taken_over else Status.IN_FLIGHT)
 
 
-async def test_claim_time_is_when_the_claim_is_written(env: Env) -> None:
+@pytest.mark.parametrize(("wait_ms", "renewed"), [(9_000, False), (9_001, True)])
+async def test_a_send_kept_waiting_gets_what_is_left_of_its_claim_or_renews_it(
+        env: Env, wait_ms: int, renewed: bool) -> None:
+    """Both are claimed ahead (the claim's start is the fire time); the second waits for the
+    bulkhead behind a slow receiver. Its claim goes stale 12 s after the fire time; the send
+    is given what is left minus a 1 s margin, or, with less than 2 s left, the claim is
+    renewed (a new claim id, started now) and the send gets the whole timeout."""
     env.callers = make_callers(orders_max_concurrency=1)
     gate = env.channel.gate = asyncio.Event()
     a, b = await env.add(2_000), await env.add(2_000)
@@ -261,11 +267,20 @@ async def test_claim_time_is_when_the_claim_is_written(env: Env) -> None:
     env.clock.set_ms(a.fire_at_ms)
     await settle()
     assert len(env.channel.calls) == 1  # the other waits for the bulkhead
-    env.clock.advance_ms(9_000)  # a slow receiver, still inside the callback timeout
+    waiting = next(t for t in (a, b) if t.trigger_id != env.channel.calls[0].trigger_id)
+    assert env.row(waiting).claimed_at_ms == a.fire_at_ms  # claimed ahead all the same
+    env.clock.advance_ms(wait_ms)  # a slow receiver, still inside the callback timeout
     gate.set()
     await asyncio.gather(*tasks)
-    second = env.store.triggers[env.channel.calls[1].trigger_id]
-    assert second.claimed_at_ms == a.fire_at_ms + 9_000
+    second = env.channel.calls[1]
+    assert second.trigger_id == waiting.trigger_id
+    if renewed:
+        assert env.channel.timeouts[1] is None  # the whole callback timeout
+        assert second.claim_id != "claim-2" and env.count("claim_renewals_total") == 1
+    else:
+        assert env.channel.timeouts[1] == 2.0 and second.claim_id == "claim-2"
+        assert env.count("claim_renewals_total") == 0
+    assert env.row(waiting).status is Status.FIRED
 
 
 # --- circuit breaker --------------------------------------------------------------------------
@@ -367,8 +382,9 @@ async def test_bulkhead_limits_concurrent_deliveries_per_caller(env: Env) -> Non
     tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
     await settle()
     assert env.channel.active == {CALLER: 2, OTHER_CALLER: 1}  # billing is not held up
-    statuses = [env.row(t).status for t in orders]
-    assert statuses.count(Status.IN_FLIGHT) == 2  # the others are not even claimed yet
+    # The bulkhead bounds the sends, not the claims: all are claimed ahead, 2 are sent.
+    assert [env.row(t).status for t in orders] == [Status.IN_FLIGHT] * 5
+    assert len(env.channel.calls) == 3
     gate.set()
     await asyncio.gather(*tasks)
     assert env.channel.max_active[CALLER] == 2

@@ -51,6 +51,9 @@ def queries(keyspace: str) -> dict[str, str]:
         "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {secrets} "
         f"WHERE {s.COL_CALLER} = ?",
         "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
+        # Many rows in one request (one coordinator round trip, not one per row).
+        "get_in": f"SELECT {s.COL_TRIGGER_ID}, {', '.join(s.TRIGGER_COLUMNS)} FROM {t} "
+        f"WHERE {s.COL_TRIGGER_ID} IN ?",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "

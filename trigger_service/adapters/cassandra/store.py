@@ -40,6 +40,10 @@ _LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usua
 LIST_MAX_ROWS = 2000
 _SCAN_PAGE_SIZE = 2000
 
+# Rows per IN request (get_many): big enough to save round trips, small enough for one
+# coordinator to answer quickly.
+_IN_CHUNK = 100
+
 
 class CassandraStore(CassandraDeadLetters, CassandraInbox):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
@@ -117,7 +121,16 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         return trigger_from_row(trigger_id, rows[0]) if rows else None
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
-        return list(await asyncio.gather(*(self.get(t) for t in trigger_ids)))
+        if len(trigger_ids) <= 1:
+            return [await self.get(t) for t in trigger_ids]
+        by_id: dict[str, Trigger | None] = {}
+        # One IN request per chunk: far less driver work per row than a request each.
+        for i in range(0, len(trigger_ids), _IN_CHUNK):
+            chunk = list(dict.fromkeys(trigger_ids[i:i + _IN_CHUNK]))
+            for row in await self._run("get_in", [chunk]):
+                tid = row[schema.COL_TRIGGER_ID]
+                by_id[tid] = trigger_from_row(tid, row)
+        return [by_id.get(t) for t in trigger_ids]
 
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None

@@ -1,0 +1,166 @@
+"""When each held message is claimed: ahead of its due time by a lead that grows with the
+backlog, so that a herd due at one instant is claimed before that instant and only the POSTs
+are left for it.
+
+A lone message is claimed ``claim_lead_ms`` before it is due. Each message held with an
+earlier or equal due time, not yet claimed, moves that earlier by the measured cost of one
+claim (an LWT's latency divided by how many run at once), up to ``claim_lead_max_ms``: 5,000
+messages due together are claimed one after the other over the seconds before the instant,
+at the rate the store has shown it can take, rather than all at once at the last second.
+At most ``claim_concurrency`` claims are in flight at once (the driver pipelines them).
+
+The claim's LWT records the due time as the claim's start (``claimed_at_ms``), so an early
+claim does not go stale earlier than a late one; a cancel may still win against it until the
+cancel fence (``trigger_service.app.triggers``; ``Delivery`` re-reads the row before sending).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.ports import Clock, TriggerStates
+
+# Before anything is measured: a claim LWT on a busy 2-core machine (bench/results).
+_INITIAL_LATENCY_MS = 100.0
+_EWMA_WEIGHT = 0.05  # of each new latency sample
+# A claim never counts as cheaper than this, however fast the store answers when idle.
+MIN_CLAIM_COST_MS = 1.0
+
+
+class ClaimGate:
+    def __init__(self, clock: Clock, *, min_lead_ms: int, max_lead_ms: int,
+                 concurrency: int) -> None:
+        self._clock = clock
+        self._min_lead_ms = min_lead_ms
+        self._max_lead_ms = max(min_lead_ms, max_lead_ms)
+        self._concurrency = concurrency
+        self._slots = asyncio.Semaphore(concurrency)
+        self._waiting: list[int] = []  # due times of held messages not yet claimed, sorted
+        self._latency_ms = _INITIAL_LATENCY_MS
+
+    @property
+    def claim_cost_ms(self) -> float:
+        """What one more claim in the backlog costs in lead: the LWT's latency shared by the
+        claims that run at once."""
+        return max(MIN_CLAIM_COST_MS, self._latency_ms / self._concurrency)
+
+    @property
+    def backlog(self) -> int:
+        """Held messages waiting for their claim time."""
+        return len(self._waiting)
+
+    def lead_ms(self, ahead: int) -> int:
+        """How long before its due time a message with ``ahead`` unclaimed messages due no
+        later than it is claimed."""
+        return min(self._max_lead_ms, self._min_lead_ms + int(ahead * self.claim_cost_ms))
+
+    @asynccontextmanager
+    async def turn(self, due_ms: int, wait: asyncio.Event | None = None
+                   ) -> AsyncIterator[bool]:
+        """Wait for this message's claim time (or less, if ``wait`` is set meanwhile: the
+        dispatcher is stopping), then hold one of the claim slots for the block, which
+        runs the claim. Yields False if ``wait`` was set (nothing to claim)."""
+        bisect.insort(self._waiting, due_ms)
+        try:
+            ahead = bisect.bisect_left(self._waiting, due_ms + 1) - 1
+            claim_at_ms = due_ms - self.lead_ms(ahead)
+            if not await self._sleep_until(claim_at_ms, wait):
+                yield False
+                return
+        finally:
+            del self._waiting[bisect.bisect_left(self._waiting, due_ms)]
+        async with self._slots:
+            started_ms = self._clock.now_ms()
+            try:
+                yield True
+            finally:
+                self._observe(self._clock.now_ms() - started_ms)
+
+    def _observe(self, latency_ms: int) -> None:
+        self._latency_ms += _EWMA_WEIGHT * (latency_ms - self._latency_ms)
+
+    async def _sleep_until(self, at_ms: int, wait: asyncio.Event | None) -> bool:
+        if wait is None:
+            await self._clock.sleep_until_ms(at_ms)
+            return True
+        if wait.is_set():
+            return False
+        sleep = asyncio.ensure_future(self._clock.sleep_until_ms(at_ms))
+        stopping = asyncio.ensure_future(wait.wait())
+        try:
+            await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            sleep.cancel()
+            stopping.cancel()
+        return not wait.is_set()
+
+
+class BatchedReads:
+    """Row reads asked for in the same turn of the event loop go out as one ``get_many``
+    (the cancel fence's re-reads of a herd claimed ahead: one request per 100 rows, not
+    one per row)."""
+
+    def __init__(self, store: TriggerStates) -> None:
+        self._store = store
+        self._pending: dict[str, list[asyncio.Future[Trigger | None]]] = {}
+        self._reading: set[asyncio.Task[None]] = set()
+
+    async def get(self, trigger_id: str) -> Trigger | None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Trigger | None] = loop.create_future()
+        if not self._pending:
+            loop.call_soon(self._flush)
+        self._pending.setdefault(trigger_id, []).append(fut)
+        return await fut
+
+    def _flush(self) -> None:
+        batch, self._pending = self._pending, {}
+        task = asyncio.get_running_loop().create_task(self._read(batch))
+        self._reading.add(task)
+        task.add_done_callback(self._reading.discard)
+
+    async def _read(self, batch: dict[str, list[asyncio.Future[Trigger | None]]]) -> None:
+        ids: Sequence[str] = list(batch)
+        try:
+            rows = await self._store.get_many(ids)
+        except Exception as e:
+            for futs in batch.values():
+                for f in futs:
+                    if not f.done():
+                        f.set_exception(e)
+            return
+        for tid, row in zip(ids, rows, strict=True):
+            for f in batch[tid]:
+                if not f.done():
+                    f.set_result(row)
+
+
+class CancelFence:
+    """A claim applied before the cancel fence (``fence_ms`` before the due time) may have
+    lost to a cancel since: the API takes one until the fence, and its LWT finishes by 7/8
+    of the fence before the due time (one that overruns is counted by the API,
+    ``cancel_fence_overruns_total``). So the row is read 3/4 of the fence before the due
+    time, after any such cancel (an eighth is left for clock skew), batched with the other
+    re-reads of the same instant."""
+
+    def __init__(self, clock: Clock, reads: BatchedReads, fence_ms: int) -> None:
+        self._clock = clock
+        self._reads = reads
+        self._fence_ms = fence_ms
+
+    async def still_ours(self, claimed: Trigger, applied_at_ms: int
+                         ) -> tuple[bool, Trigger | None]:
+        """(still ours, the row as read). A claim applied inside the fence is ours without
+        a read: no cancel can win there."""
+        due_ms = claimed.due_at_ms()
+        if applied_at_ms >= due_ms - self._fence_ms:
+            return True, claimed
+        await self._clock.sleep_until_ms(due_ms - self._fence_ms * 3 // 4)
+        current = await self._reads.get(claimed.trigger_id)
+        ours = (current is not None and current.status is Status.IN_FLIGHT
+                and current.claim_id == claimed.claim_id)
+        return ours, current
