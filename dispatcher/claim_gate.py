@@ -28,7 +28,7 @@ from trigger_service.core.ports import Clock, TriggerStates
 _INITIAL_LATENCY_MS = 100.0
 _EWMA_WEIGHT = 0.05  # of each new latency sample
 # A claim never counts as cheaper than this, however fast the store answers when idle.
-MIN_CLAIM_COST_MS = 1.0
+MIN_CLAIM_COST_MS = 2.0
 
 
 class ClaimGate:

@@ -106,6 +106,8 @@ class PrometheusMetrics:
         self._multiproc_dir = multiproc_dir
         self._metrics: dict[str, tuple[Metric, tuple[str, ...]]] = {}
         self._counts: Counter[str] = Counter()
+        self._children: dict[object, Metric] = {}
+        self._child_labels: dict[object, dict[str, str]] = {}
 
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:
         series = SERIES.get(name) or Series("counter", name, tuple(sorted(labels)))
@@ -148,11 +150,20 @@ class PrometheusMetrics:
                 os.getpid(), str(self._multiproc_dir))
 
     def _metric(self, name: str, series: Series, labels: dict[str, str]) -> Metric:
+        # The labelled child, cached: prometheus_client's labels() takes a lock and
+        # validates on every call, and the dispatcher asks several times per delivery.
+        key = (name, *labels.values()) if labels else name
+        child = self._children.get(key)
+        if child is not None and (not labels or self._child_labels[key] == labels):
+            return child
         found = self._metrics.get(name)
         if found is None:
             found = self._metrics[name] = (self._create(name, series), series.labels)
         metric, names = found
-        return metric.labels(*(labels.get(n, "") for n in names)) if names else metric
+        child = metric.labels(*(labels.get(n, "") for n in names)) if names else metric
+        self._children[key] = child
+        self._child_labels[key] = dict(labels)
+        return child
 
     def _create(self, name: str, s: Series) -> Metric:
         common = {"namespace": NAMESPACE, "registry": self.registry, "labelnames": s.labels}
