@@ -68,7 +68,7 @@ class ClaimGate:
         try:
             ahead = bisect.bisect_left(self._waiting, due_ms + 1) - 1
             claim_at_ms = due_ms - self.lead_ms(ahead)
-            if not await self._sleep_until(claim_at_ms, wait):
+            if not await sleep_until(self._clock, claim_at_ms, wait):
                 yield False
                 return
         finally:
@@ -83,20 +83,23 @@ class ClaimGate:
     def _observe(self, latency_ms: int) -> None:
         self._latency_ms += _EWMA_WEIGHT * (latency_ms - self._latency_ms)
 
-    async def _sleep_until(self, at_ms: int, wait: asyncio.Event | None) -> bool:
-        if wait is None:
-            await self._clock.sleep_until_ms(at_ms)
-            return True
-        if wait.is_set():
-            return False
-        sleep = asyncio.ensure_future(self._clock.sleep_until_ms(at_ms))
-        stopping = asyncio.ensure_future(wait.wait())
-        try:
-            await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            sleep.cancel()
-            stopping.cancel()
-        return not wait.is_set()
+
+
+async def sleep_until(clock: Clock, at_ms: int, wait: asyncio.Event | None) -> bool:
+    """Sleep until ``at_ms``, or less if ``wait`` is set meanwhile; False if it was."""
+    if wait is None:
+        await clock.sleep_until_ms(at_ms)
+        return True
+    if wait.is_set():
+        return False
+    sleep = asyncio.ensure_future(clock.sleep_until_ms(at_ms))
+    stopping = asyncio.ensure_future(wait.wait())
+    try:
+        await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        sleep.cancel()
+        stopping.cancel()
+    return not wait.is_set()
 
 
 class BatchedReads:
@@ -152,14 +155,18 @@ class CancelFence:
         self._reads = reads
         self._fence_ms = fence_ms
 
-    async def still_ours(self, claimed: Trigger, applied_at_ms: int
+    async def still_ours(self, claimed: Trigger, applied_at_ms: int,
+                         stopping: asyncio.Event | None = None
                          ) -> tuple[bool, Trigger | None]:
         """(still ours, the row as read). A claim applied inside the fence is ours without
-        a read: no cancel can win there."""
+        a read: no cancel can win there. If ``stopping`` is set while waiting for the read
+        time, (True, the claim) without a read: the caller gives the claim back by an LWT
+        conditioned on it, which a cancel that won makes fail."""
         due_ms = claimed.due_at_ms()
         if applied_at_ms >= due_ms - self._fence_ms:
             return True, claimed
-        await self._clock.sleep_until_ms(due_ms - self._fence_ms * 3 // 4)
+        if not await sleep_until(self._clock, due_ms - self._fence_ms * 3 // 4, stopping):
+            return True, claimed
         current = await self._reads.get(claimed.trigger_id)
         ours = (current is not None and current.status is Status.IN_FLIGHT
                 and current.claim_id == claimed.claim_id)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, callback_origin
-from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate
+from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate, sleep_until
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
@@ -61,15 +61,17 @@ from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div
 log = structlog.get_logger("dispatcher")
 
 REFRESH_AFTER_RECEIVES = 10
-_OUTCOME_MARGIN_MS = 5_000
 # A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
 # that starts late is given less time, down to this; with less left the claim is renewed.
 MIN_SEND_TIMEOUT_MS = 2_000
-FINISH_CONCURRENCY_WHILE_SENDING = 8
+FINISH_CONCURRENCY_WHILE_SENDING = 32
+# A dispatcher that stops gives back the claims it took more than this ahead of their send.
+GIVE_BACK_AHEAD_MS = 2_000
 
 
 class HeldBack(enum.Enum):
-    """``claim_and_deliver``'s answer when the dispatcher started stopping before the claim."""
+    """``claim_and_deliver``'s answer when the dispatcher started stopping before the send
+    (a claim taken ahead is given back first)."""
 
     HELD_BACK = "held_back"
 
@@ -94,6 +96,7 @@ def new_claim_id() -> str:
 
 @dataclass(frozen=True, slots=True)
 class _Claimed:
+    before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
     trigger: Trigger  # as claimed
     breaker: CircuitBreaker  # its try_acquire let this claim through
     applied_at_ms: int  # when the claim's LWT had applied
@@ -172,8 +175,8 @@ class Delivery(FanOut):
                                 ) -> Trigger | HeldBack | None:
         """Wait for ``t``'s claim time (``claim_gate``), claim it and deliver it. Returns the
         current trigger if the claim lost a race or a cancel won before the send (the caller
-        looks again), ``HELD_BACK`` if ``stopping`` was set before the claim (the caller hands
-        the message back), otherwise None (the message is dealt with).
+        looks again), ``HELD_BACK`` if ``stopping`` was set before the send (a claim taken is
+        given back; the caller hands the message back), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it."""
         async with self.gate.turn(t.due_at_ms(), stopping) as go:
@@ -182,7 +185,7 @@ class Delivery(FanOut):
             claimed = await self._claim(m, t)
         if not isinstance(claimed, _Claimed):
             return claimed
-        outcome = await self._send_when_due(m, claimed, hidden_until_ms)
+        outcome = await self._send_when_due(m, claimed, hidden_until_ms, stopping)
         if isinstance(outcome, Attempted):
             async with self._finish_slot():
                 # The history and the outcome are independent writes: side by side.
@@ -244,7 +247,7 @@ class Delivery(FanOut):
         if applied_ms > claimed.due_at_ms():
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
-        return _Claimed(claimed, breaker, applied_ms)
+        return _Claimed(t, claimed, breaker, applied_ms)
 
     @property
     def waiting(self) -> int:
@@ -254,17 +257,29 @@ class Delivery(FanOut):
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
 
-    async def _send_when_due(self, m: ReceivedMessage, c: _Claimed,
-                             hidden_until_ms: int | None) -> Attempted | Trigger | None:
+    async def _send_when_due(self, m: ReceivedMessage, c: _Claimed, hidden_until_ms: int | None,
+                             stopping: asyncio.Event | None
+                             ) -> Attempted | Trigger | HeldBack | None:
         """After the claim: the cancel fence, then at the due time the send, inside the
         caller's bulkhead and the origin's breaker."""
         claimed = c.trigger
+        due_ms = claimed.due_at_ms()
+        if due_ms - self._clock.now_ms() <= GIVE_BACK_AHEAD_MS:
+            stopping = None  # sent during the drain
         try:
-            ours, current = await self._cancel_fence(c)
+            ours, current = await self._cancel_fence(c, stopping)
             if not ours:
                 c.breaker.release()
                 return current
-            await self._clock.sleep_until_ms(claimed.due_at_ms())  # never early
+            if not await sleep_until(self._clock, due_ms, stopping):  # never early
+                # Stopping with a claim taken ahead: the row goes back as it was, so whoever
+                # gets the message sends on time (the claim would outlive the drain).
+                given_back = await self._store.compare_and_set(claimed, c.before)
+                c.breaker.release()
+                if given_back:
+                    self._metrics.inc("claims_given_back_total")
+                    return HELD_BACK
+                return await self._store.get(claimed.trigger_id)
         except BaseException:
             c.breaker.release()  # nothing was sent
             raise
@@ -285,9 +300,10 @@ class Delivery(FanOut):
         finally:
             self._sending -= 1
 
-    async def _cancel_fence(self, c: _Claimed) -> tuple[bool, Trigger | None]:
+    async def _cancel_fence(self, c: _Claimed, stopping: asyncio.Event | None
+                            ) -> tuple[bool, Trigger | None]:
         """(still ours, the row as read): ``CancelFence.still_ours``, counted when not."""
-        ours, current = await self._fence.still_ours(c.trigger, c.applied_at_ms)
+        ours, current = await self._fence.still_ours(c.trigger, c.applied_at_ms, stopping)
         if not ours:
             self._metrics.inc("claims_withdrawn_total")
             log.info("claim_withdrawn_before_send", trigger_id=c.trigger.trigger_id,
@@ -361,22 +377,6 @@ class Delivery(FanOut):
             lag_s = max(0, now_ms - t.fire_at_ms) / 1000
             self._metrics.observe("fire_lag_seconds", lag_s)
             self.lag.add(now_ms, lag_s)
-
-    async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
-                          starts_ms: int) -> int:
-        """Extend ``m``'s visibility if a delivery starting at ``starts_ms`` could outlast it
-        (it would reappear while we still work on it); returns the new hidden-until.
-
-        Done by: the start, plus a whole callback timeout, plus a margin to write the
-        outcome. Usually far inside the visibility (held ~3 s of 30): no SQS call at all."""
-        busy_until_ms = (starts_ms + int(self._d.callback_timeout_s * 1000)
-                         + min(_OUTCOME_MARGIN_MS, self._d.visibility_slack_s * 1000))
-        if busy_until_ms <= hidden_until_ms:
-            return hidden_until_ms
-        now_ms = self._clock.now_ms()
-        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
-        await self._queue.change_visibility(m.receipt_handle, visibility_s)
-        return now_ms + visibility_s * 1000
 
     async def _lost_claim(self, m: ReceivedMessage, t: Trigger) -> Trigger | None:
         current = await self._store.get(t.trigger_id)

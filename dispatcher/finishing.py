@@ -36,6 +36,8 @@ from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
+_OUTCOME_MARGIN_MS = 5_000
+
 
 class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
     """The trigger rows, the attempt history and the dead-letter index."""
@@ -162,6 +164,23 @@ class Finishing:
         else:
             await self._delete_quietly(m)
         return True
+
+    async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
+                          starts_ms: int) -> int:
+        """Extend ``m``'s visibility if a delivery starting at ``starts_ms`` could outlast it
+        (it would reappear while we still work on it); returns the new hidden-until.
+
+        Done by: the start, plus a whole callback timeout, plus a margin to write the
+        outcome. Usually inside the visibility (held up to the enqueue lead, 15 s, of 30):
+        no SQS call at all."""
+        busy_until_ms = (starts_ms + int(self._d.callback_timeout_s * 1000)
+                         + min(_OUTCOME_MARGIN_MS, self._d.visibility_slack_s * 1000))
+        if busy_until_ms <= hidden_until_ms:
+            return hidden_until_ms
+        now_ms = self._clock.now_ms()
+        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
+        await self._queue.change_visibility(m.receipt_handle, visibility_s)
+        return now_ms + visibility_s * 1000
 
     async def _delete_quietly(self, m: ReceivedMessage) -> None:
         # A failed delete only means the message comes back: the trigger is finished and

@@ -206,3 +206,26 @@ async def test_fired_is_never_written_before_the_send_answered(env: Env) -> None
     statuses = {t.trigger_id: env.row(t).status for t in ts}
     assert statuses.pop(first) is Status.PENDING  # failed: a retry, never FIRED
     assert set(statuses.values()) == {Status.FIRED}
+
+
+# --- stopping with claims taken ahead ---------------------------------------------------------
+async def test_a_stopping_dispatcher_gives_claims_taken_ahead_back(env: Env) -> None:
+    """Claimed 5 s ahead, then SIGTERM: the row goes back exactly as it was (no attempt
+    spent), the message is visible again at once, and nothing was sent."""
+    env.with_dispatch(claim_lead_ms=5_000, receivers=1)
+    t = await env.add(10_000)
+    await env.enqueue(t)
+    d = env.dispatcher()
+    stop = asyncio.Event()
+    runner = asyncio.create_task(d.run(stop))
+    await settle()
+    env.clock.set_ms(t.fire_at_ms - 5_000)
+    await settle()
+    assert env.row(t).status is Status.IN_FLIGHT and env.row(t).attempts == 1
+    stop.set()
+    env.clock.advance_ms(2_000)  # the receive's long poll ends; the send is still 3 s away
+    await runner
+    assert env.row(t) == t  # PENDING, attempts 0, no claim
+    assert env.channel.calls == []
+    assert env.queued(t) == [env.clock.now_ms()]  # handed back, visible now
+    assert env.count("claims_given_back_total") == 1
