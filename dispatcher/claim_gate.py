@@ -102,6 +102,52 @@ async def sleep_until(clock: Clock, at_ms: int, wait: asyncio.Event | None) -> b
     return not wait.is_set()
 
 
+class DueTimers:
+    """One sleeper per distinct wake-up time: every send due at the same millisecond waits
+    on one shared future. A herd of 5,000 is one chopped sleep, not 5,000 (each of which
+    would wake every 0.5 s, and all at once at the instant, before the first POST)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+        self._timers: dict[tuple[int, int], asyncio.Future[bool]] = {}
+        self._sleepers: set[asyncio.Task[None]] = set()
+
+    async def wait_until(self, at_ms: int, stopping: asyncio.Event | None = None) -> bool:
+        """``sleep_until``, shared with every other waiter for the same time and event: the
+        first one sleeps (as ``sleep_until`` would), the others wait for its answer."""
+        key = (at_ms, id(stopping))
+        fut = self._timers.get(key)
+        if fut is not None:
+            # Shielded: a waiter that is cancelled leaves the shared answer alone.
+            return await asyncio.shield(fut)
+        fut = self._timers[key] = asyncio.get_running_loop().create_future()
+        try:
+            woke = await sleep_until(self._clock, at_ms, stopping)
+        except BaseException:
+            # This waiter was cancelled: a sleeper task answers the others.
+            task = asyncio.create_task(self._sleep(key, at_ms, stopping, fut))
+            self._sleepers.add(task)
+            task.add_done_callback(self._sleepers.discard)
+            raise
+        self._answer(key, fut, woke)
+        return woke
+
+    async def _sleep(self, key: tuple[int, int], at_ms: int, stopping: asyncio.Event | None,
+                     fut: asyncio.Future[bool]) -> None:
+        try:
+            woke = await sleep_until(self._clock, at_ms, stopping)
+        except BaseException:
+            self._timers.pop(key, None)
+            fut.cancel()
+            raise
+        self._answer(key, fut, woke)
+
+    def _answer(self, key: tuple[int, int], fut: asyncio.Future[bool], woke: bool) -> None:
+        del self._timers[key]
+        if not fut.done():
+            fut.set_result(woke)
+
+
 class BatchedReads:
     """Row reads asked for in the same turn of the event loop go out as one ``get_many``
     (the cancel fence's re-reads of a herd claimed ahead: one request per 100 rows, not
@@ -150,8 +196,10 @@ class CancelFence:
     time, after any such cancel (an eighth is left for clock skew), batched with the other
     re-reads of the same instant."""
 
-    def __init__(self, clock: Clock, reads: BatchedReads, fence_ms: int) -> None:
+    def __init__(self, clock: Clock, reads: BatchedReads, fence_ms: int,
+                 timers: DueTimers) -> None:
         self._clock = clock
+        self._timers = timers
         self._reads = reads
         self._fence_ms = fence_ms
 
@@ -165,7 +213,7 @@ class CancelFence:
         due_ms = claimed.due_at_ms()
         if applied_at_ms >= due_ms - self._fence_ms:
             return True, claimed
-        if not await sleep_until(self._clock, due_ms - self._fence_ms * 3 // 4, stopping):
+        if not await self._timers.wait_until(due_ms - self._fence_ms * 3 // 4, stopping):
             return True, claimed
         current = await self._reads.get(claimed.trigger_id)
         ours = (current is not None and current.status is Status.IN_FLIGHT

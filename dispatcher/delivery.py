@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, callback_origin
-from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate, sleep_until
+from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate, DueTimers
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
@@ -116,8 +116,9 @@ class Delivery(FanOut):
         self._notifiers = notifiers  # email, SMS, push, inbox (fanout.py)
         self._callers = callers
         self._new_claim_id = claim_ids
+        self._timers = DueTimers(deps.clock)
         self._fence = CancelFence(deps.clock, BatchedReads(deps.store),
-                                  self._d.cancel_fence_ms)
+                                  self._d.cancel_fence_ms, self._timers)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
@@ -271,7 +272,7 @@ class Delivery(FanOut):
             if not ours:
                 c.breaker.release()
                 return current
-            if not await sleep_until(self._clock, due_ms, stopping):  # never early
+            if not await self._timers.wait_until(due_ms, stopping):  # never early
                 # Stopping with a claim taken ahead: the row goes back as it was, so whoever
                 # gets the message sends on time (the claim would outlive the drain).
                 given_back = await self._store.compare_and_set(claimed, c.before)

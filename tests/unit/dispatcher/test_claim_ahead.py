@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 
-from dispatcher.claim_gate import BatchedReads, ClaimGate
+from dispatcher.claim_gate import BatchedReads, ClaimGate, DueTimers
 from tests.unit.dispatcher.fakes import CLAIM_LEAD_MS, Env, failed, make_callers, settle
 from trigger_service.adapters.memory import MemoryIdempotencyCache
 from trigger_service.app.triggers import TriggerService
@@ -229,3 +229,28 @@ async def test_a_stopping_dispatcher_gives_claims_taken_ahead_back(env: Env) -> 
     assert env.channel.calls == []
     assert env.queued(t) == [env.clock.now_ms()]  # handed back, visible now
     assert env.count("claims_given_back_total") == 1
+
+
+# --- shared timers ----------------------------------------------------------------------------
+async def test_waiters_for_one_instant_share_one_sleep_and_survive_a_cancelled_first() -> None:
+    clock = ManualClock(START_MS)
+    timers = DueTimers(clock)
+    woke: list[int] = []
+
+    async def wait(i: int) -> None:
+        assert await timers.wait_until(START_MS + 1_000)
+        woke.append(i)
+
+    first = asyncio.create_task(wait(0))
+    await settle()
+    others = [asyncio.create_task(wait(i)) for i in range(1, 4)]
+    await settle()
+    assert len(timers._timers) == 1  # one shared timer for the instant
+    first.cancel()  # the one that was sleeping for everyone
+    await settle()
+    clock.set_ms(START_MS + 999)
+    await settle()
+    assert woke == []  # never early
+    clock.set_ms(START_MS + 1_000)
+    await asyncio.gather(*others)
+    assert sorted(woke) == [1, 2, 3] and timers._timers == {}
