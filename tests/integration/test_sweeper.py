@@ -5,10 +5,12 @@ goes through the sweeper."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -157,14 +159,27 @@ async def test_two_sweepers_never_both_own_a_shard(stack: Stack) -> None:
     assert len(a.sweeper.owned) == len(b.sweeper.owned) == len(shards) // 2
 
 
-async def test_leader_sigkill_under_load_fails_over_and_loses_nothing(stack: Stack) -> None:
-    await stack.start_dispatcher()
+@contextlib.asynccontextmanager
+async def two_sweeper_processes(stack: Stack) -> AsyncIterator[list[asyncio.subprocess.Process]]:
+    """Two ``python -m sweeper`` processes on the stack, up and sharing the shards; each
+    still running at the end is stopped with SIGTERM."""
     env = {**os.environ, **stack.env}
     procs = [await asyncio.create_subprocess_exec(
         sys.executable, "-m", "sweeper", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for _ in range(2)]
     try:
         await asyncio.sleep(3)  # both up and sharing the shards
+        yield procs
+    finally:
+        for p in procs:
+            if p.returncode is None:
+                p.send_signal(signal.SIGTERM)
+                await asyncio.wait_for(p.wait(), 30)
+
+
+async def test_leader_sigkill_under_load_fails_over_and_loses_nothing(stack: Stack) -> None:
+    await stack.start_dispatcher()
+    async with two_sweeper_processes(stack) as procs:
         ids = await register(stack, [7 + (i % 40) * 0.2 for i in range(80)])
         await asyncio.sleep(1)
         procs[0].send_signal(signal.SIGKILL)
@@ -178,11 +193,6 @@ async def test_leader_sigkill_under_load_fails_over_and_loses_nothing(stack: Sta
         # At-least-once: a duplicate delivery would be counted by the dispatcher; duplicate
         # SQS messages (re-promotion after failover) are absorbed by the claim LWT.
         assert sum(len(rec.for_trigger(t)) for t in ids) == len(ids)
-    finally:
-        for p in procs:
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(p.wait(), 30)
 
 
 async def test_sweeper_sigkilled_with_a_hot_bucket_pending_loses_nothing(
@@ -191,12 +201,7 @@ async def test_sweeper_sigkilled_with_a_hot_bucket_pending_loses_nothing(
     one of the two sweepers is SIGKILLed before the bucket is promoted: the other takes its
     shards when the leases lapse, and every trigger arrives once, never early."""
     await stack.start_dispatcher()
-    env = {**os.environ, **stack.env}
-    procs = [await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "sweeper", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL) for _ in range(2)]
-    try:
-        await asyncio.sleep(3)  # both up and sharing the shards
+    async with two_sweeper_processes(stack) as procs:
         fire_at = format_rfc3339_ms(int(time.time() * 1000) + 9_000)
         ids: dict[str, int] = {}
         for chunk in range(0, 200, 20):
@@ -209,11 +214,6 @@ async def test_sweeper_sigkilled_with_a_hot_bucket_pending_loses_nothing(
         procs[0].send_signal(signal.SIGKILL)
         await procs[0].wait()
         await assert_delivered_once_on_time(stack, ids, timeout_s=60, settle_s=2)
-    finally:
-        for p in procs:
-            if p.returncode is None:
-                p.send_signal(signal.SIGTERM)
-                await asyncio.wait_for(p.wait(), 30)
 
 
 async def test_reconciler_recovers_a_row_with_no_sqs_message(stack: Stack) -> None:
