@@ -196,9 +196,7 @@ class CancelFence:
     time, after any such cancel (an eighth is left for clock skew), batched with the other
     re-reads of the same instant."""
 
-    def __init__(self, clock: Clock, reads: BatchedReads, fence_ms: int,
-                 timers: DueTimers) -> None:
-        self._clock = clock
+    def __init__(self, reads: BatchedReads, fence_ms: int, timers: DueTimers) -> None:
         self._timers = timers
         self._reads = reads
         self._fence_ms = fence_ms

@@ -117,8 +117,8 @@ class Delivery(FanOut):
         self._callers = callers
         self._new_claim_id = claim_ids
         self._timers = DueTimers(deps.clock)
-        self._fence = CancelFence(deps.clock, BatchedReads(deps.store),
-                                  self._d.cancel_fence_ms, self._timers)
+        self._fence = CancelFence(BatchedReads(deps.store), self._d.cancel_fence_ms,
+                                  self._timers)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,

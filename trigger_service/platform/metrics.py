@@ -107,7 +107,6 @@ class PrometheusMetrics:
         self._metrics: dict[str, tuple[Metric, tuple[str, ...]]] = {}
         self._counts: Counter[str] = Counter()
         self._children: dict[object, Metric] = {}
-        self._child_labels: dict[object, dict[str, str]] = {}
 
     def inc(self, name: str, amount: int = 1, **labels: str) -> None:
         series = SERIES.get(name) or Series("counter", name, tuple(sorted(labels)))
@@ -152,9 +151,9 @@ class PrometheusMetrics:
     def _metric(self, name: str, series: Series, labels: dict[str, str]) -> Metric:
         # The labelled child, cached: prometheus_client's labels() takes a lock and
         # validates on every call, and the dispatcher asks several times per delivery.
-        key = (name, *labels.values()) if labels else name
+        key = (name, *sorted(labels.items())) if labels else name
         child = self._children.get(key)
-        if child is not None and (not labels or self._child_labels[key] == labels):
+        if child is not None:
             return child
         found = self._metrics.get(name)
         if found is None:
@@ -162,7 +161,6 @@ class PrometheusMetrics:
         metric, names = found
         child = metric.labels(*(labels.get(n, "") for n in names)) if names else metric
         self._children[key] = child
-        self._child_labels[key] = dict(labels)
         return child
 
     def _create(self, name: str, s: Series) -> Metric:
