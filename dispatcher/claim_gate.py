@@ -10,19 +10,21 @@ at the rate the store has shown it can take, rather than all at once at the last
 At most ``claim_concurrency`` claims are in flight at once (the driver pipelines them).
 
 The claim's LWT records the due time as the claim's start (``claimed_at_ms``), so an early
-claim does not go stale earlier than a late one; a cancel may still win against it until the
-cancel fence (``trigger_service.app.triggers``; ``Delivery`` re-reads the row before sending).
+claim does not go stale earlier than a late one. The claim is also what decides a race with a
+cancel: the API's cancel is an LWT conditioned on PENDING, the claim one conditioned on the
+same row as read, so Paxos orders the two and exactly one applies, on any clocks
+(``trigger_service.app.triggers.TriggerService.cancel``). After its claim, an occurrence is
+sent without another read.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, TriggerStates
+from trigger_service.core.ports import Clock
 
 # Before anything is measured: a claim LWT on a busy 2-core machine (bench/results).
 _INITIAL_LATENCY_MS = 100.0
@@ -146,74 +148,3 @@ class DueTimers:
         del self._timers[key]
         if not fut.done():
             fut.set_result(woke)
-
-
-class BatchedReads:
-    """Row reads asked for in the same turn of the event loop go out as one ``get_many``
-    (the cancel fence's re-reads of a herd claimed ahead: one request per 100 rows, not
-    one per row)."""
-
-    def __init__(self, store: TriggerStates) -> None:
-        self._store = store
-        self._pending: dict[str, list[asyncio.Future[Trigger | None]]] = {}
-        self._reading: set[asyncio.Task[None]] = set()
-
-    async def get(self, trigger_id: str) -> Trigger | None:
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Trigger | None] = loop.create_future()
-        if not self._pending:
-            loop.call_soon(self._flush)
-        self._pending.setdefault(trigger_id, []).append(fut)
-        return await fut
-
-    def _flush(self) -> None:
-        batch, self._pending = self._pending, {}
-        task = asyncio.get_running_loop().create_task(self._read(batch))
-        self._reading.add(task)
-        task.add_done_callback(self._reading.discard)
-
-    async def _read(self, batch: dict[str, list[asyncio.Future[Trigger | None]]]) -> None:
-        ids: Sequence[str] = list(batch)
-        try:
-            rows = await self._store.get_many(ids)
-        except Exception as e:
-            for futs in batch.values():
-                for f in futs:
-                    if not f.done():
-                        f.set_exception(e)
-            return
-        for tid, row in zip(ids, rows, strict=True):
-            for f in batch[tid]:
-                if not f.done():
-                    f.set_result(row)
-
-
-class CancelFence:
-    """A claim applied before the cancel fence (``fence_ms`` before the due time) may have
-    lost to a cancel since: the API takes one until the fence, and its LWT finishes by 7/8
-    of the fence before the due time (one that overruns is counted by the API,
-    ``cancel_fence_overruns_total``). So the row is read 3/4 of the fence before the due
-    time, after any such cancel (an eighth is left for clock skew), batched with the other
-    re-reads of the same instant."""
-
-    def __init__(self, reads: BatchedReads, fence_ms: int, timers: DueTimers) -> None:
-        self._timers = timers
-        self._reads = reads
-        self._fence_ms = fence_ms
-
-    async def still_ours(self, claimed: Trigger, applied_at_ms: int,
-                         stopping: asyncio.Event | None = None
-                         ) -> tuple[bool, Trigger | None]:
-        """(still ours, the row as read). A claim applied inside the fence is ours without
-        a read: no cancel can win there. If ``stopping`` is set while waiting for the read
-        time, (True, the claim) without a read: the caller gives the claim back by an LWT
-        conditioned on it, which a cancel that won makes fail."""
-        due_ms = claimed.due_at_ms()
-        if applied_at_ms >= due_ms - self._fence_ms:
-            return True, claimed
-        if not await self._timers.wait_until(due_ms - self._fence_ms * 3 // 4, stopping):
-            return True, claimed
-        current = await self._reads.get(claimed.trigger_id)
-        ours = (current is not None and current.status is Status.IN_FLIGHT
-                and current.claim_id == claimed.claim_id)
-        return ours, current

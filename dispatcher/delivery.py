@@ -6,8 +6,9 @@ The pipeline for a herd due at one instant: the claims are spread over the secon
 (at most ``claim_concurrency`` LWTs in flight), so at the instant only the sends are left; the
 bulkhead bounds concurrent sends per caller, not claims; outcomes (FIRED, the retry, the
 history line) are written after their send answered, few at a time while other sends are due
-(``_finish_slot``). A claim taken before the cancel fence is read again (batched) after it:
-a cancel the API accepted until then wins, and the trigger is never sent.
+(``_finish_slot``). The claim decides a race with a cancel: both are LWTs on the row, so
+Paxos lets exactly one apply; a claim that applied is sent without another read, and a cancel
+that comes after it answers 409 (``TriggerService.cancel``).
 
 Why each failure is safe:
 
@@ -40,7 +41,7 @@ from dataclasses import dataclass
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, callback_origin
-from dispatcher.claim_gate import BatchedReads, CancelFence, ClaimGate, DueTimers
+from dispatcher.claim_gate import ClaimGate, DueTimers
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
@@ -99,7 +100,6 @@ class _Claimed:
     before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
     trigger: Trigger  # as claimed
     breaker: CircuitBreaker  # its try_acquire let this claim through
-    applied_at_ms: int  # when the claim's LWT had applied
 
 
 class Delivery(FanOut):
@@ -117,8 +117,6 @@ class Delivery(FanOut):
         self._callers = callers
         self._new_claim_id = claim_ids
         self._timers = DueTimers(deps.clock)
-        self._fence = CancelFence(BatchedReads(deps.store), self._d.cancel_fence_ms,
-                                  self._timers)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
@@ -244,11 +242,10 @@ class Delivery(FanOut):
             self._metrics.inc("claim_takeovers_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
                         attempt=claimed.attempts, stale_claim=t.claim_id)
-        applied_ms = self._clock.now_ms()
-        if applied_ms > claimed.due_at_ms():
+        if self._clock.now_ms() > claimed.due_at_ms():
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
-        return _Claimed(t, claimed, breaker, applied_ms)
+        return _Claimed(t, claimed, breaker)
 
     @property
     def waiting(self) -> int:
@@ -261,17 +258,13 @@ class Delivery(FanOut):
     async def _send_when_due(self, m: ReceivedMessage, c: _Claimed, hidden_until_ms: int | None,
                              stopping: asyncio.Event | None
                              ) -> Attempted | Trigger | HeldBack | None:
-        """After the claim: the cancel fence, then at the due time the send, inside the
-        caller's bulkhead and the origin's breaker."""
+        """After the claim: at the due time the send, inside the caller's bulkhead and the
+        origin's breaker."""
         claimed = c.trigger
         due_ms = claimed.due_at_ms()
         if due_ms - self._clock.now_ms() <= GIVE_BACK_AHEAD_MS:
             stopping = None  # sent during the drain
         try:
-            ours, current = await self._cancel_fence(c, stopping)
-            if not ours:
-                c.breaker.release()
-                return current
             if not await self._timers.wait_until(due_ms, stopping):  # never early
                 # Stopping with a claim taken ahead: the row goes back as it was, so whoever
                 # gets the message sends on time (the claim would outlive the drain).
@@ -300,16 +293,6 @@ class Delivery(FanOut):
                 self.bulkhead(claimed.caller).release()
         finally:
             self._sending -= 1
-
-    async def _cancel_fence(self, c: _Claimed, stopping: asyncio.Event | None
-                            ) -> tuple[bool, Trigger | None]:
-        """(still ours, the row as read): ``CancelFence.still_ours``, counted when not."""
-        ours, current = await self._fence.still_ours(c.trigger, c.applied_at_ms, stopping)
-        if not ours:
-            self._metrics.inc("claims_withdrawn_total")
-            log.info("claim_withdrawn_before_send", trigger_id=c.trigger.trigger_id,
-                     status=current.status.value if current else None)
-        return ours, current
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None) -> Attempted | Trigger | None:

@@ -1,6 +1,7 @@
-"""Claims taken ahead of the fire time on the real stack: a cancel still wins over one until
-the cancel fence. The API asks SQS to show messages 10 s early here (the suite's default is
-1 s), so the dispatcher holds them long enough to claim ahead."""
+"""Claims taken ahead of the fire time on the real stack, raced by cancels: Paxos decides
+each race, so a cancel answered 200 is never followed by a callback, and one answered 409
+always is. The API asks SQS to show messages 10 s early here (the suite's default is 1 s), so
+the dispatcher holds them long enough to claim ahead."""
 
 from __future__ import annotations
 
@@ -13,40 +14,64 @@ from tests.integration.conftest import Stack
 
 pytestmark = pytest.mark.integration
 
+CLAIM_LEAD_MS = 6_000
+DELAY_S = 10
+N = 60
+
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
     return {"TRIGGER_ENQUEUE_LEAD_S": "10"}
 
 
-async def get(stack: Stack, tid: str) -> dict:  # type: ignore[type-arg]
+async def status_of(stack: Stack, tid: str) -> str:
     resp = await stack.client.get(f"/v1/triggers/{tid}", headers=stack.auth())
     assert resp.status == 200
-    return await resp.json()  # type: ignore[no-any-return]
+    return str((await resp.json())["status"])
 
 
-async def test_cancel_after_an_early_claim_still_wins(stack: Stack) -> None:
-    """A dispatcher that claims 6 s ahead (a backlog's lead): triggers already IN_FLIGHT
-    are cancelled with a 200 until the cancel fence (2 s before the fire time) and are never
-    sent; their neighbours, claimed the same way, fire."""
-    await stack.start_dispatcher(claim_lead_ms=6_000)
+async def cancel(stack: Stack, tid: str) -> int:
+    resp = await stack.client.delete(f"/v1/triggers/{tid}", headers=stack.auth())
+    assert resp.status in (200, 409), await resp.text()
+    if resp.status == 409:
+        assert (await resp.json())["error"] == "not_cancellable"
+    return resp.status
+
+
+async def test_cancels_racing_claims_never_answer_200_for_a_delivered_trigger(
+        stack: Stack) -> None:
+    """60 triggers due together, claimed about 6 s ahead; each gets one cancel, spread from
+    well before the claims to after them (the last ones only once their trigger is seen
+    IN_FLIGHT). Every 200 is never delivered, every 409 is delivered, and both happen."""
+    await stack.start_dispatcher(claim_lead_ms=CLAIM_LEAD_MS)
     ids = []
-    for _ in range(8):
-        _, body, _ = await stack.post(stack.body(delaySeconds=9))
+    for _ in range(N):
+        _, body, _ = await stack.post(stack.body(delaySeconds=DELAY_S))
         ids.append(body["triggerId"])
+    started = time.monotonic()
+    claims_at_s = DELAY_S - CLAIM_LEAD_MS / 1000  # after `started`, about
+
+    async def one(i: int) -> int:
+        if i < 5:
+            return await cancel(stack, ids[i])  # long before any claim: must win
+        if i >= N - 5:
+            deadline = time.monotonic() + DELAY_S
+            while await status_of(stack, ids[i]) != "IN_FLIGHT":
+                assert time.monotonic() < deadline, "never claimed"
+                await asyncio.sleep(0.05)
+            return await cancel(stack, ids[i])  # after its claim: must lose
+        # The middle: spread over the second around the claims.
+        at_s = claims_at_s - 1.0 + 2.0 * (i - 5) / (N - 10)
+        await asyncio.sleep(max(0.0, started + at_s - time.monotonic()))
+        return await cancel(stack, ids[i])
+
+    answers = dict(zip(ids, await asyncio.gather(*(one(i) for i in range(N))), strict=True))
+    cancelled = [t for t, code in answers.items() if code == 200]
+    refused = [t for t, code in answers.items() if code == 409]
+    assert len(cancelled) >= 5 and len(refused) >= 5
     rec = stack.receiver
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        statuses = [(await get(stack, t))["status"] for t in ids]
-        if all(s == "IN_FLIGHT" for s in statuses):
-            break
-        await asyncio.sleep(0.2)
-    assert statuses == ["IN_FLIGHT"] * len(ids)
-    cancelled, kept = ids[::2], ids[1::2]
-    for tid in cancelled:
-        resp = await stack.client.delete(f"/v1/triggers/{tid}", headers=stack.auth())
-        assert resp.status == 200, await resp.text()
-    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in kept), 20)
+    assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in refused), 30)
     await asyncio.sleep(1.5)
     assert [t for t in cancelled if rec.for_trigger(t)] == []
-    assert {(await get(stack, t))["status"] for t in cancelled} == {"CANCELLED"}
+    assert {await status_of(stack, t) for t in cancelled} == {"CANCELLED"}
+    assert {await status_of(stack, t) for t in refused} == {"FIRED"}

@@ -184,14 +184,19 @@ class TriggerService:
             await self._quota.release(caller, trigger_id)
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
-        """PENDING → CANCELLED (idempotent). A series may be cancelled while an occurrence is
-        in flight (that one may still complete; none fires after it). A trigger a
-        dispatcher claimed ahead of its fire time is still cancelled, and never sent, until
-        ``cancel_fence_ms`` before that time (the dispatcher re-reads its claim after the
-        fence). Raises ``NotCancellable`` for a one-time trigger in flight after that, or
-        anything finished. Lazy: the
-        SQS message stays; the dispatcher drops it at fire time. A cancelled or finished
-        trigger no longer counts against the caller's ``max_pending``."""
+        """PENDING → CANCELLED (idempotent); a 200 is never followed by a delivery.
+
+        The race with a dispatcher is decided by Paxos, not by clocks: the cancel is an LWT
+        conditioned on the row being PENDING as read, the claim an LWT conditioned on the
+        same, so exactly one of them applies. Once claimed (at most the claim lead before the
+        fire time: ``TRIGGER_CLAIM_LEAD_MS``, more when many are due at once, up to
+        ``TRIGGER_CLAIM_LEAD_MAX_MS``) a one-time trigger is being delivered and cannot be
+        cancelled. A series whose occurrence is being delivered is waited for (briefly,
+        as an edit is): the series is cancelled after that occurrence finished, so none
+        fires after the answer. Raises ``NotCancellable`` for a trigger in flight (a series
+        still in flight after the wait) or anything finished. Lazy: the SQS message stays;
+        the dispatcher drops it. A cancelled or finished trigger no longer counts against
+        the caller's ``max_pending``."""
         try:
             t = await self._cancel(caller, trigger_id)
         except NotCancellable as e:
@@ -202,35 +207,34 @@ class TriggerService:
         return t
 
     async def _cancel(self, caller: str, trigger_id: str) -> Trigger:
-        for _ in range(_CANCEL_ROUNDS):
+        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
+        rounds = 0
+        while True:
             t = await self.get(caller, trigger_id)
             if t.status is Status.CANCELLED:
                 return t
-            in_flight_series = t.status is Status.IN_FLIGHT and t.schedule is not None
-            ahead = self._claimed_ahead(t)
-            if t.status is not Status.PENDING and not in_flight_series and not ahead:
-                raise NotCancellable(f"trigger {trigger_id} is {t.status.value}",
-                                     status=t.status.value)
+            if t.status is Status.IN_FLIGHT and t.schedule is not None:
+                # An occurrence of the series is being delivered: cancelling now would
+                # answer 200 before its callback. Wait for it to finish.
+                if self._clock.now_ms() >= deadline_ms:
+                    raise NotCancellable(
+                        f"trigger {trigger_id}: an occurrence is being delivered; retry in a "
+                        "moment", status=t.status.value)
+                await self._clock.sleep_ms(_EDIT_POLL_MS)
+                continue
+            if t.status is not Status.PENDING:
+                raise NotCancellable(
+                    f"trigger {trigger_id} is {t.status.value}" + (
+                        " (being delivered)" if t.status is Status.IN_FLIGHT else ""),
+                    status=t.status.value)
             new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
             if await self._catalog.compare_and_set(t, new, ttl_s=self._s.retention_s):
-                if ahead and not self._claimed_ahead(t, fence_eighths=7):
-                    # The LWT took longer than an eighth of the fence: the dispatcher's
-                    # re-read (3/4 of the fence before the send) may have come first.
-                    self._metrics.inc("cancel_fence_overruns_total")
-                    log.warning("cancel_fence_overrun", trigger_id=trigger_id, caller=caller)
-                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller,
-                         claimed_ahead=ahead)
+                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
                 return new
-        raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
-                             status=t.status.value)
-
-    def _claimed_ahead(self, t: Trigger, fence_eighths: int = 8) -> bool:
-        """A claim taken ahead whose send is still more than the cancel fence (times
-        ``fence_eighths`` / 8) away: a cancel can still win (``dispatcher.delivery``
-        re-reads the row 3/4 of the fence before it sends)."""
-        fence_ms = self._s.dispatch.cancel_fence_ms * fence_eighths // 8
-        return (t.status is Status.IN_FLIGHT and t.claimed_at_ms is not None
-                and t.claimed_at_ms - self._clock.now_ms() > fence_ms)
+            rounds += 1  # a claim, an edit or an outcome won: look again
+            if rounds >= _CANCEL_ROUNDS:
+                raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
+                                     status=t.status.value)
 
     # --- acknowledge ------------------------------------------------------------------------
     async def ack(self, caller: str | None, trigger_id: str, occurrence_seq: int | None) -> Trigger:

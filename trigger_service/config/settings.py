@@ -103,8 +103,6 @@ class DispatchSettings:
     claim_lead_ms: int = 1000
     claim_lead_max_ms: int = 15_000
     claim_concurrency: int = 64
-    # A cancel beats a claim taken ahead until this long before the fire time.
-    cancel_fence_ms: int = 2000
     default_max_concurrency: int = 100
     breaker_fail_max: int = 20
     breaker_reset_s: float = 30.0
@@ -352,9 +350,6 @@ VARIABLES: tuple[Variable, ...] = (
              "each claim ahead, up to this long before the fire time"),
     Variable("TRIGGER_CLAIM_CONCURRENCY", ("dispatch", "claim_concurrency"), _pos_int,
              "claim LWTs one dispatcher keeps in flight at once"),
-    Variable("TRIGGER_CANCEL_FENCE_MS", ("dispatch", "cancel_fence_ms"), _pos_int,
-             "a cancel still wins over a claim taken ahead until this long before the fire "
-             "time (the dispatcher re-reads the row before sending); after it, 409"),
     Variable("TRIGGER_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"), _pos_int,
              "bulkhead size for a caller that does not set max_concurrency"),
     Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,

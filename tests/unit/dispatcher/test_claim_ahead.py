@@ -1,5 +1,6 @@
-"""Claims ahead of the fire time: the lead grows with the backlog (``ClaimGate``), a cancel
-still wins until the cancel fence, the bulkhead bounds the sends and not the claims, and an
+"""Claims ahead of the fire time: the lead grows with the backlog (``ClaimGate``), a race
+between a claim and a cancel is decided by the row's LWT alone (never by clocks: a 200 cancel
+is never followed by a callback), the bulkhead bounds the sends and not the claims, and an
 outcome is only ever written after its send answered.
 
 Every test drives time with the ManualClock; nothing sleeps for real.
@@ -8,20 +9,22 @@ Every test drives time with the ManualClock; nothing sleeps for real.
 from __future__ import annotations
 
 import asyncio
+from datetime import UTC, datetime
 
 import pytest
 
-from dispatcher.claim_gate import BatchedReads, ClaimGate, DueTimers
-from tests.unit.dispatcher.fakes import CLAIM_LEAD_MS, Env, failed, make_callers, settle
-from trigger_service.adapters.memory import MemoryIdempotencyCache
+from dispatcher.claim_gate import ClaimGate, DueTimers
+from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
+from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryStore
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import NotCancellable
 from trigger_service.core.model import Status, Trigger
+from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.zones import load_zone
 
 pytestmark = pytest.mark.timeout(10)
 
-FENCE_MS = 2_000  # Settings().dispatch.cancel_fence_ms
 START_MS = 1_700_000_000_000
 
 
@@ -115,74 +118,183 @@ async def test_a_stopping_dispatcher_claims_nothing() -> None:
     assert answers == [False] and gate.backlog == 0
 
 
-async def test_reads_asked_for_together_go_out_as_one_get_many(env: Env) -> None:
-    ts = [await env.add(5_000) for _ in range(3)]
-    reads = BatchedReads(env.store)
-    rows = await asyncio.gather(*(reads.get(t.trigger_id) for t in ts),
-                                reads.get(ts[0].trigger_id))
-    assert [r.trigger_id for r in rows if r] == [*(t.trigger_id for t in ts), ts[0].trigger_id]
-    assert env.store.calls.get("get_many", 0) == 1
+# --- a cancel against a claim: Paxos decides ------------------------------------------------
+class SkewedClock:
+    """Another process's view of the same time: ``offset_ms`` ahead (or behind)."""
+
+    def __init__(self, clock: ManualClock, offset_ms: int) -> None:
+        self._clock, self._offset_ms = clock, offset_ms
+
+    def now_ms(self) -> int:
+        return self._clock.now_ms() + self._offset_ms
+
+    async def sleep_until_ms(self, deadline_ms: int) -> None:
+        await self._clock.sleep_until_ms(deadline_ms - self._offset_ms)
+
+    async def sleep_ms(self, duration_ms: int) -> None:
+        await self._clock.sleep_ms(duration_ms)
 
 
-# --- a cancel against a claim taken ahead -----------------------------------------------------
-def _service(env: Env) -> TriggerService:
-    """The API's use case on the dispatcher's store (the same rows)."""
+class SlowAnswerStore(MemoryStore):
+    """The claim's LWT commits at once but its answer reaches the dispatcher only when
+    ``answer`` is set: the window in which the old design's clocks could be fooled."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answer = asyncio.Event()
+        self.committed = asyncio.Event()
+
+    async def compare_and_set(self, old: Trigger, new: Trigger, *,
+                              ttl_s: int | None = None) -> bool:
+        applied = await super().compare_and_set(old, new, ttl_s=ttl_s)
+        if applied and new.status is Status.IN_FLIGHT and old.status is Status.PENDING:
+            self.committed.set()
+            await self.answer.wait()
+        return applied
+
+
+def _daily_from(at_ms: int) -> Recurrence:
+    """A daily series in UTC whose first occurrence is ``at_ms``."""
+    start = datetime.fromtimestamp(at_ms / 1000, UTC).replace(tzinfo=None)
+    return Recurrence(RuleKind.RRULE, parse_rule(RuleKind.RRULE, "FREQ=DAILY",
+                                                 load_zone("UTC"), start), "UTC", start)
+
+
+def _service(env: Env, offset_ms: int = 0) -> TriggerService:
+    """The API's use case on the dispatcher's store (the same rows), its clock
+    ``offset_ms`` off the dispatcher's."""
+    clock = SkewedClock(env.clock, offset_ms) if offset_ms else env.clock
     return TriggerService(env.settings, env.store, env.store, env.queue,
-                          MemoryIdempotencyCache(env.clock), env.clock, env.metrics)
+                          MemoryIdempotencyCache(env.clock), clock, env.metrics)
 
 
-async def _claimed_ahead(env: Env, n: int, fire_in_ms: int
-                         ) -> tuple[list[Trigger], list[asyncio.Task[None]]]:
-    """``n`` triggers due together, received and claimed ahead (the herd's lead)."""
-    env.with_dispatch(claim_lead_ms=FENCE_MS + 3_000)  # every claim well before the fence
-    ts = [await env.add(fire_in_ms) for _ in range(n)]
-    await env.enqueue(*ts)
+async def _cancel(env: Env, t: Trigger, offset_ms: int = 0) -> int:
+    """The HTTP status a cancel would answer: 200 or 409."""
+    try:
+        await _service(env, offset_ms).cancel(t.caller, t.trigger_id)
+    except NotCancellable:
+        return 409
+    return 200
+
+
+async def test_a_cancel_before_the_claim_wins_and_nothing_is_sent(env: Env) -> None:
+    env.with_dispatch(claim_lead_ms=5_000)
+    t, other = await env.add(10_000), await env.add(10_000)
+    await env.enqueue(t, other)
     d = env.dispatcher()
     tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
-    env.clock.set_ms(ts[0].fire_at_ms - FENCE_MS - 3_000)
+    env.clock.set_ms(t.fire_at_ms - 5_001)
     await settle()
-    assert all(env.row(t).status is Status.IN_FLIGHT for t in ts)
-    return ts, tasks
-
-
-async def test_a_cancel_before_the_fence_wins_over_a_claim_taken_ahead(env: Env) -> None:
-    (t, other), tasks = await _claimed_ahead(env, 2, 10_000)
-    env.clock.set_ms(t.fire_at_ms - FENCE_MS - 1)
-    cancelled = await _service(env).cancel(t.caller, t.trigger_id)
-    assert cancelled.status is Status.CANCELLED
+    assert await _cancel(env, t) == 200
     env.clock.set_ms(t.fire_at_ms)
     await asyncio.gather(*tasks)
     assert env.channel.ids() == [other.trigger_id]  # the cancelled one was never sent
     assert env.row(t).status is Status.CANCELLED and env.queued(t) == []
     assert env.row(other).status is Status.FIRED
-    assert env.count("claims_withdrawn_total") == 1
-    assert env.count("cancel_fence_overruns_total") == 0
 
 
-async def test_a_cancel_inside_the_fence_gets_409_and_the_trigger_fires(env: Env) -> None:
-    (t,), tasks = await _claimed_ahead(env, 1, 10_000)
-    env.clock.set_ms(t.fire_at_ms - FENCE_MS)
-    with pytest.raises(NotCancellable):
-        await _service(env).cancel(t.caller, t.trigger_id)
+async def test_a_cancel_after_a_claim_taken_ahead_gets_409_and_the_trigger_fires(
+        env: Env) -> None:
+    env.with_dispatch(claim_lead_ms=5_000)  # a herd's lead: claimed 5 s ahead
+    t = await env.add(10_000)
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    env.clock.set_ms(t.fire_at_ms - 5_000)
+    await settle()
+    assert env.row(t).status is Status.IN_FLIGHT
+    assert await _cancel(env, t) == 409  # 5 s before the fire time: the claim came first
     env.clock.set_ms(t.fire_at_ms)
-    await asyncio.gather(*tasks)
+    await task
     assert env.channel.ids() == [t.trigger_id]
     assert env.row(t).status is Status.FIRED
 
 
-async def test_a_claim_taken_inside_the_fence_is_not_read_again(env: Env) -> None:
+async def test_the_race_a_clock_could_lose_is_decided_by_the_claim(env: Env) -> None:
+    """The claim's LWT commits at T-2010 ms and the dispatcher hears of it at T-1995 ms; a
+    cancel arrives at T-2005 ms, in between. With clocks deciding (the old cancel fence) the
+    cancel answered 200 and the trigger was sent anyway. Now the cancel sees the claim."""
+    env.store = store = SlowAnswerStore()
+    env.with_dispatch(claim_lead_ms=2_010)
     t = await env.add(10_000)
     task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
-    env.clock.set_ms(t.fire_at_ms - CLAIM_LEAD_MS)  # the default lead: inside the fence
-    await settle()
-    assert env.row(t).status is Status.IN_FLIGHT
-    with pytest.raises(NotCancellable):
-        await _service(env).cancel(t.caller, t.trigger_id)
-    gets = env.store.calls.get("get", 0) + env.store.calls.get("get_many", 0)
+    env.clock.set_ms(t.fire_at_ms - 2_010)
+    await store.committed.wait()
+    env.clock.set_ms(t.fire_at_ms - 2_005)
+    assert await _cancel(env, t) == 409
+    env.clock.set_ms(t.fire_at_ms - 1_995)
+    store.answer.set()
     env.clock.set_ms(t.fire_at_ms)
     await task
-    assert env.store.calls.get("get", 0) + env.store.calls.get("get_many", 0) == gets
-    assert env.row(t).status is Status.FIRED
+    assert env.channel.ids() == [t.trigger_id] and env.row(t).status is Status.FIRED
+
+
+@pytest.mark.parametrize("api_offset_ms", [-300, 0, 300])
+async def test_no_200_cancel_is_ever_followed_by_a_callback_on_skewed_clocks(
+        api_offset_ms: int) -> None:
+    """The API's clock 300 ms behind, equal, 300 ms ahead of the dispatcher's; cancels at
+    every 5 ms around the claim time: each trigger is either cancelled (200, never sent) or
+    sent (the cancel answered 409), never both, never neither."""
+    answers: dict[int, int] = {}
+    for cancel_at in range(-60, 61, 5):  # ms relative to the claim time
+        env = Env()
+        env.with_dispatch(claim_lead_ms=3_000)
+        t = await env.add(10_000)
+        task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+        claim_at = t.fire_at_ms - 3_000
+        env.clock.set_ms(claim_at + cancel_at)
+        await settle()  # a claim due by now has been taken
+        status = await _cancel(env, t, api_offset_ms)
+        env.clock.set_ms(t.fire_at_ms)
+        await settle()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        sent = env.channel.ids() == [t.trigger_id]
+        assert (status, sent) in ((200, False), (409, True)), (cancel_at, status, sent)
+        assert (status == 200) == (env.row(t).status is Status.CANCELLED)
+        answers[cancel_at] = status
+    # Both outcomes happened: the sweep crossed the claim, whatever the API's clock said.
+    assert set(answers.values()) == {200, 409}
+    assert answers[-5] == 200 and answers[0] == 409
+
+
+async def test_a_series_cancel_waits_for_the_occurrence_being_delivered(env: Env) -> None:
+    """A series whose occurrence is IN_FLIGHT: the cancel answers only after that occurrence
+    finished, so its callback comes before the 200, never after."""
+    gate = env.channel.gate = asyncio.Event()
+    t = await env.add(1_000, schedule=_daily_from(env.clock.now_ms() + 1_000))
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    env.clock.set_ms(t.fire_at_ms)
+    await settle()
+    assert env.channel.ids() == [t.trigger_id]  # being delivered
+    cancel = asyncio.create_task(_cancel(env, t))
+    for _ in range(5):
+        env.clock.advance_ms(25)
+        await settle()
+    assert not cancel.done()  # waiting for the occurrence
+    gate.set()
+    await task
+    while not cancel.done():
+        env.clock.advance_ms(25)
+        await settle()
+    assert cancel.result() == 200
+    assert env.row(t).status is Status.CANCELLED
+    assert len(env.channel.ids()) == 1
+
+
+async def test_a_series_cancel_answers_409_if_the_occurrence_stays_in_flight(
+        env: Env) -> None:
+    env.channel.gate = asyncio.Event()  # never answers
+    t = await env.add(1_000, schedule=_daily_from(env.clock.now_ms() + 1_000))
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    env.clock.set_ms(t.fire_at_ms)
+    await settle()
+    cancel = asyncio.create_task(_cancel(env, t))
+    while not cancel.done():
+        env.clock.advance_ms(100)
+        await settle()
+    assert cancel.result() == 409
+    assert env.row(t).status is Status.IN_FLIGHT
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 # --- sends first, then outcomes ---------------------------------------------------------------
