@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from cassandra.query import UNSET_VALUE
+
 from trigger_service.adapters import schema as s
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
@@ -88,6 +90,32 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
         states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
     ), strict=True))
+
+
+def changed_values(old: Trigger, new: Trigger, *, rewrite: bool) -> list[Any]:
+    """``row_values(new)`` in column order, with ``UNSET_VALUE`` for every column a write
+    need not touch, so that a state change rewrites only the few cells it changes (a claim:
+    status, claim, attempts), never the definition (payload, rule, channels), and writes no
+    null (a null is a cell tombstone).
+
+    ``rewrite``: a write that must rewrite every cell that has a value (a terminal write
+    with a TTL: the whole row must expire, and a cell not rewritten keeps no TTL). A column
+    that had a value and has none now is written as null (it must go) either way."""
+    before, after = row_values(old), row_values(new)
+    out: list[Any] = []
+    for col, value in after.items():
+        if value is None:
+            out.append(None if before[col] is not None else UNSET_VALUE)
+        elif rewrite or value != before[col]:
+            out.append(value)
+        else:
+            out.append(UNSET_VALUE)
+    return out
+
+
+def creation_values(t: Trigger) -> list[Any]:
+    """``row_values(t)`` for a new row: absent values unset rather than null (no tombstones)."""
+    return [UNSET_VALUE if v is None else v for v in row_values(t).values()]
 
 
 def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:

@@ -23,10 +23,11 @@ from trigger_service.adapters.cassandra.dead_letters import (
 )
 from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
 from trigger_service.adapters.cassandra.statements import (
+    changed_values,
+    creation_values,
     decode_request,
     encode_request,
     queries,
-    row_values,
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
@@ -88,8 +89,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # cells; the row's is backdated below every LWT's (see schema.CREATE_BACKDATE_MS).
         row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
-        values = row_values(trigger)
-        await self._run("create", [row_ts_us, *values.values(), trigger.trigger_id])
+        await self._run("create", [row_ts_us, *creation_values(trigger), trigger.trigger_id])
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
         # The new fire time's index entries first (new keys: plain inserts), then the LWT.
@@ -136,11 +136,13 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
         cond = [old.status.value, old.claim_id, old.attempts, old.revision]
-        values = row_values(new)
+        # Only the cells that change (a claim is a few columns, not the payload); a terminal
+        # write rewrites every cell with the TTL so that the whole row expires.
+        values = changed_values(old, new, rewrite=ttl_s is not None)
         if ttl_s is None:
-            rows = await self._run("cas", [*values.values(), new.trigger_id, *cond])
+            rows = await self._run("cas", [*values, new.trigger_id, *cond])
         else:
-            rows = await self._run("cas_ttl", [ttl_s, *values.values(), new.trigger_id, *cond])
+            rows = await self._run("cas_ttl", [ttl_s, *values, new.trigger_id, *cond])
         return bool(rows and rows[0].get(schema.LWT_APPLIED))
 
     async def list_by_caller(

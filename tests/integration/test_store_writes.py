@@ -1,0 +1,60 @@
+"""What the store's writes leave in Cassandra's cells (CQL ``WRITETIME``/``TTL``): a creation
+writes no nulls, a claim rewrites only the cells it changes (never the payload), a terminal
+write rewrites every cell with the TTL so the whole row expires, and a value that goes away
+is deleted."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.contract.support import INDEX_TTL_S, make_trigger, unique, utc_ms
+from tests.integration.conftest import KEYSPACE
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.core.model import Status
+
+pytestmark = pytest.mark.integration
+
+
+def cells(store: CassandraStore, trigger_id: str, *cols: str) -> dict[str, Any]:
+    """Each column's value, write time and TTL, read with plain CQL."""
+    what = ", ".join(f"{c}, WRITETIME({c}) AS wt_{c}, TTL({c}) AS ttl_{c}" for c in cols)
+    row = store._session.execute(
+        f"SELECT {what} FROM {KEYSPACE}.{schema.TABLE_TRIGGERS} "
+        f"WHERE {schema.COL_TRIGGER_ID} = %s", [trigger_id]).one()
+    assert row is not None
+    return dict(row)
+
+
+def tombstone_free(store: CassandraStore, trigger_id: str) -> None:
+    """No cell of the row is a null written on purpose: absent columns have no write time."""
+    got = cells(store, trigger_id, "last_error", "claim_id", "fired_at_ms", "snoozed_from")
+    assert all(got[f"wt_{c}"] is None for c in ("last_error", "claim_id", "fired_at_ms",
+                                                "snoozed_from")), got
+
+
+async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole_row(
+        store: CassandraStore) -> None:
+    t = make_trigger(unique("lean-"), utc_ms(2031, 1, 2, 3, 4, 5))
+    await store.create(t, INDEX_TTL_S)
+    tombstone_free(store, t.trigger_id)
+    created = cells(store, t.trigger_id, "payload", "status")
+
+    claimed = t.with_status(Status.IN_FLIGHT, claim_id="c1", claimed_at_ms=t.fire_at_ms,
+                            attempts=1)
+    assert await store.compare_and_set(t, claimed)
+    after_claim = cells(store, t.trigger_id, "payload", "status", "claim_id")
+    assert after_claim["wt_payload"] == created["wt_payload"]  # the payload was not rewritten
+    assert after_claim["wt_status"] > created["wt_status"]
+    assert after_claim["claim_id"] == "c1" and after_claim["ttl_payload"] is None
+
+    fired = claimed.with_status(Status.FIRED, fired_at_ms=t.fire_at_ms + 5, claim_id=None)
+    assert await store.compare_and_set(claimed, fired, ttl_s=3600)
+    done = cells(store, t.trigger_id, "payload", "status", "claim_id", "fired_at_ms")
+    # Every cell that has a value carries the TTL (the row goes as a whole); the claim is gone.
+    assert done["ttl_payload"] is not None and done["ttl_status"] is not None
+    assert done["ttl_fired_at_ms"] is not None
+    assert done["claim_id"] is None
+    assert await store.get(t.trigger_id) == fired
