@@ -5,6 +5,7 @@ is deleted."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -58,3 +59,30 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
     assert done["ttl_fired_at_ms"] is not None
     assert done["claim_id"] is None
     assert await store.get(t.trigger_id) == fired
+
+
+async def test_caller_months_is_written_once_per_process_and_month(
+        store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    caller = unique("months-")
+    run = store._run
+    written: list[tuple[str, list[Any]]] = []
+
+    async def spy(name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        if name == "month_put" and params[0] == caller:
+            written.append((name, list(params)))
+        return await run(name, params)
+
+    monkeypatch.setattr(store, "_run", spy)
+    first = make_trigger(caller, utc_ms(2031, 3, 2))
+    await store.create(first, INDEX_TTL_S)
+    later = make_trigger(caller, utc_ms(2031, 3, 30))  # same month, created after
+    await store.create(later, INDEX_TTL_S)
+    next_month = make_trigger(caller, utc_ms(2031, 4, 1))
+    await store.create(next_month, INDEX_TTL_S)
+    # One write per month, each with a TTL that covers every entry of its month.
+    assert [p[1] for _, p in written] == [203103, 203104]
+    assert written[0][1][2] > INDEX_TTL_S + (later.fire_at_ms - first.fire_at_ms) // 1000
+    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""), last_month=203112,
+                                      limit=10, status=None)
+    assert [t.trigger_id for t in page.triggers] == [
+        first.trigger_id, later.trigger_id, next_month.trigger_id]

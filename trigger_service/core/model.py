@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from ulid import ULID
@@ -164,6 +165,12 @@ def fire_month(fire_at_ms: int) -> int:
     """``YYYYMM`` of a fire time in UTC: the listing index's partition."""
     dt = ms_to_datetime(fire_at_ms)
     return dt.year * 100 + dt.month
+
+
+def month_end_ms(month: int) -> int:
+    """The first millisecond after ``YYYYMM`` (UTC)."""
+    year, mon = divmod(next_month(month), 100)
+    return int(datetime(year, mon, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 def next_month(month: int) -> int:

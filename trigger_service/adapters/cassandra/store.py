@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cassandra.cluster import Cluster, Session
 
@@ -31,9 +31,18 @@ from trigger_service.adapters.cassandra.statements import (
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
-from trigger_service.core.model import Route, Status, Trigger, bucket_minute, fire_month, next_month
+from trigger_service.core.model import (
+    Route,
+    Status,
+    Trigger,
+    bucket_minute,
+    fire_month,
+    month_end_ms,
+    next_month,
+)
 from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor, ListPage
 
+K = TypeVar("K")
 _MIN_MS = -(2**63)
 _LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usually a few)
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
@@ -46,11 +55,38 @@ _SCAN_PAGE_SIZE = 2000
 _IN_CHUNK = 100
 
 
+# A zone-rules release's entry in zoned_versions outlives the entries it was written for by
+# this much, so one write covers a day of registrations that resolve with it.
+_VERSION_TTL_SLACK_S = 86_400
+
+
+class WrittenUntil(Generic[K]):
+    """Which small index rows this process has written, and until when they live: a row
+    is written again only for an entry that must outlive it. Per process, not shared:
+    every process writes each row once per period."""
+
+    def __init__(self) -> None:
+        self._expires_ms: dict[K, int] = {}
+
+    def claim(self, key: K, now_ms: int, ttl_s: int) -> int | None:
+        """The TTL to write the row with, or None if it is written and lives long enough."""
+        expires_ms = now_ms + ttl_s * 1000
+        if self._expires_ms.get(key, 0) >= expires_ms:
+            return None
+        self._expires_ms[key] = expires_ms
+        return ttl_s
+
+    def forget(self, key: K) -> None:
+        self._expires_ms.pop(key, None)
+
+
 class CassandraStore(CassandraDeadLetters, CassandraInbox):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
         self._cluster = cluster
         self._session = session
         self.list_max_rows = LIST_MAX_ROWS
+        self._months: WrittenUntil[tuple[str, int]] = WrittenUntil()
+        self._versions: WrittenUntil[str] = WrittenUntil()
         self._prepared = driver.prepare(session, queries(settings.keyspace)
                                         | dead_letter_queries(settings.keyspace)
                                         | inbox_queries(settings.keyspace))
@@ -98,23 +134,41 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         return await self.compare_and_set(old, new)
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int) -> None:
-        zoned = [] if t.tzdata_version is None else [
-            self._run("zoned_put", [t.tzdata_version, t.shard, t.trigger_id, index_ttl_s, ts_us]),
-            self._run("version_put", [schema.ZONED_VERSIONS_KEY, t.tzdata_version, index_ttl_s,
-                                      ts_us]),
-        ]
-        await asyncio.gather(
-            *zoned,
+        month = fire_month(t.fire_at_ms)
+        writes = [
             self._run("bucket", [
                 bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
                 t.route.value, index_ttl_s, ts_us,
             ]),
             self._run("by_caller", [
-                t.caller, fire_month(t.fire_at_ms), t.fire_at_ms, t.trigger_id, index_ttl_s,
-                ts_us,
+                t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us,
             ]),
-            self._run("month_put", [t.caller, fire_month(t.fire_at_ms), index_ttl_s, ts_us]),
-        )
+        ]
+        if t.tzdata_version is not None:
+            writes.append(self._run("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
+                                                  index_ttl_s, ts_us]))
+        # The two small "which partitions exist" tables: written once per process and
+        # period, with a TTL that covers every entry of it, not once per registration (they
+        # were one partition rewritten by every registration).
+        now_ms = ts_us // 1000
+        month_ttl_s = index_ttl_s + max(0, month_end_ms(month) - t.fire_at_ms) // 1000
+        month_write = self._months.claim((t.caller, month), now_ms, month_ttl_s)
+        if month_write is not None:
+            writes.append(self._run("month_put", [t.caller, month, month_write, ts_us]))
+        version_write = (None if t.tzdata_version is None else self._versions.claim(
+            t.tzdata_version, now_ms, index_ttl_s + _VERSION_TTL_SLACK_S))
+        if version_write is not None:
+            writes.append(self._run("version_put", [schema.ZONED_VERSIONS_KEY,
+                                                    t.tzdata_version, version_write, ts_us]))
+        try:
+            await asyncio.gather(*writes)
+        except BaseException:
+            # Not known to be written: the next registration of the period writes it.
+            if month_write is not None:
+                self._months.forget((t.caller, month))
+            if version_write is not None and t.tzdata_version is not None:
+                self._versions.forget(t.tzdata_version)
+            raise
 
     async def get(self, trigger_id: str) -> Trigger | None:
         rows = await self._run("get", [trigger_id])
