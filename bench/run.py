@@ -38,7 +38,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import modes
+from bench import cassandra_work, modes
 from bench.common import (
     API,
     CONCURRENCY,
@@ -176,6 +176,8 @@ async def run_one(mode: str, n: int) -> dict[str, Any]:
         async with session.get(f"{API}/readyz") as r:
             if r.status != 200:
                 sys.exit(f"the API at {API} is not ready ({r.status}): run `make up` first")
+        idle_s_per_s = await asyncio.to_thread(idle_cpu)
+        work_before = await asyncio.to_thread(cassandra_work.snapshot)
         meter = CpuMeter()
         meter.start()
         started = time.monotonic()
@@ -186,10 +188,29 @@ async def run_one(mode: str, n: int) -> dict[str, Any]:
                 result, _ = await measure_mode(mode, n, session)
         finally:
             cpu_s = meter.stop()
-        result["wall_s"] = round(time.monotonic() - started, 1)
+        wall_s = time.monotonic() - started
+        work_after = await asyncio.to_thread(cassandra_work.snapshot)
+        result["wall_s"] = round(wall_s, 1)
         result["cpu_s"] = cpu_s
         result["cpu_s_per_1000_deliveries"] = per_1000(cpu_s, result["delivered"])
+        # What the stack spends idle (sweepers' scans, the reconciler, Cassandra's own
+        # housekeeping) over as long, subtracted: the cost the triggers themselves caused.
+        result["idle_cpu_s_per_s"] = idle_s_per_s
+        result["cpu_s_per_1000_deliveries_idle_subtracted"] = per_1000(
+            {k: round(max(0.0, v - idle_s_per_s.get(k, 0.0) * wall_s), 2)
+             for k, v in cpu_s.items()}, result["delivered"])
+        result["cassandra_work_per_delivery"] = cassandra_work.per_delivery(
+            work_before, work_after, result["delivered"])
         return result
+
+
+def idle_cpu(seconds: float = 10.0) -> dict[str, float]:
+    """CPU seconds per second each component spends with no load (measured just before a
+    mode starts, after the previous one settled)."""
+    meter = CpuMeter()
+    meter.start()
+    time.sleep(seconds)
+    return {k: round(v / seconds, 4) for k, v in meter.stop().items()}
 
 
 async def warm_up(n: int = 300) -> None:
@@ -232,6 +253,12 @@ def print_table(results: list[dict[str, Any]]) -> None:
     print(f"\n{cpu_table_header()}")
     for r in results:
         print(cpu_table_row(r["mode"], r["cpu_s_per_1000_deliveries"]))
+    print("\nthe same, idle subtracted")
+    for r in results:
+        print(cpu_table_row(r["mode"], r["cpu_s_per_1000_deliveries_idle_subtracted"]))
+    for r in results:
+        top = dict(list(r["cassandra_work_per_delivery"].items())[:12])
+        print(f"{r['mode']}: cassandra per delivery {json.dumps(top)}")
     for r in results:
         extra = {k: r[k] for k in ("request_ms", "delivered_per_s", "rate_held", "late_count",
                                    "late_max_ms", "all_delivered", "killed") if k in r}
