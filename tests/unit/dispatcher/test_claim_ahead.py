@@ -16,10 +16,12 @@ import pytest
 from dispatcher.claim_gate import ClaimGate, DueTimers
 from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
 from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryStore
-from trigger_service.app.triggers import TriggerService
+from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.core.channels import PushSpec
 from trigger_service.core.clock import ManualClock
-from trigger_service.core.errors import NotCancellable
+from trigger_service.core.errors import NotCancellable, NotEditable
 from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
 from trigger_service.core.zones import load_zone
 
@@ -366,3 +368,71 @@ async def test_waiters_for_one_instant_share_one_sleep_and_survive_a_cancelled_f
     clock.set_ms(START_MS + 1_000)
     await asyncio.gather(*others)
     assert sorted(woke) == [1, 2, 3] and timers._timers == {}
+
+
+# --- an edit and an acknowledgement against a claim -------------------------------------------
+@pytest.mark.parametrize("api_offset_ms", [-300, 300])
+async def test_no_200_edit_is_followed_by_a_callback_with_the_old_payload(
+        api_offset_ms: int) -> None:
+    """PATCH of the payload swept around the claim on skewed clocks: an edit answered 200
+    means every callback carries the new payload; one answered 409 came after the claim,
+    and the callback carries the old one."""
+    answers: set[int] = set()
+    for edit_at in range(-40, 41, 10):
+        env = Env()
+        env.with_dispatch(claim_lead_ms=3_000)
+        t = await env.add(10_000, payload_json='{"v": "old"}')
+        payloads: list[str] = []
+        env.channel.on_deliver = lambda sent: payloads.append(sent.payload_json)
+        task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+        env.clock.set_ms(t.fire_at_ms - 3_000 + edit_at)
+        await settle()
+        service = _service(env, api_offset_ms)
+        current = env.row(t)
+        req = NewTrigger(callback_url=t.callback_url, payload_json='{"v": "new"}',
+                         fire_at_ms=t.fire_at_ms, received_at_ms=env.clock.now_ms())
+        edit = asyncio.create_task(service.edit(current, req, retime=False))
+        while not edit.done():  # an edit of an in-flight row waits for it (on this clock)
+            env.clock.advance_ms(25)
+            await settle()
+        try:
+            edit.result()
+            status = 200
+        except NotEditable:
+            status = 409
+        env.clock.set_ms(max(env.clock.now_ms(), t.fire_at_ms))
+        while not task.done():
+            env.clock.advance_ms(25)
+            await settle()
+        answers.add(status)
+        want = '{"v": "new"}' if status == 200 else '{"v": "old"}'
+        assert payloads == [want], (edit_at, status, payloads)
+    assert answers == {200, 409}
+
+
+async def test_an_ack_that_wins_over_the_claim_stops_the_step(env: Env) -> None:
+    """Acknowledged before the claim (the LWT orders them): the claim loses, the dispatcher
+    reads the acknowledged row and sends nothing; acknowledged after the claim: the ack
+    waits for the step being sent, so its 200 comes after that send, never before."""
+    plan = DeliveryPlan((PushSpec("tok", "t", "b"),))
+    env.with_dispatch(claim_lead_ms=3_000)
+    first = await env.add(10_000, plan=plan, callback_url="")
+    second = await env.add(10_000, plan=plan, callback_url="")
+    await env.enqueue(first, second)
+    d = env.dispatcher()
+    tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
+    env.clock.set_ms(first.fire_at_ms - 3_001)
+    await settle()
+    await _service(env).ack(first.caller, first.trigger_id, None)  # before the claim
+    env.clock.set_ms(first.fire_at_ms - 3_000)
+    await settle()
+    assert env.row(second).status is Status.IN_FLIGHT
+    ack = asyncio.create_task(_service(env).ack(second.caller, second.trigger_id, None))
+    env.clock.set_ms(first.fire_at_ms)
+    while not ack.done():
+        env.clock.advance_ms(25)
+        await settle()
+    await asyncio.gather(*tasks)
+    sent = [occ for _, occ, *_ in env.notifiers.sent]
+    assert sent == [f"{second.trigger_id}.1"]  # the first one's step was never sent
+    assert ack.result().trigger_id == second.trigger_id
