@@ -383,7 +383,7 @@ async def test_no_200_edit_is_followed_by_a_callback_with_the_old_payload(
         env.with_dispatch(claim_lead_ms=3_000)
         t = await env.add(10_000, payload_json='{"v": "old"}')
         payloads: list[str] = []
-        env.channel.on_deliver = lambda sent: payloads.append(sent.payload_json)
+        env.channel.on_deliver = lambda sent, out=payloads: out.append(sent.payload_json)
         task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
         env.clock.set_ms(t.fire_at_ms - 3_000 + edit_at)
         await settle()
