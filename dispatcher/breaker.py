@@ -17,6 +17,7 @@ does not finish (cancelled, or an error before its outcome) counts as neither (`
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from enum import StrEnum
 
@@ -35,6 +36,7 @@ class BreakerState(StrEnum):
 STATE_CODES = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
 
 
+@functools.lru_cache(maxsize=4096)
 def callback_origin(url: str) -> str:
     """``scheme://host:port`` of a callback URL, the port always written (80 for http)."""
     u = URL(url)

@@ -200,7 +200,7 @@ class Dispatcher:
             await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                t.last_error or "failed")
             self._metrics.inc("dead_letter_resends_total")
-        log.info("message_dropped", trigger_id=m.trigger_id,
+        log.debug("message_dropped", trigger_id=m.trigger_id,
                  status=t.status.value if t else None)
         await self._queue.delete(m.receipt_handle)
 

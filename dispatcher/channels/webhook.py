@@ -25,6 +25,7 @@ kept for the attempt history); past that the connection is closed instead of dra
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
@@ -160,9 +161,8 @@ class WebhookChannel:
             **await self.signature_headers(trigger, body),
         }
         try:
-            # encoded=True: yarl sends the normalised text as it is, re-quoting nothing.
             async with session.post(
-                URL(url.text, encoded=True), data=body.encode(), headers=headers,
+                _yarl_url(url.text), data=body.encode(), headers=headers,
                 allow_redirects=False,
                 timeout=self._timeout if timeout_s is None else aiohttp.ClientTimeout(
                     total=min(timeout_s, self._timeout_s)),
@@ -187,6 +187,13 @@ class WebhookChannel:
             return DeliveryResult(False, None, msg[:_MAX_ERROR_LEN])
         except (OSError, asyncio.IncompleteReadError) as e:
             return DeliveryResult(False, None, f"{type(e).__name__}: {e}"[:_MAX_ERROR_LEN])
+
+
+@functools.lru_cache(maxsize=4096)
+def _yarl_url(text: str) -> URL:
+    """The normalised text as yarl's URL, once per URL. encoded=True: yarl sends the text as
+    it is, re-quoting nothing."""
+    return URL(text, encoded=True)
 
 
 async def _read_excerpt(resp: aiohttp.ClientResponse) -> str | None:

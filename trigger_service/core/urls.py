@@ -28,6 +28,7 @@ nothing). What it does, and why:
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import re
 from dataclasses import dataclass
@@ -89,8 +90,11 @@ class CallbackUrl:
         return self.text
 
 
+@functools.lru_cache(maxsize=4096)
 def normalise_callback_url(text: str) -> CallbackUrl:
-    """``text`` as a ``CallbackUrl``; raises ``UrlError`` naming what is wrong."""
+    """``text`` as a ``CallbackUrl``; raises ``UrlError`` naming what is wrong. Cached
+    (the value is frozen): a dispatcher checks, routes and sends the same few callback URLs
+    over and over, and parses each once."""
     if not isinstance(text, str) or len(text) > MAX_URL_LEN:
         raise UrlError(f"an absolute http(s) URL of at most {MAX_URL_LEN} characters")
     if any(c.isspace() or ord(c) < 0x20 or ord(c) == 0x7F for c in text):
