@@ -24,8 +24,9 @@ DISPATCHER_PID="$(pid_of dispatcher-1)" || { echo "no dispatcher-1 running" >&2;
 
 "$PY" "$ROOT/bench/run.py" burst --scale "$SCALE" --results "$OUT" &
 BENCH=$!
-# The bench warms up (~15 s) before it starts registering; registration takes ~10 s.
-sleep 13
+# The bench warms up (~15 s) and measures the idle CPU (10 s) before it starts registering;
+# registration takes ~10 s.
+sleep 23
 "$PYSPY" record --nonblocking --rate 200 --duration 12 --pid "$API_PID" \
     --output "$OUT/api-burst.svg" >/dev/null 2>&1 &
 API_SPY=$!
