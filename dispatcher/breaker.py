@@ -11,14 +11,12 @@ counts is also not an exception here but ``DeliveryResult.origin_failed``.
 
 closed ──fail_max consecutive failures──> open ──reset_s elapsed──> half-open
 half-open: one trial call at a time; success → closed, failure → open again. A call that
-does not finish (cancelled, or an error before its outcome) counts as neither (``attempt``).
+does not finish (cancelled, or an error before its outcome) counts as neither (``TrialSlot``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
-from collections.abc import Iterator
 from enum import StrEnum
 
 from yarl import URL
@@ -94,16 +92,10 @@ class CircuitBreaker:
         """Give back a half-open trial slot without an outcome (the call was not made)."""
         self._trial_running = False
 
-    @contextlib.contextmanager
-    def attempt(self) -> Iterator[None]:
-        """Around a call let through by ``try_acquire``: if it raises (a cancellation
-        included) before an outcome is recorded, the trial slot is given back and nothing
-        is counted."""
-        try:
-            yield
-        except BaseException:
-            self.release()
-            raise
+    def slot(self) -> TrialSlot:
+        """The slot ``try_acquire`` just let through, as a context manager: it is given back
+        on leaving the block (however it is left) unless an outcome was recorded on it."""
+        return TrialSlot(self)
 
     def record_success(self) -> None:
         if self._opened_at_ms is not None:
@@ -117,3 +109,41 @@ class CircuitBreaker:
         if self._trial_running or self._failures >= self._fail_max:
             self._opened_at_ms = self._clock.now_ms()
         self._trial_running = False
+
+
+class TrialSlot:
+    """One call let through by ``CircuitBreaker.try_acquire``, held for a ``with`` block.
+
+    Inside the block the call's outcome is recorded with ``succeeded`` or ``failed``; a block
+    left without one (nothing was sent, the claim lost, a cancellation, an error) gives the
+    half-open trial back and counts nothing. So the slot is released on every path once,
+    by the block, not by each return.
+    """
+
+    __slots__ = ("_breaker", "_settled")
+
+    def __init__(self, breaker: CircuitBreaker) -> None:
+        self._breaker = breaker
+        self._settled = False
+
+    def __enter__(self) -> TrialSlot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self._settled:
+            self._breaker.release()
+
+    def succeeded(self) -> None:
+        self._settled = True
+        self._breaker.record_success()
+
+    def failed(self) -> None:
+        self._settled = True
+        self._breaker.record_failure()
+
+    def give_back(self) -> None:
+        """Give the slot back now, with no outcome (what follows is not a call to the
+        origin: the notification channels keep their own state)."""
+        if not self._settled:
+            self._settled = True
+            self._breaker.release()

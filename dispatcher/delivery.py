@@ -23,8 +23,13 @@ Why each failure is safe:
   finished trigger.
 
 Deferrals (an open circuit, a caller at its limit, someone else's live claim) spend no
-attempt, and no redrive budget either: a message received ``REFRESH_AFTER_RECEIVES`` times is
-replaced by a fresh copy, so only a message whose handling keeps crashing reaches SQS's DLQ.
+attempt, and no redrive budget either (``visibility``).
+
+``Delivery`` is composed of plain parts, each its own idea: the ``ClaimGate`` (when to claim)
+and ``DueTimers`` (when to send), ``Visibility`` (the only part that hides, shows, passes on
+or deletes the message in hand), ``FanOut`` (notification channels) and ``Finishing`` (the
+outcome). The origin's breaker slot is held by a ``with`` block from the claim to the send's
+answer, so every way out gives it back once.
 """
 
 from __future__ import annotations
@@ -40,10 +45,11 @@ from dataclasses import dataclass
 
 import structlog
 
-from dispatcher.breaker import CircuitBreaker, callback_origin
+from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
 from dispatcher.claim_gate import ClaimGate, DueTimers
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
-from dispatcher.finishing import Attempted, DispatchStore
+from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
+from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
 from trigger_service.core.lag import LagTally
@@ -54,20 +60,19 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DeliveryResult,
     Metrics,
-    OutgoingMessage,
     ReceivedMessage,
 )
-from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div
 
 log = structlog.get_logger("dispatcher")
 
-REFRESH_AFTER_RECEIVES = 10
 # A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
 # that starts late is given less time, down to this; with less left the claim is renewed.
 MIN_SEND_TIMEOUT_MS = 2_000
 FINISH_CONCURRENCY_WHILE_SENDING = 32
 # A dispatcher that stops gives back the claims it took more than this ahead of their send.
 GIVE_BACK_AHEAD_MS = 2_000
+
+__all__ = ["HELD_BACK", "REFRESH_AFTER_RECEIVES", "Delivery", "DispatchDeps", "HeldBack"]
 
 
 class HeldBack(enum.Enum):
@@ -99,23 +104,29 @@ def new_claim_id() -> str:
 class _Claimed:
     before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
     trigger: Trigger  # as claimed
-    breaker: CircuitBreaker  # its try_acquire let this claim through
+    slot: TrialSlot  # the origin's breaker let this claim through
 
 
-class Delivery(FanOut):
+class Delivery:
     def __init__(self, deps: DispatchDeps, channel: Channel, callers: CallerRegistry, *,
                  claim_ids: Callable[[], str] = new_claim_id,
                  notifiers: Notifiers = UNCONFIGURED) -> None:
         self._s = deps.settings
         self._d = deps.settings.dispatch
         self._store = deps.store
-        self._queue = deps.queue
         self._clock = deps.clock
         self._metrics = deps.metrics
         self._channel = channel
-        self._notifiers = notifiers  # email, SMS, push, inbox (fanout.py)
         self._callers = callers
         self._new_claim_id = claim_ids
+        self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
+        self.visibility = Visibility(deps.settings, deps.queue, deps.clock, deps.metrics)
+        self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
+                                   RetryPolicies(callers, self._d), deps.clock, deps.metrics,
+                                   self.name)
+        self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
+                              self.visibility, self._callback_allowed, deps.clock,
+                              deps.metrics)
         self._timers = DueTimers(deps.clock)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
@@ -130,7 +141,6 @@ class Delivery(FanOut):
         # max_inflight waiting for one caller they are deferred instead.
         self._waiting: dict[str, int] = {}
         self._max_waiting = max(1, self._d.max_inflight)
-        self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
 
     def bulkhead(self, caller: str) -> asyncio.Semaphore:
         """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
@@ -155,19 +165,6 @@ class Delivery(FanOut):
         """origin → its circuit (``dispatcher.ops_report`` publishes and prunes them)."""
         return self._breakers
 
-    async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
-        """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
-        if m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S:
-            await self._queue.change_visibility(m.receipt_handle, delay_s)
-            return
-        self._metrics.inc("message_refreshes_total")
-        await self._queue.replace(
-            m.receipt_handle, OutgoingMessage(m.trigger_id, m.fire_at_ms, delay_s))
-
-    async def _defer_until(self, m: ReceivedMessage, at_ms: int) -> None:
-        # Rounded up: the message comes back no earlier than asked.
-        await self.defer(m, max(1, ceil_div(at_ms - self._clock.now_ms(), 1000)))
-
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
                                 hidden_until_ms: int | None = None,
                                 stopping: asyncio.Event | None = None
@@ -178,19 +175,20 @@ class Delivery(FanOut):
         given back; the caller hands the message back), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it."""
-        async with self.gate.turn(t.due_at_ms(), stopping) as go:
-            if not go:
-                return HELD_BACK
-            claimed = await self._claim(m, t)
-        if not isinstance(claimed, _Claimed):
-            return claimed
-        outcome = await self._send_when_due(m, claimed, hidden_until_ms, stopping)
+        with contextlib.ExitStack() as held:  # the breaker slot, from the claim to the answer
+            async with self.gate.turn(t.due_at_ms(), stopping) as go:
+                if not go:
+                    return HELD_BACK
+                claimed = await self._claim(m, t, held)
+            if not isinstance(claimed, _Claimed):
+                return claimed
+            outcome = await self._send_when_due(m, claimed, hidden_until_ms, stopping)
         if isinstance(outcome, Attempted):
             async with self._finish_slot():
                 # The history and the outcome are independent writes: side by side.
-                history = asyncio.ensure_future(self._record_attempt(outcome))
+                history = asyncio.ensure_future(self.finishing.record_attempt(outcome))
                 try:
-                    await self._record_outcome(m, outcome)
+                    await self.finishing.record_outcome(m, outcome)
                 finally:
                     await history
             return None
@@ -207,36 +205,33 @@ class Delivery(FanOut):
         async with self._finish_slots:
             yield
 
-    async def _claim(self, m: ReceivedMessage, t: Trigger) -> _Claimed | Trigger | None:
+    async def _claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack
+                     ) -> _Claimed | Trigger | None:
         """The claim LWT (inside a claim slot), unless someone else's live claim, the
-        caller's backlog or an open circuit defers the message (None)."""
+        caller's backlog or an open circuit defers the message (None). The breaker's slot
+        goes into ``held``."""
         if t.status is Status.IN_FLIGHT and self._clock.now_ms() < self._stale_at(t):
             # Someone is delivering it right now; look again once their claim would be stale.
-            await self._defer_until(m, self._stale_at(t) + 1)
+            await self.visibility.defer_until(m, self._stale_at(t) + 1)
             return None
         if self._waiting.get(t.caller, 0) >= self._max_waiting:
             self._metrics.inc("bulkhead_deferrals_total")
-            await self.defer(m, 1)
+            await self.visibility.defer(m, 1)
             return None
         breaker = self.breaker(callback_origin(t.callback_url))
         wait_ms = breaker.try_acquire()
         if wait_ms:
             # Open circuit: no attempt is spent; the message comes back when it may close.
             self._metrics.inc("circuit_open_deferrals_total")
-            await self._defer_until(m, self._clock.now_ms() + wait_ms)
+            await self.visibility.defer_until(m, self._clock.now_ms() + wait_ms)
             return None
+        slot = held.enter_context(breaker.slot())
         # The claim's time is when the POST starts: now, or the due time if that is later
         # (a claim is taken ahead, by the gate's lead). Never the time before a wait.
         claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
                                 claimed_at_ms=max(self._clock.now_ms(), t.due_at_ms()),
                                 attempts=t.attempts + 1)
-        try:
-            applied = await self._store.compare_and_set(t, claimed)
-        except BaseException:
-            breaker.release()  # nothing was sent
-            raise
-        if not applied:
-            breaker.release()
+        if not await self._store.compare_and_set(t, claimed):
             return await self._lost_claim(m, t)
         if t.status is Status.IN_FLIGHT:
             self._metrics.inc("claim_takeovers_total")
@@ -245,7 +240,7 @@ class Delivery(FanOut):
         if self._clock.now_ms() > claimed.due_at_ms():
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
-        return _Claimed(t, claimed, breaker)
+        return _Claimed(t, claimed, slot)
 
     @property
     def waiting(self) -> int:
@@ -258,33 +253,23 @@ class Delivery(FanOut):
     async def _send_when_due(self, m: ReceivedMessage, c: _Claimed, hidden_until_ms: int | None,
                              stopping: asyncio.Event | None
                              ) -> Attempted | Trigger | HeldBack | None:
-        """After the claim: at the due time the send, inside the caller's bulkhead and the
-        origin's breaker."""
+        """After the claim: at the due time the send, inside the caller's bulkhead."""
         claimed = c.trigger
         due_ms = claimed.due_at_ms()
         if due_ms - self._clock.now_ms() <= GIVE_BACK_AHEAD_MS:
             stopping = None  # sent during the drain
-        try:
-            if not await self._timers.wait_until(due_ms, stopping):  # never early
-                # Stopping with a claim taken ahead: the row goes back as it was, so whoever
-                # gets the message sends on time (the claim would outlive the drain).
-                given_back = await self._store.compare_and_set(claimed, c.before)
-                c.breaker.release()
-                if given_back:
-                    self._metrics.inc("claims_given_back_total")
-                    return HELD_BACK
-                return await self._store.get(claimed.trigger_id)
-        except BaseException:
-            c.breaker.release()  # nothing was sent
-            raise
+        if not await self._timers.wait_until(due_ms, stopping):  # never early
+            # Stopping with a claim taken ahead: the row goes back as it was, so whoever
+            # gets the message sends on time (the claim would outlive the drain).
+            if await self._store.compare_and_set(claimed, c.before):
+                self._metrics.inc("claims_given_back_total")
+                return HELD_BACK
+            return await self._store.get(claimed.trigger_id)
         self._sending += 1
         try:
             self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
             try:
                 await self.bulkhead(claimed.caller).acquire()
-            except BaseException:
-                c.breaker.release()  # nothing was sent
-                raise
             finally:
                 self._waiting[claimed.caller] -= 1
             try:
@@ -296,7 +281,7 @@ class Delivery(FanOut):
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None) -> Attempted | Trigger | None:
-        claimed, breaker = c.trigger, c.breaker
+        claimed, slot = c.trigger, c.slot
         # A send that starts late (the bulkhead, a busy CPU) gets what is left of its claim;
         # with less than MIN_SEND_TIMEOUT_MS left the claim is renewed first (a new claim
         # id, so a taker who read the old one cannot apply).
@@ -308,41 +293,32 @@ class Delivery(FanOut):
         if left_ms < floor_ms:
             renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
                                           claimed_at_ms=self._clock.now_ms())
-            try:
-                renewed_ok = await self._store.compare_and_set(claimed, renewed)
-            except BaseException:
-                breaker.release()
-                raise
-            if not renewed_ok:
-                breaker.release()
+            if not await self._store.compare_and_set(claimed, renewed):
                 return await self._store.get(claimed.trigger_id)
             self._metrics.inc("claim_renewals_total")
             claimed, timeout_s = renewed, self._d.callback_timeout_s
         if hidden_until_ms is not None:
-            await self.keep_hidden(m, hidden_until_ms, claimed.claimed_at_ms or 0)
-        with breaker.attempt():  # cancelled or crashed: the half-open trial is given back
-            self._observe_start(claimed)
-            if claimed.plan is not None:  # notification channels: each with its own state
-                breaker.release()
-                await self.fan_out(m, claimed)
-                return None
-            started_ms = self._clock.now_ms()
-            if not self._callback_allowed(claimed):
-                breaker.release()  # nothing is sent
-                return Attempted(claimed, DeliveryResult(
-                    False, None, "callback URL not allowed for this caller any more"),
-                    started_ms, 0, refused=True)
-            result = await self._channel.deliver(
-                claimed, claimed.attempts,
-                None if timeout_s >= self._d.callback_timeout_s else timeout_s)
+            await self.visibility.keep_hidden(m, hidden_until_ms, claimed.claimed_at_ms or 0)
+        self._observe_start(claimed)
+        if claimed.plan is not None:  # notification channels: each with its own state
+            slot.give_back()
+            await self.fan_out.fan_out(m, claimed)
+            return None
+        started_ms = self._clock.now_ms()
+        if not self._callback_allowed(claimed):
+            return Attempted(claimed, DeliveryResult(
+                False, None, "callback URL not allowed for this caller any more"),
+                started_ms, 0, refused=True)
+        result = await self._channel.deliver(
+            claimed, claimed.attempts,
+            None if timeout_s >= self._d.callback_timeout_s else timeout_s)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
-        # means it is up and answering. A refused address says nothing about it.
-        if result.refused:
-            breaker.release()
-        else:
-            (breaker.record_failure if result.origin_failed else breaker.record_success)()
+        # means it is up and answering. A refused address says nothing about it (the slot
+        # is given back unsettled).
+        if not result.refused:
+            (slot.failed if result.origin_failed else slot.succeeded)()
         return Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
-                          refused=result.refused)
+                         refused=result.refused)
 
     def _callback_allowed(self, t: Trigger) -> bool:
         """Checked again at delivery: the callers file may have changed since registration
@@ -371,6 +347,6 @@ class Delivery(FanOut):
             # would be stale; if the winner finished by then it is dropped as a duplicate.
             log.info("claim_lost_copy_hidden", trigger_id=t.trigger_id, caller=t.caller,
                      attempt=t.attempts + 1)
-            await self._defer_until(m, self._stale_at(current) + 1)
+            await self.visibility.defer_until(m, self._stale_at(current) + 1)
             return None
         return current

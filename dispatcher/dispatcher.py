@@ -14,11 +14,12 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import HELD_BACK, REFRESH_AFTER_RECEIVES, Delivery, DispatchDeps
+from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
 from dispatcher.ops_report import OpsReporter
+from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
@@ -26,7 +27,6 @@ from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
-from trigger_service.core.timing import sqs_delay_s
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
@@ -58,6 +58,7 @@ class Dispatcher:
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers)
+        self._visibility = self.delivery.visibility
         self._s, self._d = settings, settings.dispatch
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
@@ -100,7 +101,7 @@ class Dispatcher:
             return 0
         messages = await self._queue.receive(
             max_messages=min(10, free), wait_s=self._d.wait_time_s,
-            visibility_s=self._d.visibility_timeout_s)
+            visibility_s=self._visibility.receive_s)
         for m in messages:
             task = asyncio.create_task(self._handle_safely(m))
             self._tasks.add(task)
@@ -126,8 +127,7 @@ class Dispatcher:
                 # a duplicate send): it is enough, and if we die it reappears. This one goes
                 # without a Cassandra read.
                 self._metrics.inc("duplicate_messages_total")
-                with contextlib.suppress(AdapterError):
-                    await self._queue.delete(m.receipt_handle)
+                await self._visibility.delete_quietly(m)
             return  # (the same message again: its first receipt is being handled)
         if m.trigger_id:
             self._handling[key] = m.message_id
@@ -142,7 +142,7 @@ class Dispatcher:
             log.warning("handle_failed", trigger_id=m.trigger_id, error=str(e))
             if m.receive_count >= REFRESH_AFTER_RECEIVES:
                 with contextlib.suppress(AdapterError):
-                    await self.delivery.defer(m, self._d.visibility_timeout_s)
+                    await self._visibility.defer(m, self._visibility.receive_s)
         except Exception:
             log.exception("handle_crashed", trigger_id=m.trigger_id)
         finally:
@@ -153,9 +153,9 @@ class Dispatcher:
         """Process one received message to the end (delivered, rescheduled or dropped)."""
         if not m.trigger_id:
             await self._queue.send_dead_letter("", 0, "malformed message body")
-            await self._queue.delete(m.receipt_handle)
+            await self._visibility.delete(m)
             return
-        hidden_until_ms = self._clock.now_ms() + self._d.visibility_timeout_s * 1000
+        hidden_until_ms = self._visibility.hidden_until_ms()
         t = await self._store.get(m.trigger_id)
         for _ in range(_CAS_ROUNDS):
             if t is None or t.status.terminal:
@@ -167,13 +167,13 @@ class Dispatcher:
                 self._metrics.inc("stale_messages_total")
                 log.info("stale_message_dropped", trigger_id=m.trigger_id,
                          message_fire_at_ms=m.fire_at_ms, fire_at_ms=t.fire_at_ms)
-                await self._queue.delete(m.receipt_handle)
+                await self._visibility.delete(m)
                 return
             due_ms = t.due_at_ms()
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
                 await self._put_back(m, due_ms)
                 return
-            hidden_until_ms = await self.delivery.keep_hidden(m, hidden_until_ms, due_ms)
+            hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             # Held until its claim time (ahead of the due time by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
                                                             self._stopping)
@@ -202,12 +202,11 @@ class Dispatcher:
             self._metrics.inc("dead_letter_resends_total")
         log.debug("message_dropped", trigger_id=m.trigger_id,
                  status=t.status.value if t else None)
-        await self._queue.delete(m.receipt_handle)
+        await self._visibility.delete(m)
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""
         if self._stopping.is_set():
-            await self._queue.change_visibility(m.receipt_handle, 0)
+            await self._visibility.hand_back(m)
             return
-        await self.delivery.defer(
-            m, sqs_delay_s(due_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s))
+        await self._visibility.show_before(m, due_ms)

@@ -1,6 +1,6 @@
 """One occurrence of a trigger with notification channels (issue 12), delivered under the
 dispatcher's claim: every channel due now is sent, each with its own state, retries and
-outcome; ``Delivery`` mixes this in and calls ``fan_out`` once its claim applied.
+outcome. One of the parts ``Delivery`` holds; it calls ``fan_out`` once its claim applied.
 
 Why each failure is safe:
 
@@ -21,12 +21,15 @@ Why each failure is safe:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Protocol
 
 import structlog
 
-from dispatcher.finishing import Finishing
+from dispatcher.finishing import DispatchStore, Finishing
+from dispatcher.visibility import Visibility
+from trigger_service.config.settings import Settings
 from trigger_service.core.ack_links import make_token
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
@@ -41,10 +44,11 @@ from trigger_service.core.notify_plan import (
 )
 from trigger_service.core.ports import (
     Channel,
+    Clock,
     DeliveryResult,
+    Metrics,
     ReceivedMessage,
 )
-from trigger_service.core.timing import sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
@@ -76,16 +80,23 @@ def _from_http(r: DeliveryResult) -> ChannelOutcome:
                           error=r.error, retry_after_s=r.retry_after_s)
 
 
-class FanOut(Finishing):
-    """Mixed into ``Delivery``, which provides what is declared here."""
-
-    _channel: Channel
-    _notifiers: Notifiers
-    name: str
-
-    def _callback_allowed(self, t: Trigger) -> bool:
-        raise NotImplementedError
-
+class FanOut:
+    def __init__(self, settings: Settings, store: DispatchStore, channel: Channel,
+                 notifiers: Notifiers, finishing: Finishing, visibility: Visibility,
+                 callback_allowed: Callable[[Trigger], bool], clock: Clock,
+                 metrics: Metrics) -> None:
+        """``callback_allowed``: whether a trigger's callback URL is still allowed for its
+        caller (checked again at delivery)."""
+        self._s = settings
+        self._d = settings.dispatch
+        self._store = store
+        self._channel = channel
+        self._notifiers = notifiers
+        self._finishing = finishing
+        self._visibility = visibility
+        self._callback_allowed = callback_allowed
+        self._clock = clock
+        self._metrics = metrics
 
     async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> None:
         assert claimed.plan is not None
@@ -168,7 +179,7 @@ class FanOut(Finishing):
         if o.ok:
             return with_state(states, i, status=ChannelStatus.DELIVERED, delivered_at_ms=now_ms,
                               provider_message_id=o.provider_message_id, **common)
-        policy = self._policy(t.caller)
+        policy = self._finishing.policies.of(t.caller)
         if (o.permanent or attempts >= policy.max_attempts
                 or policy.too_old(t.fire_at_ms, now_ms)):
             return with_state(states, i, status=ChannelStatus.FAILED, **common)
@@ -186,7 +197,7 @@ class FanOut(Finishing):
                           truncate(f"{s.type}: {o.provider_code or ''} {o.error}")
                           if o.error else None,
                           truncate(f"{s.type}: {o.provider_message_id}")
-                          if o.provider_message_id else s.type, self.name)
+                          if o.provider_message_id else s.type, self._finishing.name)
         self._metrics.inc("channel_sends_total", type=s.type, outcome=s.status.value.lower())
         try:
             await self._store.record_attempt(history, ttl_s=self._s.retention_s)
@@ -208,19 +219,18 @@ class FanOut(Finishing):
                 reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED
                           if all(s.provider_code == NOT_ALLOWED for s in failed)
                           else DeadLetterReason.MAX_ATTEMPTS)
-                await self._give_up(m, current, detail, ctx, reason)
+                await self._finishing.give_up(m, current, detail, ctx, reason)
             else:
-                await self._record_fired(m, current, DeliveryResult(True, None, None), ctx)
+                await self._finishing.record_fired(
+                    m, current, DeliveryResult(True, None, None), ctx)
             return
         next_ms = min(s.due_at_ms for s in states if not s.status.done)
-        now_ms = self._clock.now_ms()
         new = current.with_status(Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
                                   channel_states=states)
         if await self._store.compare_and_set(current, new):
             log.info("channels_waiting", **ctx, next_at_ms=next_ms,
                      pending=[s.type for s in states if not s.status.done])
-            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
-                next_ms, now_ms, self._s.sqs.enqueue_lead_s))
+            await self._visibility.show_before(m, next_ms)
         else:
             log.warning("channels_not_recorded_claim_lost", **ctx)
 

@@ -1,15 +1,15 @@
-"""How an occurrence ends: FIRED (or the series' next occurrence) or dead-lettered, and the
-message dealt with. Mixed into ``Delivery`` (through ``FanOut``), which provides what is
-declared here; kept apart so that each file reads as one part of the story."""
+"""How an occurrence ends: FIRED (or the series' next occurrence), a retry, or dead-lettered,
+and the message dealt with (through ``Visibility``). ``Finishing`` is one of the parts
+``Delivery`` holds; the notification fan-out finishes its occurrences through it too."""
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass
 from typing import Protocol
 
 import structlog
 
+from dispatcher.visibility import Visibility
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core import series
@@ -35,8 +35,6 @@ from trigger_service.core.ports import (
 from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
-
-_OUTCOME_MARGIN_MS = 5_000
 
 
 class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
@@ -66,6 +64,20 @@ class RetryPolicy:
         return delay_s
 
 
+class RetryPolicies:
+    """Each caller's ``RetryPolicy``: the callers file, falling back to the settings."""
+
+    def __init__(self, callers: CallerRegistry, d: DispatchSettings) -> None:
+        self._callers = callers
+        self._d = d
+
+    def of(self, caller_name: str) -> RetryPolicy:
+        c = self._callers.by_name(caller_name)
+        return RetryPolicy((c.max_attempts if c else None) or self._d.max_attempts,
+                           (c.retry_backoff_s if c else None) or self._d.retry_backoff_s,
+                           c.max_age_s if c else None, self._d.retry_after_max_s)
+
+
 @dataclass(frozen=True, slots=True)
 class Attempted:
     trigger: Trigger  # as claimed
@@ -76,22 +88,20 @@ class Attempted:
 
 
 class Finishing:
-    name: str  # this dispatcher, in the attempt history
-    _s: Settings
-    _d: DispatchSettings
-    _callers: CallerRegistry
-    _store: DispatchStore
-    _queue: DeliveryQueue
-    _clock: Clock
-    _metrics: Metrics
+    def __init__(self, settings: Settings, store: DispatchStore, queue: DeliveryQueue,
+                 visibility: Visibility, policies: RetryPolicies, clock: Clock,
+                 metrics: Metrics, name: str) -> None:
+        """``name``: this dispatcher, in the attempt history."""
+        self._s = settings
+        self._store = store
+        self._queue = queue  # the dead-letter queue; the message in hand goes through:
+        self._visibility = visibility
+        self.policies = policies
+        self._clock = clock
+        self._metrics = metrics
+        self.name = name
 
-    def _policy(self, caller_name: str) -> RetryPolicy:
-        c = self._callers.by_name(caller_name)
-        return RetryPolicy((c.max_attempts if c else None) or self._d.max_attempts,
-                           (c.retry_backoff_s if c else None) or self._d.retry_backoff_s,
-                           c.max_age_s if c else None, self._d.retry_after_max_s)
-
-    async def _give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
+    async def give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
                        ctx: dict[str, object], reason: DeadLetterReason) -> None:
         """No attempts left: dead-letter this occurrence; a series goes on to its next one,
         anything else ends FAILED."""
@@ -110,7 +120,7 @@ class Finishing:
             # FAILED first: a message that comes back to a FAILED row re-sends the letter.
             if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
                 await self._dead_letter(t, error, reason)
-        await self._delete_quietly(m)
+        await self._visibility.delete_quietly(m)
 
     async def _dead_letter(self, t: Trigger, error: str | None,
                            reason: DeadLetterReason) -> None:
@@ -122,7 +132,7 @@ class Finishing:
         await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
         self._metrics.inc("dead_lettered_total", reason=reason.value)
 
-    async def _record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
+    async def record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
                             ctx: dict[str, object]) -> None:
         now_ms = self._clock.now_ms()
         self._metrics.inc("deliveries_total", outcome="fired", caller=t.caller)
@@ -138,7 +148,7 @@ class Finishing:
             # Our claim was taken over while we delivered: the other one delivers too.
             self._metrics.inc("duplicate_deliveries_total")
             log.warning("fired_not_recorded_claim_lost", **ctx)
-        await self._delete_quietly(m)
+        await self._visibility.delete_quietly(m)
 
     async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool) -> bool:
         """Point a scheduled trigger at its next occurrence in one LWT (finishing this one);
@@ -155,42 +165,19 @@ class Finishing:
         if not applied:
             # Taken over or cancelled meanwhile: whoever holds the row now moves it on.
             self._metrics.inc("duplicate_deliveries_total" if fired else "claim_lost_total")
-            await self._delete_quietly(m)
+            await self._visibility.delete_quietly(m)
             return True
         log.debug("next_occurrence", trigger_id=t.trigger_id, caller=t.caller,
                  next_fire_at_ms=nxt.fire_at_ms, occurrence_id=nxt.occurrence_id)
         if nxt.route is Route.DIRECT:
-            await self._queue.replace(m.receipt_handle, OutgoingMessage(
+            await self._visibility.pass_on(m, OutgoingMessage(
                 nxt.trigger_id, nxt.fire_at_ms,
                 sqs_delay_s(nxt.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
         else:
-            await self._delete_quietly(m)
+            await self._visibility.delete_quietly(m)
         return True
 
-    async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
-                          starts_ms: int) -> int:
-        """Extend ``m``'s visibility if a delivery starting at ``starts_ms`` could outlast it
-        (it would reappear while we still work on it); returns the new hidden-until.
-
-        Done by: the start, plus a whole callback timeout, plus a margin to write the
-        outcome. Usually inside the visibility (held up to the enqueue lead, 15 s, of 30):
-        no SQS call at all."""
-        busy_until_ms = (starts_ms + int(self._d.callback_timeout_s * 1000)
-                         + min(_OUTCOME_MARGIN_MS, self._d.visibility_slack_s * 1000))
-        if busy_until_ms <= hidden_until_ms:
-            return hidden_until_ms
-        now_ms = self._clock.now_ms()
-        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
-        await self._queue.change_visibility(m.receipt_handle, visibility_s)
-        return now_ms + visibility_s * 1000
-
-    async def _delete_quietly(self, m: ReceivedMessage) -> None:
-        # A failed delete only means the message comes back: the trigger is finished and
-        # the next copy is dropped as a duplicate.
-        with contextlib.suppress(AdapterError):
-            await self._queue.delete(m.receipt_handle)
-
-    async def _record_attempt(self, a: Attempted) -> None:
+    async def record_attempt(self, a: Attempted) -> None:
         t, r = a.trigger, a.result
         try:
             await self._store.record_attempt(Attempt(
@@ -202,15 +189,15 @@ class Finishing:
             self._metrics.inc("attempt_record_failures_total")
             log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
 
-    async def _record_outcome(self, m: ReceivedMessage, a: Attempted) -> None:
+    async def record_outcome(self, m: ReceivedMessage, a: Attempted) -> None:
         t, result = a.trigger, a.result
         ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
         if result.ok:
-            await self._record_fired(m, t, result, ctx)
+            await self.record_fired(m, t, result, ctx)
             return
         self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error
-        policy = self._policy(t.caller)
+        policy = self.policies.of(t.caller)
         now_ms = self._clock.now_ms()
         reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
                   else DeadLetterReason.GONE if result.gone
@@ -218,14 +205,13 @@ class Finishing:
                   else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= policy.max_attempts
                   else None)
         if reason is not None:
-            await self._give_up(m, t, with_reason(reason, error), ctx, reason)
+            await self.give_up(m, t, with_reason(reason, error), ctx, reason)
             return
         delay_s = policy.delay_s(t.attempts, result.retry_after_s)
         new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):
             log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
-            await self._queue.change_visibility(m.receipt_handle, sqs_delay_s(
-                new.due_at_ms(), now_ms, self._s.sqs.enqueue_lead_s))
+            await self._visibility.show_before(m, new.due_at_ms())
         else:
             log.warning("retry_not_recorded_claim_lost", **ctx, error=error)

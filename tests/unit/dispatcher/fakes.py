@@ -28,7 +28,10 @@ CALLER = "orders"
 OTHER_CALLER = "billing"
 ORIGIN = f"https://{CALLER}.internal:443"  # the callback origin of CALLER's triggers (add())
 UNKNOWN_CALLER = "ghost"  # not in the callers file (removed since it registered)
-VISIBILITY_S = 30  # Settings().dispatch.visibility_timeout_s (10 s timeout + 20 s slack)
+# What the dispatcher receives with: the 30 s visibility (10 s callback timeout + 20 s slack),
+# which covers the tests' short enqueue lead (3 s, + 1 rounded down) plus the 10 s timeout and
+# 5 s to write the outcome (dispatcher.visibility; with the default 15 s lead it is 31 s).
+VISIBILITY_S = 30
 CLAIM_LEAD_MS = 1_000  # Settings().dispatch.claim_lead_ms
 # The tests' enqueue lead (the default is 15 s): small, so that a held message and one put
 # back are easy to tell apart in a few seconds of fake time.

@@ -30,7 +30,7 @@ def received_again(m: ReceivedMessage, count: int) -> ReceivedMessage:
 async def test_a_deferral_below_the_refresh_threshold_only_hides_the_message(env: Env) -> None:
     t = await env.add(0)
     m = await env.receive_one(t)
-    await env.delivery().defer(received_again(m, REFRESH_AFTER_RECEIVES - 1), 7)
+    await env.delivery().visibility.defer(received_again(m, REFRESH_AFTER_RECEIVES - 1), 7)
     assert env.queued(t) == [env.clock.now_ms() + 7_000]
     assert env.queue.calls.get("replace", 0) == 0
 
@@ -40,7 +40,7 @@ async def test_a_deferral_of_an_often_received_message_replaces_it_with_a_fresh_
 ) -> None:
     t = await env.add(0)
     m = await env.receive_one(t)
-    await env.delivery().defer(received_again(m, REFRESH_AFTER_RECEIVES), 7)
+    await env.delivery().visibility.defer(received_again(m, REFRESH_AFTER_RECEIVES), 7)
     assert env.queued(t) == [env.clock.now_ms() + 7_000]
     assert env.count("message_refreshes_total") == 1
     env.clock.advance_ms(7_000)

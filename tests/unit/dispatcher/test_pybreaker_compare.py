@@ -67,9 +67,9 @@ async def test_a_cancelled_call_is_a_failure_in_pybreaker_and_nothing_in_ours() 
 
     async def ours_guarded() -> None:
         assert ours.try_acquire() == 0
-        with ours.attempt():
+        with ours.slot() as slot:
             await asyncio.sleep(3600)
-        ours.record_success()
+            slot.succeeded()
 
     task = asyncio.create_task(ours_guarded())
     await asyncio.sleep(0)
@@ -87,7 +87,7 @@ async def test_a_cancelled_half_open_trial_gives_its_slot_back_in_ours() -> None
     assert ours.try_acquire() == 0
 
     async def trial() -> None:
-        with ours.attempt():
+        with ours.slot():
             await asyncio.sleep(3600)
 
     task = asyncio.create_task(trial())

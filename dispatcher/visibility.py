@@ -1,0 +1,102 @@
+"""The one place that keeps a received message hidden, shows it again, passes it on or
+deletes it: every part of the dispatcher asks this, and this decides the SQS call.
+
+A message is received ``receive_s`` hidden: long enough for one that arrives as early as the
+enqueue lead allows (plus the second its delay was rounded down by) to be held, sent with a
+whole callback timeout and its outcome written, so an ordinary early message costs no
+``ChangeMessageVisibility`` at all. Only a delivery that starts late (a backlog, a busy
+bulkhead) extends it (``keep_hidden``).
+
+Deferrals spend no redrive budget: a message received ``REFRESH_AFTER_RECEIVES`` times is
+replaced by a fresh copy instead of hidden again, so only a message whose handling keeps
+crashing reaches SQS's DLQ.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from trigger_service.config.settings import Settings
+from trigger_service.core.errors import AdapterError
+from trigger_service.core.ports import (
+    Clock,
+    DeliveryQueue,
+    Metrics,
+    OutgoingMessage,
+    ReceivedMessage,
+)
+from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
+
+REFRESH_AFTER_RECEIVES = 10
+# Time to write an outcome after a send that took the whole callback timeout.
+OUTCOME_MARGIN_MS = 5_000
+
+
+class Visibility:
+    def __init__(self, settings: Settings, queue: DeliveryQueue, clock: Clock,
+                 metrics: Metrics) -> None:
+        d = settings.dispatch
+        self._queue = queue
+        self._clock = clock
+        self._metrics = metrics
+        self._lead_s = settings.sqs.enqueue_lead_s
+        self._busy_ms = (int(d.callback_timeout_s * 1000)
+                         + min(OUTCOME_MARGIN_MS, d.visibility_slack_s * 1000))
+        # Held for up to the lead (and the second ``sqs_delay_s`` rounds down), then busy.
+        self.receive_s = max(d.visibility_timeout_s,
+                             self._lead_s + 1 + ceil_div(self._busy_ms, 1000))
+
+    def hidden_until_ms(self) -> int:
+        """Until when a message received now stays hidden."""
+        return self._clock.now_ms() + self.receive_s * 1000
+
+    async def keep_hidden(self, m: ReceivedMessage, hidden_until_ms: int,
+                          starts_ms: int) -> int:
+        """Extend ``m``'s visibility if a delivery starting at ``starts_ms`` could outlast it
+        (it would reappear while we still work on it); returns the new hidden-until.
+
+        Done by: the start, plus a whole callback timeout, plus a margin to write the
+        outcome. Usually inside the receive visibility: no SQS call at all."""
+        busy_until_ms = starts_ms + self._busy_ms
+        if busy_until_ms <= hidden_until_ms:
+            return hidden_until_ms
+        now_ms = self._clock.now_ms()
+        visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
+        self._metrics.inc("visibility_extensions_total")
+        await self._queue.change_visibility(m.receipt_handle, visibility_s)
+        return now_ms + visibility_s * 1000
+
+    async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
+        """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
+        if m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S:
+            await self._queue.change_visibility(m.receipt_handle, delay_s)
+            return
+        self._metrics.inc("message_refreshes_total")
+        await self._queue.replace(
+            m.receipt_handle, OutgoingMessage(m.trigger_id, m.fire_at_ms, delay_s))
+
+    async def defer_until(self, m: ReceivedMessage, at_ms: int) -> None:
+        """Show ``m`` again at ``at_ms`` or just after (rounded up: never earlier)."""
+        await self.defer(m, max(1, ceil_div(at_ms - self._clock.now_ms(), 1000)))
+
+    async def show_before(self, m: ReceivedMessage, due_ms: int) -> None:
+        """Hide ``m`` until the enqueue lead before ``due_ms`` (a retry, a channel due later,
+        a message due too far ahead to hold): it comes back in time to be held."""
+        await self.defer(m, sqs_delay_s(due_ms, self._clock.now_ms(), self._lead_s))
+
+    async def hand_back(self, m: ReceivedMessage) -> None:
+        """Visible again now (a stopping dispatcher lets its held messages go)."""
+        await self._queue.change_visibility(m.receipt_handle, 0)
+
+    async def pass_on(self, m: ReceivedMessage, next_message: OutgoingMessage) -> None:
+        """``m`` is done; ``next_message`` (a series' next occurrence) takes its place."""
+        await self._queue.replace(m.receipt_handle, next_message)
+
+    async def delete(self, m: ReceivedMessage) -> None:
+        await self._queue.delete(m.receipt_handle)
+
+    async def delete_quietly(self, m: ReceivedMessage) -> None:
+        """Delete ``m`` when what it stood for is finished; a failed delete only means it
+        comes back, to a finished trigger, and is dropped as a duplicate."""
+        with contextlib.suppress(AdapterError):
+            await self._queue.delete(m.receipt_handle)
