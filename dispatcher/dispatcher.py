@@ -36,6 +36,7 @@ _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
+_FULL_RECEIVE = 10  # SQS's most messages per receive
 
 
 class Dispatcher:
@@ -67,6 +68,8 @@ class Dispatcher:
         # (a series' next occurrence may arrive while the previous one is finishing).
         self._handling: dict[tuple[str, int], str] = {}
         self._stopping = asyncio.Event()
+        self._polls = 0
+        self.max_polls = 0  # the most long polls that ran at once
         self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
                          if board is not None else None)
 
@@ -74,7 +77,7 @@ class Dispatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Receive with ``receivers`` concurrent long-polls until ``stop``; then drain:
         held messages are handed back to SQS, deliveries under way finish."""
-        loops = [self._receive_loop(stop) for _ in range(self._d.receivers)]
+        loops = [self._receiving(stop)]
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
         try:
@@ -83,13 +86,39 @@ class Dispatcher:
             self._stopping.set()
             await self.drain()
 
-    async def _receive_loop(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
-            try:
-                await self.run_once()
-            except AdapterError as e:
-                log.warning("receive_failed", error=str(e))
-                await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
+    async def _receiving(self, stop: asyncio.Event) -> None:
+        """As many long polls as keep their batches full, at most ``receivers``: one always;
+        a receive that comes back full starts another, and one that comes back less than
+        half full ends its poll (never the last). A herd is received by many polls at once;
+        a trickle by one, ten messages a call where it can, not one message per poll."""
+        async with asyncio.TaskGroup() as polls:
+            def start() -> None:
+                self._polls += 1
+                self.max_polls = max(self.max_polls, self._polls)
+                polls.create_task(self._receive_loop(stop, start))
+            start()
+
+    async def _receive_loop(self, stop: asyncio.Event, start_another: Callable[[], None]
+                            ) -> None:
+        try:
+            while not stop.is_set():
+                try:
+                    received = await self.run_once()
+                except AdapterError as e:
+                    log.warning("receive_failed", error=str(e))
+                    await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
+                    continue
+                if received >= _FULL_RECEIVE and self._polls < self._d.receivers:
+                    start_another()
+                elif received < _FULL_RECEIVE // 2 and self._polls > 1:
+                    return
+        finally:
+            self._polls -= 1
+
+    @property
+    def polls(self) -> int:
+        """Long polls running now."""
+        return self._polls
 
     async def run_once(self) -> int:
         """One receive: start handling every message received; return how many."""
@@ -100,7 +129,7 @@ class Dispatcher:
             await self._clock.sleep_ms(_FULL_BACKOFF_MS)
             return 0
         messages = await self._queue.receive(
-            max_messages=min(10, free), wait_s=self._d.wait_time_s,
+            max_messages=min(_FULL_RECEIVE, free), wait_s=self._d.wait_time_s,
             visibility_s=self._visibility.receive_s)
         for m in messages:
             task = asyncio.create_task(self._handle_safely(m))

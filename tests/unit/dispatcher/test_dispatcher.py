@@ -374,3 +374,36 @@ async def test_stop_hands_held_messages_back_without_waiting_for_their_hold(env:
     finally:
         env.clock.set_ms(t.fire_at_ms)
         await run
+
+
+async def test_long_polls_grow_while_receives_come_back_full_and_shrink_to_one(env: Env) -> None:
+    env.with_dispatch(receivers=4)
+    triggers = [await env.add(5_000) for _ in range(60)]
+    await env.enqueue(*triggers)
+    d, stop = env.dispatcher(), asyncio.Event()
+    run = asyncio.create_task(d.run(stop))
+    await settle()
+    assert d.inflight == 60
+    # Full receives started more polls (never more than receivers); the empty queue then
+    # ended all but one.
+    assert 1 < d.max_polls <= 4 and d.polls == 1
+    env.clock.set_ms(triggers[0].fire_at_ms)
+    await settle()
+    assert all(env.row(t).status is Status.FIRED for t in triggers)
+    stop.set()
+    await run
+    assert d.polls == 0
+
+
+async def test_a_trickle_is_received_by_one_long_poll(env: Env) -> None:
+    env.with_dispatch(receivers=4)
+    d, stop = env.dispatcher(), asyncio.Event()
+    run = asyncio.create_task(d.run(stop))
+    for _ in range(5):
+        await env.enqueue(await env.add(1_000))
+        await settle()
+    assert d.max_polls == 1 and d.inflight == 5
+    env.clock.advance_ms(1_000)
+    await settle()
+    stop.set()
+    await run
