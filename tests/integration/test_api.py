@@ -198,8 +198,8 @@ async def test_redis_flushed_between_identical_requests_still_one(stack: Stack) 
 async def test_idempotency_repairs_a_trigger_whose_writer_died(stack: Stack) -> None:
     """The first request recorded the key in Cassandra and died before writing the trigger:
     the retry must create it (same id) instead of replaying a trigger that does not exist."""
+    from trigger_service.core.idempotency_ports import IdempotencyRecord
     from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
-    from trigger_service.core.ports import IdempotencyRecord
     from trigger_service.http.parsing import request_hash
 
     body = stack.body(delaySeconds=600)

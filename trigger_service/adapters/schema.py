@@ -174,11 +174,14 @@ TRIGGER_COLUMNS: Final = (
     "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
     "next_attempt_at_ms", "idem_key", "schedule", "occurrence_index", "occurrence_second",
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
-    "plan", "channel_states", "acked_seq",
+    "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
 )
 # The LWT's condition columns: a transition applies only to the state it was computed from
 # (every transition rewrites every column: an occurrence moves fire_at_ms, an edit the rest).
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
+# The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
+# with the id is there (a missing row's columns all read as null).
+TRIGGER_ABSENT_CONDITION: Final = "status"
 # The recurrence JSON in ``schedule`` (``Recurrence.to_dict``) and the idempotency record's.
 REQ_SCHEDULE: Final = "schedule"
 REQ_OCCURRENCE_INDEX: Final = "occurrenceIndex"

@@ -15,7 +15,8 @@ import pytest
 
 from dispatcher.claim_gate import ClaimGate, DueTimers
 from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
-from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryStore
+from trigger_service.adapters.memory import MemoryStore
+from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.app.triggers import NewTrigger, TriggerService
 from trigger_service.core.channels import PushSpec
 from trigger_service.core.clock import ManualClock
