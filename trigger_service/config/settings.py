@@ -332,7 +332,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
              "attempts per SQS call (botocore's standard retries); a registration whose send "
              "still fails is left to the reconciler"),
-    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str, "Redis for the idempotency fast path"),
+    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
+             "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
