@@ -25,7 +25,8 @@ from tests.integration.conftest import Stack
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import StoreError
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (

@@ -11,13 +11,17 @@ crash before it left nothing (index entries alone point nowhere), and the retry 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import structlog
 
+from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.quota import QuotaGate
+from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
+from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
 from trigger_service.core.model import (
@@ -31,7 +35,6 @@ from trigger_service.core.model import (
     route_for,
     shard_of,
 )
-from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.ports import (
     Clock,
     Enqueuer,
@@ -41,7 +44,6 @@ from trigger_service.core.ports import (
     OutgoingMessage,
     TriggerCatalog,
 )
-from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.timing import DAY_MS, sqs_delay_s
 from trigger_service.core.zones import TZDATA_VERSION
 
@@ -55,19 +57,6 @@ _MIN_MS = -(2**63)
 _FINISHED = {s.value for s in Status if s.terminal}
 
 
-@dataclass(frozen=True, slots=True)
-class NewTrigger:
-    """A validated registration request."""
-
-    callback_url: str
-    payload_json: str
-    fire_at_ms: int  # already clamped to >= received_at_ms
-    received_at_ms: int  # the one "now" of this request: delays and the route derive from it
-    schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
-    occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
-    plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
-
-
 class TriggerService:
     def __init__(
         self,
@@ -79,8 +68,14 @@ class TriggerService:
         clock: Clock,
         metrics: Metrics,
         quota: QuotaGate | None = None,
+        *,
+        resolver: HostResolver | None = None,
     ) -> None:
+        """``resolver``: DNS for the registration half of the SSRF guard (the API passes its
+        own); None resolves nothing here, and the dispatcher's check at every connection is
+        then the only one."""
         self._s = settings
+        self._resolver = resolver
         self._quota = quota  # the callers' max_pending (None: no quota)
         self._catalog = catalog
         self._queue = queue
@@ -89,6 +84,21 @@ class TriggerService:
         self._background: set[asyncio.Future[None]] = set()
         self._idempotent = IdempotentRegistration(
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
+
+    # --- accept: a parsed request becomes a trigger to register ------------------------
+    async def accept(self, caller: Caller, req: RegisterRequest) -> NewTrigger:
+        """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
+        ``register``, ``edit`` and ``snooze`` take. Raises ``InvalidRequest``,
+        ``FireAtOutOfRange``, ``NonexistentLocalTime`` or ``CallbackNotAllowed``."""
+        new = plan_request(req, self._s.api)
+        await self.vet_callback(caller, new.callback_url)
+        return new
+
+    async def vet_callback(self, caller: Caller, url: str) -> None:
+        """Refuse a callback whose host name resolves to a forbidden address
+        (``app.callbacks``). Raises ``CallbackNotAllowed``."""
+        if self._resolver is not None:
+            await vet_callback_host(caller, url, self._resolver)
 
     # --- register ----------------------------------------------------------------------
     async def register(self, caller: str, req: NewTrigger, idem_key: str | None,

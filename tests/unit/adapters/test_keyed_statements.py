@@ -14,7 +14,8 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore, WrittenUntil
 from trigger_service.adapters.memory import MemoryQueue
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
 from trigger_service.platform.metrics import InMemoryMetrics

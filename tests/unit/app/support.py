@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from trigger_service.adapters.memory import MemoryQueue, MemoryStore
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.app.quota import QuotaGate
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
@@ -81,13 +83,15 @@ class Env:
 
 def make_env(settings: Settings = SETTINGS, *, store: RecordingStore | None = None,
              cache: MemoryIdempotencyCache | None = None,
-             clock: ManualClock | None = None, quota: QuotaGate | None = None) -> Env:
+             clock: ManualClock | None = None, quota: QuotaGate | None = None,
+             resolver: HostResolver | None = None) -> Env:
     clock = clock or ManualClock(NOW_MS)
     store = store if store is not None else RecordingStore()
     queue = MemoryQueue(clock)
     cache = cache if cache is not None else MemoryIdempotencyCache(clock)
     metrics = InMemoryMetrics()
-    service = TriggerService(settings, store, store, queue, cache, clock, metrics, quota)
+    service = TriggerService(settings, store, store, queue, cache, clock, metrics, quota,
+                             resolver=resolver)
     return Env(clock, store, queue, cache, metrics, service, settings)
 
 
