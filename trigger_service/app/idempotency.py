@@ -12,7 +12,9 @@ GET PX 10 s`` (``IdempotencyCache.claim``).
   Redis may have lost the entry of a key used before) and, concurrently, the ``idempotency``
   table of earlier releases. Found: a replay. Absent: the trigger is created with plain
   writes, enqueued, and ``done`` (id, fire time, hash) is written to Redis for fire time +
-  ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+  ``TRIGGER_IDEMPOTENCY_RETENTION_S``. An owner that fails (a store error, a full quota, a
+  reused key) deletes its claim, so the caller's retry owns the key at once; if the failed
+  write landed after all (a timeout), the retry's read finds the row and replays it.
 - ``done``: a replay straight from Redis.
 - ``pending``: another request owns the key; this one polls for its ``done`` (2 s), then
   decides in Cassandra as below.
