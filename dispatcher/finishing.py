@@ -112,13 +112,16 @@ class Finishing:
             await self._dead_letter(t, error, reason)
             if await self._move_on(m, t, fired=False):
                 return
+            now_ms = self._clock.now_ms()
             await self._store.compare_and_set(t, series.finished(
-                t, fired=False, now_ms=self._clock.now_ms(), error=error),
-                ttl_s=self._s.retention_s)
+                t, fired=False, now_ms=now_ms, error=error),
+                ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
         else:
-            new = series.finished(t, fired=False, now_ms=self._clock.now_ms(), error=error)
+            now_ms = self._clock.now_ms()
+            new = series.finished(t, fired=False, now_ms=now_ms, error=error)
             # FAILED first: a message that comes back to a FAILED row re-sends the letter.
-            if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
+            if await self._store.compare_and_set(
+                    t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
                 await self._dead_letter(t, error, reason)
         await self._visibility.delete_quietly(m)
 
@@ -143,7 +146,8 @@ class Finishing:
         if t.schedule is not None and await self._move_on(m, t, fired=True):
             return
         new = series.finished(t, fired=True, now_ms=now_ms, error=None)
-        applied = await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s)
+        applied = await self._store.compare_and_set(
+            t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
         if not applied:
             # Our claim was taken over while we delivered: the other one delivers too.
             self._metrics.inc("duplicate_deliveries_total")

@@ -97,9 +97,10 @@ class RedriveMirror:
                 return t
             # Finished like any failure (the occurrence counted), so the dead letter's id
             # is the occurrence that failed.
-            new = series.finished(t, fired=False, now_ms=self._clock.now_ms(),
-                                  error=reason)
-            if await self._store.compare_and_set(t, new, ttl_s=self._s.retention_s):
+            now_ms = self._clock.now_ms()
+            new = series.finished(t, fired=False, now_ms=now_ms, error=reason)
+            ttl_s = self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)
+            if await self._store.compare_and_set(t, new, ttl_s=ttl_s):
                 log.error("trigger_failed_poison_message", trigger_id=trigger_id,
                           caller=t.caller, reason=reason)
                 return new

@@ -19,11 +19,11 @@ from tests.integration.helpers import SqsAdmin
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import (
-    MemoryIdempotencyCache,
     MemoryLease,
     MemoryQueue,
     MemoryStore,
 )
+from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
@@ -32,8 +32,9 @@ from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.settings import CassandraSettings, RedisSettings, SqsSettings
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.idempotency_ports import IdempotencyCache
 from trigger_service.core.inbox_ports import InboxBus
-from trigger_service.core.ports import IdempotencyCache, Lease
+from trigger_service.core.ports import Lease
 
 KEYSPACE = os.environ.get("TRIGGER_CONTRACT_KEYSPACE", "triggers_contract")
 REDIS_URL = RedisSettings().url

@@ -15,6 +15,7 @@ import pytest
 
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.idempotency_ports import IdempotencyStore
 from trigger_service.core.inbox_ports import InboxStore
 from trigger_service.core.model import Route, Trigger, new_trigger_id
 from trigger_service.core.ports import (
@@ -22,7 +23,6 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DueIndex,
     Enqueuer,
-    IdempotencyStore,
     ReceivedMessage,
     SweepCursors,
     TriggerCatalog,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 from dataclasses import replace
 from typing import Any
@@ -15,8 +16,9 @@ from tests.contract.support import (
     unique,
     utc_ms,
 )
+from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
-from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor
+from trigger_service.core.ports import BucketEntry, ListCursor
 
 
 def _shard() -> int:
@@ -174,6 +176,78 @@ async def test_list_by_caller_ends_with_at_most_one_empty_page(store: Store) -> 
         full = len(expected) // limit
         assert sizes[:full] == [limit] * full, f"limit {limit}"
         assert sizes[full:] in ([], [0]), f"limit {limit}"
+
+
+def _keyed(t: Trigger, request_hash: str = "hash-1", **changes: Any) -> Trigger:
+    """``t`` as a keyed registration's row: its key's record rides on it."""
+    return replace(t, request_hash=request_hash, registered_fire_at_ms=t.fire_at_ms, **changes)
+
+
+async def test_a_keyed_row_round_trips_its_record_and_keeps_it_through_transitions(
+    store: Store,
+) -> None:
+    t = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 3), shard=_shard(),
+                            idem_key=unique("key-")))
+    await _create(store, t)
+    assert await store.get(t.trigger_id) == t
+    moved = replace(t, fire_at_ms=t.fire_at_ms + 86_400_000, occurrence_seq=1)
+    assert await store.compare_and_set(t, moved)
+    done = moved.with_status(Status.CANCELLED)
+    assert await store.compare_and_set(moved, done, ttl_s=3_600)
+    got = await store.get(t.trigger_id)
+    assert got == done and got.registered_fire_at_ms == t.fire_at_ms
+
+
+async def test_create_if_absent_writes_one_row_then_answers_it(store: Store) -> None:
+    caller = unique("caller-")
+    t = _keyed(make_trigger(caller, utc_ms(2031, 6, 4), shard=_shard(), idem_key="k"))
+    other = replace(t, payload_json='{"other": true}', request_hash="hash-2")
+    assert await store.create_if_absent(t, INDEX_TTL_S) is None
+    assert await store.get(t.trigger_id) == t
+    assert await store.create_if_absent(other, INDEX_TTL_S) == t
+    await _create(store, other)  # a plain create cannot change a row Paxos wrote
+    assert await store.get(t.trigger_id) == t
+    cancelled = t.with_status(Status.CANCELLED)
+    assert await store.compare_and_set(t, cancelled)
+    assert await store.create_if_absent(other, INDEX_TTL_S) == cancelled
+
+
+async def test_concurrent_create_if_absent_with_one_id_writes_one_row(store: Store) -> None:
+    base = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 5), shard=_shard()))
+    variants = [replace(base, payload_json=f'{{"n": {i}}}') for i in range(10)]
+    got = await asyncio.gather(*(store.create_if_absent(v, INDEX_TTL_S) for v in variants))
+    winners = [v for v, g in zip(variants, got, strict=True) if g is None]
+    assert len(winners) == 1
+    assert all(g == winners[0] for g in got if g is not None)
+    assert await store.get(base.trigger_id) == winners[0]
+
+
+async def test_create_if_absent_answers_a_row_a_plain_create_wrote(store: Store) -> None:
+    t = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 6), shard=_shard()))
+    await _create(store, t)
+    assert await store.create_if_absent(replace(t, request_hash="hash-2"), INDEX_TTL_S) == t
+
+
+async def test_the_later_of_two_plain_creates_of_one_id_wins(store: Store) -> None:
+    """Two requests with one key whose plain writes raced (the documented corner): the row
+    is one of them whole, the later creation's, whatever the order the writes land in."""
+    first = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 7), shard=_shard()))
+    later = replace(first, created_at_ms=first.created_at_ms + 1,
+                    fire_at_ms=first.fire_at_ms + 1, registered_fire_at_ms=first.fire_at_ms + 1)
+    await _create(store, later, first)
+    assert await store.get(first.trigger_id) == later
+
+
+async def test_legacy_record_reads_what_the_old_writer_recorded(store: Store) -> None:
+    caller, key = unique("caller-"), unique("key-")
+    t = make_trigger(caller, utc_ms(2031, 6, 8), shard=_shard(), route=Route.DIRECT,
+                     idem_key=key)
+    assert await store.legacy_record(caller, key) is None
+    record = IdempotencyRecord(caller, key, "hash-1", t)
+    assert await store.put_if_absent(record, INDEX_TTL_S) is None
+    assert await store.legacy_record(caller, key) == record
+    assert await store.legacy_record(caller, unique("key-")) is None
+    assert await store.legacy_record(unique("caller-"), key) is None
 
 
 async def test_put_if_absent_returns_none_first_then_the_first_record(store: Store) -> None:

@@ -356,7 +356,7 @@ async def stack(
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
-                             runtime.metrics)
+                             runtime.metrics, resolver=runtime.resolver)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against trigger_service/openapi.yaml
     client = TestClient(ApiTestServer(app))  # the API's own runner: its deadlines, its 431

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -156,67 +154,6 @@ async def test_malformed_json_and_wrong_methods(stack: Stack) -> None:
     assert_error(resp.status, await resp.json(), 400, "invalid_request")
     resp = await stack.client.get("/v1/triggers/not-an-id", headers=stack.auth())
     assert_error(resp.status, await resp.json(), 404, "not_found")
-
-
-async def test_idempotent_replay_and_key_reuse(stack: Stack) -> None:
-    body = stack.body(delaySeconds=600)
-    s1, b1, h1 = await stack.post(body, **{"Idempotency-Key": "k1"})
-    s2, b2, h2 = await stack.post(body, **{"Idempotency-Key": "k1"})
-    assert s1 == s2 == 201 and b1 == b2
-    assert "Idempotent-Replayed" not in h1 and h2["Idempotent-Replayed"] == "true"
-    s3, b3, _ = await stack.post(stack.body(delaySeconds=601), **{"Idempotency-Key": "k1"})
-    assert_error(s3, b3, 422, "idempotency_key_reused")
-    s4, b4, _ = await stack.post(body, **{"Idempotency-Key": "k" * 256})
-    assert_error(s4, b4, 400, "invalid_request")
-    # The same key from another caller is another key.
-    resp = await stack.client.post("/v1/triggers", json=body, headers=stack.auth(
-        stack.token + "-other") | {"Idempotency-Key": "k1"})
-    assert resp.status == 201 and (await resp.json())["triggerId"] != b1["triggerId"]
-
-
-async def test_concurrent_duplicates_make_exactly_one_trigger(stack: Stack) -> None:
-    body = stack.body(delaySeconds=600)
-    results = await asyncio.gather(
-        *(stack.post(body, **{"Idempotency-Key": "same"}) for _ in range(20)))
-    assert {s for s, _, _ in results} == {201}
-    assert len({b["triggerId"] for _, b, _ in results}) == 1
-    assert sum(1 for _, _, h in results if h.get("Idempotent-Replayed") != "true") == 1
-    resp = await stack.client.get("/v1/triggers", headers=stack.auth())
-    assert len((await resp.json())["items"]) == 1
-
-
-async def test_redis_flushed_between_identical_requests_still_one(stack: Stack) -> None:
-    body = stack.body(delaySeconds=600)
-    _, b1, _ = await stack.post(body, **{"Idempotency-Key": "flush-me"})
-    await stack.redis.flushdb()
-    s2, b2, h2 = await stack.post(body, **{"Idempotency-Key": "flush-me"})
-    assert s2 == 201 and b2 == b1 and h2["Idempotent-Replayed"] == "true"
-    resp = await stack.client.get("/v1/triggers", headers=stack.auth())
-    assert [i["triggerId"] for i in (await resp.json())["items"]] == [b1["triggerId"]]
-
-
-async def test_idempotency_repairs_a_trigger_whose_writer_died(stack: Stack) -> None:
-    """The first request recorded the key in Cassandra and died before writing the trigger:
-    the retry must create it (same id) instead of replaying a trigger that does not exist."""
-    from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
-    from trigger_service.core.ports import IdempotencyRecord
-    from trigger_service.http.parsing import request_hash
-
-    body = stack.body(delaySeconds=600)
-    now = int(time.time() * 1000)
-    tid = new_trigger_id(now)
-    ghost = Trigger(tid, stack.caller, body["callbackUrl"], json.dumps(body["payload"]),
-                    now + 600_000, now, shard_of(tid, 64), Route.DIRECT, idem_key="died")
-    at = format_rfc3339_ms(ghost.fire_at_ms)
-    response = {"triggerId": tid, "fireAt": at, "nextFireAt": at, "status": "PENDING"}
-    existing = await stack.runtime.store.put_if_absent(IdempotencyRecord(
-        stack.caller, "died", request_hash(body), ghost), 3600)
-    assert existing is None
-    assert await stack.runtime.store.get(tid) is None
-    status, got, headers = await stack.post(body, **{"Idempotency-Key": "died"})
-    assert status == 201 and got == response and headers["Idempotent-Replayed"] == "true"
-    t = await stack.runtime.store.get(tid)
-    assert t is not None and t.status.value == "PENDING" and t.fire_at_ms == ghost.fire_at_ms
 
 
 async def test_health_ready_and_metrics(stack: Stack) -> None:

@@ -1,4 +1,5 @@
-"""In-memory fakes of every port, for unit tests: same contracts, no I/O, time from a Clock.
+"""In-memory fakes of every port, for unit tests: same contracts, no I/O, time from a Clock
+(the idempotency cache's is in ``memory_idempotency``).
 
 The contract tests (``tests/contract``) run the same checks against these and the real
 adapters. Each fake can be told to fail: ``fake.failures["get"] = StoreError("down")`` makes
@@ -16,12 +17,11 @@ from dataclasses import dataclass, field
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory_inbox import MemoryInbox
 from trigger_service.core.errors import QueueError
+from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
 from trigger_service.core.ports import (
     BucketEntry,
-    CachedKey,
     Clock,
-    IdempotencyRecord,
     ListCursor,
     ListPage,
     OutgoingMessage,
@@ -29,10 +29,8 @@ from trigger_service.core.ports import (
 )
 from trigger_service.core.timing import SQS_MAX_DELAY_S
 
-_IDEM_LOCK_TTL_MS = 10_000
 
-
-class _Failing:
+class Failing:
     def __init__(self) -> None:
         self.failures: dict[str, Exception] = {}
         self.calls: dict[str, int] = {}
@@ -43,10 +41,10 @@ class _Failing:
             raise self.failures[name]
 
 
-class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
-    """``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``, ``SweepCursors``, ``Pingable``,
-    (``MemoryDeadLetters``) the attempt log, dead letters and replay jobs, and
-    (``MemoryInbox``) the inbox."""
+class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
+    """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
+    ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
+    and replay jobs, and (``MemoryInbox``) the inbox."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,14 +57,31 @@ class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
         self.by_caller: dict[str, list[ListCursor]] = {}
         self.list_max_rows = 2000  # index entries one listing call may read (as Cassandra's)
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
+        # Ids whose row has cells newer than any creation's (Paxos writes: a transition, or
+        # a create_if_absent), which a plain create can no longer change.
+        self._paxos_written: set[str] = set()
         self.cursors: dict[tuple[str, int], int] = {}
         self.counters: dict[str, int] = {}
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
         self._index(trigger)
-        # Like the real store's creation-time writes: a repeat never undoes a transition.
-        self.triggers.setdefault(trigger.trigger_id, trigger)
+        # Like the real store's creation cells (timestamped by the creation time, older than
+        # any Paxos write's): the later creation wins over a row only creations wrote, and
+        # nothing undoes a transition or a create_if_absent.
+        current = self.triggers.get(trigger.trigger_id)
+        if current is None or (trigger.trigger_id not in self._paxos_written
+                               and current.created_at_ms <= trigger.created_at_ms):
+            self.triggers[trigger.trigger_id] = trigger
+
+    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
+        self._enter("create_if_absent")
+        self._index(trigger)
+        existing = self.triggers.get(trigger.trigger_id)
+        if existing is None:
+            self.triggers[trigger.trigger_id] = trigger
+            self._paxos_written.add(trigger.trigger_id)
+        return existing
 
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
         self._enter("add_secret")
@@ -120,6 +135,7 @@ class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
                 old.status, old.claim_id, old.attempts, old.revision):
             return False
         self.triggers[old.trigger_id] = new
+        self._paxos_written.add(old.trigger_id)
         return True
 
     async def list_by_caller(
@@ -140,6 +156,10 @@ class MemoryStore(_Failing, MemoryDeadLetters, MemoryInbox):
                 found.append(t)
         rest = [k for k in keys if k > (last or start) and k[0] <= last_month]
         return ListPage(found, last if rest and last is not None else None)
+
+    async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
+        self._enter("legacy_record")
+        return self.idempotency.get((caller, idem_key))
 
     async def put_if_absent(
         self, record: IdempotencyRecord, ttl_s: int
@@ -200,7 +220,7 @@ class DeadLetter:
     reason: str
 
 
-class MemoryQueue(_Failing):
+class MemoryQueue(Failing):
     """``Enqueuer``, ``DeliveryQueue`` and ``RedriveQueue`` with SQS's visibility rules on an
     injected clock. ``redrive()`` moves a message to the redrive queue as SQS's policy would.
 
@@ -306,41 +326,8 @@ class MemoryQueue(_Failing):
         return [m.visible_at_ms for m in self.messages if m.trigger_id == trigger_id]
 
 
-class MemoryIdempotencyCache(_Failing):
-    def __init__(self, clock: Clock) -> None:
-        super().__init__()
-        self._clock = clock
-        self.entries: dict[tuple[str, str], tuple[CachedKey, int]] = {}
-
-    def _live(self, key: tuple[str, str]) -> CachedKey | None:
-        got = self.entries.get(key)
-        if got is None or got[1] <= self._clock.now_ms():
-            self.entries.pop(key, None)
-            return None
-        return got[0]
-
-    async def get(self, caller: str, idem_key: str) -> CachedKey | None:
-        self._enter("get")
-        return self._live((caller, idem_key))
-
-    async def lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
-        self._enter("lock")
-        if self._live((caller, idem_key)) is not None:
-            return False
-        expires = self._clock.now_ms() + _IDEM_LOCK_TTL_MS
-        self.entries[(caller, idem_key)] = (CachedKey(False, request_hash), expires)
-        return True
-
-    async def put_done(self, caller: str, idem_key: str, entry: CachedKey, ttl_ms: int) -> None:
-        self._enter("put_done")
-        self.entries[(caller, idem_key)] = (entry, self._clock.now_ms() + max(1, ttl_ms))
-
-    async def ping(self) -> None:
-        self._enter("ping")
-
-
 @dataclass
-class MemoryLease(_Failing):
+class MemoryLease(Failing):
     """``Lease`` with TTLs on an injected clock; ``holders`` shows who has what."""
 
     clock: Clock
@@ -350,7 +337,7 @@ class MemoryLease(_Failing):
     members: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        _Failing.__init__(self)
+        Failing.__init__(self)
 
     def _holder(self, shard: int) -> tuple[str, int] | None:
         got = self.holders.get(shard)

@@ -12,7 +12,15 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           200 and a trigger that fires anyway), and a repeated create (the
                           idempotent repair) rewrites identical cells that lose to every
                           transition.
-                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished.
+                          A keyed registration's row (its id derived from caller and
+                          Idempotency-Key) is also the key's record: ``request_hash`` and
+                          ``registered_fire_at_ms`` (the fire time its key answers). Written
+                          with plain writes; only without Redis (or when a key's owner did not
+                          answer in time) by Paxos: ``UPDATE ... IF status = null`` (no INSERT:
+                          its row marker would outlive the terminal TTL).
+                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished,
+                          a keyed row at least until its registered fire time +
+                          ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
@@ -28,8 +36,12 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
 - ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
-                          request needed to re-create the trigger. ``INSERT IF NOT EXISTS``.
-                          Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+                          request needed to re-create the trigger: the key records of releases
+                          before keyed rows (they wrote it ``INSERT IF NOT EXISTS``). Only read
+                          now. Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``; can
+                          be dropped (with its read) once empty, at the latest
+                          ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + that retention after the last such
+                          release stopped.
 - ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
                           ``promoted_until_ms`` has been handed to SQS (or found finished).
                           Written by the shard's sweeper each sweep; a regression only causes
@@ -67,10 +79,13 @@ all of a group's keys share one slot.)
 - ``sweeper:{group}:members`` sorted set: sweeper id → last heartbeat ms; live members decide each
   sweeper's fair share of shards.
 - ``idem:{caller}:{key}`` string (JSON): ``{"state": "pending"|"done", "hash", "triggerId",
-  "fireAtMs"}``. Set NX while a request is being processed (``pending``, TTL
-  ``IDEM_LOCK_TTL_MS``), then overwritten with ``done`` for fire time + idempotency retention.
-  Only a fast path: Cassandra's ``idempotency`` table is the truth, so losing Redis loses
-  nothing (an entry it cannot read is a miss).
+  "fireAtMs"}``. Claimed with one ``SET NX GET PX`` (Redis 7.0+) by the request that owns the
+  key (``pending``, TTL ``IDEM_LOCK_TTL_MS``; the GET answers the others what is there), then
+  overwritten with ``done`` for fire time + idempotency retention; deleted by an owner that
+  failed. It orders a key's requests and answers replays, but the truth is the derived
+  trigger row, so losing Redis loses nothing (``get`` reads an entry it cannot parse as a
+  miss; ``claim`` then decides in Cassandra). Same format as earlier releases, which share it
+  during a rolling upgrade.
 - ``ops:{ns}:breakers`` hash (``ns``: the main queue's name, i.e. one deployment): field
   ``{dispatcher}|{origin}`` → JSON ``{"state", "changedAtMs", "expiresAtMs"}``, written by each
   dispatcher every second, key EXPIRE ``OPS_BREAKER_TTL_S``; readers skip (and delete)
@@ -174,11 +189,14 @@ TRIGGER_COLUMNS: Final = (
     "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
     "next_attempt_at_ms", "idem_key", "schedule", "occurrence_index", "occurrence_second",
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
-    "plan", "channel_states", "acked_seq",
+    "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
 )
 # The LWT's condition columns: a transition applies only to the state it was computed from
 # (every transition rewrites every column: an occurrence moves fire_at_ms, an edit the rest).
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
+# The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
+# with the id is there (a missing row's columns all read as null).
+TRIGGER_ABSENT_CONDITION: Final = "status"
 # The recurrence JSON in ``schedule`` (``Recurrence.to_dict``) and the idempotency record's.
 REQ_SCHEDULE: Final = "schedule"
 REQ_OCCURRENCE_INDEX: Final = "occurrenceIndex"

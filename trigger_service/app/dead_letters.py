@@ -24,7 +24,8 @@ from typing import Protocol
 import structlog
 from ulid import ULID
 
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import (
     Attempt,

@@ -1,35 +1,83 @@
 """Idempotency-Key: the same caller + key + request creates one trigger, however often and
-however concurrently it is sent.
+however concurrently it is sent, with no Paxos round on the normal path.
 
-Redis is the fast path (a ``SET NX`` lock, then a ``done`` entry); the Cassandra
-``idempotency`` table is the truth (``INSERT IF NOT EXISTS``), so losing Redis loses nothing.
-A request whose first writer died after recording the key but before writing the trigger is
-repaired by the next request with the key, which writes the recorded trigger again.
+The record is the trigger row itself. A keyed registration's trigger id is derived from
+(caller, key) (``core.model.keyed_trigger_id``), and its row carries the request's hash and
+the fire time answered to it; every request with the key reads or writes that one row.
+
+Who writes it is ordered by Redis, in one round trip: ``SET idem:{caller}:{key} <pending> NX
+GET PX 10 s`` (``IdempotencyCache.claim``).
+
+- Nothing was there: this request owns the key. It reads the derived row (plain read:
+  Redis may have lost the entry of a key used before) and, concurrently, the ``idempotency``
+  table of earlier releases. Found: a replay. Absent: the trigger is created with plain
+  writes, enqueued, and ``done`` (id, fire time, hash) is written to Redis for fire time +
+  ``TRIGGER_IDEMPOTENCY_RETENTION_S``. An owner that fails (a store error, a full quota, a
+  reused key) deletes its claim, so the caller's retry owns the key at once; if the failed
+  write landed after all (a timeout), the retry's read finds the row and replays it.
+- ``done``: a replay straight from Redis.
+- ``pending``: another request owns the key; this one polls for its ``done`` (2 s), then
+  decides in Cassandra as below.
+- Redis unavailable: decided in Cassandra: the same reads, then the row written by Paxos
+  (``TriggerCatalog.create_if_absent``), so concurrent requests still make one trigger.
+
+A replay answers the first request's trigger id and fire time with ``replayed``; a request
+whose hash differs from the recorded one is ``IdempotencyKeyReused`` (422).
+
+What is promised, and where it is weaker:
+
+- One key never names two triggers: every path writes the one derived id (a legacy record
+  names its own trigger, and is honoured before anything is written).
+- With Redis up, a key's requests are serialised by the claim; the owner's plain writes are
+  the only ones, unless the owner takes longer than the waiter's 2 s (or dies holding the
+  claim). Then the waiter reads the row and, absent, creates it by Paxos. A Paxos write does
+  not order itself against a plain write still in flight (nor does a second owner's plain
+  write, once a claim older than its 10 s has expired), so in that corner the row can be
+  written twice: the same id, and for the same request the same content but for the
+  received time (a ``delaySeconds`` request's fire time, ``created_at_ms``); the later
+  creation's cells win, every creation cell loses to every state transition (creation
+  writes carry the creation time, Paxos writes a later ballot's), and the dispatcher drops
+  the message aimed at the fire time that lost. So: one trigger, at most one delivery, but
+  the two answers' ``fireAt`` may differ by the requests' arrival gap. Two *different*
+  bodies racing in that corner can both be answered 201 with the one row holding parts of
+  each: a caller that reuses a key for another body concurrently gets no 422 guarantee.
+- Redis down: one trigger per key (Paxos), the reads are the replay.
+- Rolling upgrade: a release before this one neither reads the derived row nor writes it;
+  while both run, a key first used on a new process whose Redis entry is then lost (or while
+  Redis is down) can be created again by an old process, with another id.
+- A key's promise lasts until its trigger's first fire time + the retention: the row lives
+  at least that long (``Settings.terminal_ttl_s``). After that the same key creates a new
+  trigger with the same id (and so the same occurrence ids, which a receiver deduplicating
+  for longer than that would drop): keys are meant to be unique.
+
+The ``idempotency`` table is only read now (``LegacyIdempotency``). Its records expire by
+their TTL (their trigger's first fire time + the retention at the time); it can be dropped,
+and the read with it, once it is empty: at the latest ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` +
+``TRIGGER_IDEMPOTENCY_RETENTION_S`` after the last release that wrote it stopped.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
 
 from trigger_service.core.errors import CacheError, IdempotencyKeyReused
-from trigger_service.core.model import Trigger
-from trigger_service.core.ports import (
+from trigger_service.core.idempotency_ports import (
     CachedKey,
-    Clock,
     IdempotencyCache,
     IdempotencyRecord,
-    IdempotencyStore,
-    Metrics,
-    TriggerStates,
+    LegacyIdempotency,
 )
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports import Clock, Metrics, TriggerStates
 
 log = structlog.get_logger(__name__)
 
-# How long a request that lost the Redis SET NX race waits for the winner's answer before
-# asking Cassandra (the truth) itself, and how often it looks.
+# How long a request that found the key in progress waits for the owner's answer before
+# deciding in Cassandra itself, and how often it looks.
 _WAIT_MS = 2_000
 _POLL_MS = 20
 
@@ -44,53 +92,119 @@ class Registered:
     replayed: bool
 
 
-Persist = Callable[[Trigger], Awaitable[None]]
+# Write a new trigger and enqueue it (plain writes; idempotent for one trigger).
+Create = Callable[[Trigger], Awaitable[None]]
+# The same with the row written by Paxos: None if written, else the trigger already there.
+CreateIfAbsent = Callable[[Trigger], Awaitable[Trigger | None]]
 
 
 class IdempotentRegistration:
-    def __init__(self, store: IdempotencyStore, triggers: TriggerStates, cache: IdempotencyCache,
-                 clock: Clock, metrics: Metrics, retention_s: int) -> None:
-        self._store = store
+    def __init__(self, triggers: TriggerStates, legacy: LegacyIdempotency,
+                 cache: IdempotencyCache, clock: Clock, metrics: Metrics,
+                 retention_s: int) -> None:
         self._triggers = triggers
+        self._legacy = legacy
         self._cache = cache
         self._clock = clock
         self._metrics = metrics
         self._retention_s = retention_s
 
-    async def register(self, trigger: Trigger, idem_key: str, request_hash: str,
-                       persist: Persist) -> Registered:
-        """Create ``trigger`` with ``persist`` unless this key was used before; then answer
-        as the first time. Raises ``IdempotencyKeyReused`` (other body) or ``StoreError``."""
-        caller = trigger.caller
-        cached = await self._cache_get(caller, idem_key)
-        if cached is None:
-            if not await self._cache_lock(caller, idem_key, request_hash):
-                cached = await self._wait_for_done(caller, idem_key)
-        elif not cached.done:
-            # Another request holds the key right now: its answer is ours.
-            cached = await self._wait_for_done(caller, idem_key)
-        if cached is not None and cached.done:
-            assert cached.trigger_id is not None and cached.fire_at_ms is not None
-            return self._replay(cached.request_hash, request_hash, cached.trigger_id,
-                                cached.fire_at_ms)
+    async def register(self, trigger: Trigger, idem_key: str, create: Create,
+                       create_if_absent: CreateIfAbsent) -> Registered:
+        """Create ``trigger`` unless its key was used before, then answer as the first time.
 
-        record = IdempotencyRecord(caller, idem_key, request_hash, trigger)
-        ttl_s = self._ttl_s(trigger.fire_at_ms)
-        existing = await self._store.put_if_absent(record, ttl_s)
-        if existing is not None:
-            if existing.request_hash != request_hash:
-                raise _reused()
-            await self._ensure_created(existing.trigger, persist)
-            await self._cache_done(existing, ttl_s)
-            return self._replay(existing.request_hash, request_hash,
-                                existing.trigger.trigger_id, existing.trigger.fire_at_ms)
-        await persist(trigger)
-        await self._cache_done(record, ttl_s)
+        ``trigger``: the new trigger with its derived id, ``request_hash`` and
+        ``registered_fire_at_ms`` set. ``create`` writes it with plain writes (the normal
+        path: no conditional statement), ``create_if_absent`` by Paxos (only without Redis,
+        or when the key's owner did not answer in time). Safe to retry: a retry is a replay
+        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body) or
+        ``StoreError`` (then nothing is promised: the retry decides)."""
+        assert trigger.request_hash is not None
+        caller, request_hash = trigger.caller, trigger.request_hash
+        try:
+            held = await self._cache.claim(caller, idem_key, request_hash)
+        except CacheError as e:
+            log.warning("idem_cache_unavailable", error=str(e))
+            return await self._decide_in_store(trigger, idem_key, create, create_if_absent)
+        if held is not None and not held.done:
+            # Another request owns the key right now: its answer is ours.
+            held = await self._wait_for_done(caller, idem_key)
+            if held is None:
+                return await self._decide_in_store(trigger, idem_key, create,
+                                                   create_if_absent)
+        if held is not None:
+            assert held.trigger_id is not None and held.fire_at_ms is not None
+            return self._replay(held.request_hash, request_hash, held.trigger_id,
+                                held.fire_at_ms)
+        # Ours. Redis holds nothing, which does not mean the key is new (an eviction, a
+        # flush, a failover): the row (or an earlier release's record) says.
+        try:
+            known = await self._recorded(trigger, idem_key, create)
+            if known is None:
+                await create(trigger)
+        except BaseException:
+            # Give the key back: a retry then owns it at once instead of waiting for the
+            # claim to expire (the row, not this entry, says whether anything was written).
+            await self._cache_release(caller, idem_key)
+            raise
+        if known is not None:
+            return known
+        await self._cache_done(trigger, idem_key, request_hash, trigger.trigger_id,
+                               trigger.fire_at_ms)
         return Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
 
-    def _ttl_s(self, fire_at_ms: int) -> int:
-        ahead_s = max(0, (fire_at_ms - self._clock.now_ms()) // 1000)
-        return ahead_s + self._retention_s
+    async def _decide_in_store(self, trigger: Trigger, idem_key: str, create: Create,
+                               create_if_absent: CreateIfAbsent) -> Registered:
+        """Without Redis' ordering: the reads, then a Paxos create of the derived row."""
+        known = await self._recorded(trigger, idem_key, create)
+        if known is not None:
+            return known
+        assert trigger.request_hash is not None
+        existing = await create_if_absent(trigger)
+        if existing is not None:
+            return await self._replay_row(existing, trigger.request_hash, idem_key)
+        await self._cache_done(trigger, idem_key, trigger.request_hash, trigger.trigger_id,
+                               trigger.fire_at_ms)
+        return Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
+
+    async def _recorded(self, trigger: Trigger, idem_key: str,
+                        create: Create) -> Registered | None:
+        """The replay of a key already used (its derived row, or an earlier release's
+        record, whose trigger is written again if its first writer died before writing
+        it); None if the key is new. Raises ``IdempotencyKeyReused``, ``StoreError``."""
+        assert trigger.request_hash is not None
+        row, legacy = await asyncio.gather(
+            self._triggers.get(trigger.trigger_id),
+            self._legacy.legacy_record(trigger.caller, idem_key))
+        if legacy is not None:
+            # Written first if both exist: an earlier release recorded it before anything
+            # of this release could write the derived row.
+            return await self._replay_legacy(legacy, trigger.request_hash, create)
+        if row is not None:
+            return await self._replay_row(row, trigger.request_hash, idem_key)
+        return None
+
+    async def _replay_row(self, row: Trigger, request_hash: str,
+                          idem_key: str) -> Registered:
+        fire_at_ms = (row.registered_fire_at_ms if row.registered_fire_at_ms is not None
+                      else row.fire_at_ms)
+        if row.request_hash is None:
+            raise _reused()  # not a keyed registration's row (2^-128): never one of ours
+        result = self._replay(row.request_hash, request_hash, row.trigger_id, fire_at_ms)
+        await self._cache_done(row, idem_key, row.request_hash, row.trigger_id, fire_at_ms)
+        return result
+
+    async def _replay_legacy(self, rec: IdempotencyRecord, request_hash: str,
+                             create: Create) -> Registered:
+        t = rec.trigger
+        result = self._replay(rec.request_hash, request_hash, t.trigger_id, t.fire_at_ms)
+        if await self._triggers.get(t.trigger_id) is None:
+            # Safe against a slow first writer: both writes carry the creation timestamp,
+            # so they write identical cells and neither can overwrite a later transition.
+            log.warning("idempotent_repair", trigger_id=t.trigger_id, caller=t.caller)
+            await create(t)
+        await self._cache_done(t, rec.idem_key, rec.request_hash, t.trigger_id, t.fire_at_ms)
+        return result
 
     def _replay(self, stored_hash: str, request_hash: str, trigger_id: str,
                 fire_at_ms: int) -> Registered:
@@ -99,46 +213,39 @@ class IdempotentRegistration:
         self._metrics.inc("idempotent_replays_total")
         return Registered(trigger_id, fire_at_ms, replayed=True)
 
-    async def _ensure_created(self, t: Trigger, persist: Persist) -> None:
-        """Write the trigger a crashed first request recorded but may not have written.
-
-        Safe against a slow first writer: both writes carry the creation timestamp, so they
-        write identical cells and neither can overwrite a later state transition.
-        """
-        if await self._triggers.get(t.trigger_id) is not None:
-            return
-        log.warning("idempotent_repair", trigger_id=t.trigger_id, caller=t.caller)
-        await persist(t)
-
     async def _wait_for_done(self, caller: str, idem_key: str) -> CachedKey | None:
+        """The owner's ``done`` entry; None if it does not come in time, the entry goes
+        (its owner died and the claim expired, or Redis lost it) or Redis fails."""
         deadline_ms = self._clock.now_ms() + _WAIT_MS
         while self._clock.now_ms() < deadline_ms:
             await self._clock.sleep_ms(_POLL_MS)
-            cached = await self._cache_get(caller, idem_key)
-            if cached is None or cached.done:
-                return cached
+            try:
+                held = await self._cache.get(caller, idem_key)
+            except CacheError as e:
+                log.warning("idem_cache_unavailable", error=str(e))
+                return None
+            if held is None or held.done:
+                return held
+        self._metrics.inc("idempotent_wait_timeouts_total")
         return None
 
-    # The cache is only a fast path: on its errors Cassandra decides.
-    async def _cache_get(self, caller: str, idem_key: str) -> CachedKey | None:
+    async def _cache_done(self, t: Trigger, idem_key: str, request_hash: str, trigger_id: str,
+                          fire_at_ms: int) -> None:
+        # Only the fast path for the next replay: on its errors Cassandra answers that one.
+        ttl_ms = (max(0, fire_at_ms - self._clock.now_ms()) // 1000 + self._retention_s) * 1000
+        entry = CachedKey(True, request_hash, trigger_id, fire_at_ms)
         try:
-            return await self._cache.get(caller, idem_key)
+            await self._cache.put_done(t.caller, idem_key, entry, ttl_ms)
         except CacheError as e:
             log.warning("idem_cache_unavailable", error=str(e))
-            return None
 
-    async def _cache_lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
-        try:
-            return await self._cache.lock(caller, idem_key, request_hash)
-        except CacheError as e:
-            log.warning("idem_cache_unavailable", error=str(e))
-            return True
 
-    async def _cache_done(self, rec: IdempotencyRecord, ttl_s: int) -> None:
-        entry = CachedKey(True, rec.request_hash, rec.trigger.trigger_id, rec.trigger.fire_at_ms)
+    async def _cache_release(self, caller: str, idem_key: str) -> None:
         try:
-            await self._cache.put_done(rec.caller, rec.idem_key, entry, ttl_s * 1000)
+            await self._cache.release(caller, idem_key)
         except CacheError as e:
+            # The claim then expires by itself; the next request waits for it, then decides
+            # in Cassandra.
             log.warning("idem_cache_unavailable", error=str(e))
 
 

@@ -3,9 +3,9 @@
 What counts (``core.limit_ports.PendingQuota``, a Redis sorted set shared by the API
 processes): a one-time trigger from its registration until its fire time; a recurring series
 from its registration until it is cancelled. Registration reserves the new trigger's place
-before anything is written (a failed write or an idempotent replay gives it back), cancel gives
-it back. It is an approximation, kept honest by what it cannot drift on, and documented in the
-README ("Rate limits"):
+before anything is written (a failed write gives it back; an idempotent replay writes nothing
+and takes none), cancel gives it back. It is an approximation, kept honest by what it cannot
+drift on, and documented in the README ("Rate limits"):
 
 - a one-time trigger stops counting at its fire time, not when its retries end, and an edit
   that moves it later does not move its count;

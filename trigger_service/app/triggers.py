@@ -1,46 +1,49 @@
 """The trigger use cases: register, get, cancel, list. No HTTP here.
 
-Durability order for a registration: (1) the idempotency record, when a key is given, (2) the
-index entries and then the trigger row, (3) the SQS message for a direct trigger, (4) the
-Redis ``done`` entry, (5) the answer. A crash after (2) leaves a PENDING row that the sweeper
-or the reconciler enqueues; a crash between (1) and (2) is repaired by the next request with
-the same key, which re-creates the trigger from the stored record.
+Durability order for a registration: (1) the index entries and then the trigger row (plain
+writes; a keyed registration's row, at the id derived from its key, is also the key's
+record: ``app.idempotency``), (2) the SQS message for a direct trigger, (3) the Redis
+``done`` entry of a key, (4) the answer. A crash after (1) leaves a PENDING row that the
+sweeper or the reconciler enqueues, and that a retry with the same key finds and replays; a
+crash before it left nothing (index entries alone point nowhere), and the retry creates it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import structlog
 
+from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.quota import QuotaGate
+from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
+from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
+from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
 from trigger_service.core.model import (
     Route,
     Status,
     Trigger,
     fire_month,
     is_trigger_id,
+    keyed_trigger_id,
     new_trigger_id,
     route_for,
     shard_of,
 )
-from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.ports import (
     Clock,
     Enqueuer,
-    IdempotencyCache,
-    IdempotencyStore,
     ListCursor,
     ListPage,
     Metrics,
     OutgoingMessage,
     TriggerCatalog,
 )
-from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.timing import DAY_MS, sqs_delay_s
 from trigger_service.core.zones import TZDATA_VERSION
 
@@ -54,32 +57,25 @@ _MIN_MS = -(2**63)
 _FINISHED = {s.value for s in Status if s.terminal}
 
 
-@dataclass(frozen=True, slots=True)
-class NewTrigger:
-    """A validated registration request."""
-
-    callback_url: str
-    payload_json: str
-    fire_at_ms: int  # already clamped to >= received_at_ms
-    received_at_ms: int  # the one "now" of this request: delays and the route derive from it
-    schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
-    occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
-    plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
-
-
 class TriggerService:
     def __init__(
         self,
         settings: Settings,
         catalog: TriggerCatalog,
-        idempotency: IdempotencyStore,
+        idempotency: LegacyIdempotency,
         queue: Enqueuer,
         cache: IdempotencyCache,
         clock: Clock,
         metrics: Metrics,
         quota: QuotaGate | None = None,
+        *,
+        resolver: HostResolver | None = None,
     ) -> None:
+        """``resolver``: DNS for the registration half of the SSRF guard (the API passes its
+        own); None resolves nothing here, and the dispatcher's check at every connection is
+        then the only one."""
         self._s = settings
+        self._resolver = resolver
         self._quota = quota  # the callers' max_pending (None: no quota)
         self._catalog = catalog
         self._queue = queue
@@ -87,36 +83,48 @@ class TriggerService:
         self._metrics = metrics
         self._background: set[asyncio.Future[None]] = set()
         self._idempotent = IdempotentRegistration(
-            idempotency, catalog, cache, clock, metrics, settings.idempotency_retention_s)
+            catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
+
+    # --- accept: a parsed request becomes a trigger to register ------------------------
+    async def accept(self, caller: Caller, req: RegisterRequest) -> NewTrigger:
+        """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
+        ``register``, ``edit`` and ``snooze`` take. Raises ``InvalidRequest``,
+        ``FireAtOutOfRange``, ``NonexistentLocalTime`` or ``CallbackNotAllowed``."""
+        new = plan_request(req, self._s.api)
+        await self.vet_callback(caller, new.callback_url)
+        return new
+
+    async def vet_callback(self, caller: Caller, url: str) -> None:
+        """Refuse a callback whose host name resolves to a forbidden address
+        (``app.callbacks``). Raises ``CallbackNotAllowed``."""
+        if self._resolver is not None:
+            await vet_callback_host(caller, url, self._resolver)
 
     # --- register ----------------------------------------------------------------------
     async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
                        request_hash: str, *, snoozed_from: str | None = None) -> Registered:
-        """Create a PENDING trigger (once per ``idem_key``). Raises ``IdempotencyKeyReused``
-        or ``StoreError`` (then nothing was accepted)."""
-        trigger = replace(self._new_trigger(caller, req, idem_key), snoozed_from=snoozed_from)
-        counted = (self._quota is not None
-                   and await self._quota.reserve(trigger, req.received_at_ms))
-        try:
-            if idem_key is None:
-                await self._persist_and_enqueue(trigger)
-                result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
-            else:
-                result = await self._idempotent.register(
-                    trigger, idem_key, request_hash, self._persist_and_enqueue)
-        except BaseException:
-            if counted:
-                await self._release(caller, trigger.trigger_id)
-            raise
-        if counted and result.trigger_id != trigger.trigger_id:
-            await self._release(caller, trigger.trigger_id)  # a replay: the first one counts
+        """Create a PENDING trigger, once per ``idem_key`` (``app.idempotency``): its quota
+        place, its rows, its SQS message. Raises ``QuotaExceeded``, ``IdempotencyKeyReused``
+        or ``StoreError`` (then nothing was accepted; a retry with the key is safe)."""
+        trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
+                          snoozed_from=snoozed_from)
+        if idem_key is None:
+            await self._create(trigger)
+            result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
+        else:
+            result = await self._idempotent.register(trigger, idem_key, self._create,
+                                                     self._create_if_absent)
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result
 
-    def _new_trigger(self, caller: str, req: NewTrigger, idem_key: str | None) -> Trigger:
+    def _new_trigger(self, caller: str, req: NewTrigger, idem_key: str | None,
+                     request_hash: str) -> Trigger:
         now_ms = req.received_at_ms
-        trigger_id = new_trigger_id(now_ms)
+        keyed = idem_key is not None
+        # A keyed trigger's id is its key's: every request with the key finds the one row.
+        trigger_id = (keyed_trigger_id(caller, idem_key) if idem_key is not None
+                      else new_trigger_id(now_ms))
         return Trigger(
             trigger_id=trigger_id, caller=caller, callback_url=req.callback_url,
             payload_json=req.payload_json, fire_at_ms=req.fire_at_ms, created_at_ms=now_ms,
@@ -126,16 +134,49 @@ class TriggerService:
             occurrence_index=req.occurrence.index if req.occurrence else 0,
             occurrence_second=req.occurrence.second if req.occurrence else False,
             tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
+            request_hash=request_hash if keyed else None,
+            registered_fire_at_ms=req.fire_at_ms if keyed else None,
         )
+
+    async def _create(self, t: Trigger) -> None:
+        """Count ``t`` against its caller's quota, write it (plain writes) and enqueue it; a
+        failed write gives the quota place back. Raises ``QuotaExceeded``, ``StoreError``."""
+        counted = await self._reserve(t)
+        try:
+            await self._catalog.create(t, self.index_ttl_s(t))
+        except BaseException:
+            if counted:
+                await self._release(t.caller, t.trigger_id)
+            raise
+        if t.route is Route.DIRECT:
+            await self.enqueue(t)
+
+    async def _create_if_absent(self, t: Trigger) -> Trigger | None:
+        """``_create`` with the row written by Paxos: None if written, else the trigger with
+        ``t``'s id that was there (then nothing is enqueued)."""
+        counted = await self._reserve(t)
+        try:
+            existing = await self._catalog.create_if_absent(t, self.index_ttl_s(t))
+        except BaseException:
+            if counted:
+                await self._release(t.caller, t.trigger_id)
+            raise
+        if existing is not None:
+            # The quota counts ids: the one there counts (again) while it may still fire.
+            if counted and existing.status.terminal:
+                await self._release(t.caller, t.trigger_id)
+            return existing
+        if t.route is Route.DIRECT:
+            await self.enqueue(t)
+        return None
+
+    async def _reserve(self, t: Trigger) -> bool:
+        return (self._quota is not None
+                and await self._quota.reserve(t, self._clock.now_ms()))
 
     def index_ttl_s(self, t: Trigger) -> int:
         """Index entries outlive the row's own retention by the whole retry schedule."""
         return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
-
-    async def _persist_and_enqueue(self, t: Trigger) -> None:
-        await self._catalog.create(t, self.index_ttl_s(t))
-        if t.route is Route.DIRECT:
-            await self.enqueue(t)
 
     async def enqueue(self, t: Trigger) -> None:
         """Send a direct trigger to SQS, waiting at most ``TRIGGER_ENQUEUE_WAIT_MS``.
@@ -228,7 +269,8 @@ class TriggerService:
                         " (being delivered)" if t.status is Status.IN_FLIGHT else ""),
                     status=t.status.value)
             new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
-            if await self._catalog.compare_and_set(t, new, ttl_s=self._s.retention_s):
+            ttl_s = self._s.terminal_ttl_s(t.registered_fire_at_ms, self._clock.now_ms())
+            if await self._catalog.compare_and_set(t, new, ttl_s=ttl_s):
                 log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
                 return new
             rounds += 1  # a claim, an edit or an outcome won: look again

@@ -158,11 +158,23 @@ class Settings:
 
     def index_ttl_s(self, fire_at_ms: int, now_ms: int) -> int:
         """How long index entries for a fire time live: until the row's own retention ends
-        after the whole retry schedule."""
+        after the whole retry schedule (a keyed row's retention may be its key's)."""
         d = self.dispatch
         retry_span_s = sum(d.retry_backoff_s) + d.max_attempts * int(d.callback_timeout_s)
         ahead_s = max(0, (fire_at_ms - now_ms) // 1000)
-        return ahead_s + self.retention_s + retry_span_s + 86_400
+        retention_s = max(self.retention_s, self.idempotency_retention_s)
+        return ahead_s + retention_s + retry_span_s + 86_400
+
+    def terminal_ttl_s(self, registered_fire_at_ms: int | None, now_ms: int) -> int:
+        """How long a finished trigger's row lives from ``now_ms``: the retention, and for a
+        keyed registration (``registered_fire_at_ms``: the fire time its key answered) at
+        least until its key's promise ends, that fire time + the idempotency retention, since
+        the row is the key's record (a cancel long before the fire time would otherwise let
+        the key create the trigger again)."""
+        if registered_fire_at_ms is None:
+            return self.retention_s
+        key_s = -(-(registered_fire_at_ms - now_ms) // 1000) + self.idempotency_retention_s
+        return max(self.retention_s, key_s)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -320,7 +332,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
              "attempts per SQS call (botocore's standard retries); a registration whose send "
              "still fails is left to the reconciler"),
-    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str, "Redis for the idempotency fast path"),
+    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
+             "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,

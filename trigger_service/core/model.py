@@ -13,6 +13,7 @@ a Cassandra LWT)::
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from dataclasses import dataclass, replace
@@ -87,6 +88,11 @@ class Trigger:
     plan: DeliveryPlan | None = None
     channel_states: tuple[ChannelState, ...] = ()
     acked_seq: int | None = None
+    # A keyed registration's idempotency record (the row is the record): the hash of the
+    # request that created it and the fire time answered to that request (``fire_at_ms``
+    # moves on with a series or an edit; a replay answers the first one). None without a key.
+    request_hash: str | None = None
+    registered_fire_at_ms: int | None = None
 
     @property
     def acked(self) -> bool:
@@ -138,8 +144,29 @@ def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: i
 
 
 def new_trigger_id(now_ms: int) -> str:
-    """A ``trg_<ULID>`` id; its time prefix is the creation time, so ids sort by creation."""
+    """A ``trg_<ULID>`` id for a registration without an Idempotency-Key; its time prefix is
+    the creation time. Nothing may rely on that: a keyed trigger's id has no time in it
+    (``keyed_trigger_id``), so ids are identifiers, never an order or a clock."""
     return TRIGGER_ID_PREFIX + str(ULID.from_timestamp(now_ms / 1000))
+
+
+# Domain separation for the derivation below: another derivation (a v2) gets other ids.
+_KEYED_ID_PERSON = b"trg-idem-v1"
+
+
+def keyed_trigger_id(caller: str, idem_key: str) -> str:
+    """The id of the trigger a caller's Idempotency-Key creates: the same in every process
+    and release for the same (caller, key), so the trigger row itself is the key's record.
+
+    ``trg_`` + 26 Crockford base32 characters like a ULID (the first one 0-7: 128 bits),
+    so ``is_trigger_id`` and every reader take it; the 128 bits are BLAKE2b of ``caller``,
+    a NUL and ``idem_key`` (a key is printable ASCII, never a NUL, so the split is
+    unambiguous). No time is in it: its "ULID time" means nothing. Two (caller, key) pairs
+    share an id with probability about 2^-128.
+    """
+    digest = hashlib.blake2b(f"{caller}\0{idem_key}".encode(), digest_size=16,
+                             person=_KEYED_ID_PERSON).digest()
+    return TRIGGER_ID_PREFIX + str(ULID.from_bytes(digest))
 
 
 def is_trigger_id(value: str) -> bool:

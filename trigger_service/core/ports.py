@@ -6,16 +6,17 @@ port                   used by                             implementations
 ``Clock``              everyone                            ``core.clock`` (system, manual)
 ``TriggerStates``      API, dispatcher, sweeper, reconciler adapters.cassandra.store, memory
 ``TriggerCatalog``     API (create, list)                  adapters.cassandra.store, memory
-``IdempotencyStore``   API (the truth for keys)            adapters.cassandra.store, memory
 ``DueIndex``           sweeper, reconciler                 adapters.cassandra.store, memory
 ``SweepCursors``       sweeper                             adapters.cassandra.store, memory
 ``Enqueuer``           API, sweeper, reconciler            adapters.sqs, memory
 ``QueueDepth``         sweeper (the due-scan)              adapters.sqs, memory
 ``DeliveryQueue``      dispatcher                          adapters.sqs, memory
-``IdempotencyCache``   API (fast path)                     adapters.redis.idempotency, memory
 ``Lease``              sweeper                             adapters.redis.lease, memory
 ``Channel``            dispatcher                          dispatcher.channels.webhook
 ``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
+``IdempotencyCache``,  (in ``core.idempotency_ports``: what orders a key's requests, and
+``LegacyIdempotency``  the earlier releases' key records; adapters.redis.idempotency,
+                       adapters.cassandra.store, memory_idempotency, memory)
 ``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
 ``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory_dead_letters)
 ``ReplayJobStore``
@@ -62,17 +63,6 @@ class Pingable(Protocol):
 
 
 # --- the trigger store --------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class IdempotencyRecord:
-    """What one (caller, Idempotency-Key) was first used for: the request's hash and the
-    trigger it created (enough to re-create the trigger if its first writer died)."""
-
-    caller: str
-    idem_key: str
-    request_hash: str
-    trigger: Trigger
-
-
 @dataclass(frozen=True, slots=True)
 class BucketEntry:
     """One due-index entry: which trigger fires when, in which shard, enqueued by whom."""
@@ -124,10 +114,20 @@ class TriggerCatalog(TriggerStates, Protocol):
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         """Write a new PENDING trigger and its index entries (the entries first, the row last,
-        so every row that exists can be found through the indexes).
+        so every row that exists can be found through the indexes). Plain writes: no Paxos.
 
         Idempotent: repeating the call with the same trigger rewrites identical cells and can
-        never undo a later transition. Raises ``StoreError``.
+        never undo a later transition (nor can a create of another trigger with the same id:
+        every creation cell is older than every transition's). Raises ``StoreError``.
+        """
+        ...
+
+    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
+        """``create``, with the row written by Paxos only if no row with its id exists: None
+        if this call wrote it, else the trigger that is there (concurrent calls with one id
+        write one row). The index entries are written either way (an entry whose row holds
+        another fire time is skipped by every reader). Raises ``StoreError`` (a timeout
+        leaves the outcome unknown: ``get`` tells).
         """
         ...
 
@@ -154,15 +154,6 @@ class ZoneIndex(Protocol):
 
     async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
         """Ids indexed under (release, shard); some may have moved on. Raises ``StoreError``."""
-        ...
-
-
-class IdempotencyStore(Protocol):
-    async def put_if_absent(
-        self, record: IdempotencyRecord, ttl_s: int
-    ) -> IdempotencyRecord | None:
-        """Insert unless (caller, key) exists: None if ours, else the existing record.
-        Raises ``StoreError``."""
         ...
 
 
@@ -263,31 +254,6 @@ class RedriveQueue(Protocol):
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         """Put a record of a trigger given up on in the dead-letter queue."""
-        ...
-
-
-# --- the idempotency fast path -------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class CachedKey:
-    """What Redis holds for one (caller, Idempotency-Key): in progress, or done."""
-
-    done: bool
-    request_hash: str
-    trigger_id: str | None = None
-    fire_at_ms: int | None = None
-
-
-class IdempotencyCache(Protocol):
-    """Optional accelerator: every method may raise ``CacheError`` and callers carry on."""
-
-    async def get(self, caller: str, idem_key: str) -> CachedKey | None: ...
-
-    async def lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
-        """Set a short-lived in-progress marker unless one exists; True if this call did."""
-        ...
-
-    async def put_done(self, caller: str, idem_key: str, entry: CachedKey, ttl_ms: int) -> None:
-        """Record the finished outcome (``entry.done``) for ``ttl_ms``."""
         ...
 
 

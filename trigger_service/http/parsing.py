@@ -10,8 +10,7 @@ import json
 import re
 from typing import Any
 
-from trigger_service.app.schedules import plan
-from trigger_service.app.triggers import NewTrigger
+from trigger_service.app.registration import RegisterRequest
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
@@ -46,16 +45,11 @@ def request_hash(body: Any) -> str:
 
 
 def parse_register(
-    body: Any,
-    *,
-    caller: Caller,
-    now_ms: int,
-    payload_max_bytes: int,
-    max_fire_ahead_days: int,
-    min_recurrence_interval_s: int = 60,
-) -> NewTrigger:
-    """Validate a ``POST /v1/triggers`` body. A one-time fire time in the past becomes
-    ``now_ms``; a recurring rule starts at its first occurrence from now on."""
+    body: Any, *, caller: Caller, now_ms: int, payload_max_bytes: int,
+) -> RegisterRequest:
+    """Check the shape of a ``POST /v1/triggers`` body (also a merged PATCH, a snooze):
+    fields, callback prefix, payload size, the time fields as given. Planning them (the
+    first fire time, the horizon) is the use case's (``TriggerService.accept``)."""
     if not isinstance(body, dict):
         raise InvalidRequest("body: must be a JSON object")
     extra = sorted(set(body) - ALLOWED_FIELDS)
@@ -66,10 +60,8 @@ def parse_register(
     if not url and delivery is None:
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
-    planned = plan(parse_time_fields(body, now_ms), now_ms=now_ms,
-                   horizon_days=max_fire_ahead_days, min_interval_s=min_recurrence_interval_s)
-    return NewTrigger(url, payload_json, planned.fire_at_ms, now_ms, planned.schedule,
-                      planned.occurrence, delivery)
+    return RegisterRequest(url, payload_json, parse_time_fields(body, now_ms), now_ms,
+                           delivery)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

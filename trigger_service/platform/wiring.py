@@ -16,6 +16,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
 from trigger_service.core.limit_ports import PendingQuota, RateLimiter
 from trigger_service.core.ops_ports import OpsBoard
@@ -25,8 +26,6 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DueIndex,
     Enqueuer,
-    IdempotencyCache,
-    IdempotencyStore,
     Lease,
     Metrics,
     Pingable,

@@ -6,12 +6,16 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryQueue, MemoryStore
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.app.quota import QuotaGate
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
+from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import ManualClock
+from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import CachedKey, IdempotencyRecord
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20.000Z
@@ -25,19 +29,11 @@ class RecordingStore(MemoryStore):
     def __init__(self) -> None:
         super().__init__()
         self.index_ttls: dict[str, int] = {}
-        self.record_ttls: list[int] = []
         self.cas_ttls: list[int | None] = []
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         await super().create(trigger, index_ttl_s)
         self.index_ttls[trigger.trigger_id] = index_ttl_s
-
-    async def put_if_absent(
-        self, record: IdempotencyRecord, ttl_s: int
-    ) -> IdempotencyRecord | None:
-        existing = await super().put_if_absent(record, ttl_s)
-        self.record_ttls.append(ttl_s)
-        return existing
 
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
@@ -59,21 +55,19 @@ class GatedStore(RecordingStore):
         await super().create(trigger, index_ttl_s)
 
 
-class StaleGetCache(MemoryIdempotencyCache):
-    """A cache whose ``get`` answers what it saw before yielding to the loop, like a Redis
-    GET whose reply is in flight while another request's SET NX lands."""
+class TimedOutStore(RecordingStore):
+    """``create`` writes, then fails ``timeouts`` times as a timed-out write does: the
+    caller is told ``StoreError`` though the row is there."""
 
-    def __init__(self, clock: ManualClock) -> None:
-        super().__init__(clock)
-        self.blind_gets = 0  # this many next gets answer None whatever is stored
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts = 0
 
-    async def get(self, caller: str, idem_key: str) -> CachedKey | None:
-        seen = await super().get(caller, idem_key)
-        if self.blind_gets > 0:
-            self.blind_gets -= 1
-            seen = None
-        await asyncio.sleep(0)
-        return seen
+    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
+        await super().create(trigger, index_ttl_s)
+        if self.timeouts > 0:
+            self.timeouts -= 1
+            raise StoreError("cassandra create timed out")
 
 
 @dataclass
@@ -89,13 +83,15 @@ class Env:
 
 def make_env(settings: Settings = SETTINGS, *, store: RecordingStore | None = None,
              cache: MemoryIdempotencyCache | None = None,
-             clock: ManualClock | None = None) -> Env:
+             clock: ManualClock | None = None, quota: QuotaGate | None = None,
+             resolver: HostResolver | None = None) -> Env:
     clock = clock or ManualClock(NOW_MS)
     store = store if store is not None else RecordingStore()
     queue = MemoryQueue(clock)
     cache = cache if cache is not None else MemoryIdempotencyCache(clock)
     metrics = InMemoryMetrics()
-    service = TriggerService(settings, store, store, queue, cache, clock, metrics)
+    service = TriggerService(settings, store, store, queue, cache, clock, metrics, quota,
+                             resolver=resolver)
     return Env(clock, store, queue, cache, metrics, service, settings)
 
 

@@ -1,9 +1,11 @@
 """Idempotency-Key through ``TriggerService.register``: replays, key reuse, a Redis that is
-down or lost, repair of a trigger whose first writer died, and concurrent duplicates."""
+down or lost, keys of earlier releases, failed and timed-out writes, and concurrent
+duplicates. The trigger row (its id derived from the key) is the record; Redis orders."""
 
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import pytest
 
@@ -13,18 +15,36 @@ from tests.unit.app.support import (
     SETTINGS,
     Env,
     GatedStore,
-    StaleGetCache,
+    TimedOutStore,
     drive,
     make_env,
     request,
 )
+from trigger_service.adapters.memory_limits import MemoryPendingQuota
 from trigger_service.app.idempotency import Registered
+from trigger_service.app.quota import QuotaGate
 from trigger_service.core.clock import ManualClock
-from trigger_service.core.errors import CacheError, IdempotencyKeyReused, StoreError
-from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.ports import IdempotencyRecord, OutgoingMessage
+from trigger_service.core.errors import (
+    CacheError,
+    IdempotencyKeyReused,
+    QuotaExceeded,
+    StoreError,
+)
+from trigger_service.core.idempotency_ports import IdempotencyRecord
+from trigger_service.core.model import (
+    Route,
+    Status,
+    Trigger,
+    keyed_trigger_id,
+    new_trigger_id,
+    shard_of,
+)
+from trigger_service.core.ports import OutgoingMessage
 
 DELAY_MS = 600_000
+DAY_MS = 86_400_000
+# The port methods that are conditional writes (a Paxos round on Cassandra).
+CONDITIONAL = ("create_if_absent", "put_if_absent", "compare_and_set")
 
 
 async def reg(env: Env, key: str, req_hash: str = "h1", *, delay_ms: int = DELAY_MS,
@@ -44,35 +64,58 @@ def assert_one_trigger(env: Env, trigger_id: str) -> None:
     assert [m.trigger_id for m in env.queue.sent] == [trigger_id]
 
 
+def conditional_calls(env: Env) -> dict[str, int]:
+    return {op: n for op, n in env.store.calls.items() if op in CONDITIONAL}
+
+
 async def test_same_key_and_body_replays_the_first_trigger() -> None:
     env = make_env()
     first = await reg(env, "k1")
     env.clock.advance_ms(5_000)  # a delaySeconds body sent again later: same hash
     second = await reg(env, "k1")
-    assert first.replayed is False
+    assert first == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, False)
     assert second == Registered(first.trigger_id, NOW_MS + DELAY_MS, replayed=True)
     assert_one_trigger(env, first.trigger_id)
+    row = env.store.triggers[first.trigger_id]
+    assert (row.request_hash, row.registered_fire_at_ms, row.idem_key) == (
+        "h1", NOW_MS + DELAY_MS, "k1")
     assert env.metrics.snapshot() == {"triggers_registered_total": 1,
                                       "idempotent_replays_total": 1}
+
+
+async def test_the_normal_keyed_path_issues_no_conditional_write() -> None:
+    """No Paxos: the first request, its replay from Redis and its replay after Redis lost
+    the key are plain reads and writes (the statement-level spy is in
+    tests/unit/adapters/test_keyed_statements.py)."""
+    env = make_env()
+    first = await reg(env, "k1")
+    await reg(env, "k1")
+    env.cache.entries.clear()
+    again = await reg(env, "k1")
+    assert again.replayed and again.trigger_id == first.trigger_id
+    assert conditional_calls(env) == {}
+    assert env.store.calls["create"] == 1
 
 
 async def test_same_key_other_body_is_rejected_from_the_cache() -> None:
     env = make_env()
     first = await reg(env, "k1", "h1")
+    reads = env.store.calls["get"]
     with pytest.raises(IdempotencyKeyReused) as e:
         await reg(env, "k1", "h2")
     assert e.value.status == 422 and e.value.code == "idempotency_key_reused"
-    assert env.store.calls["put_if_absent"] == 1  # the cache alone answered
+    assert env.store.calls["get"] == reads  # the cache alone answered
     assert_one_trigger(env, first.trigger_id)
 
 
-async def test_same_key_other_body_is_rejected_by_the_store_when_redis_forgot() -> None:
+async def test_same_key_other_body_is_rejected_by_the_row_when_redis_forgot() -> None:
     env = make_env()
     first = await reg(env, "k1", "h1")
     env.cache.entries.clear()
     with pytest.raises(IdempotencyKeyReused):
         await reg(env, "k1", "h2")
     assert_one_trigger(env, first.trigger_id)
+    assert env.cache.entries == {}, "a refused request gives the key back"
 
 
 async def test_the_same_key_from_another_caller_is_another_key() -> None:
@@ -80,11 +123,39 @@ async def test_the_same_key_from_another_caller_is_another_key() -> None:
     a = await reg(env, "k1", caller="orders")
     b = await reg(env, "k1", caller="billing")
     assert not a.replayed and not b.replayed and a.trigger_id != b.trigger_id
+    assert b.trigger_id == keyed_trigger_id("billing", "k1")
     assert env.store.triggers[b.trigger_id].caller == "billing"
 
 
-@pytest.mark.parametrize("ops", [("get",), ("lock",), ("put_done",), ("get", "lock", "put_done")])
-async def test_cache_errors_fall_back_to_the_store(ops: tuple[str, ...]) -> None:
+async def test_cache_lost_between_requests_replays_from_the_row() -> None:
+    env = make_env()
+    first = await reg(env, "k1")
+    env.cache.entries.clear()  # FLUSHALL, a failover, an eviction
+    env.clock.advance_ms(5_000)
+    second = await reg(env, "k1")
+    assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
+    assert env.store.calls["create"] == 1
+    assert_one_trigger(env, first.trigger_id)
+    done = await env.cache.get("orders", "k1")
+    assert done is not None and done.done and done.trigger_id == first.trigger_id
+
+
+async def test_a_replay_answers_the_first_fire_time_after_the_row_moved_on() -> None:
+    """A series' row points at its next occurrence (an edit moves it too): the replay still
+    answers the fire time the first request was answered."""
+    env = make_env()
+    first = await reg(env, "k1")
+    row = env.store.triggers[first.trigger_id]
+    assert await env.store.compare_and_set(row, replace(row, fire_at_ms=row.fire_at_ms + DAY_MS,
+                                                        occurrence_seq=1))
+    env.cache.entries.clear()
+    again = await reg(env, "k1")
+    assert again == Registered(first.trigger_id, NOW_MS + DELAY_MS, replayed=True)
+
+
+@pytest.mark.parametrize("ops", [("get",), ("put_done",), ("release",),
+                                 ("get", "put_done", "release")])
+async def test_cache_errors_after_the_claim_change_no_answer(ops: tuple[str, ...]) -> None:
     env = make_env()
     for op in ops:
         env.cache.failures[op] = CacheError("redis down")
@@ -96,44 +167,201 @@ async def test_cache_errors_fall_back_to_the_store(ops: tuple[str, ...]) -> None
     assert env.store.calls["create"] == 1
 
 
-async def test_cache_lost_between_requests_replays_from_the_store() -> None:
+async def test_redis_down_decides_in_the_store_by_paxos() -> None:
+    env = make_env()
+    env.cache.failures["claim"] = CacheError("redis down")
+    first = await reg(env, "k1")
+    second = await reg(env, "k1")
+    assert not first.replayed and first.trigger_id == keyed_trigger_id("orders", "k1")
+    assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
+    assert env.store.calls["create_if_absent"] == 1  # the replay was answered by the read
+    assert "create" not in env.store.calls
+    assert_one_trigger(env, first.trigger_id)
+    with pytest.raises(IdempotencyKeyReused):
+        await reg(env, "k1", "h2")
+
+
+async def test_redis_down_concurrent_duplicates_make_one_trigger() -> None:
+    env = make_env()
+    env.cache.failures["claim"] = CacheError("redis down")
+    results = await asyncio.gather(*(reg(env, "same") for _ in range(20)))
+    assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
+    assert sum(not r.replayed for r in results) == 1
+    assert env.store.calls["create_if_absent"] == 20  # every read ran before any write
+    assert_one_trigger(env, results[0].trigger_id)
+
+
+async def test_concurrent_duplicates_make_exactly_one_trigger() -> None:
+    clock = ManualClock(NOW_MS)
+    store = GatedStore()
+    env = make_env(store=store, clock=clock)
+    store.gate.clear()  # the owner's write is slow: every other request finds it pending
+    tasks = [asyncio.create_task(reg(env, "same")) for _ in range(20)]
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert env.cache.calls["claim"] == 20
+    store.gate.set()
+    gathered = asyncio.gather(*tasks)
+    await drive(clock, gathered)  # type: ignore[arg-type]
+    results = gathered.result()
+    assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
+    assert sum(not r.replayed for r in results) == 1
+    assert store.calls["create"] == 1 and conditional_calls(env) == {}
+    assert_one_trigger(env, results[0].trigger_id)
+
+
+async def test_request_that_finds_the_key_in_progress_waits_for_the_owners_answer() -> None:
+    clock = ManualClock(NOW_MS)
+    store = GatedStore()
+    env = make_env(store=store, clock=clock)
+    store.gate.clear()  # the owner is slow to write its row
+    owner = asyncio.create_task(reg(env, "k1"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    waiter = asyncio.create_task(reg(env, "k1"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not owner.done() and not waiter.done()
+    store.gate.set()
+    first = await owner
+    waited_ms = await drive(clock, waiter)
+    assert waiter.result() == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
+    assert 0 < waited_ms < 2_000
+    assert store.calls["get"] == 1  # the waiter never asked Cassandra
+    assert_one_trigger(env, first.trigger_id)
+
+
+async def test_claim_left_by_a_dead_owner_delays_then_paxos_decides() -> None:
+    env = make_env()
+    assert await env.cache.claim("orders", "k1", "h1") is None  # its owner died right after
+    task = asyncio.create_task(reg(env, "k1"))
+    waited_ms = await drive(env.clock, task)
+    result = task.result()
+    assert not result.replayed and 2_000 <= waited_ms <= 2_040  # the wait, then the send
+    assert env.store.calls["create_if_absent"] == 1 and "create" not in env.store.calls
+    assert_one_trigger(env, result.trigger_id)
+    assert env.metrics.snapshot()["idempotent_wait_timeouts_total"] == 1
+    # The message is aimed at the fire time from the moment it is sent, not the arrival.
+    assert env.queue.sent[0].delay_s == (DELAY_MS - 2_000) // 1000 - SETTINGS.sqs.enqueue_lead_s
+    again = await reg(env, "k1")
+    assert again == Registered(result.trigger_id, result.fire_at_ms, replayed=True)
+
+
+async def test_an_owner_slower_than_the_wait_still_makes_one_trigger() -> None:
+    """The documented corner: the waiter gives up after 2 s and creates by Paxos while the
+    owner's plain write is still on its way. One id, one row (the same request's content);
+    both are answered as first (the owner's message and the waiter's aim at one row)."""
+    clock = ManualClock(NOW_MS)
+    store = GatedStore()
+    env = make_env(store=store, clock=clock)
+    store.gate.clear()
+    owner = asyncio.create_task(reg(env, "k1"))
+    for _ in range(5):
+        await asyncio.sleep(0)
+    waiter = asyncio.create_task(reg(env, "k1"))
+    await drive(clock, waiter)
+    store.gate.set()
+    first = await owner
+    assert first.trigger_id == waiter.result().trigger_id
+    assert list(store.triggers) == [first.trigger_id]
+    assert store.triggers[first.trigger_id].request_hash == "h1"
+
+
+async def test_store_error_on_the_write_accepts_nothing_and_gives_the_key_back() -> None:
+    env = make_env()
+    env.store.failures["create"] = StoreError("down")
+    with pytest.raises(StoreError):
+        await reg(env, "k1")
+    assert env.store.triggers == {} and env.queue.sent == []
+    assert env.cache.entries == {}, "the retry need not wait for the claim to expire"
+    del env.store.failures["create"]
+    retry = await reg(env, "k1")
+    assert retry == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, False)
+    assert_one_trigger(env, retry.trigger_id)
+
+
+async def test_a_write_that_timed_out_but_landed_is_replayed_by_the_retry() -> None:
+    store = TimedOutStore()
+    env = make_env(store=store)
+    store.timeouts = 1
+    with pytest.raises(StoreError):
+        await reg(env, "k1")
+    env.clock.advance_ms(3_000)  # the caller retries the same body (a delaySeconds one)
+    retry = await reg(env, "k1")
+    assert retry == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, True)
+    assert list(store.triggers) == [retry.trigger_id] and store.calls["create"] == 1
+    # Not enqueued by either: the sweepers' due-scan heals a PENDING row without a message.
+    assert env.queue.sent == []
+
+
+async def test_a_crash_between_the_row_and_the_done_entry_is_replayed() -> None:
+    """The owner wrote the row and died before ``done`` (its claim still there): the retry
+    waits for the claim, then finds the row."""
     env = make_env()
     first = await reg(env, "k1")
-    env.cache.entries.clear()  # FLUSHDB, a failover, an eviction
-    second = await reg(env, "k1")
-    assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    assert env.store.calls["create"] == 1  # the row exists: no repair write
+    env.cache.entries.clear()
+    assert await env.cache.claim("orders", "k1", "h1") is None  # the dead owner's claim
+    task = asyncio.create_task(reg(env, "k1"))
+    await drive(env.clock, task)
+    assert task.result() == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
     assert_one_trigger(env, first.trigger_id)
-    done = await env.cache.get("orders", "k1")
-    assert done is not None and done.done and done.trigger_id == first.trigger_id
 
 
-async def test_record_and_cache_expire_with_the_fire_time_plus_retention() -> None:
+async def test_done_entry_and_keyed_row_outlive_the_key_promise() -> None:
     env = make_env()
-    await reg(env, "k1")
-    ttl_s = DELAY_MS // 1000 + SETTINGS.idempotency_retention_s
-    assert env.store.record_ttls == [ttl_s]
+    first = await reg(env, "k1", delay_ms=60 * DAY_MS)  # fires long after the retention
+    ttl_s = 60 * DAY_MS // 1000 + SETTINGS.idempotency_retention_s
     assert env.cache.entries[("orders", "k1")][1] == NOW_MS + ttl_s * 1000
+    await env.service.cancel("orders", first.trigger_id)
+    # Cancelled now, the row must still answer the key until fire time + retention.
+    assert env.store.cas_ttls[-1] == ttl_s > SETTINGS.retention_s
+    plain = await env.service.register("orders", request(env, 60 * DAY_MS), None, "h")
+    await env.service.cancel("orders", plain.trigger_id)
+    assert env.store.cas_ttls[-1] == SETTINGS.retention_s
+
+
+def test_terminal_ttl_is_the_retention_or_the_key_promise_whichever_is_longer() -> None:
+    s = SETTINGS
+    assert s.terminal_ttl_s(None, NOW_MS) == s.retention_s
+    assert s.terminal_ttl_s(NOW_MS - DAY_MS, NOW_MS) == s.retention_s
+    far = NOW_MS + 100 * DAY_MS + 1
+    assert s.terminal_ttl_s(far, NOW_MS) == 100 * 86_400 + 1 + s.idempotency_retention_s
 
 
 def ghost(route: Route, fire_in_ms: int) -> Trigger:
+    """What a release before this one created for key "died": a random id."""
     tid = new_trigger_id(NOW_MS - 1_000)
     return Trigger(tid, "orders", CALLBACK, "null", NOW_MS + fire_in_ms, NOW_MS - 1_000,
                    shard_of(tid, SETTINGS.shards), route, idem_key="died")
 
 
-async def test_record_without_its_row_is_repaired_by_the_next_request() -> None:
+async def test_a_key_recorded_by_an_earlier_release_is_honoured() -> None:
+    env = make_env()
+    t = ghost(Route.DIRECT, DELAY_MS)
+    await env.store.put_if_absent(IdempotencyRecord("orders", "died", "h1", t), 3_600)
+    await env.store.create(t, 3_600)  # the old code path wrote both
+    result = await reg(env, "died")
+    assert result == Registered(t.trigger_id, t.fire_at_ms, replayed=True)
+    assert list(env.store.triggers) == [t.trigger_id] and env.queue.sent == []
+    with pytest.raises(IdempotencyKeyReused):
+        await reg(env, "died", "h2")
+    env.cache.entries.clear()
+    with pytest.raises(IdempotencyKeyReused):
+        await reg(env, "died", "h2")
+
+
+async def test_legacy_record_without_its_row_is_repaired_by_the_next_request() -> None:
     env = make_env()
     t = ghost(Route.DIRECT, DELAY_MS)
     await env.store.put_if_absent(IdempotencyRecord("orders", "died", "h1", t), 3_600)
     result = await reg(env, "died")
     assert result == Registered(t.trigger_id, t.fire_at_ms, replayed=True)
-    assert env.store.triggers[t.trigger_id] == t
+    assert env.store.triggers == {t.trigger_id: t}
     assert env.queue.sent == [
         OutgoingMessage(t.trigger_id, t.fire_at_ms, DELAY_MS // 1000 - SETTINGS.sqs.enqueue_lead_s)]
 
 
-async def test_repaired_sweep_trigger_is_written_but_not_sent() -> None:
+async def test_repaired_legacy_sweep_trigger_is_written_but_not_sent() -> None:
     env = make_env()
     t = ghost(Route.SWEEP, 3_600_000)
     await env.store.put_if_absent(IdempotencyRecord("orders", "died", "h1", t), 3_600)
@@ -143,80 +371,19 @@ async def test_repaired_sweep_trigger_is_written_but_not_sent() -> None:
     assert env.queue.sent == []
 
 
-async def test_store_error_on_the_record_accepts_nothing() -> None:
-    env = make_env()
-    env.store.failures["put_if_absent"] = StoreError("down")
-    with pytest.raises(StoreError):
-        await reg(env, "k1")
-    assert env.store.triggers == {} and env.queue.sent == []
-    del env.store.failures["put_if_absent"]
-    retry = await reg_driven(env, "k1")
-    assert not retry.replayed
-    assert_one_trigger(env, retry.trigger_id)
-
-
-async def test_store_error_on_the_row_is_repaired_by_the_retry() -> None:
-    env = make_env()
+async def test_a_replay_takes_no_quota_place_and_a_failed_write_gives_it_back() -> None:
+    quota = MemoryPendingQuota()
+    gate = QuotaGate(quota, lambda _: 1, make_env().metrics)
+    env = make_env(quota=gate)
+    first = await reg(env, "k1")
+    again = await reg(env, "k1")  # the caller is at its max_pending: a replay still answers
+    assert again.replayed and again.trigger_id == first.trigger_id
+    assert list(quota.counted["orders"]) == [first.trigger_id]
+    with pytest.raises(QuotaExceeded):
+        await reg(env, "k2")
+    assert env.cache.entries.get(("orders", "k2")) is None
+    await env.service.cancel("orders", first.trigger_id)
     env.store.failures["create"] = StoreError("down")
     with pytest.raises(StoreError):
-        await reg(env, "k1")
-    recorded = env.store.idempotency[("orders", "k1")].trigger
-    assert env.store.triggers == {} and env.queue.sent == []
-    del env.store.failures["create"]
-    retry = await reg_driven(env, "k1")
-    assert retry.trigger_id == recorded.trigger_id
-    assert_one_trigger(env, recorded.trigger_id)
-
-
-async def test_request_that_loses_the_lock_waits_for_the_winners_answer() -> None:
-    clock = ManualClock(NOW_MS)
-    store, cache = GatedStore(), StaleGetCache(clock)
-    env = make_env(store=store, cache=cache, clock=clock)
-    store.gate.clear()  # the winner is slow to write its row
-    winner = asyncio.create_task(reg(env, "k1"))
-    loser = asyncio.create_task(reg(env, "k1"))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    assert cache.calls["lock"] == 2 and not winner.done() and not loser.done()
-    store.gate.set()
-    first = await winner
-    assert not loser.done()  # still polling the cache on the manual clock
-    waited_ms = await drive(clock, loser)
-    assert loser.result() == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    assert 0 < waited_ms < 2_000
-    assert store.calls["put_if_absent"] == 1  # the loser never asked Cassandra
-    assert_one_trigger(env, first.trigger_id)
-
-
-async def test_lock_left_by_a_dead_request_delays_then_the_store_decides() -> None:
-    clock = ManualClock(NOW_MS)
-    cache = StaleGetCache(clock)
-    env = make_env(cache=cache, clock=clock)
-    assert await cache.lock("orders", "k1", "h1")  # its holder died right after SET NX
-    cache.blind_gets = 1  # our GET raced that SET NX
-    task = asyncio.create_task(reg(env, "k1"))
-    waited_ms = await drive(clock, task)
-    result = task.result()
-    assert not result.replayed and waited_ms == 2_000
-    assert_one_trigger(env, result.trigger_id)
-    # The message is aimed at the fire time from the moment it is sent, not the arrival.
-    assert env.queue.sent[0].delay_s == (DELAY_MS - 2_000) // 1000 - SETTINGS.sqs.enqueue_lead_s
-
-
-async def test_request_that_sees_the_key_in_progress_waits_for_the_winner() -> None:
-    clock = ManualClock(NOW_MS)
-    store = GatedStore()
-    env = make_env(store=store, clock=clock)
-    store.gate.clear()
-    winner = asyncio.create_task(reg(env, "k1"))
-    for _ in range(5):
-        await asyncio.sleep(0)  # the winner has locked and recorded the key; row pending
-    loser = asyncio.create_task(reg(env, "k1"))
-    for _ in range(5):
-        await asyncio.sleep(0)
-    store.gate.set()
-    first = await winner
-    await drive(clock, loser)
-    assert loser.result() == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    assert store.calls["create"] == 1
-    assert_one_trigger(env, first.trigger_id)
+        await reg(env, "k3")
+    assert quota.counted["orders"] == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -15,8 +16,18 @@ from tests.unit.app.support import (
     make_env,
     request,
 )
+from trigger_service.adapters.memory_dns import StaticResolver
+from trigger_service.app.registration import RegisterRequest
+from trigger_service.app.schedules import TimeRequest
+from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import NotCancellable, NotFound, QueueError, StoreError
+from trigger_service.core.errors import (
+    CallbackNotAllowed,
+    NotCancellable,
+    NotFound,
+    QueueError,
+    StoreError,
+)
 from trigger_service.core.model import (
     Route,
     Status,
@@ -282,3 +293,29 @@ async def test_list_still_shows_triggers_that_fired_within_the_retention() -> No
     env.clock.advance_ms((SETTINGS.retention_days - 1) * DAY_MS)  # into the next fire month
     page = await env.service.list_triggers("orders", status=None, limit=50, cursor=None)
     assert [x.trigger_id for x in page.triggers] == [t.trigger_id]
+
+
+WIDE = CallerRegistry.from_mapping({"callers": {"wide": {
+    "token_sha256": hash_token("t"), "callback_prefixes": ["https://"]}}}).by_name("wide")
+
+
+async def test_accept_plans_the_request_and_vets_its_callback_host() -> None:
+    """The use case owns planning and the callback check (the HTTP layer parses shapes)."""
+    resolver = StaticResolver({"inside.example": ["10.0.0.7"], "public.example": ["8.8.8.8"]})
+    env = make_env(resolver=resolver)
+    assert WIDE is not None
+    past = TimeRequest(at_ms=NOW_MS - 5_000)
+    new = await env.service.accept(WIDE, RegisterRequest(
+        "https://public.example/cb", "null", past, NOW_MS))
+    assert new.fire_at_ms == NOW_MS and new.received_at_ms == NOW_MS  # a past time fires now
+    with pytest.raises(CallbackNotAllowed):
+        await env.service.accept(WIDE, RegisterRequest(
+            "https://inside.example/cb", "null", past, NOW_MS))
+    assert resolver.asked == ["public.example", "inside.example"]
+
+
+def test_the_http_layer_neither_plans_a_registration_nor_resolves_its_callback() -> None:
+    http = Path(__file__).parents[3] / "trigger_service" / "http"
+    for path in http.rglob("*.py"):
+        assert "vet_callback_host" not in path.read_text(), path
+    assert "app.schedules" not in (http / "parsing.py").read_text()

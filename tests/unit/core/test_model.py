@@ -11,6 +11,7 @@ from trigger_service.core.model import (
     bucket_minute,
     fire_month,
     is_trigger_id,
+    keyed_trigger_id,
     new_trigger_id,
     next_month,
     shard_of,
@@ -28,6 +29,20 @@ def test_trigger_ids_are_ulids_that_sort_by_creation_time() -> None:
     assert is_trigger_id(a) and is_trigger_id(b)
     assert a < b
     assert not is_trigger_id("trg_123") and not is_trigger_id("../etc/passwd")
+
+
+def test_a_keyed_trigger_id_is_its_callers_key_and_shaped_like_any_other() -> None:
+    a = keyed_trigger_id("orders", "k1")
+    assert a == keyed_trigger_id("orders", "k1"), "the same in every process and release"
+    assert is_trigger_id(a) and a[4] in "01234567"  # 128 bits, as a ULID's
+    others = {keyed_trigger_id("billing", "k1"), keyed_trigger_id("orders", "k2"),
+              keyed_trigger_id("orders", "k1 "), keyed_trigger_id("order", "sk1"),
+              keyed_trigger_id("orders\0k", "1")}
+    assert a not in others and len(others) == 5
+    # Pinned: an id that changed between releases would break every key's promise.
+    assert a == "trg_7BZT7JJ55ER7S74PE8W810T6BQ"
+    ids = {keyed_trigger_id("orders", f"key-{i}") for i in range(2000)}
+    assert {shard_of(i, 64) for i in ids} == set(range(64))
 
 
 def test_shard_is_stable_and_in_range() -> None:

@@ -15,8 +15,10 @@ import pytest
 
 from dispatcher.claim_gate import ClaimGate, DueTimers
 from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
-from trigger_service.adapters.memory import MemoryIdempotencyCache, MemoryStore
-from trigger_service.app.triggers import NewTrigger, TriggerService
+from trigger_service.adapters.memory import MemoryStore
+from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
 from trigger_service.core.channels import PushSpec
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import NotCancellable, NotEditable

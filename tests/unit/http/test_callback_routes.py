@@ -53,8 +53,8 @@ class Api:
 
 @pytest.fixture
 async def api() -> AsyncIterator[Api]:
-    env = make_env()
     resolver = StaticResolver(DNS)
+    env = make_env(resolver=resolver)
     runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics, resolver=resolver)
     app = build_app(runtime, env.service)

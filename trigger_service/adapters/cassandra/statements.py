@@ -57,13 +57,14 @@ def queries(keyspace: str) -> dict[str, str]:
         "get_in": f"SELECT {s.COL_TRIGGER_ID}, {', '.join(s.TRIGGER_COLUMNS)} FROM {t} "
         f"WHERE {s.COL_TRIGGER_ID} IN ?",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
+        # No USING TIMESTAMP (an LWT takes Paxos' own) and no INSERT (whose row marker
+        # would outlive the terminal TTL): an UPDATE conditioned on an absent row.
+        "create_lwt": f"UPDATE {t} SET {cols} WHERE {key} "
+        f"IF {s.TRIGGER_ABSENT_CONDITION} = null",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
         f"AND ({s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) > (?, ?) LIMIT ?",
-        "idem_put": f"INSERT INTO {idem} ({s.COL_CALLER}, {s.COL_IDEM_KEY}, "
-        f"{s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST}, {s.COL_CREATED_AT_MS}) "
-        "VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
         "ping": "SELECT release_version FROM system.local",
         "bucket_scan": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH} "
         f"FROM {buckets} WHERE {s.COL_BUCKET_MINUTE} = ? AND {s.COL_SHARD} = ? "
@@ -76,6 +77,18 @@ def queries(keyspace: str) -> dict[str, str]:
         f"WHERE {s.COL_COUNTER_NAME} = ?",
         # A small table (one row per counter name): reading it whole is the point.
         "counters_get": f"SELECT {s.COL_COUNTER_NAME}, {s.COL_COUNTER_VALUE} FROM {counters}",
+    } | _legacy_idempotency_queries(idem)
+
+
+def _legacy_idempotency_queries(idem: str) -> dict[str, str]:
+    """The ``idempotency`` table of releases before issue 23: read for the keys it holds;
+    its writer (an LWT) is kept for the tests that record a key as those releases did."""
+    return {
+        "idem_get": f"SELECT {s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST} "
+        f"FROM {idem} WHERE {s.COL_CALLER} = ? AND {s.COL_IDEM_KEY} = ?",
+        "idem_put": f"INSERT INTO {idem} ({s.COL_CALLER}, {s.COL_IDEM_KEY}, "
+        f"{s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST}, {s.COL_CREATED_AT_MS}) "
+        "VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",
     }
 
 
@@ -89,6 +102,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.occurrence_second, t.occurrence_seq, t.occurrences_fired, t.tzdata_version,
         t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
         states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
+        t.request_hash, t.registered_fire_at_ms,
     ), strict=True))
 
 
@@ -124,7 +138,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
-     acked_seq) = (row[c] for c in s.TRIGGER_COLUMNS)
+     acked_seq, request_hash, registered_fire_at_ms) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -139,7 +153,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         tzdata_version=tzdata_version, revision=revision, snoozed_from=snoozed_from,
         plan=plan_from_json(plan) if plan else None,
         channel_states=states_from_json(channel_states) if channel_states else (),
-        acked_seq=acked_seq,
+        acked_seq=acked_seq, request_hash=request_hash,
+        registered_fire_at_ms=registered_fire_at_ms,
     )
 
 

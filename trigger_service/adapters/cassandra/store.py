@@ -31,6 +31,8 @@ from trigger_service.adapters.cassandra.statements import (
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
+from trigger_service.core.errors import StoreError
+from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
     Route,
     Status,
@@ -40,7 +42,7 @@ from trigger_service.core.model import (
     month_end_ms,
     next_month,
 )
-from trigger_service.core.ports import BucketEntry, IdempotencyRecord, ListCursor, ListPage
+from trigger_service.core.ports import BucketEntry, ListCursor, ListPage
 
 K = TypeVar("K")
 _MIN_MS = -(2**63)
@@ -126,6 +128,22 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
         await self._run("create", [row_ts_us, *creation_values(trigger), trigger.trigger_id])
+
+    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
+        # The index entries first, as in create; then the row with Paxos, which cannot take
+        # the backdated timestamp (an LWT's cells carry its ballot's), and needs none: no
+        # transition can have happened to a row that was not there.
+        await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
+        rows = await self._run("create_lwt", [*creation_values(trigger), trigger.trigger_id])
+        if rows and rows[0].get(schema.LWT_APPLIED):
+            return None
+        # A condition on a column answers that column alone: read the row that won (Paxos
+        # committed it before ours was decided, so a quorum read sees it).
+        existing = await self.get(trigger.trigger_id)
+        if existing is None:
+            # Gone between the two (it expired): nothing decided; the caller's retry is.
+            raise StoreError(f"trigger {trigger.trigger_id} vanished during its creation")
+        return existing
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
         # The new fire time's index entries first (new keys: plain inserts), then the LWT.
@@ -253,7 +271,16 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         rows = await self._run("zoned_ids", [tzdata_version, shard])
         return [r[schema.COL_TRIGGER_ID] for r in rows]
 
-    # --- IdempotencyStore --------------------------------------------------------------
+    # --- LegacyIdempotency --------------------------------------------------------------
+    async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
+        rows = await self._run("idem_get", [caller, idem_key])
+        if not rows:
+            return None
+        row = rows[0]
+        trigger = decode_request(row[schema.COL_TRIGGER_ID], caller, idem_key,
+                                 row[schema.COL_REQUEST])
+        return IdempotencyRecord(caller, idem_key, row[schema.COL_REQUEST_HASH], trigger)
+
     async def put_if_absent(
         self, record: IdempotencyRecord, ttl_s: int
     ) -> IdempotencyRecord | None:

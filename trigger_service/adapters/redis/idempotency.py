@@ -1,6 +1,9 @@
-"""``IdempotencyCache`` on Redis: the fast path in front of Cassandra's ``idempotency`` table.
-Losing everything here loses nothing; errors become ``CacheError``, and an entry that cannot
-be read (another release's format) is a miss."""
+"""``IdempotencyCache`` on Redis: one round trip orders the requests of a key (``SET NX GET``,
+Redis 7.0 and later), then the ``done`` entry answers replays without Cassandra. The truth is
+the trigger row (its id derived from the key), so losing everything here loses nothing;
+errors become ``CacheError``. ``get`` reads an entry of another release's format as a miss;
+``claim`` raises ``CacheError`` on one, so the caller takes the path that needs no Redis.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,7 @@ from redis.exceptions import RedisError
 
 from trigger_service.adapters import schema
 from trigger_service.core.errors import CacheError
-from trigger_service.core.ports import CachedKey
+from trigger_service.core.idempotency_ports import CachedKey
 
 
 class RedisIdempotencyCache:
@@ -25,15 +28,22 @@ class RedisIdempotencyCache:
             raise CacheError(f"redis get failed: {e}") from e
         return _decode(raw) if raw else None
 
-    async def lock(self, caller: str, idem_key: str, request_hash: str) -> bool:
+    async def claim(self, caller: str, idem_key: str, request_hash: str) -> CachedKey | None:
         value = json.dumps({schema.IDEM_STATE: schema.IDEM_STATE_PENDING,
                             schema.IDEM_HASH: request_hash})
         try:
-            return bool(await self._r.set(
-                schema.redis_idem_key(caller, idem_key), value,
-                nx=True, px=schema.IDEM_LOCK_TTL_MS))
+            # NX with GET: sets only if absent, and answers the old value either way (nil
+            # when absent, so nil means the marker is ours).
+            raw = await self._r.set(schema.redis_idem_key(caller, idem_key), value,
+                                    nx=True, get=True, px=schema.IDEM_LOCK_TTL_MS)
         except RedisError as e:
-            raise CacheError(f"redis set nx failed: {e}") from e
+            raise CacheError(f"redis set nx get failed: {e}") from e
+        if raw is None:
+            return None
+        held = _decode(raw)
+        if held is None:
+            raise CacheError(f"redis entry of {caller}'s key is in an unknown format")
+        return held
 
     async def put_done(self, caller: str, idem_key: str, entry: CachedKey, ttl_ms: int) -> None:
         value = json.dumps({
@@ -44,6 +54,12 @@ class RedisIdempotencyCache:
             await self._r.set(schema.redis_idem_key(caller, idem_key), value, px=max(1, ttl_ms))
         except RedisError as e:
             raise CacheError(f"redis set failed: {e}") from e
+
+    async def release(self, caller: str, idem_key: str) -> None:
+        try:
+            await self._r.delete(schema.redis_idem_key(caller, idem_key))
+        except RedisError as e:
+            raise CacheError(f"redis del failed: {e}") from e
 
 
 def _decode(raw: str) -> CachedKey | None:

@@ -8,7 +8,6 @@ from typing import Any
 
 from aiohttp import web
 
-from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
@@ -48,8 +47,8 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
     if body.get("callbackUrl") is not None:
-        await vet_callback_host(caller_of(request), parsing.parse_callback(
-            body, caller_of(request)), runtime.resolver)
+        await request.app[SERVICE_KEY].vet_callback(caller_of(request), parsing.parse_callback(
+            body, caller_of(request)))
     now_ms = runtime.clock.now_ms()
     req = parse_time_fields(body, now_ms)
     instants = preview(req, count=count, after_ms=after_ms,
@@ -116,13 +115,9 @@ async def patch_trigger(request: web.Request) -> web.Response:
                              "(fireAt, localTime + timeZone, rrule), e.g. from a preview's "
                              "resolved", field="when")
     current = await service.get(caller.name, request.match_info["id"])
-    api = runtime.settings.api
-    new = parsing.parse_register(
+    new = await service.accept(caller, parsing.parse_register(
         merge_patch(request_body_of(current), patch), caller=caller,
-        now_ms=runtime.clock.now_ms(), payload_max_bytes=api.payload_max_bytes,
-        max_fire_ahead_days=api.max_fire_ahead_days,
-        min_recurrence_interval_s=api.min_recurrence_interval_s)
-    await vet_callback_host(caller, new.callback_url, runtime.resolver)
+        now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes))
     edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
     return web.json_response(views.trigger_view(edited))
 
@@ -139,13 +134,10 @@ async def snooze(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
     original = await service.get(caller.name, request.match_info["id"])
-    api = runtime.settings.api
     kept = {k: v for k, v in request_body_of(original).items() if k not in TIME_FIELDS}
-    new = parsing.parse_register(
+    new = await service.accept(caller, parsing.parse_register(
         {**kept, **body}, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
-        min_recurrence_interval_s=api.min_recurrence_interval_s)
-    await vet_callback_host(caller, new.callback_url, runtime.resolver)
+        payload_max_bytes=runtime.settings.api.payload_max_bytes))
     result = await service.snooze(original, new, idem_key,
                                   parsing.request_hash({"snooze": original.trigger_id, **body}))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
@@ -12,17 +11,14 @@ from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 
 async def register(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
+    service = request.app[SERVICE_KEY]
     caller = caller_of(request)
-    api = runtime.settings.api
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
-    new = parsing.parse_register(
+    new = await service.accept(caller, parsing.parse_register(
         body, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=api.payload_max_bytes, max_fire_ahead_days=api.max_fire_ahead_days,
-        min_recurrence_interval_s=api.min_recurrence_interval_s)
-    await vet_callback_host(caller, new.callback_url, runtime.resolver)
-    result = await request.app[SERVICE_KEY].register(
-        caller.name, new, idem_key, parsing.request_hash(body))
+        payload_max_bytes=runtime.settings.api.payload_max_bytes))
+    result = await service.register(caller.name, new, idem_key, parsing.request_hash(body))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     answer = views.created_view(result)
     if "when" in body:  # parse_register accepted it: body is a dict

@@ -1,0 +1,98 @@
+"""The CQL a keyed registration runs, seen by a spy in place of the Cassandra session: the
+normal path (first request, replays, a replay after Redis lost the key) runs no conditional
+statement; only the path without Redis runs one (the Paxos create of the derived row)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra.query import UNSET_VALUE
+
+from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.store import CassandraStore, WrittenUntil
+from trigger_service.adapters.memory import MemoryQueue
+from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.triggers import TriggerService
+from trigger_service.core.clock import ManualClock
+from trigger_service.core.errors import CacheError
+from trigger_service.platform.metrics import InMemoryMetrics
+
+KEYSPACE = "ks"
+
+
+class SpyStore(CassandraStore):
+    """The real store's statements and row mapping; ``_run`` records each statement's CQL
+    and keeps the trigger rows it is given, instead of a session."""
+
+    def __init__(self) -> None:  # no cluster: nothing here talks to one
+        self.list_max_rows = 2000
+        self._months = WrittenUntil()
+        self._versions = WrittenUntil()
+        self.texts = _all_queries(KEYSPACE)
+        self.ran: list[str] = []
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        self.ran.append(name)
+        if name == "create":
+            values = [None if v is UNSET_VALUE else v for v in params[1:-1]]
+            self.rows[params[-1]] = dict(zip(schema.TRIGGER_COLUMNS, values, strict=True))
+        elif name == "create_lwt":
+            if params[-1] in self.rows:
+                return [{schema.LWT_APPLIED: False, schema.TRIGGER_ABSENT_CONDITION: "PENDING"}]
+            values = [None if v is UNSET_VALUE else v for v in params[:-1]]
+            self.rows[params[-1]] = dict(zip(schema.TRIGGER_COLUMNS, values, strict=True))
+            return [{schema.LWT_APPLIED: True}]
+        elif name == "get" and params[0] in self.rows:
+            return [self.rows[params[0]]]
+        return []
+
+    def conditional(self) -> list[str]:
+        return [name for name in self.ran if " IF " in self.texts[name]]
+
+
+def _all_queries(keyspace: str) -> dict[str, str]:
+    from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
+    from trigger_service.adapters.cassandra.inbox import inbox_queries
+    from trigger_service.adapters.cassandra.statements import queries
+
+    return queries(keyspace) | dead_letter_queries(keyspace) | inbox_queries(keyspace)
+
+
+def service(store: SpyStore, cache: MemoryIdempotencyCache,
+            clock: ManualClock) -> TriggerService:
+    return TriggerService(SETTINGS, store, store, MemoryQueue(clock), cache, clock,
+                          InMemoryMetrics())
+
+
+def in_ten_minutes(clock: ManualClock) -> NewTrigger:
+    now_ms = clock.now_ms()
+    return NewTrigger(CALLBACK, "null", now_ms + 600_000, now_ms)
+
+
+async def test_the_normal_keyed_path_runs_no_conditional_statement() -> None:
+    clock = ManualClock(NOW_MS)
+    store, cache = SpyStore(), MemoryIdempotencyCache(clock)
+    svc = service(store, cache, clock)
+    first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    cache.entries.clear()  # Redis lost the key: the row answers
+    lost = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    assert not first.replayed and again.replayed and lost.replayed
+    assert first.trigger_id == again.trigger_id == lost.trigger_id
+    assert store.ran.count("create") == 1 and "idem_get" in store.ran
+    assert store.conditional() == []
+
+
+async def test_without_redis_the_derived_row_is_created_by_paxos() -> None:
+    clock = ManualClock(NOW_MS)
+    store, cache = SpyStore(), MemoryIdempotencyCache(clock)
+    cache.failures["claim"] = CacheError("redis down")
+    svc = service(store, cache, clock)
+    first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    assert not first.replayed and again.replayed
+    assert store.conditional() == ["create_lwt"]

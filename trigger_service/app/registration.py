@@ -1,0 +1,45 @@
+"""A registration request on its way in: as parsed (``RegisterRequest``: shapes only), then
+planned (``NewTrigger``: its first fire time and schedule). No HTTP here, no I/O."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from trigger_service.app.schedules import TimeRequest, plan
+from trigger_service.config.settings import ApiSettings
+from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.recurrence import Occurrence, Recurrence
+
+
+@dataclass(frozen=True, slots=True)
+class NewTrigger:
+    """A validated registration request."""
+
+    callback_url: str
+    payload_json: str
+    fire_at_ms: int  # already clamped to >= received_at_ms
+    received_at_ms: int  # the one "now" of this request: delays and the route derive from it
+    schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
+    occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
+    plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterRequest:
+    """A registration (or an edit's, a snooze's) as the HTTP layer parsed it: every field's
+    shape checked, nothing resolved or planned yet (``TriggerService.accept`` does both)."""
+
+    callback_url: str  # normalised and under the caller's prefixes; "" with channels alone
+    payload_json: str
+    time: TimeRequest
+    received_at_ms: int  # the one "now" of this request
+    plan: DeliveryPlan | None = None
+
+
+def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
+    """The trigger ``req`` describes: its first fire time (a past one is now) and schedule.
+    Pure. Raises ``InvalidRequest``, ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
+                   min_interval_s=api.min_recurrence_interval_s)
+    return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
+                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan)
