@@ -248,6 +248,7 @@ async def test_legacy_record_reads_what_the_old_writer_recorded(store: Store) ->
     assert await store.legacy_record(caller, key) == record
     assert await store.legacy_record(caller, unique("key-")) is None
     assert await store.legacy_record(unique("caller-"), key) is None
+    assert await store.legacy_records_exist()  # (whether it is empty before: other tests)
 
 
 async def test_put_if_absent_returns_none_first_then_the_first_record(store: Store) -> None:

@@ -64,15 +64,15 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
 async def test_caller_months_is_written_once_per_process_and_month(
         store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
     caller = unique("months-")
-    run = store._run
+    run = store._run_unlogged
     written: list[tuple[str, list[Any]]] = []
 
-    async def spy(name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        if name == "month_put" and params[0] == caller:
-            written.append((name, list(params)))
-        return await run(name, params)
+    async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        written.extend((name, list(params)) for name, params in writes
+                       if name == "month_put" and params[0] == caller)
+        await run(writes)
 
-    monkeypatch.setattr(store, "_run", spy)
+    monkeypatch.setattr(store, "_run_unlogged", spy)
     first = make_trigger(caller, utc_ms(2031, 3, 2))
     await store.create(first, INDEX_TTL_S)
     later = make_trigger(caller, utc_ms(2031, 3, 30))  # same month, created after

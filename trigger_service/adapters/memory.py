@@ -161,6 +161,10 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self._enter("legacy_record")
         return self.idempotency.get((caller, idem_key))
 
+    async def legacy_records_exist(self) -> bool:
+        self._enter("legacy_records_exist")
+        return bool(self.idempotency)
+
     async def put_if_absent(
         self, record: IdempotencyRecord, ttl_s: int
     ) -> IdempotencyRecord | None:

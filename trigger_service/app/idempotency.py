@@ -50,7 +50,8 @@ What is promised, and where it is weaker:
   trigger with the same id (and so the same occurrence ids, which a receiver deduplicating
   for longer than that would drop): keys are meant to be unique.
 
-The ``idempotency`` table is only read now (``LegacyIdempotency``). Its records expire by
+The ``idempotency`` table is only read now (``LegacyIdempotency``), and only while it holds
+anything (asked once a minute per process). Its records expire by
 their TTL (their trigger's first fire time + the retention at the time); it can be dropped,
 and the read with it, once it is empty: at the latest ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` +
 ``TRIGGER_IDEMPOTENCY_RETENTION_S`` after the last release that wrote it stopped.
@@ -64,7 +65,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from trigger_service.core.errors import CacheError, IdempotencyKeyReused
+from trigger_service.core.errors import CacheError, IdempotencyKeyReused, StoreError
 from trigger_service.core.idempotency_ports import (
     CachedKey,
     IdempotencyCache,
@@ -80,6 +81,8 @@ log = structlog.get_logger(__name__)
 # deciding in Cassandra itself, and how often it looks.
 _WAIT_MS = 2_000
 _POLL_MS = 20
+# How often a process asks whether the earlier releases' idempotency table holds anything.
+_LEGACY_PROBE_MS = 60_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +111,9 @@ class IdempotentRegistration:
         self._clock = clock
         self._metrics = metrics
         self._retention_s = retention_s
+        self._legacy_live = True
+        self._legacy_probed_until_ms = -(2**63)
+        self._legacy_probe: asyncio.Future[bool] | None = None
 
     async def register(self, trigger: Trigger, idem_key: str, create: Create,
                        create_if_absent: CreateIfAbsent) -> Registered:
@@ -173,9 +179,12 @@ class IdempotentRegistration:
         record, whose trigger is written again if its first writer died before writing
         it); None if the key is new. Raises ``IdempotencyKeyReused``, ``StoreError``."""
         assert trigger.request_hash is not None
-        row, legacy = await asyncio.gather(
-            self._triggers.get(trigger.trigger_id),
-            self._legacy.legacy_record(trigger.caller, idem_key))
+        if await self._legacy_table_live():
+            row, legacy = await asyncio.gather(
+                self._triggers.get(trigger.trigger_id),
+                self._legacy.legacy_record(trigger.caller, idem_key))
+        else:
+            row, legacy = await self._triggers.get(trigger.trigger_id), None
         if legacy is not None:
             # Written first if both exist: an earlier release recorded it before anything
             # of this release could write the derived row.
@@ -183,6 +192,29 @@ class IdempotentRegistration:
         if row is not None:
             return await self._replay_row(row, trigger.request_hash, idem_key)
         return None
+
+    async def _legacy_table_live(self) -> bool:
+        """Whether the earlier releases' table may hold a record: asked at most every
+        ``_LEGACY_PROBE_MS``; while it holds none, a new key costs one read, not two. (A
+        record an old process writes within that minute is missed only if Redis lost the
+        key too: the rolling-upgrade corner the module docstring describes.)"""
+        if self._clock.now_ms() >= self._legacy_probed_until_ms:
+            if self._legacy_probe is None:  # one probe at a time; concurrent requests share it
+                self._legacy_probe = asyncio.ensure_future(self._probe_legacy())
+            probe = self._legacy_probe
+            return await asyncio.shield(probe)
+        return self._legacy_live
+
+    async def _probe_legacy(self) -> bool:
+        try:
+            live = await self._legacy.legacy_records_exist()
+        except StoreError:
+            live = True  # unknown: read it (that read says what it can)
+        finally:
+            self._legacy_probe = None
+        self._legacy_live = live
+        self._legacy_probed_until_ms = self._clock.now_ms() + _LEGACY_PROBE_MS
+        return live
 
     async def _replay_row(self, row: Trigger, request_hash: str,
                           idem_key: str) -> Registered:

@@ -34,6 +34,11 @@ class LegacyIdempotency(Protocol):
         """The record of (caller, key), None if there is none. Raises ``StoreError``."""
         ...
 
+    async def legacy_records_exist(self) -> bool:
+        """Whether the table holds any live record (one row read, not per key): while it
+        holds none, no key can be found there. Raises ``StoreError``."""
+        ...
+
 
 class IdempotencyStore(LegacyIdempotency, Protocol):
     """``LegacyIdempotency`` and the earlier releases' writer, which no use case calls any

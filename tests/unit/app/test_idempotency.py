@@ -183,6 +183,10 @@ async def test_redis_down_decides_in_the_store_by_paxos() -> None:
 
 async def test_redis_down_concurrent_duplicates_make_one_trigger() -> None:
     env = make_env()
+    # (Another key's legacy record: each request reads both tables, as many steps as the
+    # test needs for every read to run before any write.)
+    await env.store.put_if_absent(
+        IdempotencyRecord("orders", "other", "h1", ghost(Route.DIRECT, DELAY_MS)), 3_600)
     env.cache.failures["claim"] = CacheError("redis down")
     results = await asyncio.gather(*(reg(env, "same") for _ in range(20)))
     assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
@@ -387,3 +391,29 @@ async def test_a_replay_takes_no_quota_place_and_a_failed_write_gives_it_back() 
     with pytest.raises(StoreError):
         await reg(env, "k3")
     assert quota.counted["orders"] == {}
+
+
+async def test_an_empty_legacy_table_is_not_read_per_key_and_is_asked_again_each_minute() -> None:
+    env = make_env()
+    await reg(env, "a")
+    await reg(env, "b")
+    assert env.store.calls.get("legacy_record", 0) == 0
+    assert env.store.calls["legacy_records_exist"] == 1  # asked once for both keys
+    # An old process records a key (a rolling upgrade) and Redis loses it: after the next
+    # probe the record is found and honoured.
+    t = ghost(Route.DIRECT, DELAY_MS)
+    await env.store.put_if_absent(IdempotencyRecord("orders", "old", "h1", t), 3_600)
+    await env.store.create(t, 3_600)
+    env.clock.advance_ms(60_000)
+    assert await reg(env, "old") == Registered(t.trigger_id, t.fire_at_ms, replayed=True)
+    assert env.store.calls["legacy_records_exist"] == 2
+    assert env.store.calls["legacy_record"] == 1
+
+
+async def test_a_legacy_probe_that_fails_reads_the_legacy_table() -> None:
+    env = make_env()
+    env.store.failures["legacy_records_exist"] = StoreError("timeout")
+    t = ghost(Route.DIRECT, DELAY_MS)
+    await env.store.put_if_absent(IdempotencyRecord("orders", "old", "h1", t), 3_600)
+    await env.store.create(t, 3_600)
+    assert await reg(env, "old") == Registered(t.trigger_id, t.fire_at_ms, replayed=True)

@@ -13,7 +13,7 @@ from typing import Any
 from cassandra import ConsistencyLevel, OperationTimedOut
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
-from cassandra.query import PreparedStatement, Statement, dict_factory
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, dict_factory
 
 from trigger_service.config.settings import CassandraSettings
 from trigger_service.core.errors import StoreError
@@ -63,6 +63,23 @@ async def execute(session: Session, name: str, stmt: PreparedStatement,
     """Run one prepared statement; its rows. Raises ``StoreError`` (naming ``name``)."""
     rows, _ = await execute_page(session, name, stmt.bind(params), None)
     return rows
+
+
+async def execute_unlogged(session: Session, name: str,
+                           statements: Sequence[tuple[PreparedStatement, Sequence[Any]]]
+                           ) -> None:
+    """Several writes in one request: an UNLOGGED batch (no batchlog, so no all-or-nothing:
+    each write applies or not as if sent alone; what it saves is the round trips and their
+    cost in both processes). For independent writes whose order does not matter. Raises
+    ``StoreError``."""
+    if len(statements) == 1:
+        stmt, params = statements[0]
+        await execute(session, name, stmt, params)
+        return
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for stmt, params in statements:
+        batch.add(stmt, params)
+    await execute_page(session, name, batch, None)
 
 
 async def execute_page(session: Session, name: str, stmt: Statement,

@@ -86,6 +86,8 @@ def _legacy_idempotency_queries(idem: str) -> dict[str, str]:
     return {
         "idem_get": f"SELECT {s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST} "
         f"FROM {idem} WHERE {s.COL_CALLER} = ? AND {s.COL_IDEM_KEY} = ?",
+        # Is anything left of the earlier releases' table? One row, once a minute at most.
+        "idem_any": f"SELECT {s.COL_CALLER} FROM {idem} LIMIT 1",
         "idem_put": f"INSERT INTO {idem} ({s.COL_CALLER}, {s.COL_IDEM_KEY}, "
         f"{s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST}, {s.COL_CREATED_AT_MS}) "
         "VALUES (?, ?, ?, ?, ?, ?) IF NOT EXISTS USING TTL ?",

@@ -118,6 +118,11 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         return await driver.execute(self._session, name, self._prepared[name], params)
 
+    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """Independent writes as one unlogged batch (``driver.execute_unlogged``)."""
+        await driver.execute_unlogged(self._session, "+".join(name for name, _ in writes),
+                                      [(self._prepared[name], params) for name, params in writes])
+
     # --- TriggerCatalog ----------------------------------------------------------------
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         # Index entries first, the row last: a crash in between leaves an index entry that
@@ -153,18 +158,15 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int) -> None:
         month = fire_month(t.fire_at_ms)
-        writes = [
-            self._run("bucket", [
-                bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
-                t.route.value, index_ttl_s, ts_us,
-            ]),
-            self._run("by_caller", [
-                t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us,
-            ]),
+        # Independent entries of several partitions: one unlogged batch, one round trip.
+        writes: list[tuple[str, Sequence[Any]]] = [
+            ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
+                        t.route.value, index_ttl_s, ts_us]),
+            ("by_caller", [t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us]),
         ]
         if t.tzdata_version is not None:
-            writes.append(self._run("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
-                                                  index_ttl_s, ts_us]))
+            writes.append(("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
+                                         index_ttl_s, ts_us]))
         # The two small "which partitions exist" tables: written once per process and
         # period, with a TTL that covers every entry of it, not once per registration (they
         # were one partition rewritten by every registration).
@@ -172,14 +174,14 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         month_ttl_s = index_ttl_s + max(0, month_end_ms(month) - t.fire_at_ms) // 1000
         month_write = self._months.claim((t.caller, month), now_ms, month_ttl_s)
         if month_write is not None:
-            writes.append(self._run("month_put", [t.caller, month, month_write, ts_us]))
+            writes.append(("month_put", [t.caller, month, month_write, ts_us]))
         version_write = (None if t.tzdata_version is None else self._versions.claim(
             t.tzdata_version, now_ms, index_ttl_s + _VERSION_TTL_SLACK_S))
         if version_write is not None:
-            writes.append(self._run("version_put", [schema.ZONED_VERSIONS_KEY,
-                                                    t.tzdata_version, version_write, ts_us]))
+            writes.append(("version_put", [schema.ZONED_VERSIONS_KEY, t.tzdata_version,
+                                           version_write, ts_us]))
         try:
-            await asyncio.gather(*writes)
+            await self._run_unlogged(writes)
         except BaseException:
             # Not known to be written: the next registration of the period writes it.
             if month_write is not None:
@@ -280,6 +282,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         trigger = decode_request(row[schema.COL_TRIGGER_ID], caller, idem_key,
                                  row[schema.COL_REQUEST])
         return IdempotencyRecord(caller, idem_key, row[schema.COL_REQUEST_HASH], trigger)
+
+    async def legacy_records_exist(self) -> bool:
+        return bool(await self._run("idem_any", []))
 
     async def put_if_absent(
         self, record: IdempotencyRecord, ttl_s: int
