@@ -27,6 +27,7 @@ from trigger_service.config.providers import (
     SmsSettings,
     SmtpSettings,
 )
+from trigger_service.config.sqs import SQS_VARIABLES, SqsSettings
 from trigger_service.config.sweep import SWEEP_VARIABLES, SweepSettings
 from trigger_service.core.errors import ConfigError
 
@@ -64,24 +65,6 @@ class CassandraSettings:
     local_dc: str = "datacenter1"
     request_timeout_s: float = 10.0
     schema_dir: Path = REPO_ROOT / "infra" / "cql"
-
-
-@dataclass(frozen=True)
-class SqsSettings:
-    endpoint_url: str = "http://127.0.0.1:4566"
-    region: str = "us-east-1"
-    access_key_id: str = "test"
-    secret_access_key: str = field(default="test", repr=False)
-    queue: str = "triggers"
-    dlq: str = "triggers-dlq"
-    redrive_queue: str = "triggers-redrive"
-    # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
-    # the message is asked to appear this much before its fire time and the dispatcher holds it.
-    enqueue_lead_s: int = 15
-    max_receive_count: int = 50
-    # One retry layer: botocore's standard mode (exponential backoff with jitter, only for
-    # errors it knows to be transient), this many attempts per call in all.
-    max_attempts: int = 3
 
 
 @dataclass(frozen=True)
@@ -313,25 +296,7 @@ VARIABLES: tuple[Variable, ...] = (
              "LOCAL_SERIAL there"),
     Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
              "per-request timeout"),
-    Variable("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,
-             "SQS endpoint (LocalStack locally)"),
-    Variable("TRIGGER_SQS_REGION", ("sqs", "region"), str, "SQS region"),
-    Variable("TRIGGER_SQS_ACCESS_KEY_ID", ("sqs", "access_key_id"), str, "SQS key id"),
-    Variable("TRIGGER_SQS_SECRET_ACCESS_KEY", ("sqs", "secret_access_key"), str, "SQS secret"),
-    Variable("TRIGGER_SQS_QUEUE", ("sqs", "queue"), str, "main queue name"),
-    Variable("TRIGGER_SQS_DLQ", ("sqs", "dlq"), str, "dead-letter queue name"),
-    Variable("TRIGGER_SQS_REDRIVE_QUEUE", ("sqs", "redrive_queue"), str,
-             "where SQS's redrive policy moves a poison message; the reconciler marks its "
-             "trigger FAILED and dead-letters it"),
-    Variable("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
-             "messages are made visible this many seconds before the fire time; the dispatcher "
-             "holds them to the millisecond"),
-    Variable("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,
-             "redrive policy: receives before SQS itself moves a poison message to the "
-             "redrive queue (deferrals never count: a deferred message is refreshed)"),
-    Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
-             "attempts per SQS call (botocore's standard retries); a registration whose send "
-             "still fails is left to the reconciler"),
+    *(Variable(*row) for row in SQS_VARIABLES),
     Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
              "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,

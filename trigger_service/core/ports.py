@@ -195,7 +195,8 @@ class ReceivedMessage:
 
 class Enqueuer(Protocol):
     async def send(self, message: OutgoingMessage) -> None:
-        """Enqueue one; concurrent calls may share one batch request. Raises ``QueueError``."""
+        """Enqueue one; concurrent calls share batch requests (a lone one goes at once,
+        others wait a few ms at most for a full batch). Raises ``QueueError``."""
         ...
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
