@@ -15,6 +15,7 @@ from trigger_service.core.ports import (
     Clock,
     OutgoingMessage,
     ReceivedMessage,
+    VisibilityChange,
 )
 from trigger_service.core.timing import SQS_MAX_DELAY_S
 
@@ -51,12 +52,17 @@ class MemoryQueue(Failing):
         self.dead_letters: list[DeadLetter] = []
         self.redriven: list[_Message] = []
         self.sent: list[OutgoingMessage] = []
+        # Messages per send_many and per change_visibility_many call, in call order (a
+        # single send or re-hide is a call of one).
+        self.send_calls: list[int] = []
+        self.visibility_calls: list[int] = []
 
     async def send(self, message: OutgoingMessage) -> None:
         await self.send_many([message])
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
         self._enter("send")
+        self.send_calls.append(len(messages))
         now_ms = self._clock.now_ms()
         for m in messages:
             self.sent.append(m)
@@ -101,6 +107,20 @@ class MemoryQueue(Failing):
         if m is None:
             raise QueueError("receipt handle is no longer valid")
         m.visible_at_ms = self._clock.now_ms() + max(0, visibility_s) * 1000
+
+    async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
+        self._enter("change_visibility_many")
+        self.visibility_calls.append(len(changes))
+        now_ms = self._clock.now_ms()
+        missing = 0
+        for c in changes:
+            m = self._by_receipt(c.receipt_handle)
+            if m is None:
+                missing += 1
+                continue
+            m.visible_at_ms = now_ms + max(0, c.visibility_s) * 1000
+        if missing:
+            raise QueueError(f"{missing} of {len(changes)} receipt handles no longer valid")
 
     async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
         self._enter("replace")

@@ -3,12 +3,12 @@
 Only the trigger id and its fire time travel in a message (``schema.MSG_*``); the row in
 Cassandra is the truth. Every botocore error is translated here into ``QueueError``.
 
-Batching lives here: concurrent ``send``/``delete`` calls share ``SendMessageBatch`` /
-``DeleteMessageBatch`` requests through a ``Batcher`` (a lone call goes at once; under load
-a call waits at most its linger, ``TRIGGER_SQS_*_LINGER_MS``, for a full batch of 10: a
-message in a batch of 10 costs SQS about an eighth of a message sent alone). Every request
-is counted by operation (``sqs_calls_total``) and the messages each carries observed
-(``sqs_batch_messages``).
+Batching lives here: concurrent ``send``/``delete``/``change_visibility_many`` calls share
+``SendMessageBatch`` / ``DeleteMessageBatch`` / ``ChangeMessageVisibilityBatch`` requests
+through a ``Batcher`` (a lone call goes at once; under load a call waits at most its linger,
+``TRIGGER_SQS_*_LINGER_MS``, for a full batch of 10: a message in a batch of 10 costs SQS
+about an eighth of a message sent alone). Every request is counted by operation
+(``sqs_calls_total``) and the messages each carries observed (``sqs_batch_messages``).
 Retries live here too, in one layer: botocore's standard mode.
 """
 
@@ -34,6 +34,7 @@ from trigger_service.core.ports import (
     Metrics,
     OutgoingMessage,
     ReceivedMessage,
+    VisibilityChange,
 )
 
 # What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
@@ -83,6 +84,9 @@ class SqsQueue:
         self._deleter: Batcher[str] = Batcher(
             self._delete_batch, clock, max_batch=schema.SQS_MAX_BATCH,
             linger_ms=settings.delete_linger_ms)
+        self._rehider: Batcher[VisibilityChange] = Batcher(
+            self._change_visibility_batch, clock, max_batch=schema.SQS_MAX_BATCH,
+            linger_ms=settings.visibility_linger_ms)
 
     @property
     def urls(self) -> QueueUrls:
@@ -128,9 +132,11 @@ class SqsQueue:
                    clock=clock)
 
     async def close(self) -> None:
-        """Flush the sends and deletes still waiting for company, then disconnect."""
+        """Flush the sends, deletes and visibility changes still waiting for company, then
+        disconnect."""
         await self._sender.drain()
         await self._deleter.drain()
+        await self._rehider.drain()
         await self._stack.aclose()
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, operation: str,
@@ -242,6 +248,23 @@ class SqsQueue:
             QueueUrl=self.urls.main, ReceiptHandle=receipt_handle,
             VisibilityTimeout=_visibility(visibility_s),
         ), operation="change_visibility", messages=1)
+
+    async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
+        failed = [e for e in await self._rehider.submit_many(changes) if e is not None]
+        if failed:
+            raise QueueError(f"sqs change visibility: {len(failed)} of {len(changes)} "
+                             f"failed: {failed[0]}") from failed[0]
+
+    async def _change_visibility_batch(self, changes: Sequence[VisibilityChange]) -> ItemErrors:
+        """One ChangeMessageVisibilityBatch (the batcher cuts at 10)."""
+        entries = [{"Id": str(j), "ReceiptHandle": c.receipt_handle,
+                    "VisibilityTimeout": _visibility(c.visibility_s)}
+                   for j, c in enumerate(changes)]
+        resp = await self._call(
+            "change visibility", lambda: self._client.change_message_visibility_batch(
+                QueueUrl=self.urls.main, Entries=entries), operation="change_visibility",
+            messages=len(entries))
+        return _entry_errors("change visibility", resp, len(entries))
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         body = json.loads(encode_body(trigger_id, fire_at_ms))

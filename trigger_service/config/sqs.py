@@ -34,6 +34,7 @@ class SqsSettings:
     # README "SQS batches" says why these values.
     send_linger_ms: int = 5
     delete_linger_ms: int = 10
+    visibility_linger_ms: int = 20
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
@@ -61,4 +62,6 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "(a lone one goes at once)"),
     ("TRIGGER_SQS_DELETE_LINGER_MS", ("sqs", "delete_linger_ms"), _linger_ms,
              "the same for a delete and its DeleteMessageBatch"),
+    ("TRIGGER_SQS_VISIBILITY_LINGER_MS", ("sqs", "visibility_linger_ms"), _linger_ms,
+             "the same for a batched visibility change (ChangeMessageVisibilityBatch)"),
 )

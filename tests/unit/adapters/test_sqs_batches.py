@@ -15,7 +15,7 @@ from trigger_service.adapters.sqs import QueueUrls, SqsQueue
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports import OutgoingMessage, VisibilityChange
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.timeout(10)
@@ -45,6 +45,10 @@ class FakeSqs:
 
     async def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
         return self._batch("delete", Entries, "ReceiptHandle")
+
+    async def change_message_visibility_batch(self, QueueUrl: str,
+                                              Entries: list[dict[str, Any]]) -> Any:
+        return self._batch("change_visibility", Entries, "ReceiptHandle")
 
     async def change_message_visibility(self, **kwargs: Any) -> Any:
         self.requests.append(("change_visibility_one", [kwargs]))
@@ -125,6 +129,19 @@ async def test_deletes_share_batches_and_a_receipt_already_gone_is_fine() -> Non
     assert isinstance(results[5], QueueError)
     assert [r for i, r in enumerate(results) if i != 5] == [None] * 7
     assert observed(metrics, "delete") == [1, 7]
+
+
+async def test_change_visibility_many_batches_and_names_a_receipt_no_longer_valid() -> None:
+    _clock, client, metrics, q = make()
+    changes = [VisibilityChange(f"r{i}", 60 if i else 99_999) for i in range(12)]
+    await q.change_visibility_many(changes)  # idle: everything at once, no linger
+    assert client.sizes("change_visibility") == [10, 2]
+    first = client.requests[0][1][0]
+    assert (first["ReceiptHandle"], first["VisibilityTimeout"]) == ("r0", 43_200)  # SQS's cap
+    client.refuse["r7"] = "ReceiptHandleIsInvalid"
+    with pytest.raises(QueueError, match="1 of 12 failed"):
+        await q.change_visibility_many(changes)
+    assert metrics.snapshot()['sqs_calls_total{operation="change_visibility"}'] == 4
 
 
 async def test_single_calls_and_receives_are_counted_too() -> None:
