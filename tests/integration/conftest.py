@@ -383,6 +383,7 @@ async def stack(
         for d in st._dispatchers:
             await d.close()
         await client.close()
+        await service.drain()  # the sends of registrations that answered
         await queue.close()
         await admin.delete_queues()
         await admin.close()

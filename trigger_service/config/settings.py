@@ -45,7 +45,6 @@ class ApiSettings:
     callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
     payload_max_bytes: int = 4096
     max_fire_ahead_days: int = 3660
-    enqueue_wait_ms: int = 500
     min_recurrence_interval_s: int = 60
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
@@ -109,6 +108,11 @@ class InboxSettings:
 # triggerctl's and the SDK's (clients/python): read by the client, never by the service, so a
 # shell that exports them for triggerctl can still run `make up`.
 CLIENT_VARIABLES = frozenset({"TRIGGER_API_URL", "TRIGGER_TOKEN", "TRIGGER_PROFILE"})
+# Removed settings: setting one fails with why (not the generic "unknown setting").
+RETIRED_VARIABLES = {
+    "TRIGGER_ENQUEUE_WAIT_MS": "a registration answers once the trigger is durable and never "
+                               "waits for SQS (the send runs in the background); unset it",
+}
 
 
 @dataclass(frozen=True)
@@ -163,6 +167,10 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail."""
         env = os.environ if env is None else env
+        retired = sorted(k for k in env if k in RETIRED_VARIABLES)
+        if retired:
+            raise ConfigError("; ".join(f"{k} is retired: {RETIRED_VARIABLES[k]}"
+                                        for k in retired))
         known = {v.name for v in VARIABLES} | CLIENT_VARIABLES
         unknown = sorted(k for k in env if k.startswith("TRIGGER_") and k not in known)
         if unknown:
@@ -263,9 +271,6 @@ VARIABLES: tuple[Variable, ...] = (
              "occurrence is looked for this far after the previous one"),
     Variable("TRIGGER_MIN_RECURRENCE_INTERVAL_S", ("api", "min_recurrence_interval_s"),
              _pos_int, "a rule whose occurrences come closer than this is refused"),
-    Variable("TRIGGER_ENQUEUE_WAIT_MS", ("api", "enqueue_wait_ms"), _pos_int,
-             "the longest a registration waits for SQS once the trigger is durable; a send "
-             "still under way then finishes in the background (or the due-scan heals it)"),
     Variable("TRIGGER_PUBLIC_URL", ("api", "public_url"), str,
              "the API's address as people reach it: acknowledgement links start with it"),
     Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,

@@ -32,7 +32,7 @@ class SqsSettings:
     max_attempts: int = 3
     # The longest a message waits for company in a batch request (a lone one goes at once);
     # README "SQS batches" says why these values.
-    send_linger_ms: int = 5
+    send_linger_ms: int = 20
     delete_linger_ms: int = 10
     visibility_linger_ms: int = 20
 
@@ -56,7 +56,7 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "redrive queue (deferrals never count: a deferred message is refreshed)"),
     ("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
              "attempts per SQS call (botocore's standard retries); a registration whose send "
-             "still fails is left to the reconciler"),
+             "still fails is left to the due-scan"),
     ("TRIGGER_SQS_SEND_LINGER_MS", ("sqs", "send_linger_ms"), _linger_ms,
              "the longest a message to send waits for others to share its SendMessageBatch "
              "(a lone one goes at once)"),
