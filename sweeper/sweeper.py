@@ -20,6 +20,7 @@ dispatcher's claim LWT delivers once.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import socket
@@ -32,28 +33,27 @@ from typing import Protocol
 import structlog
 
 from sweeper.heal import DueScan, HealQueue, HealReport
+from sweeper.promotion import Due, Promoter
 from sweeper.timing_wheel import Expired, TimingWheel
 from sweeper.wheel_driver import WheelDriver
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.model import Route
 from trigger_service.core.ports import (
     Clock,
     DueIndex,
     Lease,
     Metrics,
-    OutgoingMessage,
     SweepCursors,
     TriggerStates,
 )
-from trigger_service.core.timing import sqs_delay_s
 from trigger_service.platform.supervisor import every, run_together
 
 log = structlog.get_logger("sweeper")
 
 # Bounds on concurrent work, so a hot minute cannot starve the lease upkeep that runs on the
-# same event loop (a late renewal loses the shards and makes the next owner re-promote).
-_READ_CHUNK = 100
+# same event loop (a late renewal loses the shards and makes the next owner re-promote); the
+# promotions' reads and sends have their own (sweeper.promotion).
 _SCAN_CONCURRENCY = 8
 _PROMOTE_CONCURRENCY = 4
 _RETRY_PROMOTION_MS = 1000
@@ -117,6 +117,7 @@ class Sweeper:
         self._sweep_lock = asyncio.Lock()
         self._promotions: set[asyncio.Task[None]] = set()
         self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)
+        self._promoter = Promoter(store, queue, clock, settings.sqs.enqueue_lead_s)
 
     @property
     def owned(self) -> set[int]:
@@ -238,60 +239,63 @@ class Sweeper:
 
     # --- promotion ----------------------------------------------------------------------
     async def _on_expired(self, batch: list[Expired[_Item]]) -> None:
-        # Each shard is promoted in its own task so one hot shard never holds up the others;
-        # the wheel's driver goes straight back to ticking.
-        by_shard: dict[int, list[Expired[_Item]]] = defaultdict(list)
-        for e in batch:
-            by_shard[e.value.shard].append(e)
-        for shard, items in by_shard.items():
-            task = asyncio.create_task(self._promote(shard, items))
-            self._promotions.add(task)
-            task.add_done_callback(self._promotions.discard)
+        # Everything due in this tick is promoted together, whatever its shard, so its
+        # messages share full SendMessageBatch requests; in a task of its own, so the
+        # wheel's driver goes straight back to ticking.
+        task = asyncio.create_task(self._promote(batch))
+        self._promotions.add(task)
+        task.add_done_callback(self._promotions.discard)
 
-    async def _promote(self, shard: int, items: list[Expired[_Item]]) -> None:
+    async def _promote(self, batch: list[Expired[_Item]]) -> None:
         async with self._promote_slots:
-            await self._promote_now(shard, items)
+            await self._promote_now(batch)
 
-    async def _promote_now(self, shard: int, items: list[Expired[_Item]]) -> None:
-        st = self._shards.get(shard)
-        items = [e for e in items if st is not None and e.value.fence == st.fence]
-        if st is None or not items:
+    async def _promote_now(self, batch: list[Expired[_Item]]) -> None:
+        # The shard states as they are now: an item of a shard lost or re-taken since it
+        # was read (another fence) is the new owner's.
+        shards = {e.value.shard: st for e in batch
+                  if (st := self._shards.get(e.value.shard)) is not None}
+        items = [e for e in batch
+                 if e.value.shard in shards and e.value.fence == shards[e.value.shard].fence]
+        if not items:
             return
         try:
-            # The fencing check: only the current holder of this exact lease sends.
-            if shard not in await self._lease.held({shard: st.fence}, self.owner):
-                log.warning("lease_lost_before_promotion", shard=shard, owner=self.owner)
-                self._forget(shard)
-                return
-            ids = [e.key for e in items]
-            rows: list[Trigger | None] = []
-            for i in range(0, len(ids), _READ_CHUNK):
-                rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
-            now_ms = self._clock.now_ms()
-            lead_s = self._s.sqs.enqueue_lead_s
-            out = [
-                OutgoingMessage(e.key, e.value.fire_at_ms,
-                                sqs_delay_s(e.value.fire_at_ms, now_ms, lead_s))
-                for e, t in zip(items, rows, strict=True)
-                if t is not None and t.status is Status.PENDING
-            ]
-            await self._queue.send_many(out)
-        except AdapterError as e:
-            retry_ms = self._clock.now_ms() + _RETRY_PROMOTION_MS
-            for item in items:
-                if item.key not in self._wheel and self._shards.get(shard) is st:
-                    self._wheel.add(item.key, retry_ms, item.value)
-            self._driver.poke()
-            self._metrics.inc("promotion_retries_total")
-            log.warning("promotion_failed_will_retry", shard=shard, count=len(items),
-                        error=str(e))
+            # The fencing check, one request for every shard: only the current holder of
+            # this exact lease sends.
+            held = await self._lease.held({s: shards[s].fence for s in _shards_of(items)},
+                                          self.owner)
+        except AdapterError as error:
+            self._retry(items, shards, str(error))
             return
-        self._metrics.inc("promoted_total", len(out))
-        self._metrics.inc("promotion_skipped_total", len(items) - len(out))
-        for item in items:
-            item.value.window.outstanding -= 1
-            st.keys.discard(item.key)
+        for shard in _shards_of(items) - held:
+            log.warning("lease_lost_before_promotion", shard=shard, owner=self.owner)
+            self._forget(shard)
+        items = _round_robin([e for e in items if e.value.shard in held])
+        outcome = await self._promoter.promote([Due(e.key, e.value.fire_at_ms) for e in items])
+        if outcome.failed:
+            self._retry([e for e in items if e.key in outcome.failed], shards,
+                        outcome.error or "")
+        self._metrics.inc("promoted_total", outcome.sent)
+        self._metrics.inc("promotion_skipped_total", outcome.skipped)
+        for e in items:
+            if e.key not in outcome.failed:
+                e.value.window.outstanding -= 1
+                shards[e.value.shard].keys.discard(e.key)
         self._advance_cursors()
+
+    def _retry(self, items: list[Expired[_Item]], shards: dict[int, _Shard],
+               error: str) -> None:
+        """Put triggers whose promotion failed back in the wheel, a second from now (unless
+        their shard changed hands meanwhile: the new owner re-reads them)."""
+        retry_ms = self._clock.now_ms() + _RETRY_PROMOTION_MS
+        for e in items:
+            if e.key not in self._wheel and self._shards.get(e.value.shard) is shards[
+                    e.value.shard]:
+                self._wheel.add(e.key, retry_ms, e.value)
+        self._driver.poke()
+        self._metrics.inc("promotion_retries_total")
+        log.warning("promotion_failed_will_retry", shards=sorted(_shards_of(items)),
+                    count=len(items), error=error)
 
     def _advance_cursors(self) -> None:
         for st in self._shards.values():
@@ -358,3 +362,17 @@ class Sweeper:
             await self._lease.leave(self.owner)
         except AdapterError:
             pass  # our heartbeat simply ages out of the member set
+
+
+def _shards_of(items: Iterable[Expired[_Item]]) -> set[int]:
+    return {e.value.shard for e in items}
+
+
+def _round_robin(items: list[Expired[_Item]]) -> list[Expired[_Item]]:
+    """One item of each shard in turn (each shard's in deadline order): a hot shard's crowd
+    goes after the other shards' few, so it holds none of them up."""
+    by_shard: dict[int, list[Expired[_Item]]] = defaultdict(list)
+    for e in items:
+        by_shard[e.value.shard].append(e)
+    rounds = itertools.zip_longest(*by_shard.values())
+    return [e for r in rounds for e in r if e is not None]

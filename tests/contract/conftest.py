@@ -30,11 +30,13 @@ from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
-from trigger_service.config.settings import CassandraSettings, RedisSettings, SqsSettings
+from trigger_service.config.settings import CassandraSettings, RedisSettings
+from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.idempotency_ports import IdempotencyCache
 from trigger_service.core.inbox_ports import InboxBus
 from trigger_service.core.ports import Lease
+from trigger_service.platform.metrics import InMemoryMetrics
 
 KEYSPACE = os.environ.get("TRIGGER_CONTRACT_KEYSPACE", "triggers_contract")
 REDIS_URL = RedisSettings().url
@@ -73,7 +75,8 @@ async def queue(request: pytest.FixtureRequest) -> AsyncIterator[QueueUnderTest]
         return
     name = unique("c-")
     settings = SqsSettings(queue=name, dlq=f"{name}-dlq")
-    real = await SqsQueue.connect(settings, visibility_timeout_s=30)
+    real = await SqsQueue.connect(settings, visibility_timeout_s=30, metrics=InMemoryMetrics(),
+                                  clock=SystemClock())
     admin = await SqsAdmin(settings).open()
 
     async def real_dead_letters() -> list[DeadLetterRow]:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.errors import QueueError
+from trigger_service.core.ports import OutgoingMessage, VisibilityChange
 
 FIRE_AT_MS = 1_924_992_000_000
 
@@ -60,6 +63,23 @@ async def test_change_visibility_extends_the_hiding_and_zero_shows_it_again(
     again = await receive_within(q, 2)
     assert [(r.trigger_id, r.fire_at_ms, r.receive_count) for r in again] == [
         (m.trigger_id, FIRE_AT_MS, 2)]
+
+
+async def test_change_visibility_many_applies_each_and_a_stale_receipt_fails_alone(
+    queue: QueueUnderTest,
+) -> None:
+    q, ms = queue.queue, [_message() for _ in range(3)]
+    await q.send_many(ms)
+    got = await receive_within(q, 3, visibility_s=1, want=3)
+    await q.change_visibility_many([VisibilityChange(r.receipt_handle, 30) for r in got])
+    await asyncio.sleep(2.5)  # the 1 s they were received with is long over
+    assert await receive_now(q) == []
+    gone, *kept = got
+    await q.delete(gone.receipt_handle)
+    with pytest.raises(QueueError):
+        await q.change_visibility_many([VisibilityChange(r.receipt_handle, 0) for r in got])
+    again = await receive_within(q, 2, want=2)  # the two valid ones applied anyway
+    assert sorted(r.trigger_id for r in again) == sorted(r.trigger_id for r in kept)
 
 
 async def test_delete_removes_it_and_repeats_or_old_receipts_are_no_error(

@@ -208,8 +208,10 @@ class Stack:
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
+        metrics = InMemoryMetrics()
         queue = await SqsQueue.connect(
-            settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+            settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
+            metrics=metrics, clock=SystemClock())
         book = SecretBook(self.runtime.store, self.runtime.callers, SystemClock(),
                           settings.dispatch.secret_rotation_overlap_s)
         channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
@@ -217,7 +219,6 @@ class Stack:
                                  trusts=self.runtime.callers.names_callback_host,
                                  lookup=lookup or system_lookup)
         await channel.open()
-        metrics = InMemoryMetrics()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
                        notifiers=notifiers or UNCONFIGURED)
@@ -345,14 +346,16 @@ async def stack(
     token = "token-" + tag
     settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env,
                                   extra_prefixes)
+    metrics = InMemoryMetrics()  # the API's, and its queue's requests
     queue = await SqsQueue.connect(
-        settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+        settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
+        metrics=metrics, clock=SystemClock())
     admin = await SqsAdmin(settings.sqs).open()
     redis = open_client(settings.redis.url)
     cache = RedisIdempotencyCache(redis)
     lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
-                      cache, lease, SystemClock(), InMemoryMetrics(),
+                      cache, lease, SystemClock(), metrics,
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
@@ -380,6 +383,7 @@ async def stack(
         for d in st._dispatchers:
             await d.close()
         await client.close()
+        await service.drain()  # the sends of registrations that answered
         await queue.close()
         await admin.delete_queues()
         await admin.close()

@@ -12,7 +12,7 @@ import aioboto3
 import redis.asyncio as aioredis
 
 from trigger_service.adapters import schema
-from trigger_service.config.settings import SqsSettings
+from trigger_service.config.sqs import SqsSettings
 
 
 class SqsAdmin:

@@ -16,6 +16,7 @@ from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 from trigger_service.core.ports import OutgoingMessage
+from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration
 
@@ -96,14 +97,16 @@ async def test_a_process_starts_while_sqs_is_unreachable(stack: Stack) -> None:
     """SQS down at start (LocalStack restarting): connecting does not fail, calls raise
     QueueError until SQS answers; the first call that reaches it sets the queues up."""
     down = replace(stack.settings.sqs, endpoint_url="http://127.0.0.1:1", max_attempts=1)
-    q = await SqsQueue.connect(down, visibility_timeout_s=30)
+    q = await SqsQueue.connect(down, visibility_timeout_s=30, metrics=InMemoryMetrics(),
+                               clock=SystemClock())
     try:
         with pytest.raises(QueueError):
             await q.send_many([OutgoingMessage("trg_x", 0, 0)])
     finally:
         await q.close()
     # The real endpoint, as if it had just come back: the first call creates the queues.
-    q = await SqsQueue.connect(stack.settings.sqs, visibility_timeout_s=30)
+    q = await SqsQueue.connect(stack.settings.sqs, visibility_timeout_s=30,
+                               metrics=InMemoryMetrics(), clock=SystemClock())
     try:
         q._urls = None  # as left by a start while SQS was down
         await q.send_many([OutgoingMessage("trg_x", 0, 0)])

@@ -3,9 +3,13 @@
 Only the trigger id and its fire time travel in a message (``schema.MSG_*``); the row in
 Cassandra is the truth. Every botocore error is translated here into ``QueueError``.
 
-Batching lives here: concurrent ``send``/``delete`` calls share ``SendMessageBatch`` /
-``DeleteMessageBatch`` requests (a few ms of linger costs little latency and saves most of the
-per-request cost). Retries live here too, in one layer: botocore's standard mode.
+Batching lives here: concurrent ``send``/``delete``/``change_visibility_many`` calls share
+``SendMessageBatch`` / ``DeleteMessageBatch`` / ``ChangeMessageVisibilityBatch`` requests
+through a ``Batcher`` (a lone call goes at once; under load a call waits at most its linger,
+``TRIGGER_SQS_*_LINGER_MS``, for a full batch of 10: a message in a batch of 10 costs SQS
+about an eighth of a message sent alone). Every request is counted by operation
+(``sqs_calls_total``) and the messages each carries observed (``sqs_batch_messages``).
+Retries live here too, in one layer: botocore's standard mode.
 """
 
 from __future__ import annotations
@@ -22,16 +26,23 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from trigger_service.adapters import schema
-from trigger_service.adapters.batching import Batcher
-from trigger_service.config.settings import SqsSettings
+from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
+from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.errors import QueueError
-from trigger_service.core.ports import OutgoingMessage, ReceivedMessage
+from trigger_service.core.ports import (
+    Clock,
+    Metrics,
+    OutgoingMessage,
+    ReceivedMessage,
+    VisibilityChange,
+)
 
-_SEND_LINGER_S = 0.005
-_DELETE_LINGER_S = 0.002
 # What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
 _MISSING_QUEUE_CODES = frozenset({
     "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"})
+# A batch entry whose receipt is no longer valid: that message is gone (or was received
+# again): deleting it has nothing left to do.
+_RECEIPT_GONE = frozenset({"ReceiptHandleIsInvalid"})
 
 T = TypeVar("T")
 log = structlog.get_logger(__name__)
@@ -57,18 +68,25 @@ class SqsQueue:
     """
 
     def __init__(self, client: Any, stack: AsyncExitStack, settings: SqsSettings,
-                 visibility_timeout_s: int, urls: QueueUrls | None) -> None:
+                 visibility_timeout_s: int, urls: QueueUrls | None, *, metrics: Metrics,
+                 clock: Clock) -> None:
         self._client = client
         self._stack = stack
         self._settings = settings
         self._visibility_timeout_s = visibility_timeout_s
         self._urls = urls
+        self._metrics = metrics
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         self._sender: Batcher[OutgoingMessage] = Batcher(
-            self.send_many, max_batch=schema.SQS_MAX_BATCH, linger_s=_SEND_LINGER_S)
+            self._send_batch, clock, max_batch=schema.SQS_MAX_BATCH,
+            linger_ms=settings.send_linger_ms)
         self._deleter: Batcher[str] = Batcher(
-            self._delete_many, max_batch=schema.SQS_MAX_BATCH, linger_s=_DELETE_LINGER_S)
+            self._delete_batch, clock, max_batch=schema.SQS_MAX_BATCH,
+            linger_ms=settings.delete_linger_ms)
+        self._rehider: Batcher[VisibilityChange] = Batcher(
+            self._change_visibility_batch, clock, max_batch=schema.SQS_MAX_BATCH,
+            linger_ms=settings.visibility_linger_ms)
 
     @property
     def urls(self) -> QueueUrls:
@@ -78,12 +96,14 @@ class SqsQueue:
 
     @classmethod
     async def connect(
-        cls, settings: SqsSettings, *, visibility_timeout_s: int, max_pool: int = 64
+        cls, settings: SqsSettings, *, visibility_timeout_s: int, metrics: Metrics,
+        clock: Clock, max_pool: int = 64,
     ) -> SqsQueue:
         """Open a client and make sure the queues exist (idempotent set-up). SQS being
         unreachable does not stop a process from starting: the queues are set up by the
         first call that reaches it (meanwhile calls raise ``QueueError``; the API's triggers
-        are durable in Cassandra and the due-scan sends them)."""
+        are durable in Cassandra and the due-scan sends them). ``metrics`` gets the request
+        counts; ``clock`` times the batches' lingers."""
         stack = AsyncExitStack()
         session = aioboto3.Session()
         try:
@@ -108,23 +128,28 @@ class SqsQueue:
             urls = await ensure_queues(client, settings, visibility_timeout_s=visibility_timeout_s)
         except (BotoCoreError, ClientError, OSError) as e:
             log.warning("sqs_unreachable_at_start", error=str(e))
-        return cls(client, stack, settings, visibility_timeout_s, urls)
+        return cls(client, stack, settings, visibility_timeout_s, urls, metrics=metrics,
+                   clock=clock)
 
     async def close(self) -> None:
-        """Flush the sends and deletes still waiting for company, then disconnect."""
+        """Flush the sends, deletes and visibility changes still waiting for company, then
+        disconnect."""
         await self._sender.drain()
         await self._deleter.drain()
+        await self._rehider.drain()
         await self._stack.aclose()
 
-    async def _call(self, what: str, op: Callable[[], Awaitable[T]]) -> T:
+    async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, operation: str,
+                    messages: int | None = None) -> T:
         """Run ``op`` (which reads the queue URLs when called); translate botocore's errors.
-        A missing queue is re-created and ``op`` retried once."""
+        A missing queue is re-created and ``op`` retried once. Each request is counted under
+        ``operation``, with the ``messages`` it carries (batch operations)."""
         generation = self._generation
         if self._urls is None:
             await self._recreate(generation, what)
             generation = self._generation
         try:
-            return await op()
+            return await self._counted(op, operation, messages)
         except ClientError as e:
             if not _queue_missing(e):
                 raise QueueError(f"sqs {what} failed: {e}") from e
@@ -132,9 +157,16 @@ class SqsQueue:
             raise QueueError(f"sqs {what} failed: {e}") from e
         await self._recreate(generation, what)
         try:
-            return await op()
+            return await self._counted(op, operation, messages)
         except (BotoCoreError, ClientError, OSError) as e:
             raise QueueError(f"sqs {what} failed after re-creating the queues: {e}") from e
+
+    async def _counted(self, op: Callable[[], Awaitable[T]], operation: str,
+                       messages: int | None) -> T:
+        self._metrics.inc("sqs_calls_total", operation=operation)
+        if messages is not None:
+            self._metrics.observe("sqs_batch_messages", messages, operation=operation)
+        return await op()
 
     async def _recreate(self, seen_generation: int, what: str) -> None:
         async with self._recreating:
@@ -155,19 +187,21 @@ class SqsQueue:
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
         chunks = [messages[i:i + schema.SQS_MAX_BATCH]
                   for i in range(0, len(messages), schema.SQS_MAX_BATCH)]
-        await asyncio.gather(*(self._send_batch(c) for c in chunks))
+        results = await asyncio.gather(*(self._send_batch(c) for c in chunks))
+        failed = [e for errors in results for e in errors.values()]
+        if failed:
+            raise QueueError(f"sqs send: {len(failed)} of {len(messages)} failed: {failed[0]}")
 
-    async def _send_batch(self, batch: Sequence[OutgoingMessage]) -> None:
+    async def _send_batch(self, batch: Sequence[OutgoingMessage]) -> ItemErrors:
+        """One SendMessageBatch (at most 10); the entries SQS refused, by position."""
         entries = [{
             "Id": str(i),
             "MessageBody": encode_body(m.trigger_id, m.fire_at_ms),
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
-            QueueUrl=self.urls.main, Entries=entries))
-        failed = resp.get("Failed") or []
-        if failed:
-            raise QueueError(f"sqs send: {len(failed)} of {len(entries)} failed: {failed[0]}")
+            QueueUrl=self.urls.main, Entries=entries), operation="send", messages=len(entries))
+        return _entry_errors("send", resp, len(entries))
 
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int
@@ -178,28 +212,30 @@ class SqsQueue:
     async def _receive(self, what: str, url: Callable[[], str], max_messages: int,
                        wait_s: int, visibility_s: int) -> list[ReceivedMessage]:
         """One ReceiveMessage on the queue ``url()`` names (read per call: a re-created
-        queue has a new URL)."""
+        queue has a new URL). The main queue's are observed by how many messages came."""
+        operation = what.replace(" ", "_")
         resp = await self._call(what, lambda: self._client.receive_message(
             QueueUrl=url(),
             MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
             WaitTimeSeconds=wait_s,
             VisibilityTimeout=visibility_s,
             MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
-        ))
-        return [_received(m) for m in resp.get("Messages") or []]
+        ), operation=operation)
+        got = [_received(m) for m in resp.get("Messages") or []]
+        if operation == "receive":
+            self._metrics.observe("sqs_batch_messages", len(got), operation=operation)
+        return got
 
     async def delete(self, receipt_handle: str) -> None:
         await self._deleter.submit(receipt_handle)
 
-    async def _delete_many(self, receipt_handles: Sequence[str]) -> None:
+    async def _delete_batch(self, receipt_handles: Sequence[str]) -> ItemErrors:
         """One DeleteMessageBatch (the batcher cuts at 10). A receipt already gone is fine."""
         entries = [{"Id": str(j), "ReceiptHandle": h} for j, h in enumerate(receipt_handles)]
         resp = await self._call("delete", lambda: self._client.delete_message_batch(
-            QueueUrl=self.urls.main, Entries=entries))
-        hard = [f for f in resp.get("Failed") or []
-                if f.get("Code") not in ("ReceiptHandleIsInvalid",)]
-        if hard:
-            raise QueueError(f"sqs delete: {len(hard)} failed: {hard[0]}")
+            QueueUrl=self.urls.main, Entries=entries), operation="delete",
+            messages=len(entries))
+        return _entry_errors("delete", resp, len(entries), ignore=_RECEIPT_GONE)
 
     async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
         # Send first: a crash in between leaves two copies (deduplicated by the claim LWT),
@@ -210,14 +246,32 @@ class SqsQueue:
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
         await self._call("change visibility", lambda: self._client.change_message_visibility(
             QueueUrl=self.urls.main, ReceiptHandle=receipt_handle,
-            VisibilityTimeout=max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s)),
-        ))
+            VisibilityTimeout=_visibility(visibility_s),
+        ), operation="change_visibility", messages=1)
+
+    async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
+        failed = [e for e in await self._rehider.submit_many(changes) if e is not None]
+        if failed:
+            raise QueueError(f"sqs change visibility: {len(failed)} of {len(changes)} "
+                             f"failed: {failed[0]}") from failed[0]
+
+    async def _change_visibility_batch(self, changes: Sequence[VisibilityChange]) -> ItemErrors:
+        """One ChangeMessageVisibilityBatch (the batcher cuts at 10)."""
+        entries = [{"Id": str(j), "ReceiptHandle": c.receipt_handle,
+                    "VisibilityTimeout": _visibility(c.visibility_s)}
+                   for j, c in enumerate(changes)]
+        resp = await self._call(
+            "change visibility", lambda: self._client.change_message_visibility_batch(
+                QueueUrl=self.urls.main, Entries=entries), operation="change_visibility",
+            messages=len(entries))
+        return _entry_errors("change visibility", resp, len(entries))
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         body = json.loads(encode_body(trigger_id, fire_at_ms))
         body[schema.MSG_REASON] = reason
         await self._call("dead-letter send", lambda: self._client.send_message(
-            QueueUrl=self.urls.dlq, MessageBody=json.dumps(body)))
+            QueueUrl=self.urls.dlq, MessageBody=json.dumps(body)),
+            operation="send_dead_letter")
 
     async def receive_redriven(self, *, max_messages: int, wait_s: int,
                                visibility_s: int) -> list[ReceivedMessage]:
@@ -227,7 +281,8 @@ class SqsQueue:
     async def delete_redriven(self, receipt_handle: str) -> None:
         try:
             await self._call("redrive delete", lambda: self._client.delete_message(
-                QueueUrl=self.urls.redrive, ReceiptHandle=receipt_handle))
+                QueueUrl=self.urls.redrive, ReceiptHandle=receipt_handle),
+                operation="redrive_delete")
         except QueueError as e:
             if "ReceiptHandleIsInvalid" not in str(e):
                 raise
@@ -240,12 +295,36 @@ class SqsQueue:
 
     async def _visible(self, what: str, url: str) -> int:
         resp = await self._call(what, lambda: self._client.get_queue_attributes(
-            QueueUrl=url, AttributeNames=[schema.SQS_ATTR_VISIBLE]))
+            QueueUrl=url, AttributeNames=[schema.SQS_ATTR_VISIBLE]), operation="attributes")
         return int(resp.get("Attributes", {}).get(schema.SQS_ATTR_VISIBLE, 0))
 
     async def ping(self) -> None:
         await self._call("ping", lambda: self._client.get_queue_attributes(
-            QueueUrl=self.urls.main, AttributeNames=["QueueArn"]))
+            QueueUrl=self.urls.main, AttributeNames=["QueueArn"]), operation="attributes")
+
+
+def _visibility(visibility_s: int) -> int:
+    return max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s))
+
+
+def _entry_errors(what: str, resp: dict[str, Any], count: int,
+                  ignore: frozenset[str] = frozenset()) -> ItemErrors:
+    """The entries a batch request reports as failed (``Failed``, by ``Id``: their position),
+    each as its own ``QueueError``; codes in ``ignore`` count as done."""
+    errors: dict[int, Exception] = {}
+    for f in resp.get("Failed") or []:
+        if f.get("Code") in ignore:
+            continue
+        try:
+            position = int(f["Id"])
+        except (KeyError, TypeError, ValueError):
+            position = -1
+        error = QueueError(f"sqs {what}: entry refused: {f.get('Code')} {f.get('Message', '')}")
+        if not 0 <= position < count:
+            # An answer we cannot place: fail the whole batch rather than lose one.
+            return dict.fromkeys(range(count), error)
+        errors[position] = error
+    return errors or NO_ERRORS
 
 
 def _queue_missing(e: ClientError) -> bool:

@@ -2,9 +2,10 @@
 
 Durability order for a registration: (1) the index entries and then the trigger row (plain
 writes; a keyed registration's row, at the id derived from its key, is also the key's
-record: ``app.idempotency``), (2) the SQS message for a direct trigger, (3) the Redis
-``done`` entry of a key, (4) the answer. A crash after (1) leaves a PENDING row that the
-sweeper or the reconciler enqueues, and that a retry with the same key finds and replays; a
+record: ``app.idempotency``), (2) the SQS send of a direct trigger, started in the
+background (the answer never waits for it), (3) the Redis ``done`` entry of a key, (4) the
+answer. A crash after (1), or a send that fails, leaves a PENDING row that the sweepers'
+due-scan or the reconciler enqueues, and that a retry with the same key finds and replays; a
 crash before it left nothing (index entries alone point nowhere), and the retry creates it.
 """
 
@@ -179,28 +180,22 @@ class TriggerService:
         return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
 
     async def enqueue(self, t: Trigger) -> None:
-        """Send a direct trigger to SQS, waiting at most ``TRIGGER_ENQUEUE_WAIT_MS``.
+        """Start sending a direct trigger to SQS in the background and return at once.
 
-        The row is already durable and PENDING, so a trigger whose send failed or is slow is
-        not lost: a send still under way finishes in the background, and a failed one is
-        healed by the sweepers' due-scan (the reconciler behind it). Only lateness is at
-        stake, never the answer: the caller gets its 201 either way.
+        The row is already durable and PENDING, so the answer never waits for SQS: a send
+        that fails (counted in ``enqueue_failures_total`` and logged) or never finishes is
+        healed by the sweepers' due-scan (the reconciler behind it); only lateness is at
+        stake. Not waiting lets the queue batch the sends of concurrent registrations
+        (``TRIGGER_SQS_SEND_LINGER_MS``). ``drain`` waits for the sends still running.
         """
         delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
         send = asyncio.ensure_future(
             self._queue.send(OutgoingMessage(t.trigger_id, t.fire_at_ms, delay_s)))
+        self._background.add(send)
         send.add_done_callback(lambda f: self._sent(f, t))
-        timer = asyncio.ensure_future(self._clock.sleep_ms(self._s.api.enqueue_wait_ms))
-        try:
-            await asyncio.wait([send, timer], return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            timer.cancel()
-        if not send.done():
-            self._metrics.inc("enqueue_slow_total")
-            self._background.add(send)
-            send.add_done_callback(self._background.discard)
 
     def _sent(self, send: asyncio.Future[None], t: Trigger) -> None:
+        self._background.discard(send)
         if send.cancelled() or send.exception() is None:
             return
         self._metrics.inc("enqueue_failures_total")
@@ -208,8 +203,9 @@ class TriggerService:
                   error=str(send.exception()))
 
     async def drain(self) -> None:
-        """Wait for the sends still running after their registration answered."""
-        if self._background:
+        """Wait for the sends started by registrations and edits that already answered
+        (their failures are counted, not raised)."""
+        while self._background:
             await asyncio.wait(list(self._background))
 
     # --- read, cancel, list ------------------------------------------------------------

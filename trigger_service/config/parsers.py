@@ -4,6 +4,8 @@ naming the variable."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 
 def pos_int(raw: str) -> int:
     value = int(raw)
@@ -28,3 +30,15 @@ def int_list(raw: str) -> tuple[int, ...]:
 
 def str_list(raw: str) -> tuple[str, ...]:
     return tuple(x.strip() for x in raw.split(",") if x.strip())
+
+
+def int_up_to(limit: int) -> Callable[[str], int]:
+    """A parser of ``pos_int`` values no larger than ``limit``."""
+
+    def parse(raw: str) -> int:
+        value = pos_int(raw)
+        if value > limit:
+            raise ValueError(f"must be <= {limit}")
+        return value
+
+    return parse

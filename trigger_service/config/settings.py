@@ -27,6 +27,7 @@ from trigger_service.config.providers import (
     SmsSettings,
     SmtpSettings,
 )
+from trigger_service.config.sqs import SQS_VARIABLES, SqsSettings
 from trigger_service.config.sweep import SWEEP_VARIABLES, SweepSettings
 from trigger_service.core.errors import ConfigError
 
@@ -44,7 +45,6 @@ class ApiSettings:
     callers_file: Path = REPO_ROOT / "config" / "callers.dev.toml"
     payload_max_bytes: int = 4096
     max_fire_ahead_days: int = 3660
-    enqueue_wait_ms: int = 500
     min_recurrence_interval_s: int = 60
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
@@ -64,24 +64,6 @@ class CassandraSettings:
     local_dc: str = "datacenter1"
     request_timeout_s: float = 10.0
     schema_dir: Path = REPO_ROOT / "infra" / "cql"
-
-
-@dataclass(frozen=True)
-class SqsSettings:
-    endpoint_url: str = "http://127.0.0.1:4566"
-    region: str = "us-east-1"
-    access_key_id: str = "test"
-    secret_access_key: str = field(default="test", repr=False)
-    queue: str = "triggers"
-    dlq: str = "triggers-dlq"
-    redrive_queue: str = "triggers-redrive"
-    # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
-    # the message is asked to appear this much before its fire time and the dispatcher holds it.
-    enqueue_lead_s: int = 15
-    max_receive_count: int = 50
-    # One retry layer: botocore's standard mode (exponential backoff with jitter, only for
-    # errors it knows to be transient), this many attempts per call in all.
-    max_attempts: int = 3
 
 
 @dataclass(frozen=True)
@@ -126,6 +108,11 @@ class InboxSettings:
 # triggerctl's and the SDK's (clients/python): read by the client, never by the service, so a
 # shell that exports them for triggerctl can still run `make up`.
 CLIENT_VARIABLES = frozenset({"TRIGGER_API_URL", "TRIGGER_TOKEN", "TRIGGER_PROFILE"})
+# Removed settings: setting one fails with why (not the generic "unknown setting").
+RETIRED_VARIABLES = {
+    "TRIGGER_ENQUEUE_WAIT_MS": "a registration answers once the trigger is durable and never "
+                               "waits for SQS (the send runs in the background); unset it",
+}
 
 
 @dataclass(frozen=True)
@@ -180,6 +167,10 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail."""
         env = os.environ if env is None else env
+        retired = sorted(k for k in env if k in RETIRED_VARIABLES)
+        if retired:
+            raise ConfigError("; ".join(f"{k} is retired: {RETIRED_VARIABLES[k]}"
+                                        for k in retired))
         known = {v.name for v in VARIABLES} | CLIENT_VARIABLES
         unknown = sorted(k for k in env if k.startswith("TRIGGER_") and k not in known)
         if unknown:
@@ -280,9 +271,6 @@ VARIABLES: tuple[Variable, ...] = (
              "occurrence is looked for this far after the previous one"),
     Variable("TRIGGER_MIN_RECURRENCE_INTERVAL_S", ("api", "min_recurrence_interval_s"),
              _pos_int, "a rule whose occurrences come closer than this is refused"),
-    Variable("TRIGGER_ENQUEUE_WAIT_MS", ("api", "enqueue_wait_ms"), _pos_int,
-             "the longest a registration waits for SQS once the trigger is durable; a send "
-             "still under way then finishes in the background (or the due-scan heals it)"),
     Variable("TRIGGER_PUBLIC_URL", ("api", "public_url"), str,
              "the API's address as people reach it: acknowledgement links start with it"),
     Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,
@@ -313,25 +301,7 @@ VARIABLES: tuple[Variable, ...] = (
              "LOCAL_SERIAL there"),
     Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
              "per-request timeout"),
-    Variable("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,
-             "SQS endpoint (LocalStack locally)"),
-    Variable("TRIGGER_SQS_REGION", ("sqs", "region"), str, "SQS region"),
-    Variable("TRIGGER_SQS_ACCESS_KEY_ID", ("sqs", "access_key_id"), str, "SQS key id"),
-    Variable("TRIGGER_SQS_SECRET_ACCESS_KEY", ("sqs", "secret_access_key"), str, "SQS secret"),
-    Variable("TRIGGER_SQS_QUEUE", ("sqs", "queue"), str, "main queue name"),
-    Variable("TRIGGER_SQS_DLQ", ("sqs", "dlq"), str, "dead-letter queue name"),
-    Variable("TRIGGER_SQS_REDRIVE_QUEUE", ("sqs", "redrive_queue"), str,
-             "where SQS's redrive policy moves a poison message; the reconciler marks its "
-             "trigger FAILED and dead-letters it"),
-    Variable("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
-             "messages are made visible this many seconds before the fire time; the dispatcher "
-             "holds them to the millisecond"),
-    Variable("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,
-             "redrive policy: receives before SQS itself moves a poison message to the "
-             "redrive queue (deferrals never count: a deferred message is refreshed)"),
-    Variable("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
-             "attempts per SQS call (botocore's standard retries); a registration whose send "
-             "still fails is left to the reconciler"),
+    *(Variable(*row) for row in SQS_VARIABLES),
     Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
              "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,

@@ -185,6 +185,14 @@ class OutgoingMessage:
 
 
 @dataclass(frozen=True, slots=True)
+class VisibilityChange:
+    """Hide a received message for ``visibility_s`` from now (0: show it again now)."""
+
+    receipt_handle: str
+    visibility_s: int
+
+
+@dataclass(frozen=True, slots=True)
 class ReceivedMessage:
     message_id: str
     receipt_handle: str
@@ -195,11 +203,12 @@ class ReceivedMessage:
 
 class Enqueuer(Protocol):
     async def send(self, message: OutgoingMessage) -> None:
-        """Enqueue one; concurrent calls may share one batch request. Raises ``QueueError``."""
+        """Enqueue one; concurrent calls share batch requests (a lone one goes at once,
+        others wait a few ms at most for a full batch). Raises ``QueueError``."""
         ...
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
-        """Enqueue all; raises ``QueueError`` if any could not be sent (some may have been)."""
+        """Enqueue all now (requests of 10); ``QueueError`` if any failed (some may be sent)."""
         ...
 
 
@@ -226,7 +235,13 @@ class DeliveryQueue(Protocol):
         ...
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
-        """Hide the message for ``visibility_s`` from now (0: show it again now)."""
+        """Hide the message for ``visibility_s`` from now (0: show it again now), at once."""
+        ...
+
+    async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
+        """``change_visibility`` for each, in batches shared with concurrent calls (a lone
+        call goes at once, others wait a few ms at most): for deferrals. Raises
+        ``QueueError`` if any failed (a receipt no longer valid too); the others applied."""
         ...
 
     async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:

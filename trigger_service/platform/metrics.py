@@ -42,6 +42,8 @@ NAMESPACE = "trigger"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 REQUEST_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                      10.0)
+# Messages per SQS request: one bucket per count (0: an empty receive; 10: SQS's batch limit).
+SQS_BATCH_BUCKETS = tuple(float(n) for n in range(11))
 # The ``*_created`` samples are noise here (and absent in multiprocess mode anyway).
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
@@ -85,6 +87,11 @@ SERIES: dict[str, Series] = {
     "http_request_duration_seconds": Series(
         "histogram", "API request latency by route pattern, method and status",
         ("route", "method", "status"), buckets=REQUEST_BUCKETS_S),
+    "sqs_calls_total": Series("counter", "SQS requests by operation (send, delete, receive, "
+                              "change_visibility, ...)", ("operation",)),
+    "sqs_batch_messages": Series(
+        "histogram", "messages per SQS request (send, delete, change_visibility: carried; "
+        "receive: got)", ("operation",), buckets=SQS_BATCH_BUCKETS),
 }
 
 

@@ -93,18 +93,20 @@ class Runtime:
         from trigger_service.adapters.sqs import SqsQueue
 
         callers = CallerRegistry.load(settings.api.callers_file)
+        metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
+        clock = SystemClock()
         store = await CassandraStore.connect(settings.cassandra)
         try:
             queue = await SqsQueue.connect(
-                settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s)
+                settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
+                metrics=metrics, clock=clock)
         except BaseException:
             await store.close()
             raise
         redis = open_client(settings.redis.url)
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
-        metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
-                   SystemClock(), metrics, RedisOpsBoard(redis, settings.sqs.queue),
+                   clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[redis.aclose, queue.close, store.close, metrics.close],
                    inbox_bus=RedisInboxBus(redis), limiter=RedisRateLimiter(redis),

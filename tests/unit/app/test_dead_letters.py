@@ -49,6 +49,7 @@ async def test_replay_revives_the_same_occurrence_once() -> None:
     env = make_env()
     d = await dead(env)
     new = await service(env).replay("orders", d.id)
+    await env.service.drain()  # the SQS send runs after the answer
     assert (new.status, new.attempts, new.occurrence_id, new.fire_at_ms) == (
         Status.PENDING, 0, d.id, NOW_MS)
     assert env.store.triggers[d.trigger_id] == new
@@ -139,6 +140,7 @@ async def test_bulk_replay_runs_every_matching_letter_once() -> None:
     assert (final.status, final.done, final.failed) == (JobStatus.DONE, 12, 0)
     assert all(env.store.triggers[d.trigger_id].status is Status.PENDING for d in letters)
     assert env.store.triggers[gone.trigger_id].status is Status.FAILED
+    await env.service.drain()
     assert len(env.queue.messages) == 12
     assert await runner.run_once() == 0  # nothing open any more
     with pytest.raises(NotFound):
@@ -168,4 +170,5 @@ async def test_bulk_replay_resumed_after_a_crash_replays_nothing_twice() -> None
     assert (final.status, final.done, final.failed) == (JobStatus.DONE, 10, 0)
     revisions = [env.store.triggers[d.trigger_id].revision for d in letters]
     assert revisions == [1] * 10  # each revived exactly once
+    await env.service.drain()
     assert len(env.queue.messages) == 10

@@ -49,7 +49,10 @@ CONDITIONAL = ("create_if_absent", "put_if_absent", "compare_and_set")
 
 async def reg(env: Env, key: str, req_hash: str = "h1", *, delay_ms: int = DELAY_MS,
               caller: str = "orders") -> Registered:
-    return await env.service.register(caller, request(env, delay_ms), key, req_hash)
+    try:
+        return await env.service.register(caller, request(env, delay_ms), key, req_hash)
+    finally:
+        await env.service.drain()  # the SQS send runs after the answer
 
 
 async def reg_driven(env: Env, key: str, req_hash: str = "h1") -> Registered:

@@ -45,8 +45,8 @@ LEAD_S = SETTINGS.sqs.enqueue_lead_s
 
 async def register(env: Env, delay_ms: int, caller: str = "orders") -> Trigger:
     result = await env.service.register(caller, request(env, delay_ms), None, "h")
-    t = env.store.triggers[result.trigger_id]
-    return t
+    await env.service.drain()  # the SQS send runs after the answer
+    return env.store.triggers[result.trigger_id]
 
 
 # --- register ---------------------------------------------------------------------------
@@ -54,6 +54,7 @@ async def test_direct_registration_writes_the_row_and_sends_one_message() -> Non
     env = make_env()
     result = await env.service.register("orders", request(env, 600_000, payload={"a": 1}),
                                         None, "h")
+    await env.service.drain()
     assert result.replayed is False and result.fire_at_ms == NOW_MS + 600_000
     t = env.store.triggers[result.trigger_id]
     assert t.status is Status.PENDING and t.route is Route.DIRECT
@@ -119,6 +120,7 @@ async def test_queue_error_still_registers_and_counts_the_failure() -> None:
     env = make_env()
     env.queue.failures["send"] = QueueError("sqs down")
     result = await env.service.register("orders", request(env, 1_000), None, "h")
+    await env.service.drain()  # the failure is counted, not raised
     assert result.replayed is False
     assert env.store.triggers[result.trigger_id].status is Status.PENDING
     assert env.queue.sent == [] and env.queue.calls["send"] == 1

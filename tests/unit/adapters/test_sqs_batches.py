@@ -1,0 +1,157 @@
+"""``SqsQueue`` on a fake SQS client and a ManualClock: concurrent calls share batch requests,
+an entry SQS refuses fails only its own caller, and every request is counted by operation
+with the messages it carried (``sqs_calls_total``, ``sqs_batch_messages``)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import AsyncExitStack
+from typing import Any
+
+import pytest
+
+from trigger_service.adapters.sqs import QueueUrls, SqsQueue
+from trigger_service.config.sqs import SqsSettings
+from trigger_service.core.clock import ManualClock
+from trigger_service.core.errors import QueueError
+from trigger_service.core.ports import OutgoingMessage, VisibilityChange
+from trigger_service.platform.metrics import InMemoryMetrics
+
+pytestmark = pytest.mark.timeout(10)
+
+SETTINGS = SqsSettings()
+
+
+class FakeSqs:
+    """The client calls the adapter makes; ``refuse`` names the trigger ids (sends) or
+    receipts (deletes, re-hides) whose entries SQS answers as failed, with their code."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[str, list[dict[str, Any]]]] = []
+        self.refuse: dict[str, str] = {}
+        self.inbox: list[dict[str, Any]] = []
+
+    def _batch(self, op: str, entries: list[dict[str, Any]], key: str) -> dict[str, Any]:
+        self.requests.append((op, entries))
+        failed = [{"Id": e["Id"], "Code": self.refuse[e[key]], "SenderFault": True}
+                  for e in entries if e[key] in self.refuse]
+        return {"Failed": failed}
+
+    async def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+        for e in Entries:
+            e["trigger"] = json.loads(e["MessageBody"])["triggerId"]
+        return self._batch("send", Entries, "trigger")
+
+    async def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
+        return self._batch("delete", Entries, "ReceiptHandle")
+
+    async def change_message_visibility_batch(self, QueueUrl: str,
+                                              Entries: list[dict[str, Any]]) -> Any:
+        return self._batch("change_visibility", Entries, "ReceiptHandle")
+
+    async def change_message_visibility(self, **kwargs: Any) -> Any:
+        self.requests.append(("change_visibility_one", [kwargs]))
+        return {}
+
+    async def receive_message(self, **kwargs: Any) -> Any:
+        got, self.inbox = self.inbox[:10], self.inbox[10:]
+        return {"Messages": got}
+
+    def sizes(self, op: str) -> list[int]:
+        return [len(entries) for o, entries in self.requests if o == op]
+
+
+def make() -> tuple[ManualClock, FakeSqs, InMemoryMetrics, SqsQueue]:
+    clock, client, metrics = ManualClock(1_000), FakeSqs(), InMemoryMetrics()
+    queue = SqsQueue(client, AsyncExitStack(), SETTINGS, 30, QueueUrls("main", "dlq", "re"),
+                     metrics=metrics, clock=clock)
+    return clock, client, metrics, queue
+
+
+def message(i: int) -> OutgoingMessage:
+    return OutgoingMessage(f"trg_{i}", 1_700_000_000_000, 0)
+
+
+async def settle(rounds: int = 10) -> None:
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+def observed(metrics: InMemoryMetrics, operation: str) -> list[float]:
+    return metrics.observations[f'sqs_batch_messages{{operation="{operation}"}}']
+
+
+async def test_concurrent_sends_share_batches_and_each_request_is_counted() -> None:
+    clock, client, metrics, q = make()
+    burst = asyncio.gather(*(q.send(message(i)) for i in range(25)))
+    await settle()
+    clock.advance_ms(SETTINGS.send_linger_ms)  # the last four wait at most this long
+    await burst
+    assert client.sizes("send") == [1, 10, 10, 4]
+    assert metrics.snapshot()['sqs_calls_total{operation="send"}'] == 4
+    assert observed(metrics, "send") == [1, 10, 10, 4]
+    page = metrics.exposition().decode()
+    assert 'trigger_sqs_calls_total{operation="send"} 4.0' in page
+    assert 'trigger_sqs_batch_messages_bucket{le="9.0",operation="send"} 2.0' in page
+    assert 'trigger_sqs_batch_messages_sum{operation="send"} 25.0' in page
+    assert 'trigger_sqs_batch_messages_count{operation="send"} 4.0' in page
+
+
+async def test_an_entry_sqs_refuses_fails_only_its_own_sender() -> None:
+    _clock, client, _metrics, q = make()
+    client.refuse["trg_3"] = "InternalError"
+    results = await asyncio.gather(*(q.send(message(i)) for i in range(11)),
+                                   return_exceptions=True)
+    assert client.sizes("send") == [1, 10]
+    assert isinstance(results[3], QueueError) and "InternalError" in str(results[3])
+    assert [r for i, r in enumerate(results) if i != 3] == [None] * 10
+
+
+async def test_send_many_goes_in_requests_of_ten_and_names_what_failed() -> None:
+    _clock, client, _metrics, q = make()
+    await q.send_many([message(i) for i in range(25)])
+    assert client.sizes("send") == [10, 10, 5]
+    client.refuse["trg_12"] = "InternalError"
+    with pytest.raises(QueueError, match="1 of 25 failed"):
+        await q.send_many([message(i) for i in range(25)])
+
+
+async def test_deletes_share_batches_and_a_receipt_already_gone_is_fine() -> None:
+    _clock, client, metrics, q = make()
+    client.refuse = {"r2": "ReceiptHandleIsInvalid", "r5": "InternalError"}
+    deletes = asyncio.gather(*(q.delete(f"r{i}") for i in range(8)), return_exceptions=True)
+    await settle()
+    assert client.sizes("delete") == [1]
+    await q.close()  # what waits for company goes now
+    results = await deletes
+    assert client.sizes("delete") == [1, 7]
+    assert isinstance(results[5], QueueError)
+    assert [r for i, r in enumerate(results) if i != 5] == [None] * 7
+    assert observed(metrics, "delete") == [1, 7]
+
+
+async def test_change_visibility_many_batches_and_names_a_receipt_no_longer_valid() -> None:
+    _clock, client, metrics, q = make()
+    changes = [VisibilityChange(f"r{i}", 60 if i else 99_999) for i in range(12)]
+    await q.change_visibility_many(changes)  # idle: everything at once, no linger
+    assert client.sizes("change_visibility") == [10, 2]
+    first = client.requests[0][1][0]
+    assert (first["ReceiptHandle"], first["VisibilityTimeout"]) == ("r0", 43_200)  # SQS's cap
+    client.refuse["r7"] = "ReceiptHandleIsInvalid"
+    with pytest.raises(QueueError, match="1 of 12 failed"):
+        await q.change_visibility_many(changes)
+    assert metrics.snapshot()['sqs_calls_total{operation="change_visibility"}'] == 4
+
+
+async def test_single_calls_and_receives_are_counted_too() -> None:
+    _clock, client, metrics, q = make()
+    await q.change_visibility("r1", 5)
+    client.inbox = [{"MessageId": f"m{i}", "ReceiptHandle": f"r{i}",
+                     "Body": json.dumps({"triggerId": f"trg_{i}", "fireAtMs": 1})}
+                    for i in range(3)]
+    assert len(await q.receive(max_messages=10, wait_s=0, visibility_s=30)) == 3
+    assert await q.receive(max_messages=10, wait_s=0, visibility_s=30) == []
+    assert observed(metrics, "change_visibility") == [1]
+    assert observed(metrics, "receive") == [3, 0]  # an empty poll is a request too
+    assert metrics.snapshot()['sqs_calls_total{operation="receive"}'] == 2

@@ -1,0 +1,67 @@
+"""Settings of the SQS queues (section ``sqs`` of ``settings.Settings``); ``SQS_VARIABLES``
+are their rows of ``settings.VARIABLES``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from trigger_service.config.parsers import int_up_to
+from trigger_service.config.parsers import pos_int as _pos_int
+
+Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
+_linger_ms = int_up_to(1000)  # a wait added to calls under load: past 1 s, a mistake
+
+
+@dataclass(frozen=True)
+class SqsSettings:
+    endpoint_url: str = "http://127.0.0.1:4566"
+    region: str = "us-east-1"
+    access_key_id: str = "test"
+    secret_access_key: str = field(default="test", repr=False)
+    queue: str = "triggers"
+    dlq: str = "triggers-dlq"
+    redrive_queue: str = "triggers-redrive"
+    # SQS delays are whole seconds and LocalStack shows a message up to ~1 s after its delay:
+    # the message is asked to appear this much before its fire time and the dispatcher holds it.
+    enqueue_lead_s: int = 15
+    max_receive_count: int = 50
+    # One retry layer: botocore's standard mode (exponential backoff with jitter, only for
+    # errors it knows to be transient), this many attempts per call in all.
+    max_attempts: int = 3
+    # The longest a message waits for company in a batch request (a lone one goes at once);
+    # README "SQS batches" says why these values.
+    send_linger_ms: int = 20
+    delete_linger_ms: int = 10
+    visibility_linger_ms: int = 20
+
+
+SQS_VARIABLES: tuple[Row, ...] = (
+    ("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,
+             "SQS endpoint (LocalStack locally)"),
+    ("TRIGGER_SQS_REGION", ("sqs", "region"), str, "SQS region"),
+    ("TRIGGER_SQS_ACCESS_KEY_ID", ("sqs", "access_key_id"), str, "SQS key id"),
+    ("TRIGGER_SQS_SECRET_ACCESS_KEY", ("sqs", "secret_access_key"), str, "SQS secret"),
+    ("TRIGGER_SQS_QUEUE", ("sqs", "queue"), str, "main queue name"),
+    ("TRIGGER_SQS_DLQ", ("sqs", "dlq"), str, "dead-letter queue name"),
+    ("TRIGGER_SQS_REDRIVE_QUEUE", ("sqs", "redrive_queue"), str,
+             "where SQS's redrive policy moves a poison message; the reconciler marks its "
+             "trigger FAILED and dead-letters it"),
+    ("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
+             "messages are made visible this many seconds before the fire time; the dispatcher "
+             "holds them to the millisecond"),
+    ("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,
+             "redrive policy: receives before SQS itself moves a poison message to the "
+             "redrive queue (deferrals never count: a deferred message is refreshed)"),
+    ("TRIGGER_SQS_MAX_ATTEMPTS", ("sqs", "max_attempts"), _pos_int,
+             "attempts per SQS call (botocore's standard retries); a registration whose send "
+             "still fails is left to the due-scan"),
+    ("TRIGGER_SQS_SEND_LINGER_MS", ("sqs", "send_linger_ms"), _linger_ms,
+             "the longest a message to send waits for others to share its SendMessageBatch "
+             "(a lone one goes at once)"),
+    ("TRIGGER_SQS_DELETE_LINGER_MS", ("sqs", "delete_linger_ms"), _linger_ms,
+             "the same for a delete and its DeleteMessageBatch"),
+    ("TRIGGER_SQS_VISIBILITY_LINGER_MS", ("sqs", "visibility_linger_ms"), _linger_ms,
+             "the same for a batched visibility change (ChangeMessageVisibilityBatch)"),
+)
