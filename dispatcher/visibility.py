@@ -24,6 +24,7 @@ from trigger_service.core.ports import (
     Metrics,
     OutgoingMessage,
     ReceivedMessage,
+    VisibilityChange,
 )
 from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
 
@@ -69,7 +70,9 @@ class Visibility:
     async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
         """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
         if m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S:
-            await self._queue.change_visibility(m.receipt_handle, delay_s)
+            # Batched with concurrent deferrals (a herd's put-backs, an open circuit's).
+            await self._queue.change_visibility_many(
+                [VisibilityChange(m.receipt_handle, delay_s)])
             return
         self._metrics.inc("message_refreshes_total")
         await self._queue.replace(
@@ -85,8 +88,8 @@ class Visibility:
         await self.defer(m, sqs_delay_s(due_ms, self._clock.now_ms(), self._lead_s))
 
     async def hand_back(self, m: ReceivedMessage) -> None:
-        """Visible again now (a stopping dispatcher lets its held messages go)."""
-        await self._queue.change_visibility(m.receipt_handle, 0)
+        """Visible again now (a stopping dispatcher lets its held messages go, together)."""
+        await self._queue.change_visibility_many([VisibilityChange(m.receipt_handle, 0)])
 
     async def pass_on(self, m: ReceivedMessage, next_message: OutgoingMessage) -> None:
         """``m`` is done; ``next_message`` (a series' next occurrence) takes its place."""
