@@ -5,7 +5,9 @@ is deleted."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -86,3 +88,46 @@ async def test_caller_months_is_written_once_per_process_and_month(
                                       limit=10, status=None)
     assert [t.trigger_id for t in page.triggers] == [
         first.trigger_id, later.trigger_id, next_month.trigger_id]
+
+
+async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
+        store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    caller = unique("coalesce-")
+    run = store._run_unlogged
+    requests: list[list[str]] = []
+
+    async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        requests.append([name for name, _ in writes])
+        await run(writes)
+
+    monkeypatch.setattr(store, "_run_unlogged", spy)
+    triggers = [make_trigger(caller, utc_ms(2031, 5, 1) + i) for i in range(40)]
+    await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in triggers))
+    # 40 registrations, each an index write then a row write, in far fewer requests; each
+    # request holds whole registrations (two index entries each, or one row each).
+    assert len(requests) < 40
+    assert sum(r.count("create") for r in requests) == 40
+    assert sum(r.count("bucket") for r in requests) == 40
+    assert all(r.count("bucket") == r.count("by_caller") for r in requests)
+    for t in triggers:
+        assert await store.get(t.trigger_id) == t
+    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""), last_month=203112,
+                                      limit=100, status=None)
+    assert sorted(x.trigger_id for x in page.triggers) == sorted(t.trigger_id for t in triggers)
+
+
+async def test_a_large_payload_row_is_written_alone(
+        store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_unlogged = store._run_unlogged
+    batched: list[str] = []
+
+    async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        batched.extend(name for name, _ in writes)
+        await run_unlogged(writes)
+
+    monkeypatch.setattr(store, "_run_unlogged", spy)
+    big = replace(make_trigger(unique("big-"), utc_ms(2031, 5, 2)),
+                  payload_json='"' + "x" * 4000 + '"')
+    await store.create(big, INDEX_TTL_S)
+    assert "create" not in batched and "bucket" in batched
+    assert await store.get(big.trigger_id) == big

@@ -16,7 +16,7 @@ from trigger_service.adapters.memory import MemoryQueue
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.clock import ManualClock, SystemClock
 from trigger_service.core.errors import CacheError
 from trigger_service.platform.metrics import InMemoryMetrics
 
@@ -34,6 +34,7 @@ class SpyStore(CassandraStore):
         self.texts = _all_queries(KEYSPACE)
         self.ran: list[str] = []
         self.rows: dict[str, dict[str, Any]] = {}
+        self._coalesce(SystemClock())  # a lone registration's writes go at once
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         self.ran.append(name)

@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate
 from trigger_service.adapters.cassandra.dead_letters import (
     CassandraDeadLetters,
@@ -31,6 +32,7 @@ from trigger_service.adapters.cassandra.statements import (
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import StoreError
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
@@ -42,7 +44,7 @@ from trigger_service.core.model import (
     month_end_ms,
     next_month,
 )
-from trigger_service.core.ports import BucketEntry, ListCursor, ListPage
+from trigger_service.core.ports import BucketEntry, Clock, ListCursor, ListPage
 
 K = TypeVar("K")
 _MIN_MS = -(2**63)
@@ -82,13 +84,29 @@ class WrittenUntil(Generic[K]):
         self._expires_ms.pop(key, None)
 
 
+# Write coalescing (``CassandraStore._coalesce``): at most this many registrations share one
+# batch (up to 5 index entries each: a batch stays near Cassandra's default warning of 10
+# partitions per unlogged batch), rows only with a payload this small (8 such rows stay far
+# below the 50 KiB batch limit), a registration waits at most this long for company.
+_COALESCE_REGISTRATIONS = 8
+_COALESCE_PAYLOAD_MAX_BYTES = 2048
+_COALESCE_LINGER_MS = 2
+_COALESCE_FLUSHES = 64
+
+# Statements by name with their values, written together.
+Writes = Sequence[tuple[str, Sequence[Any]]]
+
+
 class CassandraStore(CassandraDeadLetters, CassandraInbox):
-    def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings) -> None:
+    def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
+                 clock: Clock | None = None) -> None:
+        """``clock``: times the write coalescing's linger (the system clock if None)."""
         self._cluster = cluster
         self._session = session
         self.list_max_rows = LIST_MAX_ROWS
         self._months: WrittenUntil[tuple[str, int]] = WrittenUntil()
         self._versions: WrittenUntil[str] = WrittenUntil()
+        self._coalesce(clock or SystemClock())
         self._prepared = driver.prepare(session, queries(settings.keyspace)
                                         | dead_letter_queries(settings.keyspace)
                                         | inbox_queries(settings.keyspace))
@@ -123,6 +141,23 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         await driver.execute_unlogged(self._session, "+".join(name for name, _ in writes),
                                       [(self._prepared[name], params) for name, params in writes])
 
+    def _coalesce(self, clock: Clock) -> None:
+        """Concurrent registrations share requests: their index entries go together in one
+        unlogged batch, then their rows in another (each registration still writes its
+        entries before its row). A lone registration waits for nobody (the batcher's
+        adaptive linger). A batch's failure fails each registration in it: each is retried
+        by its caller, and every write is idempotent (timestamps fixed by the trigger)."""
+        self._index_writes: Batcher[Writes] = Batcher(
+            self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
+            linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
+        self._row_writes: Batcher[Writes] = Batcher(
+            self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
+            linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
+
+    async def _flush_writes(self, batch: Sequence[Writes]) -> ItemErrors:
+        await self._run_unlogged([w for writes in batch for w in writes])
+        return NO_ERRORS
+
     # --- TriggerCatalog ----------------------------------------------------------------
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         # Index entries first, the row last: a crash in between leaves an index entry that
@@ -132,7 +167,11 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # cells; the row's is backdated below every LWT's (see schema.CREATE_BACKDATE_MS).
         row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
-        await self._run("create", [row_ts_us, *creation_values(trigger), trigger.trigger_id])
+        row = ("create", [row_ts_us, *creation_values(trigger), trigger.trigger_id])
+        if len(trigger.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES:
+            await self._run(*row)  # alone: a batch of large rows would pass Cassandra's limits
+        else:
+            await self._row_writes.submit([row])
 
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
         # The index entries first, as in create; then the row with Paxos, which cannot take
@@ -181,7 +220,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             writes.append(("version_put", [schema.ZONED_VERSIONS_KEY, t.tzdata_version,
                                            version_write, ts_us]))
         try:
-            await self._run_unlogged(writes)
+            await self._index_writes.submit(writes)
         except BaseException:
             # Not known to be written: the next registration of the period writes it.
             if month_write is not None:
