@@ -3,12 +3,16 @@ the production adapters."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import socket
+import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
 import aioboto3
+import aiohttp
 import redis.asyncio as aioredis
 
 from trigger_service.adapters import schema
@@ -65,3 +69,28 @@ async def lease_owners(client: aioredis.Redis, group: str,
     """Who holds each shard's lease right now (``{owner}:{fence}``), read straight from Redis."""
     values = await client.mget([schema.lease_key(group, s) for s in shards])
     return dict(zip(shards, values, strict=True))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+async def wait_ready(url: str, proc: asyncio.subprocess.Process, timeout_s: float = 30) -> None:
+    """Until ``url``/readyz answers 200; raises (with the process's output, if it exited and
+    its stdout is a pipe) if it does not within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    async with aiohttp.ClientSession() as http:
+        while time.monotonic() < deadline and proc.returncode is None:
+            try:
+                async with http.get(url + "/readyz") as resp:
+                    if resp.status == 200:
+                        return
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    out = (await proc.stdout.read()).decode() if proc.returncode is not None and proc.stdout \
+        else ""
+    raise AssertionError(f"API on {url} not ready (exit {proc.returncode}):\n{out[-3000:]}")

@@ -7,9 +7,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -17,14 +15,9 @@ import aiohttp
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.helpers import free_port, wait_ready
 
 pytestmark = pytest.mark.integration
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 async def _spawn(stack: Stack, port: int, workers: int) -> asyncio.subprocess.Process:
@@ -35,20 +28,6 @@ async def _spawn(stack: Stack, port: int, workers: int) -> asyncio.subprocess.Pr
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
 
 
-async def _ready(url: str, proc: asyncio.subprocess.Process, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as http:
-        while time.monotonic() < deadline and proc.returncode is None:
-            try:
-                async with http.get(url + "/readyz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-    out = (await proc.stdout.read()).decode() if proc.returncode is not None and proc.stdout \
-        else ""
-    raise AssertionError(f"API on {url} not ready (exit {proc.returncode}):\n{out[-3000:]}")
 
 
 async def _stop(*procs: asyncio.subprocess.Process) -> None:
@@ -76,12 +55,12 @@ async def _two_apis(stack: Stack, workers: int) -> AsyncIterator[
         tuple[str, asyncio.subprocess.Process, asyncio.subprocess.Process]]:
     """Two API processes started on one free port, each told ``workers``: the first ready,
     the second just spawned (it may fail to bind); both killed at the end."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     first = await _spawn(stack, port, workers)
     procs = [first]
     try:
-        await _ready(url, first)
+        await wait_ready(url, first)
         procs.append(await _spawn(stack, port, workers))
         yield url, first, procs[1]
     finally:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import sys
 import time
 from dataclasses import replace
@@ -22,6 +21,7 @@ import aiohttp
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.helpers import free_port, wait_ready
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
@@ -98,24 +98,6 @@ async def test_redis_flushed_between_identical_requests_still_one(stack: Stack) 
     assert [i["triggerId"] for i in (await resp.json())["items"]] == [b1["triggerId"]]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-async def _ready(url: str, proc: asyncio.subprocess.Process, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    async with aiohttp.ClientSession() as http:
-        while time.monotonic() < deadline and proc.returncode is None:
-            try:
-                async with http.get(url + "/readyz") as resp:
-                    if resp.status == 200:
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-    raise AssertionError(f"dying API on {url} not ready (exit {proc.returncode})")
 
 
 async def test_a_retry_after_the_api_was_killed_before_the_done_entry_replays(
@@ -124,7 +106,7 @@ async def test_a_retry_after_the_api_was_killed_before_the_done_entry_replays(
     """A real API process SIGKILLed after the row and the SQS message, before Redis' done
     (tests/integration/dying_api.py): the retry waits out the dead owner's claim, finds the
     row and answers the original trigger id and fireAt."""
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {**os.environ, **stack.env, "TRIGGER_API_PORT": str(port), "TRIGGER_API_WORKERS": "1"}
     proc = await asyncio.create_subprocess_exec(
@@ -132,7 +114,7 @@ async def test_a_retry_after_the_api_was_killed_before_the_done_entry_replays(
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     body = stack.body(delaySeconds=600)
     try:
-        await _ready(url, proc)
+        await wait_ready(url, proc)
         async with aiohttp.ClientSession() as http:
             with pytest.raises(aiohttp.ClientError):
                 async with http.post(url + "/v1/triggers", json=body,

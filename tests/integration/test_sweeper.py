@@ -139,7 +139,10 @@ async def test_sweeper_restarted_in_the_middle_of_a_bucket(stack: Stack) -> None
     await first.crash()
     second = await stack.start_sweeper()  # takes the shards once the dead leases expire
     await assert_delivered_once_on_time(stack, ids, 30, 1)
-    assert second.metrics.snapshot().get("promoted_total") == 3
+    # All three by the new owner. (On a loaded machine a lease can lapse and be taken again,
+    # and the taker promotes what it re-reads once more: an extra message, which the
+    # dispatcher drops; the deliveries above stay one each.)
+    assert (second.metrics.snapshot().get("promoted_total") or 0) >= 3
 
 
 async def test_two_sweepers_never_both_own_a_shard(stack: Stack) -> None:
