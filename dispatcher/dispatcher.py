@@ -141,6 +141,7 @@ class Dispatcher:
         """Wait until every message being handled is done (held ones are let go)."""
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
+        await self._visibility.drain()
 
     @property
     def inflight(self) -> int:

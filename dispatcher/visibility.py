@@ -14,6 +14,7 @@ crashing reaches SQS's DLQ.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from trigger_service.config.settings import Settings
@@ -40,6 +41,7 @@ class Visibility:
         self._queue = queue
         self._clock = clock
         self._metrics = metrics
+        self._deleting: set[asyncio.Future[None]] = set()
         self._lead_s = settings.sqs.enqueue_lead_s
         self._busy_ms = (int(d.callback_timeout_s * 1000)
                          + min(OUTCOME_MARGIN_MS, d.visibility_slack_s * 1000))
@@ -99,7 +101,19 @@ class Visibility:
         await self._queue.delete(m.receipt_handle)
 
     async def delete_quietly(self, m: ReceivedMessage) -> None:
-        """Delete ``m`` when what it stood for is finished; a failed delete only means it
-        comes back, to a finished trigger, and is dropped as a duplicate."""
+        """Delete ``m`` when what it stood for is finished, in the background: nothing waits
+        for it (the batch it joins waits for company, ``TRIGGER_SQS_DELETE_LINGER_MS``). A
+        failed or lost delete only means it comes back, to a finished trigger, and is
+        dropped as a duplicate."""
+        task = asyncio.ensure_future(self._delete_ignoring_errors(m))
+        self._deleting.add(task)
+        task.add_done_callback(self._deleting.discard)
+
+    async def _delete_ignoring_errors(self, m: ReceivedMessage) -> None:
         with contextlib.suppress(AdapterError):
             await self._queue.delete(m.receipt_handle)
+
+    async def drain(self) -> None:
+        """Wait for the deletes still under way."""
+        while self._deleting:
+            await asyncio.gather(*list(self._deleting), return_exceptions=True)

@@ -39,10 +39,13 @@ class Batcher(Generic[T]):
         max_batch: int = 10,
         linger_ms: int = 20,
         max_concurrent_flushes: int = 8,
+        eager: bool = True,
     ) -> None:
         """``flush`` sends one batch of at most ``max_batch`` items; at most
         ``max_concurrent_flushes`` run at once (more wait their turn: back-pressure, on top
-        of the linger). The linger is timed on ``clock``."""
+        of the linger). The linger is timed on ``clock``. ``eager=False``: an item never goes
+        alone at once, it always waits for company (for calls whose caller does not wait
+        on them, where a full batch matters more than a few hundred ms)."""
         self._flush = flush
         self._clock = clock
         self._max_batch = max_batch
@@ -52,6 +55,7 @@ class Batcher(Generic[T]):
         self._in_flight = 0  # flushes started and not finished (waiting for a slot counts)
         self._slots = asyncio.Semaphore(max_concurrent_flushes)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._eager = eager
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` was sent in a batch; raise its error (``flush``'s item error,
@@ -66,7 +70,7 @@ class Batcher(Generic[T]):
 
     def _add(self, items: Sequence[T]) -> list[asyncio.Future[None]]:
         loop = asyncio.get_running_loop()
-        idle = not self._pending and self._in_flight == 0
+        idle = self._eager and not self._pending and self._in_flight == 0
         futs: list[asyncio.Future[None]] = [loop.create_future() for _ in items]
         self._pending += zip(items, futs, strict=True)
         self._cut(everything=idle)

@@ -81,9 +81,11 @@ class SqsQueue:
         self._sender: Batcher[OutgoingMessage] = Batcher(
             self._send_batch, clock, max_batch=schema.SQS_MAX_BATCH,
             linger_ms=settings.send_linger_ms)
+        # Not eager: nobody waits for a delete (the dispatcher lets it go in the background),
+        # so a delete always waits for company, up to the linger: full batches at any rate.
         self._deleter: Batcher[str] = Batcher(
             self._delete_batch, clock, max_batch=schema.SQS_MAX_BATCH,
-            linger_ms=settings.delete_linger_ms)
+            linger_ms=settings.delete_linger_ms, eager=False)
         self._rehider: Batcher[VisibilityChange] = Batcher(
             self._change_visibility_batch, clock, max_batch=schema.SQS_MAX_BATCH,
             linger_ms=settings.visibility_linger_ms)

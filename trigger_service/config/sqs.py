@@ -33,7 +33,7 @@ class SqsSettings:
     # The longest a message waits for company in a batch request (a lone one goes at once);
     # README "SQS batches" says why these values.
     send_linger_ms: int = 20
-    delete_linger_ms: int = 10
+    delete_linger_ms: int = 250
     visibility_linger_ms: int = 20
 
 
@@ -61,7 +61,8 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "the longest a message to send waits for others to share its SendMessageBatch "
              "(a lone one goes at once)"),
     ("TRIGGER_SQS_DELETE_LINGER_MS", ("sqs", "delete_linger_ms"), _linger_ms,
-             "the same for a delete and its DeleteMessageBatch"),
+             "the longest a delete waits for others to share its DeleteMessageBatch (it always "
+             "waits: nobody waits for a delete)"),
     ("TRIGGER_SQS_VISIBILITY_LINGER_MS", ("sqs", "visibility_linger_ms"), _linger_ms,
              "the same for a batched visibility change (ChangeMessageVisibilityBatch)"),
 )

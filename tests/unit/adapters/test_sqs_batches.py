@@ -118,17 +118,37 @@ async def test_send_many_goes_in_requests_of_ten_and_names_what_failed() -> None
 
 
 async def test_deletes_share_batches_and_a_receipt_already_gone_is_fine() -> None:
-    _clock, client, metrics, q = make()
+    clock, client, metrics, q = make()
     client.refuse = {"r2": "ReceiptHandleIsInvalid", "r5": "InternalError"}
-    deletes = asyncio.gather(*(q.delete(f"r{i}") for i in range(8)), return_exceptions=True)
+    deletes = asyncio.gather(*(q.delete(f"r{i}") for i in range(12)), return_exceptions=True)
     await settle()
-    assert client.sizes("delete") == [1]
-    await q.close()  # what waits for company goes now
+    # Not eager: nobody waits for a delete, so even the first waits for company; ten make
+    # a batch at once, the rest go when the oldest has waited the linger.
+    assert client.sizes("delete") == [10]
+    clock.advance_ms(SETTINGS.delete_linger_ms - 1)
+    await settle()
+    assert client.sizes("delete") == [10]
+    clock.advance_ms(1)
     results = await deletes
-    assert client.sizes("delete") == [1, 7]
+    assert client.sizes("delete") == [10, 2]
     assert isinstance(results[5], QueueError)
-    assert [r for i, r in enumerate(results) if i != 5] == [None] * 7
-    assert observed(metrics, "delete") == [1, 7]
+    assert [r for i, r in enumerate(results) if i != 5] == [None] * 11
+    assert observed(metrics, "delete") == [10, 2]
+
+
+async def test_a_lone_delete_goes_after_the_linger_and_close_sends_what_waits() -> None:
+    clock, client, _metrics, q = make()
+    one = asyncio.ensure_future(q.delete("r0"))
+    await settle()
+    assert client.sizes("delete") == []
+    clock.advance_ms(SETTINGS.delete_linger_ms)
+    await one
+    assert client.sizes("delete") == [1]
+    two = asyncio.ensure_future(q.delete("r1"))
+    await settle()
+    await q.close()  # what waits for company goes now
+    await two
+    assert client.sizes("delete") == [1, 1]
 
 
 async def test_change_visibility_many_batches_and_names_a_receipt_no_longer_valid() -> None:
