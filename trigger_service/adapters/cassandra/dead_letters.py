@@ -107,6 +107,12 @@ def decode_query(text: str) -> DeadLetterQuery:
                            d["callbackPrefix"])
 
 
+def attempt_values(a: Attempt, ttl_s: int) -> list[Any]:
+    """The values of ``attempt_put`` for one attempt."""
+    return [a.trigger_id, a.occurrence_id, a.started_at_ms, a.attempt, a.duration_ms,
+            a.status_code, a.error, a.response_excerpt, a.dispatcher, ttl_s]
+
+
 class CassandraDeadLetters:
     """Needs ``_run(name, params)`` from ``CassandraStore``."""
 
@@ -115,10 +121,7 @@ class CassandraDeadLetters:
 
     # --- AttemptLog --------------------------------------------------------------------
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
-        a = attempt
-        await self._run("attempt_put", [
-            a.trigger_id, a.occurrence_id, a.started_at_ms, a.attempt, a.duration_ms,
-            a.status_code, a.error, a.response_excerpt, a.dispatcher, ttl_s])
+        await self._run("attempt_put", attempt_values(attempt, ttl_s))
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         rows = await self._run("attempts", [trigger_id, occurrence_id])

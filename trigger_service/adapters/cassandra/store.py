@@ -20,6 +20,7 @@ from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate
 from trigger_service.adapters.cassandra.dead_letters import (
     CassandraDeadLetters,
+    attempt_values,
     dead_letter_queries,
 )
 from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
@@ -33,6 +34,7 @@ from trigger_service.adapters.cassandra.statements import (
 )
 from trigger_service.config.settings import CassandraSettings
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
@@ -144,15 +146,23 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     def _coalesce(self, clock: Clock) -> None:
         """Concurrent registrations share requests: their index entries go together in one
         unlogged batch, then their rows in another (each registration still writes its
-        entries before its row). A lone registration waits for nobody (the batcher's
-        adaptive linger). A batch's failure fails each registration in it: each is retried
-        by its caller, and every write is idempotent (timestamps fixed by the trigger)."""
+        entries before its row); so do concurrent deliveries' history lines. A lone write
+        waits for nobody (the batcher's adaptive linger). A batch's failure fails each
+        registration in it: each is retried by its caller, and every write is idempotent
+        (timestamps fixed by the trigger; a history line is best effort)."""
         self._index_writes: Batcher[Writes] = Batcher(
             self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
             linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
         self._row_writes: Batcher[Writes] = Batcher(
             self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
             linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
+        self._history_writes: Batcher[Writes] = Batcher(
+            self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
+            linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
+
+    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
+        # The history lines of concurrent deliveries share unlogged batches too.
+        await self._history_writes.submit([("attempt_put", attempt_values(attempt, ttl_s))])
 
     async def _flush_writes(self, batch: Sequence[Writes]) -> ItemErrors:
         await self._run_unlogged([w for writes in batch for w in writes])
