@@ -8,7 +8,7 @@ Usage::
     python bench/post_floor.py [--n 5000] [--concurrency 500] [--rounds 3]
                                [--out bench/results/post-floor.json]
 
-Starts its own receiver (``bench/receiver.py``) on 127.0.0.1:9111, warms the connections with
+Starts its own receiver (``bench/receiver.py``) on 127.0.0.1:9190, warms the connections with
 500 POSTs, then times ``--rounds`` rounds of ``--n``; prints and saves each round's seconds.
 Run it with the stack idle: the dispatcher shares these cores.
 """
@@ -25,7 +25,7 @@ from pathlib import Path
 import aiohttp
 
 ROOT = Path(__file__).resolve().parent.parent
-PORT = 9111
+PORT = 9190  # clear of the stack (the sweepers' metrics listen on 9111 and up)
 
 
 async def _round(session: aiohttp.ClientSession, n: int, concurrency: int) -> float:
