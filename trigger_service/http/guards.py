@@ -9,7 +9,7 @@ so a caller over its rate costs one Redis round trip and nothing else.
 from __future__ import annotations
 
 import asyncio
-import secrets
+import random
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -29,7 +29,10 @@ REQUEST_ID_HEADER = "X-Request-Id"
 
 
 def new_request_id() -> str:
-    return secrets.token_hex(8)
+    """16 hex digits, unique enough to find a request's log lines; not a secret, so not from
+    the OS's entropy (``secrets`` made a system call per request: 2% of a registration's
+    CPU). The ``random`` module reseeds itself in a forked child: workers do not collide."""
+    return f"{random.getrandbits(64):016x}"
 
 
 @web.middleware
