@@ -141,8 +141,9 @@ class FanOut:
         await asyncio.gather(*(one(i) for i in due))
         if not lost:
             # ``row`` has the claim's condition values (status, claim, attempts, revision)
-            # and every channel's state: the finishing LWT starts from it.
-            await self._finish_occurrence(m, row)
+            # and every channel's state; ``recorded`` is the row as stored, what a write
+            # that changes only some cells is computed against.
+            await self._finish_occurrence(m, row, recorded)
 
     async def _send_channel(self, t: Trigger, i: int) -> tuple[ChannelOutcome, int]:
         started_ms = self._clock.now_ms()
@@ -205,9 +206,14 @@ class FanOut:
             self._metrics.inc("attempt_record_failures_total")
             log.warning("attempt_not_recorded", trigger_id=row.trigger_id, error=str(e))
 
-    async def _finish_occurrence(self, m: ReceivedMessage, current: Trigger) -> None:
+    async def _finish_occurrence(self, m: ReceivedMessage, current: Trigger,
+                                 stored: Trigger) -> None:
         """Every channel done: FIRED or dead-lettered; otherwise PENDING until the next one
-        is due."""
+        is due. ``current``: the occurrence with every channel's state; ``stored``: the row
+        as last written (the same condition values). The PENDING write is computed against
+        ``stored``: a state change writes only the cells it changes, and against
+        ``current`` the channels' states would look unchanged and stay unwritten. (The
+        terminal writes rewrite every cell with their TTL.)"""
         states = current.channel_states
         ctx = {"trigger_id": current.trigger_id, "caller": current.caller,
                "attempt": current.attempts}
@@ -227,7 +233,7 @@ class FanOut:
         next_ms = min(s.due_at_ms for s in states if not s.status.done)
         new = current.with_status(Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
                                   channel_states=states)
-        if await self._store.compare_and_set(current, new):
+        if await self._store.compare_and_set(stored, new):
             log.info("channels_waiting", **ctx, next_at_ms=next_ms,
                      pending=[s.type for s in states if not s.status.done])
             await self._visibility.show_before(m, next_ms)

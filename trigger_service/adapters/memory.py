@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory_failing import Failing as Failing
@@ -122,6 +122,11 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
                                current.revision) != (
                 old.status, old.claim_id, old.attempts, old.revision):
             return False
+        # As the real store writes: only the cells ``new`` changes relative to ``old`` (the
+        # row as the caller last knew it), every cell when a TTL is given (a terminal write).
+        if ttl_s is None:
+            new = replace(current, **{f.name: getattr(new, f.name) for f in fields(Trigger)
+                                      if getattr(new, f.name) != getattr(old, f.name)})
         self.triggers[old.trigger_id] = new
         self._paxos_written.add(old.trigger_id)
         return True
