@@ -63,23 +63,24 @@ async def test_a_delivery_that_starts_late_extends_the_visibility_once(env: Env)
     assert env.queue.calls.get("change_visibility", 0) == 1
 
 
-def test_a_slot_left_without_an_outcome_gives_the_half_open_trial_back() -> None:
+def half_open_with_its_trial_taken() -> CircuitBreaker:
     clock = ManualClock(0)
     b = CircuitBreaker(clock, fail_max=1, reset_s=1)
     b.record_failure()
     clock.advance_ms(1_000)
     assert b.try_acquire() == 0
+    return b
+
+
+def test_a_slot_left_without_an_outcome_gives_the_half_open_trial_back() -> None:
+    b = half_open_with_its_trial_taken()
     with b.slot():
         assert b.try_acquire() > 0  # one trial at a time
     assert b.try_acquire() == 0  # given back
 
 
 def test_a_slot_left_by_an_error_gives_the_trial_back_and_counts_nothing() -> None:
-    clock = ManualClock(0)
-    b = CircuitBreaker(clock, fail_max=1, reset_s=1)
-    b.record_failure()
-    clock.advance_ms(1_000)
-    assert b.try_acquire() == 0
+    b = half_open_with_its_trial_taken()
     with pytest.raises(RuntimeError), b.slot():
         raise RuntimeError("the claim's store call failed")
     assert b.state is BreakerState.HALF_OPEN and b.try_acquire() == 0
@@ -87,11 +88,7 @@ def test_a_slot_left_by_an_error_gives_the_trial_back_and_counts_nothing() -> No
 
 @pytest.mark.parametrize("ok", [True, False])
 def test_a_slot_settles_once_with_its_outcome(ok: bool) -> None:
-    clock = ManualClock(0)
-    b = CircuitBreaker(clock, fail_max=1, reset_s=1)
-    b.record_failure()
-    clock.advance_ms(1_000)
-    assert b.try_acquire() == 0
+    b = half_open_with_its_trial_taken()
     with b.slot() as slot:
         slot.succeeded() if ok else slot.failed()
         slot.give_back()  # settled already: nothing more happens
