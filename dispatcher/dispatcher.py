@@ -186,7 +186,11 @@ class Dispatcher:
             await self._visibility.delete(m)
             return
         hidden_until_ms = self._visibility.hidden_until_ms()
-        t = await self._store.get(m.trigger_id)
+        t = None
+        if m.home_at_ms is not None and m.shard is not None:
+            t = await self._store.get_at(m.trigger_id, m.home_at_ms, m.shard)
+        if t is None:
+            t = await self._store.get(m.trigger_id)
         for _ in range(_CAS_ROUNDS):
             if t is None or t.status.terminal:
                 await self._drop(m, t)

@@ -174,9 +174,8 @@ class Finishing:
         log.debug("next_occurrence", trigger_id=t.trigger_id, caller=t.caller,
                  next_fire_at_ms=nxt.fire_at_ms, occurrence_id=nxt.occurrence_id)
         if nxt.route is Route.DIRECT:
-            await self._visibility.pass_on(m, OutgoingMessage(
-                nxt.trigger_id, nxt.fire_at_ms,
-                sqs_delay_s(nxt.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
+            await self._visibility.pass_on(m, OutgoingMessage.of(
+                nxt, sqs_delay_s(nxt.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
         else:
             await self._visibility.delete_quietly(m)
         return True

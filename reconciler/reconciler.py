@@ -123,8 +123,7 @@ class Reconciler:
         open_ = [t for t in rows if t is not None and not t.status.terminal]
         leaked = [t for t in open_ if self.is_leak(t, now_ms)]
         if leaked:
-            await self._queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0)
-                                         for t in leaked])
+            await self._queue.send_many([OutgoingMessage.of(t, 0) for t in leaked])
         for t in leaked:
             self._metrics.inc("leaks_reinjected_total")
             log.warning("leak_reinjected", trigger_id=t.trigger_id, caller=t.caller,

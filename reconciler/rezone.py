@@ -100,7 +100,7 @@ class Rezoner:
                     old_fire_at_ms=t.fire_at_ms, fire_at_ms=new.fire_at_ms,
                     old_tzdata=t.tzdata_version, tzdata=self._current)
         if new.route is Route.DIRECT:
-            await self._queue.send(OutgoingMessage(new.trigger_id, new.fire_at_ms, sqs_delay_s(
+            await self._queue.send(OutgoingMessage.of(new, sqs_delay_s(
                 new.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
         return 1
 

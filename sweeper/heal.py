@@ -108,7 +108,7 @@ class DueScan:
             return HealReport(scanned, self._watch_count(), 0, len(overdue))
         if overdue:
             await self._queue.send_many(
-                [OutgoingMessage(t.trigger_id, t.fire_at_ms, 0) for t in overdue])
+                [OutgoingMessage.of(t, 0) for t in overdue])
         for t in overdue:
             shard_watch = self._watched.setdefault(t.shard, {})
             before = shard_watch.get(t.trigger_id, _Watched())

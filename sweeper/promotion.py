@@ -74,24 +74,23 @@ class Promoter:
                 rows = await self._store.get_many([d.trigger_id for d in chunk])
         except AdapterError as e:
             return Outcome(failed=frozenset(d.trigger_id for d in chunk), error=str(e))
-        pending = [d for d, t in zip(chunk, rows, strict=True) if _pending(t)]
+        pending = [(d, t) for d, t in zip(chunk, rows, strict=True)
+                   if t is not None and t.status is Status.PENDING]
         groups = [pending[i:i + SQS_MAX_BATCH] for i in range(0, len(pending), SQS_MAX_BATCH)]
         sent = await asyncio.gather(*(self._send(g) for g in groups))
         return sum(sent, Outcome(skipped=len(chunk) - len(pending)))
 
-    async def _send(self, group: Sequence[Due]) -> Outcome:
-        """One send_many of at most ``SQS_MAX_BATCH``: one SendMessageBatch."""
+    async def _send(self, group: Sequence[tuple[Due, Trigger]]) -> Outcome:
+        """One send_many of at most ``SQS_MAX_BATCH``: one SendMessageBatch (each message
+        says where its row is, as read)."""
         try:
             async with self._sends:
                 now_ms = self._clock.now_ms()
                 await self._queue.send_many([
                     OutgoingMessage(d.trigger_id, d.fire_at_ms,
-                                    sqs_delay_s(d.fire_at_ms, now_ms, self._lead_s))
-                    for d in group])
+                                    sqs_delay_s(d.fire_at_ms, now_ms, self._lead_s),
+                                    t.home_at_ms, t.shard if t.home_at_ms is not None else None)
+                    for d, t in group])
         except AdapterError as e:
-            return Outcome(failed=frozenset(d.trigger_id for d in group), error=str(e))
+            return Outcome(failed=frozenset(d.trigger_id for d, _ in group), error=str(e))
         return Outcome(sent=len(group))
-
-
-def _pending(t: Trigger | None) -> bool:
-    return t is not None and t.status is Status.PENDING

@@ -1,7 +1,9 @@
 """What the store's writes leave in Cassandra's cells (CQL ``WRITETIME``/``TTL``): a creation
 writes no nulls, a claim rewrites only the cells it changes (never the payload), a terminal
-write rewrites every cell with the TTL so the whole row expires, and a value that goes away
-is deleted."""
+write rewrites every cell with the TTL so the whole row expires (its pointer too), and a
+value that goes away is deleted. And how the rows of one partition share Paxos rounds:
+concurrent conditional writes to one (minute, shard) go as one conditional batch, and a batch
+that loses on some rows applies the others."""
 
 from __future__ import annotations
 
@@ -16,17 +18,31 @@ from tests.contract.support import INDEX_TTL_S, make_trigger, unique, utc_ms
 from tests.integration.conftest import KEYSPACE
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.core.model import Status
+from trigger_service.core.model import Status, Trigger, bucket_minute
 
 pytestmark = pytest.mark.integration
 
 
+def pointer(store: CassandraStore, trigger_id: str) -> dict[str, Any]:
+    """The ``triggers`` row of a trigger of this release: where its row is, and its TTL."""
+    row = store._session.execute(
+        f"SELECT {schema.COL_HOME_AT_MS}, {schema.COL_SHARD}, {schema.COL_STATUS}, "
+        f"TTL({schema.COL_HOME_AT_MS}) AS ttl FROM {KEYSPACE}.{schema.TABLE_TRIGGERS} "
+        f"WHERE {schema.COL_TRIGGER_ID} = %s", [trigger_id]).one()
+    assert row is not None
+    return dict(row)
+
+
 def cells(store: CassandraStore, trigger_id: str, *cols: str) -> dict[str, Any]:
-    """Each column's value, write time and TTL, read with plain CQL."""
+    """Each column's value, write time and TTL in the trigger's row, read with plain CQL."""
+    where = pointer(store, trigger_id)
+    home = where[schema.COL_HOME_AT_MS]
     what = ", ".join(f"{c}, WRITETIME({c}) AS wt_{c}, TTL({c}) AS ttl_{c}" for c in cols)
     row = store._session.execute(
-        f"SELECT {what} FROM {KEYSPACE}.{schema.TABLE_TRIGGERS} "
-        f"WHERE {schema.COL_TRIGGER_ID} = %s", [trigger_id]).one()
+        f"SELECT {what} FROM {KEYSPACE}.{schema.TABLE_BY_MINUTE} WHERE "
+        f"{schema.COL_BUCKET_MINUTE} = %s AND {schema.COL_SHARD} = %s AND "
+        f"{schema.COL_HOME_AT_MS} = %s AND {schema.COL_TRIGGER_ID} = %s",
+        [bucket_minute(home), where[schema.COL_SHARD], home, trigger_id]).one()
     assert row is not None
     return dict(row)
 
@@ -61,6 +77,11 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
     assert done["ttl_fired_at_ms"] is not None
     assert done["claim_id"] is None
     assert await store.get(t.trigger_id) == fired
+    # The row is in the partition of the minute it was created for; the pointer to it is
+    # all that `triggers` holds, and it expires with the row.
+    where = pointer(store, t.trigger_id)
+    assert where[schema.COL_HOME_AT_MS] == t.fire_at_ms and where[schema.COL_STATUS] is None
+    assert where["ttl"] is not None
 
 
 async def test_caller_months_is_written_once_per_process_and_month(
@@ -106,9 +127,10 @@ async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
     # 40 registrations, each an index write then a row write, in far fewer requests; each
     # request holds whole registrations (two index entries each, or one row each).
     assert len(requests) < 40
-    assert sum(r.count("create") for r in requests) == 40
+    assert sum(r.count("row_create") for r in requests) == 40
     assert sum(r.count("bucket") for r in requests) == 40
-    assert all(r.count("bucket") == r.count("by_caller") for r in requests)
+    assert all(r.count("bucket") == r.count("by_caller") == r.count("home_put")
+               for r in requests)
     for t in triggers:
         assert await store.get(t.trigger_id) == t
     page = await store.list_by_caller(caller, start=(203101, -(2**63), ""), last_month=203112,
@@ -129,5 +151,111 @@ async def test_a_large_payload_row_is_written_alone(
     big = replace(make_trigger(unique("big-"), utc_ms(2031, 5, 2)),
                   payload_json='"' + "x" * 4000 + '"')
     await store.create(big, INDEX_TTL_S)
-    assert "create" not in batched and "bucket" in batched
+    assert "row_create" not in batched and "bucket" in batched
     assert await store.get(big.trigger_id) == big
+
+
+async def test_conditional_writes_to_one_partition_share_a_paxos_round(
+        store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A wave's claims in one (minute, shard): one conditional batch, not one LWT each; and
+    the outcomes after them too."""
+    caller = unique("wave-")
+    fire_ms = utc_ms(2031, 7, 1, 9)
+    wave = [make_trigger(caller, fire_ms + i, shard=3) for i in range(12)]
+    await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in wave))
+    rounds = spy_conditional(store, monkeypatch)
+    got = [await read(store, t.trigger_id) for t in wave]
+    claimed = [t.with_status(Status.IN_FLIGHT, claim_id=f"c{i}", claimed_at_ms=fire_ms,
+                             attempts=1) for i, t in enumerate(wave)]
+    assert all(await asyncio.gather(*(store.compare_and_set(old, new) for old, new
+                                      in zip(got, claimed, strict=True))))
+    assert sum(rounds) == 12 and len(rounds) < 12 and max(rounds) > 1
+    rounds.clear()
+    fired = [c.with_status(Status.FIRED, fired_at_ms=fire_ms + 7, claim_id=None)
+             for c in claimed]
+    assert all(await asyncio.gather(*(store.compare_and_set(c, f, ttl_s=3600) for c, f
+                                      in zip(claimed, fired, strict=True))))
+    assert len(rounds) < 12
+    assert [await store.get(t.trigger_id) for t in wave] == fired
+
+
+async def test_a_batch_that_loses_on_some_rows_applies_the_others(
+        store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two of six claims race a cancel that came first: those two lose (and only those),
+    the four others apply; a second write to one row in the same wave waits for the first
+    (two conditions on one row are never judged in one batch)."""
+    caller = unique("lose-")
+    fire_ms = utc_ms(2031, 7, 2, 9)
+    wave = [make_trigger(caller, fire_ms + i, shard=5) for i in range(6)]
+    await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in wave))
+    got = [await read(store, t.trigger_id) for t in wave]
+    for t in got[:2]:
+        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+    rounds = spy_conditional(store, monkeypatch)
+    claims = [t.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=fire_ms, attempts=1)
+              for t in wave]
+    # got[2] twice: a claim and a cancel of the same row, computed from the same read.
+    cancel_2 = wave[2].with_status(Status.CANCELLED)
+    results = await asyncio.gather(
+        *(store.compare_and_set(old, new) for old, new in zip(got, claims, strict=True)),
+        store.compare_and_set(got[2], cancel_2))
+    assert results[:6] == [False, False, True, True, True, True]
+    assert results[6] is False  # the claim came first in the wave: the cancel then lost
+    assert max(rounds) > 1
+    now = [await store.get(t.trigger_id) for t in wave]
+    assert [x.status if x else None for x in now] == [
+        Status.CANCELLED, Status.CANCELLED] + [Status.IN_FLIGHT] * 4
+
+
+async def read(store: CassandraStore, trigger_id: str) -> Trigger:
+    t = await store.get(trigger_id)
+    assert t is not None
+    return t
+
+
+def spy_conditional(store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Rows per conditional request the store sends (1: a lone LWT), as they go."""
+    from trigger_service.adapters.cassandra import driver
+    rounds: list[int] = []
+    real = driver.execute_conditional
+
+    async def spy(session: Any, name: str, statements: Sequence[Any]) -> list[dict[str, Any]]:
+        rounds.append(len(statements))
+        return await real(session, name, statements)
+
+    monkeypatch.setattr(driver, "execute_conditional", spy)
+    return rounds
+
+
+async def test_a_row_of_an_earlier_release_is_read_and_moved_where_it_is(
+        store: CassandraStore) -> None:
+    """A trigger created before rows moved to triggers_by_minute (its whole row in
+    `triggers`) is read, listed, claimed and finished there; so is a copy of this release's
+    trigger that does not say where its row is (the pointer does)."""
+    from cassandra.query import UNSET_VALUE
+
+    from trigger_service.adapters.cassandra.statements import row_values
+    caller = unique("legacy-")
+    old = make_trigger(caller, utc_ms(2031, 8, 1, 9))
+    await store._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
+    values = [UNSET_VALUE if v is None else v for v in row_values(old).values()]
+    await store._run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
+    got = await read(store, old.trigger_id)
+    assert got == old and got.home_at_ms is None
+    assert await store.get_many([old.trigger_id, "trg_missing"]) == [old, None]
+    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""),
+                                      last_month=203112, limit=10, status=None)
+    assert page.triggers == [old]
+    claimed = got.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
+    assert await store.compare_and_set(got, claimed)
+    assert not await store.compare_and_set(got, claimed)  # the state moved on
+    fired = claimed.with_status(Status.FIRED, fired_at_ms=2, claim_id=None)
+    assert await store.compare_and_set(claimed, fired, ttl_s=3600)
+    assert await store.get(old.trigger_id) == fired
+
+    new = make_trigger(caller, utc_ms(2031, 8, 2, 9))
+    await store.create(new, INDEX_TTL_S)
+    unread = replace(new, home_at_ms=None)  # as built, not as read
+    assert await store.compare_and_set(unread, unread.with_status(Status.CANCELLED))
+    assert (await read(store, new.trigger_id)).status is Status.CANCELLED
+    assert pointer(store, new.trigger_id)[schema.COL_STATUS] is None

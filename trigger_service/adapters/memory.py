@@ -113,6 +113,11 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self._enter("get_many")
         return [self.triggers.get(t) for t in trigger_ids]
 
+    async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        self._enter("get")
+        t = self.triggers.get(trigger_id)
+        return t if t is not None and t.home_at_ms == home_at_ms and t.shard == shard else None
+
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:

@@ -28,6 +28,8 @@ class _Message:
     message_id: str
     receipt: str = ""
     receive_count: int = 0
+    home_at_ms: int | None = None
+    shard: int | None = None
 
 
 @dataclass
@@ -68,7 +70,8 @@ class MemoryQueue(Failing):
             self.sent.append(m)
             self.messages.append(_Message(m.trigger_id, m.fire_at_ms,
                                           now_ms + max(0, min(SQS_MAX_DELAY_S, m.delay_s)) * 1000,
-                                          f"m{next(self._ids)}"))
+                                          f"m{next(self._ids)}", home_at_ms=m.home_at_ms,
+                                          shard=m.shard))
 
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int
@@ -89,7 +92,7 @@ class MemoryQueue(Failing):
             m.receipt = f"{m.message_id}/{m.receive_count}"
             m.visible_at_ms = now_ms + visibility_s * 1000
             out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
-                                       m.receive_count))
+                                       m.receive_count, m.home_at_ms, m.shard))
         return out
 
     def _by_receipt(self, receipt: str) -> _Message | None:

@@ -108,8 +108,10 @@ SQS (queue names from settings; the main queue's redrive policy moves a poison m
 redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
 messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
 
-- message body: JSON ``{"triggerId": str, "fireAtMs": int}``. The dispatcher may receive it
-  early (SQS delays are whole seconds) and holds it until ``fireAtMs``.
+- message body: JSON ``{"triggerId": str, "fireAtMs": int, "homeAtMs": int, "shard": int}``
+  (the last two: where the trigger's row is, so the dispatcher reads it in one request; absent
+  in an earlier release's body, or for a row of one). The dispatcher may receive it early
+  (SQS delays are whole seconds) and holds it until ``fireAtMs``.
 - DLQ body: the same JSON plus ``"reason"``. A redriven message is a main-queue body.
 """
 
@@ -120,6 +122,7 @@ from typing import Final
 # --- Cassandra ---------------------------------------------------------------------------
 TABLE_TRIGGERS: Final = "triggers"
 TABLE_BUCKETS: Final = "trigger_buckets"
+TABLE_BY_MINUTE: Final = "triggers_by_minute"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
 TABLE_SECRETS: Final = "signing_secrets"
@@ -197,6 +200,15 @@ TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
 # The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
 # with the id is there (a missing row's columns all read as null).
 TRIGGER_ABSENT_CONDITION: Final = "status"
+# triggers_by_minute: the row's key after (bucket_minute, shard), and where ``triggers`` says
+# a trigger's row is. Its columns are ``TRIGGER_COLUMNS`` (``shard`` being part of the key,
+# it is not in the SET of a write: ``ROW_SET_COLUMNS``).
+COL_HOME_AT_MS: Final = "home_at_ms"
+ROW_SET_COLUMNS: Final = tuple(c for c in TRIGGER_COLUMNS if c != "shard")
+# Rows per conditional batch (one Paxos round): Cassandra warns above 5 KiB per batch and
+# fails at 50 KiB; a claim or an outcome sets a few small cells, a terminal write every cell
+# (which is why a row with a large payload goes alone).
+ROWS_PER_CONDITIONAL_BATCH: Final = 50
 # The recurrence JSON in ``schedule`` (``Recurrence.to_dict``) and the idempotency record's.
 REQ_SCHEDULE: Final = "schedule"
 REQ_OCCURRENCE_INDEX: Final = "occurrenceIndex"
@@ -312,6 +324,8 @@ def inbox_channel(caller: str, recipient: str) -> str:
 # --- SQS ---------------------------------------------------------------------------------
 MSG_TRIGGER_ID: Final = "triggerId"
 MSG_FIRE_AT_MS: Final = "fireAtMs"
+MSG_HOME_AT_MS: Final = "homeAtMs"
+MSG_SHARD: Final = "shard"
 MSG_REASON: Final = "reason"
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"

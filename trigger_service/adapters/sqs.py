@@ -54,8 +54,14 @@ class QueueUrls(NamedTuple):
     redrive: str
 
 
-def encode_body(trigger_id: str, fire_at_ms: int) -> str:
-    return json.dumps({schema.MSG_TRIGGER_ID: trigger_id, schema.MSG_FIRE_AT_MS: fire_at_ms})
+def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
+                shard: int | None = None) -> str:
+    body: dict[str, int | str] = {schema.MSG_TRIGGER_ID: trigger_id,
+                                  schema.MSG_FIRE_AT_MS: fire_at_ms}
+    if home_at_ms is not None and shard is not None:
+        body[schema.MSG_HOME_AT_MS] = home_at_ms
+        body[schema.MSG_SHARD] = shard
+    return json.dumps(body)
 
 
 class SqsQueue:
@@ -198,7 +204,7 @@ class SqsQueue:
         """One SendMessageBatch (at most 10); the entries SQS refused, by position."""
         entries = [{
             "Id": str(i),
-            "MessageBody": encode_body(m.trigger_id, m.fire_at_ms),
+            "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard),
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
@@ -340,10 +346,15 @@ def _received(m: dict[str, Any]) -> ReceivedMessage:
         fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
     except (ValueError, KeyError, TypeError):
         trigger_id, fire_at_ms = "", 0  # the dispatcher dead-letters malformed bodies
+        body = {}
+    home_at_ms, shard = body.get(schema.MSG_HOME_AT_MS), body.get(schema.MSG_SHARD)
+    where = ((home_at_ms, shard) if isinstance(home_at_ms, int) and isinstance(shard, int)
+             else (None, None))  # an earlier release's body, or not parsed: `get` finds it
     return ReceivedMessage(
         message_id=m["MessageId"], receipt_handle=m["ReceiptHandle"], trigger_id=trigger_id,
         fire_at_ms=fire_at_ms,
-        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)))
+        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
+        home_at_ms=where[0], shard=where[1])
 
 
 async def ensure_queues(

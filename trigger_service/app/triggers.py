@@ -137,6 +137,7 @@ class TriggerService:
             tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
             request_hash=request_hash if keyed else None,
             registered_fire_at_ms=req.fire_at_ms if keyed else None,
+            home_at_ms=req.fire_at_ms,
         )
 
     async def _create(self, t: Trigger) -> None:
@@ -190,7 +191,7 @@ class TriggerService:
         """
         delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
         send = asyncio.ensure_future(
-            self._queue.send(OutgoingMessage(t.trigger_id, t.fire_at_ms, delay_s)))
+            self._queue.send(OutgoingMessage.of(t, delay_s)))
         self._background.add(send)
         send.add_done_callback(lambda f: self._sent(f, t))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import re
 import zlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 
@@ -93,6 +93,11 @@ class Trigger:
     # moves on with a series or an edit; a replay answers the first one). None without a key.
     request_hash: str | None = None
     registered_fire_at_ms: int | None = None
+    # Where the store keeps the row: the fire time the trigger was created with (it never
+    # changes as the trigger moves on; the store partitions rows by its minute). None: not
+    # known (a trigger not read from the store, or stored by a release before the field),
+    # and not part of a trigger's value.
+    home_at_ms: int | None = field(default=None, compare=False)
 
     @property
     def acked(self) -> bool:

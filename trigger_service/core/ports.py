@@ -93,6 +93,12 @@ class TriggerStates(Protocol):
         """``get`` for each id, concurrently, in order. Raises ``StoreError``."""
         ...
 
+    async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        """``get`` when the caller knows where the row is (``Trigger.home_at_ms`` and
+        ``shard``, as a queue message carries them): one read instead of two. None if no
+        row is there. Raises ``StoreError``."""
+        ...
+
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
@@ -179,9 +185,20 @@ class SweepCursors(Protocol):
 # --- the queue ----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class OutgoingMessage:
+    """``home_at_ms`` and ``shard``: where the trigger's row is (``Trigger.home_at_ms``), so
+    that the dispatcher reads it in one request; None for a trigger whose home is unknown."""
+
     trigger_id: str
     fire_at_ms: int
     delay_s: int
+    home_at_ms: int | None = None
+    shard: int | None = None
+
+    @classmethod
+    def of(cls, t: Trigger, delay_s: int) -> OutgoingMessage:
+        """The message for ``t``'s current occurrence, sent with ``delay_s``."""
+        return cls(t.trigger_id, t.fire_at_ms, delay_s, t.home_at_ms,
+                   t.shard if t.home_at_ms is not None else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,6 +216,8 @@ class ReceivedMessage:
     trigger_id: str  # "" for a body that could not be parsed
     fire_at_ms: int
     receive_count: int
+    home_at_ms: int | None = None  # where the row is (OutgoingMessage), if the body says
+    shard: int | None = None
 
 
 class Enqueuer(Protocol):

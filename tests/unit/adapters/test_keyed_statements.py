@@ -1,6 +1,7 @@
 """The CQL a keyed registration runs, seen by a spy in place of the Cassandra session: the
 normal path (first request, replays, a replay after Redis lost the key) runs no conditional
-statement; only the path without Redis runs one (the Paxos create of the derived row)."""
+statement; only the path without Redis runs them (the Paxos create of the derived trigger: its
+pointer, then its row)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from cassandra.query import UNSET_VALUE
 
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS
 from trigger_service.adapters import schema
-from trigger_service.adapters.cassandra.store import CassandraStore, WrittenUntil
+from trigger_service.adapters.cassandra.indexes import WrittenUntil
+from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryQueue
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.app.registration import NewTrigger
@@ -33,22 +35,35 @@ class SpyStore(CassandraStore):
         self._versions = WrittenUntil()
         self.texts = _all_queries(KEYSPACE)
         self.ran: list[str] = []
-        self.rows: dict[str, dict[str, Any]] = {}
+        self.pointers: dict[str, dict[str, Any]] = {}  # triggers: id -> where its row is
+        self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}  # triggers_by_minute, by key
         self._coalesce(SystemClock())  # a lone registration's writes go at once
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         self.ran.append(name)
-        if name == "create":
-            values = [None if v is UNSET_VALUE else v for v in params[1:-1]]
-            self.rows[params[-1]] = dict(zip(schema.TRIGGER_COLUMNS, values, strict=True))
-        elif name == "create_lwt":
-            if params[-1] in self.rows:
-                return [{schema.LWT_APPLIED: False, schema.TRIGGER_ABSENT_CONDITION: "PENDING"}]
-            values = [None if v is UNSET_VALUE else v for v in params[:-1]]
-            self.rows[params[-1]] = dict(zip(schema.TRIGGER_COLUMNS, values, strict=True))
+        if name == "home_put":
+            self.pointers.setdefault(params[-1], {
+                schema.COL_HOME_AT_MS: params[1], schema.COL_SHARD: params[2],
+                schema.COL_STATUS: None})
+        elif name == "home_lwt":
+            if params[-1] in self.pointers:
+                return [{schema.LWT_APPLIED: False} | self.pointers[params[-1]]]
+            self.pointers[params[-1]] = {schema.COL_HOME_AT_MS: params[0],
+                                         schema.COL_SHARD: params[1], schema.COL_STATUS: None}
             return [{schema.LWT_APPLIED: True}]
-        elif name == "get" and params[0] in self.rows:
-            return [self.rows[params[0]]]
+        elif name in ("row_create", "row_create_lwt"):
+            values = params[1:-4] if name == "row_create" else params[:-4]
+            key = tuple(params[-4:])
+            if name == "row_create_lwt" and key in self.rows:
+                return [{schema.LWT_APPLIED: False}]
+            row = dict(zip(schema.ROW_SET_COLUMNS,
+                           [None if v is UNSET_VALUE else v for v in values], strict=True))
+            self.rows[key] = row | {schema.COL_SHARD: key[1], schema.COL_HOME_AT_MS: key[2]}
+            return [{schema.LWT_APPLIED: True}]
+        elif name == "get" and params[0] in self.pointers:
+            return [self.pointers[params[0]]]
+        elif name == "row_get" and tuple(params) in self.rows:
+            return [self.rows[tuple(params)]]
         return []
 
     async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
@@ -89,7 +104,7 @@ async def test_the_normal_keyed_path_runs_no_conditional_statement() -> None:
     assert not first.replayed and again.replayed and lost.replayed
     assert first.trigger_id == again.trigger_id == lost.trigger_id
     # The legacy table is asked whether it holds anything (it does not), not read per key.
-    assert store.ran.count("create") == 1 and store.ran.count("idem_any") == 1
+    assert store.ran.count("row_create") == 1 and store.ran.count("idem_any") == 1
     assert "idem_get" not in store.ran
     assert store.conditional() == []
 
@@ -102,4 +117,4 @@ async def test_without_redis_the_derived_row_is_created_by_paxos() -> None:
     first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
     again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
     assert not first.replayed and again.replayed
-    assert store.conditional() == ["create_lwt"]
+    assert store.conditional() == ["home_lwt", "row_create_lwt"]

@@ -3,7 +3,7 @@ what was written (``caller_months``, ``zoned_versions``)."""
 
 from __future__ import annotations
 
-from trigger_service.adapters.cassandra.store import WrittenUntil
+from trigger_service.adapters.cassandra.indexes import WrittenUntil
 
 
 def test_a_row_is_written_once_while_it_lives_long_enough() -> None:

@@ -58,7 +58,8 @@ async def test_direct_registration_writes_the_row_and_sends_one_message() -> Non
     assert result.replayed is False and result.fire_at_ms == NOW_MS + 600_000
     t = env.store.triggers[result.trigger_id]
     assert t.status is Status.PENDING and t.route is Route.DIRECT
-    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS + 600_000, 600 - LEAD_S)]
+    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS + 600_000, 600 - LEAD_S,
+                                              NOW_MS + 600_000, t.shard)]
     assert env.metrics.snapshot() == {"triggers_registered_total": 1}
 
 
@@ -92,7 +93,7 @@ async def test_fire_time_now_is_sent_without_delay() -> None:
     env = make_env()
     t = await register(env, 0)
     assert t.route is Route.DIRECT
-    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS, 0)]
+    assert env.queue.sent == [OutgoingMessage(t.trigger_id, NOW_MS, 0, NOW_MS, t.shard)]
 
 
 async def test_created_row_carries_the_request() -> None:

@@ -82,6 +82,23 @@ async def execute_unlogged(session: Session, name: str,
     await execute_page(session, name, batch, None)
 
 
+async def execute_conditional(session: Session, name: str,
+                              statements: Sequence[tuple[PreparedStatement, Sequence[Any]]]
+                              ) -> list[Row]:
+    """Conditional writes to rows of one partition as one batch: one Paxos round, applied
+    all or none. The rows: ``[applied]`` True alone, or False with the current values of
+    each row the batch names that exists (its key and condition columns). Raises
+    ``StoreError`` (a timeout leaves the outcome unknown)."""
+    if len(statements) == 1:
+        stmt, params = statements[0]
+        return await execute(session, name, stmt, params)
+    batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+    for stmt, params in statements:
+        batch.add(stmt, params)
+    rows, _ = await execute_page(session, name, batch, None)
+    return rows
+
+
 async def execute_page(session: Session, name: str, stmt: Statement,
                        paging_state: bytes | None) -> Page:
     """One page of a bound statement: (rows, paging state of the next page or None)."""

@@ -27,11 +27,7 @@ def queries(keyspace: str) -> dict[str, str]:
             s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
             s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS, s.TABLE_ZONED,
             s.TABLE_ZONED_VERSIONS, s.TABLE_SECRETS))
-    cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
-    cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
-    key = f"{s.COL_TRIGGER_ID} = ?"
     return {
-        "create": f"UPDATE {t} USING TIMESTAMP ? SET {cols} WHERE {key}",
         "bucket": f"INSERT INTO {buckets} ({s.COL_BUCKET_MINUTE}, {s.COL_SHARD}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}) VALUES (?, ?, ?, ?, ?) "
         "USING TTL ? AND TIMESTAMP ?",
@@ -52,16 +48,6 @@ def queries(keyspace: str) -> dict[str, str]:
         f"{s.COL_SECRET}) VALUES (?, ?, ?)",
         "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {secrets} "
         f"WHERE {s.COL_CALLER} = ?",
-        "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)} FROM {t} WHERE {key}",
-        # Many rows in one request (one coordinator round trip, not one per row).
-        "get_in": f"SELECT {s.COL_TRIGGER_ID}, {', '.join(s.TRIGGER_COLUMNS)} FROM {t} "
-        f"WHERE {s.COL_TRIGGER_ID} IN ?",
-        "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
-        # No USING TIMESTAMP (an LWT takes Paxos' own) and no INSERT (whose row marker
-        # would outlive the terminal TTL): an UPDATE conditioned on an absent row.
-        "create_lwt": f"UPDATE {t} SET {cols} WHERE {key} "
-        f"IF {s.TRIGGER_ABSENT_CONDITION} = null",
-        "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
         f"AND ({s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) > (?, ?) LIMIT ?",
@@ -77,7 +63,63 @@ def queries(keyspace: str) -> dict[str, str]:
         f"WHERE {s.COL_COUNTER_NAME} = ?",
         # A small table (one row per counter name): reading it whole is the point.
         "counters_get": f"SELECT {s.COL_COUNTER_NAME}, {s.COL_COUNTER_VALUE} FROM {counters}",
-    } | _legacy_idempotency_queries(idem)
+    } | (_trigger_queries(t) | _legacy_idempotency_queries(idem)
+         | _row_queries(f"{keyspace}.{s.TABLE_BY_MINUTE}"))
+
+
+def _trigger_queries(t: str) -> dict[str, str]:
+    """``triggers``: where a trigger's row is (this release), or the whole row (earlier
+    releases: read and moved through the state machine there until they end)."""
+    cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
+    cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
+    key = f"{s.COL_TRIGGER_ID} = ?"
+    return {
+        # A trigger of an earlier release: its whole row; of this one: where its row is.
+        "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)}, {s.COL_HOME_AT_MS} FROM {t} "
+        f"WHERE {key}",
+        # Many rows in one request (one coordinator round trip, not one per row).
+        "get_in": f"SELECT {s.COL_TRIGGER_ID}, {', '.join(s.TRIGGER_COLUMNS)}, "
+        f"{s.COL_HOME_AT_MS} FROM {t} WHERE {s.COL_TRIGGER_ID} IN ?",
+        # Where a trigger's row is: written before the row (a pointer to no row reads as no
+        # trigger), never changed, given the row's TTL once the trigger is finished.
+        "home_put": f"UPDATE {t} USING TIMESTAMP ? SET {s.COL_HOME_AT_MS} = ?, "
+        f"{s.COL_SHARD} = ? WHERE {key}",
+        "home_ttl": f"UPDATE {t} USING TTL ? SET {s.COL_HOME_AT_MS} = ?, {s.COL_SHARD} = ? "
+        f"WHERE {key}",
+        # The Paxos create: only if no trigger has the id (neither kind of row).
+        "home_lwt": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ?, {s.COL_SHARD} = ? WHERE {key} "
+        f"IF {s.COL_HOME_AT_MS} = null AND {s.TRIGGER_ABSENT_CONDITION} = null",
+        # Re-point an id whose row was never written (its creator died before it).
+        "home_repoint": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ? WHERE {key} "
+        f"IF {s.COL_HOME_AT_MS} = ?",
+        "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
+        "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
+        # How an earlier release created a row (kept for the tests that write one).
+        "legacy_create": f"UPDATE {t} USING TIMESTAMP ? SET {cols} WHERE {key}",
+    }
+
+
+def _row_queries(rows: str) -> dict[str, str]:
+    """``triggers_by_minute``: a trigger's row in the partition of its home minute."""
+    key = (f"{s.COL_BUCKET_MINUTE} = ? AND {s.COL_SHARD} = ? AND {s.COL_HOME_AT_MS} = ? "
+           f"AND {s.COL_TRIGGER_ID} = ?")
+    cols = ", ".join(f"{c} = ?" for c in s.ROW_SET_COLUMNS)
+    cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
+    select = f"{s.COL_TRIGGER_ID}, {s.COL_HOME_AT_MS}, {', '.join(s.TRIGGER_COLUMNS)}"
+    return {
+        "row_create": f"UPDATE {rows} USING TIMESTAMP ? SET {cols} WHERE {key}",
+        # The row of a Paxos create: like the pointer, by Paxos, so that no plain create
+        # (backdated) of the same id can change it.
+        "row_create_lwt": f"UPDATE {rows} SET {cols} WHERE {key} "
+        f"IF {s.TRIGGER_ABSENT_CONDITION} = null",
+        "row_get": f"SELECT {select} FROM {rows} WHERE {key}",
+        # Rows of one partition in one request: each id has one row, at its home, so the
+        # product of the two lists matches only the rows asked for.
+        "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_BUCKET_MINUTE} = ? "
+        f"AND {s.COL_SHARD} = ? AND {s.COL_HOME_AT_MS} IN ? AND {s.COL_TRIGGER_ID} IN ?",
+        "row_cas": f"UPDATE {rows} SET {cols} WHERE {key} {cond}",
+        "row_cas_ttl": f"UPDATE {rows} USING TTL ? SET {cols} WHERE {key} {cond}",
+    }
 
 
 def _legacy_idempotency_queries(idem: str) -> dict[str, str]:
@@ -129,6 +171,11 @@ def changed_values(old: Trigger, new: Trigger, *, rewrite: bool) -> list[Any]:
     return out
 
 
+def row_set_values(values: list[Any]) -> list[Any]:
+    """Values in ``TRIGGER_COLUMNS`` order → in ``ROW_SET_COLUMNS`` order (no shard)."""
+    return [v for c, v in zip(s.TRIGGER_COLUMNS, values, strict=True) if c != s.COL_SHARD]
+
+
 def creation_values(t: Trigger) -> list[Any]:
     """``row_values(t)`` for a new row: absent values unset rather than null (no tombstones)."""
     return [UNSET_VALUE if v is None else v for v in row_values(t).values()]
@@ -156,7 +203,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         plan=plan_from_json(plan) if plan else None,
         channel_states=states_from_json(channel_states) if channel_states else (),
         acked_seq=acked_seq, request_hash=request_hash,
-        registered_fire_at_ms=registered_fire_at_ms,
+        registered_fire_at_ms=registered_fire_at_ms, home_at_ms=row.get(s.COL_HOME_AT_MS),
     )
 
 

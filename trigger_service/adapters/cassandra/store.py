@@ -10,8 +10,10 @@ fixture); the schema must have been applied (``adapters.cassandra.migrate``).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Sequence
-from typing import Any, Generic, TypeVar
+from dataclasses import replace
+from typing import Any
 
 from cassandra.cluster import Cluster, Session
 
@@ -24,9 +26,10 @@ from trigger_service.adapters.cassandra.dead_letters import (
     dead_letter_queries,
 )
 from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
+from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
+from trigger_service.adapters.cassandra.rows import TriggerRows
 from trigger_service.adapters.cassandra.statements import (
     changed_values,
-    creation_values,
     decode_request,
     encode_request,
     queries,
@@ -37,20 +40,9 @@ from trigger_service.core.clock import SystemClock
 from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.idempotency_ports import IdempotencyRecord
-from trigger_service.core.model import (
-    Route,
-    Status,
-    Trigger,
-    bucket_minute,
-    fire_month,
-    month_end_ms,
-    next_month,
-)
+from trigger_service.core.model import Route, Status, Trigger, bucket_minute
 from trigger_service.core.ports import BucketEntry, Clock, ListCursor, ListPage
 
-K = TypeVar("K")
-_MIN_MS = -(2**63)
-_LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usually a few)
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
 # and answers a short page with a cursor, rather than reading a caller's whole history.
 LIST_MAX_ROWS = 2000
@@ -59,31 +51,6 @@ _SCAN_PAGE_SIZE = 2000
 # Rows per IN request (get_many): big enough to save round trips, small enough for one
 # coordinator to answer quickly.
 _IN_CHUNK = 100
-
-
-# A zone-rules release's entry in zoned_versions outlives the entries it was written for by
-# this much, so one write covers a day of registrations that resolve with it.
-_VERSION_TTL_SLACK_S = 86_400
-
-
-class WrittenUntil(Generic[K]):
-    """Which small index rows this process has written, and until when they live: a row
-    is written again only for an entry that must outlive it. Per process, not shared:
-    every process writes each row once per period."""
-
-    def __init__(self) -> None:
-        self._expires_ms: dict[K, int] = {}
-
-    def claim(self, key: K, now_ms: int, ttl_s: int) -> int | None:
-        """The TTL to write the row with, or None if it is written and lives long enough."""
-        expires_ms = now_ms + ttl_s * 1000
-        if self._expires_ms.get(key, 0) >= expires_ms:
-            return None
-        self._expires_ms[key] = expires_ms
-        return ttl_s
-
-    def forget(self, key: K) -> None:
-        self._expires_ms.pop(key, None)
 
 
 # Write coalescing (``CassandraStore._coalesce``): at most this many registrations share one
@@ -143,6 +110,13 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         await driver.execute_unlogged(self._session, "+".join(name for name, _ in writes),
                                       [(self._prepared[name], params) for name, params in writes])
 
+    async def _run_conditional(self, writes: Sequence[tuple[str, Sequence[Any]]]
+                               ) -> list[dict[str, Any]]:
+        """Conditional writes to one partition as one request (``driver.execute_conditional``)."""
+        return await driver.execute_conditional(
+            self._session, "+".join(sorted({name for name, _ in writes})),
+            [(self._prepared[name], params) for name, params in writes])
+
     def _coalesce(self, clock: Clock) -> None:
         """Concurrent registrations share requests: their index entries go together in one
         unlogged batch, then their rows in another (each registration still writes its
@@ -159,6 +133,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self._history_writes: Batcher[Writes] = Batcher(
             self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
             linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
+        # The rows themselves, whose conditional writes share Paxos rounds per partition.
+        self._rows = TriggerRows(self._run, self._run_conditional, clock)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -170,33 +146,59 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
 
     # --- TriggerCatalog ----------------------------------------------------------------
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
-        # Index entries first, the row last: a crash in between leaves an index entry that
-        # points nowhere (ignored by every reader), never a row that no index can find.
-        # Cheaper than a logged batch (no batchlog round) with the same guarantee. Every
-        # write carries a timestamp fixed by the trigger, so a repeat rewrites identical
-        # cells; the row's is backdated below every LWT's (see schema.CREATE_BACKDATE_MS).
-        row_ts_us = (trigger.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
-        await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
-        row = ("create", [row_ts_us, *creation_values(trigger), trigger.trigger_id])
-        if len(trigger.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES:
+        # Index entries and the pointer first, the row last: a crash in between leaves
+        # entries and a pointer to no row (read as no trigger), never a row that no index
+        # can find. Cheaper than a logged batch (no batchlog round) with the same guarantee.
+        # Every write carries a timestamp fixed by the trigger, so a repeat rewrites
+        # identical cells; the row's is backdated below every LWT's (see
+        # schema.CREATE_BACKDATE_MS).
+        t = self._homed(trigger)
+        row_ts_us = (t.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
+        await self._write_index(t, index_ttl_s, t.created_at_ms * 1000, home_ts_us=row_ts_us)
+        await self._write_row(t, row_ts_us)
+
+    async def _write_row(self, t: Trigger, ts_us: int) -> None:
+        row = self._rows.create(t, ts_us)
+        if len(t.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES:
             await self._run(*row)  # alone: a batch of large rows would pass Cassandra's limits
         else:
             await self._row_writes.submit([row])
 
+    @staticmethod
+    def _homed(t: Trigger) -> Trigger:
+        """``t`` with its home: the fire time it is created with, unless it has one."""
+        return t if t.home_at_ms is not None else replace(t, home_at_ms=t.fire_at_ms)
+
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
-        # The index entries first, as in create; then the row with Paxos, which cannot take
-        # the backdated timestamp (an LWT's cells carry its ballot's), and needs none: no
-        # transition can have happened to a row that was not there.
-        await self._write_index(trigger, index_ttl_s, trigger.created_at_ms * 1000)
-        rows = await self._run("create_lwt", [*creation_values(trigger), trigger.trigger_id])
+        # The index entries first, as in create; then the pointer with Paxos (which cannot
+        # take the backdated timestamp, and needs none: no transition can have happened to
+        # a trigger that was not there), then the row.
+        t = self._homed(trigger)
+        assert t.home_at_ms is not None
+        await self._write_index(t, index_ttl_s, t.created_at_ms * 1000)
+        rows = await self._run("home_lwt", [t.home_at_ms, t.shard, t.trigger_id])
         if rows and rows[0].get(schema.LWT_APPLIED):
+            await self._rows.create_by_paxos(t)
             return None
-        # A condition on a column answers that column alone: read the row that won (Paxos
-        # committed it before ours was decided, so a quorum read sees it).
-        existing = await self.get(trigger.trigger_id)
-        if existing is None:
+        existing = await self.get(t.trigger_id)
+        if existing is not None:
+            return existing
+        # A pointer to no row: its creator stopped between the two (nobody was answered
+        # for it). The row goes where the pointer says if that is ours, else the pointer is
+        # moved to ours first (by Paxos: of two such repairs one wins, the other reads it).
+        home = rows[0].get(schema.COL_HOME_AT_MS) if rows else None
+        if home is None:
             # Gone between the two (it expired): nothing decided; the caller's retry is.
-            raise StoreError(f"trigger {trigger.trigger_id} vanished during its creation")
+            raise StoreError(f"trigger {t.trigger_id} vanished during its creation")
+        if home != t.home_at_ms:
+            moved = await self._run("home_repoint", [t.home_at_ms, t.trigger_id, home])
+            if not (moved and moved[0].get(schema.LWT_APPLIED)):
+                raise StoreError(f"trigger {t.trigger_id} is being created concurrently")
+        if await self._rows.create_by_paxos(t):
+            return None
+        existing = await self.get(t.trigger_id)
+        if existing is None:
+            raise StoreError(f"trigger {t.trigger_id} vanished during its creation")
         return existing
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
@@ -205,105 +207,99 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         await self._write_index(new, index_ttl_s, now_ms * 1000)
         return await self.compare_and_set(old, new)
 
-    async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int) -> None:
-        month = fire_month(t.fire_at_ms)
-        # Independent entries of several partitions: one unlogged batch, one round trip.
-        writes: list[tuple[str, Sequence[Any]]] = [
-            ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
-                        t.route.value, index_ttl_s, ts_us]),
-            ("by_caller", [t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us]),
-        ]
-        if t.tzdata_version is not None:
-            writes.append(("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
-                                         index_ttl_s, ts_us]))
-        # The two small "which partitions exist" tables: written once per process and
-        # period, with a TTL that covers every entry of it, not once per registration (they
-        # were one partition rewritten by every registration).
-        now_ms = ts_us // 1000
-        month_ttl_s = index_ttl_s + max(0, month_end_ms(month) - t.fire_at_ms) // 1000
-        month_write = self._months.claim((t.caller, month), now_ms, month_ttl_s)
-        if month_write is not None:
-            writes.append(("month_put", [t.caller, month, month_write, ts_us]))
-        version_write = (None if t.tzdata_version is None else self._versions.claim(
-            t.tzdata_version, now_ms, index_ttl_s + _VERSION_TTL_SLACK_S))
-        if version_write is not None:
-            writes.append(("version_put", [schema.ZONED_VERSIONS_KEY, t.tzdata_version,
-                                           version_write, ts_us]))
+    async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int, *,
+                           home_ts_us: int | None = None) -> None:
+        """The index entries of ``t``'s fire time; with ``home_ts_us`` also the pointer to
+        its row (a creation), written with that timestamp."""
+        writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._months, self._versions)
+        if home_ts_us is not None:
+            writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:
             await self._index_writes.submit(writes)
         except BaseException:
-            # Not known to be written: the next registration of the period writes it.
-            if month_write is not None:
-                self._months.forget((t.caller, month))
-            if version_write is not None and t.tzdata_version is not None:
-                self._versions.forget(t.tzdata_version)
+            unwritten()  # not known to be written: the next registration of the period is
             raise
 
     async def get(self, trigger_id: str) -> Trigger | None:
         rows = await self._run("get", [trigger_id])
-        return trigger_from_row(trigger_id, rows[0]) if rows else None
+        if not rows:
+            return None
+        row = rows[0]
+        if row[schema.COL_STATUS] is not None:
+            return trigger_from_row(trigger_id, row)  # an earlier release's whole row
+        home = row[schema.COL_HOME_AT_MS]
+        if home is None:
+            return None
+        return await self.get_at(trigger_id, home, row[schema.COL_SHARD])
+
+    async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        return await self._rows.get(trigger_id, home_at_ms, shard)
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         if len(trigger_ids) <= 1:
             return [await self.get(t) for t in trigger_ids]
         by_id: dict[str, Trigger | None] = {}
+        homes: list[tuple[str, int, int]] = []
         # One IN request per chunk: far less driver work per row than a request each.
         for i in range(0, len(trigger_ids), _IN_CHUNK):
             chunk = list(dict.fromkeys(trigger_ids[i:i + _IN_CHUNK]))
             for row in await self._run("get_in", [chunk]):
                 tid = row[schema.COL_TRIGGER_ID]
-                by_id[tid] = trigger_from_row(tid, row)
+                if row[schema.COL_STATUS] is not None:
+                    by_id[tid] = trigger_from_row(tid, row)  # an earlier release's row
+                elif row[schema.COL_HOME_AT_MS] is not None:
+                    homes.append((tid, row[schema.COL_HOME_AT_MS], row[schema.COL_SHARD]))
+        by_id.update(await self._rows.get_many(homes))
         return [by_id.get(t) for t in trigger_ids]
 
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
     ) -> bool:
-        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
         # Only the cells that change (a claim is a few columns, not the payload); a terminal
         # write rewrites every cell with the TTL so that the whole row expires.
         values = changed_values(old, new, rewrite=ttl_s is not None)
+        if old.home_at_ms is None:
+            found = await self._legacy_compare_and_set(old, new, values, ttl_s)
+            if isinstance(found, bool):
+                return found
+            old = found
+        applied = await self._rows.compare_and_set(
+            old, values, ttl_s=ttl_s,
+            alone=ttl_s is not None and len(new.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES)
+        if applied and ttl_s is not None:
+            assert old.home_at_ms is not None
+            # Finished: the pointer expires with the row. Best effort (the outcome is
+            # decided): a pointer left behind reads as no trigger once the row is gone.
+            with contextlib.suppress(StoreError):
+                await self._row_writes.submit([("home_ttl", [
+                    ttl_s, old.home_at_ms, old.shard, old.trigger_id])])
+        return applied
+
+    async def _legacy_compare_and_set(self, old: Trigger, new: Trigger, values: list[Any],
+                                      ttl_s: int | None) -> bool | Trigger:
+        """``compare_and_set`` of a copy that does not say where its row is: an earlier
+        release's row in ``triggers`` (whether it applied), else ``old`` with the home its
+        pointer names (False if it has none)."""
+        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
         if ttl_s is None:
             rows = await self._run("cas", [*values, new.trigger_id, *cond])
         else:
             rows = await self._run("cas_ttl", [ttl_s, *values, new.trigger_id, *cond])
-        return bool(rows and rows[0].get(schema.LWT_APPLIED))
+        if not rows or rows[0].get(schema.LWT_APPLIED):
+            return bool(rows)
+        if rows[0].get(schema.COL_STATUS) is not None:
+            return False
+        pointer = await self._run("get", [old.trigger_id])
+        home = pointer[0][schema.COL_HOME_AT_MS] if pointer else None
+        return False if home is None else replace(old, home_at_ms=home)
 
     async def list_by_caller(
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
         status: Status | None,
     ) -> ListPage:
-        month, after_ms, after_id = start
-        found: list[Trigger] = []
-        # Only the months that hold entries (a few, even ten years ahead).
-        used = [r[schema.COL_FIRE_MONTH] for r in await self._run(
-            "months", [caller, month, last_month])]
-        if not used:
-            return ListPage([], None)
-        if used[0] > month:
-            month, after_ms, after_id = used[0], _MIN_MS, ""
-        # Each round reads at most `limit` index entries from one month partition, then the
-        # rows themselves; filtering by status happens on the rows (the index has no status).
-        reads, rows_left = 0, self.list_max_rows
-        while (month <= last_month and len(found) < limit and reads < _LIST_MAX_READS
-               and rows_left > 0):
-            reads += 1
-            want = min(limit - len(found), rows_left)
-            rows = await self._run("list", [caller, month, after_ms, after_id, want])
-            rows_left -= len(rows)
-            triggers = await self.get_many([r[schema.COL_TRIGGER_ID] for r in rows])
-            for r, t in zip(rows, triggers, strict=True):
-                after_ms, after_id = r[schema.COL_FIRE_AT_MS], r[schema.COL_TRIGGER_ID]
-                # An entry for another fire time is a past occurrence (or an edit's old time):
-                # the trigger is listed once, at its current one.
-                if (t is not None and t.fire_at_ms == after_ms
-                        and (status is None or t.status is status)):
-                    found.append(t)
-            if len(rows) < want:
-                later = [m for m in used if m > month]
-                month = later[0] if later else next_month(last_month)
-                after_ms, after_id = _MIN_MS, ""
-        more = month <= last_month
-        return ListPage(found, (month, after_ms, after_id) if more else None)
+        return await list_page(self._run, self.get_many, caller, start=start,
+                               last_month=last_month, limit=limit, status=status,
+                               max_rows=self.list_max_rows)
 
     # --- SecretStore -------------------------------------------------------------------
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:

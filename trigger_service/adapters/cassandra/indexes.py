@@ -1,0 +1,126 @@
+"""The indexes that find triggers: the entries a trigger's fire time writes (the due index,
+the caller's listing, the zone-rules index and the two small "which partitions exist"
+tables), and a LIST page read through the listing index. Used by ``CassandraStore``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+from trigger_service.adapters import schema
+from trigger_service.core.model import (
+    Status,
+    Trigger,
+    bucket_minute,
+    fire_month,
+    month_end_ms,
+    next_month,
+)
+from trigger_service.core.ports import ListCursor, ListPage
+
+K = TypeVar("K")
+_MIN_MS = -(2**63)
+_LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usually a few)
+# A zone-rules release's entry in zoned_versions outlives the entries it was written for by
+# this much, so one write covers a day of registrations that resolve with it.
+_VERSION_TTL_SLACK_S = 86_400
+
+Write = tuple[str, Sequence[Any]]
+Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]
+GetMany = Callable[[Sequence[str]], Awaitable[list[Trigger | None]]]
+
+
+class WrittenUntil(Generic[K]):
+    """Which small index rows this process has written, and until when they live: a row
+    is written again only for an entry that must outlive it. Per process, not shared:
+    every process writes each row once per period."""
+
+    def __init__(self) -> None:
+        self._expires_ms: dict[K, int] = {}
+
+    def claim(self, key: K, now_ms: int, ttl_s: int) -> int | None:
+        """The TTL to write the row with, or None if it is written and lives long enough."""
+        expires_ms = now_ms + ttl_s * 1000
+        if self._expires_ms.get(key, 0) >= expires_ms:
+            return None
+        self._expires_ms[key] = expires_ms
+        return ttl_s
+
+    def forget(self, key: K) -> None:
+        self._expires_ms.pop(key, None)
+
+
+def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int,
+                 months: WrittenUntil[tuple[str, int]], versions: WrittenUntil[str]
+                 ) -> tuple[list[Write], Callable[[], None]]:
+    """The index entries of ``t``'s fire time (independent entries of several partitions,
+    for one unlogged batch), and what to call if they were not written (the small tables'
+    rows this claimed are then written by the next registration of their period)."""
+    month = fire_month(t.fire_at_ms)
+    writes: list[Write] = [
+        ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
+                    t.route.value, index_ttl_s, ts_us]),
+        ("by_caller", [t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us]),
+    ]
+    if t.tzdata_version is not None:
+        writes.append(("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
+                                     index_ttl_s, ts_us]))
+    # The two small "which partitions exist" tables: written once per process and period,
+    # with a TTL that covers every entry of it, not once per registration (they were one
+    # partition rewritten by every registration).
+    now_ms = ts_us // 1000
+    month_ttl_s = index_ttl_s + max(0, month_end_ms(month) - t.fire_at_ms) // 1000
+    month_write = months.claim((t.caller, month), now_ms, month_ttl_s)
+    if month_write is not None:
+        writes.append(("month_put", [t.caller, month, month_write, ts_us]))
+    version = t.tzdata_version
+    version_write = (None if version is None else versions.claim(
+        version, now_ms, index_ttl_s + _VERSION_TTL_SLACK_S))
+    if version_write is not None:
+        writes.append(("version_put", [schema.ZONED_VERSIONS_KEY, version, version_write,
+                                       ts_us]))
+
+    def unwritten() -> None:
+        if month_write is not None:
+            months.forget((t.caller, month))
+        if version_write is not None and version is not None:
+            versions.forget(version)
+
+    return writes, unwritten
+
+
+async def list_page(run: Run, get_many: GetMany, caller: str, *, start: ListCursor,
+                    last_month: int, limit: int, status: Status | None, max_rows: int
+                    ) -> ListPage:
+    """``TriggerCatalog.list_by_caller``, reading at most ``max_rows`` index entries."""
+    month, after_ms, after_id = start
+    found: list[Trigger] = []
+    # Only the months that hold entries (a few, even ten years ahead).
+    used = [r[schema.COL_FIRE_MONTH] for r in await run("months", [caller, month, last_month])]
+    if not used:
+        return ListPage([], None)
+    if used[0] > month:
+        month, after_ms, after_id = used[0], _MIN_MS, ""
+    # Each round reads at most `limit` index entries from one month partition, then the
+    # rows themselves; filtering by status happens on the rows (the index has no status).
+    reads, rows_left = 0, max_rows
+    while (month <= last_month and len(found) < limit and reads < _LIST_MAX_READS
+           and rows_left > 0):
+        reads += 1
+        want = min(limit - len(found), rows_left)
+        rows = await run("list", [caller, month, after_ms, after_id, want])
+        rows_left -= len(rows)
+        triggers = await get_many([r[schema.COL_TRIGGER_ID] for r in rows])
+        for r, t in zip(rows, triggers, strict=True):
+            after_ms, after_id = r[schema.COL_FIRE_AT_MS], r[schema.COL_TRIGGER_ID]
+            # An entry for another fire time is a past occurrence (or an edit's old time):
+            # the trigger is listed once, at its current one.
+            if (t is not None and t.fire_at_ms == after_ms
+                    and (status is None or t.status is status)):
+                found.append(t)
+        if len(rows) < want:
+            later = [m for m in used if m > month]
+            month = later[0] if later else next_month(last_month)
+            after_ms, after_id = _MIN_MS, ""
+    more = month <= last_month
+    return ListPage(found, (month, after_ms, after_id) if more else None)

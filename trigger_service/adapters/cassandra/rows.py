@@ -1,0 +1,176 @@
+"""Trigger rows in ``triggers_by_minute``: partitioned by (minute, shard) of the fire time a
+trigger was created with (its home, ``Trigger.home_at_ms``), so that the conditional writes
+of a wave (claims, outcomes, cancels) that share a partition go to Cassandra as one
+conditional ``BATCH``: one Paxos round for many triggers, not one each.
+
+Held by ``CassandraStore`` (which owns the connection and the pointers in ``triggers``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.batching import Batcher, ItemErrors
+from trigger_service.adapters.cassandra.statements import (
+    creation_values,
+    row_set_values,
+    trigger_from_row,
+)
+from trigger_service.core.model import Trigger, bucket_minute
+from trigger_service.core.ports import Clock
+
+Row = dict[str, Any]
+Run = Callable[[str, Sequence[Any]], Awaitable[list[Row]]]
+# Conditional statements (by name, with their values) on rows of one partition, as one
+# request; its rows (``driver.execute_conditional``).
+RunConditional = Callable[[Sequence[tuple[str, Sequence[Any]]]], Awaitable[list[Row]]]
+
+# Conditional writes waiting together (over every partition: each partition's go as one
+# batch), how long one waits for company at most, and how often a batch that lost on some
+# rows goes again without them before the rest go one by one.
+_COALESCE = 256
+_LINGER_MS = 2
+_FLUSHES = 64
+_BATCH_ROUNDS = 4
+# Rows per multi-row read (one partition's rows in one request).
+_IN_CHUNK = 100
+
+
+@dataclass(slots=True)
+class _Cas:
+    """One conditional write of a row, and whether it applied."""
+
+    key: list[Any]  # bucket_minute, shard, home_at_ms, trigger_id
+    cond: list[Any]  # the values TRIGGER_CAS_CONDITION's columns must have
+    statement: str
+    params: list[Any]
+    alone: bool  # too large to share a batch
+    applied: bool = False
+
+
+def row_key(trigger_id: str, shard: int, home_at_ms: int) -> list[Any]:
+    """The primary key of a trigger's row, in the statements' order."""
+    return [bucket_minute(home_at_ms), shard, home_at_ms, trigger_id]
+
+
+class TriggerRows:
+    def __init__(self, run: Run, run_conditional: RunConditional, clock: Clock) -> None:
+        self._run = run
+        self._run_conditional = run_conditional
+        self._cas: Batcher[_Cas] = Batcher(
+            self._flush, clock, max_batch=_COALESCE, linger_ms=_LINGER_MS,
+            max_concurrent_flushes=_FLUSHES)
+
+    def create(self, t: Trigger, ts_us: int) -> tuple[str, list[Any]]:
+        """The plain write that creates ``t``'s row (``t.home_at_ms`` set), with a fixed
+        timestamp: for the store to send alone or with others."""
+        assert t.home_at_ms is not None
+        return ("row_create", [ts_us, *row_set_values(creation_values(t)),
+                               *row_key(t.trigger_id, t.shard, t.home_at_ms)])
+
+    async def create_by_paxos(self, t: Trigger) -> bool:
+        """Create ``t``'s row by Paxos (its cells then carry a ballot's timestamp, so no
+        plain create of the id, backdated, can change them): whether it was written (False:
+        a row is there already). Raises ``StoreError``."""
+        assert t.home_at_ms is not None
+        rows = await self._run("row_create_lwt", [
+            *row_set_values(creation_values(t)), *row_key(t.trigger_id, t.shard, t.home_at_ms)])
+        return bool(rows and rows[0].get(schema.LWT_APPLIED))
+
+    async def get(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        rows = await self._run("row_get", row_key(trigger_id, shard, home_at_ms))
+        return trigger_from_row(trigger_id, rows[0]) if rows else None
+
+    async def get_many(self, homes: Sequence[tuple[str, int, int]]) -> dict[str, Trigger]:
+        """The rows of (trigger id, home, shard) that exist: one request per partition (and
+        per chunk of one), the partitions side by side."""
+        parts: dict[tuple[int, int], list[tuple[int, str]]] = {}
+        for trigger_id, home, shard in homes:
+            parts.setdefault((bucket_minute(home), shard), []).append((home, trigger_id))
+        reads = [self._run("row_get_in", [minute, shard, list({h for h, _ in chunk}),
+                                          [tid for _, tid in chunk]])
+                 for (minute, shard), rows in parts.items()
+                 for chunk in (rows[i:i + _IN_CHUNK] for i in range(0, len(rows), _IN_CHUNK))]
+        out: dict[str, Trigger] = {}
+        for found in await asyncio.gather(*reads):
+            for row in found:
+                tid = row[schema.COL_TRIGGER_ID]
+                t = trigger_from_row(tid, row)
+                if t is not None:
+                    out[tid] = t
+        return out
+
+    async def compare_and_set(self, old: Trigger, values: list[Any], *, ttl_s: int | None,
+                              alone: bool) -> bool:
+        """Write ``values`` (``TRIGGER_COLUMNS`` order, unset where unchanged) to ``old``'s
+        row iff its state is still ``old``'s; concurrent calls for one partition share a
+        Paxos round. ``alone``: a write too large to share a batch. Raises ``StoreError``
+        (a timeout leaves the outcome unknown)."""
+        assert old.home_at_ms is not None
+        key = row_key(old.trigger_id, old.shard, old.home_at_ms)
+        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
+        cas = _Cas(key, cond, "row_cas" if ttl_s is None else "row_cas_ttl",
+                   ([] if ttl_s is None else [ttl_s]) + [*row_set_values(values), *key, *cond],
+                   alone)
+        await self._cas.submit(cas)
+        return cas.applied
+
+    async def _flush(self, batch: Sequence[_Cas]) -> ItemErrors:
+        """One Paxos round per partition (``_partition``), the partitions side by side. A
+        partition's failure fails its writes alone."""
+        by_partition: dict[tuple[Any, ...], list[int]] = {}
+        for i, cas in enumerate(batch):
+            by_partition.setdefault((cas.key[0], cas.key[1]), []).append(i)
+        errors: dict[int, Exception] = {}
+
+        async def partition(positions: list[int]) -> None:
+            try:
+                await self._partition([batch[i] for i in positions])
+            except Exception as e:
+                errors.update(dict.fromkeys(positions, e))
+
+        await asyncio.gather(*(partition(p) for p in by_partition.values()))
+        return errors
+
+    async def _partition(self, writes: list[_Cas]) -> None:
+        """Conditional writes to rows of one partition, in batches: each row once per batch
+        (two conditions on one row would both be judged against the row before either: the
+        later write waits for the earlier's round), a large row alone."""
+        while writes:
+            seen: set[str] = set()
+            now: list[_Cas] = []
+            later: list[_Cas] = []
+            for w in writes:
+                (later if w.key[3] in seen else now).append(w)
+                seen.add(w.key[3])
+            writes = later
+            together = [w for w in now if not w.alone]
+            size = schema.ROWS_PER_CONDITIONAL_BATCH
+            rounds = [together[i:i + size] for i in range(0, len(together), size)]
+            rounds += [[w] for w in now if w.alone]
+            await asyncio.gather(*(self._rounds(r) for r in rounds))
+
+    async def _rounds(self, writes: list[_Cas]) -> None:
+        """One batch; if it did not apply, the rows whose state was not what their write
+        expected lost (another write came first, or the row is gone), and the others go
+        again without them."""
+        for _ in range(_BATCH_ROUNDS):
+            if not writes:
+                return
+            rows = await self._run_conditional([(w.statement, w.params) for w in writes])
+            if rows and rows[0].get(schema.LWT_APPLIED):
+                for w in writes:
+                    w.applied = True
+                return
+            if len(writes) == 1:
+                return
+            current = {(r[schema.COL_HOME_AT_MS], r[schema.COL_TRIGGER_ID]):
+                       [r.get(c) for c in schema.TRIGGER_CAS_CONDITION] for r in rows}
+            writes = [w for w in writes if current.get((w.key[2], w.key[3])) == w.cond]
+        for w in writes:  # contended round after round: each alone
+            rows = await self._run_conditional([(w.statement, w.params)])
+            w.applied = bool(rows and rows[0].get(schema.LWT_APPLIED))
