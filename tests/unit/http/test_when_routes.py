@@ -144,3 +144,16 @@ async def test_a_replay_echoes_the_first_requests_fire_time(api: Api) -> None:
     status, again, resp = await api.post(body, headers)
     assert status == 201 and resp.headers["Idempotent-Replayed"] == "true"
     assert again == first and again["resolved"]["fireAt"] == "2023-11-15T00:13:20.000Z"
+
+
+async def test_preview_refuses_the_channels_create_would_refuse(api: Api) -> None:
+    """Found by the fuzz test: a preview answered 200 to a body whose SMS number create
+    answers 400 to (the spec's schema is create's)."""
+    body = {"delaySeconds": 0, "channels": [{"type": "sms", "to": "7", "text": "0"}]}
+    status, answer = await preview(api, body)
+    assert status == 400 and answer["error"] == "invalid_request", answer
+    status, _, _ = await api.post(body)
+    assert status == 400
+    ok = {"delaySeconds": 0, "channels": [{"type": "sms", "to": "+15551234567", "text": "hi"}]}
+    status, answer = await preview(api, ok)
+    assert status == 200, answer

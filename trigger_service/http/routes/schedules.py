@@ -11,7 +11,7 @@ from aiohttp import web
 from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
-from trigger_service.core.notify_plan import plan_to_json
+from trigger_service.core.notify_plan import parse_plan, plan_to_json
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing, views
@@ -49,6 +49,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     if body.get("callbackUrl") is not None:
         await request.app[SERVICE_KEY].vet_callback(caller_of(request), parsing.parse_callback(
             body, caller_of(request)))
+    parse_plan(body)  # channels create would refuse are refused here too (the same 400)
     now_ms = runtime.clock.now_ms()
     req = parse_time_fields(body, now_ms)
     instants = preview(req, count=count, after_ms=after_ms,
