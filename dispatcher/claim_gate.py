@@ -9,6 +9,11 @@ messages due together are claimed one after the other over the seconds before th
 at the rate the store has shown it can take, rather than all at once at the last second.
 At most ``claim_concurrency`` claims are in flight at once (the driver pipelines them).
 
+Claims share Paxos rounds: the store writes the conditional writes of one partition that are
+in flight together as one batch. So a message whose claim time comes takes with it the held
+messages of its partition (``group``) due within ``min_lead_ms`` after it: a wave of one
+(minute, shard) is claimed in one round rather than one LWT each, a little ahead of time.
+
 The claim's LWT records the due time as the claim's start (``claimed_at_ms``), so an early
 claim does not go stale earlier than a late one. The claim is also what decides a race with a
 cancel: the API's cancel is an LWT conditioned on PENDING, the claim one conditioned on the
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Hashable
 from contextlib import asynccontextmanager
 
 from trigger_service.core.ports import Clock
@@ -43,6 +48,10 @@ class ClaimGate:
         self._slots = asyncio.Semaphore(concurrency)
         self._waiting: list[int] = []  # due times of held messages not yet claimed, sorted
         self._latency_ms = _INITIAL_LATENCY_MS
+        # Held messages by group (a partition): each one's due time and what wakes it when
+        # a mate's claim time comes.
+        self._groups: dict[Hashable, list[tuple[int, asyncio.Event]]] = {}
+        self.woken_total = 0  # claims taken early with a mate (a wave)
 
     @property
     def claim_cost_ms(self) -> float:
@@ -61,20 +70,33 @@ class ClaimGate:
         return min(self._max_lead_ms, self._min_lead_ms + int(ahead * self.claim_cost_ms))
 
     @asynccontextmanager
-    async def turn(self, due_ms: int, wait: asyncio.Event | None = None
-                   ) -> AsyncIterator[bool]:
+    async def turn(self, due_ms: int, wait: asyncio.Event | None = None,
+                   group: Hashable | None = None) -> AsyncIterator[bool]:
         """Wait for this message's claim time (or less, if ``wait`` is set meanwhile: the
-        dispatcher is stopping), then hold one of the claim slots for the block, which
-        runs the claim. Yields False if ``wait`` was set (nothing to claim)."""
+        dispatcher is stopping; or if a message of the same ``group`` due no more than
+        ``min_lead_ms`` earlier has its turn), then hold one of the claim slots for the
+        block, which runs the claim. Yields False if ``wait`` was set (nothing to claim)."""
         bisect.insort(self._waiting, due_ms)
+        mates = None if group is None else self._groups.setdefault(group, [])
+        me = (due_ms, asyncio.Event())
+        if mates is not None:
+            mates.append(me)
         try:
             ahead = bisect.bisect_left(self._waiting, due_ms + 1) - 1
             claim_at_ms = due_ms - self.lead_ms(ahead)
-            if not await sleep_until(self._clock, claim_at_ms, wait):
+            if not await sleep_until(self._clock, claim_at_ms, wait, me[1]):
                 yield False
                 return
+            if me[1].is_set():
+                self.woken_total += 1
+            elif mates is not None:
+                self._wake(mates, due_ms + self._min_lead_ms)
         finally:
             del self._waiting[bisect.bisect_left(self._waiting, due_ms)]
+            if mates is not None:
+                mates.remove(me)
+                if not mates:
+                    del self._groups[group]
         async with self._slots:
             started_ms = self._clock.now_ms()
             try:
@@ -82,26 +104,35 @@ class ClaimGate:
             finally:
                 self._observe(self._clock.now_ms() - started_ms)
 
+    @staticmethod
+    def _wake(mates: list[tuple[int, asyncio.Event]], until_ms: int) -> None:
+        for due_ms, woken in mates:
+            if due_ms <= until_ms:
+                woken.set()
+
     def _observe(self, latency_ms: int) -> None:
         self._latency_ms += _EWMA_WEIGHT * (latency_ms - self._latency_ms)
 
 
 
-async def sleep_until(clock: Clock, at_ms: int, wait: asyncio.Event | None) -> bool:
-    """Sleep until ``at_ms``, or less if ``wait`` is set meanwhile; False if it was."""
-    if wait is None:
+async def sleep_until(clock: Clock, at_ms: int, wait: asyncio.Event | None,
+                      woken: asyncio.Event | None = None) -> bool:
+    """Sleep until ``at_ms``, or less if ``wait`` or ``woken`` is set meanwhile; False if
+    ``wait`` was."""
+    if wait is None and woken is None:
         await clock.sleep_until_ms(at_ms)
         return True
-    if wait.is_set():
+    if wait is not None and wait.is_set():
         return False
     sleep = asyncio.ensure_future(clock.sleep_until_ms(at_ms))
-    stopping = asyncio.ensure_future(wait.wait())
+    events = [asyncio.ensure_future(e.wait()) for e in (wait, woken) if e is not None]
     try:
-        await asyncio.wait([sleep, stopping], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([sleep, *events], return_when=asyncio.FIRST_COMPLETED)
     finally:
         sleep.cancel()
-        stopping.cancel()
-    return not wait.is_set()
+        for e in events:
+            e.cancel()
+    return wait is None or not wait.is_set()
 
 
 class DueTimers:

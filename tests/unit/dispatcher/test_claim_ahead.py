@@ -34,13 +34,13 @@ START_MS = 1_700_000_000_000
 
 # --- the gate ---------------------------------------------------------------------------------
 async def _claim_times(gate: ClaimGate, clock: ManualClock, dues: list[int],
-                       until_ms: int) -> list[int | None]:
+                       until_ms: int, groups: list[str] | None = None) -> list[int | None]:
     """When each turn's block started, stepping the clock 10 ms at a time up to ``until_ms``
     (claims take no time here)."""
     started: list[int | None] = [None] * len(dues)
 
     async def one(i: int, due_ms: int) -> None:
-        async with gate.turn(due_ms) as go:
+        async with gate.turn(due_ms, None, groups[i] if groups else None) as go:
             assert go
             started[i] = clock.now_ms()
 
@@ -58,6 +58,19 @@ async def test_a_lone_message_is_claimed_at_the_minimum_lead() -> None:
     gate = ClaimGate(clock, min_lead_ms=1_000, max_lead_ms=15_000, concurrency=4)
     due = START_MS + 10_000
     assert await _claim_times(gate, clock, [due], due) == [due - 1_000]
+
+
+async def test_a_claim_takes_its_partition_mates_due_soon_along() -> None:
+    """The held messages of one group (a store partition) due within the minimum lead after
+    a claim are claimed with it, so that their claims share one Paxos round; a mate due
+    later, and a message of another group, wait for their own claim times."""
+    clock = ManualClock(START_MS)
+    gate = ClaimGate(clock, min_lead_ms=1_000, max_lead_ms=1_000, concurrency=8)
+    due = START_MS + 10_000
+    started = await _claim_times(gate, clock, [due, due + 600, due + 3_000, due + 600],
+                                 due + 3_000, groups=["a", "a", "a", "b"])
+    assert started == [due - 1_000, due - 1_000, due + 2_000, due - 400]
+    assert gate.woken_total == 1
 
 
 async def test_each_message_due_no_later_moves_the_claim_earlier_by_one_claim_cost() -> None:
