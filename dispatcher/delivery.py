@@ -53,7 +53,7 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import CallerRegistry, parse_callback_url
 from trigger_service.config.settings import Settings
 from trigger_service.core.lag import LagTally
-from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, bucket_minute
+from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
 from trigger_service.core.ports import (
     Channel,
     Clock,
@@ -68,7 +68,10 @@ log = structlog.get_logger("dispatcher")
 # A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
 # that starts late is given less time, down to this; with less left the claim is renewed.
 MIN_SEND_TIMEOUT_MS = 2_000
-FINISH_CONCURRENCY_WHILE_SENDING = 32
+# Outcomes recorded at once while sends are due: an outcome mostly waits (its write shares a
+# Paxos round with its wave's, waiting up to a few hundred ms for them), so the bound is on
+# the work after the wait, not on the waits.
+FINISH_CONCURRENCY_WHILE_SENDING = 256
 # A dispatcher that stops gives back the claims it took more than this ahead of their send.
 GIVE_BACK_AHEAD_MS = 2_000
 
@@ -105,7 +108,7 @@ def new_claim_id() -> str:
 def _partition(t: Trigger) -> tuple[int, int] | None:
     """The store partition of ``t``'s row, if known: claims of one share a Paxos round
     (``ClaimGate``)."""
-    return None if t.home_at_ms is None else (bucket_minute(t.home_at_ms), t.shard)
+    return None if t.home_at_ms is None else row_partition(t.home_at_ms, t.shard)
 
 
 @dataclass(frozen=True, slots=True)

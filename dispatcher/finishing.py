@@ -146,8 +146,10 @@ class Finishing:
         if t.schedule is not None and await self._move_on(m, t, fired=True):
             return
         new = series.finished(t, fired=True, now_ms=now_ms, error=None)
+        # Patient: nobody waits for it (the message goes in the background), so it shares a
+        # Paxos round with the other outcomes of its wave.
         applied = await self._store.compare_and_set(
-            t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
+            t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms), patient=True)
         if not applied:
             # Our claim was taken over while we delivered: the other one delivers too.
             self._metrics.inc("duplicate_deliveries_total")
@@ -165,7 +167,7 @@ class Finishing:
         if nxt is None:
             return False
         applied = await self._store.advance(
-            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms)
+            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms, patient=True)
         if not applied:
             # Taken over or cancelled meanwhile: whoever holds the row now moves it on.
             self._metrics.inc("duplicate_deliveries_total" if fired else "claim_lost_total")

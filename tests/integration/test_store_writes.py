@@ -18,7 +18,7 @@ from tests.contract.support import INDEX_TTL_S, make_trigger, unique, utc_ms
 from tests.integration.conftest import KEYSPACE
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.core.model import Status, Trigger, bucket_minute
+from trigger_service.core.model import Status, Trigger, row_partition
 
 pytestmark = pytest.mark.integration
 
@@ -39,10 +39,10 @@ def cells(store: CassandraStore, trigger_id: str, *cols: str) -> dict[str, Any]:
     home = where[schema.COL_HOME_AT_MS]
     what = ", ".join(f"{c}, WRITETIME({c}) AS wt_{c}, TTL({c}) AS ttl_{c}" for c in cols)
     row = store._session.execute(
-        f"SELECT {what} FROM {KEYSPACE}.{schema.TABLE_BY_MINUTE} WHERE "
-        f"{schema.COL_BUCKET_MINUTE} = %s AND {schema.COL_SHARD} = %s AND "
+        f"SELECT {what} FROM {KEYSPACE}.{schema.TABLE_BY_SECOND} WHERE "
+        f"{schema.COL_HOME_SECOND} = %s AND {schema.COL_ROW_SHARD} = %s AND "
         f"{schema.COL_HOME_AT_MS} = %s AND {schema.COL_TRIGGER_ID} = %s",
-        [bucket_minute(home), where[schema.COL_SHARD], home, trigger_id]).one()
+        [*row_partition(home, where[schema.COL_SHARD]), home, trigger_id]).one()
     assert row is not None
     return dict(row)
 

@@ -53,6 +53,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
+        trigger = _homed(trigger)
         self._index(trigger)
         # Like the real store's creation cells (timestamped by the creation time, older than
         # any Paxos write's): the later creation wins over a row only creations wrote, and
@@ -64,6 +65,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
 
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
         self._enter("create_if_absent")
+        trigger = _homed(trigger)
         self._index(trigger)
         existing = self.triggers.get(trigger.trigger_id)
         if existing is None:
@@ -100,10 +102,11 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         if key not in listing:
             bisect.insort(listing, key)
 
-    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
+                      patient: bool = False) -> bool:
         self._enter("advance")
         self._index(new)
-        return await self.compare_and_set(old, new)
+        return await self.compare_and_set(old, new, patient=patient)
 
     async def get(self, trigger_id: str) -> Trigger | None:
         self._enter("get")
@@ -119,7 +122,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         return t if t is not None and t.home_at_ms == home_at_ms and t.shard == shard else None
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         self._enter("compare_and_set")
         current = self.triggers.get(old.trigger_id)
@@ -261,3 +264,7 @@ class MemoryLease(Failing):
         self._enter("leave")
         self.members.pop(member, None)
 
+
+def _homed(t: Trigger) -> Trigger:
+    """As the real store keeps it: with its home (the fire time it is created with)."""
+    return t if t.home_at_ms is not None else replace(t, home_at_ms=t.fire_at_ms)

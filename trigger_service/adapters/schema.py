@@ -122,7 +122,7 @@ from typing import Final
 # --- Cassandra ---------------------------------------------------------------------------
 TABLE_TRIGGERS: Final = "triggers"
 TABLE_BUCKETS: Final = "trigger_buckets"
-TABLE_BY_MINUTE: Final = "triggers_by_minute"
+TABLE_BY_SECOND: Final = "triggers_by_second"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
 TABLE_SECRETS: Final = "signing_secrets"
@@ -200,11 +200,12 @@ TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
 # The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
 # with the id is there (a missing row's columns all read as null).
 TRIGGER_ABSENT_CONDITION: Final = "status"
-# triggers_by_minute: the row's key after (bucket_minute, shard), and where ``triggers`` says
-# a trigger's row is. Its columns are ``TRIGGER_COLUMNS`` (``shard`` being part of the key,
-# it is not in the SET of a write: ``ROW_SET_COLUMNS``).
+# triggers_by_second: the partition key (``core.model.row_partition``), the clustering key's
+# first column (the home), which is also where ``triggers`` says a trigger's row is. Its
+# other columns are ``TRIGGER_COLUMNS``.
+COL_HOME_SECOND: Final = "home_second"
+COL_ROW_SHARD: Final = "row_shard"
 COL_HOME_AT_MS: Final = "home_at_ms"
-ROW_SET_COLUMNS: Final = tuple(c for c in TRIGGER_COLUMNS if c != "shard")
 # Rows per conditional batch (one Paxos round): Cassandra warns above 5 KiB per batch and
 # fails at 50 KiB; a claim or an outcome sets a few small cells, a terminal write every cell
 # (which is why a row with a large payload goes alone).

@@ -34,7 +34,7 @@ Every method that talks to a dependency raises the adapter's ``AdapterError`` su
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from trigger_service.core.model import Route, Status, Trigger
@@ -100,15 +100,18 @@ class TriggerStates(Protocol):
         ...
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         """Write ``new`` iff status, claim_id, attempts and revision still equal ``old``'s;
-        with ``ttl_s`` the row then expires after that long (terminal states).
+        with ``ttl_s`` the row then expires after that long (terminal states). ``patient``:
+        the caller can wait a few hundred ms for the write to share its Paxos round with
+        others (an outcome nobody waits for).
         Returns whether it applied. Raises ``StoreError`` (outcome unknown on a timeout).
         """
         ...
 
-    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
+                      patient: bool = False) -> bool:
         """Move a trigger to another fire time (its next occurrence, or an edit): write the
         index entries for ``new.fire_at_ms`` first, then ``compare_and_set(old, new)``.
         Returns whether it applied. Raises ``StoreError``."""
@@ -191,8 +194,9 @@ class OutgoingMessage:
     trigger_id: str
     fire_at_ms: int
     delay_s: int
-    home_at_ms: int | None = None
-    shard: int | None = None
+    # Hints, not part of the message's value: the same message whether or not they are known.
+    home_at_ms: int | None = field(default=None, compare=False)
+    shard: int | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, t: Trigger, delay_s: int) -> OutgoingMessage:

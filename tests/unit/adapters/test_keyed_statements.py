@@ -56,9 +56,9 @@ class SpyStore(CassandraStore):
             key = tuple(params[-4:])
             if name == "row_create_lwt" and key in self.rows:
                 return [{schema.LWT_APPLIED: False}]
-            row = dict(zip(schema.ROW_SET_COLUMNS,
+            row = dict(zip(schema.TRIGGER_COLUMNS,
                            [None if v is UNSET_VALUE else v for v in values], strict=True))
-            self.rows[key] = row | {schema.COL_SHARD: key[1], schema.COL_HOME_AT_MS: key[2]}
+            self.rows[key] = row | {schema.COL_HOME_AT_MS: key[2]}
             return [{schema.LWT_APPLIED: True}]
         elif name == "get" and params[0] in self.pointers:
             return [self.pointers[params[0]]]

@@ -36,10 +36,10 @@ class RecordingStore(MemoryStore):
         self.index_ttls[trigger.trigger_id] = index_ttl_s
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         self.cas_ttls.append(ttl_s)
-        return await super().compare_and_set(old, new, ttl_s=ttl_s)
+        return await super().compare_and_set(old, new, ttl_s=ttl_s, patient=patient)
 
 
 class GatedStore(RecordingStore):

@@ -204,10 +204,10 @@ class ClaimedDuringCancel(RecordingStore):
     """The dispatcher claims the trigger between the cancel's read and its write."""
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         self.triggers[old.trigger_id] = old.with_status(Status.IN_FLIGHT, claim_id="c1")
-        return await super().compare_and_set(old, new, ttl_s=ttl_s)
+        return await super().compare_and_set(old, new, ttl_s=ttl_s, patient=patient)
 
 
 async def test_cancel_that_loses_to_a_claim_reports_in_flight() -> None:
@@ -222,7 +222,7 @@ async def test_cancel_that_loses_to_a_claim_reports_in_flight() -> None:
 
 class NeverApplies(RecordingStore):
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         await super().compare_and_set(old, old, ttl_s=ttl_s)  # counts the call, changes nothing
         return False

@@ -138,7 +138,7 @@ class AlwaysLosingStore(MemoryStore):
     """A store whose claim LWT never applies while the row stays PENDING (endless races)."""
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         self.calls["compare_and_set"] = self.calls.get("compare_and_set", 0) + 1
         return False

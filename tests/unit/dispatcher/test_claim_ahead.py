@@ -162,8 +162,8 @@ class SlowAnswerStore(MemoryStore):
         self.committed = asyncio.Event()
 
     async def compare_and_set(self, old: Trigger, new: Trigger, *,
-                              ttl_s: int | None = None) -> bool:
-        applied = await super().compare_and_set(old, new, ttl_s=ttl_s)
+                              ttl_s: int | None = None, patient: bool = False) -> bool:
+        applied = await super().compare_and_set(old, new, ttl_s=ttl_s, patient=patient)
         if applied and new.status is Status.IN_FLIGHT and old.status is Status.PENDING:
             self.committed.set()
             await self.answer.wait()
@@ -196,7 +196,10 @@ async def _cancel(env: Env, t: Trigger, offset_ms: int = 0) -> int:
 
 async def test_a_cancel_before_the_claim_wins_and_nothing_is_sent(env: Env) -> None:
     env.with_dispatch(claim_lead_ms=5_000)
-    t, other = await env.add(10_000), await env.add(10_000)
+    # Not in t's partition: a mate of t's would take t's claim along with its own, early
+    # (test_a_claim_takes_its_partition_mates_due_soon_along).
+    t = await env.add(10_000)
+    other = await env.add(10_000, shard=1, home_at_ms=t.fire_at_ms)
     await env.enqueue(t, other)
     d = env.dispatcher()
     tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]

@@ -1,7 +1,8 @@
-"""Trigger rows in ``triggers_by_minute``: partitioned by (minute, shard) of the fire time a
-trigger was created with (its home, ``Trigger.home_at_ms``), so that the conditional writes
-of a wave (claims, outcomes, cancels) that share a partition go to Cassandra as one
-conditional ``BATCH``: one Paxos round for many triggers, not one each.
+"""Trigger rows in ``triggers_by_second``: partitioned by the second of the fire time a
+trigger was created with (its home, ``Trigger.home_at_ms``) and a group of shards
+(``core.model.row_partition``), so that the conditional writes of a wave (claims, outcomes,
+cancels) that share a partition go to Cassandra as one conditional ``BATCH``: one Paxos round
+for many triggers, not one each.
 
 Held by ``CassandraStore`` (which owns the connection and the pointers in ``triggers``).
 """
@@ -17,10 +18,9 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.batching import Batcher, ItemErrors
 from trigger_service.adapters.cassandra.statements import (
     creation_values,
-    row_set_values,
     trigger_from_row,
 )
-from trigger_service.core.model import Trigger, bucket_minute
+from trigger_service.core.model import Trigger, row_partition
 from trigger_service.core.ports import Clock
 
 Row = dict[str, Any]
@@ -36,6 +36,9 @@ _COALESCE = 256
 _LINGER_MS = 2
 _FLUSHES = 64
 _BATCH_ROUNDS = 4
+# A patient write (an outcome nobody waits for) waits this long for company: the outcomes
+# of a wave come back over its second, and each partition's go in one round.
+_PATIENT_LINGER_MS = 250
 # Rows per multi-row read (one partition's rows in one request).
 _IN_CHUNK = 100
 
@@ -54,7 +57,7 @@ class _Cas:
 
 def row_key(trigger_id: str, shard: int, home_at_ms: int) -> list[Any]:
     """The primary key of a trigger's row, in the statements' order."""
-    return [bucket_minute(home_at_ms), shard, home_at_ms, trigger_id]
+    return [*row_partition(home_at_ms, shard), home_at_ms, trigger_id]
 
 
 class TriggerRows:
@@ -64,12 +67,15 @@ class TriggerRows:
         self._cas: Batcher[_Cas] = Batcher(
             self._flush, clock, max_batch=_COALESCE, linger_ms=_LINGER_MS,
             max_concurrent_flushes=_FLUSHES)
+        self._patient: Batcher[_Cas] = Batcher(
+            self._flush, clock, max_batch=_COALESCE, linger_ms=_PATIENT_LINGER_MS,
+            max_concurrent_flushes=_FLUSHES, eager=False)
 
     def create(self, t: Trigger, ts_us: int) -> tuple[str, list[Any]]:
         """The plain write that creates ``t``'s row (``t.home_at_ms`` set), with a fixed
         timestamp: for the store to send alone or with others."""
         assert t.home_at_ms is not None
-        return ("row_create", [ts_us, *row_set_values(creation_values(t)),
+        return ("row_create", [ts_us, *creation_values(t),
                                *row_key(t.trigger_id, t.shard, t.home_at_ms)])
 
     async def create_by_paxos(self, t: Trigger) -> bool:
@@ -78,7 +84,7 @@ class TriggerRows:
         a row is there already). Raises ``StoreError``."""
         assert t.home_at_ms is not None
         rows = await self._run("row_create_lwt", [
-            *row_set_values(creation_values(t)), *row_key(t.trigger_id, t.shard, t.home_at_ms)])
+            *creation_values(t), *row_key(t.trigger_id, t.shard, t.home_at_ms)])
         return bool(rows and rows[0].get(schema.LWT_APPLIED))
 
     async def get(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
@@ -90,10 +96,10 @@ class TriggerRows:
         per chunk of one), the partitions side by side."""
         parts: dict[tuple[int, int], list[tuple[int, str]]] = {}
         for trigger_id, home, shard in homes:
-            parts.setdefault((bucket_minute(home), shard), []).append((home, trigger_id))
-        reads = [self._run("row_get_in", [minute, shard, list({h for h, _ in chunk}),
+            parts.setdefault(row_partition(home, shard), []).append((home, trigger_id))
+        reads = [self._run("row_get_in", [second, group, list({h for h, _ in chunk}),
                                           [tid for _, tid in chunk]])
-                 for (minute, shard), rows in parts.items()
+                 for (second, group), rows in parts.items()
                  for chunk in (rows[i:i + _IN_CHUNK] for i in range(0, len(rows), _IN_CHUNK))]
         out: dict[str, Trigger] = {}
         for found in await asyncio.gather(*reads):
@@ -105,18 +111,19 @@ class TriggerRows:
         return out
 
     async def compare_and_set(self, old: Trigger, values: list[Any], *, ttl_s: int | None,
-                              alone: bool) -> bool:
+                              alone: bool, patient: bool = False) -> bool:
         """Write ``values`` (``TRIGGER_COLUMNS`` order, unset where unchanged) to ``old``'s
         row iff its state is still ``old``'s; concurrent calls for one partition share a
-        Paxos round. ``alone``: a write too large to share a batch. Raises ``StoreError``
-        (a timeout leaves the outcome unknown)."""
+        Paxos round. ``alone``: a write too large to share a batch; ``patient``: it waits
+        up to ``_PATIENT_LINGER_MS`` for company. Raises ``StoreError`` (a timeout leaves
+        the outcome unknown)."""
         assert old.home_at_ms is not None
         key = row_key(old.trigger_id, old.shard, old.home_at_ms)
         cond = [old.status.value, old.claim_id, old.attempts, old.revision]
         cas = _Cas(key, cond, "row_cas" if ttl_s is None else "row_cas_ttl",
-                   ([] if ttl_s is None else [ttl_s]) + [*row_set_values(values), *key, *cond],
+                   ([] if ttl_s is None else [ttl_s]) + [*values, *key, *cond],
                    alone)
-        await self._cas.submit(cas)
+        await (self._patient if patient else self._cas).submit(cas)
         return cas.applied
 
     async def _flush(self, batch: Sequence[_Cas]) -> ItemErrors:

@@ -64,7 +64,7 @@ def queries(keyspace: str) -> dict[str, str]:
         # A small table (one row per counter name): reading it whole is the point.
         "counters_get": f"SELECT {s.COL_COUNTER_NAME}, {s.COL_COUNTER_VALUE} FROM {counters}",
     } | (_trigger_queries(t) | _legacy_idempotency_queries(idem)
-         | _row_queries(f"{keyspace}.{s.TABLE_BY_MINUTE}"))
+         | _row_queries(f"{keyspace}.{s.TABLE_BY_SECOND}"))
 
 
 def _trigger_queries(t: str) -> dict[str, str]:
@@ -100,10 +100,10 @@ def _trigger_queries(t: str) -> dict[str, str]:
 
 
 def _row_queries(rows: str) -> dict[str, str]:
-    """``triggers_by_minute``: a trigger's row in the partition of its home minute."""
-    key = (f"{s.COL_BUCKET_MINUTE} = ? AND {s.COL_SHARD} = ? AND {s.COL_HOME_AT_MS} = ? "
+    """``triggers_by_second``: a trigger's row in the partition of its home second."""
+    key = (f"{s.COL_HOME_SECOND} = ? AND {s.COL_ROW_SHARD} = ? AND {s.COL_HOME_AT_MS} = ? "
            f"AND {s.COL_TRIGGER_ID} = ?")
-    cols = ", ".join(f"{c} = ?" for c in s.ROW_SET_COLUMNS)
+    cols = ", ".join(f"{c} = ?" for c in s.TRIGGER_COLUMNS)
     cond = "IF " + " AND ".join(f"{c} = ?" for c in s.TRIGGER_CAS_CONDITION)
     select = f"{s.COL_TRIGGER_ID}, {s.COL_HOME_AT_MS}, {', '.join(s.TRIGGER_COLUMNS)}"
     return {
@@ -115,8 +115,8 @@ def _row_queries(rows: str) -> dict[str, str]:
         "row_get": f"SELECT {select} FROM {rows} WHERE {key}",
         # Rows of one partition in one request: each id has one row, at its home, so the
         # product of the two lists matches only the rows asked for.
-        "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_BUCKET_MINUTE} = ? "
-        f"AND {s.COL_SHARD} = ? AND {s.COL_HOME_AT_MS} IN ? AND {s.COL_TRIGGER_ID} IN ?",
+        "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_HOME_SECOND} = ? "
+        f"AND {s.COL_ROW_SHARD} = ? AND {s.COL_HOME_AT_MS} IN ? AND {s.COL_TRIGGER_ID} IN ?",
         "row_cas": f"UPDATE {rows} SET {cols} WHERE {key} {cond}",
         "row_cas_ttl": f"UPDATE {rows} USING TTL ? SET {cols} WHERE {key} {cond}",
     }
@@ -169,11 +169,6 @@ def changed_values(old: Trigger, new: Trigger, *, rewrite: bool) -> list[Any]:
         else:
             out.append(UNSET_VALUE)
     return out
-
-
-def row_set_values(values: list[Any]) -> list[Any]:
-    """Values in ``TRIGGER_COLUMNS`` order → in ``ROW_SET_COLUMNS`` order (no shard)."""
-    return [v for c, v in zip(s.TRIGGER_COLUMNS, values, strict=True) if c != s.COL_SHARD]
 
 
 def creation_values(t: Trigger) -> list[Any]:

@@ -201,11 +201,12 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             raise StoreError(f"trigger {t.trigger_id} vanished during its creation")
         return existing
 
-    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int) -> bool:
+    async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
+                      patient: bool = False) -> bool:
         # The new fire time's index entries first (new keys: plain inserts), then the LWT.
         # If the LWT loses, the entries point at a row that is elsewhere: readers skip them.
         await self._write_index(new, index_ttl_s, now_ms * 1000)
-        return await self.compare_and_set(old, new)
+        return await self.compare_and_set(old, new, patient=patient)
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int, *,
                            home_ts_us: int | None = None) -> None:
@@ -253,7 +254,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         return [by_id.get(t) for t in trigger_ids]
 
     async def compare_and_set(
-        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None
+        self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         # Only the cells that change (a claim is a few columns, not the payload); a terminal
         # write rewrites every cell with the TTL so that the whole row expires.
@@ -264,7 +265,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
                 return found
             old = found
         applied = await self._rows.compare_and_set(
-            old, values, ttl_s=ttl_s,
+            old, values, ttl_s=ttl_s, patient=patient,
             alone=ttl_s is not None and len(new.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES)
         if applied and ttl_s is not None:
             assert old.home_at_ms is not None
