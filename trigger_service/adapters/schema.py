@@ -2,25 +2,43 @@
 
 Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infra/cql/``):
 
-- ``triggers``            one row per trigger, by ``trigger_id``. Created with a plain UPDATE
-                          (no row marker) so that the terminal transition, which rewrites every
-                          column ``USING TTL`` retention, makes the whole row expire. Every
-                          change after creation is an LWT, whose cells carry Paxos (server)
-                          timestamps; the creation cells are written ``USING TIMESTAMP`` the
-                          creation time minus ``CREATE_BACKDATE_MS``, so that no API host whose
-                          clock runs ahead can shadow a later transition (a cancel that answers
-                          200 and a trigger that fires anyway), and a repeated create (the
-                          idempotent repair) rewrites identical cells that lose to every
-                          transition.
+- ``triggers_by_second``  one row per trigger: partition (``home_second``, ``row_shard``) =
+                          ``core.model.row_partition`` of its home (``home_at_ms``: the fire
+                          time it was created with, which never changes as the trigger moves
+                          on, so the row never moves) and shard; clustering (``home_at_ms``,
+                          ``trigger_id``). A wave due in one second shares 8 partitions: the
+                          conditional writes of one partition that are in flight together
+                          (claims, outcomes, cancels, edits) go as one conditional BATCH, one
+                          Paxos round (``adapters.cassandra.rows``). Created with a plain
+                          UPDATE (no row marker) so that the terminal transition, which
+                          rewrites every column ``USING TTL`` retention, makes the whole row
+                          expire. Every change after creation is an LWT, whose cells carry
+                          Paxos (server) timestamps; the creation cells are written ``USING
+                          TIMESTAMP`` the creation time minus ``CREATE_BACKDATE_MS``, so that
+                          no API host whose clock runs ahead can shadow a later transition (a
+                          cancel that answers 200 and a trigger that fires anyway), and a
+                          repeated create (the idempotent repair) rewrites identical cells that
+                          lose to every transition.
                           A keyed registration's row (its id derived from caller and
                           Idempotency-Key) is also the key's record: ``request_hash`` and
                           ``registered_fire_at_ms`` (the fire time its key answers). Written
                           with plain writes; only without Redis (or when a key's owner did not
                           answer in time) by Paxos: ``UPDATE ... IF status = null`` (no INSERT:
                           its row marker would outlive the terminal TTL).
+                          Size: at 1,000 triggers a second, 125 rows per partition.
                           Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished,
                           a keyed row at least until its registered fire time +
                           ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+- ``triggers``            by ``trigger_id``: where the trigger's row is (``home_at_ms``,
+                          ``shard``), written before the row (a pointer to no row reads as no
+                          trigger: a crash between the two leaves nothing that fires), never
+                          changed, given the row's TTL once the trigger is finished; the
+                          Paxos create takes the pointer by ``IF home_at_ms = null AND status =
+                          null``. The rows of triggers created by releases before
+                          ``triggers_by_second`` are whole rows here (``status`` set, no
+                          ``home_at_ms``), read and moved through the state machine here (one
+                          LWT each) until they end. A queue message carries the home and
+                          shard, so the dispatcher reads the row without the pointer.
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
