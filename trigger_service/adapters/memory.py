@@ -53,7 +53,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
-        trigger = _homed(trigger)
+        trigger = trigger.homed()
         self._index(trigger)
         # Like the real store's creation cells (timestamped by the creation time, older than
         # any Paxos write's): the later creation wins over a row only creations wrote, and
@@ -65,7 +65,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
 
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
         self._enter("create_if_absent")
-        trigger = _homed(trigger)
+        trigger = trigger.homed()
         self._index(trigger)
         existing = self.triggers.get(trigger.trigger_id)
         if existing is None:
@@ -263,8 +263,3 @@ class MemoryLease(Failing):
     async def leave(self, member: str) -> None:
         self._enter("leave")
         self.members.pop(member, None)
-
-
-def _homed(t: Trigger) -> Trigger:
-    """As the real store keeps it: with its home (the fire time it is created with)."""
-    return t if t.home_at_ms is not None else replace(t, home_at_ms=t.fire_at_ms)

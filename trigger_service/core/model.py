@@ -125,6 +125,11 @@ class Trigger:
         started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
         return started_ms + callback_timeout_ms + CLAIM_STALE_SLACK_MS
 
+    def homed(self) -> Trigger:
+        """This trigger with its home set: the fire time it is created with, unless it has
+        one (what a store keeps when it creates it)."""
+        return self if self.home_at_ms is not None else replace(self, home_at_ms=self.fire_at_ms)
+
     def with_status(self, status: Status, **changes: object) -> Trigger:
         """A copy in ``status`` with ``changes`` applied (the value itself never changes)."""
         return replace(self, status=status, **changes)  # type: ignore[arg-type]

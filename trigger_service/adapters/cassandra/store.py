@@ -152,7 +152,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # Every write carries a timestamp fixed by the trigger, so a repeat rewrites
         # identical cells; the row's is backdated below every LWT's (see
         # schema.CREATE_BACKDATE_MS).
-        t = self._homed(trigger)
+        t = trigger.homed()
         row_ts_us = (t.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await self._write_index(t, index_ttl_s, t.created_at_ms * 1000, home_ts_us=row_ts_us)
         await self._write_row(t, row_ts_us)
@@ -164,16 +164,11 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         else:
             await self._row_writes.submit([row])
 
-    @staticmethod
-    def _homed(t: Trigger) -> Trigger:
-        """``t`` with its home: the fire time it is created with, unless it has one."""
-        return t if t.home_at_ms is not None else replace(t, home_at_ms=t.fire_at_ms)
-
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
         # The index entries first, as in create; then the pointer with Paxos (which cannot
         # take the backdated timestamp, and needs none: no transition can have happened to
         # a trigger that was not there), then the row.
-        t = self._homed(trigger)
+        t = trigger.homed()
         assert t.home_at_ms is not None
         await self._write_index(t, index_ttl_s, t.created_at_ms * 1000)
         rows = await self._run("home_lwt", [t.home_at_ms, t.shard, t.trigger_id])
