@@ -83,11 +83,16 @@ class DueScan:
         self._scanned_until: dict[int, int] = {}
         # shard -> open trigger id -> its re-sends so far
         self._watched: dict[int, dict[str, _Watched]] = {}
+        # shard -> how often it was forgotten: a pass that began before a forget must not
+        # write its cursor and watch back over the new ownership's fresh start.
+        self._forgotten: dict[int, int] = {}
 
     def forget(self, shard: int) -> None:
-        """Stop healing a shard (it changed owner)."""
+        """Stop healing a shard (it changed owner). A pass over it still running ends
+        without effect, so a shard owned again starts ``TRIGGER_HEAL_LOOKBACK_S`` back."""
         self._scanned_until.pop(shard, None)
         self._watched.pop(shard, None)
+        self._forgotten[shard] = self._forgotten.get(shard, 0) + 1
 
     async def run_once(self, shards: Iterable[int]) -> HealReport:
         """One pass over ``shards``; raises adapter errors (the next pass retries: the cursor
@@ -129,9 +134,12 @@ class DueScan:
     async def _shard(self, shard: int, now_ms: int) -> tuple[int, list[Trigger]]:
         """Scan one shard; returns (entries read, the overdue triggers to re-send)."""
         until_ms = now_ms - self._grace_ms
+        epoch = self._forgotten.get(shard, 0)
         start_ms = self._scanned_until.get(shard, now_ms - self._lookback_ms)
         entries = (await self._store.bucket_entries(shard, start_ms, until_ms)
                    if until_ms > start_ms else [])
+        if self._forgotten.get(shard, 0) != epoch:
+            return len(entries), []
         watched = dict(self._watched.get(shard, {}))
         for e in entries:
             watched.setdefault(e.trigger_id, _Watched())
@@ -139,6 +147,8 @@ class DueScan:
         rows: list[Trigger | None] = []
         for i in range(0, len(ids), _READ_CHUNK):
             rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
+        if self._forgotten.get(shard, 0) != epoch:
+            return len(entries), []
         still: dict[str, _Watched] = {}
         overdue: list[Trigger] = []
         for tid, t in zip(ids, rows, strict=True):

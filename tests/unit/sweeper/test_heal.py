@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports import BucketEntry, OutgoingMessage
 from trigger_service.platform.metrics import InMemoryMetrics
 
 START_MS = 1_800_000_000_000
@@ -173,3 +174,36 @@ async def test_a_store_error_leaves_the_cursor_for_the_next_pass() -> None:
     del w.store.failures["get_many"]
     await w.scan.run_once([0])
     assert w.resent() == [t.trigger_id]
+
+
+async def test_a_pass_running_while_its_shard_changes_owner_does_not_undo_the_fresh_start(
+) -> None:
+    """Seen in a chaos run: a Redis FLUSHALL took the leases while a pass was reading; the
+    shard was owned again at once, and the old pass wrote its cursor and its (now empty)
+    watch back, so a watched overdue trigger was never looked at again."""
+    w = World()
+    overdue = await w.add(0)
+    await w.queue.send_many([OutgoingMessage("someone-else", START_MS, 0)])  # a backlog
+    w.queue.sent.clear()
+    w.clock.advance_ms(GRACE_MS + 1)
+    assert (await w.scan.run_once([0])).deferred == 1  # watched, not re-sent yet
+    reading, go_on = asyncio.Event(), asyncio.Event()
+    read = w.store.bucket_entries
+
+    async def slow_read(shard: int, start_ms: int, until_ms: int) -> list[BucketEntry]:
+        reading.set()
+        await go_on.wait()
+        return await read(shard, start_ms, until_ms)
+
+    w.store.bucket_entries = slow_read  # type: ignore[method-assign,assignment]
+    w.clock.advance_ms(2_000)
+    running = asyncio.create_task(w.scan.run_once([0]))
+    await reading.wait()
+    w.scan.forget(0)  # the lease is lost (and this process owns the shard again)
+    go_on.set()
+    await running
+    w.store.bucket_entries = read  # type: ignore[method-assign]
+    await w.take_all()  # the backlog is gone
+    w.clock.advance_ms(2_000)
+    assert (await w.scan.run_once([0])).resent == 1
+    assert w.resent() == [overdue.trigger_id]
