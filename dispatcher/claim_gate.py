@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import asyncio
 import bisect
-from collections.abc import AsyncIterator, Hashable
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Hashable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 
 from trigger_service.core.ports import Clock
 
@@ -179,3 +179,34 @@ class DueTimers:
         del self._timers[key]
         if not fut.done():
             fut.set_result(woke)
+
+
+class Mates:
+    """Set when a delivery's send is over: whether mates of its wave (its partition's other
+    claimed deliveries) are still being sent, so that its outcome may wait for theirs."""
+
+    waiting = False
+
+
+class Waves:
+    """Claimed deliveries per partition, each from its claim to its send's answer."""
+
+    def __init__(self) -> None:
+        self._open: dict[Hashable, int] = {}
+
+    @contextmanager
+    def open(self, group: Hashable | None) -> Iterator[Mates]:
+        mates = Mates()
+        if group is None:
+            yield mates
+            return
+        self._open[group] = self._open.get(group, 0) + 1
+        try:
+            yield mates
+        finally:
+            left = self._open[group] - 1
+            if left:
+                self._open[group] = left
+            else:
+                del self._open[group]
+            mates.waiting = left > 0

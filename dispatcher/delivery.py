@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
-from dispatcher.claim_gate import ClaimGate, DueTimers
+from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
@@ -141,6 +141,7 @@ class Delivery:
         self._timers = DueTimers(deps.clock)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
+        self._wave = Waves()  # who may wait for company when recording an outcome
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
                               max_lead_ms=self._d.claim_lead_max_ms,
                               concurrency=self._d.claim_concurrency)
@@ -193,13 +194,14 @@ class Delivery:
                 claimed = await self._claim(m, t, held)
             if not isinstance(claimed, _Claimed):
                 return claimed
-            outcome = await self._send_when_due(m, claimed, hidden_until_ms, stopping)
+            with self._wave.open(_partition(t)) as mates:
+                outcome = await self._send_when_due(m, claimed, hidden_until_ms, stopping)
         if isinstance(outcome, Attempted):
             async with self._finish_slot():
                 # The history and the outcome are independent writes: side by side.
                 history = asyncio.ensure_future(self.finishing.record_attempt(outcome))
                 try:
-                    await self.finishing.record_outcome(m, outcome)
+                    await self.finishing.record_outcome(m, outcome, patient=mates.waiting)
                 finally:
                     await history
             return None

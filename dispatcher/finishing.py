@@ -136,27 +136,29 @@ class Finishing:
         self._metrics.inc("dead_lettered_total", reason=reason.value)
 
     async def record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
-                            ctx: dict[str, object]) -> None:
+                            ctx: dict[str, object], *, patient: bool = False) -> None:
         now_ms = self._clock.now_ms()
         self._metrics.inc("deliveries_total", outcome="fired", caller=t.caller)
         # Debug, not info: a line per delivery is most of a busy dispatcher's log cost (the
         # counters and the attempt history say the same).
         log.debug("delivered", **ctx, status_code=result.status_code,
                  lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
-        if t.schedule is not None and await self._move_on(m, t, fired=True):
+        if t.schedule is not None and await self._move_on(m, t, fired=True, patient=patient):
             return
         new = series.finished(t, fired=True, now_ms=now_ms, error=None)
-        # Patient: nobody waits for it (the message goes in the background), so it shares a
-        # Paxos round with the other outcomes of its wave.
+        # Patient: nobody waits for it (the message goes in the background), so it may share
+        # a Paxos round with the other outcomes of its wave.
         applied = await self._store.compare_and_set(
-            t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms), patient=True)
+            t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms),
+            patient=patient)
         if not applied:
             # Our claim was taken over while we delivered: the other one delivers too.
             self._metrics.inc("duplicate_deliveries_total")
             log.warning("fired_not_recorded_claim_lost", **ctx)
         await self._visibility.delete_quietly(m)
 
-    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool) -> bool:
+    async def _move_on(self, m: ReceivedMessage, t: Trigger, *, fired: bool,
+                       patient: bool = False) -> bool:
         """Point a scheduled trigger at its next occurrence in one LWT (finishing this one);
         its message becomes the next one's, or goes if the sweeper will promote it. False
         when the schedule has no next occurrence (the caller then finishes the trigger)."""
@@ -167,7 +169,7 @@ class Finishing:
         if nxt is None:
             return False
         applied = await self._store.advance(
-            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms, patient=True)
+            t, nxt, self._s.index_ttl_s(nxt.fire_at_ms, now_ms), now_ms, patient=patient)
         if not applied:
             # Taken over or cancelled meanwhile: whoever holds the row now moves it on.
             self._metrics.inc("duplicate_deliveries_total" if fired else "claim_lost_total")
@@ -194,11 +196,15 @@ class Finishing:
             self._metrics.inc("attempt_record_failures_total")
             log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
 
-    async def record_outcome(self, m: ReceivedMessage, a: Attempted) -> None:
+    async def record_outcome(self, m: ReceivedMessage, a: Attempted, *,
+                             patient: bool = False) -> None:
+        """Record an attempt's outcome. ``patient``: others of its wave are still being
+        delivered, so a FIRED may wait for theirs to share a Paxos round (alone, it goes at
+        once: the wait is also how long a SIGKILL would deliver it twice)."""
         t, result = a.trigger, a.result
         ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
         if result.ok:
-            await self.record_fired(m, t, result, ctx)
+            await self.record_fired(m, t, result, ctx, patient=patient)
             return
         self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dispatcher.claim_gate import ClaimGate, DueTimers
+from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
 from trigger_service.adapters.memory import MemoryStore
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
@@ -71,6 +71,50 @@ async def test_a_claim_takes_its_partition_mates_due_soon_along() -> None:
                                  due + 3_000, groups=["a", "a", "a", "b"])
     assert started == [due - 1_000, due - 1_000, due + 2_000, due - 400]
     assert gate.woken_total == 1
+
+
+def test_an_outcome_waits_for_company_only_while_mates_of_its_wave_are_being_sent() -> None:
+    """The last of a wave to be answered (and a lone delivery) records its outcome at once:
+    waiting would only widen the window in which a SIGKILL delivers it twice."""
+    waves = Waves()
+    with waves.open("a") as first, waves.open("a") as second, waves.open("b") as other:
+        with waves.open(None) as homeless:
+            pass
+        with waves.open("a") as third:
+            pass
+    assert third.waiting and second.waiting and not first.waiting
+    assert not other.waiting and not homeless.waiting
+
+
+class PatienceSpy(MemoryStore):
+    """Records, for each FIRED write, whether it was allowed to wait for company."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fired_patient: dict[str, bool] = {}
+
+    async def compare_and_set(self, old: Trigger, new: Trigger, *,
+                              ttl_s: int | None = None, patient: bool = False) -> bool:
+        if new.status is Status.FIRED:
+            self.fired_patient[new.trigger_id] = patient
+        return await super().compare_and_set(old, new, ttl_s=ttl_s, patient=patient)
+
+
+async def test_fired_is_patient_only_while_a_mate_is_still_being_sent(env: Env) -> None:
+    env.store = store = PatienceSpy()
+    env.with_dispatch(claim_lead_ms=1_000)
+    a = await env.add(10_000)
+    b = await env.add(10_000, shard=a.shard + 8, home_at_ms=a.home_at_ms)  # a's partition
+    lone = await env.add(20_000, shard=a.shard + 1, home_at_ms=a.fire_at_ms + 10_000)
+    await env.enqueue(a, b, lone)
+    d = env.dispatcher()
+    tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
+    for at_ms in (a.fire_at_ms - 1_000, a.fire_at_ms, lone.fire_at_ms):  # claims, sends
+        env.clock.set_ms(at_ms)
+        await settle()
+    await asyncio.gather(*tasks)
+    assert sorted(store.fired_patient[t.trigger_id] for t in (a, b)) == [False, True]
+    assert store.fired_patient[lone.trigger_id] is False
 
 
 async def test_each_message_due_no_later_moves_the_claim_earlier_by_one_claim_cost() -> None:
