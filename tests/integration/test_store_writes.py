@@ -259,3 +259,71 @@ async def test_a_row_of_an_earlier_release_is_read_and_moved_where_it_is(
     assert await store.compare_and_set(unread, unread.with_status(Status.CANCELLED))
     assert (await read(store, new.trigger_id)).status is Status.CANCELLED
     assert pointer(store, new.trigger_id)[schema.COL_STATUS] is None
+
+
+async def legacy_row(store: CassandraStore, caller: str, fire_at_ms: int) -> Trigger:
+    """A trigger as an earlier release wrote it: its whole row in ``triggers``."""
+    from cassandra.query import UNSET_VALUE
+
+    from trigger_service.adapters.cassandra.statements import row_values
+    old = make_trigger(caller, fire_at_ms)
+    await store._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
+    values = [UNSET_VALUE if v is None else v for v in row_values(old).values()]
+    await store._run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
+    return await read(store, old.trigger_id)
+
+
+DAY_MS = 86_400_000
+
+
+async def test_a_series_of_an_earlier_release_moves_at_its_next_step(
+        store: CassandraStore) -> None:
+    """Its next occurrence's row is made in triggers_by_second and the whole row becomes a
+    pointer to it, in one step that applies once; from then on it is this release's."""
+    old = await legacy_row(store, unique("legacy-"), utc_ms(2031, 9, 1, 9))
+    assert old.home_at_ms is None
+    stepped = old.with_status(Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
+                              revision=(old.revision or 0) + 1)
+    assert await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
+    where = pointer(store, old.trigger_id)
+    assert where[schema.COL_STATUS] is None
+    assert where[schema.COL_HOME_AT_MS] == stepped.fire_at_ms
+    leftover = store._session.execute(
+        f"SELECT payload, revision FROM {KEYSPACE}."
+        f"{schema.TABLE_TRIGGERS} WHERE {schema.COL_TRIGGER_ID} = %s", [old.trigger_id]).one()
+    assert leftover is not None and list(leftover.values()) == [None, None]  # nothing of the old row
+    now = await read(store, old.trigger_id)
+    assert now == stepped and now.home_at_ms == stepped.fire_at_ms
+    assert not await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
+    claimed = now.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
+    assert await store.compare_and_set(now, claimed)
+    assert await store.get_at(old.trigger_id, stepped.fire_at_ms, old.shard) == claimed
+
+
+async def test_a_step_of_an_earlier_release_that_loses_leaves_no_row_behind(
+        store: CassandraStore) -> None:
+    """A cancel ordered before the step's move: the step loses, the whole row stays
+    cancelled where it is, and the row made for the move is gone again."""
+    old = await legacy_row(store, unique("legacy-"), utc_ms(2031, 9, 2, 9))
+    assert await store.compare_and_set(old, old.with_status(Status.CANCELLED,
+                                                            revision=(old.revision or 0) + 1))
+    stepped = old.with_status(Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
+                              revision=(old.revision or 0) + 1)
+    assert not await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
+    assert pointer(store, old.trigger_id)[schema.COL_STATUS] == Status.CANCELLED.value
+    assert (await read(store, old.trigger_id)).status is Status.CANCELLED
+    assert await store.get_at(old.trigger_id, stepped.fire_at_ms, old.shard) is None
+
+
+async def test_a_copy_without_its_home_steps_where_its_pointer_says(
+        store: CassandraStore) -> None:
+    """A trigger of this release, stepped from a copy built without its home: no move."""
+    t = make_trigger(unique("homeless-"), utc_ms(2031, 9, 3, 9))
+    await store.create(t, INDEX_TTL_S)
+    unread = replace(t, home_at_ms=None)
+    stepped = unread.with_status(Status.PENDING, fire_at_ms=t.fire_at_ms + DAY_MS,
+                                 revision=(t.revision or 0) + 1)
+    assert await store.advance(unread, stepped, INDEX_TTL_S, stepped.created_at_ms)
+    assert pointer(store, t.trigger_id)[schema.COL_HOME_AT_MS] == t.fire_at_ms
+    assert await store.get_at(t.trigger_id, stepped.fire_at_ms, t.shard) is None
+    assert (await read(store, t.trigger_id)).fire_at_ms == stepped.fire_at_ms

@@ -94,6 +94,11 @@ def _trigger_queries(t: str) -> dict[str, str]:
         f"IF {s.COL_HOME_AT_MS} = ?",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
+        # An earlier release's whole row becomes a pointer to the row just created for it
+        # (a series' step: ``CassandraStore.advance``), if its state is still the one read.
+        "legacy_move": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ?, "
+        + ", ".join(f"{c} = null" for c in s.TRIGGER_COLUMNS if c != s.COL_SHARD)
+        + f" WHERE {key} {cond}",
         # How an earlier release created a row (kept for the tests that write one).
         "legacy_create": f"UPDATE {t} USING TIMESTAMP ? SET {cols} WHERE {key}",
     }
@@ -117,6 +122,9 @@ def _row_queries(rows: str) -> dict[str, str]:
         # product of the two lists matches only the rows asked for.
         "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_HOME_SECOND} = ? "
         f"AND {s.COL_ROW_SHARD} = ? AND {s.COL_HOME_AT_MS} IN ? AND {s.COL_TRIGGER_ID} IN ?",
+        # A row created for an earlier release's trigger whose move then lost (nothing
+        # points at it, and only its creator could have).
+        "row_drop_lwt": f"DELETE FROM {rows} WHERE {key} IF EXISTS",
         "row_cas": f"UPDATE {rows} SET {cols} WHERE {key} {cond}",
         "row_cas_ttl": f"UPDATE {rows} USING TTL ? SET {cols} WHERE {key} {cond}",
     }

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
@@ -27,6 +26,7 @@ from trigger_service.adapters.cassandra.dead_letters import (
 )
 from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
+from trigger_service.adapters.cassandra.legacy import LegacyRows
 from trigger_service.adapters.cassandra.rows import TriggerRows
 from trigger_service.adapters.cassandra.statements import (
     changed_values,
@@ -135,6 +135,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
         self._rows = TriggerRows(self._run, self._run_conditional, clock)
+        self._legacy = LegacyRows(self._run, self._rows)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -201,6 +202,10 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # The new fire time's index entries first (new keys: plain inserts), then the LWT.
         # If the LWT loses, the entries point at a row that is elsewhere: readers skip them.
         await self._write_index(new, index_ttl_s, now_ms * 1000)
+        if old.home_at_ms is None:  # an earlier release's row (as read): it moves now
+            moved = await self._legacy.move_at_step(old, new)
+            if moved is not None:
+                return moved
         return await self.compare_and_set(old, new, patient=patient)
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int, *,
@@ -255,7 +260,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # write rewrites every cell with the TTL so that the whole row expires.
         values = changed_values(old, new, rewrite=ttl_s is not None)
         if old.home_at_ms is None:
-            found = await self._legacy_compare_and_set(old, new, values, ttl_s)
+            found = await self._legacy.compare_and_set(old, new, values, ttl_s)
             if isinstance(found, bool):
                 return found
             old = found
@@ -270,24 +275,6 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
                 await self._row_writes.submit([("home_ttl", [
                     ttl_s, old.home_at_ms, old.shard, old.trigger_id])])
         return applied
-
-    async def _legacy_compare_and_set(self, old: Trigger, new: Trigger, values: list[Any],
-                                      ttl_s: int | None) -> bool | Trigger:
-        """``compare_and_set`` of a copy that does not say where its row is: an earlier
-        release's row in ``triggers`` (whether it applied), else ``old`` with the home its
-        pointer names (False if it has none)."""
-        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
-        if ttl_s is None:
-            rows = await self._run("cas", [*values, new.trigger_id, *cond])
-        else:
-            rows = await self._run("cas_ttl", [ttl_s, *values, new.trigger_id, *cond])
-        if not rows or rows[0].get(schema.LWT_APPLIED):
-            return bool(rows)
-        if rows[0].get(schema.COL_STATUS) is not None:
-            return False
-        pointer = await self._run("get", [old.trigger_id])
-        home = pointer[0][schema.COL_HOME_AT_MS] if pointer else None
-        return False if home is None else replace(old, home_at_ms=home)
 
     async def list_by_caller(
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
