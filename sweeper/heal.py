@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -58,6 +58,8 @@ class HealQueue(Enqueuer, QueueDepth, Protocol):
 
 @dataclass(frozen=True, slots=True)
 class _Watched:
+    home_at_ms: int | None  # where its row is, as its index entry said (None: ask `triggers`)
+    shard: int
     resent_at_ms: int = 0
     resends: int = 0
 
@@ -116,8 +118,9 @@ class DueScan:
                 [OutgoingMessage.of(t, 0) for t in overdue])
         for t in overdue:
             shard_watch = self._watched.setdefault(t.shard, {})
-            before = shard_watch.get(t.trigger_id, _Watched())
-            shard_watch[t.trigger_id] = _Watched(now_ms, before.resends + 1)
+            before = shard_watch.get(t.trigger_id, _Watched(t.home_at_ms, t.shard))
+            shard_watch[t.trigger_id] = replace(before, resent_at_ms=now_ms,
+                                                resends=before.resends + 1)
             self._metrics.inc("overdue_resent_total")
             log.warning("overdue_resent", trigger_id=t.trigger_id, caller=t.caller,
                         status=t.status.value, attempt=t.attempts, route=t.route.value,
@@ -142,11 +145,14 @@ class DueScan:
             return len(entries), []
         watched = dict(self._watched.get(shard, {}))
         for e in entries:
-            watched.setdefault(e.trigger_id, _Watched())
+            watched.setdefault(e.trigger_id, _Watched(e.home_at_ms, e.shard))
         ids = list(watched)
+        where = [(tid, w.home_at_ms, w.shard) for tid, w in watched.items()]
         rows: list[Trigger | None] = []
-        for i in range(0, len(ids), _READ_CHUNK):
-            rows += await self._store.get_many(ids[i:i + _READ_CHUNK])
+        for i in range(0, len(where), _READ_CHUNK):
+            # Rows read where the entries say (one request per row partition), not through
+            # each trigger's pointer.
+            rows += await self._store.get_many_at(where[i:i + _READ_CHUNK])
         if self._forgotten.get(shard, 0) != epoch:
             return len(entries), []
         still: dict[str, _Watched] = {}

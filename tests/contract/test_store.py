@@ -56,6 +56,22 @@ async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: S
     assert page.triggers == [cancelled]
     entries = await store.bucket_entries(shard, t.fire_at_ms - 1, t.fire_at_ms)
     assert entries == [BucketEntry(t.trigger_id, t.fire_at_ms, shard, t.route)]
+    assert entries[0].home_at_ms == t.fire_at_ms  # where its row is, for the due-scan
+
+
+async def test_get_many_at_reads_where_the_index_says_and_through_the_pointer_else(
+    store: Store,
+) -> None:
+    caller = unique("caller-")
+    a, b, c = (make_trigger(caller, utc_ms(2031, 2, 4, h), shard=_shard()) for h in (1, 2, 3))
+    await _create(store, a, b, c)
+    got = await store.get_many_at([
+        (a.trigger_id, a.fire_at_ms, a.shard),  # its home: read there
+        (b.trigger_id, None, b.shard),  # not known: through the pointer
+        (c.trigger_id, c.fire_at_ms + 1_000, c.shard),  # not its home: no row there
+        ("trg_missing", None, 0),
+    ])
+    assert got == [a, b, None, None]
 
 
 async def test_compare_and_set_applies_only_when_status_claim_attempts_and_revision_match(

@@ -291,7 +291,8 @@ async def test_a_series_of_an_earlier_release_moves_at_its_next_step(
     leftover = store._session.execute(
         f"SELECT payload, revision FROM {KEYSPACE}."
         f"{schema.TABLE_TRIGGERS} WHERE {schema.COL_TRIGGER_ID} = %s", [old.trigger_id]).one()
-    assert leftover is not None and list(leftover.values()) == [None, None]  # nothing of the old row
+    # Nothing of the old row is left.
+    assert leftover is not None and list(leftover.values()) == [None, None]
     now = await read(store, old.trigger_id)
     assert now == stepped and now.home_at_ms == stepped.fire_at_ms
     assert not await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)

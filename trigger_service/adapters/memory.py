@@ -93,7 +93,8 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         if trigger.tzdata_version is not None:
             self.zoned.setdefault((trigger.tzdata_version, trigger.shard), set()).add(
                 trigger.trigger_id)
-        entry = BucketEntry(trigger.trigger_id, trigger.fire_at_ms, trigger.shard, trigger.route)
+        entry = BucketEntry(trigger.trigger_id, trigger.fire_at_ms, trigger.shard, trigger.route,
+                            trigger.home_at_ms)
         bucket = self.buckets.setdefault((bucket_minute(trigger.fire_at_ms), trigger.shard), [])
         if entry not in bucket:
             bisect.insort(bucket, entry, key=lambda e: (e.fire_at_ms, e.trigger_id))
@@ -115,6 +116,16 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         self._enter("get_many")
         return [self.triggers.get(t) for t in trigger_ids]
+
+    async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
+                          ) -> list[Trigger | None]:
+        self._enter("get_many")
+        return [self.triggers.get(tid) if home is None else self._at(tid, home, shard)
+                for tid, home, shard in where]
+
+    def _at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        t = self.triggers.get(trigger_id)
+        return t if t is not None and t.home_at_ms == home_at_ms and t.shard == shard else None
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         self._enter("get")

@@ -71,6 +71,8 @@ class BucketEntry:
     fire_at_ms: int
     shard: int
     route: Route
+    # Where its row is (None: an earlier release's row); not part of the entry's identity.
+    home_at_ms: int | None = field(default=None, compare=False)
 
 
 ListCursor = tuple[int, int, str]  # (fire_month, fire_at_ms, trigger_id) of the last one seen
@@ -91,6 +93,13 @@ class TriggerStates(Protocol):
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         """``get`` for each id, concurrently, in order. Raises ``StoreError``."""
+        ...
+
+    async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
+                          ) -> list[Trigger | None]:
+        """``get_many`` of (trigger id, home, shard), in order: ``get_at`` where the home
+        is known (a due-index entry carries it), ``get`` where it is None. Raises
+        ``StoreError``."""
         ...
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:

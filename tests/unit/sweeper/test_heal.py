@@ -37,6 +37,7 @@ class World:
                     now + fire_in_ms, now, shard, route)
         await self.store.create(t, 3600)
         if changes:
+            t = self.store.triggers[t.trigger_id]  # as stored (with its home)
             self.store.triggers[t.trigger_id] = t.with_status(
                 changes.pop("status", Status.PENDING), **changes)  # type: ignore[arg-type]
         return self.store.triggers[t.trigger_id]

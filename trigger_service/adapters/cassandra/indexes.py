@@ -7,6 +7,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
+from cassandra.query import UNSET_VALUE
+
 from trigger_service.adapters import schema
 from trigger_service.core.model import (
     Status,
@@ -59,7 +61,8 @@ def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int,
     month = fire_month(t.fire_at_ms)
     writes: list[Write] = [
         ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
-                    t.route.value, index_ttl_s, ts_us]),
+                    t.route.value, UNSET_VALUE if t.home_at_ms is None else t.home_at_ms,
+                    index_ttl_s, ts_us]),
         ("by_caller", [t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us]),
     ]
     if t.tzdata_version is not None:

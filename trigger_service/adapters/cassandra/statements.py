@@ -29,8 +29,8 @@ def queries(keyspace: str) -> dict[str, str]:
             s.TABLE_ZONED_VERSIONS, s.TABLE_SECRETS))
     return {
         "bucket": f"INSERT INTO {buckets} ({s.COL_BUCKET_MINUTE}, {s.COL_SHARD}, "
-        f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}) VALUES (?, ?, ?, ?, ?) "
-        "USING TTL ? AND TIMESTAMP ?",
+        f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}, {s.COL_HOME_AT_MS}) "
+        "VALUES (?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
         "by_caller": f"INSERT INTO {by_caller} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
         "month_put": f"INSERT INTO {months} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}) VALUES (?, ?) "
@@ -52,7 +52,8 @@ def queries(keyspace: str) -> dict[str, str]:
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
         f"AND ({s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) > (?, ?) LIMIT ?",
         "ping": "SELECT release_version FROM system.local",
-        "bucket_scan": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH} "
+        "bucket_scan": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}, "
+        f"{s.COL_HOME_AT_MS} "
         f"FROM {buckets} WHERE {s.COL_BUCKET_MINUTE} = ? AND {s.COL_SHARD} = ? "
         f"AND {s.COL_FIRE_AT_MS} > ? AND {s.COL_FIRE_AT_MS} <= ?",
         "cursor_get": f"SELECT {s.COL_SHARD}, {s.COL_PROMOTED_UNTIL_MS} FROM {cursors} "

@@ -236,6 +236,15 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         return await self._rows.get(trigger_id, home_at_ms, shard)
 
+    async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
+                          ) -> list[Trigger | None]:
+        homed = [w for w in where if w[1] is not None]
+        found: dict[str, Trigger | None] = dict(await self._rows.get_many(
+            [(tid, home, shard) for tid, home, shard in homed if home is not None]))
+        rest = [tid for tid, home, _ in where if home is None]
+        found.update(zip(rest, await self.get_many(rest), strict=True))
+        return [found.get(tid) for tid, _, _ in where]
+
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         if len(trigger_ids) <= 1:
             return [await self.get(t) for t in trigger_ids]
@@ -345,7 +354,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
                 rows, state = await driver.execute_page(
                     self._session, "bucket scan", stmt, state)
                 out.extend(BucketEntry(r[schema.COL_TRIGGER_ID], r[schema.COL_FIRE_AT_MS], shard,
-                                       Route(r[schema.COL_PATH])) for r in rows)
+                                       Route(r[schema.COL_PATH]), r[schema.COL_HOME_AT_MS])
+                           for r in rows)
                 if state is None:
                     break
         return out
