@@ -23,6 +23,7 @@ from trigger_service.config.production import check_production
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError, TriggerError
 from trigger_service.platform.counters import CounterFlusher
+from trigger_service.platform.heap import settle_heap
 from trigger_service.platform.logs import configure_logging
 from trigger_service.platform.metrics import CONTENT_TYPE, metrics_authorized
 from trigger_service.platform.supervisor import Runner, every, supervise
@@ -60,6 +61,7 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
         if component.report:
             runners["report"] = _reporter(log, name, runtime, component)
         log.info(f"{name}_started", **component.status())
+        settle_heap()
         return await supervise(runners, grace_s=component.grace_s)
     finally:
         if component is not None:
