@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
@@ -22,10 +23,21 @@ SETTINGS = Settings()
 TIMEOUT_MS = int(SETTINGS.dispatch.callback_timeout_s * 1000)
 
 
+class CountingStore(MemoryStore):
+    """Counts the rows the scan reads."""
+
+    rows_read = 0
+
+    async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
+                          ) -> list[Trigger | None]:
+        self.rows_read += len(where)
+        return await super().get_many_at(where)
+
+
 class World:
     def __init__(self, settings: Settings = SETTINGS) -> None:
         self.clock = ManualClock(START_MS)
-        self.store = MemoryStore()
+        self.store = CountingStore()
         self.queue = MemoryQueue(self.clock)
         self.metrics = InMemoryMetrics()
         self.scan = DueScan(settings, self.store, self.queue, self.clock, self.metrics)
@@ -80,9 +92,47 @@ async def test_no_resend_while_sqs_holds_a_backlog_as_large_as_the_overdue() -> 
     report = await w.scan.run_once([0])
     assert (report.resent, report.deferred) == (0, 3) and w.resent() == []
     assert w.metrics.snapshot() == {"heal_deferred_total": 3}
+    assert w.store.rows_read == 0  # not even read while the backlog covers them
     await w.take_all()  # received (and lost): the backlog is gone
     await w.scan.run_once([0])
+    assert w.resent() == []  # looked at again a grace later
+    w.clock.advance_ms(GRACE_MS)
+    await w.scan.run_once([0])
     assert sorted(w.resent()) == sorted(t.trigger_id for t in overdue)
+
+
+@pytest.mark.parametrize("stored", [10, 300])
+async def test_what_the_scan_reads_does_not_grow_with_what_is_stored(stored: int) -> None:
+    """Daily series that have fired once: each first occurrence's entry is read once; the
+    next occurrences (a day ahead) are not watched, their own entries bring them back."""
+    w = World()
+    for _ in range(stored):
+        first = await w.add(0)
+        nxt = first.with_status(Status.PENDING, fire_at_ms=first.fire_at_ms + 86_400_000,
+                                revision=(first.revision or 0) + 1)
+        assert await w.store.advance(first, nxt, 3600, w.clock.now_ms())
+    w.clock.advance_ms(GRACE_MS + 1)
+    first_pass = await w.scan.run_once([0])
+    assert (first_pass.scanned, first_pass.watched, w.store.rows_read) == (stored, 0, stored)
+    for _ in range(5):
+        w.clock.advance_ms(5_000)
+        await w.scan.run_once([0])
+    assert w.store.rows_read == stored  # nothing more, however many are stored
+    assert w.resent() == []
+
+
+async def test_a_retry_is_not_read_again_before_it_could_be_overdue() -> None:
+    w = World()
+    t = await w.add(0, attempts=1, next_attempt_at_ms=START_MS + 60_000)
+    w.clock.advance_ms(GRACE_MS + 1)
+    assert (await w.scan.run_once([0])).watched == 1
+    read = w.store.rows_read
+    while w.clock.now_ms() <= START_MS + 60_000 + GRACE_MS:
+        await w.scan.run_once([0])
+        w.clock.advance_ms(5_000)
+    assert w.store.rows_read == read  # waited, unread, until its retry time and the grace
+    await w.scan.run_once([0])
+    assert w.resent() == [t.trigger_id] and w.store.rows_read == read + 1
 
 
 @pytest.mark.parametrize("route", [Route.DIRECT, Route.SWEEP])
