@@ -43,6 +43,8 @@ redis_start() {
         --port "$REDIS_PORT" \
         --save '' \
         --appendonly no \
+        --maxmemory "${REDIS_MAXMEMORY:-256mb}" \
+        --maxmemory-policy volatile-lru \
         --pidfile "$(pid_file redis)" \
         --logfile "$(redis_log)" \
         --dir "$REDIS_DIR" \

@@ -12,7 +12,8 @@ GET PX 10 s`` (``IdempotencyCache.claim``).
   Redis may have lost the entry of a key used before) and, concurrently, the ``idempotency``
   table of earlier releases. Found: a replay. Absent: the trigger is created with plain
   writes, enqueued, and ``done`` (id, fire time, hash) is written to Redis for fire time +
-  ``TRIGGER_IDEMPOTENCY_RETENTION_S``. An owner that fails (a store error, a full quota, a
+  ``TRIGGER_IDEMPOTENCY_RETENTION_S``, at most a day (``CACHE_MAX_MS``: Redis is a cache
+  here; a replay after that reads the row). An owner that fails (a store error, a full quota, a
   reused key) deletes its claim, so the caller's retry owns the key at once; if the failed
   write landed after all (a timeout), the retry's read finds the row and replays it.
 - ``done``: a replay straight from Redis.
@@ -81,6 +82,8 @@ log = structlog.get_logger(__name__)
 # deciding in Cassandra itself, and how often it looks.
 _WAIT_MS = 2_000
 _POLL_MS = 20
+# At most this long a key's done entry stays in Redis (a replay after it reads the row).
+CACHE_MAX_MS = 86_400_000
 # How often a process asks whether the earlier releases' idempotency table holds anything.
 _LEGACY_PROBE_MS = 60_000
 
@@ -263,8 +266,11 @@ class IdempotentRegistration:
 
     async def _cache_done(self, t: Trigger, idem_key: str, request_hash: str, trigger_id: str,
                           fire_at_ms: int) -> None:
-        # Only the fast path for the next replay: on its errors Cassandra answers that one.
-        ttl_ms = (max(0, fire_at_ms - self._clock.now_ms()) // 1000 + self._retention_s) * 1000
+        # Only the fast path for the next replay: on its errors Cassandra answers that one,
+        # and so it does after the entry expired (the row keeps the key's promise). So the
+        # entry lives as long as retries are likely, not until a fire time years ahead.
+        ttl_ms = min(CACHE_MAX_MS, (max(0, fire_at_ms - self._clock.now_ms()) // 1000
+                                    + self._retention_s) * 1000)
         entry = CachedKey(True, request_hash, trigger_id, fire_at_ms)
         try:
             await self._cache.put_done(t.caller, idem_key, entry, ttl_ms)

@@ -21,7 +21,7 @@ from tests.unit.app.support import (
     request,
 )
 from trigger_service.adapters.memory_limits import MemoryPendingQuota
-from trigger_service.app.idempotency import Registered
+from trigger_service.app.idempotency import CACHE_MAX_MS, Registered
 from trigger_service.app.quota import QuotaGate
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import (
@@ -318,10 +318,14 @@ async def test_done_entry_and_keyed_row_outlive_the_key_promise() -> None:
     env = make_env()
     first = await reg(env, "k1", delay_ms=60 * DAY_MS)  # fires long after the retention
     ttl_s = 60 * DAY_MS // 1000 + SETTINGS.idempotency_retention_s
-    assert env.cache.entries[("orders", "k1")][1] == NOW_MS + ttl_s * 1000
+    # Redis holds the done entry a day at most (not 60 days): a cache, not the record.
+    assert env.cache.entries[("orders", "k1")][1] == NOW_MS + CACHE_MAX_MS
     await env.service.cancel("orders", first.trigger_id)
     # Cancelled now, the row must still answer the key until fire time + retention.
     assert env.store.cas_ttls[-1] == ttl_s > SETTINGS.retention_s
+    env.clock.advance_ms(CACHE_MAX_MS + 1)  # the done entry is gone: the row answers
+    again = await reg(env, "k1", delay_ms=60 * DAY_MS - CACHE_MAX_MS - 1)
+    assert again == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
     plain = await env.service.register("orders", request(env, 60 * DAY_MS), None, "h")
     await env.service.cancel("orders", plain.trigger_id)
     assert env.store.cas_ttls[-1] == SETTINGS.retention_s
