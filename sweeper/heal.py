@@ -100,7 +100,7 @@ class DueScan:
         self._clock = clock
         self._metrics = metrics
         self._scanned_until: dict[int, int] = {}
-        # shard -> open trigger id -> its re-sends so far
+        # shard -> open trigger id -> where its row is, when to look at it, its re-sends
         self._watched: dict[int, dict[str, _Watched]] = {}
         # shard -> how often it was forgotten: a pass that began before a forget must not
         # write its cursor and watch back over the new ownership's fresh start.
@@ -127,8 +127,8 @@ class DueScan:
         scanned = sum(p.scanned for p in parts)
         wanted = sum(len(p.to_read) for p in parts)
         if wanted and await self._queue.visible_backlog() >= wanted:
+            later = now_ms + self._grace_ms
             for p in parts:
-                later = now_ms + self._grace_ms
                 self._settle(p, {**p.resting, **{
                     tid: replace(w, look_at_ms=later) for tid, w in p.to_read.items()}})
             self._metrics.inc("heal_deferred_total", wanted)
