@@ -129,8 +129,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         self._enter("get")
-        t = self.triggers.get(trigger_id)
-        return t if t is not None and t.home_at_ms == home_at_ms and t.shard == shard else None
+        return self._at(trigger_id, home_at_ms, shard)
 
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False

@@ -18,6 +18,7 @@ from typing import Any
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.rows import Run, TriggerRows, row_key
+from trigger_service.adapters.cassandra.statements import cas_condition
 from trigger_service.core.model import Trigger
 
 
@@ -31,7 +32,7 @@ class LegacyRows:
         """``compare_and_set`` of a copy that does not say where its row is: an earlier
         release's row in ``triggers`` (whether it applied), else ``old`` with the home its
         pointer names (False if it has none)."""
-        cond = _condition(old)
+        cond = cas_condition(old)
         if ttl_s is None:
             rows = await self._run("cas", [*values, new.trigger_id, *cond])
         else:
@@ -56,7 +57,7 @@ class LegacyRows:
             return None
         assert moved.home_at_ms is not None
         rows = await self._run("legacy_move", [
-            moved.home_at_ms, old.trigger_id, *_condition(old)])
+            moved.home_at_ms, old.trigger_id, *cas_condition(old)])
         if rows and rows[0].get(schema.LWT_APPLIED):
             return True
         if rows:
@@ -67,7 +68,3 @@ class LegacyRows:
         # A whole row whose state moved on lost; a pointer (this release's trigger, or one
         # moved already) is for the caller to step where it points.
         return False if rows and rows[0].get(schema.COL_STATUS) is not None else None
-
-
-def _condition(old: Trigger) -> list[Any]:
-    return [old.status.value, old.claim_id, old.attempts, old.revision]

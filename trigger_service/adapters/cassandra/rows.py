@@ -17,6 +17,7 @@ from typing import Any
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import Batcher, ItemErrors
 from trigger_service.adapters.cassandra.statements import (
+    cas_condition,
     creation_values,
     trigger_from_row,
 )
@@ -119,7 +120,7 @@ class TriggerRows:
         the outcome unknown)."""
         assert old.home_at_ms is not None
         key = row_key(old.trigger_id, old.shard, old.home_at_ms)
-        cond = [old.status.value, old.claim_id, old.attempts, old.revision]
+        cond = cas_condition(old)
         cas = _Cas(key, cond, "row_cas" if ttl_s is None else "row_cas_ttl",
                    ([] if ttl_s is None else [ttl_s]) + [*values, *key, *cond],
                    alone)

@@ -180,6 +180,11 @@ def changed_values(old: Trigger, new: Trigger, *, rewrite: bool) -> list[Any]:
     return out
 
 
+def cas_condition(old: Trigger) -> list[Any]:
+    """The values of ``TRIGGER_CAS_CONDITION`` for a transition computed from ``old``."""
+    return [old.status.value, old.claim_id, old.attempts, old.revision]
+
+
 def creation_values(t: Trigger) -> list[Any]:
     """``row_values(t)`` for a new row: absent values unset rather than null (no tombstones)."""
     return [UNSET_VALUE if v is None else v for v in row_values(t).values()]

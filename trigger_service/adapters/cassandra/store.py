@@ -238,9 +238,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
 
     async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
                           ) -> list[Trigger | None]:
-        homed = [w for w in where if w[1] is not None]
         found: dict[str, Trigger | None] = dict(await self._rows.get_many(
-            [(tid, home, shard) for tid, home, shard in homed if home is not None]))
+            [(tid, home, shard) for tid, home, shard in where if home is not None]))
         rest = [tid for tid, home, _ in where if home is None]
         found.update(zip(rest, await self.get_many(rest), strict=True))
         return [found.get(tid) for tid, _, _ in where]
