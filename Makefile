@@ -20,7 +20,7 @@ TRIGGER_CASSANDRA_REPLICATION_FACTOR ?= $(CASSANDRA_NODES)
 export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
 endif
 
-.PHONY: help install up down status test unit migrate receiver bench bench-peers bench-profile \
+.PHONY: help install up down status test unit migrate receiver bench bench-peers bench-profile bench-scale \
 	bench-wheel chaos chaos-short fuzz check clean-data
 
 help:
@@ -33,6 +33,7 @@ help:
 	@echo "make bench    run the benchmarks against 'make up' (results in bench/results/)"
 	@echo "make bench-peers  spread + burst + long-delay duplicates, ours vs Celery ETA tasks (bench/results/peers.*)"
 	@echo "make bench-profile  py-spy flame graphs of the API and the dispatcher during a burst (bench/results/profiles/)"
+	@echo "make bench-scale  before/after storing 1,000,000 pending reminders: registration, lag, idle CPU, list pages (bench/results/scale.json)"
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
@@ -110,6 +111,11 @@ $(VENV)/.bench-installed: pyproject.toml $(STAMP)
 # its own Celery worker (prefork, concurrency 2). bench/results/peers.{json,md,png}.
 bench-peers: up $(VENV)/.bench-installed
 	@$(PY) -m bench.peers
+
+# Does what is stored change what anything costs? Before/after storing 1,000,000 pending
+# reminders (bench/results/scale.json; ~30 minutes; run it on a fresh store).
+bench-scale: up
+	@$(PY) bench/scale.py
 
 # py-spy flame graphs of the dispatcher and the API during a burst (bench/results/profiles/).
 bench-profile: up $(VENV)/.bench-installed

@@ -1,7 +1,55 @@
-"""``python -m trigger_service.migrate``: apply the pending schema files once, under a lock
-(see :mod:`trigger_service.adapters.cassandra.migrate`). ``make migrate`` runs it."""
+"""``python -m trigger_service.migrate [--backfill-open]``: apply the pending schema files
+once, under a lock (see :mod:`trigger_service.adapters.cassandra.migrate`), then the data
+step of a file that needs one. ``make migrate`` (and ``make up``) run it.
 
-from trigger_service.adapters.cassandra.migrate import main
+Data steps: when migration 014 (the open index) is applied, every open trigger written by an
+earlier release gets its entry (``adapters.cassandra.backfill``); ``--backfill-open`` runs
+that again (it is idempotent), e.g. after a backfill was interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+
+from trigger_service.adapters.cassandra.backfill import backfill_open_index
+from trigger_service.adapters.cassandra.migrate import migrate
+from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.config.settings import Settings
+from trigger_service.core.clock import SystemClock
+from trigger_service.core.errors import TriggerError
+from trigger_service.platform.logs import configure_logging
+
+OPEN_INDEX_VERSION = 14
+
+
+async def _backfill(settings: Settings) -> int:
+    store = await CassandraStore.connect(settings.cassandra)
+    try:
+        return await backfill_open_index(store, settings, SystemClock().now_ms())
+    finally:
+        await store.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(prog="python -m trigger_service.migrate")
+    p.add_argument("--backfill-open", action="store_true",
+                   help="write the open index's entries of every open trigger again")
+    args = p.parse_args()
+    try:
+        settings = Settings.from_env()
+        configure_logging(settings.log_level, settings.log_format)
+        applied = migrate(settings.cassandra, SystemClock().now_ms())
+        print(f"migrate: keyspace {settings.cassandra.keyspace}: "
+              + (f"applied {applied}" if applied else "up to date"))
+        if args.backfill_open or OPEN_INDEX_VERSION in applied:
+            n = asyncio.run(_backfill(settings))
+            print(f"migrate: open index: {n} open triggers indexed")
+    except TriggerError as e:
+        print(f"migrate: {e}", file=sys.stderr)
+        sys.exit(1)
+
 
 if __name__ == "__main__":
     main()

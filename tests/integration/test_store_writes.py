@@ -328,3 +328,84 @@ async def test_a_copy_without_its_home_steps_where_its_pointer_says(
     assert pointer(store, t.trigger_id)[schema.COL_HOME_AT_MS] == t.fire_at_ms
     assert await store.get_at(t.trigger_id, stepped.fire_at_ms, t.shard) is None
     assert (await read(store, t.trigger_id)).fire_at_ms == stepped.fire_at_ms
+
+
+def open_entries(store: CassandraStore, caller: str, hour: int) -> list[str]:
+    """The ids in ``open_triggers`` for one caller and fire hour, every part, read raw."""
+    return sorted(r[schema.COL_TRIGGER_ID] for part in range(schema.OPEN_PARTS)
+                  for r in store._session.execute(
+                      f"SELECT {schema.COL_TRIGGER_ID} FROM {KEYSPACE}.{schema.TABLE_OPEN} "
+                      f"WHERE {schema.COL_CALLER} = %s AND {schema.COL_FIRE_HOUR} = %s "
+                      f"AND {schema.COL_PART} = %s", [caller, hour, part]))
+
+
+def open_hours(store: CassandraStore, caller: str) -> list[int]:
+    return [r[schema.COL_FIRE_HOUR] for r in store._session.execute(
+        f"SELECT {schema.COL_FIRE_HOUR} FROM {KEYSPACE}.{schema.TABLE_OPEN_HOURS} "
+        f"WHERE {schema.COL_CALLER} = %s", [caller])]
+
+
+async def test_the_open_index_holds_exactly_the_open_triggers_and_forgets_empty_hours(
+        store: CassandraStore) -> None:
+    """Not only filtered on read: an entry is deleted when its trigger finishes or moves,
+    and a reader that finds an hour empty deletes the hour's row (its backdated delete
+    cannot shadow an hour row written lately: here the rows were written by creations
+    whose time is fixed in the past)."""
+    hour_ms = 3_600_000
+    caller = unique("open-")
+    at = utc_ms(2031, 6, 1, 10)
+    created_ms = utc_ms(2026, 1, 1)
+    a, b, c = (replace(make_trigger(caller, at + i * 60_000, shard=i), created_at_ms=created_ms)
+               for i in (1, 2, 3))
+    for t in (a, b, c):
+        await store.create(t, INDEX_TTL_S)
+    hour = at // hour_ms
+    assert open_entries(store, caller, hour) == sorted([a.trigger_id, b.trigger_id,
+                                                          c.trigger_id])
+    assert open_hours(store, caller) == [hour]
+    assert await store.compare_and_set(a, a.with_status(Status.CANCELLED), ttl_s=60)
+    claimed = b.with_status(Status.IN_FLIGHT, claim_id="k", claimed_at_ms=1, attempts=1)
+    assert await store.compare_and_set(b, claimed)  # still open: the entry stays
+    moved = replace(c, fire_at_ms=at + hour_ms, revision=1)
+    assert await store.advance(c, moved, INDEX_TTL_S, created_ms)
+    assert open_entries(store, caller, hour) == [b.trigger_id]
+    assert open_entries(store, caller, hour + 1) == [c.trigger_id]
+    assert await store.compare_and_set(claimed, claimed.with_status(Status.FIRED),
+                                       ttl_s=60)
+    assert open_entries(store, caller, hour) == []
+    page = await store.list_by_caller(caller, start=(203106, -(2**63), ""),
+                                      last_month=203106, limit=10, status=Status.PENDING)
+    assert [t.trigger_id for t in page.triggers] == [c.trigger_id]
+    assert open_hours(store, caller) == [hour + 1]
+
+
+async def test_the_backfill_indexes_the_open_triggers_of_an_earlier_release(
+        store: CassandraStore) -> None:
+    """Triggers stored before the open index (no entry) are listed as PENDING once the
+    backfill ran; finished ones are not indexed."""
+    from trigger_service.adapters.cassandra.backfill import backfill_open_index
+    from trigger_service.config.settings import Settings
+
+    caller = unique("backfill-")
+    at = utc_ms(2031, 8, 1, 12)
+    old = [make_trigger(caller, at + i * 60_000, shard=i) for i in range(4)]
+    for t in old:
+        await store.create(t, INDEX_TTL_S)
+    assert await store.compare_and_set(old[3], old[3].with_status(Status.FIRED), ttl_s=60)
+    hour = at // 3_600_000
+    for part in range(schema.OPEN_PARTS):  # as an earlier release left them: no entries
+        store._session.execute(
+            f"DELETE FROM {KEYSPACE}.{schema.TABLE_OPEN} WHERE {schema.COL_CALLER} = %s "
+            f"AND {schema.COL_FIRE_HOUR} = %s AND {schema.COL_PART} = %s",
+            [caller, hour, part])
+    start, last = (203108, -(2**63), ""), 203108
+    page = await store.list_by_caller(caller, start=start, last_month=last, limit=10,
+                                      status=Status.PENDING)
+    assert page.triggers == []
+    assert caller in await store.listed_callers()
+    settings = Settings.from_env({"TRIGGER_CASSANDRA_KEYSPACE": KEYSPACE})
+    assert await backfill_open_index(store, settings, utc_ms(2031, 7, 1), [caller]) == 3
+    page = await store.list_by_caller(caller, start=start, last_month=last, limit=10,
+                                      status=Status.PENDING)
+    assert [t.trigger_id for t in page.triggers] == [t.trigger_id for t in old[:3]]
+    assert open_entries(store, caller, hour) == sorted(t.trigger_id for t in old[:3])

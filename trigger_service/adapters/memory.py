@@ -20,7 +20,14 @@ from trigger_service.adapters.memory_inbox import MemoryInbox
 from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
 from trigger_service.adapters.memory_queue import MemoryQueue as MemoryQueue
 from trigger_service.core.idempotency_ports import IdempotencyRecord
-from trigger_service.core.model import Status, Trigger, bucket_minute, fire_month
+from trigger_service.core.model import (
+    Status,
+    Trigger,
+    bucket_minute,
+    fire_month,
+    month_end_ms,
+    month_start_ms,
+)
 from trigger_service.core.ports import (
     BucketEntry,
     Clock,
@@ -154,6 +161,8 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         status: Status | None,
     ) -> ListPage:
         self._enter("list_by_caller")
+        if status in (Status.PENDING, Status.IN_FLIGHT):
+            return self._open_page(caller, start, last_month, limit, status)
         keys = self.by_caller.get(caller, [])
         found: list[Trigger] = []
         last: ListCursor | None = None
@@ -167,6 +176,20 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
                 found.append(t)
         rest = [k for k in keys if k > (last or start) and k[0] <= last_month]
         return ListPage(found, last if rest and last is not None else None)
+
+    def _open_page(self, caller: str, start: ListCursor, last_month: int, limit: int,
+                   status: Status) -> ListPage:
+        """An open status's page, as the real store's open index answers it: only open
+        triggers are read, so a page is full whenever that many are left."""
+        end_ms = month_end_ms(last_month)
+        after = (max(start[1], month_start_ms(start[0]) - 1), start[2])
+        keys = sorted((t.fire_at_ms, t.trigger_id) for t in self.triggers.values()
+                      if t.caller == caller and t.status is status
+                      and after < (t.fire_at_ms, t.trigger_id) and t.fire_at_ms < end_ms)
+        page = [self.triggers[tid] for _, tid in keys[:limit]]
+        last = page[-1] if len(keys) > limit else None
+        return ListPage(page, None if last is None else (
+            fire_month(last.fire_at_ms), last.fire_at_ms, last.trigger_id))
 
     async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
         self._enter("legacy_record")

@@ -48,6 +48,24 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           A series has one entry per occurrence; LIST shows the current one.
 - ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
                           so a LIST skips the empty months of a ten-year horizon.
+- ``open_triggers``       the open (PENDING, IN_FLIGHT) triggers of a caller by fire time:
+                          partition (``caller``, ``fire_hour``, ``part`` = shard mod
+                          ``OPEN_PARTS``), clustering (``fire_at_ms``, ``trigger_id``), with
+                          the row's home (read without the pointer). Written with the other
+                          index entries (before the row) at each fire time a trigger takes;
+                          deleted when it leaves that time (a step, an edit) or finishes.
+                          Readers check every entry against the row (one left by a crash is
+                          skipped), so ``status=PENDING`` pages read open triggers only.
+                          Size: at 1,000 registrations a second of one caller, all due in one
+                          hour, 450,000 rows (and as many tombstones once they fire) per
+                          partition; spread over a day, 19,000. Lifetime: the fire time +
+                          the index TTL at most; gc_grace 3 h (a hint: see 014).
+- ``open_hours``          (``caller``) → the ``fire_hour`` values that may hold open entries;
+                          a reader that finds an hour empty deletes its row with a timestamp
+                          ``OPEN_HOUR_FORGET_BACKDATE_MS`` in the past, so that an hour row
+                          written again since (writers rewrite theirs at least every
+                          ``OPEN_HOUR_REWRITE_MS``) survives. Size: one row per hour with
+                          open triggers (87,600 over ten years).
 - ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
                           first; each older one stays valid for the rotation overlap.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
@@ -143,6 +161,19 @@ TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_SECOND: Final = "triggers_by_second"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
+TABLE_OPEN: Final = "open_triggers"
+TABLE_OPEN_HOURS: Final = "open_hours"
+COL_FIRE_HOUR: Final = "fire_hour"
+COL_PART: Final = "part"
+# Partitions per (caller, hour) of open_triggers: a page reads them all (concurrently), so
+# few; enough that one caller's hour at 1,000 a second stays below a million rows each.
+OPEN_PARTS: Final = 8
+# A writer rewrites a (caller, hour) row of open_hours at least this often while it writes
+# entries into that hour; a reader that finds the hour empty deletes the row with a
+# timestamp this far in the past (and a margin for clocks), so the delete never shadows a row
+# written for an entry the reader did not see yet.
+OPEN_HOUR_REWRITE_MS: Final = 60_000
+OPEN_HOUR_FORGET_BACKDATE_MS: Final = 2 * OPEN_HOUR_REWRITE_MS + 30_000
 TABLE_SECRETS: Final = "signing_secrets"
 COL_SECRET: Final = "secret"
 TABLE_ZONED: Final = "zoned_triggers"

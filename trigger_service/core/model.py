@@ -219,6 +219,12 @@ def fire_month(fire_at_ms: int) -> int:
     return dt.year * 100 + dt.month
 
 
+def month_start_ms(month: int) -> int:
+    """The first millisecond of ``YYYYMM`` (UTC)."""
+    year, mon = divmod(month, 100)
+    return int(datetime(year, mon, 1, tzinfo=UTC).timestamp() * 1000)
+
+
 def month_end_ms(month: int) -> int:
     """The first millisecond after ``YYYYMM`` (UTC)."""
     year, mon = divmod(next_month(month), 100)

@@ -11,7 +11,6 @@ about a table. Only the keyspace and the lock table themselves are created befor
 
 from __future__ import annotations
 
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -23,10 +22,8 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import driver
-from trigger_service.config.settings import CassandraSettings, Settings
-from trigger_service.core.clock import SystemClock
+from trigger_service.config.settings import CassandraSettings
 from trigger_service.core.errors import StoreError, TriggerError
-from trigger_service.platform.logs import configure_logging
 
 log = structlog.get_logger(__name__)
 
@@ -162,19 +159,3 @@ def migrate(settings: CassandraSettings, now_ms: int) -> list[int]:
 def _statements(text: str) -> list[str]:
     lines = [ln for ln in text.splitlines() if not ln.strip().startswith("--")]
     return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
-
-
-def main() -> None:
-    try:
-        settings = Settings.from_env()
-        configure_logging(settings.log_level, settings.log_format)
-        applied = migrate(settings.cassandra, SystemClock().now_ms())
-        print(f"migrate: keyspace {settings.cassandra.keyspace}: "
-              + (f"applied {applied}" if applied else "up to date"))
-    except TriggerError as e:
-        print(f"migrate: {e}", file=sys.stderr)
-        sys.exit(1)
-
-
-if __name__ == "__main__":
-    main()

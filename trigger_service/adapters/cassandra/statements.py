@@ -9,6 +9,9 @@ from typing import Any
 from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
+from trigger_service.adapters.cassandra.inbox import inbox_queries
+from trigger_service.adapters.cassandra.open_index import open_queries
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
     plan_from_json,
@@ -17,6 +20,18 @@ from trigger_service.core.notify_plan import (
     states_to_json,
 )
 from trigger_service.core.recurrence import Recurrence
+
+
+def all_statements(keyspace: str) -> dict[str, str]:
+    """Every statement of the store's rooms by name (a name used twice is a bug: one would
+    silently run the other's CQL)."""
+    merged: dict[str, str] = {}
+    for room in (queries, open_queries, dead_letter_queries, inbox_queries):
+        some = room(keyspace)
+        if twice := merged.keys() & some.keys():
+            raise AssertionError(f"statement names used twice: {sorted(twice)}")
+        merged |= some
+    return merged
 
 
 def queries(keyspace: str) -> dict[str, str]:

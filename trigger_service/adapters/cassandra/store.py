@@ -19,20 +19,17 @@ from cassandra.cluster import Cluster, Session
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate
-from trigger_service.adapters.cassandra.dead_letters import (
-    CassandraDeadLetters,
-    attempt_values,
-    dead_letter_queries,
-)
-from trigger_service.adapters.cassandra.inbox import CassandraInbox, inbox_queries
+from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
+from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
 from trigger_service.adapters.cassandra.legacy import LegacyRows
+from trigger_service.adapters.cassandra.open_index import OpenIndex
 from trigger_service.adapters.cassandra.rows import TriggerRows
 from trigger_service.adapters.cassandra.statements import (
+    all_statements,
     changed_values,
     decode_request,
     encode_request,
-    queries,
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
@@ -75,10 +72,10 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self.list_max_rows = LIST_MAX_ROWS
         self._months: WrittenUntil[tuple[str, int]] = WrittenUntil()
         self._versions: WrittenUntil[str] = WrittenUntil()
-        self._coalesce(clock or SystemClock())
-        self._prepared = driver.prepare(session, queries(settings.keyspace)
-                                        | dead_letter_queries(settings.keyspace)
-                                        | inbox_queries(settings.keyspace))
+        self._clock = clock or SystemClock()
+        self._coalesce(self._clock)
+        self._open = OpenIndex(self._run, self.get_many_at)
+        self._prepared = driver.prepare(session, all_statements(settings.keyspace))
 
     @classmethod
     async def connect(cls, settings: CassandraSettings) -> CassandraStore:
@@ -213,6 +210,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         """The index entries of ``t``'s fire time; with ``home_ts_us`` also the pointer to
         its row (a creation), written with that timestamp."""
         writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._months, self._versions)
+        writes += self._open.entry_writes(t, index_ttl_s, ts_us)
         if home_ts_us is not None:
             writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:
@@ -267,6 +265,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # Only the cells that change (a claim is a few columns, not the payload); a terminal
         # write rewrites every cell with the TTL so that the whole row expires.
         values = changed_values(old, new, rewrite=ttl_s is not None)
+        after = self._open.leave(old, new)  # the open entry goes once it is applied
         if old.home_at_ms is None:
             found = await self._legacy.compare_and_set(old, new, values, ttl_s)
             if isinstance(found, bool):
@@ -277,20 +276,35 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             alone=ttl_s is not None and len(new.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES)
         if applied and ttl_s is not None:
             assert old.home_at_ms is not None
-            # Finished: the pointer expires with the row. Best effort (the outcome is
-            # decided): a pointer left behind reads as no trigger once the row is gone.
+            # Finished: the pointer expires with the row.
+            after.append(("home_ttl", [ttl_s, old.home_at_ms, old.shard, old.trigger_id]))
+        if applied and after:
+            # Best effort (the outcome is decided): a pointer left behind reads as no
+            # trigger once the row is gone, an open entry left behind is skipped by readers.
             with contextlib.suppress(StoreError):
-                await self._row_writes.submit([("home_ttl", [
-                    ttl_s, old.home_at_ms, old.shard, old.trigger_id])])
+                await self._row_writes.submit(after)
         return applied
 
     async def list_by_caller(
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
         status: Status | None,
     ) -> ListPage:
+        if status in (Status.PENDING, Status.IN_FLIGHT):
+            return await self._open.page(caller, start=start, last_month=last_month,
+                                         limit=limit, status=status,
+                                         now_ms=self._clock.now_ms())
         return await list_page(self._run, self.get_many, caller, start=start,
                                last_month=last_month, limit=limit, status=status,
                                max_rows=self.list_max_rows)
+
+    async def listed_callers(self) -> list[str]:
+        """Every caller with listing entries (a whole-table read: for the backfill)."""
+        return [r[schema.COL_CALLER] for r in await self._run("listed_callers", [])]
+
+    async def reindex_open(self, t: Trigger, index_ttl_s: int, now_ms: int) -> None:
+        """Write the open-index entry of ``t`` (read as open), as of ``now_ms``."""
+        if writes := self._open.entry_writes(t, index_ttl_s, now_ms * 1000):
+            await self._run_unlogged(writes)
 
     # --- SecretStore -------------------------------------------------------------------
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
