@@ -155,7 +155,7 @@ async def test_bulk_replay_resumed_after_a_crash_replays_nothing_twice() -> None
     # The first runner replayed three letters and died before marking the third.
     for d in letters[:3]:
         await svc.replay(None, d.id)
-    items = {i.id: i for i in await env.store.job_items(job.job_id)}
+    items = {i.id: i async for page in env.store.job_items(job.job_id) for i in page}
     for d in letters[:2]:
         await env.store.set_item_state(job.job_id, items[d.id], ItemState.DONE, 60)
     await env.store.claim_job(job.job_id, "dead-runner", env.clock.now_ms(), 30_000)
