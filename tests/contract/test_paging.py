@@ -14,9 +14,13 @@ from typing import Protocol
 
 import pytest
 
-from tests.contract.conftest import SMALL_PAGE
+from reconciler.rezone import Rezoner
+from tests.contract.conftest import KEYSPACE, SMALL_PAGE
 from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, unique, utc_ms
+from tests.unit.reconciler.test_rezone import HOUR_MS, RIGHT_MS, wall_clock_trigger
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.memory import MemoryQueue
+from trigger_service.config.settings import CassandraSettings, Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.dead_letters import (
     Attempt,
@@ -29,6 +33,8 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.model import new_trigger_id
 from trigger_service.core.ports import SecretStore, ZoneIndex
+from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.platform.metrics import InMemoryMetrics
 
 T0 = utc_ms(2031, 3, 10, 12)
 TTL_S = 3_600
@@ -174,3 +180,39 @@ async def test_job_items_and_counts_go_past_the_default_page(
     assert [i.id for p in read for i in p] == [i.id for i in items]
     job = await cassandra_store.get_job(job_id)
     assert job is not None and (job.total, job.done, job.failed) == (BIG, 10, 0)
+
+
+class OneRelease(CassandraStore):
+    """The store with one release alone among those that have entries: the shared keyspace
+    holds other tests' releases, which a pass here must leave alone."""
+
+    release = ""
+
+    async def zoned_versions(self) -> list[str]:
+        return [self.release]
+
+
+@pytest.mark.integration
+async def test_the_rezone_pass_goes_past_the_default_page(
+        cassandra_store: CassandraStore) -> None:
+    store = OneRelease.open_sync(CassandraSettings(keyspace=KEYSPACE))
+    try:
+        store.release, shard, now_ms = unique("tz-"), 2, SystemClock().now_ms()
+        # Entries of triggers long gone first (their ids sort before any real one), then
+        # ten real ones resolved an hour off: all ten lie past the first 5,000 entries.
+        gone = [f"trg_{n:026}" for n in range(BIG - 10)]
+        await _zoned_entries(store, store.release, shard, gone, 600)
+        stale = [replace(wall_clock_trigger(RIGHT_MS + HOUR_MS, store.release),
+                         created_at_ms=now_ms, shard=shard) for _ in range(10)]
+        for t in stale:
+            await store.create(t, 600)
+        clock = SystemClock()
+        report = await Rezoner(Settings(), store, MemoryQueue(clock), clock,
+                               InMemoryMetrics()).run_once()
+        assert (report.checked, report.moved) == (10, 10)
+        for t in stale:
+            moved = await store.get(t.trigger_id)
+            assert moved is not None and moved.fire_at_ms == RIGHT_MS
+            assert moved.tzdata_version == TZDATA_VERSION
+    finally:
+        store.close_sync()
