@@ -196,6 +196,7 @@ class OneRelease(CassandraStore):
 async def test_the_rezone_pass_goes_past_the_default_page(
         cassandra_store: CassandraStore) -> None:
     store = OneRelease.open_sync(CassandraSettings(keyspace=KEYSPACE))
+    assert isinstance(store, OneRelease)
     try:
         store.release, shard, now_ms = unique("tz-"), 2, SystemClock().now_ms()
         # Entries of triggers long gone first (their ids sort before any real one), then
