@@ -18,6 +18,7 @@ next occurrence is resolved with the current rules anyway).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -63,23 +64,34 @@ class Rezoner:
         self._current = current_version
 
     async def run_once(self) -> RezoneReport:
-        """One pass over every older release's entries; what it checked and moved."""
+        """One pass over every older release's entries, a page of ids at a time (a release's
+        entries are never all held at once); what it checked and moved. Raises
+        ``StoreError`` (the next pass starts again: what moved stays moved)."""
         checked = moved = 0
         for version in await self._store.zoned_versions():
             if version == self._current:
                 continue
             for shard in range(self._s.shards):
-                ids = await self._store.zoned_trigger_ids(version, shard)
-                for t in await self._store.get_many(ids):
-                    if t is None or t.status is not Status.PENDING:
-                        continue
-                    if t.tzdata_version != version:
-                        continue  # moved on since (its entry for the new release exists)
-                    checked += 1
-                    moved += await self.rezone(t)
+                # Each move writes under the current release, never into the partition read.
+                async for ids in self._store.zoned_trigger_ids(version, shard):
+                    page_checked, page_moved = await self._rezone_page(version, ids)
+                    checked += page_checked
+                    moved += page_moved
         if checked:
             log.info("rezone_pass", checked=checked, moved=moved, current=self._current)
         return RezoneReport(checked, moved, self._current)
+
+    async def _rezone_page(self, version: str, ids: Sequence[str]) -> tuple[int, int]:
+        """Rezone those of ``ids`` still PENDING on ``version``; (checked, moved)."""
+        checked = moved = 0
+        for t in await self._store.get_many(ids):
+            if t is None or t.status is not Status.PENDING:
+                continue
+            if t.tzdata_version != version:
+                continue  # moved on since (its entry for the new release exists)
+            checked += 1
+            moved += await self.rezone(t)
+        return checked, moved
 
     async def rezone(self, t: Trigger) -> int:
         """Re-resolve ``t``'s pending occurrence under the current rules; 1 if it moved."""

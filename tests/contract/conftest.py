@@ -63,6 +63,30 @@ def store(request: pytest.FixtureRequest) -> Store:
     return real
 
 
+# Rows per page of ``small_pages_store``: a read of ten rows takes four requests.
+SMALL_PAGE = 3
+
+
+@pytest.fixture(scope="session")
+def small_pages_cassandra_store(cassandra_store: CassandraStore) -> Iterator[CassandraStore]:
+    """A second connection to the contract keyspace (migrated by ``cassandra_store``) that
+    reads ``SMALL_PAGE`` rows per page: real paging without writing thousands of rows."""
+    store = CassandraStore.open_sync(CassandraSettings(keyspace=KEYSPACE, fetch_size=SMALL_PAGE))
+    yield store
+    store.close_sync()
+
+
+@pytest.fixture(params=_impls("memory", "cassandra"))
+def small_pages_store(request: pytest.FixtureRequest) -> Store:
+    """``store`` whose multi-row reads come back in pages of ``SMALL_PAGE`` rows."""
+    if request.param == "memory":
+        fake = MemoryStore()
+        fake.page_size = SMALL_PAGE
+        return fake
+    real: CassandraStore = request.getfixturevalue("small_pages_cassandra_store")
+    return real
+
+
 @pytest.fixture(params=_impls("memory", "sqs"))
 async def queue(request: pytest.FixtureRequest) -> AsyncIterator[QueueUnderTest]:
     if request.param == "memory":

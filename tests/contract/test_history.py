@@ -103,7 +103,7 @@ async def test_jobs_items_and_leases(store: Store) -> None:
     assert await store.claim_job(job_id, "b", T0 + 31_001, 30_000)  # a's lease expired
     await store.set_item_state(job_id, items[0], ItemState.DONE, TTL_S)
     await store.set_item_state(job_id, items[1], ItemState.FAILED, TTL_S)
-    states = {i.id: i.state for i in await store.job_items(job_id)}
+    states = {i.id: i.state async for page in store.job_items(job_id) for i in page}
     assert states == {"trg_0.1": ItemState.DONE, "trg_1.1": ItemState.FAILED,
                       "trg_2.1": ItemState.PENDING}
     await store.finish_job(job_id, TTL_S)

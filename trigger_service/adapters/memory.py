@@ -9,7 +9,7 @@ the next calls of ``get`` raise it until the entry is removed.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
@@ -51,6 +51,8 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
         self.by_caller: dict[str, list[ListCursor]] = {}
         self.list_max_rows = 2000  # index entries one listing call may read (as Cassandra's)
+        # Rows per page of the paged reads (zoned ids, job items), as Cassandra's fetch size.
+        self.page_size = 5000
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
         # Ids whose row has cells newer than any creation's (Paxos writes: a transition, or
         # a create_if_absent), which a plain create can no longer change.
@@ -92,9 +94,15 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self._enter("zoned_versions")
         return sorted({v for v, _ in self.zoned})
 
-    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
+    async def zoned_trigger_ids(self, tzdata_version: str, shard: int
+                                ) -> AsyncIterator[list[str]]:
         self._enter("zoned_trigger_ids")
-        return sorted(self.zoned.get((tzdata_version, shard), set()))
+        # As Cassandra pages: each page read when asked for, after the last id yielded.
+        after = ""
+        while page := sorted(i for i in self.zoned.get((tzdata_version, shard), set())
+                             if i > after)[:self.page_size]:
+            yield page
+            after = page[-1]
 
     def _index(self, trigger: Trigger) -> None:
         if trigger.tzdata_version is not None:

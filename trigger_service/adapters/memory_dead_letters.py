@@ -4,7 +4,7 @@ same contract as ``adapters.cassandra.dead_letters`` (tests/contract runs both).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
 from trigger_service.core.dead_letters import (
@@ -28,6 +28,7 @@ class MemoryDeadLetters:
     jobs: dict[str, ReplayJob]
     items: dict[str, dict[str, JobItem]]
     job_leases: dict[str, tuple[str, int]]
+    page_size: int  # provided by MemoryStore
 
     def _init_dead_letters(self) -> None:
         self.attempt_log = {}
@@ -99,9 +100,14 @@ class MemoryDeadLetters:
         return replace(job, done=states.count(ItemState.DONE),
                        failed=states.count(ItemState.FAILED))
 
-    async def job_items(self, job_id: str) -> list[JobItem]:
+    async def job_items(self, job_id: str) -> AsyncIterator[list[JobItem]]:
         self._enter("job_items")
-        return sorted(self.items.get(job_id, {}).values(), key=lambda i: i.id)
+        # As Cassandra pages: each page read when asked for, after the last id yielded.
+        after = ""
+        while page := sorted((i for i in self.items.get(job_id, {}).values() if i.id > after),
+                             key=lambda i: i.id)[:self.page_size]:
+            yield page
+            after = page[-1].id
 
     async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,
                              ttl_s: int) -> None:

@@ -72,17 +72,23 @@ class ReplayJobRunner:
             return replayed
 
     async def _work(self, job_id: str) -> int:
-        pending = [i for i in await self._jobs.job_items(job_id)
-                   if i.state is ItemState.PENDING]
-        done = 0
-        for start in range(0, len(pending), _PARALLEL):
-            if start and start % _RENEW_EVERY < _PARALLEL and not await self._jobs.claim_job(
-                    job_id, self.owner, self._clock.now_ms(), LEASE_MS):
-                log.warning("replay_job_lease_lost", job_id=job_id)
-                return done
-            chunk = pending[start:start + _PARALLEL]
-            await asyncio.gather(*(self._one(job_id, item) for item in chunk))
-            done += len(chunk)
+        """Replay the job's pending items, a page of items at a time (a job's items are never
+        all held at once), renewing the lease every ``_RENEW_EVERY`` items; finish the job
+        unless the lease was lost. Items worked on."""
+        done = since_renewal = 0
+        async for items in self._jobs.job_items(job_id):
+            pending = [i for i in items if i.state is ItemState.PENDING]
+            for start in range(0, len(pending), _PARALLEL):
+                if since_renewal >= _RENEW_EVERY:
+                    if not await self._jobs.claim_job(job_id, self.owner,
+                                                      self._clock.now_ms(), LEASE_MS):
+                        log.warning("replay_job_lease_lost", job_id=job_id)
+                        return done
+                    since_renewal = 0
+                chunk = pending[start:start + _PARALLEL]
+                await asyncio.gather(*(self._one(job_id, item) for item in chunk))
+                done += len(chunk)
+                since_renewal += len(chunk)
         await self._jobs.finish_job(job_id, ttl_s=self._s.retention_s)
         log.info("replay_job_finished", job_id=job_id, items=done)
         return done

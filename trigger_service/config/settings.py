@@ -63,6 +63,9 @@ class CassandraSettings:
     # (NetworkTopologyStrategy). A single node with SimpleSnitch is in "datacenter1".
     local_dc: str = "datacenter1"
     request_timeout_s: float = 10.0
+    # Rows per page of a read (the driver's default): every read pages to its end, so this
+    # bounds what one request carries, not what a read returns.
+    fetch_size: int = 5000
     schema_dir: Path = REPO_ROOT / "infra" / "cql"
 
 
@@ -301,6 +304,9 @@ VARIABLES: tuple[Variable, ...] = (
              "LOCAL_SERIAL there"),
     Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
              "per-request timeout"),
+    Variable("TRIGGER_CASSANDRA_FETCH_SIZE", ("cassandra", "fetch_size"), _pos_int,
+             "rows per page of a read (every read pages to its end; big sets are processed "
+             "a page at a time)"),
     *(Variable(*row) for row in SQS_VARIABLES),
     Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
              "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),

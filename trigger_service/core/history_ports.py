@@ -12,7 +12,7 @@ port                   used by                             implementations
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from trigger_service.core.dead_letters import (
@@ -82,8 +82,10 @@ class ReplayJobStore(Protocol):
         """The job with ``done``/``failed`` counted from its items. Raises ``StoreError``."""
         ...
 
-    async def job_items(self, job_id: str) -> list[JobItem]:
-        """Raises ``StoreError``."""
+    def job_items(self, job_id: str) -> AsyncIterator[list[JobItem]]:
+        """The job's items in id order, a page at a time to the last (a job may hold
+        thousands: never all at once); each page is read when asked for, so states set
+        meanwhile may show. Raises ``StoreError``."""
         ...
 
     async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,

@@ -33,7 +33,7 @@ Every method that talks to a dependency raises the adapter's ``AdapterError`` su
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -170,8 +170,9 @@ class ZoneIndex(Protocol):
         """The releases that have entries. Raises ``StoreError``."""
         ...
 
-    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
-        """Ids indexed under (release, shard); some may have moved on. Raises ``StoreError``."""
+    def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> AsyncIterator[list[str]]:
+        """Ids indexed under (release, shard), some moved on since; a page at a time to the
+        last (never all at once: millions, for a long-used release). Raises ``StoreError``."""
         ...
 
 

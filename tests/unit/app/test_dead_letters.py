@@ -155,7 +155,7 @@ async def test_bulk_replay_resumed_after_a_crash_replays_nothing_twice() -> None
     # The first runner replayed three letters and died before marking the third.
     for d in letters[:3]:
         await svc.replay(None, d.id)
-    items = {i.id: i for i in await env.store.job_items(job.job_id)}
+    items = {i.id: i async for page in env.store.job_items(job.job_id) for i in page}
     for d in letters[:2]:
         await env.store.set_item_state(job.job_id, items[d.id], ItemState.DONE, 60)
     await env.store.claim_job(job.job_id, "dead-runner", env.clock.now_ms(), 30_000)
@@ -172,3 +172,46 @@ async def test_bulk_replay_resumed_after_a_crash_replays_nothing_twice() -> None
     assert revisions == [1] * 10  # each revived exactly once
     await env.service.drain()
     assert len(env.queue.messages) == 10
+
+
+async def test_bulk_replay_goes_through_every_page_of_items_renewing_its_lease() -> None:
+    env = make_env()
+    env.store.page_size = 7  # 45 items: seven pages, the last of three
+    letters = [await dead(env, n=i) for i in range(45)]
+    svc = service(env)
+    job = await svc.start_bulk(ALL)
+    runner = ReplayJobRunner(env.settings, svc, env.store, env.clock, owner="a")
+    assert await runner.run_once() == 45
+    final = await svc.job(None, job.job_id)
+    assert (final.status, final.done, final.failed) == (JobStatus.DONE, 45, 0)
+    assert all(env.store.triggers[d.trigger_id].status is Status.PENDING for d in letters)
+    assert env.store.calls["job_items"] == 1  # one read, page by page
+    # The round's claim, then a renewal once 20 items were worked on since the last one.
+    assert env.store.calls["claim_job"] == 3
+
+
+async def test_a_runner_that_loses_its_lease_between_pages_stops_and_another_finishes() -> None:
+    env = make_env()
+    env.store.page_size = 7
+    letters = [await dead(env, n=i) for i in range(30)]
+    svc = service(env)
+    job = await svc.start_bulk(ALL)
+    a = ReplayJobRunner(env.settings, svc, env.store, env.clock, owner="a")
+    # Another runner took the lease while "a" worked (its own had expired, say).
+    real_claim = env.store.claim_job
+
+    async def stolen(job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
+        if env.store.calls.get("claim_job", 0) >= 1:
+            env.store.job_leases[job_id] = ("b", now_ms + lease_ms)
+        return await real_claim(job_id, owner, now_ms, lease_ms)
+
+    env.store.claim_job = stolen  # type: ignore[method-assign]
+    assert await a.run_once() == 21  # three pages of seven, then the renewal failed
+    assert (await svc.job(None, job.job_id)).status is JobStatus.RUNNING
+    env.store.claim_job = real_claim  # type: ignore[method-assign]
+    env.store.job_leases.clear()
+    b = ReplayJobRunner(env.settings, svc, env.store, env.clock, owner="b")
+    assert await b.run_once() == 9  # only the items still pending
+    final = await svc.job(None, job.job_id)
+    assert (final.status, final.done, final.failed) == (JobStatus.DONE, 30, 0)
+    assert [env.store.triggers[d.trigger_id].revision for d in letters] == [1] * 30

@@ -66,3 +66,19 @@ async def test_an_unchanged_instant_only_records_the_release() -> None:
     assert row is not None and row.fire_at_ms == RIGHT_MS
     assert row.tzdata_version == TZDATA_VERSION
     assert queue.sent == []
+
+
+async def test_the_pass_goes_through_every_page_of_a_release_and_shard() -> None:
+    clock = ManualClock(NOW_MS)
+    store, queue, metrics = MemoryStore(), MemoryQueue(clock), InMemoryMetrics()
+    store.page_size = 3  # ten triggers in one (release, shard): four pages
+    stale = [replace(wall_clock_trigger(RIGHT_MS + HOUR_MS, "2020a"), shard=1)
+             for _ in range(10)]
+    for t in stale:
+        await store.create(t, 3600)
+    report = await Rezoner(SETTINGS, store, queue, clock, metrics).run_once()
+    assert (report.checked, report.moved) == (10, 10)
+    assert store.calls["get_many"] == 4  # a page's triggers read together, page by page
+    for t in stale:
+        moved = await store.get(t.trigger_id)
+        assert moved is not None and moved.fire_at_ms == RIGHT_MS

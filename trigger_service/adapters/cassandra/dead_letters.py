@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
@@ -114,9 +114,12 @@ def attempt_values(a: Attempt, ttl_s: int) -> list[Any]:
 
 
 class CassandraDeadLetters:
-    """Needs ``_run(name, params)`` from ``CassandraStore``."""
+    """Needs ``_run(name, params)`` and ``_pages(name, params)`` from ``CassandraStore``."""
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        raise NotImplementedError  # provided by CassandraStore
+
+    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
         raise NotImplementedError  # provided by CassandraStore
 
     # --- AttemptLog --------------------------------------------------------------------
@@ -214,15 +217,17 @@ class CassandraDeadLetters:
         if not rows or rows[0][s.COL_QUERY] is None:
             return None
         r = rows[0]
-        states = [i.state for i in await self.job_items(job_id)]
+        done = failed = 0
+        async for items in self.job_items(job_id):  # counted a page at a time
+            done += sum(i.state is ItemState.DONE for i in items)
+            failed += sum(i.state is ItemState.FAILED for i in items)
         return ReplayJob(job_id, decode_query(r[s.COL_QUERY]), r[s.COL_CREATED_AT_MS],
-                         r[s.COL_TOTAL], JobStatus(r[s.COL_STATUS]),
-                         states.count(ItemState.DONE), states.count(ItemState.FAILED))
+                         r[s.COL_TOTAL], JobStatus(r[s.COL_STATUS]), done, failed)
 
-    async def job_items(self, job_id: str) -> list[JobItem]:
-        rows = await self._run("items", [job_id])
-        return [JobItem(r[s.COL_ID], r[s.COL_DEAD_AT_MS], ItemState(r[s.COL_STATE]))
-                for r in rows]
+    async def job_items(self, job_id: str) -> AsyncIterator[list[JobItem]]:
+        async for rows in self._pages("items", [job_id]):
+            yield [JobItem(r[s.COL_ID], r[s.COL_DEAD_AT_MS], ItemState(r[s.COL_STATE]))
+                   for r in rows]
 
     async def set_item_state(self, job_id: str, item: JobItem, state: ItemState,
                              ttl_s: int) -> None:

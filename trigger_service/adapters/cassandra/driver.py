@@ -2,12 +2,19 @@
 
 The driver calls back on its own I/O thread; :func:`execute_page` hands each result to the
 event loop. Every driver failure leaves this module as ``StoreError`` (``raise ... from``).
+
+Every read pages to its end: Cassandra answers at most ``CassandraSettings.fetch_size`` rows
+per request, with a paging state for the rest. :func:`execute` follows that state to the last
+page and returns every row (for reads bounded by construction: a key, a ``LIMIT``, a small
+table); :func:`pages` yields one page at a time, for reads whose whole result may be too big
+to hold (the zone-rules index of a release and shard, a replay job's items). Nothing here
+hands back the first page alone.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from cassandra import ConsistencyLevel, OperationTimedOut
@@ -23,7 +30,8 @@ Page = tuple[list[Row], bytes | None]
 
 
 def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
-    """Open a cluster connection (blocking). Raises ``StoreError``."""
+    """Open a cluster connection (blocking), reading ``settings.fetch_size`` rows per page.
+    Raises ``StoreError``."""
     # Token-aware within the local DC: a request goes to a replica of its partition (no
     # extra coordinator hop), and never crosses to another DC while the local one is up.
     profile = ExecutionProfile(
@@ -44,10 +52,13 @@ def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
     )
     try:
-        return cluster, cluster.connect()
+        session = cluster.connect()
     except Exception as e:  # NoHostAvailable is not a DriverException subclass
         cluster.shutdown()
         raise StoreError(f"cassandra connect failed: {e}") from e
+    # Every statement without its own fetch size pages by this (the driver's default 5,000).
+    session.default_fetch_size = settings.fetch_size
+    return cluster, session
 
 
 def prepare(session: Session, queries: dict[str, str]) -> dict[str, PreparedStatement]:
@@ -60,9 +71,28 @@ def prepare(session: Session, queries: dict[str, str]) -> dict[str, PreparedStat
 
 async def execute(session: Session, name: str, stmt: PreparedStatement,
                   params: Sequence[Any]) -> list[Row]:
-    """Run one prepared statement; its rows. Raises ``StoreError`` (naming ``name``)."""
-    rows, _ = await execute_page(session, name, stmt.bind(params), None)
+    """Run one prepared statement; all its rows, every page read (one request per page).
+    Raises ``StoreError`` (naming ``name``); a failure on a later page loses the earlier
+    ones (a read: the caller's retry reads again)."""
+    rows: list[Row] = []
+    async for page in pages(session, name, stmt.bind(params)):
+        rows += page
     return rows
+
+
+async def pages(session: Session, name: str, stmt: Statement) -> AsyncIterator[list[Row]]:
+    """The rows of a bound statement a page at a time, to the last page: the next page is
+    requested only when the consumer asks for it, so memory holds one page however big the
+    result. Pages are never empty (an empty one, which Cassandra may send before the end,
+    is skipped). Raises ``StoreError`` (naming ``name``) from the page that failed; the
+    pages yielded before it stand (a read: go on or read again)."""
+    state: bytes | None = None
+    while True:
+        rows, state = await execute_page(session, name, stmt, state)
+        if rows:
+            yield rows
+        if state is None:
+            return
 
 
 async def execute_unlogged(session: Session, name: str,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
@@ -100,7 +100,12 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self._cluster.shutdown()
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        """Every row of a statement, all pages read (``driver.execute``)."""
         return await driver.execute(self._session, name, self._prepared[name], params)
+
+    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
+        """Every row of a statement, a page at a time (``driver.pages``)."""
+        return driver.pages(self._session, name, self._prepared[name].bind(params))
 
     async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
         """Independent writes as one unlogged batch (``driver.execute_unlogged``)."""
@@ -319,9 +324,10 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         rows = await self._run("versions", [schema.ZONED_VERSIONS_KEY])
         return [r[schema.COL_TZDATA_VERSION] for r in rows]
 
-    async def zoned_trigger_ids(self, tzdata_version: str, shard: int) -> list[str]:
-        rows = await self._run("zoned_ids", [tzdata_version, shard])
-        return [r[schema.COL_TRIGGER_ID] for r in rows]
+    async def zoned_trigger_ids(self, tzdata_version: str, shard: int
+                                ) -> AsyncIterator[list[str]]:
+        async for rows in self._pages("zoned_ids", [tzdata_version, shard]):
+            yield [r[schema.COL_TRIGGER_ID] for r in rows]
 
     # --- LegacyIdempotency --------------------------------------------------------------
     async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
@@ -360,17 +366,12 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         """One query per minute partition, paged."""
         out: list[BucketEntry] = []
         for minute in range(bucket_minute(after_ms + 1), bucket_minute(until_ms) + 1):
-            state: bytes | None = None
-            while True:
-                stmt = self._prepared["bucket_scan"].bind([minute, shard, after_ms, until_ms])
-                stmt.fetch_size = _SCAN_PAGE_SIZE
-                rows, state = await driver.execute_page(
-                    self._session, "bucket scan", stmt, state)
+            stmt = self._prepared["bucket_scan"].bind([minute, shard, after_ms, until_ms])
+            stmt.fetch_size = _SCAN_PAGE_SIZE
+            async for rows in driver.pages(self._session, "bucket scan", stmt):
                 out.extend(BucketEntry(r[schema.COL_TRIGGER_ID], r[schema.COL_FIRE_AT_MS], shard,
                                        Route(r[schema.COL_PATH]), r[schema.COL_HOME_AT_MS])
                            for r in rows)
-                if state is None:
-                    break
         return out
 
     async def load_cursors(self, group: str) -> dict[int, int]:
