@@ -13,6 +13,7 @@ from cassandra.query import UNSET_VALUE
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.indexes import WrittenUntil
+from trigger_service.adapters.cassandra.statements import all_statements
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryQueue
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
@@ -33,7 +34,7 @@ class SpyStore(CassandraStore):
         self.list_max_rows = 2000
         self._months = WrittenUntil()
         self._versions = WrittenUntil()
-        self.texts = _all_queries(KEYSPACE)
+        self.texts = all_statements(KEYSPACE)
         self.ran: list[str] = []
         self.pointers: dict[str, dict[str, Any]] = {}  # triggers: id -> where its row is
         self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}  # triggers_by_minute, by key
@@ -72,14 +73,6 @@ class SpyStore(CassandraStore):
 
     def conditional(self) -> list[str]:
         return [name for name in self.ran if " IF " in self.texts[name]]
-
-
-def _all_queries(keyspace: str) -> dict[str, str]:
-    from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
-    from trigger_service.adapters.cassandra.inbox import inbox_queries
-    from trigger_service.adapters.cassandra.statements import queries
-
-    return queries(keyspace) | dead_letter_queries(keyspace) | inbox_queries(keyspace)
 
 
 def service(store: SpyStore, cache: MemoryIdempotencyCache,

@@ -72,9 +72,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self.list_max_rows = LIST_MAX_ROWS
         self._months: WrittenUntil[tuple[str, int]] = WrittenUntil()
         self._versions: WrittenUntil[str] = WrittenUntil()
-        self._clock = clock or SystemClock()
-        self._coalesce(self._clock)
-        self._open = OpenIndex(self._run, self.get_many_at)
+        self._coalesce(clock or SystemClock())
         self._prepared = driver.prepare(session, all_statements(settings.keyspace))
 
     @classmethod
@@ -138,6 +136,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
         self._rows = TriggerRows(self._run, self._run_conditional, clock)
         self._legacy = LegacyRows(self._run, self._rows)
+        # The open triggers' index, read by the open statuses' LIST pages (``now`` from here).
+        self._clock = clock
+        self._open = OpenIndex(self._run, self.get_many_at)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
