@@ -39,51 +39,73 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           ``home_at_ms``), read and moved through the state machine here (one
                           LWT each) until they end. A queue message carries the home and
                           shard, so the dispatcher reads the row without the pointer.
+                          Size: 1 row per partition.
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
+                          Size: 60,000 a minute over 64 shards, ~940 (bound: a minute's / 64).
                           Lifetime: fire time + retention + max retry span.
 - ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
                           (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
                           A series has one entry per occurrence; LIST shows the current one.
+                          Size: a caller's month, 2.6 billion if one caller makes all 1,000/s
+                          (unbounded but by that caller's rate: not bucketed yet).
 - ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
                           so a LIST skips the empty months of a ten-year horizon.
+                          Size: ≤ 12 a year of ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` (~120).
 - ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
                           first; each older one stays valid for the rotation overlap.
+                          Size: a caller's rotations, a handful.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
+                          Size: live wall-clock triggers / 64 (15,600 per million live);
+                          ``zoned_versions``: one partition, a few releases.
 - ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
                           request needed to re-create the trigger: the key records of releases
                           before keyed rows (they wrote it ``INSERT IF NOT EXISTS``). Only read
                           now. Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``; can
                           be dropped (with its read) once empty, at the latest
                           ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + that retention after the last such
-                          release stopped.
+                          release stopped. Size: 1 row per partition.
 - ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
                           ``promoted_until_ms`` has been handed to SQS (or found finished).
                           Written by the shard's sweeper each sweep; a regression only causes
                           re-promotion (deduped by the dispatcher's claim LWT).
-                          Lifetime: forever (one row per group and shard).
+                          Lifetime: forever. Size: one partition per group, 64 rows.
 - ``service_counters``    counter name → sum over every process and restart (``value
                           counter``): the durable counters behind ``GET /v1/stats``. Each
                           process adds its deltas every few seconds and when it stops.
-                          Lifetime: forever.
+                          Lifetime: forever. Size: 1 row per partition.
 - ``attempts``            (``trigger_id``) → every delivery attempt by (``occurrence_id``,
                           ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
-- ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
-- ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first; scope is the
-                          caller, and ``*`` holds every caller's (the operators' view).
-                          Lifetime of both: retention from the death.
-- ``replay_jobs``, ``replay_job_items``, ``replay_jobs_open``: bulk replay jobs, their items
-                          (fixed at creation) and the unfinished ones (one partition).
+                          Size: ≤ 6 (``TRIGGER_MAX_ATTEMPTS``) for a one-time trigger; a
+                          series' occurrences in retention times 6 (a minutely one: 260,000).
+- ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged (1).
+- ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first, under the
+                          caller and under one operators' bucket ``*:<n>`` (n: a hash of the
+                          id; ``scope_all_bucket``). The operators' listing merges a day's
+                          ``SCOPES_ALL``: the buckets and the ``*`` that releases before them
+                          wrote (no longer written nor deleted: a resolved letter there is
+                          hidden by its record; its read can go a retention after them).
+                          Size: 1% dying is 864,000 a day: 54,000 per bucket, a caller's up
+                          to all (its deaths of a day). Both: retention from the death.
+- ``replay_jobs``, ``replay_job_items``: bulk replay jobs and their items (fixed at creation).
+                          Size: ≤ ``MAX_BULK`` (10,000) items per job.
+- ``replay_jobs_open``    (``k``) → unfinished job ids, under ``replay_open_key`` (``open:<n>``,
+                          polled one bucket a round; releases before the buckets used
+                          ``open``, polled too, its jobs moved) and ``replay_caller_key``
+                          (``caller:<name>``: counted against ``MAX_OPEN_JOBS``, 10).
+                          Size: ≤ 10 live per caller (a bucket: 10 per 8 callers), plus the
+                          jobs finished in ``gc_grace_seconds`` (10 days) as tombstones.
 - ``inbox_messages``      (``caller``, ``recipient``) → messages by ``message_id`` (a ULID from
                           the fire time), newest first; ``INSERT IF NOT EXISTS``, so a
                           redelivery changes nothing; ``read_at_ms`` set once (an LWT);
                           deletion sets ``deleted_at_ms`` (the marker keeps a redelivery out).
                           Lifetime: ``TRIGGER_INBOX_RETENTION_DAYS`` from the store.
-- ``schema_migrations``   applied CQL versions.
-- ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running.
+                          Size: a recipient's messages in that retention (not the rate's).
+- ``schema_migrations``   applied CQL versions (one row each).
+- ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running (1 row).
 
 Redis:
 
@@ -135,6 +157,7 @@ messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
 
 from __future__ import annotations
 
+import zlib
 from typing import Final
 
 # --- Cassandra ---------------------------------------------------------------------------
@@ -176,7 +199,12 @@ DEAD_LETTER_COLUMNS: Final = (
     "trigger_id", "caller", "reason", "last_error", "attempt_count", "dead_at_ms",
     "fire_at_ms", "callback_url",
 )
-SCOPE_ALL: Final = "*"
+SCOPE_ALL: Final = "*"  # the operators' scope of releases before the buckets (read only)
+# One partition a day that every caller writes would hold the whole service's failures on one
+# replica set; 16 keeps a bucket near 54,000 rows a day at 1,000 registrations/s with 1%
+# dying (under Cassandra's ~100,000). An operators' listing reads every bucket of a day.
+DEAD_LETTER_ALL_BUCKETS: Final = 16
+SCOPES_ALL: Final = (*(f"{SCOPE_ALL}:{n}" for n in range(DEAD_LETTER_ALL_BUCKETS)), SCOPE_ALL)
 # replay_jobs, replay_job_items, replay_jobs_open
 COL_JOB_ID: Final = "job_id"
 COL_QUERY: Final = "query"
@@ -184,7 +212,12 @@ COL_TOTAL: Final = "total"
 COL_STATUS: Final = "status"
 COL_LEASE_UNTIL_MS: Final = "lease_until_ms"
 COL_DEAD_AT_MS: Final = "dead_at_ms"
-REPLAY_OPEN_KEY: Final = "open"
+REPLAY_OPEN_KEY: Final = "open"  # the one key of releases before the buckets (read only)
+# A process polls one bucket a round (``POLL_S``): a job whose runner died is found within 9
+# rounds (18 s) after its lease ends, each round reading an eighth of the open-job rows.
+REPLAY_OPEN_BUCKETS: Final = 8
+REPLAY_OPEN_KEYS: Final = (*(f"{REPLAY_OPEN_KEY}:{n}" for n in range(REPLAY_OPEN_BUCKETS)),
+                           REPLAY_OPEN_KEY)
 # inbox_messages: the key, then the columns in the order the statements bind them
 TABLE_INBOX: Final = "inbox_messages"
 COL_RECIPIENT: Final = "recipient"
@@ -280,6 +313,19 @@ IDEM_STATE_DONE: Final = "done"
 IDEM_HASH: Final = "hash"
 IDEM_TRIGGER_ID: Final = "triggerId"
 IDEM_FIRE_AT_MS: Final = "fireAtMs"
+
+
+def scope_all_bucket(dead_letter_id: str) -> str:
+    """The operators' bucket of a letter's entry (crc32: the same in every process)."""
+    return SCOPES_ALL[zlib.crc32(dead_letter_id.encode()) % DEAD_LETTER_ALL_BUCKETS]
+
+
+def replay_open_key(job_id: str) -> str:
+    return REPLAY_OPEN_KEYS[zlib.crc32(job_id.encode()) % REPLAY_OPEN_BUCKETS]
+
+
+def replay_caller_key(caller: str | None) -> str:
+    return f"caller:{caller or SCOPE_ALL}"  # unambiguous: a caller's name has no ':' nor '*'
 
 
 def _tag(group: str) -> str:
