@@ -67,7 +67,13 @@ async def seed(t: Tenants) -> Ids:
                                      headers=t.auth(t.a_token))).json()
     trigger_id = view["triggerId"]
     now_ms = t.runtime.clock.now_ms()
-    # The job first, over a window with no letter in it: it never replays A's letter below.
+    # The job first, over a window with one letter whose trigger is long gone (an empty job
+    # is refused): it fails that item at once and never replays A's letter below.
+    old_ms = 978_350_400_000  # 2001-01-01T12:00:00Z
+    old_id = new_trigger_id(old_ms)
+    await t.runtime.store.put_dead_letter(DeadLetter(
+        f"{old_id}.1", old_id, t.a_caller, DeadLetterReason.MAX_ATTEMPTS, "HTTP 500", 3,
+        old_ms, old_ms, t.callback_url), 3600)
     resp = await t.client.post("/v1/dead-letters/replay", headers=t.auth(t.a_token), json={
         "since": "2001-01-01T00:00:00Z", "until": "2001-01-02T00:00:00Z"})
     assert resp.status == 202, await resp.text()

@@ -51,7 +51,7 @@ async def build(runtime: Runtime) -> Component:
 
     async def replay_jobs(stop: asyncio.Event) -> None:
         # Resumes bulk replays whose runner died (the POST starts new ones at once).
-        await every(stop, POLL_S, jobs.run_once, name="replay_jobs")
+        await every(stop, POLL_S, jobs.poll, name="replay_jobs")
         jobs.cancel()
 
     return Component({"http": http, "replay_jobs": replay_jobs}, report=False)

@@ -4,9 +4,14 @@ resolution, job leases)."""
 
 from __future__ import annotations
 
+import random
 from dataclasses import replace
 
+import pytest
+
 from tests.contract.support import Store, unique, utc_ms
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra import dead_letter_listing
 from trigger_service.core.dead_letters import (
     DAY_MS,
     Attempt,
@@ -123,3 +128,92 @@ async def test_put_if_new_never_reopens_a_resolved_letter(store: Store) -> None:
     assert await store.get_dead_letter(d.id) == purged
     assert (await store.list_dead_letters(DeadLetterQuery(caller, T0 - DAY_MS, T0), None,
                                           10)).items == []
+
+
+def _quiet_days() -> int:
+    """The first of three days of this test alone: the operators' partitions of a day hold
+    every caller's letters, and the keyspace is shared by the session (and by reruns within
+    the TTL), so each test picks days nobody else writes."""
+    return utc_ms(2045, 1, 1) + random.randrange(20_000) * DAY_MS
+
+
+async def _pages(store: Store, q: DeadLetterQuery, limit: int) -> list[DeadLetter]:
+    seen: list[DeadLetter] = []
+    cursor = None
+    while True:
+        page = await store.list_dead_letters(q, cursor, limit)
+        assert len(page.items) <= limit
+        seen += page.items
+        cursor = page.next_cursor
+        if cursor is None:
+            return seen
+
+
+async def test_operators_listing_pages_exactly_across_buckets_and_days(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Tiny reads (Cassandra's), so that partitions come back full and the merge must stop
+    # at its horizon and go on from the cursor, many times a day.
+    monkeypatch.setattr(dead_letter_listing, "_MIN_ROWS", 1)
+    monkeypatch.setattr(dead_letter_listing, "_READ_ROWS", 2)
+    base = _quiet_days()
+    callers = [unique("dl-") for _ in range(3)]
+    letters = [letter(callers[k % 3], base + DAY_MS * (k % 3) + (k // 6) * 60_000)
+               for k in range(120)]  # 3 days, pairs at one instant (ordered by id)
+    assert len({schema.scope_all_bucket(d.id) for d in letters}) > 8  # many buckets
+    for d in letters:
+        await store.put_dead_letter(d, TTL_S)
+    q = DeadLetterQuery(None, base, base + 3 * DAY_MS)
+    expected = sorted(letters, key=lambda d: (d.dead_at_ms, d.id), reverse=True)
+    assert await _pages(store, q, 7) == expected  # newest first, each once, none skipped
+    assert await _pages(store, q, 50) == expected  # one page
+    gone = expected[5]
+    await store.resolve_dead_letter(replace(gone, state=DeadLetterState.PURGED,
+                                            resolved_at_ms=base), TTL_S)
+    assert await _pages(store, q, 4) == [d for d in expected if d != gone]
+
+
+async def test_letters_written_under_the_old_operators_scope_are_still_listed(
+        store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = _quiet_days()
+    caller = unique("dl-")
+    old = [letter(caller, base + k * 3_600_000) for k in range(5)]
+    with monkeypatch.context() as before_buckets:  # a release that wrote every letter to '*'
+        before_buckets.setattr(schema, "scope_all_bucket", lambda _id: schema.SCOPE_ALL)
+        for d in old:
+            await store.put_dead_letter(d, TTL_S)
+    new = [letter(caller, base + k * 3_600_000 + 1_800_000) for k in range(5)]
+    for d in new:
+        await store.put_dead_letter(d, TTL_S)
+    q = DeadLetterQuery(None, base, base + DAY_MS)
+    expected = sorted(old + new, key=lambda d: d.dead_at_ms, reverse=True)
+    assert await _pages(store, q, 3) == expected
+    # Resolved now: its '*' entry stays (not deleted any more), its record hides it.
+    await store.resolve_dead_letter(replace(old[2], state=DeadLetterState.REPLAYED,
+                                            resolved_at_ms=base), TTL_S)
+    assert await _pages(store, q, 3) == [d for d in expected if d != old[2]]
+    # Dead again after the replay: listed once, at the new death.
+    again = replace(old[2], dead_at_ms=base + 20 * 3_600_000)
+    await store.put_dead_letter(again, TTL_S)
+    assert await _pages(store, q, 4) == [again] + [d for d in expected if d != old[2]]
+
+
+async def test_open_jobs_by_bucket_and_counted_per_caller(store: Store) -> None:
+    caller = unique("jobs-")
+    q = DeadLetterQuery(caller, T0 - DAY_MS, T0)
+    ids = [unique("job_") for _ in range(5)]
+    for job_id in ids:
+        await store.create_job(ReplayJob(job_id, q, T0, 1), [JobItem("trg_0.1", T0)], TTL_S)
+    assert await store.count_open_jobs(caller) == 5
+    assert await store.count_open_jobs(unique("jobs-")) == 0
+    turns = len(schema.REPLAY_OPEN_KEYS)
+    for job_id in ids:  # in the bucket of its key, and in no other
+        assert [t for t in range(turns) if job_id in await store.open_jobs(t)] == [
+            schema.REPLAY_OPEN_KEYS.index(schema.replay_open_key(job_id))]
+        assert job_id in await store.open_jobs(turns + schema.REPLAY_OPEN_KEYS.index(
+            schema.replay_open_key(job_id)))  # turns go round
+    await store.finish_job(ids[0], TTL_S)
+    await store.finish_job(ids[0], TTL_S)  # again (a runner that found it open): no harm
+    assert await store.count_open_jobs(caller) == 4
+    assert ids[0] not in await store.open_jobs()
+    done = await store.get_job(ids[0])
+    assert done is not None and done.status is JobStatus.DONE

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
+from trigger_service.adapters import schema as s
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -114,9 +115,18 @@ class MemoryDeadLetters:
         self._enter("set_item_state")
         self.items[job_id][item.id] = replace(item, state=state)
 
-    async def open_jobs(self) -> list[str]:
+    async def open_jobs(self, turn: int | None = None) -> list[str]:
         self._enter("open_jobs")
-        return sorted(j.job_id for j in self.jobs.values() if j.status is JobStatus.RUNNING)
+        # The same buckets as Cassandra's (the last, the legacy key, is empty here).
+        keys = s.REPLAY_OPEN_KEYS
+        return sorted(j.job_id for j in self.jobs.values() if j.status is JobStatus.RUNNING
+                      and (turn is None
+                           or s.replay_open_key(j.job_id) == keys[turn % len(keys)]))
+
+    async def count_open_jobs(self, caller: str | None) -> int:
+        self._enter("count_open_jobs")
+        return sum(1 for j in self.jobs.values()
+                   if j.status is JobStatus.RUNNING and j.query.caller == caller)
 
     async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
         self._enter("claim_job")

@@ -10,15 +10,12 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           conditional writes of one partition that are in flight together
                           (claims, outcomes, cancels, edits) go as one conditional BATCH, one
                           Paxos round (``adapters.cassandra.rows``). Created with a plain
-                          UPDATE (no row marker) so that the terminal transition, which
-                          rewrites every column ``USING TTL`` retention, makes the whole row
-                          expire. Every change after creation is an LWT, whose cells carry
-                          Paxos (server) timestamps; the creation cells are written ``USING
-                          TIMESTAMP`` the creation time minus ``CREATE_BACKDATE_MS``, so that
-                          no API host whose clock runs ahead can shadow a later transition (a
-                          cancel that answers 200 and a trigger that fires anyway), and a
-                          repeated create (the idempotent repair) rewrites identical cells that
-                          lose to every transition.
+                          UPDATE (no row marker: the terminal ``USING TTL`` rewrite makes the
+                          whole row expire). Every later change is an LWT (Paxos timestamps);
+                          creation cells are ``USING TIMESTAMP`` creation - ``CREATE_BACKDATE_MS``,
+                          so no API host whose clock runs ahead can shadow a later transition
+                          (a cancel answered 200 that fires anyway), and a repeated create
+                          rewrites identical cells that lose to every transition.
                           A keyed registration's row (its id derived from caller and
                           Idempotency-Key) is also the key's record: ``request_hash`` and
                           ``registered_fire_at_ms`` (the fire time its key answers). Written
@@ -26,82 +23,86 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           answer in time) by Paxos: ``UPDATE ... IF status = null`` (no INSERT:
                           its row marker would outlive the terminal TTL).
                           Size: at 1,000 triggers a second, 125 rows per partition.
-                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once finished,
-                          a keyed row at least until its registered fire time +
-                          ``TRIGGER_IDEMPOTENCY_RETENTION_S``.
+                          Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once
+                          finished (a keyed row: at least its key's promise).
 - ``triggers``            by ``trigger_id``: where the trigger's row is (``home_at_ms``,
                           ``shard``), written before the row (a pointer to no row reads as no
                           trigger: a crash between the two leaves nothing that fires), never
                           changed, given the row's TTL once the trigger is finished; the
                           Paxos create takes the pointer by ``IF home_at_ms = null AND status =
-                          null``. The rows of triggers created by releases before
-                          ``triggers_by_second`` are whole rows here (``status`` set, no
-                          ``home_at_ms``), read and moved through the state machine here (one
-                          LWT each) until they end. A queue message carries the home and
-                          shard, so the dispatcher reads the row without the pointer.
+                          null``. Triggers of releases before ``triggers_by_second`` are whole
+                          rows here (``status`` set, no home), moved through the state machine
+                          here until they end (a series moves out at its next step).
+                          Size: 1 row per partition.
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
+                          Size: 60,000 a minute over 64 shards, ~940 (bound: a minute's / 64).
                           Lifetime: fire time + retention + max retry span.
 - ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
                           (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
                           A series has one entry per occurrence; LIST shows the current one.
+                          Size: a caller's month, 2.6 billion if one caller makes all 1,000/s
+                          (unbounded but by that caller's rate: not bucketed yet).
 - ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
                           so a LIST skips the empty months of a ten-year horizon.
-- ``open_triggers``       the open (PENDING, IN_FLIGHT) triggers of a caller by fire time:
-                          partition (``caller``, ``fire_hour``, ``part`` = shard mod
-                          ``OPEN_PARTS``), clustering (``fire_at_ms``, ``trigger_id``), with
-                          the row's home (read without the pointer). Written with the other
-                          index entries (before the row) at each fire time a trigger takes;
-                          deleted when it leaves that time (a step, an edit) or finishes.
-                          Readers check every entry against the row (one left by a crash is
-                          skipped), so ``status=PENDING`` pages read open triggers only.
-                          Size: at 1,000 registrations a second of one caller, all due in one
-                          hour, 450,000 rows (and as many tombstones once they fire) per
-                          partition; spread over a day, 19,000. Lifetime: the fire time +
-                          the index TTL at most; gc_grace 3 h (a hint: see 014).
-- ``open_hours``          (``caller``) → the ``fire_hour`` values that may hold open entries;
-                          a reader that finds an hour empty deletes its row with a timestamp
-                          ``OPEN_HOUR_FORGET_BACKDATE_MS`` in the past, so that an hour row
-                          written again since (writers rewrite theirs at least every
-                          ``OPEN_HOUR_REWRITE_MS``) survives. Size: one row per hour with
-                          open triggers (87,600 over ten years).
+                          Size: ≤ 12 a year of ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` (~120).
+- ``open_triggers``       open (PENDING, IN_FLIGHT) triggers of a caller by fire time: partition
+                          (``caller``, ``fire_hour``, ``part`` = shard mod ``OPEN_PARTS``),
+                          clustering (``fire_at_ms``, ``trigger_id``), with the row's home.
+                          Written with the other entries at each fire time a trigger takes,
+                          deleted once it leaves it or finishes; readers check each against
+                          the row. Size: one caller at 1,000/s all due in one hour: 450,000
+                          per partition (spread over a day: 19,000). gc_grace 3 h (see 014).
+- ``open_hours``          (``caller``) → the ``fire_hour`` values that may hold entries (87,600
+                          in ten years); a reader that finds one empty forgets it (backdated).
 - ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
                           first; each older one stays valid for the rotation overlap.
+                          Size: a caller's rotations, a handful.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
-- ``idempotency``         (``caller``, ``idem_key``) → request hash, trigger id, response, and the
-                          request needed to re-create the trigger: the key records of releases
-                          before keyed rows (they wrote it ``INSERT IF NOT EXISTS``). Only read
-                          now. Lifetime: fire time + ``TRIGGER_IDEMPOTENCY_RETENTION_S``; can
-                          be dropped (with its read) once empty, at the latest
-                          ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + that retention after the last such
-                          release stopped.
+                          Size: live wall-clock triggers / 64 (15,600 per million live);
+                          ``zoned_versions``: one partition, a few releases.
+- ``idempotency``         (``caller``, ``idem_key``) → the key records of releases before keyed
+                          rows (request hash, trigger id, the request). Only read now; empty
+                          (and droppable) ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + the idempotency
+                          retention after the last such release stopped. 1 row per partition.
 - ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
                           ``promoted_until_ms`` has been handed to SQS (or found finished).
-                          Written by the shard's sweeper each sweep; a regression only causes
-                          re-promotion (deduped by the dispatcher's claim LWT).
-                          Lifetime: forever (one row per group and shard).
-- ``service_counters``    counter name → sum over every process and restart (``value
-                          counter``): the durable counters behind ``GET /v1/stats``. Each
-                          process adds its deltas every few seconds and when it stops.
-                          Lifetime: forever.
+                          Written by the shard's sweeper; a regression only re-promotes
+                          (deduped by the claim LWT). Forever; a partition per group, 64 rows.
+- ``service_counters``    name → ``value counter`` over every process and restart (``GET
+                          /v1/stats``): each process adds its deltas every few seconds. 1 row.
 - ``attempts``            (``trigger_id``) → every delivery attempt by (``occurrence_id``,
                           ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
+                          Size: ≤ 6 (``TRIGGER_MAX_ATTEMPTS``) for a one-time trigger; a
+                          series' occurrences in retention times 6 (a minutely one: 260,000).
 - ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
-- ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first; scope is the
-                          caller, and ``*`` holds every caller's (the operators' view).
-                          Lifetime of both: retention from the death.
-- ``replay_jobs``, ``replay_job_items``, ``replay_jobs_open``: bulk replay jobs, their items
-                          (fixed at creation) and the unfinished ones (one partition).
+- ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first, under the
+                          caller and under one operators' bucket ``*:<n>`` (n: a hash of the
+                          id; ``scope_all_bucket``). The operators' listing merges a day's
+                          ``SCOPES_ALL``: the buckets and the ``*`` that releases before them
+                          wrote (no longer written nor deleted: a resolved letter there is
+                          hidden by its record; its read can go a retention after them).
+                          Size: 1% dying is 864,000 a day: 54,000 per bucket, a caller's up
+                          to all (its deaths of a day). Both: retention from the death.
+- ``replay_jobs``, ``replay_job_items``: bulk replay jobs and their items (fixed at creation).
+                          Size: ≤ ``MAX_BULK`` (10,000) items per job.
+- ``replay_jobs_open``    (``k``) → unfinished job ids, under ``replay_open_key`` (``open:<n>``,
+                          polled one bucket a round; releases before the buckets used
+                          ``open``, polled too, its jobs moved) and ``replay_caller_key``
+                          (``caller:<name>``: counted against ``MAX_OPEN_JOBS``, 10).
+                          Size: ≤ 10 live per caller (a bucket: 10 per 8 callers), plus the
+                          jobs finished in ``gc_grace_seconds`` (10 days) as tombstones.
 - ``inbox_messages``      (``caller``, ``recipient``) → messages by ``message_id`` (a ULID from
                           the fire time), newest first; ``INSERT IF NOT EXISTS``, so a
                           redelivery changes nothing; ``read_at_ms`` set once (an LWT);
                           deletion sets ``deleted_at_ms`` (the marker keeps a redelivery out).
                           Lifetime: ``TRIGGER_INBOX_RETENTION_DAYS`` from the store.
-- ``schema_migrations``   applied CQL versions.
-- ``schema_lock``         (name) → owner, with a TTL: held by the one migrator running.
+                          Size: a recipient's messages in that retention (not the rate's).
+- ``schema_migrations``, ``schema_lock``: applied CQL versions; (name) → owner with a TTL,
+                          held by the one migrator running.
 
 Redis:
 
@@ -111,17 +112,13 @@ all of a group's keys share one slot.)
 - ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_LEASE_TTL_S``: the shard's
   sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE only
   by the holder, compared before every promotion.
-- ``lease:{group}:fence:{n}`` integer, no TTL: the fencing token, incremented on every acquisition.
-- ``sweeper:{group}:members`` sorted set: sweeper id → last heartbeat ms; live members decide each
-  sweeper's fair share of shards.
-- ``idem:{caller}:{key}`` string (JSON): ``{"state": "pending"|"done", "hash", "triggerId",
-  "fireAtMs"}``. Claimed with one ``SET NX GET PX`` (Redis 7.0+) by the request that owns the
-  key (``pending``, TTL ``IDEM_LOCK_TTL_MS``; the GET answers the others what is there), then
-  overwritten with ``done`` for fire time + idempotency retention; deleted by an owner that
-  failed. It orders a key's requests and answers replays, but the truth is the derived
-  trigger row, so losing Redis loses nothing (``get`` reads an entry it cannot parse as a
-  miss; ``claim`` then decides in Cassandra). Same format as earlier releases, which share it
-  during a rolling upgrade.
+- ``lease:{group}:fence:{n}`` integer, no TTL: the fencing token, incremented on each acquisition.
+- ``sweeper:{group}:members`` zset: sweeper id → last heartbeat ms (shares of the shards).
+- ``idem:{caller}:{key}`` string (JSON) ``{"state": "pending"|"done", "hash", "triggerId",
+  "fireAtMs"}``: claimed with one ``SET NX GET PX`` by the key's owner (``pending``,
+  ``IDEM_LOCK_TTL_MS``; the GET tells the others), then ``done`` for a day at most
+  (``app.idempotency``); deleted by an owner that failed. A cache: the truth is the derived
+  row, so losing Redis (or an entry it cannot parse) loses nothing.
 - ``ops:{ns}:breakers`` hash (``ns``: the main queue's name, i.e. one deployment): field
   ``{dispatcher}|{origin}`` → JSON ``{"state", "changedAtMs", "expiresAtMs"}``, written by each
   dispatcher every second, key EXPIRE ``OPS_BREAKER_TTL_S``; readers skip (and delete)
@@ -129,13 +126,11 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
-- ``rate:{key}`` hash ``{tokens, ms}``: one caller's request token bucket (``key`` is the
-  caller's name), refilled by the one Lua script that takes from it, on Redis' own clock;
-  PEXPIRE the time to refill it whole plus 1 s (a bucket that would be full is forgotten).
-- ``pending:{caller}`` sorted set: trigger id → the epoch ms until which it counts against
-  the caller's ``max_pending`` (its fire time; a series: far future, until cancelled).
-  Entries past their score are removed by the reserve script before it counts; cancel ZREMs.
-  No TTL (it empties itself). Losing it only lets a caller register more for a while.
+- ``rate:{key}`` hash ``{tokens, ms}``: a caller's request token bucket, refilled by the Lua
+  script that takes from it (Redis' clock); PEXPIRE the time to refill it whole plus 1 s.
+- ``pending:{caller}`` zset: trigger id → the ms until which it counts against ``max_pending``
+  (its fire time; a series: far future, until cancelled); the reserve script drops entries
+  past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``inbox:{caller}:{recipient}`` pub/sub channel (no key, nothing stored): each new inbox
   message's JSON, published after it is stored; every API process streaming that recipient
   subscribes. At most once: a stream that missed one replays it from Cassandra.
@@ -153,6 +148,7 @@ messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
 
 from __future__ import annotations
 
+import zlib
 from typing import Final
 
 # --- Cassandra ---------------------------------------------------------------------------
@@ -165,13 +161,10 @@ TABLE_OPEN: Final = "open_triggers"
 TABLE_OPEN_HOURS: Final = "open_hours"
 COL_FIRE_HOUR: Final = "fire_hour"
 COL_PART: Final = "part"
-# Partitions per (caller, hour) of open_triggers: a page reads them all (concurrently), so
-# few; enough that one caller's hour at 1,000 a second stays below a million rows each.
-OPEN_PARTS: Final = 8
-# A writer rewrites a (caller, hour) row of open_hours at least this often while it writes
-# entries into that hour; a reader that finds the hour empty deletes the row with a
-# timestamp this far in the past (and a margin for clocks), so the delete never shadows a row
-# written for an entry the reader did not see yet.
+OPEN_PARTS: Final = 8  # per (caller, hour): a page reads them all, concurrently
+# Writers rewrite an open_hours row at least this often while writing entries into its hour;
+# a reader's delete of an empty hour is backdated by more (and a clock margin), so it never
+# shadows a row written for an entry the reader did not see yet.
 OPEN_HOUR_REWRITE_MS: Final = 60_000
 OPEN_HOUR_FORGET_BACKDATE_MS: Final = 2 * OPEN_HOUR_REWRITE_MS + 30_000
 TABLE_SECRETS: Final = "signing_secrets"
@@ -207,7 +200,12 @@ DEAD_LETTER_COLUMNS: Final = (
     "trigger_id", "caller", "reason", "last_error", "attempt_count", "dead_at_ms",
     "fire_at_ms", "callback_url",
 )
-SCOPE_ALL: Final = "*"
+SCOPE_ALL: Final = "*"  # the operators' scope of releases before the buckets (read only)
+# One partition a day that every caller writes would hold the whole service's failures on one
+# replica set; 16 keeps a bucket near 54,000 rows a day at 1,000 registrations/s with 1%
+# dying (under Cassandra's ~100,000). An operators' listing reads every bucket of a day.
+DEAD_LETTER_ALL_BUCKETS: Final = 16
+SCOPES_ALL: Final = (*(f"{SCOPE_ALL}:{n}" for n in range(DEAD_LETTER_ALL_BUCKETS)), SCOPE_ALL)
 # replay_jobs, replay_job_items, replay_jobs_open
 COL_JOB_ID: Final = "job_id"
 COL_QUERY: Final = "query"
@@ -215,7 +213,12 @@ COL_TOTAL: Final = "total"
 COL_STATUS: Final = "status"
 COL_LEASE_UNTIL_MS: Final = "lease_until_ms"
 COL_DEAD_AT_MS: Final = "dead_at_ms"
-REPLAY_OPEN_KEY: Final = "open"
+REPLAY_OPEN_KEY: Final = "open"  # the one key of releases before the buckets (read only)
+# A process polls one bucket a round (``POLL_S``): a job whose runner died is found within 9
+# rounds (18 s) after its lease ends, each round reading an eighth of the open-job rows.
+REPLAY_OPEN_BUCKETS: Final = 8
+REPLAY_OPEN_KEYS: Final = (*(f"{REPLAY_OPEN_KEY}:{n}" for n in range(REPLAY_OPEN_BUCKETS)),
+                           REPLAY_OPEN_KEY)
 # inbox_messages: the key, then the columns in the order the statements bind them
 TABLE_INBOX: Final = "inbox_messages"
 COL_RECIPIENT: Final = "recipient"
@@ -227,8 +230,7 @@ COL_READ_AT_MS: Final = "read_at_ms"
 COL_DELETED_AT_MS: Final = "deleted_at_ms"
 COL_TTL: Final = "ttl_s"  # the alias of TTL(title) in reads
 TABLE_MIGRATIONS: Final = "schema_migrations"
-# One row per lock name, taken with INSERT IF NOT EXISTS (and a TTL, so a migrator that died
-# holding it does not block the next one for ever): one migrator at a time.
+# Taken with INSERT IF NOT EXISTS and a TTL (a migrator that died does not block for ever).
 TABLE_SCHEMA_LOCK: Final = "schema_lock"
 SCHEMA_LOCK_NAME: Final = "migrate"
 TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
@@ -311,6 +313,19 @@ IDEM_STATE_DONE: Final = "done"
 IDEM_HASH: Final = "hash"
 IDEM_TRIGGER_ID: Final = "triggerId"
 IDEM_FIRE_AT_MS: Final = "fireAtMs"
+
+
+def scope_all_bucket(dead_letter_id: str) -> str:
+    """The operators' bucket of a letter's entry (crc32: the same in every process)."""
+    return SCOPES_ALL[zlib.crc32(dead_letter_id.encode()) % DEAD_LETTER_ALL_BUCKETS]
+
+
+def replay_open_key(job_id: str) -> str:
+    return REPLAY_OPEN_KEYS[zlib.crc32(job_id.encode()) % REPLAY_OPEN_BUCKETS]
+
+
+def replay_caller_key(caller: str | None) -> str:
+    return f"caller:{caller or SCOPE_ALL}"  # unambiguous: a caller's name has no ':' nor '*'
 
 
 def _tag(group: str) -> str:

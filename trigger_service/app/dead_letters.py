@@ -37,7 +37,14 @@ from trigger_service.core.dead_letters import (
     JobItem,
     ReplayJob,
 )
-from trigger_service.core.errors import AlreadyReplayed, InvalidRequest, NotFound, NotReplayable
+from trigger_service.core.errors import (
+    AlreadyReplayed,
+    InvalidRequest,
+    NotFound,
+    NothingToReplay,
+    NotReplayable,
+    QuotaExceeded,
+)
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.model import Route, Status, Trigger, route_for
 from trigger_service.core.ports import Clock, Metrics, TriggerStates
@@ -45,6 +52,10 @@ from trigger_service.core.ports import Clock, Metrics, TriggerStates
 log = structlog.get_logger(__name__)
 
 MAX_BULK = 10_000  # dead letters in one bulk replay job
+# Unfinished bulk replay jobs over one caller's letters (or over every caller's): what bounds
+# the open-jobs rows every API process polls. A job runs in seconds to minutes, so a caller
+# that needs more at once can narrow none of them usefully: it waits for one to finish.
+MAX_OPEN_JOBS = 10
 _BULK_PAGE = 500
 
 
@@ -150,7 +161,17 @@ class DeadLetterService:
 
     # --- bulk ----------------------------------------------------------------------------
     async def start_bulk(self, q: DeadLetterQuery) -> ReplayJob:
-        """A job replaying every open dead letter matching ``q`` now (up to ``MAX_BULK``)."""
+        """A job replaying every open dead letter matching ``q`` now (up to ``MAX_BULK``).
+        Raises ``QuotaExceeded`` when ``MAX_OPEN_JOBS`` jobs over ``q.caller``'s letters are
+        unfinished (a bound, not a lock: requests racing may all pass, each seeing fewer),
+        ``NothingToReplay`` when no open letter matches, ``InvalidRequest`` when more than
+        ``MAX_BULK`` do; no job is made then."""
+        open_jobs = await self._store.count_open_jobs(q.caller)
+        if open_jobs >= MAX_OPEN_JOBS:
+            raise QuotaExceeded(
+                f"{open_jobs} bulk replay jobs over these letters are unfinished, the most at "
+                f"once ({MAX_OPEN_JOBS}); wait for one to finish "
+                "(GET /v1/dead-letters/replay/{jobId})")
         items: list[JobItem] = []
         cursor: DeadLetterCursor | None = None
         while True:
@@ -162,6 +183,8 @@ class DeadLetterService:
             if len(items) > MAX_BULK:
                 raise InvalidRequest(f"filters: more than {MAX_BULK} dead letters match; "
                                      "narrow them (since/until, reason)", field="filters")
+        if not items:
+            raise NothingToReplay("no open dead letter matches these filters; no job was made")
         now_ms = self._clock.now_ms()
         job = ReplayJob("job_" + str(ULID.from_timestamp(now_ms / 1000)), q, now_ms,
                         len(items))

@@ -1,7 +1,9 @@
 """Runs bulk replay jobs: the API process that made a job starts it at once, and every API
 process looks for unfinished jobs every ``POLL_S`` (a job whose runner died is taken over
-when its lease expires; an LWT decides who runs it). The process runs ``run_once`` every
-``POLL_S`` (``trigger_service.__main__``).
+when its lease expires; an LWT decides who runs it). The process runs ``poll`` every
+``POLL_S`` (``trigger_service.__main__``), which reads one of the store's buckets of
+unfinished jobs a round (a bounded read; a dead runner's job is found within one cycle of
+them); ``run_once`` reads them all.
 
 Each item is replayed through ``DeadLetterService.replay`` with the death it was made for,
 then marked. A crash between the two replays nothing twice: the next runner's replay finds
@@ -41,16 +43,17 @@ class ReplayJobRunner:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{id(self):x}"
         self._kicked: set[asyncio.Task[int]] = set()
         self._lock = asyncio.Lock()
+        self._turn = -1
 
-    def kick(self) -> None:
-        """Start a round now, in the background (after a job was made)."""
-        task = asyncio.ensure_future(self._quiet_round())
+    def kick(self, job_id: str) -> None:
+        """Start running the job now, in the background (after it was made)."""
+        task = asyncio.ensure_future(self._quiet_round(job_id))
         self._kicked.add(task)
         task.add_done_callback(self._kicked.discard)
 
-    async def _quiet_round(self) -> int:
+    async def _quiet_round(self, job_id: str) -> int:
         try:
-            return await self.run_once()
+            return await self._run([job_id])
         except AdapterError as e:
             log.warning("replay_round_failed", error=str(e))  # the poll retries
             return 0
@@ -63,9 +66,17 @@ class ReplayJobRunner:
 
     async def run_once(self) -> int:
         """Work on every unfinished job this runner can lease; items replayed."""
+        return await self._run(await self._jobs.open_jobs())
+
+    async def poll(self) -> int:
+        """``run_once`` over the next bucket of unfinished jobs only; items replayed."""
+        self._turn += 1
+        return await self._run(await self._jobs.open_jobs(self._turn))
+
+    async def _run(self, job_ids: list[str]) -> int:
         async with self._lock:  # one round at a time per process
             replayed = 0
-            for job_id in await self._jobs.open_jobs():
+            for job_id in job_ids:
                 if await self._jobs.claim_job(job_id, self.owner, self._clock.now_ms(),
                                               LEASE_MS):
                     replayed += await self._work(job_id)

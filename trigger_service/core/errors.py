@@ -18,9 +18,11 @@
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
+    │   ├── NothingToReplay           422 nothing_to_replay (a bulk replay matching no letter)
     │   ├── RateLimited               429 rate_limited (the caller's token bucket is empty;
     │   │                             ``Retry-After`` says when a token is back)
-    │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached)
+    │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached,
+    │   │                             or its unfinished bulk replay jobs are MAX_OPEN_JOBS)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
@@ -126,6 +128,13 @@ class IdempotencyKeyReused(ApiError):
 
 class NonexistentLocalTime(_FieldError):
     status, code = 422, "nonexistent_local_time"
+
+
+class NothingToReplay(ApiError):
+    """A bulk replay whose filters match no open dead letter: no job is made (an empty one
+    would only take a place among the caller's unfinished jobs)."""
+
+    status, code = 422, "nothing_to_replay"
 
 
 class RateLimited(ApiError):

@@ -64,9 +64,10 @@ class DeadLetterIndex(Protocol):
 
     async def list_dead_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
                                 limit: int) -> DeadLetterPage:
-        """Open dead letters matching ``q``, newest first; reads one day partition after
-        another (a bounded number per call: a page may be short with a cursor to go on).
-        Raises ``StoreError``."""
+        """Open dead letters matching ``q``, newest first, from ``cursor`` (exclusive; the
+        page's ``next_cursor`` goes on exactly there: no letter twice, none skipped); reads
+        one day after another (a bounded number per call: a page may be short with a cursor
+        to go on). Raises ``StoreError``."""
         ...
 
 
@@ -93,8 +94,16 @@ class ReplayJobStore(Protocol):
         """Raises ``StoreError``."""
         ...
 
-    async def open_jobs(self) -> list[str]:
-        """Ids of the jobs not finished yet. Raises ``StoreError``."""
+    async def open_jobs(self, turn: int | None = None) -> list[str]:
+        """Ids of the jobs not finished yet: all of them (``turn`` None), or those of one of
+        the store's few buckets, the ``turn``-th (modulo their number: turns 0, 1, 2, ...
+        visit every unfinished job within one cycle of the buckets, each reading a bounded
+        part). Raises ``StoreError``."""
+        ...
+
+    async def count_open_jobs(self, caller: str | None) -> int:
+        """How many jobs over ``caller``'s letters (``None``: over every caller's, the
+        query's ``caller``) are not finished yet. Raises ``StoreError``."""
         ...
 
     async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
@@ -103,5 +112,6 @@ class ReplayJobStore(Protocol):
         ...
 
     async def finish_job(self, job_id: str, ttl_s: int) -> None:
-        """Mark the job done and drop it from the open jobs. Raises ``StoreError``."""
+        """Mark the job done and drop it from the open jobs (idempotent: a job finished
+        again, by a runner that found it open, stays done). Raises ``StoreError``."""
         ...

@@ -13,7 +13,8 @@ from tests.unit.http.test_routes import (
     Api,
     assert_error,
 )
-from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.app.dead_letters import MAX_OPEN_JOBS
+from trigger_service.core.dead_letters import DeadLetterQuery, DeadLetterReason, JobItem, ReplayJob
 from trigger_service.core.model import Status
 
 LIST = "/v1/dead-letters"
@@ -103,5 +104,24 @@ async def test_empty_filters_are_filters_left_out_and_the_contract_says_so(api: 
                    {"reason": ""}):
         resp = await api.client.get(LIST, headers=OPERATOR, params=params | {"caller": ""})
         assert resp.status == 200, await resp.text()
+    await dead(api.env)  # something to replay: an empty job is refused
     resp = await api.client.post(LIST + "/replay", headers=OPERATOR, json={"reason": ""})
     assert resp.status == 202, await resp.text()
+
+
+async def test_bulk_replay_of_nothing_is_422_and_past_the_cap_429(api: Api) -> None:
+    # The `api` fixture checks both answers against openapi.yaml.
+    resp = await api.client.post(f"{LIST}/replay", headers=AUTH, json={})
+    body = await assert_error(resp, 422, "nothing_to_replay")
+    assert "no open dead letter matches" in body["message"]
+    assert api.env.store.jobs == {}
+    d = await dead(api.env)
+    for n in range(MAX_OPEN_JOBS):  # unfinished jobs over orders' letters, made elsewhere
+        await api.env.store.create_job(ReplayJob(f"job_{n}", DeadLetterQuery(
+            "orders", 0, d.dead_at_ms), 0, 1), [JobItem(d.id, d.dead_at_ms)], 60)
+    resp = await api.client.post(f"{LIST}/replay", headers=AUTH, json={})
+    body = await assert_error(resp, 429, "quota_exceeded")
+    assert "unfinished" in body["message"] and "Retry-After" not in resp.headers
+    assert len(api.env.store.jobs) == MAX_OPEN_JOBS
+    resp = await api.client.post(f"{LIST}/replay", headers=OPERATOR, json={})
+    assert resp.status == 202, await resp.text()  # the operators' jobs count apart

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.dead_letter_listing import list_rows
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -24,10 +25,10 @@ from trigger_service.core.dead_letters import (
     day_of,
 )
 
-_MAX_ID = "\U0010ffff"  # sorts after every id: "everything at this instant"
-_MAX_MS = 2**62
-_LIST_MAX_READS = 40  # partition reads per listing call (a rare filter cannot scan forever)
-_READ_ROWS = 200
+# A job's lease cells, and the open entries of a job moved from the legacy key (whose own
+# TTL is not known): a job unfinished that long was never going to be.
+_JOB_TTL_S = 30 * 86_400
+
 
 
 def dead_letter_queries(keyspace: str) -> dict[str, str]:
@@ -142,7 +143,7 @@ class CassandraDeadLetters:
                 d.fire_at_ms, d.callback_url]  # day_cols after the key
         await asyncio.gather(*(
             self._run("dl_day_put", [scope, day, d.dead_at_ms, d.id, *rest, ttl_s])
-            for scope in (d.caller, s.SCOPE_ALL)))
+            for scope in (d.caller, s.scope_all_bucket(d.id))))
         await self._run("dl_put", [d.id, *_fields(d), DeadLetterState.OPEN.value, None, ttl_s])
 
     async def put_dead_letter_if_new(self, d: DeadLetter, ttl_s: int) -> bool:
@@ -162,39 +163,23 @@ class CassandraDeadLetters:
 
     async def resolve_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
         # The record first: an entry left listed after a crash shows a resolved record, and
-        # the listing skips it.
+        # the listing skips it. So does an entry under the legacy '*' (not deleted: a delete
+        # there per resolution would fill the partition the buckets empty with tombstones).
         await self._run("dl_put", [d.id, *_fields(d), d.state.value, d.resolved_at_ms, ttl_s])
         day = day_of(d.dead_at_ms)
         await asyncio.gather(*(self._run("dl_day_delete", [scope, day, d.dead_at_ms, d.id])
-                               for scope in (d.caller, s.SCOPE_ALL)))
+                               for scope in (d.caller, s.scope_all_bucket(d.id))))
 
     async def list_dead_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
                                 limit: int) -> DeadLetterPage:
-        scope = q.caller or s.SCOPE_ALL
-        day, before_ms, before_id = cursor or (day_of(q.until_ms), q.until_ms, _MAX_ID)
-        first_day = day_of(q.since_ms)
-        found: list[DeadLetter] = []
-        reads = 0
-        while day >= first_day and len(found) < limit and reads < _LIST_MAX_READS:
-            reads += 1
-            rows = await self._run("dl_day_list", [scope, day, before_ms, before_id,
-                                                   _READ_ROWS])
-            for r in rows:
-                before_ms, before_id = r[s.COL_DEAD_AT_MS], r[s.COL_ID]
-                if before_ms < q.since_ms:
-                    rows, day = [], first_day - 1  # older than asked: done
-                    break
-                d = _letter(r)
-                if q.matches(d):
-                    found.append(d)
-                    if len(found) == limit:
-                        break
-            else:
-                if len(rows) < _READ_ROWS:  # this day is done: the one before, from its end
-                    day, before_ms, before_id = day - 1, _MAX_MS, _MAX_ID
-        found = await self._only_open(found)
-        more = day >= first_day
-        return DeadLetterPage(found, (day, before_ms, before_id) if more else None)
+        async def read(scope: str, day: int, before_ms: int, before_id: str,
+                       rows: int) -> list[dict[str, Any]]:
+            return await self._run("dl_day_list", [scope, day, before_ms, before_id, rows])
+
+        rows, next_cursor = await list_rows(
+            read, (q.caller,) if q.caller else s.SCOPES_ALL, q, cursor, limit,
+            lambda r: q.matches(_letter(r)))
+        return DeadLetterPage(await self._only_open([_letter(r) for r in rows]), next_cursor)
 
     async def _only_open(self, found: list[DeadLetter]) -> list[DeadLetter]:
         # A listing entry can outlive its letter's resolution by a crash between the two
@@ -210,7 +195,11 @@ class CassandraDeadLetters:
             job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s]) for i in items))
         await self._run("job_put", [job.job_id, encode_query(job.query), job.created_at_ms,
                                     job.total, job.status.value, ttl_s])
-        await self._run("open_put", [s.REPLAY_OPEN_KEY, job.job_id, ttl_s])
+        await self._open(job.job_id, job.query.caller, ttl_s)
+
+    async def _open(self, job_id: str, caller: str | None, ttl_s: int) -> None:
+        await asyncio.gather(*(self._run("open_put", [key, job_id, ttl_s]) for key in (
+            s.replay_open_key(job_id), s.replay_caller_key(caller))))
 
     async def get_job(self, job_id: str) -> ReplayJob | None:
         rows = await self._run("job_get", [job_id])
@@ -233,13 +222,34 @@ class CassandraDeadLetters:
                              ttl_s: int) -> None:
         await self._run("item_put", [job_id, item.id, item.dead_at_ms, state.value, ttl_s])
 
-    async def open_jobs(self) -> list[str]:
-        rows = await self._run("open_list", [s.REPLAY_OPEN_KEY])
-        return [r[s.COL_JOB_ID] for r in rows]
+    async def open_jobs(self, turn: int | None = None) -> list[str]:
+        keys = s.REPLAY_OPEN_KEYS if turn is None else (
+            s.REPLAY_OPEN_KEYS[turn % len(s.REPLAY_OPEN_KEYS)],)
+        found = await asyncio.gather(*(self._open_in(key) for key in keys))
+        return sorted(job_id for ids in found for job_id in ids)
+
+    async def _open_in(self, key: str) -> list[str]:
+        ids = [r[s.COL_JOB_ID] for r in await self._run("open_list", [key])]
+        if key == s.REPLAY_OPEN_KEY:
+            await asyncio.gather(*(self._move_legacy(job_id) for job_id in ids))
+        return ids
+
+    async def _move_legacy(self, job_id: str) -> None:
+        # An earlier release's job: under the two keys first, so that finish_job (which
+        # deletes those alone) ends it, then out of the legacy key (kept free of rows, and
+        # of tombstones beyond one per job made before the buckets).
+        rows = await self._run("job_get", [job_id])
+        if rows and rows[0][s.COL_QUERY] is not None:
+            caller = decode_query(rows[0][s.COL_QUERY]).caller
+            await self._open(job_id, caller, _JOB_TTL_S)
+        await self._run("open_delete", [s.REPLAY_OPEN_KEY, job_id])
+
+    async def count_open_jobs(self, caller: str | None) -> int:
+        return len(await self._run("open_list", [s.replay_caller_key(caller)]))
 
     async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
         until_ms = now_ms + lease_ms
-        ttl_s = 30 * 86_400
+        ttl_s = _JOB_TTL_S
         for name, cond in (("job_claim", owner), ("job_claim_free", now_ms),
                            ("job_claim_new", None)):
             params = [ttl_s, owner, until_ms, job_id] + ([] if cond is None else [cond])
@@ -249,5 +259,9 @@ class CassandraDeadLetters:
         return False
 
     async def finish_job(self, job_id: str, ttl_s: int) -> None:
+        rows = await self._run("job_get", [job_id])  # whose it is: its caller key
         await self._run("job_done", [ttl_s, JobStatus.DONE.value, job_id])
-        await self._run("open_delete", [s.REPLAY_OPEN_KEY, job_id])
+        keys = [s.replay_open_key(job_id)]
+        if rows and rows[0][s.COL_QUERY] is not None:
+            keys.append(s.replay_caller_key(decode_query(rows[0][s.COL_QUERY]).caller))
+        await asyncio.gather(*(self._run("open_delete", [key, job_id]) for key in keys))

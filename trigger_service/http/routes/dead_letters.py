@@ -83,7 +83,7 @@ async def start_bulk(request: web.Request) -> web.Response:
     q = views.parse_filters(body, scope=scope, now_ms=runtime.clock.now_ms(),
                             retention_s=runtime.settings.retention_s)
     job = await request.app[LETTERS_KEY].start_bulk(q)
-    request.app[JOBS_KEY].kick()
+    request.app[JOBS_KEY].kick(job.job_id)
     return web.json_response(views.job_view(job), status=202)
 
 

@@ -1,0 +1,82 @@
+"""Bulk replay jobs are bounded: none made for nothing, at most ``MAX_OPEN_JOBS`` unfinished
+per caller's letters, and the periodic poll reads one bucket of unfinished jobs a round."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.app.support import NOW_MS, make_env
+from tests.unit.app.test_dead_letters import ALL, dead, service
+from trigger_service.adapters import schema
+from trigger_service.app.dead_letters import MAX_OPEN_JOBS
+from trigger_service.app.replay_jobs import ReplayJobRunner
+from trigger_service.core.dead_letters import (
+    DeadLetterQuery,
+    DeadLetterReason,
+    JobStatus,
+    ReplayJob,
+)
+from trigger_service.core.errors import NothingToReplay, QuotaExceeded
+
+
+async def test_a_bulk_replay_matching_nothing_makes_no_job() -> None:
+    env = make_env()
+    svc = service(env)
+    with pytest.raises(NothingToReplay):
+        await svc.start_bulk(ALL)  # no dead letter at all
+    await dead(env, "orders")
+    with pytest.raises(NothingToReplay):  # letters, but none matching
+        await svc.start_bulk(DeadLetterQuery("orders", 0, NOW_MS + 10**9,
+                                             DeadLetterReason.GONE))
+    with pytest.raises(NothingToReplay):  # another caller's letters are not its own
+        await svc.start_bulk(DeadLetterQuery("billing", 0, NOW_MS + 10**9))
+    assert env.store.jobs == {}
+
+
+async def test_unfinished_jobs_are_capped_per_caller_until_one_finishes() -> None:
+    env = make_env()
+    await dead(env, "orders")
+    await dead(env, "billing", n=1)
+    svc = service(env)
+    orders = DeadLetterQuery("orders", 0, NOW_MS + 10**9)
+    for _ in range(MAX_OPEN_JOBS):  # nobody runs them: all stay unfinished
+        await svc.start_bulk(orders)
+    with pytest.raises(QuotaExceeded) as refused:
+        await svc.start_bulk(orders)
+    assert f"({MAX_OPEN_JOBS})" in refused.value.message
+    assert len(env.store.jobs) == MAX_OPEN_JOBS  # the refused one made nothing
+    # Each caller's jobs count alone; the operators' (every caller's letters) too.
+    await svc.start_bulk(DeadLetterQuery("billing", 0, NOW_MS + 10**9))
+    await svc.start_bulk(ALL)
+    # Once they finish, there is room again.
+    runner = ReplayJobRunner(env.settings, svc, env.store, env.clock, owner="a")
+    await runner.run_once()
+    assert all(j.status is JobStatus.DONE for j in env.store.jobs.values())
+    assert await env.store.count_open_jobs("orders") == 0
+    await dead(env, "orders", n=2)
+    await svc.start_bulk(orders)
+
+
+async def test_the_poll_reads_one_bucket_a_round_and_finds_every_job_in_a_cycle() -> None:
+    env = make_env()
+    for n in range(6):
+        await dead(env, "orders", n=n)
+    svc = service(env)
+    jobs = [await svc.start_bulk(DeadLetterQuery("orders", 0, NOW_MS + 10**9))
+            for _ in range(6)]
+    buckets = {schema.replay_open_key(j.job_id) for j in jobs}
+    assert len(buckets) > 1  # the test spans buckets (ids are ULIDs: they hash apart)
+    runner = ReplayJobRunner(env.settings, svc, env.store, env.clock, owner="a")
+    seen: list[str] = []
+    for turn in range(len(schema.REPLAY_OPEN_KEYS)):
+        open_before = _open(env.store.jobs)
+        await runner.poll()
+        finished = open_before - _open(env.store.jobs)
+        # only that round's bucket (the last key, the legacy one, holds nothing here)
+        assert {schema.replay_open_key(j) for j in finished} <= {schema.REPLAY_OPEN_KEYS[turn]}
+        seen += finished
+    assert sorted(seen) == sorted(j.job_id for j in jobs)  # every one, once
+
+
+def _open(jobs: dict[str, ReplayJob]) -> set[str]:
+    return {j.job_id for j in jobs.values() if j.status is JobStatus.RUNNING}
