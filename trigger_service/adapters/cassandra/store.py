@@ -138,7 +138,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self._legacy = LegacyRows(self._run, self._rows)
         # The open triggers' index, read by the open statuses' LIST pages (``now`` from here).
         self._clock = clock
-        self._open = OpenIndex(self._run, self.get_many_at)
+        self._open_index = OpenIndex(self._run, self.get_many_at)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -216,7 +216,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         """The index entries of ``t``'s fire time; with ``home_ts_us`` also the pointer to
         its row (a creation), written with that timestamp."""
         writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._months, self._versions)
-        writes += self._open.entry_writes(t, index_ttl_s, ts_us)
+        writes += self._open_index.entry_writes(t, index_ttl_s, ts_us)
         if home_ts_us is not None:
             writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:
@@ -271,7 +271,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # Only the cells that change (a claim is a few columns, not the payload); a terminal
         # write rewrites every cell with the TTL so that the whole row expires.
         values = changed_values(old, new, rewrite=ttl_s is not None)
-        after = self._open.leave(old, new)  # the open entry goes once it is applied
+        after = self._open_index.leave(old, new)  # the open entry goes once it is applied
         if old.home_at_ms is None:
             found = await self._legacy.compare_and_set(old, new, values, ttl_s)
             if isinstance(found, bool):
@@ -296,7 +296,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         status: Status | None,
     ) -> ListPage:
         if status in (Status.PENDING, Status.IN_FLIGHT):
-            return await self._open.page(caller, start=start, last_month=last_month,
+            return await self._open_index.page(caller, start=start, last_month=last_month,
                                          limit=limit, status=status,
                                          now_ms=self._clock.now_ms())
         return await list_page(self._run, self.get_many, caller, start=start,
@@ -309,7 +309,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
 
     async def reindex_open(self, t: Trigger, index_ttl_s: int, now_ms: int) -> None:
         """Write the open-index entry of ``t`` (read as open), as of ``now_ms``."""
-        if writes := self._open.entry_writes(t, index_ttl_s, now_ms * 1000):
+        if writes := self._open_index.entry_writes(t, index_ttl_s, now_ms * 1000):
             await self._run_unlogged(writes)
 
     # --- SecretStore -------------------------------------------------------------------
