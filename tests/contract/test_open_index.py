@@ -135,3 +135,16 @@ async def test_the_open_listing_cursor_is_stable_under_changes_behind_it(store: 
         cursor = page.next_cursor
     assert rest == _ids(ts)[5:]
     assert fire_month(at) == 203107
+
+
+async def test_a_page_that_ends_on_an_hours_last_millisecond_goes_on_without_a_repeat(
+        store: Store) -> None:
+    caller = unique("caller-")
+    edge = utc_ms(2031, 9, 1, 11) - 1  # 10:59:59.999
+    ts = [make_trigger(caller, ms, shard=i) for i, ms in enumerate(
+        (edge - 1_000, edge, edge + 1, edge + HOUR_MS))]
+    for t in ts:
+        await store.create(t, INDEX_TTL_S)
+    for limit in (1, 2, 3):
+        pages = await _pages(store, caller, limit, Status.PENDING)
+        assert [i for p in pages for i in p] == _ids(ts), f"limit {limit}"

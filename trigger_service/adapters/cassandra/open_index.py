@@ -128,7 +128,7 @@ class OpenIndex:
             hours.pop(0)
             if not hours:
                 hours = await self._hours(caller, hour + 1, last_hour)
-            after = (max(after[0], (hour + 1) * HOUR_MS - 1), "")
+            after = max(after, ((hour + 1) * HOUR_MS - 1, ""))  # an entry at the hour's last ms
         return ListPage(found, _cursor(after) if hours else None)
 
     async def _hours(self, caller: str, first: int, last: int) -> list[int]:

@@ -208,6 +208,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         if old.home_at_ms is None:  # an earlier release's row (as read): it moves now
             moved = await self._legacy.move_at_step(old, new)
             if moved is not None:
+                if moved and (gone := self._open_index.leave(old, new)):
+                    with contextlib.suppress(StoreError):  # a backfilled entry, if any
+                        await self._row_writes.submit(gone)
                 return moved
         return await self.compare_and_set(old, new, patient=patient)
 
