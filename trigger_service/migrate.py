@@ -1,10 +1,11 @@
-"""``python -m trigger_service.migrate [--backfill-open]``: apply the pending schema files
-once, under a lock (see :mod:`trigger_service.adapters.cassandra.migrate`), then the data
-step of a file that needs one. ``make migrate`` (and ``make up``) run it.
+"""``python -m trigger_service.migrate [--backfill]``: apply the pending schema files once,
+under a lock (see :mod:`trigger_service.adapters.cassandra.migrate`), then the data step of
+a file that needs one. ``make migrate`` (and ``make up``) run it.
 
-Data steps: when migration 014 (the open index) is applied, every open trigger written by an
-earlier release gets its entry (``adapters.cassandra.backfill``); ``--backfill-open`` runs
-that again (it is idempotent), e.g. after a backfill was interrupted.
+Data steps: when migration 014 (the open index) or 015 (the newest-first index) is applied,
+every trigger written by an earlier release gets its entries there
+(``adapters.cassandra.backfill``); ``--backfill`` runs that again (it is idempotent), e.g.
+after a backfill was interrupted.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import argparse
 import asyncio
 import sys
 
-from trigger_service.adapters.cassandra.backfill import backfill_open_index
+from trigger_service.adapters.cassandra.backfill import backfill_listings
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.config.settings import Settings
@@ -21,21 +22,21 @@ from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import TriggerError
 from trigger_service.platform.logs import configure_logging
 
-OPEN_INDEX_VERSION = 14
+LISTING_VERSIONS = {14, 15}  # the listing indexes, filled from the earlier listing
 
 
 async def _backfill(settings: Settings) -> int:
     store = await CassandraStore.connect(settings.cassandra)
     try:
-        return await backfill_open_index(store, settings, SystemClock().now_ms())
+        return await backfill_listings(store, settings, SystemClock().now_ms())
     finally:
         await store.close()
 
 
 def main() -> None:
     p = argparse.ArgumentParser(prog="python -m trigger_service.migrate")
-    p.add_argument("--backfill-open", action="store_true",
-                   help="write the open index's entries of every open trigger again")
+    p.add_argument("--backfill", action="store_true",
+                   help="write the listing indexes' entries of every stored trigger again")
     args = p.parse_args()
     try:
         settings = Settings.from_env()
@@ -43,9 +44,9 @@ def main() -> None:
         applied = migrate(settings.cassandra, SystemClock().now_ms())
         print(f"migrate: keyspace {settings.cassandra.keyspace}: "
               + (f"applied {applied}" if applied else "up to date"))
-        if args.backfill_open or OPEN_INDEX_VERSION in applied:
+        if args.backfill or LISTING_VERSIONS & set(applied):
             n = asyncio.run(_backfill(settings))
-            print(f"migrate: open index: {n} open triggers indexed")
+            print(f"migrate: listing indexes: written for every stored trigger ({n} open)")
     except TriggerError as e:
         print(f"migrate: {e}", file=sys.stderr)
         sys.exit(1)

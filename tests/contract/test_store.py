@@ -18,7 +18,7 @@ from tests.contract.support import (
 )
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
-from trigger_service.core.ports import BucketEntry, ListCursor
+from trigger_service.core.ports import NEWEST, BucketEntry, ListCursor
 
 
 def _shard() -> int:
@@ -51,7 +51,7 @@ async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: S
     assert await store.compare_and_set(t, cancelled)
     await _create(store, t)
     assert await store.get(t.trigger_id) == cancelled
-    page = await store.list_by_caller(caller, start=(fire_month(t.fire_at_ms), MIN_MS, ""),
+    page = await store.list_by_caller(caller, start=NEWEST,
                                       last_month=fire_month(t.fire_at_ms), limit=10, status=None)
     assert page.triggers == [cancelled]
     entries = await store.bucket_entries(shard, t.fire_at_ms - 1, t.fire_at_ms)
@@ -118,50 +118,53 @@ async def test_get_many_keeps_order_with_none_for_unknown_ids(store: Store) -> N
 
 
 async def _listing(store: Store) -> tuple[str, list[Trigger]]:
-    """A caller with triggers in Jan-Mar 2031 (two at one instant, two on a month edge) plus
-    one in Dec 2030 and one in Apr 2031; returns it and the Jan-Mar ones in fire order."""
+    """A caller with 8 triggers (two due at one instant, two on a month edge, over five
+    months); returns it and them newest created first."""
     caller = unique("caller-")
-    times = [utc_ms(2031, 2, 1), utc_ms(2031, 1, 31, 23, 59, 59, 999), utc_ms(2031, 3, 10),
-             utc_ms(2031, 1, 15), utc_ms(2031, 2, 1), utc_ms(2031, 2, 14, 12)]
-    inside = [make_trigger(caller, ms, shard=_shard()) for ms in times]
-    outside = [make_trigger(caller, ms) for ms in (utc_ms(2030, 12, 31), utc_ms(2031, 4, 1))]
-    await _create(store, outside[1], *inside, outside[0])
-    return caller, sorted(inside, key=lambda t: (t.fire_at_ms, t.trigger_id))
+    times = [utc_ms(2031, 4, 1), utc_ms(2031, 2, 1), utc_ms(2031, 1, 31, 23, 59, 59, 999),
+             utc_ms(2031, 3, 10), utc_ms(2031, 1, 15), utc_ms(2031, 2, 1),
+             utc_ms(2031, 2, 14, 12), utc_ms(2030, 12, 31)]
+    made = [make_trigger(caller, ms, shard=_shard()) for ms in times]
+    await _create(store, *made)
+    return caller, sorted(made, key=lambda t: (t.created_at_ms, t.trigger_id), reverse=True)
 
 
 JAN: ListCursor = (203101, MIN_MS, "")
 MAR = 203103
 
 
-async def test_list_by_caller_orders_by_fire_time_across_months_and_filters_status(
+async def test_list_without_an_open_status_is_newest_created_first_and_filters_status(
     store: Store,
 ) -> None:
     caller, expected = await _listing(store)
-    page = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100, status=None)
+    page = await store.list_by_caller(caller, start=NEWEST, last_month=MAR, limit=100,
+                                      status=None)
     assert page.triggers == expected
     assert page.next_cursor is None
     for t in expected[1::2]:
         assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
-    cancelled = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
+    cancelled = await store.list_by_caller(caller, start=NEWEST, last_month=MAR, limit=100,
                                            status=Status.CANCELLED)
     assert [t.trigger_id for t in cancelled.triggers] == [t.trigger_id for t in expected[1::2]]
     assert all(t.status is Status.CANCELLED for t in cancelled.triggers)
+    in_q1 = [t for t in expected[0::2] if fire_month(t.fire_at_ms) in (203101, 203102, 203103)]
     pending = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
                                          status=Status.PENDING)
-    assert pending.triggers == expected[0::2]
-    nobody = await store.list_by_caller(unique("caller-"), start=JAN, last_month=MAR, limit=100,
-                                        status=None)
+    assert pending.triggers == sorted(in_q1, key=lambda t: (t.fire_at_ms, t.trigger_id))
+    nobody = await store.list_by_caller(unique("caller-"), start=NEWEST, last_month=MAR,
+                                        limit=100, status=None)
     assert nobody.triggers == [] and nobody.next_cursor is None
 
 
 async def _all_pages(store: Store, caller: str, limit: int,
                      status: Status | None) -> list[list[Trigger]]:
     pages: list[list[Trigger]] = []
-    cursor: ListCursor | None = JAN
+    cursor: ListCursor | None = (
+        JAN if status in (Status.PENDING, Status.IN_FLIGHT) else NEWEST)
     while cursor is not None:
         assert len(pages) < 20, "the cursor never ran out"
-        page = await store.list_by_caller(caller, start=cursor, last_month=MAR, limit=limit,
-                                          status=status)
+        page = await store.list_by_caller(caller, start=cursor, last_month=203112,
+                                          limit=limit, status=status)
         assert len(page.triggers) <= limit
         pages.append(page.triggers)
         cursor = page.next_cursor
@@ -172,14 +175,15 @@ async def test_list_by_caller_paginates_until_none_without_duplicates_or_gaps(
     store: Store,
 ) -> None:
     caller, expected = await _listing(store)
-    for limit in (1, 2, 4, 5, 6, 7):
+    for limit in (1, 2, 4, 5, 7, 8, 9):
         pages = await _all_pages(store, caller, limit, None)
         assert [t for p in pages for t in p] == expected, f"limit {limit}"
     for t in expected[:3]:
         assert await store.compare_and_set(t, t.with_status(Status.FIRED, fired_at_ms=1))
+    by_fire = sorted(expected[3:], key=lambda t: (t.fire_at_ms, t.trigger_id))
     for limit in (1, 2):
         pages = await _all_pages(store, caller, limit, Status.PENDING)
-        assert [t for p in pages for t in p] == expected[3:], f"PENDING, limit {limit}"
+        assert [t for p in pages for t in p] == by_fire, f"PENDING, limit {limit}"
 
 
 async def test_list_by_caller_ends_with_at_most_one_empty_page(store: Store) -> None:
@@ -187,11 +191,11 @@ async def test_list_by_caller_ends_with_at_most_one_empty_page(store: Store) -> 
     may still carry a cursor, which then gives one empty page (Cassandra cannot tell without
     reading ahead)."""
     caller, expected = await _listing(store)
-    for limit in (3, 6):
+    for limit in (3, 4, 8):
         sizes = [len(p) for p in await _all_pages(store, caller, limit, None)]
         full = len(expected) // limit
         assert sizes[:full] == [limit] * full, f"limit {limit}"
-        assert sizes[full:] in ([], [0]), f"limit {limit}"
+        assert sizes[full:] in ([], [0], [len(expected) % limit]), f"limit {limit}"
 
 
 def _keyed(t: Trigger, request_hash: str = "hash-1", **changes: Any) -> Trigger:
@@ -332,13 +336,13 @@ async def test_a_list_call_reads_a_bounded_number_of_rows_then_goes_on_with_a_cu
     the row budget the page ends early (even empty) with a cursor, and paging still finds
     all. (The open statuses read an index of open triggers: ``test_open_index``.)"""
     caller, expected = await _listing(store)
-    fired = [t.with_status(Status.FIRED, fired_at_ms=1) for t in expected[5:]]
-    for t, done in zip(expected[5:], fired, strict=True):
+    fired = [t.with_status(Status.FIRED, fired_at_ms=1) for t in expected[6:]]
+    for t, done in zip(expected[6:], fired, strict=True):
         assert await store.compare_and_set(t, done)
     bounded: Any = store
     saved, bounded.list_max_rows = bounded.list_max_rows, 2
     try:
-        first = await store.list_by_caller(caller, start=JAN, last_month=MAR, limit=100,
+        first = await store.list_by_caller(caller, start=NEWEST, last_month=MAR, limit=100,
                                            status=Status.FIRED)
         assert first.triggers == [] and first.next_cursor is not None
         pages = await _all_pages(store, caller, 100, Status.FIRED)

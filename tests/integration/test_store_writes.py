@@ -19,6 +19,7 @@ from tests.integration.conftest import KEYSPACE
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.core.model import Status, Trigger, row_partition
+from trigger_service.core.ports import NEWEST
 
 pytestmark = pytest.mark.integration
 
@@ -84,31 +85,29 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
     assert where["ttl"] is not None
 
 
-async def test_caller_months_is_written_once_per_process_and_month(
+async def test_created_hours_is_written_once_per_process_and_hour_unless_outlived(
         store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    caller = unique("months-")
+    caller = unique("hours-")
     run = store._run_unlogged
     written: list[tuple[str, list[Any]]] = []
 
     async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
         written.extend((name, list(params)) for name, params in writes
-                       if name == "month_put" and params[0] == caller)
+                       if name == "created_hour_put" and params[0] == caller)
         await run(writes)
 
     monkeypatch.setattr(store, "_run_unlogged", spy)
     first = make_trigger(caller, utc_ms(2031, 3, 2))
     await store.create(first, INDEX_TTL_S)
-    later = make_trigger(caller, utc_ms(2031, 3, 30))  # same month, created after
-    await store.create(later, INDEX_TTL_S)
-    next_month = make_trigger(caller, utc_ms(2031, 4, 1))
-    await store.create(next_month, INDEX_TTL_S)
-    # One write per month, each with a TTL that covers every entry of its month.
-    assert [p[1] for _, p in written] == [203103, 203104]
-    assert written[0][1][2] > INDEX_TTL_S + (later.fire_at_ms - first.fire_at_ms) // 1000
-    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""), last_month=203112,
-                                      limit=10, status=None)
+    same = make_trigger(caller, utc_ms(2031, 3, 1))  # same creation hour, expires sooner
+    await store.create(same, INDEX_TTL_S - 60)
+    later = make_trigger(caller, utc_ms(2031, 4, 1))  # expires later: the row again
+    await store.create(later, INDEX_TTL_S + 3_600)
+    assert [p[2] for _, p in written] == [INDEX_TTL_S, INDEX_TTL_S + 3_600]
+    page = await store.list_by_caller(caller, start=NEWEST, last_month=203112, limit=10,
+                                      status=None)
     assert [t.trigger_id for t in page.triggers] == [
-        first.trigger_id, later.trigger_id, next_month.trigger_id]
+        later.trigger_id, same.trigger_id, first.trigger_id]
 
 
 async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
@@ -129,11 +128,11 @@ async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
     assert len(requests) < 40
     assert sum(r.count("row_create") for r in requests) == 40
     assert sum(r.count("bucket") for r in requests) == 40
-    assert all(r.count("bucket") == r.count("by_caller") == r.count("home_put")
+    assert all(r.count("bucket") == r.count("created_put") == r.count("home_put")
                for r in requests)
     for t in triggers:
         assert await store.get(t.trigger_id) == t
-    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""), last_month=203112,
+    page = await store.list_by_caller(caller, start=NEWEST, last_month=203112,
                                       limit=100, status=None)
     assert sorted(x.trigger_id for x in page.triggers) == sorted(t.trigger_id for t in triggers)
 
@@ -243,8 +242,8 @@ async def test_a_row_of_an_earlier_release_is_read_and_moved_where_it_is(
     got = await read(store, old.trigger_id)
     assert got == old and got.home_at_ms is None
     assert await store.get_many([old.trigger_id, "trg_missing"]) == [old, None]
-    page = await store.list_by_caller(caller, start=(203101, -(2**63), ""),
-                                      last_month=203112, limit=10, status=None)
+    page = await store.list_by_caller(caller, start=NEWEST, last_month=203112, limit=10,
+                                      status=None)
     assert page.triggers == [old]
     claimed = got.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
     assert await store.compare_and_set(got, claimed)
@@ -379,11 +378,12 @@ async def test_the_open_index_holds_exactly_the_open_triggers_and_forgets_empty_
     assert open_hours(store, caller) == [hour + 1]
 
 
-async def test_the_backfill_indexes_the_open_triggers_of_an_earlier_release(
+async def test_the_backfill_indexes_the_triggers_of_an_earlier_release(
         store: CassandraStore) -> None:
-    """Triggers stored before the open index (no entry) are listed as PENDING once the
-    backfill ran; finished ones are not indexed."""
-    from trigger_service.adapters.cassandra.backfill import backfill_open_index
+    """Triggers an earlier release listed by fire month (``triggers_by_caller``), without
+    entries in the listing indexes: after the backfill the open ones are listed as PENDING
+    and all of them newest first."""
+    from trigger_service.adapters.cassandra.backfill import backfill_listings
     from trigger_service.config.settings import Settings
 
     caller = unique("backfill-")
@@ -392,20 +392,39 @@ async def test_the_backfill_indexes_the_open_triggers_of_an_earlier_release(
     for t in old:
         await store.create(t, INDEX_TTL_S)
     assert await store.compare_and_set(old[3], old[3].with_status(Status.FIRED), ttl_s=60)
-    hour = at // 3_600_000
-    for part in range(schema.OPEN_PARTS):  # as an earlier release left them: no entries
+    fired = await store.get(old[3].trigger_id)
+    assert fired is not None
+    ks, hour = KEYSPACE, at // 3_600_000
+    for t in old:  # as an earlier release left them: listed by fire month only
         store._session.execute(
-            f"DELETE FROM {KEYSPACE}.{schema.TABLE_OPEN} WHERE {schema.COL_CALLER} = %s "
-            f"AND {schema.COL_FIRE_HOUR} = %s AND {schema.COL_PART} = %s",
-            [caller, hour, part])
+            f"INSERT INTO {ks}.{schema.TABLE_BY_CALLER} ({schema.COL_CALLER}, "
+            f"{schema.COL_FIRE_MONTH}, {schema.COL_FIRE_AT_MS}, {schema.COL_TRIGGER_ID}) "
+            "VALUES (%s, %s, %s, %s) USING TTL 3600", [caller, 203108, t.fire_at_ms, t.trigger_id])
+        for table, col, key in ((schema.TABLE_OPEN, schema.COL_FIRE_HOUR, hour),
+                                (schema.TABLE_BY_CREATED, schema.COL_CREATED_HOUR,
+                                 t.created_at_ms // 3_600_000)):
+            store._session.execute(
+                f"DELETE FROM {ks}.{table} WHERE {schema.COL_CALLER} = %s AND {col} = %s "
+                f"AND {schema.COL_PART} = %s", [caller, key, t.shard % schema.OPEN_PARTS])
+    store._session.execute(
+        f"INSERT INTO {ks}.{schema.TABLE_CALLER_MONTHS} ({schema.COL_CALLER}, "
+        f"{schema.COL_FIRE_MONTH}) VALUES (%s, %s) USING TTL 3600", [caller, 203108])
     start, last = (203108, -(2**63), ""), 203108
     page = await store.list_by_caller(caller, start=start, last_month=last, limit=10,
                                       status=Status.PENDING)
     assert page.triggers == []
+    everything = await store.list_by_caller(caller, start=NEWEST, last_month=last, limit=10,
+                                            status=None)
+    assert everything.triggers == []
     assert caller in await store.listed_callers()
     settings = Settings.from_env({"TRIGGER_CASSANDRA_KEYSPACE": KEYSPACE})
-    assert await backfill_open_index(store, settings, utc_ms(2031, 7, 1), [caller]) == 3
+    assert await backfill_listings(store, settings, utc_ms(2031, 7, 1), [caller]) == 3
     page = await store.list_by_caller(caller, start=start, last_month=last, limit=10,
                                       status=Status.PENDING)
     assert [t.trigger_id for t in page.triggers] == [t.trigger_id for t in old[:3]]
     assert open_entries(store, caller, hour) == sorted(t.trigger_id for t in old[:3])
+    everything = await store.list_by_caller(caller, start=NEWEST, last_month=last, limit=10,
+                                            status=None)
+    assert everything.triggers == sorted([*old[:3], fired],
+                                         key=lambda t: (t.created_at_ms, t.trigger_id),
+                                         reverse=True)

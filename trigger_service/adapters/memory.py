@@ -49,7 +49,6 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self.zoned: dict[tuple[str, int], set[str]] = {}
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
-        self.by_caller: dict[str, list[ListCursor]] = {}
         self.list_max_rows = 2000  # index entries one listing call may read (as Cassandra's)
         # Rows per page of the paged reads (zoned ids, job items), as Cassandra's fetch size.
         self.page_size = 5000
@@ -113,10 +112,6 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         bucket = self.buckets.setdefault((bucket_minute(trigger.fire_at_ms), trigger.shard), [])
         if entry not in bucket:
             bisect.insort(bucket, entry, key=lambda e: (e.fire_at_ms, e.trigger_id))
-        key = (fire_month(trigger.fire_at_ms), trigger.fire_at_ms, trigger.trigger_id)
-        listing = self.by_caller.setdefault(trigger.caller, [])
-        if key not in listing:
-            bisect.insort(listing, key)
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
                       patient: bool = False) -> bool:
@@ -171,19 +166,23 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         self._enter("list_by_caller")
         if status in (Status.PENDING, Status.IN_FLIGHT):
             return self._open_page(caller, start, last_month, limit, status)
-        keys = self.by_caller.get(caller, [])
+        # Newest created first, before ``start``; as the real store, reading at most
+        # ``list_max_rows`` triggers.
+        before = (start[1], start[2])
+        keys = sorted(((t.created_at_ms, t.trigger_id) for t in self.triggers.values()
+                       if t.caller == caller and (t.created_at_ms, t.trigger_id) < before),
+                      reverse=True)
         found: list[Trigger] = []
-        last: ListCursor | None = None
-        for read, key in enumerate(keys[bisect.bisect_right(keys, start):]):
-            if key[0] > last_month or len(found) >= limit or read >= self.list_max_rows:
+        last: tuple[int, str] | None = None
+        for read, key in enumerate(keys):
+            if len(found) >= limit or read >= self.list_max_rows:
                 break
             last = key
-            t = self.triggers.get(key[2])
-            if (t is not None and t.fire_at_ms == key[1]
-                    and (status is None or t.status is status)):
+            t = self.triggers[key[1]]
+            if status is None or t.status is status:
                 found.append(t)
-        rest = [k for k in keys if k > (last or start) and k[0] <= last_month]
-        return ListPage(found, last if rest and last is not None else None)
+        rest = last is not None and keys[-1] < last
+        return ListPage(found, (0, *last) if rest and last is not None else None)
 
     def _open_page(self, caller: str, start: ListCursor, last_month: int, limit: int,
                    status: Status) -> ListPage:

@@ -4,11 +4,10 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 
 - ``triggers_by_second``  one row per trigger: partition (``home_second``, ``row_shard``) =
                           ``core.model.row_partition`` of its home (``home_at_ms``: the fire
-                          time it was created with, which never changes as the trigger moves
-                          on, so the row never moves) and shard; clustering (``home_at_ms``,
-                          ``trigger_id``). A wave due in one second shares 8 partitions: the
-                          conditional writes of one partition that are in flight together
-                          (claims, outcomes, cancels, edits) go as one conditional BATCH, one
+                          time it was created with: the row never moves) and shard; clustering
+                          (``home_at_ms``, ``trigger_id``). A wave due in one second shares 8
+                          partitions: the conditional writes of one partition in flight
+                          together (claims, outcomes, cancels, edits) go as one BATCH, one
                           Paxos round (``adapters.cassandra.rows``). Created with a plain
                           UPDATE (no row marker: the terminal ``USING TTL`` rewrite makes the
                           whole row expire). Every later change is an LWT (Paxos timestamps);
@@ -39,14 +38,15 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
                           Size: 60,000 a minute over 64 shards, ~940 (bound: a minute's / 64).
                           Lifetime: fire time + retention + max retry span.
-- ``triggers_by_caller``  listing index: partition (``caller``, ``fire_month``), clustering
-                          (``fire_at``, ``trigger_id``). Same lifetime as the bucket index.
-                          A series has one entry per occurrence; LIST shows the current one.
-                          Size: a caller's month, 2.6 billion if one caller makes all 1,000/s
-                          (unbounded but by that caller's rate: not bucketed yet).
-- ``caller_months``       (``caller``) → the ``fire_month`` values that hold listing entries,
-                          so a LIST skips the empty months of a ten-year horizon.
-                          Size: ≤ 12 a year of ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` (~120).
+- ``triggers_by_created`` a caller's triggers newest first: partition (``caller``,
+                          ``created_hour``, ``part`` = shard mod ``OPEN_PARTS``), clustering
+                          (``created_at_ms``, ``trigger_id``) descending, with the row's home;
+                          one entry per trigger, rewritten at a series' steps (its TTL: the
+                          index TTL of the current occurrence). Never deleted: no tombstones.
+                          Size: a caller's hour / 8 (450,000 at 1,000 a second).
+- ``created_hours``       (``caller``) → the ``created_hour`` values with entries, newest first.
+- ``triggers_by_caller``, ``caller_months``: the fire-month listing of earlier releases, read
+                          by the backfill only.
 - ``open_triggers``       open (PENDING, IN_FLIGHT) triggers of a caller by fire time: partition
                           (``caller``, ``fire_hour``, ``part`` = shard mod ``OPEN_PARTS``),
                           clustering (``fire_at_ms``, ``trigger_id``), with the row's home.
@@ -54,16 +54,15 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           deleted once it leaves it or finishes; readers check each against
                           the row. Size: one caller at 1,000/s all due in one hour: 450,000
                           per partition (spread over a day: 19,000). gc_grace 3 h (see 014).
-- ``open_hours``          (``caller``) → the ``fire_hour`` values that may hold entries (87,600
-                          in ten years); a reader that finds one empty forgets it (backdated).
+- ``open_hours``          (``caller``) → ``fire_hour`` values that may hold entries; a reader
+                          that finds one empty forgets it (a backdated delete).
 - ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
-                          first; each older one stays valid for the rotation overlap.
-                          Size: a caller's rotations, a handful.
+                          first; each older one valid for the rotation overlap (a handful).
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
                           Size: live wall-clock triggers / 64 (15,600 per million live);
-                          ``zoned_versions``: one partition, a few releases.
+                          ``zoned_versions``: a few releases (written once a day a process).
 - ``idempotency``         (``caller``, ``idem_key``) → the key records of releases before keyed
                           rows (request hash, trigger id, the request). Only read now; empty
                           (and droppable) ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + the idempotency
@@ -157,11 +156,14 @@ TABLE_BUCKETS: Final = "trigger_buckets"
 TABLE_BY_SECOND: Final = "triggers_by_second"
 TABLE_BY_CALLER: Final = "triggers_by_caller"
 TABLE_CALLER_MONTHS: Final = "caller_months"
+TABLE_BY_CREATED: Final = "triggers_by_created"
+TABLE_CREATED_HOURS: Final = "created_hours"
+COL_CREATED_HOUR: Final = "created_hour"
 TABLE_OPEN: Final = "open_triggers"
 TABLE_OPEN_HOURS: Final = "open_hours"
 COL_FIRE_HOUR: Final = "fire_hour"
 COL_PART: Final = "part"
-OPEN_PARTS: Final = 8  # per (caller, hour): a page reads them all, concurrently
+OPEN_PARTS: Final = 8  # per (caller, hour) of both indexes: a page reads them all at once
 # Writers rewrite an open_hours row at least this often while writing entries into its hour;
 # a reader's delete of an empty hour is backdated by more (and a clock margin), so it never
 # shadows a row written for an entry the reader did not see yet.
@@ -245,8 +247,7 @@ TRIGGER_COLUMNS: Final = (
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
     "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
 )
-# The LWT's condition columns: a transition applies only to the state it was computed from
-# (every transition rewrites every column: an occurrence moves fire_at_ms, an edit the rest).
+# The LWT's condition columns: a transition applies only to the state it was computed from.
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
 # The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
 # with the id is there (a missing row's columns all read as null).
@@ -257,9 +258,8 @@ TRIGGER_ABSENT_CONDITION: Final = "status"
 COL_HOME_SECOND: Final = "home_second"
 COL_ROW_SHARD: Final = "row_shard"
 COL_HOME_AT_MS: Final = "home_at_ms"
-# Rows per conditional batch (one Paxos round): Cassandra warns above 5 KiB per batch and
-# fails at 50 KiB; a claim or an outcome sets a few small cells, a terminal write every cell
-# (which is why a row with a large payload goes alone).
+# Rows per conditional batch (one Paxos round): Cassandra warns above 5 KiB and fails at 50
+# KiB; a claim sets a few small cells, a terminal write all (a large payload's row goes alone).
 ROWS_PER_CONDITIONAL_BATCH: Final = 50
 # The recurrence JSON in ``schedule`` (``Recurrence.to_dict``) and the idempotency record's.
 REQ_SCHEDULE: Final = "schedule"

@@ -37,6 +37,7 @@ from trigger_service.core.model import (
     shard_of,
 )
 from trigger_service.core.ports import (
+    NEWEST,
     Clock,
     Enqueuer,
     ListCursor,
@@ -368,10 +369,12 @@ class TriggerService:
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None) -> ListPage:
-        """The caller's triggers by fire time, from the oldest still retained."""
+        """The caller's open (PENDING or IN_FLIGHT) triggers by fire time, from the oldest
+        still retained; otherwise (all, or a finished status) newest created first."""
         now_ms = self._clock.now_ms()
         first = fire_month(now_ms - (self._s.retention_days + 2) * DAY_MS)
         last = fire_month(now_ms + (self._s.api.max_fire_ahead_days + 2) * DAY_MS)
+        open_ = status in (Status.PENDING, Status.IN_FLIGHT)
         return await self._catalog.list_by_caller(
-            caller, start=cursor or (first, _MIN_MS, ""), last_month=last, limit=limit,
-            status=status)
+            caller, start=cursor or ((first, _MIN_MS, "") if open_ else NEWEST),
+            last_month=last, limit=limit, status=status)

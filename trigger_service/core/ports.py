@@ -75,7 +75,8 @@ class BucketEntry:
     home_at_ms: int | None = field(default=None, compare=False)
 
 
-ListCursor = tuple[int, int, str]  # (fire_month, fire_at_ms, trigger_id) of the last one seen
+ListCursor = tuple[int, int, str]  # (month, fire ms, id); newest first: (0, created ms, id)
+NEWEST: ListCursor = (0, 2**63 - 1, "")  # where the newest-first order starts
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,12 +154,11 @@ class TriggerCatalog(TriggerStates, Protocol):
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
         status: Status | None,
     ) -> ListPage:
-        """The caller's triggers after ``start`` in (month, fire time, id) order, up to
-        ``last_month``, each once, at its current fire time (entries for a series' past
-        occurrences are skipped); ``next_cursor`` is None once nothing is left (a full page
-        that ends on the last trigger may carry a cursor to one empty page). One call reads
-        a bounded number of index entries (2,000): a rare ``status`` may answer a short, even
-        empty, page with a cursor to go on from. Raises ``StoreError``."""
+        """PENDING or IN_FLIGHT: those after ``start`` by (fire time, id) up to
+        ``last_month``, a series at its current occurrence, a page full if that many are
+        left. Else (all, or a finished status): newest created first, before ``start``; one
+        call reads at most 2,000 entries (a rare status: a short page and a cursor). Each
+        once; ``next_cursor`` None once nothing is left (or one empty page). StoreError."""
         ...
 
 

@@ -32,7 +32,6 @@ class SpyStore(CassandraStore):
 
     def __init__(self) -> None:  # no cluster: nothing here talks to one
         self.list_max_rows = 2000
-        self._months = WrittenUntil()
         self._versions = WrittenUntil()
         self.texts = all_statements(KEYSPACE)
         self.ran: list[str] = []

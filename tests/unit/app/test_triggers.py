@@ -106,7 +106,6 @@ async def test_created_row_carries_the_request() -> None:
     assert (t.fire_at_ms, t.created_at_ms, t.attempts) == (NOW_MS + 5_000, NOW_MS, 0)
     assert t.shard == shard_of(t.trigger_id, SETTINGS.shards)
     assert t.idem_key == "key-1"
-    assert env.store.by_caller["orders"] == [(202311, NOW_MS + 5_000, t.trigger_id)]
 
 
 async def test_index_entries_outlive_the_row_retention() -> None:
@@ -239,20 +238,25 @@ async def test_cancel_gives_up_after_bounded_rounds_of_lost_writes() -> None:
 
 
 # --- list -------------------------------------------------------------------------------
-async def register_delays(env: Env, delays_s: list[int]) -> dict[int, str]:
-    """Register one trigger per delay (in the given order); delay → trigger id."""
+async def register_delays(env: Env, delays_s: list[int], step_ms: int = 0) -> dict[int, str]:
+    """Register one trigger per delay (in the given order, ``step_ms`` apart); delay →
+    trigger id."""
     ids = {}
     for delay_s in delays_s:
         ids[delay_s] = (await register(env, delay_s * 1000)).trigger_id
+        env.clock.advance_ms(step_ms)
     return ids
 
 
-async def test_list_orders_by_fire_time_not_by_creation() -> None:
+async def test_list_is_newest_created_first_and_pending_by_fire_time() -> None:
     env = make_env()
-    ids = await register_delays(env, [500, 100, 40 * 86_400, 300, 200])
+    ids = await register_delays(env, [500, 100, 40 * 86_400, 300, 200], step_ms=1)
     page = await env.service.list_triggers("orders", status=None, limit=50, cursor=None)
-    assert [t.trigger_id for t in page.triggers] == [ids[d] for d in sorted(ids)]
+    assert [t.trigger_id for t in page.triggers] == list(reversed(ids.values()))
     assert page.next_cursor is None
+    page = await env.service.list_triggers("orders", status=Status.PENDING, limit=50,
+                                           cursor=None)
+    assert [t.trigger_id for t in page.triggers] == [ids[d] for d in sorted(ids)]
 
 
 async def test_list_filters_by_status() -> None:
@@ -269,7 +273,7 @@ async def test_list_filters_by_status() -> None:
 
 async def test_list_pages_cover_everything_once_in_order() -> None:
     env = make_env()
-    ids = await register_delays(env, [70, 10, 60, 20, 50, 30, 40 * 86_400])
+    ids = await register_delays(env, [70, 10, 60, 20, 50, 30, 40 * 86_400], step_ms=1)
     seen: list[str] = []
     cursor = None
     for _ in range(10):
@@ -279,7 +283,7 @@ async def test_list_pages_cover_everything_once_in_order() -> None:
         cursor = page.next_cursor
         if cursor is None:
             break
-    assert seen == [ids[d] for d in sorted(ids)]
+    assert seen == list(reversed(ids.values()))
 
 
 async def test_list_shows_only_the_callers_triggers() -> None:

@@ -304,7 +304,7 @@ async def test_list_pages_round_trip_the_cursor(api: Api) -> None:
     seen: list[str] = []
     cursor: str | None = None
     for _ in range(10):
-        params = {"limit": "2"} | ({"cursor": cursor} if cursor else {})
+        params = {"limit": "2", "status": "pending"} | ({"cursor": cursor} if cursor else {})
         resp = await api.client.get("/v1/triggers", params=params, headers=AUTH)
         page = await resp.json()
         assert resp.status == 200 and set(page) == {"items", "nextCursor"}
@@ -313,7 +313,9 @@ async def test_list_pages_round_trip_the_cursor(api: Api) -> None:
         cursor = page["nextCursor"]
         if cursor is None:
             break
-    assert seen == [ids[d] for d in sorted(ids)]
+    assert seen == [ids[d] for d in sorted(ids)]  # pending: by fire time
+    resp = await api.client.get("/v1/triggers", params={"limit": "500"}, headers=AUTH)
+    assert {i["triggerId"] for i in (await resp.json())["items"]} == set(ids.values())
     resp = await api.client.get("/v1/triggers", headers=OTHER)
     assert await resp.json() == {"items": [], "nextCursor": None}
 

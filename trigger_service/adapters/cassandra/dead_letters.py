@@ -28,6 +28,8 @@ from trigger_service.core.dead_letters import (
 # A job's lease cells, and the open entries of a job moved from the legacy key (whose own
 # TTL is not known): a job unfinished that long was never going to be.
 _JOB_TTL_S = 30 * 86_400
+_ITEMS_PER_BATCH = 50
+_BATCHES_AT_ONCE = 16
 
 
 
@@ -123,6 +125,9 @@ class CassandraDeadLetters:
     def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
         raise NotImplementedError  # provided by CassandraStore
 
+    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        raise NotImplementedError  # provided by CassandraStore
+
     # --- AttemptLog --------------------------------------------------------------------
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         await self._run("attempt_put", attempt_values(attempt, ttl_s))
@@ -191,8 +196,14 @@ class CassandraDeadLetters:
 
     # --- ReplayJobStore ----------------------------------------------------------------
     async def create_job(self, job: ReplayJob, items: Sequence[JobItem], ttl_s: int) -> None:
-        await asyncio.gather(*(self._run("item_put", [
-            job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s]) for i in items))
+        # A job's items share its partition: 50 to a batch (one mutation, below Cassandra's
+        # batch warning), 16 batches at a time (not 10,000 requests at once).
+        puts = [("item_put", [job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s])
+                for i in items]
+        batches = [puts[k:k + _ITEMS_PER_BATCH] for k in range(0, len(puts), _ITEMS_PER_BATCH)]
+        for k in range(0, len(batches), _BATCHES_AT_ONCE):
+            await asyncio.gather(*(self._run_unlogged(b)
+                                   for b in batches[k:k + _BATCHES_AT_ONCE]))
         await self._run("job_put", [job.job_id, encode_query(job.query), job.created_at_ms,
                                     job.total, job.status.value, ttl_s])
         await self._open(job.job_id, job.query.caller, ttl_s)

@@ -1,6 +1,7 @@
-"""The indexes that find triggers: the entries a trigger's fire time writes (the due index,
-the caller's listing, the zone-rules index and the two small "which partitions exist"
-tables), and a LIST page read through the listing index. Used by ``CassandraStore``."""
+"""The indexes that find triggers by fire time: the entries a trigger's fire time writes (the
+due index, the zone-rules index and its small "which releases" table), and a page of the
+fire-month listing earlier releases wrote (``triggers_by_caller``: the backfill reads it).
+Used by ``CassandraStore``."""
 
 from __future__ import annotations
 
@@ -14,8 +15,6 @@ from trigger_service.core.model import (
     Status,
     Trigger,
     bucket_minute,
-    fire_month,
-    month_end_ms,
     next_month,
 )
 from trigger_service.core.ports import ListCursor, ListPage
@@ -52,40 +51,29 @@ class WrittenUntil(Generic[K]):
         self._expires_ms.pop(key, None)
 
 
-def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int,
-                 months: WrittenUntil[tuple[str, int]], versions: WrittenUntil[str]
+def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int, versions: WrittenUntil[str]
                  ) -> tuple[list[Write], Callable[[], None]]:
-    """The index entries of ``t``'s fire time (independent entries of several partitions,
-    for one unlogged batch), and what to call if they were not written (the small tables'
-    rows this claimed are then written by the next registration of their period)."""
-    month = fire_month(t.fire_at_ms)
+    """The due-index and zone-rules entries of ``t``'s fire time (independent entries of
+    several partitions, for one unlogged batch), and what to call if they were not written
+    (the zone-rules release's row this claimed is then written by the next registration)."""
     writes: list[Write] = [
         ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
                     t.route.value, UNSET_VALUE if t.home_at_ms is None else t.home_at_ms,
                     index_ttl_s, ts_us]),
-        ("by_caller", [t.caller, month, t.fire_at_ms, t.trigger_id, index_ttl_s, ts_us]),
     ]
     if t.tzdata_version is not None:
         writes.append(("zoned_put", [t.tzdata_version, t.shard, t.trigger_id,
                                      index_ttl_s, ts_us]))
-    # The two small "which partitions exist" tables: written once per process and period,
-    # with a TTL that covers every entry of it, not once per registration (they were one
-    # partition rewritten by every registration).
-    now_ms = ts_us // 1000
-    month_ttl_s = index_ttl_s + max(0, month_end_ms(month) - t.fire_at_ms) // 1000
-    month_write = months.claim((t.caller, month), now_ms, month_ttl_s)
-    if month_write is not None:
-        writes.append(("month_put", [t.caller, month, month_write, ts_us]))
+    # The small "which releases are in use" row: written once per process and day, with a
+    # TTL that covers every entry of it, not once per registration.
     version = t.tzdata_version
     version_write = (None if version is None else versions.claim(
-        version, now_ms, index_ttl_s + _VERSION_TTL_SLACK_S))
+        version, ts_us // 1000, index_ttl_s + _VERSION_TTL_SLACK_S))
     if version_write is not None:
         writes.append(("version_put", [schema.ZONED_VERSIONS_KEY, version, version_write,
                                        ts_us]))
 
     def unwritten() -> None:
-        if month_write is not None:
-            months.forget((t.caller, month))
         if version_write is not None and version is not None:
             versions.forget(version)
 
@@ -95,7 +83,8 @@ def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int,
 async def list_page(run: Run, get_many: GetMany, caller: str, *, start: ListCursor,
                     last_month: int, limit: int, status: Status | None, max_rows: int
                     ) -> ListPage:
-    """``TriggerCatalog.list_by_caller``, reading at most ``max_rows`` index entries."""
+    """A page of ``triggers_by_caller`` by (month, fire time, id), at most ``max_rows`` index
+    entries read (the listing of releases before ``triggers_by_created``)."""
     month, after_ms, after_id = start
     found: list[Trigger] = []
     # Only the months that hold entries (a few, even ten years ahead).

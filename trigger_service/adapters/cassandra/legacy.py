@@ -1,5 +1,6 @@
-"""Rows of earlier releases: a trigger whose whole row is still in ``triggers`` (written
-before rows moved to ``triggers_by_second``).
+"""What earlier releases stored: a trigger whose whole row is still in ``triggers`` (written
+before rows moved to ``triggers_by_second``), and the key records of the ``idempotency``
+table (written before keyed rows: ``LegacyKeys``).
 
 Such a row is read, listed and moved through the state machine where it is (one LWT per
 transition, as before) until it ends and expires. A one-shot trigger therefore never moves;
@@ -18,7 +19,12 @@ from typing import Any
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.rows import Run, TriggerRows, row_key
-from trigger_service.adapters.cassandra.statements import cas_condition
+from trigger_service.adapters.cassandra.statements import (
+    cas_condition,
+    decode_request,
+    encode_request,
+)
+from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Trigger
 
 
@@ -68,3 +74,38 @@ class LegacyRows:
         # A whole row whose state moved on lost; a pointer (this release's trigger, or one
         # moved already) is for the caller to step where it points.
         return False if rows and rows[0].get(schema.COL_STATUS) is not None else None
+
+
+class LegacyKeys:
+    """``LegacyIdempotency`` on the ``idempotency`` table of earlier releases (read for the
+    keys it holds; its LWT writer kept for the tests that record a key as they did)."""
+
+    def __init__(self, run: Run) -> None:
+        self._run = run
+
+    async def record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
+        rows = await self._run("idem_get", [caller, idem_key])
+        if not rows:
+            return None
+        row = rows[0]
+        trigger = decode_request(row[schema.COL_TRIGGER_ID], caller, idem_key,
+                                 row[schema.COL_REQUEST])
+        return IdempotencyRecord(caller, idem_key, row[schema.COL_REQUEST_HASH], trigger)
+
+    async def exist(self) -> bool:
+        return bool(await self._run("idem_any", []))
+
+    async def put_if_absent(self, record: IdempotencyRecord, ttl_s: int
+                            ) -> IdempotencyRecord | None:
+        t = record.trigger
+        rows = await self._run("idem_put", [
+            record.caller, record.idem_key, record.request_hash, t.trigger_id,
+            encode_request(t), t.created_at_ms, ttl_s,
+        ])
+        row = rows[0] if rows else {}
+        if row.get(schema.LWT_APPLIED):
+            return None
+        existing = decode_request(row[schema.COL_TRIGGER_ID], record.caller, record.idem_key,
+                                  row[schema.COL_REQUEST])
+        return IdempotencyRecord(record.caller, record.idem_key, row[schema.COL_REQUEST_HASH],
+                                 existing)

@@ -9,6 +9,7 @@ from typing import Any
 from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
@@ -26,7 +27,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     """Every statement of the store's rooms by name (a name used twice is a bug: one would
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
-    for room in (queries, open_queries, dead_letter_queries, inbox_queries):
+    for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")
@@ -46,10 +47,6 @@ def queries(keyspace: str) -> dict[str, str]:
         "bucket": f"INSERT INTO {buckets} ({s.COL_BUCKET_MINUTE}, {s.COL_SHARD}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}, {s.COL_HOME_AT_MS}) "
         "VALUES (?, ?, ?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
-        "by_caller": f"INSERT INTO {by_caller} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}, "
-        f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ? AND TIMESTAMP ?",
-        "month_put": f"INSERT INTO {months} ({s.COL_CALLER}, {s.COL_FIRE_MONTH}) VALUES (?, ?) "
-        "USING TTL ? AND TIMESTAMP ?",
         "months": f"SELECT {s.COL_FIRE_MONTH} FROM {months} WHERE {s.COL_CALLER} = ? "
         f"AND {s.COL_FIRE_MONTH} >= ? AND {s.COL_FIRE_MONTH} <= ?",
         "zoned_put": f"INSERT INTO {zoned} ({s.COL_TZDATA_VERSION}, {s.COL_SHARD}, "
@@ -63,6 +60,7 @@ def queries(keyspace: str) -> dict[str, str]:
         f"{s.COL_SECRET}) VALUES (?, ?, ?)",
         "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {secrets} "
         f"WHERE {s.COL_CALLER} = ?",
+        # The fire-month listing of earlier releases (the backfill reads it).
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "
         f"AND ({s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}) > (?, ?) LIMIT ?",

@@ -19,17 +19,16 @@ from cassandra.cluster import Cluster, Session
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
-from trigger_service.adapters.cassandra.legacy import LegacyRows
+from trigger_service.adapters.cassandra.legacy import LegacyKeys, LegacyRows
 from trigger_service.adapters.cassandra.open_index import OpenIndex
 from trigger_service.adapters.cassandra.rows import TriggerRows
 from trigger_service.adapters.cassandra.statements import (
     all_statements,
     changed_values,
-    decode_request,
-    encode_request,
     trigger_from_row,
 )
 from trigger_service.config.settings import CassandraSettings
@@ -70,7 +69,6 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         self._cluster = cluster
         self._session = session
         self.list_max_rows = LIST_MAX_ROWS
-        self._months: WrittenUntil[tuple[str, int]] = WrittenUntil()
         self._versions: WrittenUntil[str] = WrittenUntil()
         self._coalesce(clock or SystemClock())
         self._prepared = driver.prepare(session, all_statements(settings.keyspace))
@@ -136,9 +134,12 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
         self._rows = TriggerRows(self._run, self._run_conditional, clock)
         self._legacy = LegacyRows(self._run, self._rows)
-        # The open triggers' index, read by the open statuses' LIST pages (``now`` from here).
+        self._keys = LegacyKeys(self._run)
+        # The listing indexes: the open triggers by fire time (``now`` from here), and every
+        # trigger newest first.
         self._clock = clock
         self._open_index = OpenIndex(self._run, self.get_many_at)
+        self._created = CreatedIndex(self._run, self.get_many_at)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -218,14 +219,16 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
                            home_ts_us: int | None = None) -> None:
         """The index entries of ``t``'s fire time; with ``home_ts_us`` also the pointer to
         its row (a creation), written with that timestamp."""
-        writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._months, self._versions)
+        writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._versions)
         writes += self._open_index.entry_writes(t, index_ttl_s, ts_us)
+        writes += self._created.entry_writes(t, index_ttl_s, ts_us)
         if home_ts_us is not None:
             writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:
             await self._index_writes.submit(writes)
         except BaseException:
             unwritten()  # not known to be written: the next registration of the period is
+            self._created.unwritten(t)
             raise
 
     async def get(self, trigger_id: str) -> Trigger | None:
@@ -302,18 +305,27 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             return await self._open_index.page(caller, start=start, last_month=last_month,
                                          limit=limit, status=status,
                                          now_ms=self._clock.now_ms())
+        return await self._created.page(caller, before=start, limit=limit, status=status,
+                                        max_rows=self.list_max_rows)
+
+    async def legacy_listing(self, caller: str, *, start: ListCursor, last_month: int,
+                             limit: int) -> ListPage:
+        """A page of the fire-month listing of releases before ``triggers_by_created``
+        (``indexes.list_page``): what the backfill reads."""
         return await list_page(self._run, self.get_many, caller, start=start,
-                               last_month=last_month, limit=limit, status=status,
+                               last_month=last_month, limit=limit, status=None,
                                max_rows=self.list_max_rows)
 
     async def listed_callers(self) -> list[str]:
         """Every caller with listing entries (a whole-table read: for the backfill)."""
         return [r[schema.COL_CALLER] for r in await self._run("listed_callers", [])]
 
-    async def reindex_open(self, t: Trigger, index_ttl_s: int, now_ms: int) -> None:
-        """Write the open-index entry of ``t`` (read as open), as of ``now_ms``."""
-        if writes := self._open_index.entry_writes(t, index_ttl_s, now_ms * 1000):
-            await self._run_unlogged(writes)
+    async def reindex(self, t: Trigger, index_ttl_s: int, now_ms: int) -> None:
+        """Write the listing entries of ``t`` as read (the open one only if it is open),
+        as of ``now_ms``."""
+        ts_us = now_ms * 1000
+        await self._run_unlogged(self._open_index.entry_writes(t, index_ttl_s, ts_us)
+                                 + self._created.entry_writes(t, index_ttl_s, ts_us))
 
     # --- SecretStore -------------------------------------------------------------------
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
@@ -333,34 +345,16 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         async for rows in self._pages("zoned_ids", [tzdata_version, shard]):
             yield [r[schema.COL_TRIGGER_ID] for r in rows]
 
-    # --- LegacyIdempotency --------------------------------------------------------------
+    # --- LegacyIdempotency (``legacy.LegacyKeys``) ------------------------------------
     async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
-        rows = await self._run("idem_get", [caller, idem_key])
-        if not rows:
-            return None
-        row = rows[0]
-        trigger = decode_request(row[schema.COL_TRIGGER_ID], caller, idem_key,
-                                 row[schema.COL_REQUEST])
-        return IdempotencyRecord(caller, idem_key, row[schema.COL_REQUEST_HASH], trigger)
+        return await self._keys.record(caller, idem_key)
 
     async def legacy_records_exist(self) -> bool:
-        return bool(await self._run("idem_any", []))
+        return await self._keys.exist()
 
-    async def put_if_absent(
-        self, record: IdempotencyRecord, ttl_s: int
-    ) -> IdempotencyRecord | None:
-        t = record.trigger
-        rows = await self._run("idem_put", [
-            record.caller, record.idem_key, record.request_hash, t.trigger_id,
-            encode_request(t), t.created_at_ms, ttl_s,
-        ])
-        row = rows[0] if rows else {}
-        if row.get(schema.LWT_APPLIED):
-            return None
-        existing = decode_request(row[schema.COL_TRIGGER_ID], record.caller, record.idem_key,
-                                  row[schema.COL_REQUEST])
-        return IdempotencyRecord(record.caller, record.idem_key, row[schema.COL_REQUEST_HASH],
-                                 existing)
+    async def put_if_absent(self, record: IdempotencyRecord, ttl_s: int
+                            ) -> IdempotencyRecord | None:
+        return await self._keys.put_if_absent(record, ttl_s)
 
     async def ping(self) -> None:
         await self._run("ping", [])
