@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -47,11 +48,12 @@ async def test_fire_at_with_offset_is_stored_in_utc(stack: Stack) -> None:
     assert body["fireAt"] == f"{day}T14:00:00.250Z"
 
 
-async def test_list_orders_by_fire_time_filters_and_pages(stack: Stack) -> None:
+async def test_list_orders_newest_first_filters_and_pages(stack: Stack) -> None:
     ids = []
     for delay in (500, 100, 300, 200, 400):
         _, body, _ = await stack.post(stack.body(delaySeconds=delay))
         ids.append((delay, body["triggerId"]))
+        await asyncio.sleep(0.002)  # distinct creation times: the order is theirs
     cancel_id = dict(ids)[300]
     resp = await stack.client.delete(f"/v1/triggers/{cancel_id}", headers=stack.auth())
     assert resp.status == 200
@@ -67,7 +69,11 @@ async def test_list_orders_by_fire_time_filters_and_pages(stack: Stack) -> None:
         cursor = page["nextCursor"]
         if cursor is None:
             break
-    assert seen == [tid for _, tid in sorted(ids)]
+    assert seen == [tid for _, tid in reversed(ids)]  # newest created first
+    resp = await stack.client.get("/v1/triggers", params={"status": "PENDING"},
+                                  headers=stack.auth())
+    pending = [i["triggerId"] for i in (await resp.json())["items"]]
+    assert pending == [tid for d, tid in sorted(ids) if tid != cancel_id]  # by fire time
 
     resp = await stack.client.get("/v1/triggers", params={"status": "CANCELLED"},
                                   headers=stack.auth())

@@ -141,7 +141,9 @@ def decode_cursor(text: str) -> ListCursor:
             raise ValueError("too long")
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         month, after_ms, after_id = json.loads(raw)
-        if not (type(month) is int and month in _MONTHS and 1 <= month % 100 <= 12
+        # month 0: the newest-first order's cursor (``core.ports.ListCursor``).
+        if not (type(month) is int and (month == 0 or (month in _MONTHS
+                                                       and 1 <= month % 100 <= 12))
                 and type(after_ms) is int and after_ms in _MS
                 and isinstance(after_id, str) and (after_id == "" or is_trigger_id(after_id))):
             raise ValueError("bad cursor fields")

@@ -117,7 +117,8 @@ class Triggers:
 
     def list(self, status: Status | str | None = None, *,
              page_size: int | None = None) -> Iterator[Trigger]:
-        """Every trigger of the caller (in ``status``), by fire time, page by page."""
+        """Every trigger of the caller, page by page: PENDING or IN_FLIGHT by fire time, else
+        (all, or a finished status) newest created first."""
         return iterate(lambda c: self.list_page(status, limit=page_size, cursor=c))
 
     def cancel(self, trigger_id: str) -> CancelledTrigger:

@@ -303,8 +303,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     ) -> ListPage:
         if status in (Status.PENDING, Status.IN_FLIGHT):
             return await self._open_index.page(caller, start=start, last_month=last_month,
-                                         limit=limit, status=status,
-                                         now_ms=self._clock.now_ms())
+                                               limit=limit, status=status,
+                                               now_ms=self._clock.now_ms())
         return await self._created.page(caller, before=start, limit=limit, status=status,
                                         max_rows=self.list_max_rows)
 

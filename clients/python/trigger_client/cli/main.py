@@ -157,7 +157,8 @@ def list_(ctx: typer.Context,
           watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
           interval_s: Annotated[float, typer.Option("--interval", min=0.2)] = 2.0,
           tz: Tz = None, output: OutputOpt = Output.text) -> None:
-    """The caller's triggers by fire time (a table; --watch refreshes it)."""
+    """The caller's triggers: pending or in flight by fire time, else newest first (a table;
+    --watch refreshes it)."""
     with api_errors(output), client(ctx) as c:
         if output is Output.json:
             while True:
