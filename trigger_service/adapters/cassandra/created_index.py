@@ -5,12 +5,11 @@ a LIST page without an open status read through it, from the newest creation dow
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
-from trigger_service.adapters.cassandra.indexes import WrittenUntil
+from trigger_service.adapters.cassandra.indexes import Entry, WrittenUntil, merge_parts
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import ListCursor, ListPage
 
@@ -100,18 +99,10 @@ class CreatedIndex:
         return [r[s.COL_CREATED_HOUR] for r in rows]
 
     async def _read_hour(self, caller: str, hour: int, before: Key, want: int
-                         ) -> tuple[list[tuple[Key, int | None, int]], bool]:
+                         ) -> tuple[list[Entry], bool]:
         """Up to ``want`` entries of ``hour`` before ``before``, newest first, merged from
         its parts, and whether the hour holds no more below them."""
         parts = await asyncio.gather(*(
             self._run("created_entries", [caller, hour, part, before[0], before[1], want])
             for part in range(s.OPEN_PARTS)))
-        # A part that answered `want` rows may hold more below its last: the merge is
-        # complete only down to the latest such last key.
-        bound: Key | None = max(((p[-1][s.COL_CREATED_AT_MS], p[-1][s.COL_TRIGGER_ID])
-                                 for p in parts if len(p) == want), default=None)
-        merged = heapq.merge(*([((r[s.COL_CREATED_AT_MS], r[s.COL_TRIGGER_ID]),
-                                 r[s.COL_HOME_AT_MS], r[s.COL_SHARD]) for r in p]
-                               for p in parts), reverse=True)
-        out = [e for e in merged if bound is None or e[0] >= bound]
-        return out[:want], bound is None and len(out) <= want
+        return merge_parts(parts, want, s.COL_CREATED_AT_MS, newest_first=True)

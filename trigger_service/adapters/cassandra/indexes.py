@@ -5,6 +5,7 @@ Used by ``CassandraStore``."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -20,6 +21,9 @@ from trigger_service.core.model import (
 from trigger_service.core.ports import ListCursor, ListPage
 
 K = TypeVar("K")
+Row = dict[str, Any]
+# A listing index's entry: ((time, trigger id), home, shard) - where the row is.
+Entry = tuple[tuple[int, str], int | None, int]
 _MIN_MS = -(2**63)
 _LIST_MAX_READS = 50  # partition reads per LIST page (months with entries, usually a few)
 # A zone-rules release's entry in zoned_versions outlives the entries it was written for by
@@ -116,3 +120,20 @@ async def list_page(run: Run, get_many: GetMany, caller: str, *, start: ListCurs
             after_ms, after_id = _MIN_MS, ""
     more = month <= last_month
     return ListPage(found, (month, after_ms, after_id) if more else None)
+
+
+def merge_parts(parts: Sequence[list[Row]], want: int, time_col: str, *,
+                newest_first: bool = False) -> tuple[list[Entry], bool]:
+    """The entries of one hour of a listing index, read from each of its parts in order
+    (ascending, or ``newest_first``) with ``LIMIT want``: up to ``want`` of them merged in
+    that order, and whether the parts hold no more after them. A part that answered ``want``
+    rows may hold more after its last, so the merge is complete only up to the first such
+    last key in the order (rows past it come again with the next read, from the cursor)."""
+    lasts = [(p[-1][time_col], p[-1][schema.COL_TRIGGER_ID]) for p in parts if len(p) == want]
+    bound = (max(lasts) if newest_first else min(lasts)) if lasts else None
+    merged = heapq.merge(*([((r[time_col], r[schema.COL_TRIGGER_ID]), r[schema.COL_HOME_AT_MS],
+                              r[schema.COL_SHARD]) for r in p] for p in parts),
+                         reverse=newest_first)
+    out = [e for e in merged
+           if bound is None or (e[0] >= bound if newest_first else e[0] <= bound)]
+    return out[:want], bound is None and len(out) <= want

@@ -10,11 +10,11 @@ by readers, who check each entry against the row, as for every index here.
 from __future__ import annotations
 
 import asyncio
-import heapq
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.indexes import Entry, merge_parts
 from trigger_service.core.model import Status, Trigger, fire_month, month_end_ms, month_start_ms
 from trigger_service.core.ports import ListPage
 
@@ -115,9 +115,8 @@ class OpenIndex:
             if hour > after[0] // HOUR_MS:
                 after = (hour * HOUR_MS - 1, "")
             entries, done = await self._read_hour(caller, hour, after, limit - len(found))
-            for key, t in zip(entries, await self._get_many_at(
-                    [(tid, home, shard) for (_, tid), home, shard in entries.values()]),
-                    strict=True):
+            for (key, _, _), t in zip(entries, await self._get_many_at(
+                    [(tid, home, shard) for (_, tid), home, shard in entries]), strict=True):
                 after = key
                 if t is not None and t.fire_at_ms == key[0] and t.status is status:
                     found.append(t)
@@ -136,21 +135,13 @@ class OpenIndex:
         return [r[s.COL_FIRE_HOUR] for r in rows]
 
     async def _read_hour(self, caller: str, hour: int, after: Key, want: int
-                         ) -> tuple[dict[Key, tuple[Key, int | None, int]], bool]:
-        """Up to ``want`` entries of ``hour`` after ``after`` in order (key → (key, home,
-        shard)), merged from its parts, and whether the hour holds no more after them."""
+                         ) -> tuple[list[Entry], bool]:
+        """Up to ``want`` entries of ``hour`` after ``after`` in order, merged from its
+        parts, and whether the hour holds no more after them."""
         parts = await asyncio.gather(*(
             self._run("open_entries", [caller, hour, part, after[0], after[1], want])
             for part in range(s.OPEN_PARTS)))
-        # A part that answered `want` rows may hold more after its last: the merge is
-        # complete only up to the earliest such last key.
-        bound: Key | None = min(((p[-1][s.COL_FIRE_AT_MS], p[-1][s.COL_TRIGGER_ID])
-                                 for p in parts if len(p) == want), default=None)
-        merged = heapq.merge(*([((r[s.COL_FIRE_AT_MS], r[s.COL_TRIGGER_ID]),
-                                 r[s.COL_HOME_AT_MS], r[s.COL_SHARD]) for r in p]
-                               for p in parts))
-        out = [e for e in merged if bound is None or e[0] <= bound]
-        return {e[0]: e for e in out[:want]}, bound is None and len(out) <= want
+        return merge_parts(parts, want, s.COL_FIRE_AT_MS)
 
     async def _forget_hour(self, caller: str, hour: int, now_ms: int) -> None:
         """The hour holds no entry: its row goes, unless written again lately."""
