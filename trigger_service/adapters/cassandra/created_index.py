@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
-from trigger_service.adapters.cassandra.indexes import Entry, WrittenUntil, merge_parts
+from trigger_service.adapters.cassandra.indexes import Entry, WrittenUntil, home_value, merge_parts
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import ListCursor, ListPage
 
@@ -55,7 +55,7 @@ class CreatedIndex:
         hour = t.created_at_ms // HOUR_MS
         writes: list[Write] = [("created_put", [
             t.caller, hour, t.shard % s.OPEN_PARTS, t.created_at_ms, t.trigger_id,
-            t.home_at_ms, t.shard, index_ttl_s, ts_us])]
+            home_value(t), t.shard, index_ttl_s, ts_us])]
         hour_ttl_s = self._hours.claim((t.caller, hour), ts_us // 1000, index_ttl_s)
         if hour_ttl_s is not None:
             writes.append(("created_hour_put", [t.caller, hour, hour_ttl_s, ts_us]))

@@ -62,7 +62,7 @@ def entry_writes(t: Trigger, index_ttl_s: int, ts_us: int, versions: WrittenUnti
     (the zone-rules release's row this claimed is then written by the next registration)."""
     writes: list[Write] = [
         ("bucket", [bucket_minute(t.fire_at_ms), t.shard, t.fire_at_ms, t.trigger_id,
-                    t.route.value, UNSET_VALUE if t.home_at_ms is None else t.home_at_ms,
+                    t.route.value, home_value(t),
                     index_ttl_s, ts_us]),
     ]
     if t.tzdata_version is not None:
@@ -137,3 +137,9 @@ def merge_parts(parts: Sequence[list[Row]], want: int, time_col: str, *,
     out = [e for e in merged
            if bound is None or (e[0] >= bound if newest_first else e[0] <= bound)]
     return out[:want], bound is None and len(out) <= want
+
+
+def home_value(t: Trigger) -> object:
+    """``t``'s home as an entry's value: unset for an earlier release's row (a null would be
+    a tombstone)."""
+    return UNSET_VALUE if t.home_at_ms is None else t.home_at_ms

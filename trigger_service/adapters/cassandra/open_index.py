@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
-from trigger_service.adapters.cassandra.indexes import Entry, merge_parts
+from trigger_service.adapters.cassandra.indexes import Entry, home_value, merge_parts
 from trigger_service.core.model import Status, Trigger, fire_month, month_end_ms, month_start_ms
 from trigger_service.core.ports import ListPage
 
@@ -74,7 +74,7 @@ class OpenIndex:
         if t.status.terminal:
             return []
         writes: list[Write] = [("open_entry_put", [*_where(t), t.fire_at_ms, t.trigger_id,
-                                             t.home_at_ms, t.shard, index_ttl_s, ts_us])]
+                                             home_value(t), t.shard, index_ttl_s, ts_us])]
         now_ms, hour = ts_us // 1000, t.fire_at_ms // HOUR_MS
         if now_ms - self._hours_written_ms.get((t.caller, hour), _MIN_MS) >= s.OPEN_HOUR_REWRITE_MS:
             if len(self._hours_written_ms) > 100_000:  # forget what no longer saves writes
