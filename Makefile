@@ -113,7 +113,7 @@ bench-peers: up $(VENV)/.bench-installed
 	@$(PY) -m bench.peers
 
 # Does what is stored change what anything costs? Before/after storing 1,000,000 pending
-# reminders (bench/results/scale.json; ~30 minutes; run it on a fresh store).
+# reminders (bench/results/scale.json; ~25 minutes; run it on a fresh store).
 bench-scale: up
 	@$(PY) bench/scale.py
 
