@@ -85,6 +85,11 @@ class OpenIndex:
             writes.append(("hour_put", [t.caller, hour, hour_ttl_s, ts_us]))
         return writes
 
+    def unwritten(self, t: Trigger) -> None:
+        """``entry_writes`` of ``t`` did not reach Cassandra: its hour row is written again
+        by the next entry of that hour (not a minute later)."""
+        self._hours_written_ms.pop((t.caller, t.fire_at_ms // HOUR_MS), None)
+
     @staticmethod
     def leave(old: Trigger, new: Trigger) -> list[Write]:
         """The delete of ``old``'s entry once ``new`` (applied) no longer holds it: ``new``

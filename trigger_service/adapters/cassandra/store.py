@@ -228,6 +228,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             await self._index_writes.submit(writes)
         except BaseException:
             unwritten()  # not known to be written: the next registration of the period is
+            self._open_index.unwritten(t)
             self._created.unwritten(t)
             raise
 
