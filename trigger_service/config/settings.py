@@ -67,11 +67,19 @@ class CassandraSettings:
     # bounds what one request carries, not what a read returns.
     fetch_size: int = 5000
     schema_dir: Path = REPO_ROOT / "infra" / "cql"
+    # PasswordAuthenticator credentials (empty: no authentication) and client TLS: with a CA
+    # file the connection is TLS and the node's certificate is verified against it.
+    username: str = ""
+    password: str = field(default="", repr=False)  # never logged
+    tls_ca_file: str = ""
 
 
 @dataclass(frozen=True)
 class RedisSettings:
-    url: str = "redis://127.0.0.1:6379/0"
+    # An ACL user and password go in the URL (redis://user:password@host:port/db); rediss://
+    # is TLS, verified against tls_ca_file when set (else the system's CAs).
+    url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
+    tls_ca_file: str = ""
 
 
 @dataclass(frozen=True)
@@ -307,9 +315,20 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_CASSANDRA_FETCH_SIZE", ("cassandra", "fetch_size"), _pos_int,
              "rows per page of a read (every read pages to its end; big sets are processed "
              "a page at a time)"),
+    Variable("TRIGGER_CASSANDRA_USERNAME", ("cassandra", "username"), str,
+             "PasswordAuthenticator user (empty: connect without authentication)"),
+    Variable("TRIGGER_CASSANDRA_PASSWORD", ("cassandra", "password"), str,
+             "that user's password"),
+    Variable("TRIGGER_CASSANDRA_TLS_CA_FILE", ("cassandra", "tls_ca_file"), str,
+             "PEM file of the CA that signed the nodes' certificates: when set, every "
+             "connection is TLS and verifies the node"),
     *(Variable(*row) for row in SQS_VARIABLES),
     Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
-             "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, leases"),
+             "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, "
+             "leases; redis://user:password@host:port/db, rediss:// for TLS"),
+    Variable("TRIGGER_REDIS_TLS_CA_FILE", ("redis", "tls_ca_file"), str,
+             "PEM file of the CA that signed Redis's certificate (rediss://; empty: the "
+             "system's CAs)"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
