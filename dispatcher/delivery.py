@@ -50,7 +50,8 @@ from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
-from trigger_service.config.callers import CallerRegistry, parse_callback_url
+from trigger_service.config.callers import parse_callback_url
+from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.lag import LagTally
 from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
@@ -119,7 +120,7 @@ class _Claimed:
 
 
 class Delivery:
-    def __init__(self, deps: DispatchDeps, channel: Channel, callers: CallerRegistry, *,
+    def __init__(self, deps: DispatchDeps, channel: Channel, callers: Callers, *,
                  claim_ids: Callable[[], str] = new_claim_id,
                  notifiers: Notifiers = UNCONFIGURED) -> None:
         self._s = deps.settings

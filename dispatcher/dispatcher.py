@@ -20,7 +20,7 @@ from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
 from dispatcher.ops_report import OpsReporter
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
-from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
@@ -46,7 +46,7 @@ class Dispatcher:
         store: DispatchStore,
         queue: DeliveryQueue,
         channel: Channel,
-        callers: CallerRegistry,
+        callers: Callers,
         clock: Clock,
         metrics: Metrics,
         *,

@@ -10,7 +10,7 @@ from typing import Protocol
 import structlog
 
 from dispatcher.visibility import Visibility
-from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core import series
 from trigger_service.core.dead_letters import (
@@ -67,7 +67,7 @@ class RetryPolicy:
 class RetryPolicies:
     """Each caller's ``RetryPolicy``: the callers file, falling back to the settings."""
 
-    def __init__(self, callers: CallerRegistry, d: DispatchSettings) -> None:
+    def __init__(self, callers: Callers, d: DispatchSettings) -> None:
         self._callers = callers
         self._d = d
 

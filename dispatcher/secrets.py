@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.live_callers import Callers
 from trigger_service.core.ports import Clock, SecretStore
 from trigger_service.core.signing import active_secrets
 
 
 class SecretBook:
-    def __init__(self, store: SecretStore, callers: CallerRegistry, clock: Clock,
+    def __init__(self, store: SecretStore, callers: Callers, clock: Clock,
                  overlap_s: int, *, refresh_s: float = 5.0) -> None:
         self._store = store
         self._callers = callers

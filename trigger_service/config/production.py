@@ -1,31 +1,39 @@
-"""``TRIGGER_ENV=production``: the start-up checks that keep development credentials and a
-public ``/metrics`` out of production. Every process runs them (``platform.process``) before
-it connects anywhere; a failure is a ``ConfigError`` naming what to change.
+"""The production check: fail closed. Every process runs it (``platform.process``) before it
+connects anywhere; a failure is one ``ConfigError`` naming every problem.
 
-Refused in production:
+It applies when ``TRIGGER_ENV=production`` **or** when any listener is off loopback
+(``TRIGGER_API_HOST``, or ``TRIGGER_METRICS_HOST`` where the dispatchers' and sweepers'
+``/metrics`` listen): a process others can reach is a production process whatever
+``TRIGGER_ENV`` says, so forgetting that one variable cannot open the development
+credentials to the network. On loopback in development (``make up``, the tests, the bench
+and chaos runs) nothing is checked.
+
+Refused (this module: who may get in; ``production_deps``: what the service connects to):
 
 - the development callers file (``config/callers.dev.toml``) as ``TRIGGER_CALLERS_FILE``;
 - any caller or ops token whose hash is one of the development tokens' (those in the
   development callers file, and ``dev-token``, ``ops-token``, ``viewer-token``): their
-  tokens are public;
+  tokens are public. A callers file reloaded on SIGHUP is held to the same rule;
 - the default ``TRIGGER_ACK_SECRET``, or one shorter than 32 characters;
-- ``/metrics`` reachable on a non-loopback address without ``TRIGGER_METRICS_TOKEN``: the
-  API's (on ``TRIGGER_API_HOST``), and the dispatchers' and sweepers' own ports (on
-  ``TRIGGER_METRICS_HOST``).
+- ``/metrics`` reachable on a non-loopback address without ``TRIGGER_METRICS_TOKEN``;
+- ``TRIGGER_PUBLIC_URL`` on loopback (acknowledgement links would point at the reader's own
+  machine) or not ``https://`` (the links carry signed tokens).
 
+``production_needs.PRODUCTION_NEEDS`` lists every variable these checks read, for the README.
 A token's entropy cannot be read off its hash, so it is not checked: the README asks for
-tokens of at least 32 random bytes (``python -c 'import secrets;
-print(secrets.token_urlsafe(32))'``) and this module refuses only the tokens known to be
+tokens of at least 32 random bytes and this module refuses only the tokens known to be
 public.
 """
 
 from __future__ import annotations
 
-import ipaddress
 import tomllib
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from trigger_service.config.callers import CallerRegistry, hash_token
+from trigger_service.config.live_callers import Vet
+from trigger_service.config.production_deps import dependency_problems, is_loopback
 from trigger_service.config.settings import REPO_ROOT, ApiSettings, Settings
 from trigger_service.core.errors import ConfigError
 
@@ -50,41 +58,72 @@ def dev_token_hashes(dev_file: Path = DEV_CALLERS_FILE) -> set[str]:
     return hashes
 
 
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False  # a name (or "" / "0.0.0.0"-like wildcards) may be reachable from outside
+def listeners_off_loopback(settings: Settings) -> list[str]:
+    """``VARIABLE=host`` of every listen address others may reach."""
+    return [f"{var}={host}" for var, host in (("TRIGGER_API_HOST", settings.api.host),
+                                              ("TRIGGER_METRICS_HOST", settings.metrics_host))
+            if not is_loopback(host)]
 
 
-def production_problems(settings: Settings, callers: CallerRegistry) -> list[str]:
-    """Everything that makes ``settings`` unfit for production (empty: fit)."""
+def production_reason(settings: Settings) -> str | None:
+    """Why the production check applies to ``settings`` (``None``: it does not)."""
+    if settings.limits.production:
+        return "TRIGGER_ENV=production"
+    public = listeners_off_loopback(settings)
+    if public:
+        return f"{' and '.join(public)} off loopback (production rules apply)"
+    return None
+
+
+def callers_problems(callers: CallerRegistry) -> list[str]:
+    """What makes a callers file unfit for production: tokens everyone knows."""
+    public = callers.token_hashes() & dev_token_hashes()
+    if not public:
+        return []
+    return [f"TRIGGER_CALLERS_FILE holds {len(public)} development token hash(es) "
+            "(dev-token, ops-token, ...): give every caller its own token"]
+
+
+def callers_vet(settings: Settings) -> Vet | None:
+    """What a callers file reloaded on SIGHUP must pass (``None``: anything that loads)."""
+    return callers_problems if production_reason(settings) else None
+
+
+def _access_problems(settings: Settings) -> list[str]:
     api = settings.api
     problems: list[str] = []
     if Path(api.callers_file).resolve() == DEV_CALLERS_FILE.resolve():
         problems.append("TRIGGER_CALLERS_FILE is the development file (its tokens are public)")
-    public = callers.token_hashes() & dev_token_hashes()
-    if public:
-        problems.append(f"the callers file holds {len(public)} development token hash(es) "
-                        "(dev-token, ops-token, ...): give every caller its own token")
     if api.ack_secret == ApiSettings.ack_secret or len(api.ack_secret) < MIN_ACK_SECRET_CHARS:
         problems.append(f"TRIGGER_ACK_SECRET must be set to a secret of at least "
                         f"{MIN_ACK_SECRET_CHARS} characters")
     if not settings.limits.metrics_token:
-        for var, host in (("TRIGGER_API_HOST", api.host),
-                          ("TRIGGER_METRICS_HOST", settings.metrics_host)):
-            if not is_loopback(host):
-                problems.append(f"{var}={host} serves /metrics off loopback: set "
-                                "TRIGGER_METRICS_TOKEN")
+        problems += [f"{listener} serves /metrics off loopback: set TRIGGER_METRICS_TOKEN"
+                     for listener in listeners_off_loopback(settings)]
+    url = urlsplit(api.public_url)
+    if is_loopback(url.hostname or ""):
+        problems.append(f"TRIGGER_PUBLIC_URL={api.public_url} is on loopback: acknowledgement "
+                        "links would point at the reader's own machine")
+    if url.scheme != "https":
+        problems.append("TRIGGER_PUBLIC_URL must be https:// (acknowledgement links carry "
+                        "signed tokens)")
     return problems
 
 
+def production_problems(settings: Settings, callers: CallerRegistry) -> list[str]:
+    """Everything that makes ``settings`` and ``callers`` unfit for production (empty: fit)."""
+    return [*_access_problems(settings), *callers_problems(callers),
+            *dependency_problems(settings)]
+
+
 def check_production(settings: Settings) -> None:
-    """In production, raise ``ConfigError`` listing every problem; otherwise do nothing."""
-    if not settings.limits.production:
+    """When the production check applies (``production_reason``), raise ``ConfigError``
+    listing every problem; otherwise do nothing. Raises ``ConfigError`` too when the callers
+    file does not load."""
+    reason = production_reason(settings)
+    if reason is None:
         return
     problems = production_problems(settings, CallerRegistry.load(settings.api.callers_file))
     if problems:
-        raise ConfigError("TRIGGER_ENV=production refuses to start: " + "; ".join(problems))
+        raise ConfigError(f"{reason}: refusing to start with {len(problems)} problem(s): "
+                          + "; ".join(problems))

@@ -12,14 +12,15 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from trigger_service.config.callers import Caller, CallerRegistry, Principal, Role
+from trigger_service.config.callers import Caller, Principal, Role
+from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import Forbidden, Unauthorized
 from trigger_service.http.keys import CALLER_KEY, PRINCIPAL_KEY
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-def auth_middleware(callers: CallerRegistry) -> Callable[..., Awaitable[web.StreamResponse]]:
+def auth_middleware(callers: Callers) -> Callable[..., Awaitable[web.StreamResponse]]:
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path.startswith("/v1/"):

@@ -10,6 +10,7 @@ works without it."""
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -19,9 +20,10 @@ import structlog
 import uvloop
 from aiohttp import web
 
+from trigger_service.config.live_callers import LiveCallers
 from trigger_service.config.production import check_production
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import AdapterError, TriggerError
+from trigger_service.core.errors import AdapterError, ConfigError, TriggerError
 from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.heap import settle_heap
 from trigger_service.platform.logs import configure_logging
@@ -53,6 +55,7 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
     runtime = await Runtime.open(settings)
     counters = CounterFlusher(runtime.metrics, runtime.store)
     component: Component | None = None
+    unwatch = watch_callers(runtime)
     try:
         component = await build(runtime)
         runners = {**component.runners, "counters": counters.run}
@@ -64,6 +67,7 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
         settle_heap()
         return await supervise(runners, grace_s=component.grace_s)
     finally:
+        unwatch()
         if component is not None:
             log.info(f"{name}_stopped", **component.status(), **runtime.metrics.snapshot())
             if component.close is not None:
@@ -74,6 +78,33 @@ async def serve_component(name: str, settings: Settings, build: Build) -> int:
         except AdapterError as e:
             log.warning("counters_not_flushed", error=str(e))
         await runtime.close()
+
+
+def watch_callers(runtime: Runtime) -> Callable[[], None]:
+    """Reload the callers file on SIGHUP (``LiveCallers.reload``), without a restart: a
+    revoked token fails from the next request on. Both outcomes are logged; a file that does
+    not load (or that production refuses) leaves the callers in use. Returns the undo."""
+    callers = runtime.callers
+    if not isinstance(callers, LiveCallers):
+        return lambda: None  # a fixed registry (tests): nothing to reload
+    log = structlog.get_logger("callers")
+
+    def reload() -> None:
+        try:
+            registry = callers.reload()
+        except ConfigError as e:
+            log.error("callers_reload_failed", file=str(callers.path), error=str(e))
+            return
+        log.info("callers_reloaded", file=str(callers.path),
+                 principals=len(registry.token_hashes()))
+
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGHUP, reload)
+
+    def unwatch() -> None:
+        loop.remove_signal_handler(signal.SIGHUP)
+
+    return unwatch
 
 
 def metrics_server(runtime: Runtime, port: int) -> Runner:

@@ -11,7 +11,8 @@ from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
-from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.live_callers import Callers, LiveCallers
+from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
@@ -58,7 +59,8 @@ class RuntimeMetrics(Metrics, Protocol):
 @dataclass
 class Runtime:
     settings: Settings
-    callers: CallerRegistry
+    # A LiveCallers when opened (SIGHUP reloads it: platform.process), a registry in tests.
+    callers: Callers
     store: Store
     queue: Queue
     cache: IdempotencyCache
@@ -92,7 +94,7 @@ class Runtime:
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
 
-        callers = CallerRegistry.load(settings.api.callers_file)
+        callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
         metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         clock = SystemClock()
         store = await CassandraStore.connect(settings.cassandra)

@@ -7,37 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from trigger_service.config.callers import CallerRegistry, hash_token
+from tests.unit.limits.production_env import callers_file, prod_env
+from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.production import (
     DEV_CALLERS_FILE,
     check_production,
     dev_token_hashes,
-    is_loopback,
     production_problems,
 )
+from trigger_service.config.production_deps import is_loopback
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import ConfigError
-
-STRONG = "k" * 43
-
-
-def callers_file(tmp_path: Path, token: str = STRONG, ops_token: str = STRONG + "o") -> Path:
-    path = tmp_path / "callers.toml"
-    path.write_text(f"""
-[callers.orders]
-token_sha256 = "{hash_token(token)}"
-callback_prefixes = ["https://orders.internal/"]
-
-[ops.alice]
-token_sha256 = "{hash_token(ops_token)}"
-role = "operator"
-""")
-    return path
-
-
-def prod_env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {"TRIGGER_ENV": "production", "TRIGGER_CALLERS_FILE": str(callers_file(tmp_path)),
-            "TRIGGER_ACK_SECRET": "s" * 40, **extra}
 
 
 def test_a_proper_production_configuration_starts(tmp_path: Path) -> None:

@@ -1,0 +1,131 @@
+"""The production check's half about what the service connects to (``production`` runs it):
+development defaults that work on a laptop and are wrong, or unsafe, anywhere else.
+
+- Cassandra: a replication factor under 3 (one node lost is data lost, and LOCAL_QUORUM
+  needs 2 of 3), no PasswordAuthenticator user or password, no TLS (``_TLS_CA_FILE``);
+- SQS: LocalStack's endpoint (loopback, or port 4566) or a plaintext one, its ``test``
+  credentials;
+- Redis: a URL without a password, or ``redis://`` (plaintext; ``rediss://`` is TLS);
+- SMTP AUTH without STARTTLS: ``start_tls=False`` turns even opportunistic TLS off, so the
+  password would cross the network in clear;
+- the SMS and push providers' development tokens, Twilio's test account and number, the
+  development Firebase project, and ``http://`` provider URLs.
+
+A CA file that is set must exist (a typo would otherwise surface at the first connection).
+No message ever shows a secret: a URL that may hold a password is named, not printed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from trigger_service.config.providers import (
+    DEV_SMS_ACCOUNT_SID,
+    DEV_SMS_FROM,
+    PushSettings,
+    SmsSettings,
+)
+from trigger_service.config.settings import CassandraSettings, RedisSettings, Settings
+
+MIN_REPLICATION_FACTOR = 3
+LOCALSTACK_PORT = 4566
+LOCALSTACK_CREDENTIAL = "test"
+
+
+def is_loopback(host: str) -> bool:
+    """Is ``host`` reachable from this machine only? A name other than ``localhost``, and a
+    wildcard (``""``, ``0.0.0.0``, ``::``), may be reachable from outside: not loopback."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _ca_file(var: str, path: str) -> list[str]:
+    if not path:
+        return [f"{var} is empty (connections are plaintext): set the CA file that signed "
+                "the server's certificate"]
+    if not Path(path).is_file():
+        return [f"{var}={path}: no such file"]
+    return []
+
+
+def _cassandra(c: CassandraSettings) -> list[str]:
+    problems: list[str] = []
+    if c.replication_factor < MIN_REPLICATION_FACTOR:
+        problems.append(f"TRIGGER_CASSANDRA_REPLICATION_FACTOR={c.replication_factor}: at "
+                        f"least {MIN_REPLICATION_FACTOR} (a quorum that survives a node)")
+    if not c.username:
+        problems.append("TRIGGER_CASSANDRA_USERNAME is empty: connect with "
+                        "PasswordAuthenticator credentials")
+    elif not c.password:
+        problems.append("TRIGGER_CASSANDRA_PASSWORD is empty")
+    problems += _ca_file("TRIGGER_CASSANDRA_TLS_CA_FILE", c.tls_ca_file)
+    return problems
+
+
+def _sqs(settings: Settings) -> list[str]:
+    s = settings.sqs
+    problems: list[str] = []
+    url = urlsplit(s.endpoint_url)
+    try:
+        port = url.port
+    except ValueError:
+        port = None  # a bad port fails at connect; here only LocalStack's matters
+    if is_loopback(url.hostname or "") or port == LOCALSTACK_PORT:
+        problems.append(f"TRIGGER_SQS_ENDPOINT={s.endpoint_url} is LocalStack's: set the "
+                        "region's SQS endpoint (https://sqs.<region>.amazonaws.com)")
+    elif url.scheme != "https":
+        problems.append(f"TRIGGER_SQS_ENDPOINT={s.endpoint_url} must be https://")
+    if s.access_key_id == LOCALSTACK_CREDENTIAL:
+        problems.append("TRIGGER_SQS_ACCESS_KEY_ID is LocalStack's 'test'")
+    if s.secret_access_key == LOCALSTACK_CREDENTIAL:
+        problems.append("TRIGGER_SQS_SECRET_ACCESS_KEY is LocalStack's 'test'")
+    return problems
+
+
+def _redis(r: RedisSettings) -> list[str]:
+    url = urlsplit(r.url)  # never printed: it may hold the password
+    problems: list[str] = []
+    if not url.password:
+        problems.append("TRIGGER_REDIS_URL has no password "
+                        "(redis[s]://user:password@host:port/db)")
+    if url.scheme == "redis":
+        problems.append("TRIGGER_REDIS_URL is redis:// (plaintext): use rediss:// (TLS)")
+    if url.scheme == "rediss" and r.tls_ca_file:
+        problems += _ca_file("TRIGGER_REDIS_TLS_CA_FILE", r.tls_ca_file)
+    return problems
+
+
+def _providers(settings: Settings) -> list[str]:
+    sms, push = settings.sms, settings.push
+    dev = [
+        ("TRIGGER_SMS_AUTH_TOKEN", sms.auth_token == SmsSettings.auth_token,
+         "the development token"),
+        ("TRIGGER_SMS_ACCOUNT_SID", sms.account_sid == DEV_SMS_ACCOUNT_SID,
+         "Twilio's test account"),
+        ("TRIGGER_SMS_FROM", sms.from_number == DEV_SMS_FROM, "Twilio's test number"),
+        ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer, "the development token"),
+        ("TRIGGER_PUSH_PROJECT", push.project == PushSettings.project,
+         "the development project"),
+    ]
+    problems = [f"{var} is {what}" for var, bad, what in dev if bad]
+    for var, url in (("TRIGGER_SMS_BASE_URL", sms.base_url),
+                     ("TRIGGER_PUSH_BASE_URL", push.base_url)):
+        if not url.startswith("https://"):
+            problems.append(f"{var}={url} must be https:// (it carries the credentials)")
+    smtp = settings.smtp
+    if smtp.user and not smtp.starttls:
+        problems.append("TRIGGER_SMTP_USER is set without TRIGGER_SMTP_STARTTLS=true: the "
+                        "AUTH password would cross the network in clear")
+    return problems
+
+
+def dependency_problems(settings: Settings) -> list[str]:
+    """What makes the connections of ``settings`` unfit for production (empty: fit)."""
+    return [*_cassandra(settings.cassandra), *_sqs(settings), *_redis(settings.redis),
+            *_providers(settings)]

@@ -1,0 +1,46 @@
+"""What a production deployment must set: every variable the production check
+(``config.production``, ``config.production_deps``) reads, with what it needs there. The
+README's "Production" table is generated from this list (``production_table()``), and unit
+tests keep the README, this list, ``settings.VARIABLES`` and the check's messages in step.
+"""
+
+from __future__ import annotations
+
+from trigger_service.config.settings import VARIABLES
+
+PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
+    ("TRIGGER_CALLERS_FILE", "your callers file, not the development one; no development "
+                             "token (`dev-token`, `ops-token`, `viewer-token`) in it"),
+    ("TRIGGER_ACK_SECRET", "a secret of at least 32 characters"),
+    ("TRIGGER_METRICS_TOKEN", "set whenever `TRIGGER_API_HOST` or `TRIGGER_METRICS_HOST` is "
+                              "off loopback"),
+    ("TRIGGER_PUBLIC_URL", "an `https://` address people reach, not loopback"),
+    ("TRIGGER_CASSANDRA_REPLICATION_FACTOR", "at least 3"),
+    ("TRIGGER_CASSANDRA_USERNAME", "a PasswordAuthenticator user"),
+    ("TRIGGER_CASSANDRA_PASSWORD", "its password"),
+    ("TRIGGER_CASSANDRA_TLS_CA_FILE", "an existing CA file: TLS to every node"),
+    ("TRIGGER_SQS_ENDPOINT", "the region's `https://` SQS endpoint, not LocalStack's "
+                             "(loopback or port 4566)"),
+    ("TRIGGER_SQS_ACCESS_KEY_ID", "a real key id, not `test`"),
+    ("TRIGGER_SQS_SECRET_ACCESS_KEY", "a real secret, not `test`"),
+    ("TRIGGER_REDIS_URL", "`rediss://user:password@host:port/db`: a password and TLS"),
+    ("TRIGGER_REDIS_TLS_CA_FILE", "when set, an existing file"),
+    ("TRIGGER_SMTP_STARTTLS", "`true` whenever `TRIGGER_SMTP_USER` is set"),
+    ("TRIGGER_SMS_ACCOUNT_SID", "your account, not Twilio's test one"),
+    ("TRIGGER_SMS_AUTH_TOKEN", "your token, not the development one"),
+    ("TRIGGER_SMS_FROM", "your number, not Twilio's test one"),
+    ("TRIGGER_SMS_BASE_URL", "`https://`"),
+    ("TRIGGER_PUSH_PROJECT", "your Firebase project, not the development one"),
+    ("TRIGGER_PUSH_BEARER", "your access token, not the development one"),
+    ("TRIGGER_PUSH_BASE_URL", "`https://`"),
+)
+
+
+def production_table() -> str:
+    """The README's production table (``python -c 'from trigger_service.config.production_needs
+    import *; print(production_table())'``), in ``settings.VARIABLES`` order."""
+    needs = dict(PRODUCTION_NEEDS)
+    rows = ["| variable | default | production needs |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | `{v.default}` | {needs[v.name]} |"
+             for v in VARIABLES if v.name in needs]
+    return "\n".join(rows)
