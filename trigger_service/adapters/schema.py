@@ -131,8 +131,8 @@ all of a group's keys share one slot.)
   (its fire time; a series: far future, until cancelled); the reserve script drops entries
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``inbox:{caller}:{recipient}`` pub/sub channel (no key, nothing stored): each new inbox
-  message's JSON, published after it is stored; every API process streaming that recipient
-  subscribes. At most once: a stream that missed one replays it from Cassandra.
+  message's id, published after it is stored; each API process PSUBSCRIBEs ``inbox:*`` once.
+  At most once: a stream that missed one replays it from Cassandra.
 
 SQS (queue names from settings; the main queue's redrive policy moves a poison message to the
 redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
@@ -358,6 +358,7 @@ def redis_idem_key(caller: str, idem_key: str) -> str:
 
 OPS_BREAKER_TTL_S: Final = 30
 OPS_LAG_TTL_S: Final = 360
+INBOX_CHANNELS: Final = "inbox:*"  # every inbox channel: the API's one PSUBSCRIBE
 
 
 def ops_breakers_key(ns: str) -> str:
@@ -381,8 +382,7 @@ def pending_key(caller: str) -> str:
 
 
 def inbox_channel(caller: str, recipient: str) -> str:
-    """The pub/sub channel of one caller's recipient (unambiguous: a caller's name has no
-    ':')."""
+    """The pub/sub channel of one caller's recipient (a caller's name has no ':')."""
     return f"inbox:{caller}:{recipient}"
 
 

@@ -86,7 +86,7 @@ class Runtime:
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.redis.client import RedisPing, open_client
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
-        from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+        from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
         from trigger_service.adapters.redis.lease import RedisLease
         from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
@@ -103,13 +103,16 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        redis = open_client(settings.redis.url)
+        redis = open_client(settings.redis.url, settings.redis.max_connections)
+        # Its one connection is opened by the first inbox stream (so only by an API process).
+        inbox_bus = RedisInboxBus(redis, open_listener(settings.redis.url))
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[redis.aclose, queue.close, store.close, metrics.close],
-                   inbox_bus=RedisInboxBus(redis), limiter=RedisRateLimiter(redis),
+                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
+                            metrics.close],
+                   inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
