@@ -43,7 +43,7 @@ from trigger_service.core.inbox import (
     is_recipient,
 )
 from trigger_service.core.inbox_ports import InboxStore
-from trigger_service.core.streams import StreamCaps, StreamGate
+from trigger_service.core.streams import StreamCaps, StreamGate, StreamTicket
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
 
@@ -51,9 +51,21 @@ log = structlog.get_logger(__name__)
 
 _LIST_PARAMS = frozenset({"unread", "limit", "cursor"})
 _DIGITS = re.compile(r"[0-9]{1,6}")  # ASCII only: str.isdigit() takes "²", int() does not
-# The open streams, ended when the API stops (aiohttp's on_shutdown runs before it waits for
-# open requests, which a stream would otherwise hold for the whole shutdown timeout).
-STREAMS_KEY: web.AppKey[set[EventSourceResponse]] = web.AppKey("inbox_streams")
+# How often the reaper looks for streams past their lifetime (one task per process, rather
+# than a timer per stream); a stream so lives up to this much longer than its ticket says.
+REAP_EVERY_MS = 1000
+
+
+@dataclass(frozen=True)
+class _Open:
+    ticket: StreamTicket
+    expired: asyncio.Event  # set by the reaper
+
+
+# The open streams: ended when the API stops (aiohttp's on_shutdown runs before it waits for
+# open requests, which a stream would otherwise hold for the whole shutdown timeout), or by
+# the reaper at the end of their lifetime.
+STREAMS_KEY: web.AppKey[dict[EventSourceResponse, _Open]] = web.AppKey("inbox_streams")
 # The caps on open streams (per caller and per process) and each stream's end of life.
 GATE_KEY: web.AppKey[StreamGate] = web.AppKey("inbox_stream_gate")
 
@@ -144,12 +156,11 @@ async def stream(request: web.Request) -> web.StreamResponse:
                     await resp.send(_compact(m), id=m.message_id)
                 feed = _Feed(runtime.store, caller, recipient, {m.message_id for m in backlog})
                 streams = request.app[STREAMS_KEY]
-                streams.add(resp)
+                streams[resp] = entry = _Open(ticket, asyncio.Event())
                 try:
-                    await _live(resp, feed.forward(resp, live),
-                                runtime.clock.sleep_until_ms(ticket.ends_at_ms))
+                    await _live(resp, feed.forward(resp, live), entry.expired.wait())
                 finally:
-                    streams.discard(resp)
+                    streams.pop(resp, None)
     finally:
         gate.release(ticket)
     return resp
@@ -161,8 +172,27 @@ async def _end_streams(app: web.Application) -> None:
         resp.stop_streaming()  # its handler returns; a client reconnects elsewhere
 
 
+async def _reaper(app: web.Application) -> AsyncIterator[None]:
+    """While the app runs: every ``REAP_EVERY_MS``, end the streams past their lifetime."""
+    clock = app[RUNTIME_KEY].clock
+
+    async def reap() -> None:
+        while True:
+            await clock.sleep_ms(REAP_EVERY_MS)
+            now_ms = clock.now_ms()
+            for entry in app[STREAMS_KEY].values():
+                if entry.ticket.ends_at_ms <= now_ms:
+                    entry.expired.set()
+
+    task = asyncio.create_task(reap())
+    yield
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 async def _live(resp: EventSourceResponse, pump_work: Coroutine[Any, Any, None],
-                lifetime: Coroutine[Any, Any, None]) -> None:
+                lifetime: Coroutine[Any, Any, Any]) -> None:
     """Forward live messages until the client goes (the heartbeat's write fails), the
     subscription breaks, or the stream's lifetime is over; in each case the client
     reconnects with ``Last-Event-ID``."""
@@ -213,10 +243,10 @@ class _Feed:
 
 
 def add_routes(app: web.Application) -> None:
-    streams: set[EventSourceResponse] = set()
-    app[STREAMS_KEY] = streams
+    app[STREAMS_KEY] = {}
     app[GATE_KEY] = StreamGate()
     app.on_shutdown.append(_end_streams)
+    app.cleanup_ctx.append(_reaper)
     app.router.add_get("/v1/inbox/{recipient}", list_inbox)
     app.router.add_get("/v1/inbox/{recipient}/stream", stream)
     app.router.add_post("/v1/inbox/{recipient}/{message_id}/read", mark_read)
