@@ -1,5 +1,6 @@
 """Inbox streams on the real stack (Cassandra, Redis, the API on a real port): a caller at
-its stream cap gets 429 while another caller's registrations go on; a message forged on the
+its stream cap (counted on every API process) gets 429 while another caller's registrations
+go on; a message forged on the
 Redis bus is never delivered, a real one is; many streams share the API's one Redis
 subscription, which comes back after Redis drops it."""
 
@@ -18,6 +19,7 @@ from tests.unit.http.test_inbox_routes import Sse
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
+from trigger_service.adapters.redis.limits import RedisStreamSlots
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
@@ -41,6 +43,7 @@ async def hub(stack: Stack) -> AsyncIterator[tuple[RedisInboxBus, str]]:
     name = "test-hub-" + uuid.uuid4().hex[:10]
     bus = RedisInboxBus(stack.redis, open_listener(stack.settings.redis.url, name))
     stack.runtime.inbox_bus = bus
+    stack.runtime.stream_slots = RedisStreamSlots(stack.redis)  # as Runtime.open wires it
     try:
         yield bus, name
     finally:
@@ -103,6 +106,26 @@ async def test_a_caller_at_its_stream_cap_gets_429_while_another_caller_register
             break
         await asyncio.sleep(0.1)
     assert resp.status == 200
+
+
+async def test_the_callers_streams_on_another_api_process_count_against_its_cap(
+        stack: Stack, hub: tuple[RedisInboxBus, str]) -> None:
+    client = open_client(stack.settings.redis.url)
+    elsewhere = RedisStreamSlots(client)  # another API process's view of the same counts
+    now_ms = SystemClock().now_ms()
+    try:
+        for k in range(PER_CALLER - 1):
+            assert await elsewhere.take(stack.caller, f"other-{k}", now_ms + 60_000,
+                                        PER_CALLER, now_ms) is None
+        async with stream(stack):  # the last place
+            resp = await stack.client.get("/v1/inbox/ada/stream", headers=stack.auth())
+            assert resp.status == 429 and (await resp.json())["error"] == "too_many_streams"
+            assert 1 <= int(resp.headers["Retry-After"]) <= 60
+            await elsewhere.give_back(stack.caller, "other-0")
+            async with stream(stack):  # the place given back
+                pass
+    finally:
+        await client.aclose()
 
 
 async def test_a_forged_bus_message_is_not_delivered_a_real_one_is(

@@ -55,8 +55,8 @@ INBOX_VARIABLES: tuple[Row, ...] = (
      "open inbox streams per API process (at most half of TRIGGER_MAX_CONNECTIONS); one more "
      "is answered 429 too_many_streams"),
     ("TRIGGER_INBOX_MAX_STREAMS_PER_CALLER", ("inbox", "max_streams_per_caller"), _at_least_one,
-     "open inbox streams of one caller per API process; one more is answered 429 "
-     "too_many_streams"),
+     "open inbox streams of one caller, counted across the API processes (Redis; each "
+     "process also holds it to this alone); one more is answered 429 too_many_streams"),
     ("TRIGGER_INBOX_STREAM_MAX_LIFETIME_S", ("inbox", "stream_max_lifetime_s"), _pos_float,
      "an inbox stream is closed by the server after at most this (in its last tenth); the "
      "client reconnects with Last-Event-ID"),

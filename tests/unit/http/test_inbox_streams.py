@@ -1,7 +1,7 @@
-"""The inbox stream's protections on the in-memory fakes: caps per caller and per process
-(429 too_many_streams with Retry-After), the maximum lifetime (a retry: hint, then a clean
-end), the bus as a hint only (a forged or foreign id sends nothing), and a broken
-subscription ending the stream."""
+"""The inbox stream's protections on the in-memory fakes: caps per caller (on this and the
+other API processes) and per process (429 too_many_streams with Retry-After), the maximum
+lifetime (a retry: hint, then a clean end), the bus as a hint only (a forged or foreign id
+sends nothing), and a broken subscription ending the stream."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import pytest
 from tests.unit.http.test_inbox_routes import BOX, Sse, put
 from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
+from trigger_service.adapters.memory_limits import MemoryStreamSlots
 from trigger_service.config.inbox import InboxSettings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
@@ -129,3 +130,31 @@ async def test_a_broken_subscription_ends_the_stream_and_frees_its_place(
         bus.break_subscriptions(CacheError("redis connection lost"))
         assert await asyncio.wait_for(sse.resp.content.read(), 5) == b"retry: 1500\n\n"
     await until(lambda: gate_count(api) == 0)
+
+
+async def test_the_callers_cap_counts_its_streams_on_every_api_process(
+        api: Api, bus: MemoryInboxBus) -> None:
+    slots = api.runtime.stream_slots
+    assert isinstance(slots, MemoryStreamSlots)
+    now_ms = api.env.clock.now_ms()
+    # Another API process holds both of orders' slots; the earlier ends in 100 s.
+    await slots.take("orders", "elsewhere-1", now_ms + 100_000, 2, now_ms)
+    await slots.take("orders", "elsewhere-2", now_ms + 200_000, 2, now_ms)
+    resp = await api.client.get(f"{BOX}/stream", headers=AUTH)
+    await assert_error(resp, 429, "too_many_streams")
+    assert resp.headers["Retry-After"] == "100"
+    assert gate_count(api) == 0  # this process counted nothing for it
+    await slots.give_back("orders", "elsewhere-1")
+    async with stream(api, AUTH):
+        assert len(slots.held["orders"]) == 2
+    await until(lambda: len(slots.held["orders"]) == 1)  # given back as the stream ended
+
+
+async def test_without_redis_the_shared_count_lets_streams_through_under_the_process_caps(
+        api: Api, bus: MemoryInboxBus) -> None:
+    slots = api.runtime.stream_slots
+    assert isinstance(slots, MemoryStreamSlots)
+    slots.fail = True
+    async with stream(api, AUTH), stream(api, AUTH):
+        await assert_error(await api.client.get(f"{BOX}/stream", headers=AUTH), 429,
+                           "too_many_streams")  # this process's cap for the caller

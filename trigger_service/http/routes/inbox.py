@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import json
 import re
+import uuid
 from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ import structlog
 from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 
-from trigger_service.core.errors import AdapterError, InvalidRequest, NotFound
+from trigger_service.core.errors import AdapterError, InvalidRequest, NotFound, TooManyStreams
 from trigger_service.core.inbox import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
@@ -46,6 +47,7 @@ from trigger_service.core.inbox_ports import InboxStore
 from trigger_service.core.streams import StreamCaps, StreamGate, StreamTicket
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
+from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
 
@@ -54,6 +56,7 @@ _DIGITS = re.compile(r"[0-9]{1,6}")  # ASCII only: str.isdigit() takes "²", int
 # How often the reaper looks for streams past their lifetime (one task per process, rather
 # than a timer per stream); a stream so lives up to this much longer than its ticket says.
 REAP_EVERY_MS = 1000
+_SLOT_MARGIN_MS = 10_000
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
         int(inbox.stream_max_lifetime_s * 1000)))  # TooManyStreams: 429
     try:
         # Subscribe, then read the backlog: anything stored meanwhile is in one or the other.
-        async with runtime.inbox_bus.subscribe(caller, recipient) as live:
+        async with _shared_slot(runtime, ticket), \
+                runtime.inbox_bus.subscribe(caller, recipient) as live:
             backlog = [] if last_id is None else await runtime.store.inbox_after(
                 caller, recipient, last_id, REPLAY_MAX)
             async with sse_response(request, ping_interval=inbox.heartbeat_s) as resp:
@@ -164,6 +168,34 @@ async def stream(request: web.Request) -> web.StreamResponse:
     finally:
         gate.release(ticket)
     return resp
+
+
+@contextlib.asynccontextmanager
+async def _shared_slot(runtime: Runtime, ticket: StreamTicket) -> AsyncIterator[None]:
+    """Hold one of the caller's ``TRIGGER_INBOX_MAX_STREAMS_PER_CALLER`` slots across every
+    API process while the stream is open; ``TooManyStreams`` when they are all held. When
+    Redis fails it lets the stream through (logged): the process's own caps still hold."""
+    slots, caller, now_ms = runtime.stream_slots, ticket.caller, runtime.clock.now_ms()
+    slot: str | None = uuid.uuid4().hex
+    first_end_ms = None
+    try:
+        # Counted a little past the stream's end of life: a dead process's slots free
+        # themselves, a live one gives its slot back as the stream ends.
+        first_end_ms = await slots.take(caller, str(slot), ticket.ends_at_ms + _SLOT_MARGIN_MS,
+                                        runtime.settings.inbox.max_streams_per_caller, now_ms)
+    except AdapterError as e:
+        log.warning("inbox_stream_slots_unavailable", error=str(e))
+        slot = None
+    if first_end_ms is not None:
+        raise TooManyStreams(
+            "this caller has as many inbox streams open as it may (across the API "
+            "processes); close one, or retry later", max(1, -(-(first_end_ms - now_ms) // 1000)))
+    try:
+        yield
+    finally:
+        if slot is not None:
+            with contextlib.suppress(AdapterError):  # not given back: it frees itself in time
+                await slots.give_back(caller, slot)
 
 
 async def _end_streams(app: web.Application) -> None:
