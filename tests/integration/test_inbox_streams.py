@@ -168,3 +168,22 @@ async def test_many_streams_share_one_redis_subscription_which_comes_back_after_
         assert again["id"] != conn["id"]
         sent = await notifier.send(SPEC, occurrence(stack.caller))
         assert (await sse.next()).id == sent.provider_message_id
+
+
+async def test_the_command_pool_never_opens_more_connections_than_its_bound(
+        stack: Stack) -> None:
+    name = "test-pool-" + uuid.uuid4().hex[:10]
+    client = open_client(stack.settings.redis.url, max_connections=2, client_name=name)
+    key = "test-pool-empty-" + uuid.uuid4().hex
+    try:
+        # Six commands that each hold a connection for 0.2 s: two run, the others wait.
+        async def wait_on_empty_list() -> object:
+            return await client.blpop([key], timeout=0.2)  # type: ignore[misc]
+
+        waits = [asyncio.create_task(wait_on_empty_list()) for _ in range(6)]
+        await asyncio.sleep(0.1)
+        during = await hub_connections(stack, name)
+        assert await asyncio.gather(*waits) == [None] * 6  # each got a connection in turn
+        assert len(during) == 2 and len(await hub_connections(stack, name)) == 2
+    finally:
+        await client.aclose()

@@ -115,7 +115,9 @@ class RedisInboxBus:
                 msg = await pubsub.get_message(ignore_subscribe_messages=True, timeout=_POLL_S)
                 if msg is not None and msg.get("type") == "pmessage":
                     self._fanout.deliver(str(msg["channel"]), str(msg["data"]))
-        except (RedisError, OSError, CacheError) as e:
+        except Exception as e:  # whatever ends the hub must end its subscribers too
+            if not isinstance(e, RedisError | OSError | CacheError):
+                log.exception("inbox_hub_failed")  # a bug
             error = e if isinstance(e, CacheError) else CacheError(
                 f"redis subscription failed: {e}")
             # Synchronously with failing the subscribers: a subscribe from now on starts a
