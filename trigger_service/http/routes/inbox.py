@@ -10,9 +10,10 @@ message stored between the two is seen once, never lost. The bus carries message
 each is read from the store within the stream's own (caller, recipient), so a forged or
 foreign id sends nothing.
 
-Streams are capped per caller and per API process (``core.streams.StreamGate``: one more is
-429 ``too_many_streams`` with ``Retry-After``), and each ends after its maximum lifetime; the
-first thing a stream sends is a ``retry:`` hint, its last (at the end of its lifetime) a
+Streams are capped per caller and per API process (``core.streams.StreamGate``), and per
+caller across the processes (``StreamSlots``, Redis): one more is 429 ``too_many_streams``
+with ``Retry-After``. Each ends after its maximum lifetime (one reaper task per process):
+the first thing a stream sends is a ``retry:`` hint, its last (at the end of its lifetime) a
 comment, and the client reconnects with ``Last-Event-ID``.
 """
 
