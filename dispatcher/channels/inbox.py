@@ -1,20 +1,19 @@
 """The inbox notifier: an occurrence's inbox channel stores one message in the recipient's
-inbox (``InboxStore``), then publishes it to the live streams (``InboxBus``).
+inbox (``InboxStore``), then publishes its id to the live streams (``InboxBus``).
 
 ``send`` never raises for a delivery failure; it reports a ``ChannelOutcome``:
 
 - stored (now or by an earlier attempt of the same occurrence: the message id is the
   occurrence's, so a redelivery stores nothing new and keeps the read time) → ok, with the
   message id as ``provider_message_id``;
-- the store failed → transient (retried on the trigger's backoff);
+- the store failed → transient (retried on the trigger's backoff), with a generic error
+  (``STORE_FAILED``: the driver's text is logged, never shown in ``channels[].lastError``);
 - the publish failed after the store → still ok: the message is durable, a stream that
   missed it replays it on reconnect (``Last-Event-ID``) and the listing shows it. Counted as
   ``inbox_publish_failures_total``.
 """
 
 from __future__ import annotations
-
-import json
 
 import structlog
 
@@ -27,6 +26,7 @@ from trigger_service.core.ports import Clock, Metrics
 log = structlog.get_logger(__name__)
 
 PUBLISH_FAILURES = "inbox_publish_failures_total"
+STORE_FAILED = "the inbox store is unavailable; retrying"
 
 
 class InboxNotifier:
@@ -54,11 +54,14 @@ class InboxNotifier:
         try:
             stored = await self._store.put_inbox_message(message, self._retention_s)
         except AdapterError as e:
-            return ChannelOutcome(ok=False, error=f"inbox store failed: {e}")
+            # The driver's text (nodes, addresses) stays in the log: the caller sees this
+            # channel's lastError.
+            log.warning("inbox_store_failed", message_id=message.message_id, error=str(e))
+            return ChannelOutcome(ok=False, error=STORE_FAILED)
         if stored is not None:  # None: the recipient deleted it already; nothing to show
             try:
-                await self._bus.publish(occ.caller, spec.recipient,
-                                        json.dumps(stored.to_json(), separators=(",", ":")))
+                # The id only: a stream reads the message from the store, in its own inbox.
+                await self._bus.publish(occ.caller, spec.recipient, stored.message_id)
             except AdapterError as e:
                 # Durable already: the stream's replay and the listing cover it.
                 self._metrics.inc(PUBLISH_FAILURES)

@@ -27,7 +27,7 @@ from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
-from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.settings import CassandraSettings, RedisSettings
@@ -157,7 +157,9 @@ async def inbox_bus(request: pytest.FixtureRequest) -> AsyncIterator[InboxBus]:
         yield MemoryInboxBus()
         return
     client = open_client(REDIS_URL)
+    bus = RedisInboxBus(client, open_listener(REDIS_URL))
     try:
-        yield RedisInboxBus(client)
+        yield bus
     finally:
+        await bus.close()
         await client.aclose()

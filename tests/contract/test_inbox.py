@@ -6,6 +6,7 @@ redelivery cannot undo, the replay after an id, and live fan-out per (caller, re
 from __future__ import annotations
 
 import asyncio
+from contextlib import AsyncExitStack
 from dataclasses import replace
 
 from tests.contract.support import Store, unique, utc_ms
@@ -139,3 +140,15 @@ async def test_bus_delivers_to_the_subscribers_of_that_pair_only(inbox_bus: Inbo
         await inbox_bus.publish(caller, "ada", '{"n":3}')
         assert await next_payload(mine) == '{"n":3}'
     await inbox_bus.publish(caller, "ada", '{"n":4}')  # nobody listens: dropped, no error
+
+
+async def test_bus_fans_one_publish_out_to_every_subscriber_of_the_pair(
+        inbox_bus: InboxBus) -> None:
+    caller = unique("ib-")
+    async with AsyncExitStack() as stack:
+        feeds = [await stack.enter_async_context(inbox_bus.subscribe(caller, r))
+                 for r in ("ada", "ada", "ada", "bob")]
+        await inbox_bus.publish(caller, "ada", "msg_01KQ8Z5C6G7N2M3P4R5S6T7V8W")
+        await inbox_bus.publish(caller, "bob", "msg_01KQ8Z5C6G7N2M3P4R5S6T7V8X")
+        assert [await next_payload(f) for f in feeds] == [
+            "msg_01KQ8Z5C6G7N2M3P4R5S6T7V8W"] * 3 + ["msg_01KQ8Z5C6G7N2M3P4R5S6T7V8X"]

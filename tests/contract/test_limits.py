@@ -1,5 +1,5 @@
-"""``RateLimiter`` and ``PendingQuota``: the in-memory fakes and the Redis scripts against one
-contract (real time: the Redis bucket runs on Redis' clock)."""
+"""``RateLimiter``, ``PendingQuota`` and ``StreamSlots``: the in-memory fakes and the Redis
+scripts against one contract (real time: the Redis bucket runs on Redis' clock)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,18 @@ import pytest
 from tests.contract.conftest import REDIS_URL, _impls
 from tests.contract.support import unique
 from trigger_service.adapters import schema
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory_limits import (
+    MemoryPendingQuota,
+    MemoryRateLimiter,
+    MemoryStreamSlots,
+)
 from trigger_service.adapters.redis.client import open_client
-from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
-from trigger_service.core.limit_ports import BucketRule, PendingQuota, RateLimiter
+from trigger_service.adapters.redis.limits import (
+    RedisPendingQuota,
+    RedisRateLimiter,
+    RedisStreamSlots,
+)
+from trigger_service.core.limit_ports import BucketRule, PendingQuota, RateLimiter, StreamSlots
 
 
 @pytest.fixture(params=_impls("memory", "redis"))
@@ -38,6 +46,19 @@ async def quota(request: pytest.FixtureRequest) -> AsyncIterator[PendingQuota]:
     client = open_client(REDIS_URL)
     try:
         yield RedisPendingQuota(client)
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(params=_impls("memory", "redis"))
+async def slots(request: pytest.FixtureRequest) -> AsyncIterator[StreamSlots]:
+    """Keys expire with their slots and tests use unique callers: nothing needs deleting."""
+    if request.param == "memory":
+        yield MemoryStreamSlots()
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisStreamSlots(client)
     finally:
         await client.aclose()
 
@@ -78,3 +99,32 @@ async def test_the_quota_counts_until_each_entrys_time_and_releases(quota: Pendi
 def test_the_keys_are_tagged_per_caller() -> None:
     assert schema.rate_bucket_key("orders") == "rate:{orders}"
     assert schema.pending_key("orders") == "pending:{orders}"
+
+
+async def test_stream_slots_up_to_the_cap_then_the_earliest_end_until_one_is_back(
+        slots: StreamSlots) -> None:
+    caller, now_ms = unique("slots-"), 1_700_000_000_000
+    assert await slots.take(caller, "a", now_ms + 60_000, 2, now_ms) is None
+    assert await slots.take(caller, "b", now_ms + 30_000, 2, now_ms) is None
+    assert await slots.take(caller, "a", now_ms + 90_000, 2, now_ms) is None  # held: renewed
+    assert await slots.take(caller, "c", now_ms + 60_000, 2, now_ms) == now_ms + 30_000
+    assert await slots.take(unique("slots-"), "c", now_ms + 60_000, 2, now_ms) is None
+    await slots.give_back(caller, "a")
+    await slots.give_back(caller, "a")  # idempotent
+    assert await slots.take(caller, "c", now_ms + 60_000, 2, now_ms) is None
+    assert await slots.take(caller, "d", now_ms + 60_000, 2, now_ms) == now_ms + 30_000
+    # Past "b"'s end it no longer counts (a process that died never gives it back).
+    assert await slots.take(caller, "d", now_ms + 90_000, 2, now_ms + 30_000) is None
+
+
+@pytest.mark.integration
+async def test_the_stream_slots_key_lives_as_long_as_its_latest_slot() -> None:
+    client = open_client(REDIS_URL)
+    try:
+        slots, caller, now_ms = RedisStreamSlots(client), unique("slots-"), 1_700_000_000_000
+        await slots.take(caller, "a", now_ms + 60_000, 5, now_ms)
+        await slots.take(caller, "b", now_ms + 20_000, 5, now_ms)  # shorter: TTL kept
+        ttl_ms = await client.pttl(schema.STREAM_SLOTS_KEY.format(caller=caller))
+        assert 59_000 < ttl_ms <= 60_000
+    finally:
+        await client.aclose()

@@ -30,7 +30,7 @@ from tests.providers import (
 )
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
-from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.timing import parse_rfc3339_ms
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -59,7 +59,8 @@ async def stand_by(stack: Stack) -> AsyncIterator[Providers]:
     s = stack.settings
     s = replace(s, smtp=replace(s.smtp, port=port), sms=replace(s.sms, base_url=sms_url),
                 push=replace(s.push, base_url=push_url))
-    stack.runtime.inbox_bus = RedisInboxBus(stack.redis)
+    api_bus = RedisInboxBus(stack.redis, open_listener(s.redis.url))
+    stack.runtime.inbox_bus = api_bus
     client = open_client(s.redis.url)
     inbox = InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
                           InMemoryMetrics(), s.inbox.retention_days * 86_400)
@@ -73,6 +74,7 @@ async def stand_by(stack: Stack) -> AsyncIterator[Providers]:
     finally:
         await notifiers.close()
         await client.aclose()
+        await api_bus.close()
         await p.sms.stop()
         await p.push.stop()
         await p.smtp.stop()
@@ -227,7 +229,10 @@ async def test_a_channel_in_quiet_hours_is_deferred_and_shown_so(
 
 
 async def _subscribed(stack: Stack, channel: str) -> bool:
-    return bool(dict(await stack.redis.pubsub_numsub(channel)).get(channel))
+    """A stream of ``channel``'s inbox is live in the API (on its one Redis subscription)."""
+    bus = stack.runtime.inbox_bus
+    assert isinstance(bus, RedisInboxBus)
+    return bus.local_subscribers() > 0
 
 
 async def _count(items: list[Any], n: int) -> bool:

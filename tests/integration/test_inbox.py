@@ -19,7 +19,7 @@ from tests.unit.http.test_inbox_routes import Sse
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import open_client
-from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
@@ -37,13 +37,15 @@ def extra_env() -> dict[str, str]:
 async def inbox(stack: Stack) -> AsyncIterator[InboxNotifier]:
     """The API streams from the real Redis; the notifier has its own client (the
     dispatcher's process)."""
-    stack.runtime.inbox_bus = RedisInboxBus(stack.redis)
+    api_bus = RedisInboxBus(stack.redis, open_listener(stack.settings.redis.url))
+    stack.runtime.inbox_bus = api_bus
     client = open_client(stack.settings.redis.url)
     try:
         yield InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
                             InMemoryMetrics(), stack.settings.inbox.retention_days * 86_400)
     finally:
         await client.aclose()
+        await api_bus.close()
 
 
 def occurrence(stack: Stack, k: int = 0) -> Occurrence:
@@ -61,12 +63,8 @@ async def stream(stack: Stack, caller: str, token: str | None = None,
                  last_id: str | None = None) -> AsyncIterator[Sse]:
     headers = stack.auth(token) | ({"Last-Event-ID": last_id} if last_id else {})
     resp = await stack.client.get("/v1/inbox/ada/stream", headers=headers)
+    # The API answers once its subscription is live: from now on nothing is missed.
     assert resp.status == 200 and resp.content_type == "text/event-stream"
-    channel = schema.inbox_channel(caller, "ada")
-    for _ in range(200):  # the API has subscribed: from now on nothing is missed
-        if dict(await stack.redis.pubsub_numsub(channel)).get(channel):
-            break
-        await asyncio.sleep(0.01)
     try:
         yield Sse(resp)
     finally:

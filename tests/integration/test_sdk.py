@@ -26,9 +26,8 @@ from trigger_client import (
     TriggerClient,
 )
 from trigger_client.receiver import Deduplicator, verify
-from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
-from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
@@ -170,7 +169,8 @@ async def test_a_verified_deduplicated_callback_and_a_dead_letter_replayed_via_t
 
 async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
                                                         sdk: AsyncTriggerClient) -> None:
-    stack.runtime.inbox_bus = RedisInboxBus(stack.redis)
+    api_bus = RedisInboxBus(stack.redis, open_listener(stack.settings.redis.url))
+    stack.runtime.inbox_bus = api_bus
     notifier_redis = open_client(stack.settings.redis.url)
     notifier = InboxNotifier(stack.runtime.store, RedisInboxBus(notifier_redis), SystemClock(),
                              InMemoryMetrics(), 86_400)
@@ -179,10 +179,9 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
     async def next_message() -> InboxMessage:
         return await anext(stream)
     first = asyncio.create_task(next_message())
-    channel = schema.inbox_channel(stack.caller, "ada")
 
     async def subscribed() -> bool:
-        return bool(dict(await stack.redis.pubsub_numsub(channel)).get(channel))
+        return api_bus.local_subscribers() > 0
     try:
         assert await until(subscribed, 10)
         tid = new_trigger_id(SystemClock().now_ms())
@@ -202,6 +201,7 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
         first.cancel()
         await stream.aclose()
         await notifier_redis.aclose()
+        await api_bus.close()
 
 
 async def test_when_through_the_sdk_resolves_and_an_ambiguous_phrase_lists_candidates(

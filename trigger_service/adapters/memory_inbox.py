@@ -5,11 +5,11 @@ TTLs are not kept: nothing expires here."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 
+from trigger_service.adapters.inbox_fanout import Fanout
 from trigger_service.core.errors import CacheError
 from trigger_service.core.inbox import InboxMessage, InboxPage
 
@@ -86,33 +86,26 @@ class MemoryInboxBus:
     """``InboxBus`` within one process. ``failure`` set: every call raises it."""
 
     def __init__(self) -> None:
-        self._subscribers: dict[_Key, set[asyncio.Queue[str]]] = {}
+        self._fanout: Fanout[_Key] = Fanout()
         self.published: list[tuple[str, str, str]] = []
         self.failure: CacheError | None = None
 
     def subscribers(self, caller: str, recipient: str) -> int:
-        return len(self._subscribers.get((caller, recipient), ()))
+        return self._fanout.count((caller, recipient))
 
     async def publish(self, caller: str, recipient: str, payload: str) -> None:
         if self.failure is not None:
             raise self.failure
         self.published.append((caller, recipient, payload))
-        for q in self._subscribers.get((caller, recipient), ()):
-            q.put_nowait(payload)
+        self._fanout.deliver((caller, recipient), payload)
 
     @asynccontextmanager
     async def subscribe(self, caller: str, recipient: str) -> AsyncIterator[AsyncIterator[str]]:
         if self.failure is not None:
             raise self.failure
-        q: asyncio.Queue[str] = asyncio.Queue()
-        subs = self._subscribers.setdefault((caller, recipient), set())
-        subs.add(q)
-        try:
-            yield _drain(q)
-        finally:
-            subs.discard(q)
+        with self._fanout.subscriber((caller, recipient)) as sub:
+            yield sub.payloads()
 
-
-async def _drain(q: asyncio.Queue[str]) -> AsyncIterator[str]:
-    while True:
-        yield await q.get()
+    def break_subscriptions(self, error: CacheError) -> None:
+        """What a broken Redis subscription does: every open subscription raises ``error``."""
+        self._fanout.fail_all(error)

@@ -1,5 +1,6 @@
-"""In-memory ``RateLimiter`` and ``PendingQuota`` (one process; unit tests and the default
-of a ``Runtime`` that was not opened). Same arithmetic as the Redis scripts."""
+"""In-memory ``RateLimiter``, ``PendingQuota`` and ``StreamSlots`` (one process; unit tests
+and the default of a ``Runtime`` that was not opened). Same arithmetic as the Redis
+scripts."""
 
 from __future__ import annotations
 
@@ -49,3 +50,28 @@ class MemoryPendingQuota:
         if self.fail:
             raise CacheError("memory quota told to fail")
         self.counted.get(caller, {}).pop(trigger_id, None)
+
+
+class MemoryStreamSlots:
+    """``fail`` makes every call raise ``CacheError`` (a Redis outage)."""
+
+    def __init__(self) -> None:
+        self.held: dict[str, dict[str, int]] = {}  # caller → slot → until ms
+        self.fail = False
+
+    async def take(self, caller: str, slot: str, until_ms: int, cap: int,
+                   now_ms: int) -> int | None:
+        if self.fail:
+            raise CacheError("memory stream slots told to fail")
+        mine = self.held.setdefault(caller, {})
+        for old in [k for k, until in mine.items() if until <= now_ms]:
+            del mine[old]
+        if slot not in mine and len(mine) >= cap:
+            return min(mine.values())
+        mine[slot] = until_ms
+        return None
+
+    async def give_back(self, caller: str, slot: str) -> None:
+        if self.fail:
+            raise CacheError("memory stream slots told to fail")
+        self.held.get(caller, {}).pop(slot, None)

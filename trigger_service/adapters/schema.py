@@ -130,9 +130,9 @@ all of a group's keys share one slot.)
 - ``pending:{caller}`` zset: trigger id → the ms until which it counts against ``max_pending``
   (its fire time; a series: far future, until cancelled); the reserve script drops entries
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
-- ``inbox:{caller}:{recipient}`` pub/sub channel (no key, nothing stored): each new inbox
-  message's JSON, published after it is stored; every API process streaming that recipient
-  subscribes. At most once: a stream that missed one replays it from Cassandra.
+- ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
+- ``inbox:{caller}:{recipient}`` pub/sub channel: each new inbox message's id once stored (the API
+  PSUBSCRIBEs ``inbox:*``); at most once: a stream that missed one replays it from Cassandra.
 
 SQS (queue names from settings; the main queue's redrive policy moves a poison message to the
 redrive queue, which the reconciler mirrors into the trigger and the DLQ; every queue keeps
@@ -358,6 +358,8 @@ def redis_idem_key(caller: str, idem_key: str) -> str:
 
 OPS_BREAKER_TTL_S: Final = 30
 OPS_LAG_TTL_S: Final = 360
+INBOX_CHANNELS: Final = "inbox:*"  # every inbox channel: the API's one PSUBSCRIBE
+STREAM_SLOTS_KEY: Final = "streams:{{{caller}}}"  # .format(caller=...): a hash tag, as _tag
 
 
 def ops_breakers_key(ns: str) -> str:
@@ -381,9 +383,7 @@ def pending_key(caller: str) -> str:
 
 
 def inbox_channel(caller: str, recipient: str) -> str:
-    """The pub/sub channel of one caller's recipient (unambiguous: a caller's name has no
-    ':')."""
-    return f"inbox:{caller}:{recipient}"
+    return f"inbox:{caller}:{recipient}"  # unambiguous: a caller's name has no ':'
 
 
 # --- SQS ---------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
 from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings
 from trigger_service.config.parsers import int_list as _int_list
 from trigger_service.config.parsers import pos_float as _pos_float
@@ -80,6 +81,10 @@ class RedisSettings:
     # is TLS, verified against tls_ca_file when set (else the system's CAs).
     url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
     tls_ca_file: str = ""
+    # The command pool of a process (leases, rate limits, idempotency, publishes); a waiter
+    # gets a connection within 2 s or a CacheError. Inbox streams never take from it (the
+    # API's one subscription has its own connection).
+    max_connections: int = 64
 
 
 @dataclass(frozen=True)
@@ -108,12 +113,6 @@ class DispatchSettings:
     def visibility_timeout_s(self) -> int:
         """How long a received message stays hidden: longer than any single delivery."""
         return int(self.callback_timeout_s) + self.visibility_slack_s
-
-
-@dataclass(frozen=True)
-class InboxSettings:
-    retention_days: int = 90
-    heartbeat_s: float = 15.0
 
 
 # triggerctl's and the SDK's (clients/python): read by the client, never by the service, so a
@@ -227,8 +226,9 @@ class Settings:
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
         if sw.heal_lookback_s < sw.overdue_grace_s:
             raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
-        if self.inbox.retention_days < 1:
-            raise ConfigError("TRIGGER_INBOX_RETENTION_DAYS must be >= 1")
+        self.inbox.validate(self.limits.max_connections)
+        if self.redis.max_connections < 1:
+            raise ConfigError("TRIGGER_REDIS_MAX_CONNECTIONS must be >= 1")
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
         self.push.validate()
@@ -329,6 +329,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_REDIS_TLS_CA_FILE", ("redis", "tls_ca_file"), str,
              "PEM file of the CA that signed Redis's certificate (rediss://; empty: the "
              "system's CAs)"),
+    Variable("TRIGGER_REDIS_MAX_CONNECTIONS", ("redis", "max_connections"), _pos_int,
+             "Redis command connections per process (a full pool makes a command wait up to "
+             "2 s); the API's inbox streams share one more, their own"),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
@@ -373,10 +376,7 @@ VARIABLES: tuple[Variable, ...] = (
              "dispatcher this + N - 1)"),
     *(Variable(*row) for row in SWEEP_VARIABLES),
     *(Variable(*row) for row in PROVIDER_VARIABLES),
-    Variable("TRIGGER_INBOX_RETENTION_DAYS", ("inbox", "retention_days"), _pos_int,
-             "inbox messages expire this many days after they are stored (read or not)"),
-    Variable("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
-             "an inbox stream sends a comment line this often, so proxies keep it open"),
+    *(Variable(*row) for row in INBOX_VARIABLES),
     *(Variable(*row) for row in LIMIT_VARIABLES),
 )
 

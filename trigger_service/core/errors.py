@@ -23,6 +23,8 @@
     │   │                             ``Retry-After`` says when a token is back)
     │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached,
     │   │                             or its unfinished bulk replay jobs are MAX_OPEN_JOBS)
+    │   ├── TooManyStreams            429 too_many_streams (the caller's or the process's open
+    │   │                             inbox streams are at their cap; ``Retry-After``)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
@@ -150,6 +152,13 @@ class RateLimited(ApiError):
 
 class QuotaExceeded(ApiError):
     status, code = 429, "quota_exceeded"
+
+
+class TooManyStreams(RateLimited):
+    """An inbox stream over the caller's or the API process's cap; ``Retry-After`` is when
+    the oldest of those streams reaches its maximum lifetime (one may end sooner)."""
+
+    code = "too_many_streams"
 
 
 class DependencyUnavailable(ApiError):

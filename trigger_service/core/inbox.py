@@ -39,6 +39,19 @@ def is_message_id(text: str) -> bool:
     return bool(MESSAGE_ID_RE.match(text))
 
 
+def bus_message_id(payload: str) -> str | None:
+    """The message id an ``InboxBus`` payload names: the id itself, or the message's JSON
+    (what dispatchers of an earlier release publish) by its ``messageId``; None for anything
+    else. Only a hint: a stream sends the message as its store holds it, if at all."""
+    if is_message_id(payload):
+        return payload
+    try:
+        found = json.loads(payload)["messageId"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, str) and is_message_id(found) else None
+
+
 @dataclass(frozen=True, slots=True)
 class InboxMessage:
     caller: str

@@ -66,7 +66,9 @@ class InboxStore(Protocol):
 
 class InboxBus(Protocol):
     """Live fan-out of new messages to every API process: at most once, no history (the
-    store is the history). Payloads are the message's JSON text (``InboxMessage.to_json``)."""
+    store is the history). Payloads are message ids: a subscriber reads the message from the
+    ``InboxStore`` within its own (caller, recipient), and treats a payload as a hint only
+    (anyone who can publish on the bus can send any text)."""
 
     async def publish(self, caller: str, recipient: str, payload: str) -> None:
         """Hand ``payload`` to every current subscriber of (caller, recipient). Raises
@@ -77,5 +79,7 @@ class InboxBus(Protocol):
                   recipient: str) -> AbstractAsyncContextManager[AsyncIterator[str]]:
         """An async context whose entry returns once the subscription is live (anything
         published later is seen) and yields the payloads as they come. Entering and
-        iterating raise ``CacheError``; leaving unsubscribes."""
+        iterating raise ``CacheError`` (iterating also when the subscription breaks or its
+        reader falls too far behind: the subscriber then starts over and replays from the
+        store); leaving unsubscribes."""
         ...

@@ -6,6 +6,7 @@ port                   used by                             implementations
 =====================  ==================================  ====================================
 ``RateLimiter``        API (a middleware after auth)       adapters.redis.limits, memory_limits
 ``PendingQuota``       API (registration, cancel)          adapters.redis.limits, memory_limits
+``StreamSlots``        API (inbox streams)                 adapters.redis.limits, memory_limits
 =====================  ==================================  ====================================
 
 Both raise ``CacheError`` when their store fails; the API then lets the request through
@@ -74,4 +75,21 @@ class PendingQuota(Protocol):
     async def release(self, caller: str, trigger_id: str) -> None:
         """Stop counting ``trigger_id`` (cancelled, or its registration failed). Idempotent.
         Raises ``CacheError``."""
+        ...
+
+
+class StreamSlots(Protocol):
+    """At most ``cap`` open inbox streams per caller across every API process. A slot counts
+    until given back or until its ``until_ms`` (past its stream's end of life, so the slots
+    of a process that died free themselves)."""
+
+    async def take(self, caller: str, slot: str, until_ms: int, cap: int,
+                   now_ms: int) -> int | None:
+        """Hold ``slot`` unless ``cap`` slots are held (those whose ``until_ms`` has passed
+        are forgotten first). None when held; when refused, the earliest ``until_ms`` of the
+        held ones (by then one is free at the latest). Raises ``CacheError``."""
+        ...
+
+    async def give_back(self, caller: str, slot: str) -> None:
+        """Free ``slot``. Idempotent. Raises ``CacheError``."""
         ...

@@ -10,7 +10,11 @@ from typing import Protocol
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory_limits import (
+    MemoryPendingQuota,
+    MemoryRateLimiter,
+    MemoryStreamSlots,
+)
 from trigger_service.config.live_callers import Callers, LiveCallers
 from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
@@ -19,7 +23,7 @@ from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
-from trigger_service.core.limit_ports import PendingQuota, RateLimiter
+from trigger_service.core.limit_ports import PendingQuota, RateLimiter, StreamSlots
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
@@ -76,6 +80,8 @@ class Runtime:
     # Per-caller request rates and pending quotas (Redis when opened: shared by every API).
     limiter: RateLimiter = field(default_factory=MemoryRateLimiter)
     quota: PendingQuota = field(default_factory=MemoryPendingQuota)
+    # Each caller's open inbox streams, counted across every API process (Redis when opened).
+    stream_slots: StreamSlots = field(default_factory=MemoryStreamSlots)
     # DNS for the registration half of the SSRF guard (app/callbacks.py).
     resolver: HostResolver = field(default_factory=LoopResolver)
 
@@ -88,9 +94,13 @@ class Runtime:
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.redis.client import RedisPing, open_client
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
-        from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
+        from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
         from trigger_service.adapters.redis.lease import RedisLease
-        from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
+        from trigger_service.adapters.redis.limits import (
+            RedisPendingQuota,
+            RedisRateLimiter,
+            RedisStreamSlots,
+        )
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
 
@@ -105,14 +115,17 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        redis = open_client(settings.redis.url)
+        redis = open_client(settings.redis.url, settings.redis.max_connections)
+        # Its one connection is opened by the first inbox stream (so only by an API process).
+        inbox_bus = RedisInboxBus(redis, open_listener(settings.redis.url))
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[redis.aclose, queue.close, store.close, metrics.close],
-                   inbox_bus=RedisInboxBus(redis), limiter=RedisRateLimiter(redis),
-                   quota=RedisPendingQuota(redis))
+                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
+                            metrics.close],
+                   inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
+                   quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

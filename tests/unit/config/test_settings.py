@@ -49,6 +49,30 @@ def test_inbox_settings() -> None:
         assert next(iter(env)) in str(e.value)
 
 
+def test_stream_caps_stay_well_below_the_connection_cap() -> None:
+    s = Settings.from_env({"TRIGGER_INBOX_MAX_STREAMS": "1000",
+                           "TRIGGER_INBOX_MAX_STREAMS_PER_CALLER": "1000",
+                           "TRIGGER_INBOX_STREAM_MAX_LIFETIME_S": "60",
+                           "TRIGGER_INBOX_STREAM_RETRY_MS": "500",
+                           "TRIGGER_REDIS_MAX_CONNECTIONS": "8"})
+    assert (s.inbox.max_streams, s.inbox.max_streams_per_caller) == (1000, 1000)
+    assert (s.inbox.stream_max_lifetime_s, s.inbox.stream_retry_ms) == (60, 500)
+    assert s.redis.max_connections == 8
+    d = Settings()
+    assert d.inbox.max_streams * 2 <= d.limits.max_connections
+    for env, named in (
+            ({"TRIGGER_INBOX_MAX_STREAMS": "1001"}, "TRIGGER_INBOX_MAX_STREAMS"),
+            ({"TRIGGER_MAX_CONNECTIONS": "100"}, "TRIGGER_INBOX_MAX_STREAMS"),
+            ({"TRIGGER_INBOX_MAX_STREAMS": "10"}, "TRIGGER_INBOX_MAX_STREAMS_PER_CALLER"),
+            ({"TRIGGER_INBOX_MAX_STREAMS": "0"}, "TRIGGER_INBOX_MAX_STREAMS"),
+            ({"TRIGGER_INBOX_STREAM_MAX_LIFETIME_S": "0"},
+             "TRIGGER_INBOX_STREAM_MAX_LIFETIME_S"),
+            ({"TRIGGER_REDIS_MAX_CONNECTIONS": "0"}, "TRIGGER_REDIS_MAX_CONNECTIONS")):
+        with pytest.raises(ConfigError) as e:
+            Settings.from_env(env)
+        assert named in str(e.value), env
+
+
 def test_triggerctls_variables_are_not_unknown_settings_but_a_typo_is() -> None:
     env = {"TRIGGER_API_URL": "http://127.0.0.1:8080", "TRIGGER_TOKEN": "dev-token",
            "TRIGGER_PROFILE": "default"}

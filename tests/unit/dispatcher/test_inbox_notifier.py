@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 
-from dispatcher.channels.inbox import PUBLISH_FAILURES, InboxNotifier
+from structlog.testing import capture_logs
+
+from dispatcher.channels.inbox import PUBLISH_FAILURES, STORE_FAILED, InboxNotifier
 from trigger_service.adapters.memory import MemoryStore
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.core.channels import ChannelOutcome, InboxSpec, Occurrence, SmsSpec
@@ -26,7 +28,7 @@ def notifier() -> tuple[InboxNotifier, MemoryStore, MemoryInboxBus, InMemoryMetr
     return InboxNotifier(store, bus, clock, metrics, 86_400), store, bus, metrics, clock
 
 
-async def test_stores_then_publishes_the_message_with_the_ack_link() -> None:
+async def test_stores_then_publishes_the_message_id_only() -> None:
     n, store, bus, _, _ = notifier()
     assert await n.send(SPEC, OCC) == ChannelOutcome(ok=True, provider_message_id=MID)
     m = await store.get_inbox_message("orders", "ada", MID)
@@ -34,7 +36,7 @@ async def test_stores_then_publishes_the_message_with_the_ack_link() -> None:
     assert json.loads(m.data_json or "") == {"room": "4.1",
                                              "ackUrl": "https://x.example/ack?t=1"}
     [(caller, recipient, payload)] = bus.published
-    assert (caller, recipient) == ("orders", "ada") and json.loads(payload) == m.to_json()
+    assert (caller, recipient, payload) == ("orders", "ada", MID)  # streams read the store
 
 
 async def test_a_redelivery_stores_nothing_new_and_keeps_the_read_time() -> None:
@@ -49,11 +51,16 @@ async def test_a_redelivery_stores_nothing_new_and_keeps_the_read_time() -> None
     assert len(bus.published) == 2  # a stream that missed the first one sees it now
 
 
-async def test_a_store_failure_is_transient_and_publishes_nothing() -> None:
+async def test_a_store_failure_is_transient_shows_no_driver_text_and_publishes_nothing(
+) -> None:
     n, store, bus, _, _ = notifier()
-    store.failures["put_inbox_message"] = StoreError("cassandra down")
-    out = await n.send(SPEC, OCC)
-    assert not out.ok and not out.permanent and "cassandra down" in (out.error or "")
+    store.failures["put_inbox_message"] = StoreError("cassandra 10.0.3.7:9042 timed out")
+    with capture_logs() as logs:
+        out = await n.send(SPEC, OCC)
+    assert out == ChannelOutcome(ok=False, error=STORE_FAILED)  # the caller's lastError
+    assert "10.0.3.7" not in STORE_FAILED
+    assert [(e["event"], e["error"]) for e in logs] == [
+        ("inbox_store_failed", "cassandra 10.0.3.7:9042 timed out")]  # the operator's
     assert bus.published == []
 
 

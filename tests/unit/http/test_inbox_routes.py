@@ -13,7 +13,7 @@ from aiohttp import ClientResponse
 
 from tests.unit.http.test_routes import AUTH, MS_Z, OPERATOR, OTHER, Api, assert_error
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.config.settings import InboxSettings
+from trigger_service.config.inbox import InboxSettings
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.errors import CacheError
 from trigger_service.core.inbox import InboxMessage, message_for
@@ -126,6 +126,7 @@ class Event:
 class Sse:
     resp: ClientResponse
     comments: int = 0
+    retry_ms: int | None = None  # the last retry: hint
 
     async def next(self, timeout_s: float = 5) -> Event:
         """The next event (comments, the heartbeats, are counted and skipped)."""
@@ -140,8 +141,12 @@ class Sse:
             elif line:
                 name, _, value = line.partition(": ")
                 fields[name] = value
-            elif fields:
+            elif "data" in fields:
                 return Event(fields.get("id"), fields["data"])
+            elif "retry" in fields:  # a block without data is no event (the SSE spec)
+                self.retry_ms = int(fields.pop("retry"))
+            elif line == "" and self.resp.content.at_eof():
+                raise EOFError("the stream ended")
 
 
 async def open_stream(api: Api, bus: MemoryInboxBus, headers: dict[str, str],
@@ -218,5 +223,6 @@ async def test_stopping_the_api_ends_open_streams(api: Api, bus: MemoryInboxBus)
     api.runtime.settings = replace(api.runtime.settings, inbox=InboxSettings(heartbeat_s=60))
     async for sse in open_stream(api, bus, AUTH):
         await asyncio.wait_for(api.client.app.shutdown(), 5)  # on_shutdown: streams end
-        assert await asyncio.wait_for(sse.resp.content.read(), 5) == b""
+        # Nothing but the retry: hint it opened with, then the end.
+        assert await asyncio.wait_for(sse.resp.content.read(), 5) == b"retry: 3000\n\n"
         assert bus.subscribers("orders", "ada") == 0

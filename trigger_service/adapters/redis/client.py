@@ -1,4 +1,6 @@
-"""The one Redis client a process opens (redis.asyncio), shared by the cache and the lease."""
+"""The Redis clients a process opens (redis.asyncio): one bounded command pool, shared by the
+cache, the lease, the limits and publishes; the API's inbox subscription has its own
+(``inbox_bus``)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,17 @@ from trigger_service.core.errors import CacheError
 _TIMEOUT_S = 2
 
 
-def open_client(url: str) -> aioredis.Redis:
-    """A lazily connecting client: nothing is sent until the first command."""
-    client: aioredis.Redis = aioredis.Redis.from_url(
-        url, socket_timeout=_TIMEOUT_S, socket_connect_timeout=_TIMEOUT_S,
-        decode_responses=True)
+def open_client(url: str, max_connections: int = 64,
+                client_name: str | None = None) -> aioredis.Redis:
+    """A lazily connecting client: nothing is sent until the first command. Its pool holds
+    at most ``max_connections``; a command finding them all busy waits up to 2 s for one,
+    then fails (``ConnectionError``, a ``RedisError``), so a burst cannot open connections
+    without bound. ``client_name``: its connections' name in Redis's CLIENT LIST. Closing the
+    client closes its pool."""
+    pool = aioredis.BlockingConnectionPool.from_url(
+        url, max_connections=max_connections, timeout=_TIMEOUT_S, socket_timeout=_TIMEOUT_S,
+        socket_connect_timeout=_TIMEOUT_S, decode_responses=True, client_name=client_name)
+    client: aioredis.Redis = aioredis.Redis.from_pool(pool)
     return client
 
 

@@ -1,5 +1,5 @@
-"""``RateLimiter`` and ``PendingQuota`` on Redis, each one Lua script, so every API process
-shares one bucket and one count per caller and a check-and-take is atomic.
+"""``RateLimiter``, ``PendingQuota`` and ``StreamSlots`` on Redis, each one Lua script, so
+every API process shares one bucket and one count per caller and a check-and-take is atomic.
 
 The bucket's clock is Redis' own (``TIME``), not the API hosts': hosts whose clocks differ
 still refill one bucket consistently. Redis errors become ``CacheError`` (the API then fails
@@ -51,6 +51,21 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1
 """
 
+# KEYS[1] sorted set slot → until ms; ARGV: slot, until ms, cap, now ms, key TTL ms.
+# Returns -1 when held, else the earliest until ms of the held slots.
+_TAKE_SLOT = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
+if not redis.call('ZSCORE', KEYS[1], ARGV[1])
+    and redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then
+  return tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])
+end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[5]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[5])
+end
+return -1
+"""
+
 
 class RedisRateLimiter:
     """Shares the process's Redis client (not closed here)."""
@@ -88,3 +103,24 @@ class RedisPendingQuota:
             await self._r.zrem(schema.pending_key(caller), trigger_id)
         except (RedisError, OSError) as e:
             raise CacheError(f"redis quota release failed: {e}") from e
+
+
+class RedisStreamSlots:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._r = client
+        self._take = client.register_script(_TAKE_SLOT)
+
+    async def take(self, caller: str, slot: str, until_ms: int, cap: int,
+                   now_ms: int) -> int | None:
+        try:
+            first = await self._take(keys=[schema.STREAM_SLOTS_KEY.format(caller=caller)],
+                                     args=[slot, until_ms, cap, now_ms, until_ms - now_ms])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis stream slot failed: {e}") from e
+        return None if int(first) < 0 else int(first)
+
+    async def give_back(self, caller: str, slot: str) -> None:
+        try:
+            await self._r.zrem(schema.STREAM_SLOTS_KEY.format(caller=caller), slot)
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis stream slot give-back failed: {e}") from e
