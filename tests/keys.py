@@ -10,11 +10,18 @@ import os
 from trigger_service.adapters.crypto.envelope import EnvelopeCipher, new_data_key
 from trigger_service.adapters.crypto.keyfile import KeyFile, add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
-from trigger_service.config.settings import Settings
+from trigger_service.config.settings import VARIABLES, Settings
+
+
+def service_settings() -> Settings:
+    """The service's settings from the environment, without the suites' own ``TRIGGER_*``
+    variables (test keyspaces), which a service refuses."""
+    names = {v.name for v in VARIABLES}
+    return Settings.from_env({k: v for k, v in os.environ.items() if k in names})
 
 
 def fixture_cipher() -> EnvelopeCipher:
-    path = Settings.from_env().encryption.key_file
+    path = service_settings().encryption.key_file
     if not path.exists():
         add_key(path, "dev", current=True)
     return file_cipher(path)

@@ -68,7 +68,8 @@ def store() -> Iterator[CassandraStore]:
     # them for the 3-node ring), the keyspace of the tests.
     settings = replace(Settings.from_env().cassandra, keyspace=KEYSPACE)
     migrate(settings, SystemClock().now_ms())
-    s = CassandraStore.open_sync(settings, fixture_cipher())
+    # Payloads and plans sealed too: every integration test delivers through encrypted rows.
+    s = CassandraStore.open_sync(settings, fixture_cipher(), seal_payloads=True)
     yield s
     s.close_sync()
 
