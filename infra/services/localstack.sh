@@ -44,9 +44,10 @@ localstack_install() {
     log "localstack: installed $("$LOCALSTACK_VENV/bin/python" -m pip show localstack-core 2>/dev/null | awk '/^Version:/ {print $2}')"
 }
 
-# localstack_ready [PORT]: the health endpoint lists sqs and kms as "running" (EAGER_SERVICE_LOADING=1
-# in localstack.env starts them at boot) or "available" (would be loaded on first use). A
-# LocalStack started before kms was added is not ready: restart it (infra/down.sh localstack).
+# localstack_ready [PORT]: the health endpoint lists sqs and kms as "running"
+# (EAGER_SERVICE_LOADING=1 in localstack.env starts them at boot) or "available" (would be
+# loaded on first use). A LocalStack started before kms was added never gets ready: restart it
+# (infra/down.sh localstack, then make up).
 localstack_ready() {
     "$LOCALSTACK_VENV/bin/python" - "${1:-$LOCALSTACK_PORT}" <<'PY'
 import json, sys, urllib.request
