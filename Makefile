@@ -81,6 +81,7 @@ status:
 test: install
 	@infra/install.sh chromium
 	@infra/up.sh
+	@$(PY) -m trigger_service.platform.keys add --if-missing
 	@$(PY) -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 # No services and no TRIGGER_* variables: the unit tests run on the in-memory fakes.

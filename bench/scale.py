@@ -41,6 +41,7 @@ from bench import run as bench_run
 from bench.common import API, RECEIVER_PORT, RESULTS, ROOT, TOKEN, now_ms, reset_receiver
 from bench.cpu import COMPONENTS, CpuMeter
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
 from trigger_service.core.recurrence import Recurrence, RuleKind
@@ -53,7 +54,9 @@ IDLE_S = 60.0
 
 async def load(n: int, settings: Settings) -> dict[str, Any]:
     """``n`` pending reminders through the store adapter; returns the rate."""
-    store = await CassandraStore.connect(settings.cassandra)
+    store = await CassandraStore.connect(
+        settings.cassandra, await open_cipher(settings.encryption, settings.sqs),
+        seal_payloads=settings.encryption.encrypt_payloads)
     rng = random.Random(7)
     start = now_ms()
     series = Recurrence(RuleKind.RRULE, "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSECOND=0",

@@ -104,6 +104,10 @@ app_up() {
     ensure_dirs
     [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
     reset_metrics_dir
+    # The development key-encryption key (var/encryption.keys; README "Encryption at rest"),
+    # made once: a new one would leave every secret sealed before unreadable.
+    (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.platform.keys add --if-missing) ||
+        die "could not create the encryption key file"
     (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.migrate) || die "schema migration failed"
     local entry name module pid started=()
     for entry in "${APPS[@]}"; do

@@ -17,6 +17,7 @@ import sys
 from trigger_service.adapters.cassandra.backfill import backfill_listings
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import TriggerError
@@ -26,7 +27,9 @@ LISTING_VERSIONS = {14, 15}  # the listing indexes, filled from the earlier list
 
 
 async def _backfill(settings: Settings) -> int:
-    store = await CassandraStore.connect(settings.cassandra)
+    cipher = await open_cipher(settings.encryption, settings.sqs)  # the backfill reads rows
+    store = await CassandraStore.connect(settings.cassandra, cipher,
+                                         seal_payloads=settings.encryption.encrypt_payloads)
     try:
         return await backfill_listings(store, settings, SystemClock().now_ms())
     finally:

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# LocalStack (SQS only), run on the host from its own virtualenv. Sourced by infra/lib.sh.
+# LocalStack (SQS and KMS), run on the host from its own virtualenv. Sourced by infra/lib.sh.
 #
 # Its pins (localstack/requirements.txt) conflict with the project's dependencies, hence the
 # separate venv in .cache/localstack-venv, re-installed when requirements.txt changes.
@@ -44,16 +44,18 @@ localstack_install() {
     log "localstack: installed $("$LOCALSTACK_VENV/bin/python" -m pip show localstack-core 2>/dev/null | awk '/^Version:/ {print $2}')"
 }
 
-# localstack_ready [PORT]: the health endpoint lists sqs as "running" (EAGER_SERVICE_LOADING=1 in
-# localstack.env starts it at boot) or "available" (would be loaded on first use).
+# localstack_ready [PORT]: the health endpoint lists sqs and kms as "running"
+# (EAGER_SERVICE_LOADING=1 in localstack.env starts them at boot) or "available" (would be
+# loaded on first use). A LocalStack started before kms was added never gets ready: restart it
+# (infra/down.sh localstack, then make up).
 localstack_ready() {
     "$LOCALSTACK_VENV/bin/python" - "${1:-$LOCALSTACK_PORT}" <<'PY'
 import json, sys, urllib.request
 port = sys.argv[1]
 with urllib.request.urlopen(f"http://127.0.0.1:{port}/_localstack/health", timeout=3) as r:
     health = json.load(r)
-state = health.get("services", {}).get("sqs")
-sys.exit(0 if state in ("running", "available") else 1)
+states = [health.get("services", {}).get(s) for s in ("sqs", "kms")]
+sys.exit(0 if all(s in ("running", "available") for s in states) else 1)
 PY
 }
 
@@ -65,6 +67,8 @@ localstack_start() {
         # localstack.env is a bash fragment (it uses LOCALSTACK_PORT); export all it sets.
         export LOCALSTACK_PORT
         export LOCALSTACK_FILESYSTEM_ROOT="$fsroot"
+        # localstack/compat/sitecustomize.py: a Python 3.11 fix its KMS needs (see there).
+        export PYTHONPATH="$REPO_ROOT/localstack/compat${PYTHONPATH:+:$PYTHONPATH}"
         set -a
         # shellcheck source=/dev/null
         source "$LOCALSTACK_ENV_FILE"

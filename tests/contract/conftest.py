@@ -16,6 +16,7 @@ import pytest
 
 from tests.contract.support import DeadLetterRow, QueueUnderTest, Store, unique
 from tests.integration.helpers import SqsAdmin
+from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import (
@@ -50,7 +51,7 @@ def _impls(fake: str, real: str) -> list[object]:
 def cassandra_store() -> Iterator[CassandraStore]:
     settings = CassandraSettings(keyspace=KEYSPACE)
     migrate(settings, SystemClock().now_ms())
-    store = CassandraStore.open_sync(settings)
+    store = CassandraStore.open_sync(settings, fixture_cipher())
     yield store
     store.close_sync()
 
@@ -71,7 +72,8 @@ SMALL_PAGE = 3
 def small_pages_cassandra_store(cassandra_store: CassandraStore) -> Iterator[CassandraStore]:
     """A second connection to the contract keyspace (migrated by ``cassandra_store``) that
     reads ``SMALL_PAGE`` rows per page: real paging without writing thousands of rows."""
-    store = CassandraStore.open_sync(CassandraSettings(keyspace=KEYSPACE, fetch_size=SMALL_PAGE))
+    store = CassandraStore.open_sync(CassandraSettings(keyspace=KEYSPACE, fetch_size=SMALL_PAGE),
+                                     fixture_cipher())
     yield store
     store.close_sync()
 

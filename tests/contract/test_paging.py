@@ -17,6 +17,7 @@ import pytest
 from reconciler.rezone import Rezoner
 from tests.contract.conftest import KEYSPACE, SMALL_PAGE
 from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, unique, utc_ms
+from tests.keys import fixture_cipher
 from tests.unit.reconciler.test_rezone import HOUR_MS, RIGHT_MS, wall_clock_trigger
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryQueue
@@ -195,7 +196,7 @@ class OneRelease(CassandraStore):
 @pytest.mark.integration
 async def test_the_rezone_pass_goes_past_the_default_page(
         cassandra_store: CassandraStore) -> None:
-    store = OneRelease.open_sync(CassandraSettings(keyspace=KEYSPACE))
+    store = OneRelease.open_sync(CassandraSettings(keyspace=KEYSPACE), fixture_cipher())
     assert isinstance(store, OneRelease)
     try:
         store.release, shard, now_ms = unique("tz-"), 2, SystemClock().now_ms()

@@ -33,6 +33,7 @@ from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.api_server import ApiTestServer
 from tests.integration.helpers import SqsAdmin
+from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
@@ -67,7 +68,8 @@ def store() -> Iterator[CassandraStore]:
     # them for the 3-node ring), the keyspace of the tests.
     settings = replace(Settings.from_env().cassandra, keyspace=KEYSPACE)
     migrate(settings, SystemClock().now_ms())
-    s = CassandraStore.open_sync(settings)
+    # Payloads and plans sealed too: every integration test delivers through encrypted rows.
+    s = CassandraStore.open_sync(settings, fixture_cipher(), seal_payloads=True)
     yield s
     s.close_sync()
 

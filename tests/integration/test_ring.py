@@ -28,6 +28,7 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
 from cassandra.policies import RoundRobinPolicy
 
 from tests.contract.support import INDEX_TTL_S, make_trigger
+from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.config.settings import CassandraSettings
@@ -82,7 +83,7 @@ def ring_store() -> Iterator[CassandraStore]:
     logging.getLogger("cassandra").setLevel(logging.ERROR)  # a node going down is expected
     settings = CassandraSettings(hosts=RING, port=PORT, keyspace=KEYSPACE, replication_factor=3)
     migrate(settings, SystemClock().now_ms())
-    store = CassandraStore.open_sync(settings)
+    store = CassandraStore.open_sync(settings, fixture_cipher())
     yield store
     store.close_sync()
 

@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.migrate import migrate, schema_files, schema_lock
 from trigger_service.adapters.cassandra.store import CassandraStore
@@ -20,7 +21,8 @@ pytestmark = pytest.mark.integration
 def test_a_new_keyspace_is_network_topology_replicated_and_fully_migrated() -> None:
     settings = CassandraSettings(keyspace="schema_" + uuid.uuid4().hex[:12])
     with pytest.raises(StoreError, match="make migrate"):
-        CassandraStore.open_sync(settings)  # processes refuse a schema that is behind
+        # Processes refuse a schema that is behind.
+        CassandraStore.open_sync(settings, fixture_cipher())
     applied = migrate(settings, SystemClock().now_ms())
     assert applied == sorted(schema_files(settings))
     assert migrate(settings, SystemClock().now_ms()) == []  # idempotent
@@ -32,7 +34,7 @@ def test_a_new_keyspace_is_network_topology_replicated_and_fully_migrated() -> N
         replication = dict(row["replication"])
         assert replication["class"].endswith("NetworkTopologyStrategy")
         assert replication[settings.local_dc] == str(settings.replication_factor)
-        CassandraStore.open_sync(settings).close_sync()  # now it starts
+        CassandraStore.open_sync(settings, fixture_cipher()).close_sync()  # now it starts
     finally:
         session.execute(f"DROP KEYSPACE IF EXISTS {settings.keyspace}")
         cluster.shutdown()

@@ -19,6 +19,7 @@ from trigger_service.adapters.memory_inbox import MemoryInbox
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
 from trigger_service.adapters.memory_queue import MemoryQueue as MemoryQueue
+from trigger_service.core.crypto_ports import ResealReport
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
     Status,
@@ -81,13 +82,26 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
             self._paxos_written.add(trigger.trigger_id)
         return existing
 
-    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
+    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> int:
         self._enter("add_secret")
-        self.signing_secrets.setdefault(caller, []).append((created_at_ms, secret))
+        mine = self.signing_secrets.setdefault(caller, [])
+        taken = {ms for ms, _ in mine}
+        while created_at_ms in taken:  # as the real store: the next free millisecond
+            created_at_ms += 1
+        mine.append((created_at_ms, secret))
+        return created_at_ms
 
     async def secrets(self, caller: str) -> list[tuple[int, str]]:
         self._enter("secrets")
         return sorted(self.signing_secrets.get(caller, []), reverse=True)
+
+    async def reseal_secrets(self) -> ResealReport:
+        self._enter("reseal_secrets")  # a fake keeps values in clear: nothing to move
+        return ResealReport(scanned=sum(len(v) for v in self.signing_secrets.values()))
+
+    async def reseal_triggers(self) -> ResealReport:
+        self._enter("reseal_triggers")
+        return ResealReport(scanned=len(self.triggers))
 
     async def zoned_versions(self) -> list[str]:
         self._enter("zoned_versions")

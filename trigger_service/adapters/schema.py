@@ -56,8 +56,8 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           per partition (spread over a day: 19,000). gc_grace 3 h (see 014).
 - ``open_hours``          (``caller``) → ``fire_hour`` values that may hold entries; a reader
                           that finds one empty forgets it (a backdated delete).
-- ``signing_secrets``     (``caller``) → rotated signing secrets by ``created_at_ms``, newest
-                          first; each older one valid for the rotation overlap (a handful).
+- ``signing_secrets``     (``caller``) → rotated secrets, sealed, by ``created_at_ms`` (IF NOT
+                          EXISTS: a taken ms moves to the next), newest first (a handful).
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
@@ -171,6 +171,7 @@ OPEN_HOUR_REWRITE_MS: Final = 60_000
 OPEN_HOUR_FORGET_BACKDATE_MS: Final = 2 * OPEN_HOUR_REWRITE_MS + 30_000
 TABLE_SECRETS: Final = "signing_secrets"
 COL_SECRET: Final = "secret"
+SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPT_PAYLOADS
 TABLE_ZONED: Final = "zoned_triggers"
 TABLE_ZONED_VERSIONS: Final = "zoned_versions"
 COL_TZDATA_VERSION: Final = "tzdata_version"

@@ -30,9 +30,9 @@ class SigningSecrets:
 
     async def rotate(self, caller: str) -> Rotated:
         """Make a new current secret; the previous ones sign for the overlap still."""
-        now_ms = self._clock.now_ms()
         secret = new_secret()
-        await self._store.add_secret(caller, now_ms, secret)
+        # Another rotation of this millisecond moves ours to the next one (never lost).
+        now_ms = await self._store.add_secret(caller, self._clock.now_ms(), secret)
         log.info("signing_secret_rotated", caller=caller)  # never the secret itself
         return Rotated(secret, now_ms, now_ms + self._overlap_ms)
 

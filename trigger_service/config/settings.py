@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.encryption import ENCRYPTION_VARIABLES, EncryptionSettings
 from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
 from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings
 from trigger_service.config.parsers import int_list as _int_list
@@ -148,6 +149,7 @@ class Settings:
     push: PushSettings = field(default_factory=PushSettings)
     inbox: InboxSettings = field(default_factory=InboxSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
+    encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
 
     @property
     def retention_s(self) -> int:
@@ -238,7 +240,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
-    "limits": LimitSettings,
+    "limits": LimitSettings, "encryption": EncryptionSettings,
 }
 
 
@@ -378,6 +380,7 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in PROVIDER_VARIABLES),
     *(Variable(*row) for row in INBOX_VARIABLES),
     *(Variable(*row) for row in LIMIT_VARIABLES),
+    *(Variable(*row) for row in ENCRYPTION_VARIABLES),
 )
 
 

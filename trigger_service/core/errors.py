@@ -31,6 +31,8 @@
                                       a driver failure translated at an adapter's boundary
                                       (cassandra, botocore/aiobotocore, redis); the original is
                                       the ``__cause__``.
+        └── CipherError               (a StoreError) a stored value cannot be sealed or
+                                      opened: unknown key id, tampered value, KMS down
 """
 
 from __future__ import annotations
@@ -200,3 +202,11 @@ class CacheError(AdapterError):
     """Redis could not do what was asked. Callers treat the cache as optional."""
 
     dependency = "redis"
+
+
+class CipherError(StoreError):
+    """A stored value could not be sealed or opened (``core.crypto_ports``): its key is not
+    known here, it was altered, or the key service failed. A ``StoreError``, so every reader
+    treats it as a store that cannot answer (retried, or 503 at the API)."""
+
+    dependency = "encryption keys"

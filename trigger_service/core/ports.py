@@ -366,8 +366,9 @@ class Channel(Protocol):
 class SecretStore(Protocol):
     """Rotated signing secrets per caller (the callers file's are older than all of them)."""
 
-    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
-        """Store a new current secret. Raises ``StoreError``."""
+    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> int:
+        """Store a new current secret; the ms it is stored under: ``created_at_ms``, or the
+        next free one if another rotation of the caller took it. Raises ``StoreError``."""
         ...
 
     async def secrets(self, caller: str) -> list[tuple[int, str]]:

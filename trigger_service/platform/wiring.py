@@ -20,6 +20,7 @@ from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.crypto_ports import Resealer
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -45,8 +46,8 @@ from trigger_service.platform.metrics import PrometheusMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
-            SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Pingable,
-            Protocol):
+            SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Resealer,
+            Pingable, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 
@@ -87,11 +88,13 @@ class Runtime:
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
-        """Load the callers, connect Cassandra (its schema must be current), SQS (ensuring the
-        queues) and Redis. Raises ``ConfigError``, ``StoreError`` or ``QueueError``."""
+        """Load the callers and the encryption keys, connect Cassandra (its schema must be
+        current), SQS (ensuring the queues) and Redis. Raises ``ConfigError``, ``StoreError``
+        (``CipherError``: KMS) or ``QueueError``."""
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
         from trigger_service.adapters.cassandra.store import CassandraStore
+        from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.redis.client import RedisPing, open_client
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
@@ -107,7 +110,10 @@ class Runtime:
         callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
         metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         clock = SystemClock()
-        store = await CassandraStore.connect(settings.cassandra)
+        # One KMS call at most (this process's data key), before anything is connected.
+        cipher = await open_cipher(settings.encryption, settings.sqs)
+        store = await CassandraStore.connect(
+            settings.cassandra, cipher, seal_payloads=settings.encryption.encrypt_payloads)
         try:
             queue = await SqsQueue.connect(
                 settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,

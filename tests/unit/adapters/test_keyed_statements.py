@@ -10,9 +10,11 @@ from typing import Any
 
 from cassandra.query import UNSET_VALUE
 
+from tests.keys import throwaway_cipher
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.indexes import WrittenUntil
+from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import all_statements
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryQueue
@@ -37,6 +39,7 @@ class SpyStore(CassandraStore):
         self.ran: list[str] = []
         self.pointers: dict[str, dict[str, Any]] = {}  # triggers: id -> where its row is
         self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}  # triggers_by_minute, by key
+        self._sealer = RowSealer(throwaway_cipher(), seal_payloads=True)
         self._coalesce(SystemClock())  # a lone registration's writes go at once
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:

@@ -16,6 +16,7 @@ from typing import Any
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import Batcher, ItemErrors
+from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import (
     cas_condition,
     creation_values,
@@ -62,8 +63,11 @@ def row_key(trigger_id: str, shard: int, home_at_ms: int) -> list[Any]:
 
 
 class TriggerRows:
-    def __init__(self, run: Run, run_conditional: RunConditional, clock: Clock) -> None:
+    def __init__(self, run: Run, run_conditional: RunConditional, clock: Clock,
+                 sealer: RowSealer) -> None:
+        """``sealer``: seals the rows' sealed columns as written, opens them as read."""
         self._run = run
+        self._sealer = sealer
         self._run_conditional = run_conditional
         self._cas: Batcher[_Cas] = Batcher(
             self._flush, clock, max_batch=_COALESCE, linger_ms=_LINGER_MS,
@@ -76,7 +80,7 @@ class TriggerRows:
         """The plain write that creates ``t``'s row (``t.home_at_ms`` set), with a fixed
         timestamp: for the store to send alone or with others."""
         assert t.home_at_ms is not None
-        return ("row_create", [ts_us, *creation_values(t),
+        return ("row_create", [ts_us, *self._sealer.values(t.trigger_id, creation_values(t)),
                                *row_key(t.trigger_id, t.shard, t.home_at_ms)])
 
     async def create_by_paxos(self, t: Trigger) -> bool:
@@ -85,12 +89,15 @@ class TriggerRows:
         a row is there already). Raises ``StoreError``."""
         assert t.home_at_ms is not None
         rows = await self._run("row_create_lwt", [
-            *creation_values(t), *row_key(t.trigger_id, t.shard, t.home_at_ms)])
+            *self._sealer.values(t.trigger_id, creation_values(t)),
+            *row_key(t.trigger_id, t.shard, t.home_at_ms)])
         return bool(rows and rows[0].get(schema.LWT_APPLIED))
 
     async def get(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         rows = await self._run("row_get", row_key(trigger_id, shard, home_at_ms))
-        return trigger_from_row(trigger_id, rows[0]) if rows else None
+        if not rows:
+            return None
+        return trigger_from_row(trigger_id, await self._sealer.open_row(trigger_id, rows[0]))
 
     async def get_many(self, homes: Sequence[tuple[str, int, int]]) -> dict[str, Trigger]:
         """The rows of (trigger id, home, shard) that exist: one request per partition (and
@@ -106,7 +113,7 @@ class TriggerRows:
         for found in await asyncio.gather(*reads):
             for row in found:
                 tid = row[schema.COL_TRIGGER_ID]
-                t = trigger_from_row(tid, row)
+                t = trigger_from_row(tid, await self._sealer.open_row(tid, row))
                 if t is not None:
                     out[tid] = t
         return out

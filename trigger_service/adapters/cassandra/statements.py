@@ -13,6 +13,8 @@ from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
+from trigger_service.adapters.cassandra.reseal import reseal_queries
+from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
     plan_from_json,
@@ -27,7 +29,8 @@ def all_statements(keyspace: str) -> dict[str, str]:
     """Every statement of the store's rooms by name (a name used twice is a bug: one would
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
-    for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries):
+    for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries,
+                 secret_queries, reseal_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")
@@ -38,11 +41,11 @@ def all_statements(keyspace: str) -> dict[str, str]:
 def queries(keyspace: str) -> dict[str, str]:
     """name → CQL text. Tables are fully qualified: prepared statements under ``USE
     keyspace`` are ambiguous."""
-    t, buckets, by_caller, idem, cursors, counters, months, zoned, versions, secrets = (
+    t, buckets, by_caller, idem, cursors, counters, months, zoned, versions = (
         f"{keyspace}.{name}" for name in (
             s.TABLE_TRIGGERS, s.TABLE_BUCKETS, s.TABLE_BY_CALLER, s.TABLE_IDEMPOTENCY,
             s.TABLE_SWEEP_CURSORS, s.TABLE_COUNTERS, s.TABLE_CALLER_MONTHS, s.TABLE_ZONED,
-            s.TABLE_ZONED_VERSIONS, s.TABLE_SECRETS))
+            s.TABLE_ZONED_VERSIONS))
     return {
         "bucket": f"INSERT INTO {buckets} ({s.COL_BUCKET_MINUTE}, {s.COL_SHARD}, "
         f"{s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID}, {s.COL_PATH}, {s.COL_HOME_AT_MS}) "
@@ -56,10 +59,6 @@ def queries(keyspace: str) -> dict[str, str]:
         "version_put": f"INSERT INTO {versions} ({s.COL_K}, {s.COL_TZDATA_VERSION}) "
         "VALUES (?, ?) USING TTL ? AND TIMESTAMP ?",
         "versions": f"SELECT {s.COL_TZDATA_VERSION} FROM {versions} WHERE {s.COL_K} = ?",
-        "secret_put": f"INSERT INTO {secrets} ({s.COL_CALLER}, {s.COL_CREATED_AT_MS}, "
-        f"{s.COL_SECRET}) VALUES (?, ?, ?)",
-        "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {secrets} "
-        f"WHERE {s.COL_CALLER} = ?",
         # The fire-month listing of earlier releases (the backfill reads it).
         "list": f"SELECT {s.COL_FIRE_AT_MS}, {s.COL_TRIGGER_ID} FROM {by_caller} "
         f"WHERE {s.COL_CALLER} = ? AND {s.COL_FIRE_MONTH} = ? "

@@ -1,7 +1,8 @@
 """The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
 ``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection, with the attempt log,
-dead letters and replay jobs of ``adapters.cassandra.dead_letters`` and the inbox of
-``adapters.cassandra.inbox``.
+dead letters and replay jobs of ``adapters.cassandra.dead_letters``, the inbox of ``.inbox``,
+the signing secrets of ``.secrets`` and ``Resealer`` (``.secrets``, ``.reseal``); stored
+values sealed and opened by ``.sealing``.
 
 Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
 fixture); the schema must have been applied (``adapters.cassandra.migrate``).
@@ -25,7 +26,10 @@ from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
 from trigger_service.adapters.cassandra.legacy import LegacyKeys, LegacyRows
 from trigger_service.adapters.cassandra.open_index import OpenIndex
+from trigger_service.adapters.cassandra.reseal import CassandraReseal
 from trigger_service.adapters.cassandra.rows import TriggerRows
+from trigger_service.adapters.cassandra.sealing import RowSealer
+from trigger_service.adapters.cassandra.secrets import CassandraSecrets
 from trigger_service.adapters.cassandra.statements import (
     all_statements,
     changed_values,
@@ -33,6 +37,7 @@ from trigger_service.adapters.cassandra.statements import (
 )
 from trigger_service.config.settings import CassandraSettings
 from trigger_service.core.clock import SystemClock
+from trigger_service.core.crypto_ports import Cipher
 from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.idempotency_ports import IdempotencyRecord
@@ -62,29 +67,36 @@ _COALESCE_FLUSHES = 64
 Writes = Sequence[tuple[str, Sequence[Any]]]
 
 
-class CassandraStore(CassandraDeadLetters, CassandraInbox):
+class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
-                 clock: Clock | None = None) -> None:
-        """``clock``: times the write coalescing's linger (the system clock if None)."""
+                 clock: Clock | None = None, *, cipher: Cipher,
+                 seal_payloads: bool = False) -> None:
+        """``clock``: times the write coalescing's linger (the system clock if None);
+        ``cipher`` seals the signing secrets, and with ``seal_payloads`` the triggers'
+        payloads and plans (``sealing``)."""
         self._cluster = cluster
         self._session = session
+        self._sealer = RowSealer(cipher, seal_payloads=seal_payloads)
         self.list_max_rows = LIST_MAX_ROWS
         self._versions: WrittenUntil[str] = WrittenUntil()
         self._coalesce(clock or SystemClock())
         self._prepared = driver.prepare(session, all_statements(settings.keyspace))
 
     @classmethod
-    async def connect(cls, settings: CassandraSettings) -> CassandraStore:
+    async def connect(cls, settings: CassandraSettings, cipher: Cipher, *,
+                      seal_payloads: bool = False) -> CassandraStore:
         """Connect and prepare. Raises ``StoreError`` (also when the schema is behind)."""
-        return await asyncio.to_thread(cls.open_sync, settings)
+        return await asyncio.to_thread(cls.open_sync, settings, cipher,
+                                       seal_payloads=seal_payloads)
 
     @classmethod
-    def open_sync(cls, settings: CassandraSettings) -> CassandraStore:
+    def open_sync(cls, settings: CassandraSettings, cipher: Cipher, *,
+                  seal_payloads: bool = False) -> CassandraStore:
         """Blocking :meth:`connect`, for scripts and test fixtures."""
         cluster, session = driver.connect(settings)
         try:
             migrate.check_applied(session, settings)
-            return cls(cluster, session, settings)
+            return cls(cluster, session, settings, cipher=cipher, seal_payloads=seal_payloads)
         except BaseException:
             cluster.shutdown()
             raise
@@ -132,7 +144,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             self._flush_writes, clock, max_batch=_COALESCE_REGISTRATIONS,
             linger_ms=_COALESCE_LINGER_MS, max_concurrent_flushes=_COALESCE_FLUSHES)
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
-        self._rows = TriggerRows(self._run, self._run_conditional, clock)
+        self._rows = TriggerRows(self._run, self._run_conditional, clock, self._sealer)
         self._legacy = LegacyRows(self._run, self._rows)
         self._keys = LegacyKeys(self._run)
         # The listing indexes: the open triggers by fire time (``now`` from here), and every
@@ -238,7 +250,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             return None
         row = rows[0]
         if row[schema.COL_STATUS] is not None:
-            return trigger_from_row(trigger_id, row)  # an earlier release's whole row
+            # An earlier release's whole row.
+            return trigger_from_row(trigger_id, await self._sealer.open_row(trigger_id, row))
         home = row[schema.COL_HOME_AT_MS]
         if home is None:
             return None
@@ -266,7 +279,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
             for row in await self._run("get_in", [chunk]):
                 tid = row[schema.COL_TRIGGER_ID]
                 if row[schema.COL_STATUS] is not None:
-                    by_id[tid] = trigger_from_row(tid, row)  # an earlier release's row
+                    # An earlier release's row.
+                    by_id[tid] = trigger_from_row(tid, await self._sealer.open_row(tid, row))
                 elif row[schema.COL_HOME_AT_MS] is not None:
                     homes.append((tid, row[schema.COL_HOME_AT_MS], row[schema.COL_SHARD]))
         by_id.update(await self._rows.get_many(homes))
@@ -277,7 +291,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
     ) -> bool:
         # Only the cells that change (a claim is a few columns, not the payload); a terminal
         # write rewrites every cell with the TTL so that the whole row expires.
-        values = changed_values(old, new, rewrite=ttl_s is not None)
+        # Compared in clear (a claim leaves the payload unwritten), sealed as written.
+        values = self._sealer.values(new.trigger_id,
+                                     changed_values(old, new, rewrite=ttl_s is not None))
         after = self._open_index.leave(old, new)  # the open entry goes once it is applied
         if old.home_at_ms is None:
             found = await self._legacy.compare_and_set(old, new, values, ttl_s)
@@ -327,14 +343,6 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox):
         ts_us = now_ms * 1000
         await self._run_unlogged(self._open_index.entry_writes(t, index_ttl_s, ts_us)
                                  + self._created.entry_writes(t, index_ttl_s, ts_us))
-
-    # --- SecretStore -------------------------------------------------------------------
-    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> None:
-        await self._run("secret_put", [caller, created_at_ms, secret])
-
-    async def secrets(self, caller: str) -> list[tuple[int, str]]:
-        rows = await self._run("secrets", [caller])
-        return [(r[schema.COL_CREATED_AT_MS], r[schema.COL_SECRET]) for r in rows]
 
     # --- ZoneIndex ---------------------------------------------------------------------
     async def zoned_versions(self) -> list[str]:

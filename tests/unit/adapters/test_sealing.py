@@ -1,0 +1,87 @@
+"""Which trigger columns and secrets are sealed, and what ``reencrypt`` finds stale; and a
+rotation in a taken millisecond (the in-memory store, as the real one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cassandra.query import UNSET_VALUE
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.sealing import RowSealer
+from trigger_service.adapters.cassandra.statements import creation_values
+from trigger_service.adapters.crypto.keyfile import add_key
+from trigger_service.adapters.crypto.keyring import file_cipher
+from trigger_service.adapters.memory import MemoryStore
+from trigger_service.app.signing import SigningSecrets
+from trigger_service.core.clock import ManualClock
+from trigger_service.core.crypto_ports import is_sealed
+from trigger_service.core.model import Route, Trigger
+
+PAYLOAD = schema.TRIGGER_COLUMNS.index("payload")
+PLAN = schema.TRIGGER_COLUMNS.index("plan")
+PLAN_JSON = '{"channels":[{"type":"email","to":"ann@example.com"}]}'
+
+
+def trigger() -> Trigger:
+    return Trigger("trg_01", "c", "http://x/", '{"secret": 1}', 5_000, 1_000, 3, Route.DIRECT)
+
+
+def sealer(tmp_path: Path, *, seal_payloads: bool) -> RowSealer:
+    path = tmp_path / "keys"
+    if not path.exists():
+        add_key(path, "k1", current=True)
+    return RowSealer(file_cipher(path), seal_payloads=seal_payloads)
+
+
+async def test_payload_and_plan_are_sealed_when_payloads_are(tmp_path: Path) -> None:
+    s = sealer(tmp_path, seal_payloads=True)
+    values = creation_values(trigger())
+    values[PLAN] = PLAN_JSON
+    sealed = s.values("trg_01", values)
+    assert is_sealed(sealed[PAYLOAD]) and is_sealed(sealed[PLAN])
+    assert [v for i, v in enumerate(sealed) if i not in (PAYLOAD, PLAN)] == [
+        v for i, v in enumerate(values) if i not in (PAYLOAD, PLAN)]
+    row = dict(zip(schema.TRIGGER_COLUMNS, sealed, strict=True))
+    opened = await s.open_row("trg_01", row)
+    assert opened["payload"] == '{"secret": 1}' and opened["plan"] == PLAN_JSON
+
+
+async def test_unset_columns_stay_unset_and_a_claim_writes_no_payload(tmp_path: Path) -> None:
+    s = sealer(tmp_path, seal_payloads=True)
+    values = creation_values(trigger())  # no plan: unset, not sealed
+    assert s.values("trg_01", values)[PLAN] is UNSET_VALUE
+
+
+async def test_with_payload_sealing_off_only_reads_open(tmp_path: Path) -> None:
+    on, off = sealer(tmp_path, seal_payloads=True), sealer(tmp_path, seal_payloads=False)
+    values = creation_values(trigger())
+    assert off.values("trg_01", values) == values
+    row = dict(zip(schema.TRIGGER_COLUMNS, on.values("trg_01", values), strict=True))
+    assert (await off.open_row("trg_01", row))["payload"] == '{"secret": 1}'
+
+
+async def test_stale_is_clear_text_when_sealing_and_an_older_key(tmp_path: Path) -> None:
+    on = sealer(tmp_path, seal_payloads=True)
+    current = on.cipher.seal("x", "c")
+    assert on.stale('{"a": 1}') and not on.stale(current)
+    assert not sealer(tmp_path, seal_payloads=False).stale('{"a": 1}')
+    add_key(tmp_path / "keys", "k2", current=True)
+    assert sealer(tmp_path, seal_payloads=False).stale(current)
+
+
+async def test_secrets_are_sealed_whatever_the_payload_setting(tmp_path: Path) -> None:
+    s = sealer(tmp_path, seal_payloads=False)
+    sealed = s.seal_secret("c", 7, "whsec_abc")
+    assert is_sealed(sealed) and "whsec_abc" not in sealed
+    assert await s.open_secret("c", 7, sealed) == "whsec_abc"
+
+
+async def test_two_rotations_in_one_millisecond_keep_both_secrets() -> None:
+    store, clock = MemoryStore(), ManualClock(1_000_000)
+    signing = SigningSecrets(store, clock, overlap_s=60)
+    first = await signing.rotate("c")
+    second = await signing.rotate("c")  # the clock has not moved
+    assert (first.created_at_ms, second.created_at_ms) == (1_000_000, 1_000_001)
+    assert await store.secrets("c") == [(1_000_001, second.secret), (1_000_000, first.secret)]
+    assert await signing.active("c", []) == [second.secret, first.secret]

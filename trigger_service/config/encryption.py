@@ -1,0 +1,50 @@
+"""Settings of encryption at rest (section ``encryption`` of ``settings.Settings``);
+``ENCRYPTION_VARIABLES`` are their rows of ``settings.VARIABLES``. README "Encryption at
+rest" says how to rotate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent.parent
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_FALSE = frozenset({"0", "false", "no", "off", ""})
+
+
+def flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value not in _TRUE | _FALSE:
+        raise ValueError("must be true or false")
+    return value in _TRUE
+
+
+@dataclass(frozen=True)
+class EncryptionSettings:
+    # Key-encryption keys, one "<key-id> <base64 of 32 bytes>" a line, the first current
+    # (make up creates one under var/). With a KMS key the file's keys still unwrap what
+    # they wrapped (a move from the file to KMS), and the file may be absent.
+    key_file: Path = _REPO_ROOT / "var" / "encryption.keys"
+    kms_key_id: str = ""
+    # Empty: the SQS endpoint (LocalStack serves both); region and credentials are SQS's.
+    kms_endpoint_url: str = ""
+    encrypt_payloads: bool = False
+
+
+ENCRYPTION_VARIABLES: tuple[Row, ...] = (
+    ("TRIGGER_ENCRYPTION_KEY_FILE", ("encryption", "key_file"), Path,
+     "key-encryption keys (`<id> <base64 32 bytes>` a line, the first wraps); signing "
+     "secrets are always sealed with it unless TRIGGER_KMS_KEY_ID is set"),
+    ("TRIGGER_KMS_KEY_ID", ("encryption", "kms_key_id"), str,
+     "AWS KMS key (id, ARN or alias) that wraps the data keys instead of the key file "
+     "(the file's keys still unwrap older values)"),
+    ("TRIGGER_KMS_ENDPOINT", ("encryption", "kms_endpoint_url"), str,
+     "KMS endpoint (empty: TRIGGER_SQS_ENDPOINT; region and credentials are SQS's)"),
+    ("TRIGGER_ENCRYPT_PAYLOADS", ("encryption", "encrypt_payloads"), flag,
+     "also seal triggers' payloads and channel addresses (plans); rows written before "
+     "stay readable, `python -m reconciler --reencrypt` seals them"),
+)
