@@ -10,7 +10,11 @@ from typing import Protocol
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory_limits import (
+    MemoryPendingQuota,
+    MemoryRateLimiter,
+    MemorySendBudget,
+)
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
@@ -18,7 +22,7 @@ from trigger_service.core.clock import SystemClock
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
-from trigger_service.core.limit_ports import PendingQuota, RateLimiter
+from trigger_service.core.limit_ports import PendingQuota, RateLimiter, SendBudget
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
@@ -74,6 +78,8 @@ class Runtime:
     # Per-caller request rates and pending quotas (Redis when opened: shared by every API).
     limiter: RateLimiter = field(default_factory=MemoryRateLimiter)
     quota: PendingQuota = field(default_factory=MemoryPendingQuota)
+    # Channels' daily send counts (Redis when opened: shared by the API and the dispatchers).
+    budget: SendBudget = field(default_factory=MemorySendBudget)
     # DNS for the registration half of the SSRF guard (app/callbacks.py).
     resolver: HostResolver = field(default_factory=LoopResolver)
 
@@ -88,7 +94,11 @@ class Runtime:
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
         from trigger_service.adapters.redis.lease import RedisLease
-        from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
+        from trigger_service.adapters.redis.limits import (
+            RedisPendingQuota,
+            RedisRateLimiter,
+            RedisSendBudget,
+        )
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
 
@@ -110,7 +120,7 @@ class Runtime:
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[redis.aclose, queue.close, store.close, metrics.close],
                    inbox_bus=RedisInboxBus(redis), limiter=RedisRateLimiter(redis),
-                   quota=RedisPendingQuota(redis))
+                   quota=RedisPendingQuota(redis), budget=RedisSendBudget(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""
