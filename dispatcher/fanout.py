@@ -72,7 +72,7 @@ UNCONFIGURED: Notifiers = _Unconfigured()
 # the only failure the occurrence is dead-lettered ``callback_not_allowed``.
 NOT_ALLOWED = DeadLetterReason.CALLBACK_NOT_ALLOWED.value
 # The provider code of a channel not sent because its caller's daily budget is spent
-# (``dispatcher/channels/budget.py``).
+# (``dispatcher/channels/caller_policy.py``).
 BUDGET_EXHAUSTED = DeadLetterReason.BUDGET_EXHAUSTED.value
 
 

@@ -9,23 +9,21 @@
   ``trusted``; what is stored is what is sent;
 - a channel whose ``daily_budget`` is already spent today (UTC) refuses the request 429
   ``quota_exceeded`` with ``Retry-After`` to the next UTC day. Registration only reads the
-  count; sends take from it (``dispatcher/channels/budget.py``). A trigger registered while
-  budget is left may still find it spent when it fires: that channel is then dead-lettered
-  ``budget_exhausted``.
+  count; sends take from it (``dispatcher/channels/caller_policy.py``, which also checks the
+  recipients again). A trigger registered while budget is left may still find it spent when
+  it fires: that channel is then dead-lettered ``budget_exhausted``.
 
 When Redis fails the budget is not checked (fail open, like the other limits) and
-``budget_errors_total`` counts it; the send-time take is checked again.
+``budget_errors_total`` counts it; each send still takes from the budget.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-import nh3
 import structlog
 
 from trigger_service.config.callers import Caller
-from trigger_service.core.channels import ChannelSpec, EmailSpec, SmsSpec
 from trigger_service.core.errors import CacheError, QuotaExceeded, RecipientNotAllowed
 from trigger_service.core.limit_ports import SendBudget, seconds_to_next_day, utc_day
 from trigger_service.core.notify_plan import DeliveryPlan
@@ -34,36 +32,16 @@ from trigger_service.core.ports import Clock, Metrics
 log = structlog.get_logger(__name__)
 
 
-def sanitise_html(html: str) -> str:
-    """``html`` without anything that runs or hides (nh3's defaults: an allow-list of tags
-    and attributes; links get ``rel="noopener noreferrer"``)."""
-    return nh3.clean(html)
-
-
-def _vet_spec(caller: Caller, spec: ChannelSpec, where: str) -> ChannelSpec:
-    policy = caller.recipients
-    if isinstance(spec, SmsSpec):
-        why = policy.sms_refusal(spec.to)
-        if why is not None:
-            raise RecipientNotAllowed(f"{where}.to: {spec.to}: {why}", field=f"{where}.to")
-        return spec
-    if not isinstance(spec, EmailSpec):
-        return spec
-    for field, address in [*((f"{where}.to", a) for a in spec.to),
-                           *([(f"{where}.replyTo", spec.reply_to)] if spec.reply_to else [])]:
-        why = policy.email_refusal(address)
-        if why is not None:
-            raise RecipientNotAllowed(f"{field}: {why}", field=field)
-    if spec.html is not None and not policy.trusted:
-        return replace(spec, html=sanitise_html(spec.html))
-    return spec
-
-
 def vet_recipients(caller: Caller, plan: DeliveryPlan) -> DeliveryPlan:
     """``plan`` with its HTML sanitised (unless the caller is trusted), once every recipient
     is allowed. Pure. Raises ``RecipientNotAllowed``."""
-    channels = tuple(_vet_spec(caller, spec, f"channels[{i}]")
-                     for i, spec in enumerate(plan.channels))
+    policy = caller.recipients
+    for i, spec in enumerate(plan.channels):
+        refused = policy.spec_refusal(spec)
+        if refused is not None:
+            field = f"channels[{i}].{refused[0]}"
+            raise RecipientNotAllowed(f"{field}: {refused[1]}", field=field)
+    channels = tuple(policy.prepared(spec) for spec in plan.channels)
     return plan if channels == plan.channels else replace(plan, channels=channels)
 
 

@@ -16,16 +16,23 @@ exactly; ``*.example.org`` matches every subdomain of ``example.org`` (``a.examp
 ``b.a.example.org``) but not ``example.org`` itself (list both for both). A country code is
 1 to 3 digits matched at the start of the E.164 number (ITU codes are prefix-free, so ``1``
 is the whole North American Numbering Plan, Caribbean included). Both ``to`` and
-``replyTo`` are checked.
+``replyTo`` are checked, at registration (``app/recipients.py``) and again before each send
+(``dispatcher/channels/caller_policy.py``: the file may have changed, and triggers stored
+before these controls existed were never checked).
+
+An untrusted caller's HTML email body is sanitised with nh3 (Ammonia's allow-list) before it
+is stored and again before it is sent.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from trigger_service.core.channels import ChannelType
+import nh3
+
+from trigger_service.core.channels import ChannelSpec, ChannelType, EmailSpec, SmsSpec
 from trigger_service.core.errors import ConfigError
 
 ANY = "*"
@@ -65,9 +72,38 @@ class RecipientPolicy:
             return None
         return "the number's country code is not one of this caller's sms_country_codes"
 
+    def spec_refusal(self, spec: ChannelSpec) -> tuple[str, str] | None:
+        """The field of ``spec`` this caller may not send to (``to``, ``replyTo``) and why,
+        or None when every recipient is allowed (channels other than email and SMS are)."""
+        if isinstance(spec, SmsSpec):
+            why = self.sms_refusal(spec.to)
+            return None if why is None else ("to", f"{spec.to}: {why}")
+        if not isinstance(spec, EmailSpec):
+            return None
+        for field, address in [*(("to", a) for a in spec.to),
+                               *([("replyTo", spec.reply_to)] if spec.reply_to else [])]:
+            why = self.email_refusal(address)
+            if why is not None:
+                return field, why
+        return None
+
+    def prepared(self, spec: ChannelSpec) -> ChannelSpec:
+        """``spec`` as it may be sent: an untrusted caller's HTML sanitised."""
+        if isinstance(spec, EmailSpec) and spec.html is not None and not self.trusted:
+            clean = sanitise_html(spec.html)
+            return spec if clean == spec.html else replace(spec, html=clean)
+        return spec
+
     def budget_of(self, kind: ChannelType) -> int | None:
         """Sends of ``kind`` per UTC day (None: no budget)."""
         return dict(self.daily_budget).get(kind)
+
+
+def sanitise_html(html: str) -> str:
+    """``html`` without anything that runs or hides (nh3's defaults: an allow-list of tags
+    and attributes, ``<script>``/``<style>`` dropped with their content, ``on*`` handlers and
+    ``javascript:`` URLs removed; links get ``rel="noopener noreferrer"``). Idempotent."""
+    return nh3.clean(html)
 
 
 NO_RECIPIENTS = RecipientPolicy()  # a caller without recipient controls: no email, no SMS

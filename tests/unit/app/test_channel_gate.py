@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from trigger_service.adapters.memory_limits import MemorySendBudget
-from trigger_service.app.recipients import ChannelGate, sanitise_html, vet_recipients
+from trigger_service.app.recipients import ChannelGate, vet_recipients
 from trigger_service.config.callers import CallbackPrefix, Caller
-from trigger_service.config.recipients import RecipientPolicy
+from trigger_service.config.recipients import RecipientPolicy, sanitise_html
 from trigger_service.core.channels import ChannelType, EmailSpec, PushSpec, SmsSpec
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QuotaExceeded, RecipientNotAllowed
