@@ -13,6 +13,10 @@
   recipients again). A trigger registered while budget is left may still find it spent when
   it fires: that channel is then dead-lettered ``budget_exhausted``.
 
+The check comes before the idempotency key is looked at: a keyed retry of a registration made
+while budget was left is refused like a new one once it is spent (retried after
+``Retry-After`` it gets the replay).
+
 When Redis fails the budget is not checked (fail open, like the other limits) and
 ``budget_errors_total`` counts it; each send still takes from the budget.
 """

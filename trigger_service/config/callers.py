@@ -119,7 +119,7 @@ class Caller:
     rate_per_s: float | None = None  # None: no request-rate limit
     burst: int | None = None
     max_pending: int | None = None  # None: no quota of pending triggers
-    recipients: RecipientPolicy = NO_RECIPIENTS
+    recipients: RecipientPolicy = NO_RECIPIENTS  # the default: no email, no SMS
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
