@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dispatcher.channels.caller_policy import CallerPolicyNotifiers, policies_of
 from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
@@ -24,9 +25,11 @@ async def build(runtime: Runtime) -> Component:
                           s.inbox.retention_days * 86_400)
     notifiers = Notifiers.from_settings(s, clock=runtime.clock, inbox=inbox)
     await notifiers.open()
+    policed = CallerPolicyNotifiers(notifiers, policies_of(runtime.callers), runtime.budget,
+                                    runtime.clock, runtime.metrics)
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
-                            notifiers=notifiers)
+                            notifiers=policed)
 
     async def close() -> None:
         await channel.close()

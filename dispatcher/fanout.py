@@ -71,6 +71,21 @@ UNCONFIGURED: Notifiers = _Unconfigured()
 # The provider code of a callback channel whose URL or address is not allowed: if that is
 # the only failure the occurrence is dead-lettered ``callback_not_allowed``.
 NOT_ALLOWED = DeadLetterReason.CALLBACK_NOT_ALLOWED.value
+# The provider code of a channel not sent because its caller's daily budget is spent
+# (``dispatcher/channels/caller_policy.py``).
+BUDGET_EXHAUSTED = DeadLetterReason.BUDGET_EXHAUSTED.value
+
+
+def failure_reason(failed: list[ChannelState]) -> DeadLetterReason:
+    """The dead-letter reason of an occurrence whose ``failed`` channels failed:
+    ``budget_exhausted`` if any was not sent for its budget (what an operator must raise
+    before a replay can help), ``callback_not_allowed`` if every one was refused so, else
+    ``max_attempts``. Each channel's own outcome is in the letter's detail."""
+    if any(s.provider_code == BUDGET_EXHAUSTED for s in failed):
+        return DeadLetterReason.BUDGET_EXHAUSTED
+    if all(s.provider_code == NOT_ALLOWED for s in failed):
+        return DeadLetterReason.CALLBACK_NOT_ALLOWED
+    return DeadLetterReason.MAX_ATTEMPTS
 
 
 def _from_http(r: DeliveryResult) -> ChannelOutcome:
@@ -222,10 +237,7 @@ class FanOut:
             if failed:
                 detail = "; ".join(f"{s.type}: {s.provider_code or ''} {s.last_error or ''}"
                                    .strip() for s in failed)
-                reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED
-                          if all(s.provider_code == NOT_ALLOWED for s in failed)
-                          else DeadLetterReason.MAX_ATTEMPTS)
-                await self._finishing.give_up(m, current, detail, ctx, reason)
+                await self._finishing.give_up(m, current, detail, ctx, failure_reason(failed))
             else:
                 await self._finishing.record_fired(
                     m, current, DeliveryResult(True, None, None), ctx)
@@ -241,4 +253,4 @@ class FanOut:
             log.warning("channels_not_recorded_claim_lost", **ctx)
 
 
-__all__ = ["HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]
+__all__ = ["BUDGET_EXHAUSTED", "HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]

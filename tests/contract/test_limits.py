@@ -1,5 +1,5 @@
-"""``RateLimiter``, ``PendingQuota`` and ``StreamSlots``: the in-memory fakes and the Redis
-scripts against one contract (real time: the Redis bucket runs on Redis' clock)."""
+"""``RateLimiter``, ``PendingQuota``, ``StreamSlots`` and ``SendBudget``: the in-memory fakes
+and the Redis scripts against one contract (real time: the Redis bucket runs on Redis' clock)."""
 
 from __future__ import annotations
 
@@ -14,15 +14,25 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.memory_limits import (
     MemoryPendingQuota,
     MemoryRateLimiter,
+    MemorySendBudget,
     MemoryStreamSlots,
 )
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.limits import (
     RedisPendingQuota,
     RedisRateLimiter,
+    RedisSendBudget,
     RedisStreamSlots,
 )
-from trigger_service.core.limit_ports import BucketRule, PendingQuota, RateLimiter, StreamSlots
+from trigger_service.core.limit_ports import (
+    BucketRule,
+    PendingQuota,
+    RateLimiter,
+    SendBudget,
+    StreamSlots,
+    seconds_to_next_day,
+    utc_day,
+)
 
 
 @pytest.fixture(params=_impls("memory", "redis"))
@@ -63,6 +73,48 @@ async def slots(request: pytest.FixtureRequest) -> AsyncIterator[StreamSlots]:
         await client.aclose()
 
 
+@pytest.fixture(params=_impls("memory", "redis"))
+async def budget(request: pytest.FixtureRequest) -> AsyncIterator[SendBudget]:
+    """Counts expire by themselves and tests use unique callers: nothing needs deleting."""
+    if request.param == "memory":
+        yield MemorySendBudget()
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisSendBudget(client)
+    finally:
+        await client.aclose()
+
+
+async def test_a_budget_counts_sends_up_to_its_limit_per_caller_channel_and_day(
+        budget: SendBudget) -> None:
+    caller = unique("budget-")
+    assert await budget.spent(caller, "sms", "20261126") == 0
+    assert [await budget.take(caller, "sms", "20261126", 2) for _ in range(3)] == [
+        True, True, False]
+    assert await budget.spent(caller, "sms", "20261126") == 2  # a refusal takes nothing
+    assert await budget.take(caller, "email", "20261126", 2)  # another channel
+    assert await budget.take(caller, "sms", "20261127", 2)  # another day
+    assert await budget.take(unique("budget-"), "sms", "20261126", 2)  # another caller
+    assert not await budget.take(caller, "push", "20261126", 0)  # a zero budget sends nothing
+
+
+async def test_concurrent_takes_never_pass_the_budget(budget: SendBudget) -> None:
+    caller = unique("budget-")
+    taken = await asyncio.gather(*(budget.take(caller, "sms", "20261126", 5)
+                                   for _ in range(20)))
+    assert taken.count(True) == 5 and await budget.spent(caller, "sms", "20261126") == 5
+
+
+def test_the_budget_day_is_utc() -> None:
+    assert utc_day(1_700_000_000_000) == "20231114"  # 22:13:20Z
+    assert utc_day(1_699_920_000_000) == "20231114"  # 00:00:00Z
+    assert utc_day(1_699_919_999_999) == "20231113"
+    assert seconds_to_next_day(1_700_000_000_000) == 6_400
+    assert seconds_to_next_day(1_699_920_000_000) == 86_400
+    assert seconds_to_next_day(1_699_919_999_999) == 1
+
+
 async def test_a_bucket_allows_its_burst_then_refuses_until_a_token_is_back(
         limiter: RateLimiter) -> None:
     key, rule = unique("rate-"), BucketRule(rate_per_s=20.0, burst=3)
@@ -99,6 +151,7 @@ async def test_the_quota_counts_until_each_entrys_time_and_releases(quota: Pendi
 def test_the_keys_are_tagged_per_caller() -> None:
     assert schema.rate_bucket_key("orders") == "rate:{orders}"
     assert schema.pending_key("orders") == "pending:{orders}"
+    assert schema.budget_key("orders", "sms", "20261126") == "budget:{orders}:sms:20261126"
 
 
 async def test_stream_slots_up_to_the_cap_then_the_earliest_end_until_one_is_back(

@@ -25,10 +25,9 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from dispatcher.channels.guard import Lookup, system_lookup
-from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
-from dispatcher.fanout import UNCONFIGURED
+from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.api_server import ApiTestServer
@@ -40,6 +39,7 @@ from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import RedisPing, open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
+from trigger_service.adapters.redis.limits import RedisSendBudget
 from trigger_service.adapters.redis.ops_board import RedisOpsBoard
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.triggers import TriggerService
@@ -290,15 +290,19 @@ class DispatcherHandle:
         await self.queue.close()
 
 
+# The test caller may send to any recipient unless a module overrides ``caller_controls``.
+ANY_RECIPIENT = 'email_domains = ["*"]\nsms_country_codes = ["*"]\n'
+
+
 def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
                   extra_env: dict[str, str], extra_prefixes: tuple[str, ...] = (),
-                  ) -> tuple[Settings, dict[str, str]]:
+                  controls: str = ANY_RECIPIENT) -> tuple[Settings, dict[str, str]]:
     callers = tmp_path / "callers.toml"
     prefixes = ", ".join(f'"{p}"' for p in (receiver_url, *extra_prefixes))
     callers.write_text(
         f'[callers.{tag}]\ntoken_sha256 = "{hash_token(token)}"\n'
         f'callback_prefixes = [{prefixes}]\nmax_concurrency = 50\n'
-        f'signing_secrets = ["{SIGNING_SECRETS[0]}", "{SIGNING_SECRETS[1]}"]\n'
+        f'signing_secrets = ["{SIGNING_SECRETS[0]}", "{SIGNING_SECRETS[1]}"]\n{controls}'
         f'[callers.{tag}_other]\ntoken_sha256 = "{hash_token(token + "-other")}"\n'
         f'callback_prefixes = ["{receiver_url}"]\n'
         f'[ops.{tag}_op]\ntoken_sha256 = "{hash_token(token + "-ops")}"\nrole = "operator"\n'
@@ -340,14 +344,20 @@ def extra_prefixes() -> tuple[str, ...]:
 
 
 @pytest.fixture
+def caller_controls() -> str:
+    """The test caller's recipient controls, TOML lines of its table (override it)."""
+    return ANY_RECIPIENT
+
+
+@pytest.fixture
 async def stack(
     store: CassandraStore, receiver: Receiver, tmp_path: Path, extra_env: dict[str, str],
-    extra_prefixes: tuple[str, ...],
+    extra_prefixes: tuple[str, ...], caller_controls: str,
 ) -> AsyncIterator[Stack]:
     tag = "t" + uuid.uuid4().hex[:10]
     token = "token-" + tag
     settings, env = make_settings(tag, tmp_path, receiver.base_url, token, extra_env,
-                                  extra_prefixes)
+                                  extra_prefixes, caller_controls)
     metrics = InMemoryMetrics()  # the API's, and its queue's requests
     queue = await SqsQueue.connect(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
@@ -359,9 +369,10 @@ async def stack(
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
                       cache, lease, SystemClock(), metrics,
                       RedisOpsBoard(redis, settings.sqs.queue),
-                      pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)})
+                      pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
+                      budget=RedisSendBudget(redis))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
-                             runtime.metrics, resolver=runtime.resolver)
+                             runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against trigger_service/openapi.yaml
     client = TestClient(ApiTestServer(app))  # the API's own runner: its deadlines, its 431

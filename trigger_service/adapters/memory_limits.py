@@ -1,6 +1,6 @@
-"""In-memory ``RateLimiter``, ``PendingQuota`` and ``StreamSlots`` (one process; unit tests
-and the default of a ``Runtime`` that was not opened). Same arithmetic as the Redis
-scripts."""
+"""In-memory ``RateLimiter``, ``PendingQuota``, ``StreamSlots`` and ``SendBudget`` (one
+process; unit tests and the default of a ``Runtime`` that was not opened). Same arithmetic as
+the Redis scripts."""
 
 from __future__ import annotations
 
@@ -75,3 +75,23 @@ class MemoryStreamSlots:
         if self.fail:
             raise CacheError("memory stream slots told to fail")
         self.held.get(caller, {}).pop(slot, None)
+
+
+class MemorySendBudget:
+    def __init__(self) -> None:
+        self.counts: dict[tuple[str, str, str], int] = {}  # (caller, channel, day) → sends
+        self.fail = False
+
+    async def spent(self, caller: str, channel: str, day: str) -> int:
+        if self.fail:
+            raise CacheError("memory budget told to fail")
+        return self.counts.get((caller, channel, day), 0)
+
+    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
+        if self.fail:
+            raise CacheError("memory budget told to fail")
+        key = (caller, channel, day)
+        if self.counts.get(key, 0) >= budget:
+            return False
+        self.counts[key] = self.counts.get(key, 0) + 1
+        return True

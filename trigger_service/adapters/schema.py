@@ -131,6 +131,7 @@ all of a group's keys share one slot.)
   (its fire time; a series: far future, until cancelled); the reserve script drops entries
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
+- ``budget:{caller}:{channel}:{yyyymmdd}`` integer: sends that UTC day (the take script), EX 2 days.
 - ``inbox:{caller}:{recipient}`` pub/sub channel: each new inbox message's id once stored (the API
   PSUBSCRIBEs ``inbox:*``); at most once: a stream that missed one replays it from Cassandra.
 
@@ -199,10 +200,8 @@ COL_SCOPE: Final = "scope"
 COL_DAY: Final = "day"
 COL_STATE: Final = "state"
 COL_RESOLVED_AT_MS: Final = "resolved_at_ms"
-DEAD_LETTER_COLUMNS: Final = (
-    "trigger_id", "caller", "reason", "last_error", "attempt_count", "dead_at_ms",
-    "fire_at_ms", "callback_url",
-)
+DEAD_LETTER_COLUMNS: Final = ("trigger_id", "caller", "reason", "last_error", "attempt_count",
+                               "dead_at_ms", "fire_at_ms", "callback_url")
 SCOPE_ALL: Final = "*"  # the operators' scope of releases before the buckets (read only)
 # One partition a day that every caller writes would hold the whole service's failures on one
 # replica set; 16 keeps a bucket near 54,000 rows a day at 1,000 registrations/s with 1%
@@ -226,9 +225,7 @@ REPLAY_OPEN_KEYS: Final = (*(f"{REPLAY_OPEN_KEY}:{n}" for n in range(REPLAY_OPEN
 TABLE_INBOX: Final = "inbox_messages"
 COL_RECIPIENT: Final = "recipient"
 COL_MESSAGE_ID: Final = "message_id"
-INBOX_COLUMNS: Final = (
-    "trigger_id", "occurrence_id", "title", "body", "data", "created_at_ms",
-)
+INBOX_COLUMNS: Final = ("trigger_id", "occurrence_id", "title", "body", "data", "created_at_ms")
 COL_READ_AT_MS: Final = "read_at_ms"
 COL_DELETED_AT_MS: Final = "deleted_at_ms"
 COL_TTL: Final = "ttl_s"  # the alias of TTL(title) in reads
@@ -238,7 +235,6 @@ TABLE_SCHEMA_LOCK: Final = "schema_lock"
 SCHEMA_LOCK_NAME: Final = "migrate"
 TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
 TABLE_COUNTERS: Final = "service_counters"
-
 # triggers: the key, then every column in the order the statements bind them.
 COL_TRIGGER_ID: Final = "trigger_id"
 TRIGGER_COLUMNS: Final = (
@@ -381,6 +377,10 @@ def rate_bucket_key(key: str) -> str:
 
 def pending_key(caller: str) -> str:
     return f"pending:{_tag(caller)}"
+
+
+def budget_key(caller: str, channel: str, day: str) -> str:
+    return f"budget:{_tag(caller)}:{channel}:{day}"
 
 
 def inbox_channel(caller: str, recipient: str) -> str:

@@ -19,12 +19,14 @@ import structlog
 from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.quota import QuotaGate
+from trigger_service.app.recipients import ChannelGate
 from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
+from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import (
     Route,
     Status,
@@ -36,6 +38,7 @@ from trigger_service.core.model import (
     route_for,
     shard_of,
 )
+from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.ports import (
     NEWEST,
     Clock,
@@ -72,11 +75,14 @@ class TriggerService:
         quota: QuotaGate | None = None,
         *,
         resolver: HostResolver | None = None,
+        budget: SendBudget | None = None,
     ) -> None:
         """``resolver``: DNS for the registration half of the SSRF guard (the API passes its
         own); None resolves nothing here, and the dispatcher's check at every connection is
-        then the only one."""
+        then the only one. ``budget``: the channels' daily send counts (None: not checked at
+        registration; recipients are checked either way)."""
         self._s = settings
+        self._channels = ChannelGate(budget, clock, metrics)
         self._resolver = resolver
         self._quota = quota  # the callers' max_pending (None: no quota)
         self._catalog = catalog
@@ -90,11 +96,17 @@ class TriggerService:
     # --- accept: a parsed request becomes a trigger to register ------------------------
     async def accept(self, caller: Caller, req: RegisterRequest) -> NewTrigger:
         """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
-        ``register``, ``edit`` and ``snooze`` take. Raises ``InvalidRequest``,
-        ``FireAtOutOfRange``, ``NonexistentLocalTime`` or ``CallbackNotAllowed``."""
+        ``register``, ``edit`` and ``snooze`` take, its channels vetted (``app.recipients``).
+        Raises ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
+        ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         new = plan_request(req, self._s.api)
         await self.vet_callback(caller, new.callback_url)
-        return new
+        return replace(new, plan=await self.vet_channels(caller, new.plan))
+
+    async def vet_channels(self, caller: Caller, plan: DeliveryPlan | None,
+                           ) -> DeliveryPlan | None:
+        """``plan`` as it may be stored for ``caller`` (``ChannelGate.vet``)."""
+        return await self._channels.vet(caller, plan)
 
     async def vet_callback(self, caller: Caller, url: str) -> None:
         """Refuse a callback whose host name resolves to a forbidden address

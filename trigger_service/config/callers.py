@@ -14,6 +14,14 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     rate_per_s = 50              # optional: requests per second (a token bucket shared by
     burst = 100                  #   every API process; burst defaults to ceil(rate_per_s))
     max_pending = 100000         # optional: triggers counted at once (README "Rate limits")
+    email_domains = ["example.com", "*.example.org"]  # email channel recipients (else none)
+    sms_country_codes = ["1", "44"]  # SMS channel numbers (else none); "*": any, in both
+    trusted = false              # optional: true sends HTML email bodies unsanitised
+    daily_budget = { email = 1000, sms = 200 }  # optional: sends per UTC day and channel
+
+The recipient controls (the last four) are ``config/recipients.py``'s: without
+``email_domains`` a caller may not use the email channel, without ``sms_country_codes`` not
+the SMS channel.
 
 Operators and viewers of the ops console have tables of their own; they act on every
 caller's dead letters (viewers only read) and cannot create triggers::
@@ -47,6 +55,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy, parse_recipients
 from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
 from trigger_service.core.urls import (
@@ -110,6 +119,7 @@ class Caller:
     rate_per_s: float | None = None  # None: no request-rate limit
     burst: int | None = None
     max_pending: int | None = None  # None: no quota of pending triggers
+    recipients: RecipientPolicy = NO_RECIPIENTS  # the default: no email, no SMS
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
@@ -297,7 +307,8 @@ class CallerRegistry:
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
-                                  *_delivery_policy(table, where), *_limits(table, where)))
+                                  *_delivery_policy(table, where), *_limits(table, where),
+                                  recipients=parse_recipients(table, where)))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:

@@ -22,6 +22,7 @@ class DeadLetterReason(StrEnum):
     MAX_AGE = "max_age"  # the caller's max_age_s passed since the fire time
     GONE = "gone"  # the receiver answered 410
     CALLBACK_NOT_ALLOWED = "callback_not_allowed"  # the callers file no longer allows the URL
+    BUDGET_EXHAUSTED = "budget_exhausted"  # a channel's daily_budget was spent: not sent
 
 
 class DeadLetterState(StrEnum):

@@ -16,13 +16,16 @@
     │   ├── NotReplayable             409 not_replayable (its trigger has expired)
     │   ├── PayloadTooLarge           413 payload_too_large
     │   ├── CallbackNotAllowed        422 callback_not_allowed
+    │   ├── RecipientNotAllowed       422 recipient_not_allowed (an email domain or SMS country
+    │   │                             the callers file does not list for the caller; ``field``)
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
     │   ├── NothingToReplay           422 nothing_to_replay (a bulk replay matching no letter)
     │   ├── RateLimited               429 rate_limited (the caller's token bucket is empty;
     │   │                             ``Retry-After`` says when a token is back)
     │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached,
-    │   │                             or its unfinished bulk replay jobs are MAX_OPEN_JOBS)
+    │   │                             its unfinished bulk replay jobs are MAX_OPEN_JOBS, or a
+    │   │                             channel's daily_budget is spent: ``Retry-After`` then)
     │   ├── TooManyStreams            429 too_many_streams (the caller's or the process's open
     │   │                             inbox streams are at their cap; ``Retry-After``)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
@@ -126,6 +129,10 @@ class CallbackNotAllowed(ApiError):
     status, code = 422, "callback_not_allowed"
 
 
+class RecipientNotAllowed(_FieldError):
+    status, code = 422, "recipient_not_allowed"
+
+
 class IdempotencyKeyReused(ApiError):
     status, code = 422, "idempotency_key_reused"
 
@@ -154,6 +161,13 @@ class RateLimited(ApiError):
 
 class QuotaExceeded(ApiError):
     status, code = 429, "quota_exceeded"
+
+    def __init__(self, message: str, retry_after_s: int | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s  # when known: the quota is back by then
+
+    def headers(self) -> dict[str, str]:
+        return {} if self.retry_after_s is None else {"Retry-After": str(self.retry_after_s)}
 
 
 class TooManyStreams(RateLimited):

@@ -7,6 +7,7 @@ port                   used by                             implementations
 ``RateLimiter``        API (a middleware after auth)       adapters.redis.limits, memory_limits
 ``PendingQuota``       API (registration, cancel)          adapters.redis.limits, memory_limits
 ``StreamSlots``        API (inbox streams)                 adapters.redis.limits, memory_limits
+``SendBudget``         API (registration), dispatcher      adapters.redis.limits, memory_limits
 =====================  ==================================  ====================================
 
 Both raise ``CacheError`` when their store fails; the API then lets the request through
@@ -18,7 +19,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Protocol
+
+from trigger_service.core.timing import DAY_MS
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,4 +96,29 @@ class StreamSlots(Protocol):
 
     async def give_back(self, caller: str, slot: str) -> None:
         """Free ``slot``. Idempotent. Raises ``CacheError``."""
+        ...
+
+
+def utc_day(now_ms: int) -> str:
+    """The UTC day of ``now_ms`` as ``yyyymmdd``: what a daily budget counts by."""
+    return datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y%m%d")
+
+
+def seconds_to_next_day(now_ms: int) -> int:
+    """Whole seconds (at least 1) from ``now_ms`` to the next UTC midnight."""
+    return max(1, math.ceil((DAY_MS - now_ms % DAY_MS) / 1000))
+
+
+class SendBudget(Protocol):
+    """Sends per caller, channel type and UTC day, counted at send time against the caller's
+    ``daily_budget``. Shared by every process; a day's count is kept two days."""
+
+    async def spent(self, caller: str, channel: str, day: str) -> int:
+        """How many sends ``caller`` has counted on ``channel`` on ``day``. Raises
+        ``CacheError``."""
+        ...
+
+    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
+        """Count one send unless ``budget`` are counted already; True if counted. Atomic
+        across processes. Raises ``CacheError``."""
         ...

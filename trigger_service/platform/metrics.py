@@ -82,6 +82,12 @@ SERIES: dict[str, Series] = {
     "quota_exceeded_total": Series("counter", "registrations refused 429 quota_exceeded",
                                    ("caller",), durable=()),
     "quota_errors_total": Series("counter", "pending-quota checks that failed open (Redis)"),
+    "budget_exhausted_total": Series("counter", "channels refused for a spent daily budget "
+                                     "(registrations 429, sends not made)", ("caller", "type"),
+                                     durable=()),
+    "budget_errors_total": Series("counter", "daily-budget checks that failed open (Redis)"),
+    "recipient_refused_total": Series("counter", "channel sends not made: the recipient is "
+                                      "not allowed for the caller any more", ("type",)),
     "http_connections_refused_total": Series("counter", "connections over the cap (503)"),
     "http_head_timeouts_total": Series("counter", "connections closed 408 for a slow head"),
     "http_request_duration_seconds": Series(

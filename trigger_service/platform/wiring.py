@@ -13,6 +13,7 @@ from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.memory_limits import (
     MemoryPendingQuota,
     MemoryRateLimiter,
+    MemorySendBudget,
     MemoryStreamSlots,
 )
 from trigger_service.config.live_callers import Callers, LiveCallers
@@ -24,7 +25,7 @@ from trigger_service.core.crypto_ports import Resealer
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
-from trigger_service.core.limit_ports import PendingQuota, RateLimiter, StreamSlots
+from trigger_service.core.limit_ports import PendingQuota, RateLimiter, SendBudget, StreamSlots
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import (
     Clock,
@@ -83,6 +84,8 @@ class Runtime:
     quota: PendingQuota = field(default_factory=MemoryPendingQuota)
     # Each caller's open inbox streams, counted across every API process (Redis when opened).
     stream_slots: StreamSlots = field(default_factory=MemoryStreamSlots)
+    # Channels' daily send counts (Redis when opened: shared by the API and the dispatchers).
+    budget: SendBudget = field(default_factory=MemorySendBudget)
     # DNS for the registration half of the SSRF guard (app/callbacks.py).
     resolver: HostResolver = field(default_factory=LoopResolver)
 
@@ -102,6 +105,7 @@ class Runtime:
         from trigger_service.adapters.redis.limits import (
             RedisPendingQuota,
             RedisRateLimiter,
+            RedisSendBudget,
             RedisStreamSlots,
         )
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
@@ -131,7 +135,8 @@ class Runtime:
                    closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
                             metrics.close],
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
-                   quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis))
+                   quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
+                   budget=RedisSendBudget(redis))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

@@ -13,9 +13,9 @@
     │   ├── PayloadTooLarge           413
     │   ├── UnsupportedMediaType      415
     │   ├── Unprocessable             422 callback_not_allowed, idempotency_key_reused,
-    │   │                                 nonexistent_local_time
+    │   │                                 nonexistent_local_time, recipient_not_allowed
     │   ├── RateLimited               429 rate_limited (.retry_after_s)
-    │   │   └── QuotaExceeded         429 quota_exceeded (no Retry-After)
+    │   │   └── QuotaExceeded         429 quota_exceeded (Retry-After only for a daily budget)
     │   ├── HeadersTooLarge           431
     │   └── ServerError               5xx (internal_error, dependency_unavailable, ...)
     ├── ConnectionFailed              no answer (connect, read, write errors, after retries)
@@ -121,7 +121,8 @@ class UnsupportedMediaType(ApiError):
 
 
 class Unprocessable(ApiError):
-    """422: callback_not_allowed, idempotency_key_reused or nonexistent_local_time."""
+    """422: callback_not_allowed, idempotency_key_reused, nonexistent_local_time or
+    recipient_not_allowed."""
 
 
 class RateLimited(ApiError):
@@ -152,6 +153,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "not_replayable": Conflict, "payload_too_large": PayloadTooLarge,
     "unsupported_media_type": UnsupportedMediaType, "callback_not_allowed": Unprocessable,
     "idempotency_key_reused": Unprocessable, "nonexistent_local_time": Unprocessable,
+    "recipient_not_allowed": Unprocessable,
     "rate_limited": RateLimited, "quota_exceeded": QuotaExceeded,
     "headers_too_large": HeadersTooLarge,
 }

@@ -15,6 +15,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreError
+from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import Trigger
 from trigger_service.platform.metrics import InMemoryMetrics
 
@@ -84,14 +85,15 @@ class Env:
 def make_env(settings: Settings = SETTINGS, *, store: RecordingStore | None = None,
              cache: MemoryIdempotencyCache | None = None,
              clock: ManualClock | None = None, quota: QuotaGate | None = None,
-             resolver: HostResolver | None = None) -> Env:
+             resolver: HostResolver | None = None,
+             budget: SendBudget | None = None) -> Env:
     clock = clock or ManualClock(NOW_MS)
     store = store if store is not None else RecordingStore()
     queue = MemoryQueue(clock)
     cache = cache if cache is not None else MemoryIdempotencyCache(clock)
     metrics = InMemoryMetrics()
     service = TriggerService(settings, store, store, queue, cache, clock, metrics, quota,
-                             resolver=resolver)
+                             resolver=resolver, budget=budget)
     return Env(clock, store, queue, cache, metrics, service, settings)
 
 

@@ -77,7 +77,7 @@ async def test_overview_shape_with_counters_queues_breakers_and_lag(ops: Ops) ->
         "counters": {'dead_lettered_total{reason="gone"}': 2,
                      'deliveries_total{outcome="fired"}': 7},
         "deadLetters": {"byReason": {"max_attempts": 0, "max_age": 0, "gone": 2,
-                                     "callback_not_allowed": 0}},
+                                     "callback_not_allowed": 0, "budget_exhausted": 0}},
         "queues": {"main": 0, "deadLetter": 1},
         "breakers": [{"origin": ORIGIN, "state": "open",
                       "updatedAt": "2023-11-14T22:13:19.750Z"}],

@@ -1,5 +1,6 @@
-"""``RateLimiter``, ``PendingQuota`` and ``StreamSlots`` on Redis, each one Lua script, so
-every API process shares one bucket and one count per caller and a check-and-take is atomic.
+"""``RateLimiter``, ``PendingQuota``, ``StreamSlots`` and ``SendBudget`` on Redis, each one
+Lua script, so every process shares one bucket and one count per caller and a check-and-take
+is atomic.
 
 The bucket's clock is Redis' own (``TIME``), not the API hosts': hosts whose clocks differ
 still refill one bucket consistently. Redis errors become ``CacheError`` (the API then fails
@@ -50,6 +51,16 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1
 """
+# KEYS[1] integer: sends counted that day; ARGV: budget, TTL in s. Returns 1 if counted.
+_TAKE_SEND = """
+local n = tonumber(redis.call('GET', KEYS[1]) or '0')
+if n >= tonumber(ARGV[1]) then return 0 end
+redis.call('INCR', KEYS[1])
+redis.call('EXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+# A day's count outlives the day by one: a host whose clock is a little behind still finds it.
+BUDGET_TTL_S = 2 * 86_400
 
 # KEYS[1] sorted set slot → until ms; ARGV: slot, until ms, cap, now ms, key TTL ms.
 # Returns -1 when held, else the earliest until ms of the held slots.
@@ -124,3 +135,24 @@ class RedisStreamSlots:
             await self._r.zrem(schema.STREAM_SLOTS_KEY.format(caller=caller), slot)
         except (RedisError, OSError) as e:
             raise CacheError(f"redis stream slot give-back failed: {e}") from e
+
+
+class RedisSendBudget:
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._r = client
+        self._take = client.register_script(_TAKE_SEND)
+
+    async def spent(self, caller: str, channel: str, day: str) -> int:
+        try:
+            raw = await self._r.get(schema.budget_key(caller, channel, day))
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis budget read failed: {e}") from e
+        return int(raw or 0)
+
+    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
+        try:
+            ok = await self._take(keys=[schema.budget_key(caller, channel, day)],
+                                  args=[budget, BUDGET_TTL_S])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis budget take failed: {e}") from e
+        return bool(ok)

@@ -49,7 +49,8 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     if body.get("callbackUrl") is not None:
         await request.app[SERVICE_KEY].vet_callback(caller_of(request), parsing.parse_callback(
             body, caller_of(request)))
-    parse_plan(body)  # channels create would refuse are refused here too (the same 400)
+    # Channels create would refuse are refused here too (the same 400, 422 or 429).
+    await request.app[SERVICE_KEY].vet_channels(caller_of(request), parse_plan(body))
     now_ms = runtime.clock.now_ms()
     req = parse_time_fields(body, now_ms)
     instants = preview(req, count=count, after_ms=after_ms,

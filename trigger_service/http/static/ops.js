@@ -10,7 +10,7 @@
   const PAGE_SIZE = 50;
   const OVERVIEW_EVERY_MS = 15000;
   const JOB_POLL_MS = 1000;
-  const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed"];
+  const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted"];
 
   const $ = (id) => document.getElementById(id);
 

@@ -1,0 +1,87 @@
+"""A trigger's channels against its caller's recipient controls (issue 25,
+``config/recipients.py``), at registration, edit, snooze and preview alike:
+
+- every email recipient (``to`` and ``replyTo``) in the caller's ``email_domains``, every
+  SMS number in its ``sms_country_codes``, else 422 ``recipient_not_allowed`` naming the
+  channel's field;
+- an HTML email body sanitised with nh3 (Ammonia: scripts, event-handler attributes,
+  ``javascript:`` links and styles removed, ordinary formatting kept) unless the caller is
+  ``trusted``; what is stored is what is sent;
+- a channel whose ``daily_budget`` is already spent today (UTC) refuses the request 429
+  ``quota_exceeded`` with ``Retry-After`` to the next UTC day. Registration only reads the
+  count; sends take from it (``dispatcher/channels/caller_policy.py``, which also checks the
+  recipients again). A trigger registered while budget is left may still find it spent when
+  it fires: that channel is then dead-lettered ``budget_exhausted``.
+
+The check comes before the idempotency key is looked at: a keyed retry of a registration made
+while budget was left is refused like a new one once it is spent (retried after
+``Retry-After`` it gets the replay).
+
+When Redis fails the budget is not checked (fail open, like the other limits) and
+``budget_errors_total`` counts it; each send still takes from the budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import structlog
+
+from trigger_service.config.callers import Caller
+from trigger_service.core.errors import CacheError, QuotaExceeded, RecipientNotAllowed
+from trigger_service.core.limit_ports import SendBudget, seconds_to_next_day, utc_day
+from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.ports import Clock, Metrics
+
+log = structlog.get_logger(__name__)
+
+
+def vet_recipients(caller: Caller, plan: DeliveryPlan) -> DeliveryPlan:
+    """``plan`` with its HTML sanitised (unless the caller is trusted), once every recipient
+    is allowed. Pure. Raises ``RecipientNotAllowed``."""
+    policy = caller.recipients
+    for i, spec in enumerate(plan.channels):
+        refused = policy.spec_refusal(spec)
+        if refused is not None:
+            field = f"channels[{i}].{refused[0]}"
+            raise RecipientNotAllowed(f"{field}: {refused[1]}", field=field)
+    channels = tuple(policy.prepared(spec) for spec in plan.channels)
+    return plan if channels == plan.channels else replace(plan, channels=channels)
+
+
+class ChannelGate:
+    def __init__(self, budget: SendBudget | None, clock: Clock, metrics: Metrics) -> None:
+        """``budget``: the shared send counts (None: daily budgets are not checked here)."""
+        self._budget = budget
+        self._clock = clock
+        self._metrics = metrics
+
+    async def vet(self, caller: Caller, plan: DeliveryPlan | None) -> DeliveryPlan | None:
+        """``plan`` as it may be stored for ``caller`` (``vet_recipients``), once no channel's
+        budget is spent today. Raises ``RecipientNotAllowed`` or ``QuotaExceeded``."""
+        if plan is None:
+            return None
+        plan = vet_recipients(caller, plan)
+        await self._check_budgets(caller, plan)
+        return plan
+
+    async def _check_budgets(self, caller: Caller, plan: DeliveryPlan) -> None:
+        if self._budget is None:
+            return
+        now_ms = self._clock.now_ms()
+        for kind in dict.fromkeys(spec.type for spec in plan.channels):
+            limit = caller.recipients.budget_of(kind)
+            if limit is None:
+                continue
+            try:
+                spent = await self._budget.spent(caller.name, kind.value, utc_day(now_ms))
+            except CacheError as e:
+                self._metrics.inc("budget_errors_total")
+                log.warning("budget_unavailable", caller=caller.name, error=str(e))
+                return
+            if spent >= limit:
+                self._metrics.inc("budget_exhausted_total", caller=caller.name,
+                                  type=kind.value)
+                raise QuotaExceeded(f"the daily {kind.value} budget of caller {caller.name} "
+                                    f"({limit} sends) is spent until the next UTC day",
+                                    retry_after_s=seconds_to_next_day(now_ms))
