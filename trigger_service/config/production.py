@@ -72,6 +72,10 @@ def production_problems(settings: Settings, callers: CallerRegistry) -> list[str
     if api.ack_secret == ApiSettings.ack_secret or len(api.ack_secret) < MIN_ACK_SECRET_CHARS:
         problems.append(f"TRIGGER_ACK_SECRET must be set to a secret of at least "
                         f"{MIN_ACK_SECRET_CHARS} characters")
+    if any(len(k) < MIN_ACK_SECRET_CHARS or k == ApiSettings.ack_secret
+           for k in api.ack_previous_secrets):
+        problems.append(f"TRIGGER_ACK_PREVIOUS_SECRETS: every key must be a secret of at "
+                        f"least {MIN_ACK_SECRET_CHARS} characters")
     if not settings.limits.metrics_token:
         for var, host in (("TRIGGER_API_HOST", api.host),
                           ("TRIGGER_METRICS_HOST", settings.metrics_host)):
