@@ -24,11 +24,15 @@
     │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached,
     │   │                             or its unfinished bulk replay jobs are MAX_OPEN_JOBS)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
+    │   ├── OutcomeUnknown            503 outcome_unknown (a registration's write timed out, and
+    │   │                             so did its retries: it may exist; ``triggerId`` names it)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
-                                      a driver failure translated at an adapter's boundary
-                                      (cassandra, botocore/aiobotocore, redis); the original is
-                                      the ``__cause__``.
+        │                             a driver failure translated at an adapter's boundary
+        │                             (cassandra, botocore/aiobotocore, redis); the original is
+        │                             the ``__cause__``. Their text never reaches an answer.
+        └── StoreTimeout              (under StoreError) no answer in time: a write may have
+                                      applied, or may still
 """
 
 from __future__ import annotations
@@ -165,6 +169,21 @@ class DependencyUnavailable(ApiError):
         return cls(f"a dependency is unavailable; try again (request id {request_id})")
 
 
+class OutcomeUnknown(ApiError):
+    """A registration's write did not say whether it applied, again and again (timeouts):
+    the trigger may exist and may fire. Not ``DependencyUnavailable`` ("nothing was
+    accepted"): a retry without the key would make a second trigger. ``triggerId`` is the
+    id it has if it exists (a GET says)."""
+
+    status, code = 503, "outcome_unknown"
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(
+            "outcome unknown: the trigger may or may not have been registered; retry with the "
+            "same Idempotency-Key (or GET triggerId to see whether it exists)",
+            triggerId=trigger_id)
+
+
 class NotReady(ApiError):
     status, code = 503, "not_ready"
 
@@ -179,6 +198,12 @@ class StoreError(AdapterError):
     """Cassandra could not do what was asked (timeout, unavailable, bad query)."""
 
     dependency = "cassandra"
+
+
+class StoreTimeout(StoreError):
+    """Cassandra did not answer in time (the driver's timeout, or a coordinator's read or
+    write timeout), or a write failed on some replicas only: a write's outcome is unknown,
+    it may have applied or still apply. Retrying is safe only for an idempotent write."""
 
 
 class QueueError(AdapterError):
