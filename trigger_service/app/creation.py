@@ -56,10 +56,13 @@ class TriggerWriter:
 
     async def create_if_absent(self, t: Trigger) -> Trigger | None:
         """``create`` with the row written by Paxos: None if written, else the trigger with
-        ``t``'s id that was there (then nothing is enqueued). A repeat after a timeout finds
-        the row its first attempt wrote: that is answered as a trigger already there."""
-        existing = await self._counted(
+        ``t``'s id that was there (then nothing is enqueued). A repeat after a timeout that
+        finds the row its own first attempt wrote (the same creation time and request) has
+        written it: None."""
+        existing, repeated = await self._counted(
             t, lambda: self._catalog.create_if_absent(t, self._index_ttl_s(t)))
+        if repeated and existing is not None and _same_request(existing, t):
+            existing = None  # ours, from an attempt whose answer was lost
         if existing is not None:
             # The quota counts ids: the one there counts (again) while it may still fire.
             if existing.status.terminal:
@@ -69,7 +72,8 @@ class TriggerWriter:
             await self._enqueue(t)
         return None
 
-    async def _counted(self, t: Trigger, write: Callable[[], Awaitable[T]]) -> T:
+    async def _counted(self, t: Trigger, write: Callable[[], Awaitable[T]]
+                       ) -> tuple[T, bool]:
         counted = self._quota is not None and await self._quota.reserve(t, self._clock.now_ms())
         try:
             return await self._settled(t, write)
@@ -80,13 +84,15 @@ class TriggerWriter:
                 await self.release(t.caller, t.trigger_id)
             raise
 
-    async def _settled(self, t: Trigger, write: Callable[[], Awaitable[T]]) -> T:
+    async def _settled(self, t: Trigger, write: Callable[[], Awaitable[T]]
+                       ) -> tuple[T, bool]:
         """``write`` (idempotent) until Cassandra answers, at most
-        ``UNKNOWN_OUTCOME_ATTEMPTS`` times. Raises ``OutcomeUnknown`` (the last timeout is
-        its ``__cause__``, logged), or any other error of ``write``."""
+        ``UNKNOWN_OUTCOME_ATTEMPTS`` times: its result, and whether it was a repeat. Raises
+        ``OutcomeUnknown`` (the last timeout is its ``__cause__``, logged), or any other
+        error of ``write``."""
         for attempt in range(1, UNKNOWN_OUTCOME_ATTEMPTS + 1):
             try:
-                return await write()
+                return await write(), attempt > 1
             except StoreTimeout as e:
                 log.warning("registration_write_unknown", trigger_id=t.trigger_id,
                             caller=t.caller, attempt=attempt, error=str(e))
@@ -101,3 +107,7 @@ class TriggerWriter:
         """Stop counting ``trigger_id`` against ``caller``'s quota (never raises)."""
         if self._quota is not None:
             await self._quota.release(caller, trigger_id)
+
+
+def _same_request(a: Trigger, b: Trigger) -> bool:
+    return (a.created_at_ms, a.request_hash) == (b.created_at_ms, b.request_hash)

@@ -124,8 +124,9 @@ async def test_a_paxos_create_that_timed_out_but_landed_is_answered_as_the_trigg
     env = make_env(store=LandedPaxos())
     env.cache.failures["claim"] = CacheError("redis down")
     result = await register(env, "k1")
-    assert result.trigger_id == keyed_trigger_id("orders", "k1")
+    assert (result.trigger_id, result.replayed) == (keyed_trigger_id("orders", "k1"), False)
     assert list(env.store.triggers) == [result.trigger_id]
+    assert [m.trigger_id for m in env.queue.sent] == [result.trigger_id]  # and enqueued
     assert env.store.calls["create_if_absent"] == 2
 
 
