@@ -135,8 +135,9 @@ class IdempotentRegistration:
         ``registered_fire_at_ms`` set. ``create`` writes it with plain writes (the normal
         path: no conditional statement), ``create_if_absent`` by Paxos (only without Redis,
         or when the key's owner did not answer in time). Safe to retry: a retry is a replay
-        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body) or
-        ``StoreError`` (then nothing is promised: the retry decides)."""
+        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body),
+        ``QuotaExceeded`` (only when the key has no trigger), ``StoreError`` or
+        ``OutcomeUnknown`` (then nothing is promised: the retry with the key decides)."""
         assert trigger.request_hash is not None
         caller, request_hash = trigger.caller, trigger.request_hash
         try:
