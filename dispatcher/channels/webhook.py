@@ -32,6 +32,7 @@ from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 
 import aiohttp
+import structlog
 from standardwebhooks.webhooks import Webhook
 from yarl import URL
 
@@ -42,6 +43,12 @@ from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
 from trigger_service.core.timing import format_rfc3339_ms, ms_to_datetime
 from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
+
+log = structlog.get_logger(__name__)
+
+# A host name that resolved, at delivery, to an address the guard refuses (the same words
+# as the API's 422: neither says where the name points).
+REFUSED_ADDRESS = "refused: the host resolves to an address that is not allowed"
 
 _MAX_ERROR_LEN = 500
 MAX_RESPONSE_BYTES = 64 * 1024
@@ -179,8 +186,12 @@ class WebhookChannel:
                                   f"{min(timeout_s or self._timeout_s, self._timeout_s):g}s")
         except aiohttp.ClientConnectorError as e:
             if isinstance(e.os_error, AddressRefused):
-                return DeliveryResult(False, None, f"refused: {e.os_error}"[:_MAX_ERROR_LEN],
-                                      refused=True)
+                # The error is shown to the caller (lastError, dead letters, attempts): the
+                # address a name resolves to inside, and its range, go to the log only.
+                refused = e.os_error
+                log.warning("callback_address_refused", trigger_id=trigger.trigger_id,
+                            host=refused.host, address=str(refused.ip), why=refused.why)
+                return DeliveryResult(False, None, REFUSED_ADDRESS, refused=True)
             return DeliveryResult(False, None, f"{type(e).__name__}: {e}"[:_MAX_ERROR_LEN])
         except aiohttp.ClientError as e:
             msg = f"{type(e).__name__}: {e}"

@@ -4,14 +4,25 @@ now, to an address a broad prefix may not reach is refused with 422 ``callback_n
 
 The dispatcher checks again at every connection (``dispatcher/channels/guard.py``), which is
 what closes the door: a name that does not resolve now (or not in time) is accepted here and
-fails, or is refused, at delivery like any other host."""
+fails, or is refused, at delivery like any other host.
+
+The refusal is the same whatever the name resolved to: the address, and which kind of
+forbidden range it is in, go to the log only. Naming them would make the API (and the
+preview, which writes nothing) a way to map the internal DNS from outside."""
 
 from __future__ import annotations
+
+import structlog
 
 from trigger_service.config.callers import Caller
 from trigger_service.core.addresses import HostResolver, forbidden_address
 from trigger_service.core.errors import CallbackNotAllowed
 from trigger_service.core.urls import UrlError, normalise_callback_url
+
+log = structlog.get_logger(__name__)
+
+REFUSAL = ("callbackUrl: the host resolves to an address that is not allowed; only a "
+           "callback prefix that names this host may point there")
 
 
 async def vet_callback_host(caller: Caller, url_text: str, resolver: HostResolver) -> None:
@@ -30,6 +41,6 @@ async def vet_callback_host(caller: Caller, url_text: str, resolver: HostResolve
     for ip in await resolver.resolve(url.host, url.port):
         why = forbidden_address(ip)
         if why is not None:
-            raise CallbackNotAllowed(
-                f"callbackUrl: {url.host} resolves to {ip}, {why}: only a callback prefix "
-                "that names this host may point there")
+            log.warning("callback_host_refused", caller=caller.name, host=url.host,
+                        address=str(ip), why=why)
+            raise CallbackNotAllowed(REFUSAL)

@@ -23,7 +23,11 @@ GET PX 10 s`` (``IdempotencyCache.claim``).
   (``TriggerCatalog.create_if_absent``), so concurrent requests still make one trigger.
 
 A replay answers the first request's trigger id and fire time with ``replayed``; a request
-whose hash differs from the recorded one is ``IdempotencyKeyReused`` (422).
+whose hash differs from the recorded one is ``IdempotencyKeyReused`` (422). A replay is
+answered before anything is reserved: the caller's quota place is taken only to create, and
+a quota refusal is checked against the row once more (a first write that timed out may have
+landed since the read), so a retry at the caller's ``max_pending`` is answered its trigger,
+not 429.
 
 What is promised, and where it is weaker:
 
@@ -66,7 +70,12 @@ from dataclasses import dataclass
 
 import structlog
 
-from trigger_service.core.errors import CacheError, IdempotencyKeyReused, StoreError
+from trigger_service.core.errors import (
+    CacheError,
+    IdempotencyKeyReused,
+    QuotaExceeded,
+    StoreError,
+)
 from trigger_service.core.idempotency_ports import (
     CachedKey,
     IdempotencyCache,
@@ -126,8 +135,9 @@ class IdempotentRegistration:
         ``registered_fire_at_ms`` set. ``create`` writes it with plain writes (the normal
         path: no conditional statement), ``create_if_absent`` by Paxos (only without Redis,
         or when the key's owner did not answer in time). Safe to retry: a retry is a replay
-        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body) or
-        ``StoreError`` (then nothing is promised: the retry decides)."""
+        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body),
+        ``QuotaExceeded`` (only when the key has no trigger), ``StoreError`` or
+        ``OutcomeUnknown`` (then nothing is promised: the retry with the key decides)."""
         assert trigger.request_hash is not None
         caller, request_hash = trigger.caller, trigger.request_hash
         try:
@@ -150,7 +160,10 @@ class IdempotentRegistration:
         try:
             known = await self._recorded(trigger, idem_key, create)
             if known is None:
-                await create(trigger)
+                try:
+                    await create(trigger)
+                except QuotaExceeded as e:
+                    known = await self._refusal_or_replay(trigger, idem_key, e)
         except BaseException:
             # Give the key back: a retry then owns it at once instead of waiting for the
             # claim to expire (the row, not this entry, says whether anything was written).
@@ -169,7 +182,10 @@ class IdempotentRegistration:
         if known is not None:
             return known
         assert trigger.request_hash is not None
-        existing = await create_if_absent(trigger)
+        try:
+            existing = await create_if_absent(trigger)
+        except QuotaExceeded as e:
+            return await self._refusal_or_replay(trigger, idem_key, e)
         if existing is not None:
             return await self._replay_row(existing, trigger.request_hash, idem_key)
         await self._cache_done(trigger, idem_key, trigger.request_hash, trigger.trigger_id,
@@ -195,6 +211,17 @@ class IdempotentRegistration:
         if row is not None:
             return await self._replay_row(row, trigger.request_hash, idem_key)
         return None
+
+    async def _refusal_or_replay(self, trigger: Trigger, idem_key: str,
+                                 refusal: QuotaExceeded) -> Registered:
+        """A full quota is no answer for a key whose trigger exists (a first write that was
+        slow, or timed out and landed after the read): that trigger is, as a replay. Raises
+        ``refusal`` when there is none."""
+        assert trigger.request_hash is not None
+        row = await self._triggers.get(trigger.trigger_id)
+        if row is None:
+            raise refusal
+        return await self._replay_row(row, trigger.request_hash, idem_key)
 
     async def _legacy_table_live(self) -> bool:
         """Whether the earlier releases' table may hold a record: asked at most every

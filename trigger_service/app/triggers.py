@@ -17,6 +17,7 @@ from dataclasses import replace
 import structlog
 
 from trigger_service.app.callbacks import vet_callback_host
+from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.recipients import ChannelGate
@@ -84,12 +85,13 @@ class TriggerService:
         self._s = settings
         self._channels = ChannelGate(budget, clock, metrics)
         self._resolver = resolver
-        self._quota = quota  # the callers' max_pending (None: no quota)
         self._catalog = catalog
         self._queue = queue
         self._clock = clock
         self._metrics = metrics
         self._background: set[asyncio.Future[None]] = set()
+        self._writer = TriggerWriter(catalog, quota, clock, metrics, self.index_ttl_s,
+                                     self.enqueue)
         self._idempotent = IdempotentRegistration(
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
 
@@ -118,16 +120,18 @@ class TriggerService:
     async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
                        request_hash: str, *, snoozed_from: str | None = None) -> Registered:
         """Create a PENDING trigger, once per ``idem_key`` (``app.idempotency``): its quota
-        place, its rows, its SQS message. Raises ``QuotaExceeded``, ``IdempotencyKeyReused``
-        or ``StoreError`` (then nothing was accepted; a retry with the key is safe)."""
+        place, its rows, its SQS message (``app.creation``). Raises ``QuotaExceeded``,
+        ``IdempotencyKeyReused``, ``StoreError`` (then nothing was accepted; a retry with
+        the key is safe) or ``OutcomeUnknown`` (written or not: a retry with the key
+        settles it)."""
         trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
                           snoozed_from=snoozed_from)
         if idem_key is None:
-            await self._create(trigger)
+            await self._writer.create(trigger)
             result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
         else:
-            result = await self._idempotent.register(trigger, idem_key, self._create,
-                                                     self._create_if_absent)
+            result = await self._idempotent.register(trigger, idem_key, self._writer.create,
+                                                     self._writer.create_if_absent)
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result
@@ -152,42 +156,6 @@ class TriggerService:
             registered_fire_at_ms=req.fire_at_ms if keyed else None,
             home_at_ms=req.fire_at_ms,
         )
-
-    async def _create(self, t: Trigger) -> None:
-        """Count ``t`` against its caller's quota, write it (plain writes) and enqueue it; a
-        failed write gives the quota place back. Raises ``QuotaExceeded``, ``StoreError``."""
-        counted = await self._reserve(t)
-        try:
-            await self._catalog.create(t, self.index_ttl_s(t))
-        except BaseException:
-            if counted:
-                await self._release(t.caller, t.trigger_id)
-            raise
-        if t.route is Route.DIRECT:
-            await self.enqueue(t)
-
-    async def _create_if_absent(self, t: Trigger) -> Trigger | None:
-        """``_create`` with the row written by Paxos: None if written, else the trigger with
-        ``t``'s id that was there (then nothing is enqueued)."""
-        counted = await self._reserve(t)
-        try:
-            existing = await self._catalog.create_if_absent(t, self.index_ttl_s(t))
-        except BaseException:
-            if counted:
-                await self._release(t.caller, t.trigger_id)
-            raise
-        if existing is not None:
-            # The quota counts ids: the one there counts (again) while it may still fire.
-            if counted and existing.status.terminal:
-                await self._release(t.caller, t.trigger_id)
-            return existing
-        if t.route is Route.DIRECT:
-            await self.enqueue(t)
-        return None
-
-    async def _reserve(self, t: Trigger) -> bool:
-        return (self._quota is not None
-                and await self._quota.reserve(t, self._clock.now_ms()))
 
     def index_ttl_s(self, t: Trigger) -> int:
         """Index entries outlive the row's own retention by the whole retry schedule."""
@@ -231,8 +199,7 @@ class TriggerService:
         return t
 
     async def _release(self, caller: str, trigger_id: str) -> None:
-        if self._quota is not None:
-            await self._quota.release(caller, trigger_id)
+        await self._writer.release(caller, trigger_id)
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → CANCELLED (idempotent); a 200 is never followed by a delivery.

@@ -97,6 +97,10 @@ def _access_problems(settings: Settings) -> list[str]:
     if api.ack_secret == ApiSettings.ack_secret or len(api.ack_secret) < MIN_ACK_SECRET_CHARS:
         problems.append(f"TRIGGER_ACK_SECRET must be set to a secret of at least "
                         f"{MIN_ACK_SECRET_CHARS} characters")
+    if any(len(k) < MIN_ACK_SECRET_CHARS or k == ApiSettings.ack_secret
+           for k in api.ack_previous_secrets):
+        problems.append(f"TRIGGER_ACK_PREVIOUS_SECRETS: every key must be a secret of at "
+                        f"least {MIN_ACK_SECRET_CHARS} characters")
     if not settings.limits.metrics_token:
         problems += [f"{listener} serves /metrics off loopback: set TRIGGER_METRICS_TOKEN"
                      for listener in listeners_off_loopback(settings)]

@@ -51,6 +51,8 @@ class ApiSettings:
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
     ack_secret: str = field(default="dev-ack-secret-change-me", repr=False)  # never logged
+    # Earlier keys whose links still verify (rotation); never used to sign.
+    ack_previous_secrets: tuple[str, ...] = field(default=(), repr=False)
     ack_link_ttl_s: int = 7 * 86_400
 
 
@@ -288,6 +290,9 @@ VARIABLES: tuple[Variable, ...] = (
              "the API's address as people reach it: acknowledgement links start with it"),
     Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,
              "HMAC key of the acknowledgement links (set your own in production)"),
+    Variable("TRIGGER_ACK_PREVIOUS_SECRETS", ("api", "ack_previous_secrets"), _str_list,
+             "comma list of earlier acknowledgement link keys: their links still verify, "
+             "none is signed with them (keep one until its last link expired)"),
     Variable("TRIGGER_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
              "how long an acknowledgement link works after its occurrence's fire time"),
     Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,

@@ -29,13 +29,17 @@
     │   ├── TooManyStreams            429 too_many_streams (the caller's or the process's open
     │   │                             inbox streams are at their cap; ``Retry-After``)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
+    │   ├── OutcomeUnknown            503 outcome_unknown (a registration's write timed out, and
+    │   │                             so did its retries: it may exist; ``triggerId`` names it)
     │   └── NotReady                  503 not_ready (a readiness check failed)
     └── StoreError / QueueError / CacheError
                                       a driver failure translated at an adapter's boundary
                                       (cassandra, botocore/aiobotocore, redis); the original is
-                                      the ``__cause__``.
-        └── CipherError               (a StoreError) a stored value cannot be sealed or
-                                      opened: unknown key id, tampered value, KMS down
+                                      the ``__cause__``. Their text never reaches an answer.
+        ├── CipherError               (a StoreError) a stored value cannot be sealed or
+        │                             opened: unknown key id, tampered value, KMS down
+        └── StoreTimeout              (a StoreError) no answer in time: a write may have
+                                      applied, or may still
 """
 
 from __future__ import annotations
@@ -190,6 +194,21 @@ class DependencyUnavailable(ApiError):
         return cls(f"a dependency is unavailable; try again (request id {request_id})")
 
 
+class OutcomeUnknown(ApiError):
+    """A registration's write did not say whether it applied, again and again (timeouts):
+    the trigger may exist and may fire. Not ``DependencyUnavailable`` ("nothing was
+    accepted"): a retry without the key would make a second trigger. ``triggerId`` is the
+    id it has if it exists (a GET says)."""
+
+    status, code = 503, "outcome_unknown"
+
+    def __init__(self, trigger_id: str) -> None:
+        super().__init__(
+            "outcome unknown: the trigger may or may not have been registered; retry with the "
+            "same Idempotency-Key (or GET triggerId to see whether it exists)",
+            triggerId=trigger_id)
+
+
 class NotReady(ApiError):
     status, code = 503, "not_ready"
 
@@ -204,6 +223,12 @@ class StoreError(AdapterError):
     """Cassandra could not do what was asked (timeout, unavailable, bad query)."""
 
     dependency = "cassandra"
+
+
+class StoreTimeout(StoreError):
+    """Cassandra did not answer in time (the driver's timeout, or a coordinator's read or
+    write timeout), or a write failed on some replicas only: a write's outcome is unknown,
+    it may have applied or still apply. Retrying is safe only for an idempotent write."""
 
 
 class QueueError(AdapterError):

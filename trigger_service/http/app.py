@@ -112,7 +112,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app = web.Application(
         middlewares=[timing_middleware(runtime), request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers),
-                     rate_limit_middleware(runtime.limiter, runtime.metrics),
+                     rate_limit_middleware(runtime.limiter, runtime.metrics, runtime.cache),
                      body_deadline_middleware(runtime.settings.limits.body_timeout_s),
                      json_body_middleware],
         client_max_size=MAX_BODY_BYTES,

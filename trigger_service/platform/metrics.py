@@ -79,6 +79,12 @@ SERIES: dict[str, Series] = {
     "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),
                                  durable=()),
     "rate_limit_errors_total": Series("counter", "rate checks that failed open (Redis)"),
+    "rate_limited_replays_total": Series(
+        "counter", "keyed registrations over the rate answered as replays (Redis held them)"),
+    "registration_write_retries_total": Series(
+        "counter", "registration writes repeated after a timeout (outcome unknown)"),
+    "registration_outcome_unknown_total": Series(
+        "counter", "registrations answered 503 outcome_unknown (every repeat timed out)"),
     "quota_exceeded_total": Series("counter", "registrations refused 429 quota_exceeded",
                                    ("caller",), durable=()),
     "quota_errors_total": Series("counter", "pending-quota checks that failed open (Redis)"),

@@ -18,6 +18,7 @@
     │   │   └── QuotaExceeded         429 quota_exceeded (Retry-After only for a daily budget)
     │   ├── HeadersTooLarge           431
     │   └── ServerError               5xx (internal_error, dependency_unavailable, ...)
+    │       └── OutcomeUnknown        503 outcome_unknown (.trigger_id: it may exist)
     ├── ConnectionFailed              no answer (connect, read, write errors, after retries)
     └── InvalidSignature              receiver.verify refused a callback
 
@@ -145,6 +146,18 @@ class ServerError(ApiError):
     """5xx: internal_error (a bug), dependency_unavailable (retry), too_many_connections."""
 
 
+class OutcomeUnknown(ServerError):
+    """503 outcome_unknown: the server could not tell whether the trigger was registered
+    (its write timed out, and its retries). It may exist and fire: ``trigger_id`` is its id
+    if so. Retry with the same ``idempotency_key`` (``create`` retried with its own key
+    already), or ``get(trigger_id)`` to see; a retry with another key may make a second."""
+
+    @property
+    def trigger_id(self) -> str | None:
+        tid = self.body.get("triggerId") if isinstance(self.body, dict) else None
+        return tid if isinstance(tid, str) else None
+
+
 _BY_CODE: dict[str, type[ApiError]] = {
     "invalid_request": InvalidRequest, "fire_at_out_of_range": FireAtOutOfRange,
     "unauthorized": Unauthorized, "forbidden": Forbidden, "not_found": NotFound,
@@ -155,7 +168,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "idempotency_key_reused": Unprocessable, "nonexistent_local_time": Unprocessable,
     "recipient_not_allowed": Unprocessable,
     "rate_limited": RateLimited, "quota_exceeded": QuotaExceeded,
-    "headers_too_large": HeadersTooLarge,
+    "headers_too_large": HeadersTooLarge, "outcome_unknown": OutcomeUnknown,
 }
 _BY_STATUS: dict[int, type[ApiError]] = {
     400: InvalidRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound,

@@ -14,7 +14,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import ManualClock
-from trigger_service.core.errors import StoreError
+from trigger_service.core.errors import StoreTimeout
 from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import Trigger
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -58,7 +58,7 @@ class GatedStore(RecordingStore):
 
 class TimedOutStore(RecordingStore):
     """``create`` writes, then fails ``timeouts`` times as a timed-out write does: the
-    caller is told ``StoreError`` though the row is there."""
+    caller is told ``StoreTimeout`` though the row is there."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -68,7 +68,7 @@ class TimedOutStore(RecordingStore):
         await super().create(trigger, index_ttl_s)
         if self.timeouts > 0:
             self.timeouts -= 1
-            raise StoreError("cassandra create timed out")
+            raise StoreTimeout("cassandra create timed out: 10.0.0.5:9042 said nothing")
 
 
 @dataclass

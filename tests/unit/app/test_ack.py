@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import hashlib
+import hmac
 from dataclasses import replace
 
 import pytest
 
 from tests.unit.app.support import NOW_MS, Env, make_env, request
-from trigger_service.core.ack_links import make_token, read_token
+from trigger_service.core.ack_links import key_id, make_token, read_token
 from trigger_service.core.channels import SmsSpec
 from trigger_service.core.errors import InvalidRequest, NotEditable, NotFound
 from trigger_service.core.model import Status
@@ -72,3 +75,37 @@ def test_links_round_trip_and_refuse_forgery_and_expiry() -> None:
         read_token("other-key", token, NOW_MS)
     with pytest.raises(InvalidRequest, match="expired"):
         read_token("k", token, NOW_MS + 61_000)
+
+
+def test_a_rotated_key_still_verifies_its_links_and_signs_none() -> None:
+    old, new = "old-key-" * 4, "new-key-" * 4
+    before = make_token(old, "trg_X", 1, NOW_MS + 60_000)
+    after = make_token(new, "trg_X", 2, NOW_MS + 60_000)
+    assert before.split(".")[0] == key_id(old) != key_id(new) == after.split(".")[0]
+    # Rotated: new current, old previous. Both links work; the old key is only read.
+    assert read_token(new, before, NOW_MS, previous=(old,)) == ("trg_X", 1)
+    assert read_token(new, after, NOW_MS, previous=(old,)) == ("trg_X", 2)
+    # The old key dropped: its links stop, the same answer as a forgery.
+    with pytest.raises(InvalidRequest, match="not a valid"):
+        read_token(new, before, NOW_MS)
+    # A link naming the old key but signed with another is no link, whatever it names.
+    kid, body, _sig = before.split(".")
+    forged = f"{kid}.{body}.{_legacy_sig('other', f'{kid}.{body}')}"
+    with pytest.raises(InvalidRequest):
+        read_token(new, forged, NOW_MS, previous=(old,))
+    with pytest.raises(InvalidRequest):
+        read_token(new, "a.b.c.d", NOW_MS, previous=(old,))
+
+
+def _legacy_sig(secret: str, body: str) -> str:
+    digest = hmac.new(secret.encode(), body.encode(), hashlib.sha256).digest()[:20]
+    return base64.urlsafe_b64encode(digest).decode().rstrip("=")
+
+
+def test_a_link_from_before_key_ids_verifies_under_the_current_key_only() -> None:
+    body = base64.urlsafe_b64encode(f"trg_X.4.{(NOW_MS + 60_000) // 1000}".encode())
+    body_text = body.decode().rstrip("=")
+    legacy = f"{body_text}.{_legacy_sig('k', body_text)}"  # what make_token made before
+    assert read_token("k", legacy, NOW_MS, previous=("p",)) == ("trg_X", 4)
+    with pytest.raises(InvalidRequest):
+        read_token("new", legacy, NOW_MS, previous=("k",))

@@ -21,12 +21,14 @@ from tests.unit.app.support import (
     request,
 )
 from trigger_service.adapters.memory_limits import MemoryPendingQuota
+from trigger_service.app.creation import UNKNOWN_OUTCOME_ATTEMPTS
 from trigger_service.app.idempotency import CACHE_MAX_MS, Registered
 from trigger_service.app.quota import QuotaGate
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import (
     CacheError,
     IdempotencyKeyReused,
+    OutcomeUnknown,
     QuotaExceeded,
     StoreError,
 )
@@ -290,13 +292,14 @@ async def test_store_error_on_the_write_accepts_nothing_and_gives_the_key_back()
 async def test_a_write_that_timed_out_but_landed_is_replayed_by_the_retry() -> None:
     store = TimedOutStore()
     env = make_env(store=store)
-    store.timeouts = 1
-    with pytest.raises(StoreError):
-        await reg(env, "k1")
+    store.timeouts = UNKNOWN_OUTCOME_ATTEMPTS  # every attempt of the first request
+    with pytest.raises(OutcomeUnknown):
+        await reg_driven(env, "k1")
     env.clock.advance_ms(3_000)  # the caller retries the same body (a delaySeconds one)
     retry = await reg(env, "k1")
     assert retry == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, True)
-    assert list(store.triggers) == [retry.trigger_id] and store.calls["create"] == 1
+    assert list(store.triggers) == [retry.trigger_id]
+    assert store.calls["create"] == UNKNOWN_OUTCOME_ATTEMPTS  # the retry wrote nothing
     # Not enqueued by either: the sweepers' due-scan heals a PENDING row without a message.
     assert env.queue.sent == []
 

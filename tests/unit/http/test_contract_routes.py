@@ -6,6 +6,8 @@ tests/integration/test_reminders.py, test_channels.py and test_delivery.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, BODY, MS_Z, Api, assert_error
 from trigger_service.core.ack_links import make_token
@@ -75,6 +77,20 @@ async def test_ack_by_token_and_by_link(api: Api) -> None:
     # Cassandra down: the link's page is the API's JSON 503, not a page (as documented).
     api.env.store.failures["get"] = StoreError("down")
     await assert_error(await api.client.post(f"/ack/{token}"), 503, "dependency_unavailable")
+
+
+async def test_an_ack_link_survives_a_key_rotation_until_its_key_is_dropped(api: Api) -> None:
+    tid = await api.created_id(callbackUrl=CALLBACK, **INBOX)
+    settings = api.runtime.settings
+    old, new = settings.api.ack_secret, "n" * 40
+    sent = make_token(old, tid, 0, NOW_MS + 86_400_000)  # in an email before the rotation
+    api.runtime.settings = replace(settings, api=replace(
+        settings.api, ack_secret=new, ack_previous_secrets=(old,)))
+    for token in (sent, make_token(new, tid, 0, NOW_MS + 86_400_000)):
+        resp = await api.client.get(f"/ack/{token}")
+        assert resp.status == 200, await resp.text()
+    api.runtime.settings = replace(settings, api=replace(settings.api, ack_secret=new))
+    assert (await api.client.get(f"/ack/{sent}")).status == 400  # the old key dropped
 
 
 async def test_rotating_the_signing_secret_shows_it_once(api: Api) -> None:

@@ -97,6 +97,27 @@ async def test_every_v1_request_counts_even_refused_ones_and_posts(api: Api) -> 
     assert await api.status_of("/v1/triggers", LIMITED) == 429
 
 
+async def test_a_keyed_retry_over_the_rate_is_answered_its_trigger(api: Api) -> None:
+    """A replay writes nothing: the caller learns its trigger exists instead of a 429."""
+    key = {**LIMITED, "Idempotency-Key": "k1"}
+    first = await api.client.post("/v1/triggers", json=BODY, headers=key)
+    assert first.status == 201
+    assert [await api.status_of("/v1/triggers", LIMITED) for _ in range(3)] == [200, 200, 429]
+    resp = await api.client.post("/v1/triggers", json=BODY, headers=key)
+    assert resp.status == 201 and resp.headers["Idempotent-Replayed"] == "true"
+    assert (await resp.json())["triggerId"] == (await first.json())["triggerId"]
+    assert api.env.metrics.snapshot()["rate_limited_replays_total"] == 1
+    resp = await api.client.post("/v1/triggers", json={**BODY, "payload": 1}, headers=key)
+    await error_of(resp, 422, "idempotency_key_reused")  # another body: never written
+    for headers in (LIMITED, {**LIMITED, "Idempotency-Key": "k2"}):  # nothing to replay
+        resp = await api.client.post("/v1/triggers", json=BODY, headers=headers)
+        await error_of(resp, 429, "rate_limited")
+    api.env.cache.entries.clear()  # Redis lost the answer: refused like any request
+    resp = await api.client.post("/v1/triggers", json=BODY, headers=key)
+    await error_of(resp, 429, "rate_limited")
+    assert len(api.env.store.triggers) == 1
+
+
 async def test_callers_without_a_rate_and_ops_users_are_not_limited(api: Api) -> None:
     for _ in range(20):
         assert await api.status_of("/v1/triggers", FREE) == 200

@@ -62,6 +62,15 @@ def test_a_default_or_short_ack_secret_is_refused(tmp_path: Path, secret: str) -
         check_production(settings)
 
 
+def test_a_short_previous_ack_key_is_refused(tmp_path: Path) -> None:
+    good = "p" * 40
+    settings = Settings.from_env(prod_env(tmp_path, TRIGGER_ACK_PREVIOUS_SECRETS=f"{good},short"))
+    assert settings.api.ack_previous_secrets == (good, "short")
+    with pytest.raises(ConfigError, match="TRIGGER_ACK_PREVIOUS_SECRETS"):
+        check_production(settings)
+    check_production(Settings.from_env(prod_env(tmp_path, TRIGGER_ACK_PREVIOUS_SECRETS=good)))
+
+
 def test_a_public_metrics_port_of_the_workers_needs_the_token_too(tmp_path: Path) -> None:
     settings = Settings.from_env(prod_env(tmp_path, TRIGGER_METRICS_HOST="10.0.0.5"))
     with pytest.raises(ConfigError, match=r"TRIGGER_METRICS_HOST=10\.0\.0\.5"):
@@ -91,6 +100,7 @@ def test_keepalive_is_capped_at_75_s() -> None:
 
 def test_no_secret_is_in_the_settings_repr() -> None:
     secrets = {"TRIGGER_METRICS_TOKEN": "hunter2-metrics", "TRIGGER_ACK_SECRET": "hunter2-ack",
+               "TRIGGER_ACK_PREVIOUS_SECRETS": "hunter2-old-ack",
                "TRIGGER_SQS_SECRET_ACCESS_KEY": "hunter2-sqs"}
     settings = Settings.from_env(secrets)
     assert settings.api.ack_secret == "hunter2-ack"

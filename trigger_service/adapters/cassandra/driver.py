@@ -1,7 +1,8 @@
 """cassandra-driver, connected and bridged to asyncio, with its errors translated.
 
 The driver calls back on its own I/O thread; :func:`execute_page` hands each result to the
-event loop. Every driver failure leaves this module as ``StoreError`` (``raise ... from``).
+event loop. Every driver failure leaves this module as ``StoreError`` (``raise ... from``),
+``StoreTimeout`` when the outcome of a write is unknown.
 
 Every read pages to its end: Cassandra answers at most ``CassandraSettings.fetch_size`` rows
 per request, with a paging state for the rest. :func:`execute` follows that state to the last
@@ -17,13 +18,13 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut
+from cassandra import ConsistencyLevel, OperationTimedOut, Timeout, WriteFailure
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, dict_factory
 
 from trigger_service.config.settings import CassandraSettings
-from trigger_service.core.errors import StoreError
+from trigger_service.core.errors import StoreError, StoreTimeout
 
 Row = dict[str, Any]
 Page = tuple[list[Row], bytes | None]
@@ -134,8 +135,9 @@ async def execute_page(session: Session, name: str, stmt: Statement,
     """One page of a bound statement: (rows, paging state of the next page or None)."""
     try:
         return await _bridge(session.execute_async(stmt, paging_state=paging_state))
-    except OperationTimedOut as e:
-        raise StoreError(f"cassandra {name} timed out: {e}") from e
+    except (OperationTimedOut, Timeout, WriteFailure) as e:
+        # No answer, or some replicas only: a write may have applied (or still apply).
+        raise StoreTimeout(f"cassandra {name} timed out: {e}") from e
     except Exception as e:  # DriverException, NoHostAvailable and friends
         raise StoreError(f"cassandra {name} failed: {e}") from e
 

@@ -48,8 +48,9 @@ async def ack_link(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
     form = ""
     try:
-        trigger_id, seq = read_token(runtime.settings.api.ack_secret,
-                                     request.match_info["token"], runtime.clock.now_ms())
+        api = runtime.settings.api
+        trigger_id, seq = read_token(api.ack_secret, request.match_info["token"],
+                                     runtime.clock.now_ms(), api.ack_previous_secrets)
         if request.method == "GET":
             status, text = 200, "Acknowledge this reminder? Later reminders for it stop."
             form = ("<form method=post><button style='font:inherit;padding:.6rem 1.2rem'>"

@@ -15,6 +15,7 @@ import typer
 from rich.live import Live
 from rich.table import Column, Table
 
+from trigger_client._calls import new_idempotency_key
 from trigger_client.cli import bulk, dlq
 from trigger_client.cli.common import (
     EXIT_NOT_CONFIRMED,
@@ -33,7 +34,7 @@ from trigger_client.cli.common import (
 from trigger_client.cli.config import resolve
 from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
 from trigger_client.client import TriggerClient
-from trigger_client.errors import InvalidRequest
+from trigger_client.errors import ConnectionFailed, InvalidRequest, ServerError
 from trigger_client.models import CreatedTrigger, Trigger
 from trigger_client.requests import TriggerRequest
 
@@ -123,7 +124,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
            payload: Annotated[str | None, typer.Option(help="JSON, or @file.json.")] = None,
            in_: In = None, at: At = None, tz: Tz = None, when: When = None,
            rrule: Rrule = None, cron: Cron = None,
-           idempotency_key: Annotated[str | None, typer.Option()] = None,
+           idempotency_key: Annotated[str | None, typer.Option(
+               help="Default: a fresh one (printed when the outcome is unknown).")] = None,
            yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
            output: OutputOpt = Output.text) -> None:
     """Register a trigger; prints when it fires, in the local zone (--tz) and UTC."""
@@ -132,7 +134,14 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
                            payload=read_payload(payload), rrule=rrule, cron=cron)
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
-        created = c.triggers.create(req, idempotency_key=idempotency_key)
+        # Always a key, and one the user can see: if the answer never settles (no answer,
+        # a 5xx after the SDK's retries) the same command with it cannot make a second.
+        key = idempotency_key or new_idempotency_key()
+        try:
+            created = c.triggers.create(req, idempotency_key=key)
+        except (ServerError, ConnectionFailed):
+            err.print(f"the trigger may or may not exist: retry with --idempotency-key {key}")
+            raise
     if output is Output.json:
         print_json(created.raw)
     else:
