@@ -1,6 +1,7 @@
 """One delivery attempt: claim the trigger with an LWT ahead of its due time (``claim_gate``:
 the lead grows with the backlog), send it at the due time through the channel inside the
-caller's bulkhead and its callback origin's circuit breaker, and record the outcome.
+caller's bulkhead and the circuit breaker of its (caller, callback origin), and record the
+outcome.
 
 The pipeline for a herd due at one instant: the claims are spread over the seconds before it
 (at most ``claim_concurrency`` LWTs in flight), so at the instant only the sends are left; the
@@ -46,6 +47,7 @@ from dataclasses import dataclass
 import structlog
 
 from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
+from dispatcher.breakers import Breakers
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
@@ -147,7 +149,9 @@ class Delivery:
                               max_lead_ms=self._d.claim_lead_max_ms,
                               concurrency=self._d.claim_concurrency)
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
-        self._breakers: dict[str, CircuitBreaker] = {}  # by callback origin
+        self.breakers = Breakers(deps.clock, deps.metrics, fail_max=self._d.breaker_fail_max,
+                                 reset_s=self._d.breaker_reset_s,
+                                 max_per_caller=self._d.breaker_max_origins)
         self.lag = LagTally()  # fire lag not yet published to the ops board
         # Messages per caller waiting for its bulkhead. They do not count against the
         # dispatcher's in-flight limit (a slow caller must not stop every receive); past
@@ -165,18 +169,10 @@ class Delivery:
             sem = self._bulkheads[caller] = asyncio.Semaphore(size)
         return sem
 
-    def breaker(self, origin: str) -> CircuitBreaker:
-        """The circuit of a callback origin (``breaker.callback_origin``)."""
-        b = self._breakers.get(origin)
-        if b is None:
-            b = self._breakers[origin] = CircuitBreaker(
-                self._clock, fail_max=self._d.breaker_fail_max, reset_s=self._d.breaker_reset_s)
-        return b
-
-    @property
-    def breakers(self) -> dict[str, CircuitBreaker]:
-        """origin → its circuit (``dispatcher.ops_report`` publishes and prunes them)."""
-        return self._breakers
+    def breaker(self, caller: str, origin: str) -> CircuitBreaker | None:
+        """The circuit of a caller's callbacks to an origin (``breaker.callback_origin``);
+        None when the caller is at its cap of circuits in trouble (``breakers``)."""
+        return self.breakers.get(caller, origin)
 
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
                                 hidden_until_ms: int | None = None,
@@ -232,9 +228,11 @@ class Delivery:
             self._metrics.inc("bulkhead_deferrals_total")
             await self.visibility.defer(m, 1)
             return None
-        breaker = self.breaker(callback_origin(t.callback_url))
-        wait_ms = breaker.try_acquire()
-        if wait_ms:
+        breaker = self.breaker(t.caller, callback_origin(t.callback_url))
+        # No circuit to be had (every one of the caller's is in trouble): as if open.
+        wait_ms = (breaker.try_acquire() if breaker is not None
+                   else max(1, int(self._d.breaker_reset_s * 1000)))
+        if wait_ms or breaker is None:
             # Open circuit: no attempt is spent; the message comes back when it may close.
             self._metrics.inc("circuit_open_deferrals_total")
             await self.visibility.defer_until(m, self._clock.now_ms() + wait_ms)

@@ -1,10 +1,12 @@
 """What a dispatcher tells the ops page and Prometheus about its circuits and fire lag, every
-``PUBLISH_EVERY_S``: each origin's breaker state (the ``breaker_state`` gauge and the
-``OpsBoard``) and the fire lag tallied since the last round (the ``OpsBoard``).
+``PUBLISH_EVERY_S``: each (caller, origin) circuit's state (the ``breaker_state`` gauge and
+the ``OpsBoard``), the circuits it dropped since (deleted from the board), and the fire lag
+tallied since the last round (the ``OpsBoard``).
 
 Safe to lose: a failed publication is logged by the loop and the lag tally is put back for
 the next round; breaker entries expire ``OPS_BREAKER_TTL_S`` after a dispatcher stops
-publishing them, so a dead dispatcher's circuits leave the page.
+publishing them, so a dead dispatcher's circuits leave the page, and so do dropped ones
+whose deletion failed.
 """
 
 from __future__ import annotations
@@ -39,25 +41,23 @@ class OpsReporter:
         self.source = source or dispatcher_id()
 
     def breaker_views(self) -> list[BreakerView]:
-        """Every circuit's state now (and the gauge set to it); idle closed ones forgotten."""
-        now_ms = self._clock.now_ms()
+        """Every circuit's state now (and the gauge set to it); idle closed ones forgotten
+        (their gauges removed)."""
+        self._delivery.breakers.forget_idle(IDLE_FORGET_MS)
         views = []
-        breakers = self._delivery.breakers
-        for origin, b in list(breakers.items()):
+        for (caller, origin), b in self._delivery.breakers.items():
             state = b.state
-            if state == "closed" and now_ms - b.used_at_ms > IDLE_FORGET_MS:
-                del breakers[origin]
-                # (its gauge keeps its last value, closed, until the process ends)
-                continue
-            self._metrics.set("breaker_state", STATE_CODES[state], origin=origin)
-            views.append(BreakerView(origin, state.value, b.changed_at_ms, self.source))
+            self._metrics.set("breaker_state", STATE_CODES[state], caller=caller, origin=origin)
+            views.append(BreakerView(origin, state.value, b.changed_at_ms, self.source, caller))
         return views
 
     async def publish(self) -> None:
-        """One round. Raises ``CacheError`` (the lag is kept for the next round)."""
+        """One round. Raises ``CacheError`` (the lag is kept for the next round; dropped
+        circuits not deleted expire)."""
         views = self.breaker_views()
         await self._board.publish_breakers(self.source, views, self._clock.now_ms(),
-                                           BREAKER_TTL_S)
+                                           BREAKER_TTL_S,
+                                           self._delivery.breakers.take_dropped())
         lag = self._delivery.lag.take()
         if lag:
             try:

@@ -131,7 +131,7 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
         if not await watcher.all_up(90):
             say("warning: the service is not fully back after the last fault")
         await wait_delivered(receiver, registrar, cfg.settle_s)
-        stats = await service_stats(cfg, token)
+        stats = await service_stats(cfg, token + "-viewer")  # every counter (ops viewer)
         deliveries = await receiver.deliveries()
     finally:
         stop.set()

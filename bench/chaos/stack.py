@@ -195,7 +195,11 @@ class Stack:
             "[callers.chaos]\n"
             f'token_sha256 = "{hash_token(token)}"\n'
             f'callback_prefixes = ["{self.cfg.receiver_prefix}"]\n'
-            "max_concurrency = 500\n")
+            "max_concurrency = 500\n"
+            # GET /v1/stats shows a caller only its own counters: the report reads them all.
+            "[ops.chaos_viewer]\n"
+            f'token_sha256 = "{hash_token(token + "-viewer")}"\n'
+            'role = "viewer"\n')
 
     def cassandra_hosts(self) -> list[str]:
         raw = self.env.get("TRIGGER_CASSANDRA_HOSTS", "127.0.0.1")

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Receiver, Stack, serving
+from trigger_service.adapters import schema
+from trigger_service.adapters.redis.ops_board import RedisOpsBoard
+from trigger_service.core.ops_ports import BreakerView
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +95,75 @@ async def test_a_failing_origin_does_not_defer_another_origin(
     body = await overview_until(stack, lambda b: len(b["breakers"]) == 2)
     assert {x["origin"]: x["state"] for x in body["breakers"]} == {
         origin(stack.receiver): "open", origin(healthy): "closed"}
+
+
+async def test_one_callers_failures_do_not_open_anothers_circuit_to_the_same_origin(
+    stack: Stack,
+) -> None:
+    # Two callers, one receiver (one origin): the first caller's triggers fail there.
+    await stack.start_dispatcher(breaker_fail_max=2, breaker_reset_s=60)
+    mine = []
+    for _ in range(2):
+        _, created, _ = await stack.post(stack.body(delaySeconds=1))
+        stack.receiver.script[created["triggerId"]] = [500] * 10
+        mine.append(created["triggerId"])
+    body = await overview_until(stack, lambda b: any(
+        x["state"] == "open" for x in b["breakers"]), timeout_s=15)
+    here = origin(stack.receiver)
+    assert {(x["caller"], x["origin"]): x["state"] for x in body["breakers"]} == {
+        (stack.caller, here): "open"}
+    # The other caller's deliveries to that same origin still go out.
+    other = stack.auth(stack.token + "-other")
+    theirs = []
+    for _ in range(2):
+        resp = await stack.client.post("/v1/triggers", json=stack.body(delaySeconds=1),
+                                       headers=other)
+        assert resp.status == 201, await resp.text()
+        theirs.append((await resp.json())["triggerId"])
+    assert await stack.receiver.wait_for(
+        lambda: all(stack.receiver.for_trigger(t) for t in theirs), timeout_s=15)
+    for trigger_id in theirs:
+        view = await wait_status_as(stack, other, trigger_id, "FIRED")
+        assert view["status"] == "FIRED" and view["attempts"] == 1
+    body = await overview_until(stack, lambda b: len(b["breakers"]) == 2)
+    assert {(x["caller"], x["origin"]): x["state"] for x in body["breakers"]} == {
+        (stack.caller, here): "open", (f"{stack.caller}_other", here): "closed"}
+    # ...while the first caller's stay deferred behind its own open circuit.
+    for trigger_id in mine:
+        assert (await stack.wait_status(trigger_id, "PENDING"))["status"] == "PENDING"
+
+
+async def wait_status_as(stack: Stack, headers: dict[str, str], trigger_id: str, status: str,
+                         timeout_s: float = 15) -> Any:
+    """GET the trigger with ``headers`` until it has ``status`` (or the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        resp = await stack.client.get(f"/v1/triggers/{trigger_id}", headers=headers)
+        assert resp.status == 200, await resp.text()
+        view = await resp.json()
+        if view["status"] == status or time.monotonic() >= deadline:
+            return view
+        await asyncio.sleep(0.1)
+
+
+async def test_the_redis_board_keys_circuits_by_caller_and_deletes_dropped_ones(
+    stack: Stack,
+) -> None:
+    ns = f"board-{stack.caller}"
+    board = RedisOpsBoard(stack.redis, ns)
+    now_ms = int(time.time() * 1000)
+    o = "http://127.0.0.1:9000"
+    await board.publish_breakers("d1", [BreakerView(o, "open", now_ms, caller="a"),
+                                        BreakerView(o, "closed", now_ms, caller="b")],
+                                 now_ms, 30)
+    # An earlier release's field (no caller) is skipped and deleted, not misread.
+    key = schema.ops_breakers_key(ns)
+    await stack.redis.hset(key, "d0|" + o, '{"state": "open", "changedAtMs": 1, '  # type: ignore[misc]
+                           '"expiresAtMs": 99999999999999}')
+    views = await board.read_breakers(now_ms)
+    assert sorted((v.source, v.caller, v.origin, v.state) for v in views) == [
+        ("d1", "a", o, "open"), ("d1", "b", o, "closed")]
+    assert not await stack.redis.hexists(key, "d0|" + o)  # type: ignore[misc]
+    await board.publish_breakers("d1", [], now_ms, 30, dropped=[("b", o)])
+    assert [(v.caller, v.state) for v in await board.read_breakers(now_ms)] == [("a", "open")]
+    await stack.redis.delete(key)

@@ -10,14 +10,17 @@ from trigger_service.core.ops_ports import BreakerView
 
 class MemoryOpsBoard:
     def __init__(self) -> None:
-        self._breakers: dict[tuple[str, str], tuple[BreakerView, int]] = {}
+        self._breakers: dict[tuple[str, str, str], tuple[BreakerView, int]] = {}
         self._lag: dict[int, list[int]] = {}
 
     async def publish_breakers(self, source: str, breakers: Sequence[BreakerView],
-                               now_ms: int, ttl_s: int) -> None:
+                               now_ms: int, ttl_s: int,
+                               dropped: Sequence[tuple[str, str]] = ()) -> None:
+        for caller, origin in dropped:
+            self._breakers.pop((source, caller, origin), None)
         for b in breakers:
-            view = BreakerView(b.origin, b.state, b.changed_at_ms, source)
-            self._breakers[(source, b.origin)] = (view, now_ms + ttl_s * 1000)
+            view = BreakerView(b.origin, b.state, b.changed_at_ms, source, b.caller)
+            self._breakers[(source, b.caller, b.origin)] = (view, now_ms + ttl_s * 1000)
 
     async def read_breakers(self, now_ms: int) -> list[BreakerView]:
         return [view for view, expires_at_ms in self._breakers.values()

@@ -119,9 +119,9 @@ all of a group's keys share one slot.)
   (``app.idempotency``); deleted by an owner that failed. A cache: the truth is the derived
   row, so losing Redis (or an entry it cannot parse) loses nothing.
 - ``ops:{ns}:breakers`` hash (``ns``: the main queue's name, i.e. one deployment): field
-  ``{dispatcher}|{origin}`` → JSON ``{"state", "changedAtMs", "expiresAtMs"}``, written by each
-  dispatcher every second, key EXPIRE ``OPS_BREAKER_TTL_S``; readers skip (and delete)
-  expired fields, so a dead dispatcher's entries go within the TTL.
+  ``{dispatcher}|{caller}|{origin}`` → JSON ``{"state", "changedAtMs", "expiresAtMs"}``, written
+  by each dispatcher every second and HDEL'd when it drops that circuit, key EXPIRE
+  ``OPS_BREAKER_TTL_S``; readers skip (and delete) expired fields, so a dead dispatcher's go.
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
@@ -367,8 +367,8 @@ def ops_lag_key(ns: str, slot: int) -> str:
     return f"ops:{_tag(ns)}:lag:{slot}"
 
 
-def ops_breaker_field(source: str, origin: str) -> str:
-    return f"{source}|{origin}"
+def ops_breaker_field(source: str, caller: str, origin: str) -> str:
+    return f"{source}|{caller}|{origin}"
 
 
 def rate_bucket_key(key: str) -> str:

@@ -169,7 +169,14 @@ class TriggerService:
         healed by the sweepers' due-scan (the reconciler behind it); only lateness is at
         stake. Not waiting lets the queue batch the sends of concurrent registrations
         (``TRIGGER_SQS_SEND_LINGER_MS``). ``drain`` waits for the sends still running.
+        With ``TRIGGER_SQS_MAX_BACKGROUND_SENDS`` pending (SQS hanging) no send is started:
+        the trigger is left to the due-scan, counted in ``enqueue_overflow_total``.
         """
+        if len(self._background) >= self._s.sqs.max_background_sends:
+            self._metrics.inc("enqueue_overflow_total")
+            log.warning("enqueue_overflow", trigger_id=t.trigger_id, caller=t.caller,
+                        pending=len(self._background))
+            return
         delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
         send = asyncio.ensure_future(
             self._queue.send(OutgoingMessage.of(t, delay_s)))

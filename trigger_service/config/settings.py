@@ -107,6 +107,7 @@ class DispatchSettings:
     default_max_concurrency: int = 100
     breaker_fail_max: int = 20
     breaker_reset_s: float = 30.0
+    breaker_max_origins: int = 100  # circuits per caller in one dispatcher (dispatcher.breakers)
     visibility_slack_s: int = 20
     retry_after_max_s: int = 3600
     secret_rotation_overlap_s: int = 86_400
@@ -376,6 +377,9 @@ VARIABLES: tuple[Variable, ...] = (
              "callback origin's circuit"),
     Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
+    Variable("TRIGGER_BREAKER_MAX_ORIGINS", ("dispatch", "breaker_max_origins"), _pos_int,
+             "circuits (one per callback origin) a dispatcher keeps per caller; a new origin "
+             "over it drops the caller's least recently used closed one"),
     Variable("TRIGGER_METRICS_HOST", ("", "metrics_host"), str,
              "listen address of the dispatcher's and sweeper's /metrics ports"),
     Variable("TRIGGER_DISPATCHER_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,

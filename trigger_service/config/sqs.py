@@ -35,6 +35,9 @@ class SqsSettings:
     send_linger_ms: int = 20
     delete_linger_ms: int = 250
     visibility_linger_ms: int = 20
+    # SQS sends an API process has started in the background and not yet seen answered: past
+    # it, a registration leaves its durable row to the due-scan (app.triggers.enqueue).
+    max_background_sends: int = 10_000
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
@@ -65,4 +68,7 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "waits: nobody waits for a delete)"),
     ("TRIGGER_SQS_VISIBILITY_LINGER_MS", ("sqs", "visibility_linger_ms"), _linger_ms,
              "the same for a batched visibility change (ChangeMessageVisibilityBatch)"),
+    ("TRIGGER_SQS_MAX_BACKGROUND_SENDS", ("sqs", "max_background_sends"), _pos_int,
+             "SQS sends an API process may have pending in the background (after answering); "
+             "past it a trigger is left to the due-scan (`enqueue_overflow_total`)"),
 )

@@ -381,11 +381,9 @@ class CounterStore(Protocol):
 
     async def add_counters(self, deltas: dict[str, int]) -> None:
         """Add each delta to its counter (not idempotent). Raises ``StoreError``."""
-        ...
 
     async def read_counters(self) -> dict[str, int]:
         """Every counter's sum. Raises ``StoreError``."""
-        ...
 
 
 class Metrics(Protocol):
@@ -396,5 +394,7 @@ class Metrics(Protocol):
     def observe(self, name: str, value: float, **labels: str) -> None: ...  # a histogram's
 
     def set(self, name: str, value: float, **labels: str) -> None: ...  # a gauge's value
+
+    def remove(self, name: str, **labels: str) -> None: ...  # forget a gauge's series
 
     def snapshot(self) -> dict[str, int]: ...  # counters so far, 'name{label="value",...}'

@@ -7,7 +7,9 @@ series does not declare are dropped, so a call can never raise.
 
 Counters also feed ``snapshot()``, the durable counters (``CounterFlusher`` adds their deltas
 to Cassandra for ``GET /v1/stats``), keyed ``name{label="value",...}`` with only the series'
-*durable* labels: ``deliveries_total`` is exposed by outcome and caller but stored by outcome.
+*durable* labels: ``deliveries_total`` is exposed by outcome and caller but stored by outcome;
+a series labelled by caller is stored once more with its caller (``caller_counters``: what
+``GET /v1/stats`` shows a caller).
 
 Registries: outside multiprocess mode each ``PrometheusMetrics`` has its own
 ``CollectorRegistry`` (tests build several in one process). With ``PROMETHEUS_MULTIPROC_DIR``
@@ -69,13 +71,18 @@ SERIES: dict[str, Series] = {
     "delivery_attempts_total": Series("counter", "callback POSTs started", ("caller",),
                                       durable=()),
     "dead_lettered_total": Series("counter", "triggers dead-lettered, by reason", ("reason",)),
-    "breaker_state": Series("gauge", "circuit per callback origin: 0 closed, 1 half-open, "
-                            "2 open (the worst over this host's dispatchers)", ("origin",),
-                            mode="livemax"),
+    "breaker_state": Series("gauge", "circuit per caller and callback origin: 0 closed, "
+                            "1 half-open, 2 open (the worst over this host's dispatchers)",
+                            ("caller", "origin"), mode="livemax"),
+    "breakers_evicted_total": Series("counter", "idle circuits dropped for a caller's new "
+                                     "origin (TRIGGER_BREAKER_MAX_ORIGINS)"),
     "queue_depth": Series("gauge", "approximate visible messages (main, dead_letter)",
                           ("queue",), mode="mostrecent"),
     "sweeper_shards_owned": Series("gauge", "shard leases a sweeper holds", ("sweeper",)),
     "leaks_reinjected_total": Series("counter", "leaked triggers the reconciler re-sent"),
+    "enqueue_overflow_total": Series("counter", "background SQS sends not started, "
+                                     "TRIGGER_SQS_MAX_BACKGROUND_SENDS being pending (left "
+                                     "to the due-scan)"),
     "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),
                                  durable=()),
     "rate_limit_errors_total": Series("counter", "rate checks that failed open (Redis)"),
@@ -132,6 +139,9 @@ class PrometheusMetrics:
         durable = labels if series.durable is None else {
             k: v for k, v in labels.items() if k in series.durable}
         self._counts[_key(name, durable)] += amount
+        if "caller" in labels and "caller" not in durable:
+            # Also kept per caller, for that caller's own GET /v1/stats.
+            self._counts[_key(name, {**durable, "caller": labels["caller"]})] += amount
         metric = self._metric(name, series, labels)
         assert isinstance(metric, PromCounter)
         metric.inc(amount)
@@ -147,6 +157,17 @@ class PrometheusMetrics:
         metric = self._metric(name, series, labels)
         assert isinstance(metric, Gauge)
         metric.set(value)
+
+    def remove(self, name: str, **labels: str) -> None:
+        # (In multiprocess mode prometheus_client's file keeps this process's last value,
+        # so the host's aggregate shows it until the process ends; its own registry forgets.)
+        found = self._metrics.get(name)
+        key = (name, *sorted(labels.items())) if labels else name
+        if found is None or self._children.pop(key, None) is None:
+            return
+        metric, names = found
+        if names:
+            metric.remove(*(labels.get(n, "") for n in names))
 
     def snapshot(self) -> dict[str, int]:
         return dict(self._counts)
@@ -208,10 +229,31 @@ class InMemoryMetrics(PrometheusMetrics):
         super().set(name, value, **labels)
         self.gauges[_key(name, labels)] = value
 
+    def remove(self, name: str, **labels: str) -> None:
+        super().remove(name, **labels)
+        self.gauges.pop(_key(name, labels), None)
+
     def observed(self, name: str) -> list[float]:
         """Every value observed for ``name``, whatever its labels."""
         return [v for key, values in self.observations.items()
                 if key == name or key.startswith(name + "{") for v in values]
+
+
+def counter_caller(key: str) -> str | None:
+    """The ``caller`` label of a durable counter's key (``snapshot``), None without one."""
+    _, brace, inner = key.partition("{")
+    if not brace:
+        return None
+    for pair in inner.rstrip("}").split('",'):
+        label, _, value = pair.partition('="')
+        if label == "caller":
+            return value.rstrip('"')
+    return None
+
+
+def caller_counters(counters: dict[str, int], caller: str) -> dict[str, int]:
+    """The durable counters of one caller's own (those labelled with its name)."""
+    return {k: v for k, v in counters.items() if counter_caller(k) == caller}
 
 
 def metrics_authorized(authorization: str, token: str) -> bool:

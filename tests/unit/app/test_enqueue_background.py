@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -32,11 +33,11 @@ class SlowQueue(MemoryQueue):
         await super().send_many(messages)
 
 
-def slow_env() -> tuple[SlowQueue, Env]:
-    env = make_env()
+def slow_env(settings: Settings = SETTINGS) -> tuple[SlowQueue, Env]:
+    env = make_env(settings)
     queue = SlowQueue(env.clock)
     queue.gate = asyncio.Event()
-    env.service = TriggerService(SETTINGS, env.store, env.store, queue, env.cache, env.clock,
+    env.service = TriggerService(settings, env.store, env.store, queue, env.cache, env.clock,
                                  env.metrics)
     return queue, env
 
@@ -76,6 +77,31 @@ async def test_concurrent_registrations_each_send_in_the_background() -> None:
     queue.gate.set()
     await env.service.drain()
     assert sorted(m.trigger_id for m in queue.sent) == sorted(r.trigger_id for r in results)
+
+
+async def test_background_sends_are_bounded_and_the_rest_left_to_the_due_scan() -> None:
+    settings = replace(SETTINGS, sqs=replace(SETTINGS.sqs, max_background_sends=3))
+    queue, env = slow_env(settings)  # SQS hangs: no send answers
+    results = [await env.service.register("orders", request(env, 1_000), None, f"h{i}")
+               for i in range(5)]
+    # Every registration answered and is durable; only 3 sends are pending, 2 not started.
+    assert all(env.store.triggers[r.trigger_id].status is Status.PENDING for r in results)
+    assert env.metrics.snapshot().get("enqueue_overflow_total") == 2
+    queue.gate.set()
+    await env.service.drain()
+    assert [m.trigger_id for m in queue.sent] == [r.trigger_id for r in results[:3]]
+    # Once they answered there is room again.
+    late = await env.service.register("orders", request(env, 1_000), None, "h5")
+    await env.service.drain()
+    assert queue.sent[-1].trigger_id == late.trigger_id
+    assert env.metrics.snapshot().get("enqueue_overflow_total") == 2
+
+
+def test_the_bound_on_background_sends_is_a_setting() -> None:
+    s = Settings.from_env({"TRIGGER_SQS_MAX_BACKGROUND_SENDS": "7"})
+    assert s.sqs.max_background_sends == 7
+    with pytest.raises(ConfigError, match="TRIGGER_SQS_MAX_BACKGROUND_SENDS"):
+        Settings.from_env({"TRIGGER_SQS_MAX_BACKGROUND_SENDS": "-1"})
 
 
 def test_the_retired_wait_setting_is_refused_with_why() -> None:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from dispatcher.breaker import CircuitBreaker
 from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.dispatcher import Dispatcher
 from trigger_service.adapters.memory import MemoryQueue, MemoryStore
@@ -229,3 +230,10 @@ class Env:
     def queued(self, t: Trigger) -> list[int]:
         """When each queued copy of ``t`` becomes visible (empty: deleted)."""
         return self.queue.visible_at_ms(t.trigger_id)
+
+
+def breaker_of(delivery: Delivery, caller: str = CALLER, origin: str = ORIGIN) -> CircuitBreaker:
+    """``caller``'s circuit for ``origin`` (made if new; the tests stay under the cap)."""
+    b = delivery.breaker(caller, origin)
+    assert b is not None
+    return b

@@ -10,9 +10,9 @@ import pytest
 
 from dispatcher.delivery import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
-    ORIGIN,
     OTHER_CALLER,
     Env,
+    breaker_of,
     make_callers,
     settle,
 )
@@ -52,7 +52,7 @@ async def test_a_deferral_of_an_often_received_message_replaces_it_with_a_fresh_
 async def test_an_open_circuit_deferral_refreshes_a_much_received_message(env: Env) -> None:
     env.with_dispatch(breaker_fail_max=1, breaker_reset_s=60)
     d = env.dispatcher()
-    d.delivery.breaker(ORIGIN).record_failure()  # open
+    breaker_of(d.delivery).record_failure()  # open
     t = await env.add(0)
     m = await env.receive_one(t)
     await d.handle(received_again(m, 40))

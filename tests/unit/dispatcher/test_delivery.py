@@ -10,12 +10,12 @@ import pytest
 from tests.unit.dispatcher.fakes import (
     CALLER,
     ENQUEUE_LEAD_S,
-    ORIGIN,
     OTHER_CALLER,
     START_MS,
     VISIBILITY_S,
     Call,
     Env,
+    breaker_of,
     failed,
     make_callers,
     settle,
@@ -304,7 +304,7 @@ async def test_open_circuit_defers_without_spending_an_attempt(env: Env) -> None
 async def test_half_open_circuit_lets_one_trial_through(env: Env) -> None:
     env.with_dispatch(breaker_fail_max=1, breaker_reset_s=10)
     d = env.dispatcher()
-    d.delivery.breaker(ORIGIN).record_failure()  # opened at START_MS
+    breaker_of(d.delivery).record_failure()  # opened at START_MS
     env.clock.set_ms(START_MS + 10_000)
     gate = env.channel.gate = asyncio.Event()
     trial, waiting = await env.add(0), await env.add(0)
@@ -325,7 +325,7 @@ async def test_half_open_circuit_lets_one_trial_through(env: Env) -> None:
 async def test_failed_trial_opens_the_circuit_again(env: Env) -> None:
     env.with_dispatch(breaker_fail_max=1, breaker_reset_s=10)
     d = env.dispatcher()
-    d.delivery.breaker(ORIGIN).record_failure()
+    breaker_of(d.delivery).record_failure()
     env.clock.set_ms(START_MS + 10_000)
     env.channel.results = [failed()]
     trial = await env.add(0)
@@ -343,7 +343,7 @@ async def test_claim_that_sends_nothing_gives_back_the_half_open_trial(
 ) -> None:
     env.with_dispatch(breaker_fail_max=1, breaker_reset_s=10)
     delivery = env.delivery()
-    delivery.breaker(ORIGIN).record_failure()
+    breaker_of(delivery).record_failure()
     env.clock.set_ms(START_MS + 10_000)
     t = await env.add(0)
     m = await env.receive_one(t)
@@ -356,13 +356,13 @@ async def test_claim_that_sends_nothing_gives_back_the_half_open_trial(
         env.set_row(t, Status.IN_FLIGHT, claim_id="other", claimed_at_ms=START_MS, attempts=1)
         assert await delivery.claim_and_deliver(m, t) is None
     assert env.channel.calls == []
-    assert delivery.breaker(ORIGIN).try_acquire() == 0  # the trial slot is free again
+    assert breaker_of(delivery).try_acquire() == 0  # the trial slot is free again
 
 
 async def test_deferred_message_comes_back_no_earlier_than_the_half_open_time(env: Env) -> None:
     env.with_dispatch(breaker_fail_max=1, breaker_reset_s=30)
     d = env.dispatcher()
-    d.delivery.breaker(ORIGIN).record_failure()  # opened at START_MS: half-open at +30 s
+    breaker_of(d.delivery).record_failure()  # opened at START_MS: half-open at +30 s
     env.clock.set_ms(START_MS + 500)
     t = await env.add(0)
     await d.handle(await env.receive_one(t))

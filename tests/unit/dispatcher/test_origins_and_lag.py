@@ -1,4 +1,4 @@
-"""Circuits per callback origin (not per caller), the fire lag a delivery observes, and what
+"""Circuits per (caller, callback origin), the fire lag a delivery observes, and what
 the ``OpsReporter`` publishes for the ops page."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 from dispatcher.breaker import callback_origin
-from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, failed
+from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, breaker_of, failed
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.core.errors import CacheError
 from trigger_service.core.lag import window_slots
@@ -34,7 +34,8 @@ async def test_a_failing_origin_does_not_defer_another_origin_of_the_same_caller
     other = await env.add(0, callback_url="https://other.internal:8443/cb")
     await d.handle(await env.receive_one(other))
     assert env.row(other).status is Status.FIRED and other.caller == CALLER
-    assert set(d.delivery.breakers) == {ORIGIN, "https://other.internal:8443"}
+    assert [key for key, _ in d.delivery.breakers.items()] == [
+        (CALLER, ORIGIN), (CALLER, "https://other.internal:8443")]
 
 
 async def test_the_first_attempt_observes_its_lag_behind_the_fire_time(env: Env) -> None:
@@ -62,7 +63,7 @@ async def test_a_cancelled_delivery_counts_nothing_against_its_origin(env: Env) 
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-    assert d.delivery.breaker(ORIGIN).try_acquire() == 0
+    assert breaker_of(d.delivery).try_acquire() == 0
 
 
 async def test_the_reporter_publishes_breakers_gauges_and_lag(env: Env) -> None:
@@ -75,7 +76,8 @@ async def test_the_reporter_publishes_breakers_gauges_and_lag(env: Env) -> None:
     await d.reporter.publish()
     [view] = await board.read_breakers(env.clock.now_ms())
     assert (view.origin, view.state, view.changed_at_ms) == (ORIGIN, "open", START_MS)
-    assert env.metrics.gauges[f'breaker_state{{origin="{ORIGIN}"}}'] == 2
+    assert view.caller == CALLER
+    assert env.metrics.gauges[f'breaker_state{{caller="{CALLER}",origin="{ORIGIN}"}}'] == 2
     assert sum(await board.read_lag(window_slots(env.clock.now_ms()))) == 1
     assert d.delivery.lag.take() == {}  # published once
     env.clock.advance_ms(30_000)

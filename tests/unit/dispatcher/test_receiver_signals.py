@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, failed
+from tests.unit.dispatcher.fakes import CALLER, START_MS, Env, breaker_of, failed
 from tests.unit.dispatcher.test_delivery import deliver_now
 from trigger_service.adapters.memory import DeadLetter
 from trigger_service.config.callers import CallerRegistry
@@ -93,6 +93,6 @@ async def test_4xx_answers_never_open_the_breaker(env: Env) -> None:
         env.channel.results = [failed(f"HTTP {status}", status)]
         await d.handle(await env.receive_one(await env.add(0)))
         if status == 404:
-            assert d.delivery.breaker(ORIGIN).try_acquire() == 0  # still closed
-            d.delivery.breaker(ORIGIN).release()
-    assert d.delivery.breaker(ORIGIN).try_acquire() > 0  # two 500s in a row open it
+            assert breaker_of(d.delivery).try_acquire() == 0  # still closed
+            breaker_of(d.delivery).release()
+    assert breaker_of(d.delivery).try_acquire() > 0  # two 500s in a row open it

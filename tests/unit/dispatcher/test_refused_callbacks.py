@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from tests.unit.dispatcher.fakes import CALLER, ORIGIN, Env
+from tests.unit.dispatcher.fakes import CALLER, Env, breaker_of
 from tests.unit.dispatcher.test_delivery import deliver_now
 from tests.unit.dispatcher.test_fanout import EMAIL
 from trigger_service.config.callers import CallerRegistry
@@ -35,7 +35,7 @@ async def test_a_refused_address_dead_letters_at_once(env: Env) -> None:
     assert letter.reason is DeadLetterReason.CALLBACK_NOT_ALLOWED
     assert env.queue.dead_letters[0].reason.startswith("callback_not_allowed: refused: ")
     # A refusal says nothing about the origin: with fail_max=1 a failure would open it.
-    assert d.delivery.breaker(ORIGIN).try_acquire() == 0
+    assert breaker_of(d.delivery).try_acquire() == 0
 
 
 @pytest.mark.parametrize("url", ["http://127.0.0.1/cb", "http://2130706433/cb",

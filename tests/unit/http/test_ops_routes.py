@@ -62,10 +62,11 @@ async def test_overview_shape_with_counters_queues_breakers_and_lag(ops: Ops) ->
     await ops.env.store.add_counters({'dead_lettered_total{reason="gone"}': 2,
                                       'deliveries_total{outcome="fired"}': 7})
     await ops.env.queue.send_dead_letter("t1", NOW_MS, "gone")
-    await ops.board.publish_breakers("d1", [BreakerView(ORIGIN, "closed", NOW_MS - 5)],
-                                     NOW_MS, 30)
-    await ops.board.publish_breakers("d2", [BreakerView(ORIGIN, "open", NOW_MS - 250)],
-                                     NOW_MS, 30)
+    await ops.board.publish_breakers("d1", [
+        BreakerView(ORIGIN, "closed", NOW_MS - 5, caller="orders"),
+        BreakerView(ORIGIN, "closed", NOW_MS - 5, caller="billing")], NOW_MS, 30)
+    await ops.board.publish_breakers("d2", [
+        BreakerView(ORIGIN, "open", NOW_MS - 250, caller="orders")], NOW_MS, 30)
     counts = [0] * BUCKETS
     counts[bucket_of(0.004)] = 98
     counts[bucket_of(2.0)] = 2
@@ -79,8 +80,11 @@ async def test_overview_shape_with_counters_queues_breakers_and_lag(ops: Ops) ->
         "deadLetters": {"byReason": {"max_attempts": 0, "max_age": 0, "gone": 2,
                                      "callback_not_allowed": 0, "budget_exhausted": 0}},
         "queues": {"main": 0, "deadLetter": 1},
-        "breakers": [{"origin": ORIGIN, "state": "open",
-                      "updatedAt": "2023-11-14T22:13:19.750Z"}],
+        "breakers": [  # per (caller, origin): orders' open circuit leaves billing's closed
+            {"caller": "billing", "origin": ORIGIN, "state": "closed",
+             "updatedAt": "2023-11-14T22:13:19.995Z"},
+            {"caller": "orders", "origin": ORIGIN, "state": "open",
+             "updatedAt": "2023-11-14T22:13:19.750Z"}],
         "lag": {"windowS": 300, "count": 100, "p50Ms": 3.8, "p95Ms": 4.9, "p99Ms": 1750.0},
     }
 

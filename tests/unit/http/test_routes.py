@@ -358,9 +358,23 @@ async def test_readyz_is_503_naming_what_is_down(api: Api) -> None:
     body = await assert_error(resp, 503, "not_ready", extras=["down"])
     assert body["down"] == ["redis"] and "redis" in body["message"]
     api.env.store.failures["ping"] = StoreError("cassandra refused")
+    api.env.clock.advance_ms(1_000)  # the last answer stands for a second
     resp = await api.client.get("/readyz")
     body = await assert_error(resp, 503, "not_ready", extras=["down"])
     assert body["down"] == ["cassandra", "redis"]
+
+
+async def test_readyz_checks_at_most_once_a_second(api: Api) -> None:
+    for _ in range(5):
+        resp = await api.client.get("/readyz")
+        assert resp.status == 200
+    assert api.env.store.calls["ping"] == api.env.cache.calls["ping"] == 1
+    api.env.cache.failures["ping"] = CacheError("redis refused")
+    api.env.clock.advance_ms(999)
+    assert (await api.client.get("/readyz")).status == 200  # still the last answer
+    api.env.clock.advance_ms(1)
+    await assert_error(await api.client.get("/readyz"), 503, "not_ready", extras=["down"])
+    assert api.env.store.calls["ping"] == api.env.cache.calls["ping"] == 2
 
 
 async def test_metrics_shows_the_counters_in_prometheus_text_format(api: Api) -> None:
@@ -375,11 +389,21 @@ async def test_metrics_shows_the_counters_in_prometheus_text_format(api: Api) ->
 
 
 async def test_stats_sums_the_durable_counters_and_needs_a_token(api: Api) -> None:
-    await api.env.store.add_counters({"duplicate_messages_total": 4, "leaks_reinjected_total": 1})
+    mine = {'deliveries_total{caller="orders",outcome="fired"}': 3,
+            'delivery_attempts_total{caller="orders"}': 5}
+    theirs = {'deliveries_total{caller="billing",outcome="fired"}': 9,
+              'rate_limited_total{caller="billing"}': 2}
+    service = {"duplicate_messages_total": 4, 'deliveries_total{outcome="fired"}': 12}
+    await api.env.store.add_counters(mine | theirs | service)
+    # A caller sees only its own counters: not another tenant's, nor the service's sums.
     resp = await api.client.get("/v1/stats", headers=AUTH)
     assert resp.status == 200
-    assert await resp.json() == {"counters": {"duplicate_messages_total": 4,
-                                              "leaks_reinjected_total": 1}}
+    assert await resp.json() == {"counters": mine}
+    resp = await api.client.get("/v1/stats", headers=OTHER)
+    assert await resp.json() == {"counters": theirs}
+    for headers in (OPERATOR, VIEWER):  # ops tokens see every caller's and the service's
+        resp = await api.client.get("/v1/stats", headers=headers)
+        assert await resp.json() == {"counters": mine | theirs | service}
     await assert_error(await api.client.get("/v1/stats"), 401, "unauthorized")
 
 

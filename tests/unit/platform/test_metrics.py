@@ -20,7 +20,7 @@ def test_counters_histograms_and_gauges_in_the_text_format() -> None:
     m.inc("deliveries_total", outcome="fired", caller="orders")
     m.inc("dead_lettered_total", reason="gone")
     m.observe("fire_lag_seconds", 0.004)
-    m.set("breaker_state", 2, origin="http://a:80")
+    m.set("breaker_state", 2, caller="orders", origin="http://a:80")
     page = text(m)
     assert 'trigger_deliveries_total{caller="orders",outcome="fired"} 1.0' in page
     assert 'trigger_dead_lettered_total{reason="gone"} 1.0' in page
@@ -28,7 +28,7 @@ def test_counters_histograms_and_gauges_in_the_text_format() -> None:
     assert 'trigger_fire_lag_seconds_bucket{le="0.005"} 1.0' in page
     assert 'trigger_fire_lag_seconds_bucket{le="60.0"} 1.0' in page
     assert "trigger_fire_lag_seconds_count 1.0" in page
-    assert 'trigger_breaker_state{origin="http://a:80"} 2.0' in page
+    assert 'trigger_breaker_state{caller="orders",origin="http://a:80"} 2.0' in page
     assert "_created" not in page
 
 
@@ -40,8 +40,12 @@ def test_snapshot_keeps_the_durable_labels_only() -> None:
     m.inc("delivery_attempts_total", caller="orders")
     m.inc("promoted_total", 3)
     assert m.snapshot() == {'deliveries_total{outcome="fired"}': 2,
+                            'deliveries_total{caller="billing",outcome="fired"}': 1,
+                            'deliveries_total{caller="orders",outcome="fired"}': 1,
                             'dead_lettered_total{reason="max_age"}': 1,
-                            "delivery_attempts_total": 1, "promoted_total": 3}
+                            "delivery_attempts_total": 1,
+                            'delivery_attempts_total{caller="orders"}': 1,
+                            "promoted_total": 3}
 
 
 def test_labels_that_do_not_fit_never_raise() -> None:

@@ -21,17 +21,22 @@ class RedisOpsBoard:
         self._ns = namespace
 
     async def publish_breakers(self, source: str, breakers: Sequence[BreakerView],
-                               now_ms: int, ttl_s: int) -> None:
-        if not breakers:
+                               now_ms: int, ttl_s: int,
+                               dropped: Sequence[tuple[str, str]] = ()) -> None:
+        if not breakers and not dropped:
             return
         key = schema.ops_breakers_key(self._ns)
-        fields = {schema.ops_breaker_field(source, b.origin): json.dumps(
+        fields = {schema.ops_breaker_field(source, b.caller, b.origin): json.dumps(
             {"state": b.state, "changedAtMs": b.changed_at_ms,
              "expiresAtMs": now_ms + ttl_s * 1000}) for b in breakers}
         try:
             async with self._r.pipeline(transaction=False) as p:
-                p.hset(key, mapping=fields)
-                p.expire(key, ttl_s)
+                if dropped:
+                    p.hdel(key, *(schema.ops_breaker_field(source, caller, origin)
+                                  for caller, origin in dropped))
+                if fields:
+                    p.hset(key, mapping=fields)
+                    p.expire(key, ttl_s)
                 await p.execute()
         except RedisError as e:
             raise CacheError(f"redis breaker publish failed: {e}") from e
@@ -44,11 +49,14 @@ class RedisOpsBoard:
             raise CacheError(f"redis breaker read failed: {e}") from e
         live, expired = [], []
         for field, value in raw.items():
-            source, _, origin = field.partition("|")
+            source, _, rest = field.partition("|")
+            caller, _, origin = rest.partition("|")
             try:
+                if not origin:
+                    raise ValueError(field)  # an earlier release's field: no caller
                 entry = json.loads(value)
                 view = BreakerView(origin, str(entry["state"]), int(entry["changedAtMs"]),
-                                   source)
+                                   source, caller)
                 expires_at_ms = int(entry["expiresAtMs"])
             except (ValueError, KeyError, TypeError):
                 expired.append(field)  # not ours to read (another release's format)

@@ -1,19 +1,19 @@
-"""``/healthz`` (alive), ``/readyz`` (dependencies reachable), ``/metrics`` (Prometheus; with
+"""``/healthz`` (alive), ``/readyz`` (dependencies reachable, checked at most once a second:
+``http.readiness``), ``/metrics`` (Prometheus; with
 ``TRIGGER_METRICS_TOKEN`` set it needs ``Authorization: Bearer <it>``, else 401; production
 refuses a public address without one)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from aiohttp import web
 
 from trigger_service.core.errors import NotReady, Unauthorized
 from trigger_service.http.keys import RUNTIME_KEY
+from trigger_service.http.readiness import Readiness
 from trigger_service.http.routes.ops import queue_depths
 from trigger_service.platform.metrics import CONTENT_TYPE, metrics_authorized
 
-_CHECK_TIMEOUT_S = 3
+READINESS_KEY = web.AppKey("readiness", Readiness)
 
 
 async def healthz(request: web.Request) -> web.Response:
@@ -21,12 +21,9 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    """200 when every dependency answers; else ``503 not_ready`` with the ``down`` list."""
-    checks = request.app[RUNTIME_KEY].health_checks()
-    results = await asyncio.gather(
-        *(asyncio.wait_for(c.ping(), timeout=_CHECK_TIMEOUT_S) for c in checks.values()),
-        return_exceptions=True)
-    down = [name for name, r in zip(checks, results, strict=True) if isinstance(r, BaseException)]
+    """200 when every dependency answered at the last check (at most a second old); else
+    ``503 not_ready`` with the ``down`` list."""
+    down = await request.app[READINESS_KEY].down()
     if down:
         raise NotReady(f"unreachable: {', '.join(down)}", down=down)
     return web.json_response({"status": "ready"})
@@ -45,6 +42,8 @@ async def metrics(request: web.Request) -> web.Response:
 
 
 def add_routes(app: web.Application) -> None:
+    runtime = app[RUNTIME_KEY]
+    app[READINESS_KEY] = Readiness(runtime.clock, runtime.health_checks())
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/readyz", readyz)
     app.router.add_get("/metrics", metrics)

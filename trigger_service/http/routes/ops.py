@@ -1,5 +1,6 @@
 """``GET /v1/ops/overview`` (operators and viewers): the durable counters, dead letters by
-reason, queue depths, each callback origin's circuit and the fire lag of the last 5 minutes.
+reason, queue depths, each caller's circuit per callback origin and the fire lag of the last
+5 minutes.
 
 Breaker states and lag come from the ``OpsBoard`` the dispatchers publish to every second
 (wherever they run); a board or SQS that does not answer leaves those parts empty (``[]``,
@@ -45,16 +46,17 @@ async def queue_depths(runtime: Runtime) -> dict[str, int | None]:
 
 
 def merge_breakers(views: list[BreakerView]) -> list[dict[str, str]]:
-    """One entry per origin: the worst state any dispatcher has for it (the latest change
-    among equals), sorted by origin."""
-    worst: dict[str, BreakerView] = {}
+    """One entry per (caller, origin): the worst state any dispatcher has for it (the latest
+    change among equals), sorted by caller and origin."""
+    worst: dict[tuple[str, str], BreakerView] = {}
     for v in views:
-        seen = worst.get(v.origin)
+        seen = worst.get((v.caller, v.origin))
         if seen is None or ((_SEVERITY.get(v.state, 0), v.changed_at_ms)
                             > (_SEVERITY.get(seen.state, 0), seen.changed_at_ms)):
-            worst[v.origin] = v
-    return [{"origin": o, "state": v.state, "updatedAt": format_rfc3339_ms(v.changed_at_ms)}
-            for o, v in sorted(worst.items())]
+            worst[(v.caller, v.origin)] = v
+    return [{"caller": c, "origin": o, "state": v.state,
+             "updatedAt": format_rfc3339_ms(v.changed_at_ms)}
+            for (c, o), v in sorted(worst.items())]
 
 
 def lag_view(counts: list[int] | None) -> dict[str, Any]:

@@ -170,8 +170,9 @@
     const breakers = Array.isArray(o.breakers) ? o.breakers : [];
     $("breakers").replaceChildren(breakers.length
       ? el("table", { class: "breakers" },
-        el("thead", {}, el("tr", {}, el("th", {}, "Origin"), el("th", {}, "State"), el("th", {}, "Since"))),
+        el("thead", {}, el("tr", {}, el("th", {}, "Caller"), el("th", {}, "Origin"), el("th", {}, "State"), el("th", {}, "Since"))),
         el("tbody", {}, ...breakers.map((b) => el("tr", {},
+          el("td", {}, text(b.caller)),
           el("td", { class: "url" }, text(b.origin)),
           el("td", {}, el("span", { class: `badge state-${String(b.state).replace(/[^a-z_]/g, "")}` }, text(b.state))),
           el("td", {}, when(b.updatedAt))))))
