@@ -36,7 +36,7 @@ from tests.integration.helpers import SqsAdmin
 from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.redis.client import RedisPing, open_client
+from trigger_service.adapters.redis.client import RedisPing, open_from_settings
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.redis.ops_board import RedisOpsBoard
@@ -230,7 +230,7 @@ class Stack:
 
     async def start_sweeper(self, *, run: bool = True) -> SweeperHandle:
         """A sweeper on the real Redis, Cassandra and SQS; ``run`` starts its loops."""
-        redis = open_client(self.settings.redis.url)
+        redis = open_from_settings(self.settings.redis)
         lease = RedisLease(redis, int(self.settings.sweep.lease_ttl_s * 1000),
                            self.settings.sweep.group)
         metrics = InMemoryMetrics()
@@ -351,7 +351,7 @@ async def stack(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
         metrics=metrics, clock=SystemClock())
     admin = await SqsAdmin(settings.sqs).open()
-    redis = open_client(settings.redis.url)
+    redis = open_from_settings(settings.redis)
     cache = RedisIdempotencyCache(redis)
     lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,

@@ -84,7 +84,7 @@ class Runtime:
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
         from trigger_service.adapters.cassandra.store import CassandraStore
-        from trigger_service.adapters.redis.client import RedisPing, open_client
+        from trigger_service.adapters.redis.client import RedisPing, open_from_settings
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus
         from trigger_service.adapters.redis.lease import RedisLease
@@ -103,7 +103,7 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        redis = open_client(settings.redis.url)
+        redis = open_from_settings(settings.redis)
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
