@@ -95,6 +95,9 @@ class Runtime:
         callers = CallerRegistry.load(settings.api.callers_file)
         metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         clock = SystemClock()
+        # First: it connects lazily (nothing to close if a later step fails), and a bad TLS
+        # setting is a ConfigError before anything is connected.
+        redis = open_from_settings(settings.redis)
         store = await CassandraStore.connect(settings.cassandra)
         try:
             queue = await SqsQueue.connect(
@@ -103,7 +106,6 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        redis = open_from_settings(settings.redis)
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
