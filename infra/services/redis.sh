@@ -129,9 +129,12 @@ redis_secure_up() {
             die "redis-secure: redis-server failed to start"
         }
     fi
+    # read_pid + pid_matches, not our_pid: redis writes its PID file a moment before it sets
+    # the process title that carries the marker, and our_pid would delete the file meanwhile.
     for ((i = 0; i < ${REDIS_START_TIMEOUT:-10} * 10; i++)); do
-        if [[ -n "$(our_pid redis-secure "$(_redis_secure_marker)")" ]] && _redis_secure_ready; then
-            echo "redis-secure: ready on 127.0.0.1:$REDIS_SECURE_PORT, TLS + ACL user trigger (pid $(read_pid redis-secure))"
+        pid="$(read_pid redis-secure)"
+        if [[ -n "$pid" ]] && pid_matches "$pid" "$(_redis_secure_marker)" && _redis_secure_ready; then
+            echo "redis-secure: ready on 127.0.0.1:$REDIS_SECURE_PORT, TLS + ACL user trigger (pid $pid)"
             return 0
         fi
         sleep 0.1
