@@ -46,7 +46,10 @@ def _started(service: str) -> Iterator[Settings]:
     """Settings for the secure SERVICE (from ``infra/secure.sh env``), started if needed."""
     was_running = _secure("status", service).returncode == 0
     up = _secure("up", service)
-    assert up.returncode == 0, f"infra/secure.sh up {service} failed:\n{up.stderr}"
+    if up.returncode != 0:
+        if not was_running:  # a half-started instance must not outlive the session
+            _secure("down", service)
+        pytest.fail(f"infra/secure.sh up {service} failed:\n{up.stderr}")
     env = dict(line.split("=", 1) for line in _secure("env", service).stdout.splitlines())
     yield Settings.from_env(env)
     if not was_running:
