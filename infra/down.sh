@@ -5,10 +5,11 @@
 # cassandra: stops the single node and every node of a local ring (var/run/cassandra-<i>.pid),
 # whatever CASSANDRA_NODES says. CASSANDRA_NODE=i stops ring node i alone (the others keep
 # running), e.g.  CASSANDRA_NODES=3 CASSANDRA_NODE=2 infra/down.sh cassandra
+# cassandra, redis: also their secure variants (infra/secure.sh) if they run.
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
-read_service_args 2,7 "$@"
+read_service_args 2,8 "$@"
 take_lock
 
 # A service with several processes (the Cassandra ring) brings its own stop.
@@ -21,3 +22,12 @@ down_one() {
 }
 
 run_parallel down_one "${services[@]}"
+
+# The secure variants (infra/secure.sh) too, when they run: a test session that was killed
+# before its teardown may have left them.
+for _t in cassandra redis; do
+    if [[ " ${services[*]} " == *" $_t "* && -f "$(pid_file "$_t-secure")" ]] &&
+        [[ "$_t" == redis || -z "$CASSANDRA_NODE" ]]; then
+        "${_t}_secure_down"
+    fi
+done

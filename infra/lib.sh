@@ -222,6 +222,57 @@ apt_install() {
     fi
 }
 
+# --- the secure variants (infra/secure.sh): throwaway TLS material and credentials -------------
+# One CA and one server certificate (IP SANs 127.0.0.1 and the secure Cassandra's address, so a
+# client that checks hostnames accepts either service) and the passwords, made once under
+# var/secure/ and reused by every later start. Never for production: the CA key sits beside it.
+
+SECURE_DIR="$VAR_DIR/secure"
+SECURE_CASSANDRA_ADDRESS="${CASSANDRA_SECURE_ADDRESS:-127.0.0.9}"
+export SECURE_DIR SECURE_CASSANDRA_ADDRESS
+
+# secure_secret NAME: a random password kept in var/secure/NAME (made on first use), printed.
+secure_secret() {
+    local f="$SECURE_DIR/$1"
+    if [[ ! -s "$f" ]]; then
+        mkdir -p "$SECURE_DIR"
+        (umask 077 && openssl rand -hex 16 >"$f.tmp" && mv -f "$f.tmp" "$f")
+    fi
+    cat "$f"
+}
+
+# secure_tls: var/secure/{ca.pem,server.pem,server.key,server.p12} exist (made if missing; the
+# PKCS12 keystore, for Cassandra, is locked with the password in var/secure/keystore-password).
+secure_tls() {
+    local d="$SECURE_DIR"
+    [[ -s "$d/ca.pem" && -s "$d/server.pem" && -s "$d/server.key" && -s "$d/server.p12" ]] && return 0
+    command -v openssl >/dev/null 2>&1 || die "secure: openssl not found (it makes the throwaway CA)"
+    mkdir -p "$d"
+    local tmp="$d/tls.tmp" pass
+    pass="$(secure_secret keystore-password)"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    (
+        umask 077
+        cd "$tmp" || exit 1
+        openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=trigger-service local test CA" \
+            -keyout ca.key -out ca.pem &&
+            openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout server.key -out server.csr &&
+            printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n' \
+                "$SECURE_CASSANDRA_ADDRESS" >server.ext &&
+            openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+                -extfile server.ext -out server.pem &&
+            openssl pkcs12 -export -in server.pem -inkey server.key -name server \
+                -passout "pass:$pass" -out server.p12
+    ) >"$LOG_DIR/secure-tls.log" 2>&1 || {
+        print_log_tail openssl "$LOG_DIR/secure-tls.log"
+        die "secure: could not make the TLS material"
+    }
+    mv -f "$tmp"/{ca.key,ca.pem,server.key,server.pem,server.p12} "$d/"
+    rm -rf "$tmp"
+    log "secure: made a throwaway CA and server certificate in $d"
+}
+
 # Service definitions: each file defines <name>_install, <name>_installed, <name>_start,
 # <name>_ready, <name>_marker, <name>_port, <name>_timeout and <name>_log.
 for _svc in "${ALL_SERVICES[@]}"; do

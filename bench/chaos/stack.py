@@ -18,6 +18,7 @@ from pathlib import Path
 
 from bench.chaos.config import ROOT, VAR, RunConfig
 from trigger_service.config.callers import hash_token
+from trigger_service.config.settings import CassandraSettings
 
 RUN_DIR = ROOT / "var" / "run"
 SUPERVISOR_LOG = VAR / "supervisor.log"
@@ -208,17 +209,29 @@ class Stack:
     def cassandra_port(self) -> int:
         return int(self.env.get("TRIGGER_CASSANDRA_PORT", "9042"))
 
+    def cassandra_settings(self, timeout_s: float) -> CassandraSettings:
+        """The run's Cassandra (credentials and TLS included), for the service's own
+        ``driver.connect``."""
+        return CassandraSettings(
+            hosts=tuple(self.cassandra_hosts()), port=self.cassandra_port(),
+            local_dc=self.env.get("TRIGGER_CASSANDRA_LOCAL_DC", "datacenter1"),
+            request_timeout_s=timeout_s,
+            username=self.env.get("TRIGGER_CASSANDRA_USERNAME", ""),
+            password=self.env.get("TRIGGER_CASSANDRA_PASSWORD", ""),
+            tls_ca_file=self.env.get("TRIGGER_CASSANDRA_TLS_CA_FILE", ""))
+
     def ring_nodes(self) -> int:
         """How many Cassandra nodes are up in the ring (1 when peers cannot be read)."""
-        from cassandra.cluster import Cluster
+        from trigger_service.adapters.cassandra import driver
 
         logging.getLogger("cassandra").setLevel(logging.ERROR)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cluster = Cluster(self.cassandra_hosts(), port=self.cassandra_port(),
-                              connect_timeout=5)
             try:
-                session = cluster.connect()
+                cluster, session = driver.connect(self.cassandra_settings(5.0))
+            except Exception:
+                return 1
+            try:
                 peers = list(session.execute("SELECT peer FROM system.peers", timeout=10))
                 return 1 + len(peers)
             except Exception:
@@ -227,15 +240,13 @@ class Stack:
                 cluster.shutdown()
 
     def drop_keyspace(self) -> None:
-        from cassandra.cluster import Cluster
+        from trigger_service.adapters.cassandra import driver
 
         keyspace = self.env["TRIGGER_CASSANDRA_KEYSPACE"]
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            cluster = Cluster(self.cassandra_hosts(), port=self.cassandra_port(),
-                              connect_timeout=10)
+            cluster, session = driver.connect(self.cassandra_settings(10.0))
             try:
-                session = cluster.connect()
                 session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
             finally:
                 cluster.shutdown()

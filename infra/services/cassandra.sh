@@ -19,6 +19,7 @@ CASSANDRA_NODES="${CASSANDRA_NODES:-1}"
 CASSANDRA_NODE="${CASSANDRA_NODE:-}"
 CASSANDRA_RING_MAX=3
 CASSANDRA_RING_HEAP="${CASSANDRA_RING_HEAP:--Xms512m -Xmx768m}"
+CASSANDRA_SECURE_HEAP="${CASSANDRA_SECURE_HEAP:--Xms256m -Xmx512m}"
 CASSANDRA_CONF_SRC="$INFRA_DIR/cassandra"
 CASSANDRA_LIB="$CACHE_DIR/cassandra/lib"
 CASSANDRA_STAMP="$CACHE_DIR/cassandra/.installed-version"
@@ -33,11 +34,23 @@ fi
 # The project's venv provides cassandra-driver for the readiness probe.
 PYTHON="${PYTHON:-$REPO_ROOT/.venv/bin/python}"
 
-# --- nodes: index 0 is the single node, 1..N the ring's ---------------------------------------
+# --- nodes: index 0 is the single node, 1..N the ring's, "secure" the secure node -------------
+# (infra/secure.sh: its own cluster on CASSANDRA_SECURE_ADDRESS, 127.0.0.9 by default, with
+# PasswordAuthenticator and TLS-only client connections; see cassandra_secure_up.)
 
-_cassandra_name() { if (($1 == 0)); then echo cassandra; else echo "cassandra-$1"; fi; }
-_cassandra_home() { if (($1 == 0)); then echo "$CASSANDRA_HOME_DIR"; else echo "$CASSANDRA_RING_DIR/node$1"; fi; }
-_cassandra_addr() { if (($1 == 0)); then echo 127.0.0.1; else echo "127.0.0.$1"; fi; }
+_cassandra_name() {
+    case "$1" in 0) echo cassandra ;; secure) echo cassandra-secure ;; *) echo "cassandra-$1" ;; esac
+}
+_cassandra_home() {
+    case "$1" in
+        0) echo "$CASSANDRA_HOME_DIR" ;;
+        secure) echo "$VAR_DIR/cassandra-secure" ;;
+        *) echo "$CASSANDRA_RING_DIR/node$1" ;;
+    esac
+}
+_cassandra_addr() {
+    case "$1" in 0) echo 127.0.0.1 ;; secure) echo "$SECURE_CASSANDRA_ADDRESS" ;; *) echo "127.0.0.$1" ;; esac
+}
 _cassandra_node_log() { echo "$LOG_DIR/$(_cassandra_name "$1").log"; }
 # Its command line names its config file, which lives in this checkout.
 _cassandra_node_marker() { echo "-Dcassandra.config=file://$(_cassandra_home "$1")/conf/cassandra.yaml"; }
@@ -120,7 +133,11 @@ cassandra_preflight() {
 _cassandra_render_yaml() {
     local node="$1" out="$2" cluster=trigger-service-local seeds bootstrap=true hints=false j
     seeds="127.0.0.1:$CASSANDRA_STORAGE_PORT"
-    if ((node > 0)); then
+    if [[ "$node" == secure ]]; then
+        # Its own one-node cluster: it never gossips with the single node or the ring.
+        cluster=trigger-service-secure
+        seeds="$SECURE_CASSANDRA_ADDRESS:$CASSANDRA_STORAGE_PORT"
+    elif ((node > 0)); then
         cluster=trigger-service-ring
         bootstrap=false
         hints=true
@@ -138,6 +155,7 @@ _cassandra_render_yaml() {
         -e "s|@NATIVE_PORT@|$CASSANDRA_PORT|g" \
         -e "s|@STORAGE_PORT@|$CASSANDRA_STORAGE_PORT|g" \
         "$CASSANDRA_CONF_SRC/cassandra.yaml.in" >"$out.tmp"
+    [[ "$node" != secure ]] || _cassandra_secure_yaml "$out.tmp"
     mv -f "$out.tmp" "$out"
 }
 
@@ -173,7 +191,11 @@ _cassandra_start_node() {
         read -r -a words <<<"$line"
         jvm_opts+=("${words[@]}")
     done <"$CASSANDRA_CONF_SRC/jvm17.options"
-    ((node == 0)) || read -r -a heap <<<"$CASSANDRA_RING_HEAP"
+    case "$node" in
+        0) ;;
+        secure) read -r -a heap <<<"$CASSANDRA_SECURE_HEAP" ;;
+        *) read -r -a heap <<<"$CASSANDRA_RING_HEAP" ;;
+    esac
     read -r -a extra <<<"${CASSANDRA_JVM_EXTRA_OPTS:-}"
 
     # cwd = the node's own folder and java.io.tmpdir below it (native libraries such as lz4's are
@@ -373,4 +395,108 @@ cassandra_status() {
         fi
     done
     return "$rc"
+}
+
+# --- the secure node (infra/secure.sh) -----------------------------------------------------------
+# One node on CASSANDRA_SECURE_ADDRESS (127.0.0.9) with the usual ports, data in
+# var/cassandra-secure, var/run/cassandra-secure.pid, var/log/cassandra-secure.log, a small heap
+# (CASSANDRA_SECURE_HEAP). PasswordAuthenticator + CassandraAuthorizer, and client connections
+# TLS only (the server certificate of var/secure/, see secure_tls in infra/lib.sh). Once it
+# answers, infra/cassandra/secure_setup.py gives the default superuser a random password and
+# creates the role `trigger` (var/secure/cassandra-password) with every permission on every
+# keyspace, and not superuser.
+
+# _cassandra_secure_yaml FILE: the rendered yaml turned secure (the template's AllowAll lines
+# replaced, client encryption appended).
+_cassandra_secure_yaml() {
+    local f="$1"
+    sed -i -e 's|^authenticator: .*|authenticator: PasswordAuthenticator|' \
+        -e 's|^authorizer: .*|authorizer: CassandraAuthorizer|' "$f"
+    cat >>"$f" <<YAML
+
+# --- the secure node: clients must log in and speak TLS (infra/secure.sh) ----------------------
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: $SECURE_DIR/server.p12
+  keystore_password: $(secure_secret keystore-password)
+  store_type: PKCS12
+  require_client_auth: false
+YAML
+}
+
+# _cassandra_secure_probe [--setup]: the role `trigger` logs in over TLS and reads (with
+# --setup: first make the role and the superuser's password if they are not there yet).
+_cassandra_secure_probe() {
+    "$PYTHON" "$CASSANDRA_CONF_SRC/secure_setup.py" "$@" \
+        --host "$SECURE_CASSANDRA_ADDRESS" --port "$CASSANDRA_PORT" --ca "$SECURE_DIR/ca.pem" \
+        --secrets "$SECURE_DIR"
+}
+
+# cassandra_secure_up: start the secure node unless it runs (idempotent), wait until it answers,
+# set up its roles. Timeout: CASSANDRA_START_TIMEOUT (180).
+cassandra_secure_up() {
+    local name=cassandra-secure marker pid t0 deadline logf
+    marker="$(_cassandra_node_marker secure)"
+    logf="$(_cassandra_node_log secure)"
+    t0="$(now)"
+    cassandra_installed || cassandra_install
+    cassandra_preflight
+    secure_tls
+    secure_secret cassandra-password >/dev/null
+    secure_secret cassandra-superuser-password >/dev/null
+    pid="$(_cassandra_pid secure)"
+    if [[ -z "$pid" ]]; then
+        if port_open "$CASSANDRA_PORT" "$SECURE_CASSANDRA_ADDRESS"; then
+            die "$name: $SECURE_CASSANDRA_ADDRESS:$CASSANDRA_PORT is in use by a process we did not start (set CASSANDRA_SECURE_ADDRESS)"
+        fi
+        log "$name: starting on $SECURE_CASSANDRA_ADDRESS:$CASSANDRA_PORT (log: $logf)"
+        _cassandra_start_node secure
+        pid="$(_cassandra_pid secure)"
+        [[ -n "$pid" ]] || {
+            print_log_tail "$name" "$logf"
+            die "$name: exited right after start"
+        }
+        echo "$CASSANDRA_PORT" >"$(port_file "$name")"
+    fi
+    deadline=$(($(date +%s) + ${CASSANDRA_START_TIMEOUT:-180}))
+    until _cassandra_secure_probe --setup >/dev/null 2>"$LOG_DIR/$name-probe.log"; do
+        if ! pid_matches "$pid" "$marker"; then
+            print_log_tail "$name" "$logf"
+            die "$name: process $pid exited before it was ready"
+        fi
+        if (($(date +%s) >= deadline)); then
+            print_log_tail "$name" "$logf"
+            print_log_tail "$name probe" "$LOG_DIR/$name-probe.log"
+            die "$name: not ready after ${CASSANDRA_START_TIMEOUT:-180} s (still running as pid $pid; infra/secure.sh down stops it)"
+        fi
+        sleep 1
+    done
+    echo "$name: ready on $SECURE_CASSANDRA_ADDRESS:$CASSANDRA_PORT, TLS + role trigger (pid $pid, $(elapsed "$t0") s)"
+}
+
+cassandra_secure_down() { _cassandra_stop_node secure; }
+
+cassandra_secure_status() {
+    local pid
+    pid="$(_cassandra_pid secure)"
+    if [[ -z "$pid" ]]; then
+        echo "cassandra-secure: stopped"
+        return 1
+    fi
+    if _cassandra_secure_probe >/dev/null 2>&1; then
+        echo "cassandra-secure: running (pid $pid, $SECURE_CASSANDRA_ADDRESS:$CASSANDRA_PORT, TLS)"
+    else
+        echo "cassandra-secure: starting (pid $pid, $SECURE_CASSANDRA_ADDRESS:$CASSANDRA_PORT not ready yet)"
+        return 1
+    fi
+}
+
+# cassandra_secure_env: the TRIGGER_* settings that connect to the secure node.
+cassandra_secure_env() {
+    printf '%s\n' "TRIGGER_CASSANDRA_HOSTS=$SECURE_CASSANDRA_ADDRESS" \
+        "TRIGGER_CASSANDRA_PORT=$CASSANDRA_PORT" \
+        "TRIGGER_CASSANDRA_USERNAME=trigger" \
+        "TRIGGER_CASSANDRA_PASSWORD=$(secure_secret cassandra-password)" \
+        "TRIGGER_CASSANDRA_TLS_CA_FILE=$SECURE_DIR/ca.pem"
 }

@@ -62,3 +62,106 @@ redis_start() {
     done
     die "redis: redis-server did not write $(pid_file redis)"
 }
+
+# --- the secure instance (infra/secure.sh) -------------------------------------------------------
+# A second redis-server on 127.0.0.1:REDIS_SECURE_PORT (6380), TLS only (no plaintext port), with
+# the server certificate of var/secure/ (secure_tls in infra/lib.sh); the default user is off
+# and the ACL user `trigger` (password in var/secure/redis-password) may run every command but
+# the @dangerous ones. Memory only; var/redis-secure holds its config, var/run/redis-secure.pid.
+
+REDIS_SECURE_PORT="${REDIS_SECURE_PORT:-6380}"
+REDIS_SECURE_DIR="$VAR_DIR/redis-secure"
+
+_redis_secure_marker() { echo "trigger-infra:$REDIS_SECURE_DIR"; }
+
+# _redis_secure_ready: the ACL user PINGs over TLS, the server verified against the CA.
+_redis_secure_ready() {
+    [[ "$(REDISCLI_AUTH="$(secure_secret redis-password)" timeout 3 redis-cli --tls \
+        --cacert "$SECURE_DIR/ca.pem" -h 127.0.0.1 -p "$REDIS_SECURE_PORT" --user trigger \
+        ping 2>/dev/null)" == PONG ]]
+}
+
+# _redis_secure_conf: the instance's config file (0600: it holds the ACL password).
+_redis_secure_conf() {
+    local conf="$REDIS_SECURE_DIR/redis.conf"
+    mkdir -p "$REDIS_SECURE_DIR"
+    (
+        umask 077
+        cat >"$conf.tmp" <<CONF
+bind 127.0.0.1
+port 0
+tls-port $REDIS_SECURE_PORT
+tls-cert-file $SECURE_DIR/server.pem
+tls-key-file $SECURE_DIR/server.key
+tls-ca-cert-file $SECURE_DIR/ca.pem
+tls-auth-clients no
+save ""
+appendonly no
+maxmemory ${REDIS_MAXMEMORY:-256mb}
+maxmemory-policy volatile-lru
+daemonize yes
+pidfile $(pid_file redis-secure)
+logfile $LOG_DIR/redis-secure.log
+dir $REDIS_SECURE_DIR
+loglevel notice
+proc-title-template "{title} {listen-addr} $(_redis_secure_marker)"
+user default off
+user trigger on >$(secure_secret redis-password) ~* &* +@all -@dangerous
+CONF
+        mv -f "$conf.tmp" "$conf"
+    )
+    echo "$conf"
+}
+
+# redis_secure_up: start the secure instance unless it runs (idempotent), wait until it answers.
+redis_secure_up() {
+    local pid conf i
+    redis_installed || redis_install
+    secure_tls
+    pid="$(our_pid redis-secure "$(_redis_secure_marker)")"
+    if [[ -z "$pid" ]]; then
+        port_open "$REDIS_SECURE_PORT" &&
+            die "redis-secure: port $REDIS_SECURE_PORT is in use by a process we did not start (set REDIS_SECURE_PORT)"
+        conf="$(_redis_secure_conf)"
+        rotate_log "$LOG_DIR/redis-secure.log"
+        redis-server "$conf" >>"$LOG_DIR/redis-secure.log" 2>&1 </dev/null 9>&- || {
+            print_log_tail redis-secure "$LOG_DIR/redis-secure.log"
+            die "redis-secure: redis-server failed to start"
+        }
+    fi
+    # read_pid + pid_matches, not our_pid: redis writes its PID file a moment before it sets
+    # the process title that carries the marker, and our_pid would delete the file meanwhile.
+    for ((i = 0; i < ${REDIS_START_TIMEOUT:-10} * 10; i++)); do
+        pid="$(read_pid redis-secure)"
+        if [[ -n "$pid" ]] && pid_matches "$pid" "$(_redis_secure_marker)" && _redis_secure_ready; then
+            echo "redis-secure: ready on 127.0.0.1:$REDIS_SECURE_PORT, TLS + ACL user trigger (pid $pid)"
+            return 0
+        fi
+        sleep 0.1
+    done
+    print_log_tail redis-secure "$LOG_DIR/redis-secure.log"
+    die "redis-secure: not ready after ${REDIS_START_TIMEOUT:-10} s"
+}
+
+redis_secure_down() { stop_pid redis-secure "$(_redis_secure_marker)"; }
+
+redis_secure_status() {
+    local pid
+    pid="$(our_pid redis-secure "$(_redis_secure_marker)")"
+    if [[ -z "$pid" ]]; then
+        echo "redis-secure: stopped"
+        return 1
+    fi
+    if _redis_secure_ready; then
+        echo "redis-secure: running (pid $pid, 127.0.0.1:$REDIS_SECURE_PORT, TLS)"
+    else
+        echo "redis-secure: starting (pid $pid, 127.0.0.1:$REDIS_SECURE_PORT not ready yet)"
+        return 1
+    fi
+}
+
+# redis_secure_env: the TRIGGER_* settings that connect to the secure instance.
+redis_secure_env() {
+    printf '%s\n' "TRIGGER_REDIS_URL=rediss://trigger:$(secure_secret redis-password)@127.0.0.1:$REDIS_SECURE_PORT/0" \
+        "TRIGGER_REDIS_TLS_CA_FILE=$SECURE_DIR/ca.pem"
+}

@@ -36,7 +36,7 @@ from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.redis.client import RedisPing, open_client
+from trigger_service.adapters.redis.client import RedisPing, open_from_settings
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.redis.limits import RedisSendBudget
@@ -232,7 +232,7 @@ class Stack:
 
     async def start_sweeper(self, *, run: bool = True) -> SweeperHandle:
         """A sweeper on the real Redis, Cassandra and SQS; ``run`` starts its loops."""
-        redis = open_client(self.settings.redis.url)
+        redis = open_from_settings(self.settings.redis)
         lease = RedisLease(redis, int(self.settings.sweep.lease_ttl_s * 1000),
                            self.settings.sweep.group)
         metrics = InMemoryMetrics()
@@ -363,7 +363,7 @@ async def stack(
         settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
         metrics=metrics, clock=SystemClock())
     admin = await SqsAdmin(settings.sqs).open()
-    redis = open_client(settings.redis.url)
+    redis = open_from_settings(settings.redis)
     cache = RedisIdempotencyCache(redis)
     lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
     runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,

@@ -29,7 +29,7 @@ from tests.providers import (
     twilio_error,
 )
 from trigger_service.adapters import schema
-from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.timing import parse_rfc3339_ms
@@ -61,7 +61,7 @@ async def stand_by(stack: Stack) -> AsyncIterator[Providers]:
                 push=replace(s.push, base_url=push_url))
     api_bus = RedisInboxBus(stack.redis, open_listener(s.redis.url))
     stack.runtime.inbox_bus = api_bus
-    client = open_client(s.redis.url)
+    client = open_from_settings(s.redis)
     inbox = InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
                           InMemoryMetrics(), s.inbox.retention_days * 86_400)
     notifiers = Notifiers.from_settings(s, inbox=inbox)

@@ -18,7 +18,7 @@ from tests.integration.conftest import Stack
 from tests.unit.http.test_inbox_routes import Sse
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.clock import SystemClock
@@ -39,7 +39,7 @@ async def inbox(stack: Stack) -> AsyncIterator[InboxNotifier]:
     dispatcher's process)."""
     api_bus = RedisInboxBus(stack.redis, open_listener(stack.settings.redis.url))
     stack.runtime.inbox_bus = api_bus
-    client = open_client(stack.settings.redis.url)
+    client = open_from_settings(stack.settings.redis)
     try:
         yield InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
                             InMemoryMetrics(), stack.settings.inbox.retention_days * 86_400)

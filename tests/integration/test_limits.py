@@ -18,7 +18,7 @@ from tests.openapi_check import check_contract
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory import MemoryLease, MemoryQueue
 from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
-from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.triggers import TriggerService
@@ -60,7 +60,7 @@ async def open_api(settings: Settings, callers: CallerRegistry, store: Cassandra
                    ) -> AsyncGenerator[Api, None]:
     """One API process: its own Redis client, metrics, queue fake (SQS is not under test)."""
     clock, metrics = SystemClock(), InMemoryMetrics()
-    redis = open_client(settings.redis.url)
+    redis = open_from_settings(settings.redis)
     queue = MemoryQueue(clock)
     cache = MemoryIdempotencyCache(clock)
     quota = RedisPendingQuota(redis)

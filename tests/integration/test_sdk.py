@@ -26,7 +26,7 @@ from trigger_client import (
     TriggerClient,
 )
 from trigger_client.receiver import Deduplicator, verify
-from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.core.channels import InboxSpec, Occurrence
 from trigger_service.core.clock import SystemClock
@@ -171,7 +171,7 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
                                                         sdk: AsyncTriggerClient) -> None:
     api_bus = RedisInboxBus(stack.redis, open_listener(stack.settings.redis.url))
     stack.runtime.inbox_bus = api_bus
-    notifier_redis = open_client(stack.settings.redis.url)
+    notifier_redis = open_from_settings(stack.settings.redis)
     notifier = InboxNotifier(stack.runtime.store, RedisInboxBus(notifier_redis), SystemClock(),
                              InMemoryMetrics(), 86_400)
     stream = sdk.inbox.stream("ada")

@@ -98,7 +98,7 @@ class Runtime:
         # never load a driver.
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.crypto.keyring import open_cipher
-        from trigger_service.adapters.redis.client import RedisPing, open_client
+        from trigger_service.adapters.redis.client import RedisPing, open_from_settings
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
         from trigger_service.adapters.redis.lease import RedisLease
@@ -114,6 +114,9 @@ class Runtime:
         callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
         metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         clock = SystemClock()
+        # First: it connects lazily (nothing to close if a later step fails), and a bad TLS
+        # setting is a ConfigError before anything is connected.
+        redis = open_from_settings(settings.redis)
         # One KMS call at most (this process's data key), before anything is connected.
         cipher = await open_cipher(settings.encryption, settings.sqs)
         store = await CassandraStore.connect(
@@ -125,9 +128,9 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        redis = open_client(settings.redis.url, settings.redis.max_connections)
         # Its one connection is opened by the first inbox stream (so only by an API process).
-        inbox_bus = RedisInboxBus(redis, open_listener(settings.redis.url))
+        inbox_bus = RedisInboxBus(redis, open_listener(
+            settings.redis.url, tls_ca_file=settings.redis.tls_ca_file))
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),

@@ -15,11 +15,25 @@ hands back the first page alone.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut, Timeout, WriteFailure
-from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile, Session
+from cassandra import (
+    AuthenticationFailed,
+    ConsistencyLevel,
+    OperationTimedOut,
+    Timeout,
+    WriteFailure,
+)
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    NoHostAvailable,
+    Session,
+)
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, dict_factory
 
@@ -32,7 +46,10 @@ Page = tuple[list[Row], bytes | None]
 
 def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
     """Open a cluster connection (blocking), reading ``settings.fetch_size`` rows per page.
-    Raises ``StoreError``."""
+    With ``settings.username`` it logs in (PasswordAuthenticator); with
+    ``settings.tls_ca_file`` every connection is TLS and the node's certificate must be signed
+    by that CA and name the address connected to (an IP SAN for an address). Raises
+    ``StoreError`` (refused credentials and an unreadable CA file say so)."""
     # Token-aware within the local DC: a request goes to a replica of its partition (no
     # extra coordinator hop), and never crosses to another DC while the local one is up.
     profile = ExecutionProfile(
@@ -51,15 +68,54 @@ def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
         protocol_version=4,
         connect_timeout=settings.request_timeout_s,
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+        auth_provider=auth_provider(settings),
+        ssl_context=tls_context(settings),
     )
     try:
         session = cluster.connect()
     except Exception as e:  # NoHostAvailable is not a DriverException subclass
         cluster.shutdown()
-        raise StoreError(f"cassandra connect failed: {e}") from e
+        raise StoreError(connect_failure(settings, e)) from e
     # Every statement without its own fetch size pages by this (the driver's default 5,000).
     session.default_fetch_size = settings.fetch_size
     return cluster, session
+
+
+def auth_provider(settings: CassandraSettings) -> PlainTextAuthProvider | None:
+    """The login for PasswordAuthenticator, or None (no user set: no authentication)."""
+    if not settings.username:
+        return None
+    return PlainTextAuthProvider(username=settings.username, password=settings.password)
+
+
+def tls_context(settings: CassandraSettings) -> ssl.SSLContext | None:
+    """A client TLS context trusting only ``settings.tls_ca_file``, or None (no CA file: plain
+    CQL). Hostnames are checked: the driver names each node by its address, so the node's
+    certificate carries it as an IP SAN. Raises ``StoreError`` if the file is not a readable
+    PEM CA."""
+    if not settings.tls_ca_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
+    try:
+        context.load_verify_locations(cafile=settings.tls_ca_file)
+    except (OSError, ssl.SSLError) as e:  # FileNotFoundError is an OSError
+        raise StoreError(
+            f"cassandra TLS CA file {settings.tls_ca_file!r} unusable: {e}") from e
+    return context
+
+
+def connect_failure(settings: CassandraSettings, e: Exception) -> str:
+    """The message of a failed connect, naming the cause an operator can fix."""
+    causes = list(e.errors.values()) if isinstance(e, NoHostAvailable) else [e]
+    if any(isinstance(c, AuthenticationFailed) for c in causes):
+        who = f"user {settings.username!r}" if settings.username else "no user set"
+        return (f"cassandra connect failed: authentication refused ({who}; "
+                f"TRIGGER_CASSANDRA_USERNAME/PASSWORD): {e}")
+    # The driver reports a failed handshake as an OSError quoting the SSL error.
+    if any(isinstance(c, ssl.SSLError) or "[SSL" in str(c) for c in causes):
+        return (f"cassandra connect failed: TLS handshake failed "
+                f"(TRIGGER_CASSANDRA_TLS_CA_FILE): {e}")
+    return f"cassandra connect failed: {e}"
 
 
 def prepare(session: Session, queries: dict[str, str]) -> dict[str, PreparedStatement]:

@@ -41,10 +41,12 @@ _CONFIRM_S = 2.0
 HUB_CLIENT_NAME = "trigger-inbox-hub"
 
 
-def open_listener(url: str, client_name: str = HUB_CLIENT_NAME) -> aioredis.Redis:
+def open_listener(url: str, client_name: str = HUB_CLIENT_NAME, *,
+                  tls_ca_file: str = "") -> aioredis.Redis:
     """The hub's client: a pool of exactly one connection, apart from the command pool,
-    named ``client_name`` in Redis's CLIENT LIST."""
-    return open_client(url, max_connections=1, client_name=client_name)
+    named ``client_name`` in Redis's CLIENT LIST (TLS as ``open_client``)."""
+    return open_client(url, max_connections=1, client_name=client_name,
+                       tls_ca_file=tls_ca_file)
 
 
 class RedisInboxBus:
