@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.chaos.config import ROOT, VAR, RunConfig
 from trigger_service.config.callers import hash_token
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 
 RUN_DIR = ROOT / "var" / "run"
 SUPERVISOR_LOG = VAR / "supervisor.log"

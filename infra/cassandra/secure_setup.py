@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from trigger_service.adapters.cassandra import driver
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.errors import StoreError
 
 ROLE = "trigger"

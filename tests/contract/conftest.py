@@ -31,8 +31,8 @@ from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
-from trigger_service.config.settings import CassandraSettings, RedisSettings
 from trigger_service.config.sqs import SqsSettings
+from trigger_service.config.stores import CassandraSettings, RedisSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.idempotency_ports import IdempotencyCache
 from trigger_service.core.inbox_ports import InboxBus

@@ -24,7 +24,7 @@ from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.crypto.envelope import EnvelopeCipher
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import is_sealed
 from trigger_service.core.model import Trigger

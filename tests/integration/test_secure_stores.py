@@ -23,7 +23,8 @@ from trigger_service.adapters.redis.client import RedisPing, open_client, open_f
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.redis.limits import RedisRateLimiter
-from trigger_service.config.settings import CassandraSettings, RedisSettings, Settings
+from trigger_service.config.settings import Settings
+from trigger_service.config.stores import CassandraSettings, RedisSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import CacheError, StoreError
 from trigger_service.core.limit_ports import BucketRule

@@ -27,7 +27,8 @@ from trigger_service.config.providers import (
     PushSettings,
     SmsSettings,
 )
-from trigger_service.config.settings import CassandraSettings, RedisSettings, Settings
+from trigger_service.config.settings import Settings
+from trigger_service.config.stores import CassandraSettings, RedisSettings
 
 MIN_REPLICATION_FACTOR = 3
 LOCALSTACK_PORT = 4566

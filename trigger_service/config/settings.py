@@ -30,6 +30,12 @@ from trigger_service.config.providers import (
     SmtpSettings,
 )
 from trigger_service.config.sqs import SQS_VARIABLES, SqsSettings
+from trigger_service.config.stores import (
+    CASSANDRA_VARIABLES,
+    REDIS_VARIABLES,
+    CassandraSettings,
+    RedisSettings,
+)
 from trigger_service.config.sweep import SWEEP_VARIABLES, SweepSettings
 from trigger_service.core.errors import ConfigError
 
@@ -54,40 +60,6 @@ class ApiSettings:
     # Earlier keys whose links still verify (rotation); never used to sign.
     ack_previous_secrets: tuple[str, ...] = field(default=(), repr=False)
     ack_link_ttl_s: int = 7 * 86_400
-
-
-@dataclass(frozen=True)
-class CassandraSettings:
-    hosts: tuple[str, ...] = ("127.0.0.1",)
-    port: int = 9042
-    keyspace: str = "triggers"
-    replication_factor: int = 1
-    # The data centre this process is in: routing prefers its replicas, consistency is
-    # LOCAL_QUORUM / LOCAL_SERIAL in it, and a new keyspace is replicated to it
-    # (NetworkTopologyStrategy). A single node with SimpleSnitch is in "datacenter1".
-    local_dc: str = "datacenter1"
-    request_timeout_s: float = 10.0
-    # Rows per page of a read (the driver's default): every read pages to its end, so this
-    # bounds what one request carries, not what a read returns.
-    fetch_size: int = 5000
-    schema_dir: Path = REPO_ROOT / "infra" / "cql"
-    # PasswordAuthenticator credentials (empty: no authentication) and client TLS: with a CA
-    # file the connection is TLS and the node's certificate is verified against it.
-    username: str = ""
-    password: str = field(default="", repr=False)  # never logged
-    tls_ca_file: str = ""
-
-
-@dataclass(frozen=True)
-class RedisSettings:
-    # An ACL user and password go in the URL (redis://user:password@host:port/db); rediss://
-    # is TLS, verified against tls_ca_file when set (else the system's CAs).
-    url: str = field(default="redis://127.0.0.1:6379/0", repr=False)  # may hold a password
-    tls_ca_file: str = ""
-    # The command pool of a process (leases, rate limits, idempotency, publishes); a waiter
-    # gets a connection within 2 s or a CacheError. Inbox streams never take from it (the
-    # API's one subscription has its own connection).
-    max_connections: int = 64
 
 
 @dataclass(frozen=True)
@@ -307,39 +279,9 @@ VARIABLES: tuple[Variable, ...] = (
              "idempotency keys are kept this long after the fire time"),
     Variable("TRIGGER_LOG_LEVEL", ("", "log_level"), str.upper, "log level"),
     Variable("TRIGGER_LOG_FORMAT", ("", "log_format"), str, "json or console"),
-    Variable("TRIGGER_CASSANDRA_HOSTS", ("cassandra", "hosts"), _str_list,
-             "comma-separated contact points"),
-    Variable("TRIGGER_CASSANDRA_PORT", ("cassandra", "port"), _pos_int, "CQL port"),
-    Variable("TRIGGER_CASSANDRA_KEYSPACE", ("cassandra", "keyspace"), str,
-             "keyspace (created with the schema at start-up)"),
-    Variable("TRIGGER_CASSANDRA_REPLICATION_FACTOR", ("cassandra", "replication_factor"), _pos_int,
-             "replicas in the local data centre when the keyspace is created "
-             "(NetworkTopologyStrategy)"),
-    Variable("TRIGGER_CASSANDRA_LOCAL_DC", ("cassandra", "local_dc"), str,
-             "this process's data centre: token- and DC-aware routing, LOCAL_QUORUM and "
-             "LOCAL_SERIAL there"),
-    Variable("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), _pos_float,
-             "per-request timeout"),
-    Variable("TRIGGER_CASSANDRA_FETCH_SIZE", ("cassandra", "fetch_size"), _pos_int,
-             "rows per page of a read (every read pages to its end; big sets are processed "
-             "a page at a time)"),
-    Variable("TRIGGER_CASSANDRA_USERNAME", ("cassandra", "username"), str,
-             "PasswordAuthenticator user (empty: connect without authentication)"),
-    Variable("TRIGGER_CASSANDRA_PASSWORD", ("cassandra", "password"), str,
-             "that user's password"),
-    Variable("TRIGGER_CASSANDRA_TLS_CA_FILE", ("cassandra", "tls_ca_file"), str,
-             "PEM file of the CA that signed the nodes' certificates: when set, every "
-             "connection is TLS and verifies the node"),
+    *(Variable(*row) for row in CASSANDRA_VARIABLES),
     *(Variable(*row) for row in SQS_VARIABLES),
-    Variable("TRIGGER_REDIS_URL", ("redis", "url"), str,
-             "Redis (≥ 7.0): orders an Idempotency-Key's requests, rate limits, quotas, "
-             "leases; redis://user:password@host:port/db, rediss:// for TLS"),
-    Variable("TRIGGER_REDIS_TLS_CA_FILE", ("redis", "tls_ca_file"), str,
-             "PEM file of the CA that signed Redis's certificate (rediss://; empty: the "
-             "system's CAs)"),
-    Variable("TRIGGER_REDIS_MAX_CONNECTIONS", ("redis", "max_connections"), _pos_int,
-             "Redis command connections per process (a full pool makes a command wait up to "
-             "2 s); the API's inbox streams share one more, their own"),
+    *(Variable(*row) for row in REDIS_VARIABLES),
     Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
     Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,

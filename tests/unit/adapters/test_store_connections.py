@@ -14,7 +14,7 @@ from cassandra.cluster import NoHostAvailable
 
 from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.redis.client import open_client, open_from_settings
-from trigger_service.config.settings import CassandraSettings, RedisSettings
+from trigger_service.config.stores import CassandraSettings, RedisSettings
 from trigger_service.core.errors import ConfigError, StoreError
 
 pytestmark = pytest.mark.timeout(10)

@@ -37,7 +37,7 @@ from cassandra.cluster import (
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, Statement, dict_factory
 
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.errors import StoreError, StoreTimeout
 
 Row = dict[str, Any]

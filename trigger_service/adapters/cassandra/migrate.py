@@ -22,7 +22,7 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import driver
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.errors import StoreError, TriggerError
 
 log = structlog.get_logger(__name__)

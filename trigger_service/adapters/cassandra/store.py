@@ -35,7 +35,7 @@ from trigger_service.adapters.cassandra.statements import (
     changed_values,
     trigger_from_row,
 )
-from trigger_service.config.settings import CassandraSettings
+from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import Cipher
 from trigger_service.core.dead_letters import Attempt

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
-from trigger_service.config.settings import RedisSettings
+from trigger_service.config.stores import RedisSettings
 from trigger_service.core.errors import CacheError, ConfigError
 
 _TIMEOUT_S = 2
