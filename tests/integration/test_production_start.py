@@ -29,7 +29,8 @@ EVERY_PROBLEM = ("TRIGGER_CALLERS_FILE is the development file", "development to
                  "TRIGGER_CASSANDRA_TLS_CA_FILE", "TRIGGER_SQS_ENDPOINT",
                  "TRIGGER_SQS_ACCESS_KEY_ID", "TRIGGER_SQS_SECRET_ACCESS_KEY",
                  "TRIGGER_REDIS_URL", "TRIGGER_SMS_ACCOUNT_SID", "TRIGGER_SMS_AUTH_TOKEN",
-                 "TRIGGER_SMS_FROM", "TRIGGER_PUSH_PROJECT", "TRIGGER_PUSH_BEARER")
+                 "TRIGGER_SMS_FROM", "TRIGGER_PUSH_PROJECT", "TRIGGER_PUSH_BEARER",
+                 "TRIGGER_ENCRYPTION_KEY_FILE")
 
 
 @pytest.mark.parametrize(("module", "listener"), [

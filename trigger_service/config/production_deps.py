@@ -9,7 +9,9 @@ development defaults that work on a laptop and are wrong, or unsafe, anywhere el
 - SMTP AUTH without STARTTLS: ``start_tls=False`` turns even opportunistic TLS off, so the
   password would cross the network in clear;
 - the SMS and push providers' development tokens, Twilio's test account and number, the
-  development Firebase project, and ``http://`` provider URLs.
+  development Firebase project, and ``http://`` provider URLs;
+- encryption at rest under the development key file (``var/encryption.keys``, which ``make
+  up`` makes in the checkout) or a key file that does not exist, when no KMS key is set.
 
 A CA file that is set must exist (a typo would otherwise surface at the first connection).
 No message ever shows a secret: a URL that may hold a password is named, not printed.
@@ -21,6 +23,7 @@ import ipaddress
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from trigger_service.config.encryption import EncryptionSettings
 from trigger_service.config.providers import (
     DEV_SMS_ACCOUNT_SID,
     DEV_SMS_FROM,
@@ -126,7 +129,20 @@ def _providers(settings: Settings) -> list[str]:
     return problems
 
 
+def _encryption(e: EncryptionSettings) -> list[str]:
+    if e.kms_key_id:
+        return []
+    if e.key_file.resolve() == EncryptionSettings.key_file.resolve():
+        return [f"TRIGGER_ENCRYPTION_KEY_FILE={e.key_file} is the development key file (made "
+                "by make up, beside the code): set TRIGGER_KMS_KEY_ID, or a key file of your "
+                "own (python -m trigger_service.platform.keys add)"]
+    if not e.key_file.is_file():
+        return [f"TRIGGER_ENCRYPTION_KEY_FILE={e.key_file}: no such file (and no "
+                "TRIGGER_KMS_KEY_ID)"]
+    return []
+
+
 def dependency_problems(settings: Settings) -> list[str]:
     """What makes the connections of ``settings`` unfit for production (empty: fit)."""
     return [*_cassandra(settings.cassandra), *_sqs(settings), *_redis(settings.redis),
-            *_providers(settings)]
+            *_providers(settings), *_encryption(settings.encryption)]

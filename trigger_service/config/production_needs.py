@@ -33,6 +33,8 @@ PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
     ("TRIGGER_PUSH_PROJECT", "your Firebase project, not the development one"),
     ("TRIGGER_PUSH_BEARER", "your access token, not the development one"),
     ("TRIGGER_PUSH_BASE_URL", "`https://`"),
+    ("TRIGGER_ENCRYPTION_KEY_FILE", "a key file of your own (not the one `make up` makes "
+                                    "under `var/`), unless `TRIGGER_KMS_KEY_ID` is set"),
 )
 
 

@@ -40,6 +40,6 @@ def prod_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "TRIGGER_REDIS_URL": "rediss://trigger:redispass@redis.internal:6380/0",
         "TRIGGER_SMS_ACCOUNT_SID": "AC" + "1" * 32, "TRIGGER_SMS_AUTH_TOKEN": "t" * 32,
         "TRIGGER_SMS_FROM": "+447700900123", "TRIGGER_PUSH_PROJECT": "reminders-prod",
-        "TRIGGER_PUSH_BEARER": "ya29." + "b" * 40,
+        "TRIGGER_PUSH_BEARER": "ya29." + "b" * 40, "TRIGGER_KMS_KEY_ID": "alias/reminders",
         **extra,
     }

@@ -9,6 +9,7 @@ import pytest
 
 from tests.unit.limits.production_env import prod_env
 from trigger_service.config.callers import CallerRegistry
+from trigger_service.config.encryption import EncryptionSettings
 from trigger_service.config.production import (
     DEV_CALLERS_FILE,
     check_production,
@@ -19,6 +20,7 @@ from trigger_service.config.production_needs import PRODUCTION_NEEDS
 from trigger_service.config.settings import VARIABLES, Settings
 from trigger_service.core.errors import ConfigError
 
+DEV_KEY_FILE = EncryptionSettings.key_file
 # (the variables changed from a fit production configuration, the variable every problem
 # found must name)
 PROBLEMS: list[tuple[dict[str, str], str]] = [
@@ -52,6 +54,10 @@ PROBLEMS: list[tuple[dict[str, str], str]] = [
     ({"TRIGGER_PUSH_PROJECT": "trigger-dev"}, "TRIGGER_PUSH_PROJECT"),
     ({"TRIGGER_PUSH_BEARER": "dev-push-token"}, "TRIGGER_PUSH_BEARER"),
     ({"TRIGGER_PUSH_BASE_URL": "http://fcm.internal"}, "TRIGGER_PUSH_BASE_URL"),
+    ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": str(DEV_KEY_FILE)},
+     "TRIGGER_ENCRYPTION_KEY_FILE"),
+    ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": "/nonexistent/keys"},
+     "TRIGGER_ENCRYPTION_KEY_FILE"),
 ]
 
 
@@ -76,6 +82,7 @@ def test_every_production_need_is_checked_and_every_check_is_a_listed_need() -> 
     {"TRIGGER_SMTP_USER": "mailer", "TRIGGER_SMTP_STARTTLS": "true"},
     {"TRIGGER_REDIS_URL": "rediss://:only-a-password@redis.internal:6380/0"},
     {"TRIGGER_CASSANDRA_REPLICATION_FACTOR": "5"},
+    {"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__},  # a file of one's own
     {"TRIGGER_API_HOST": "10.0.0.4", "TRIGGER_METRICS_TOKEN": "m" * 32},
 ])
 def test_what_production_accepts(tmp_path: Path, change: dict[str, str]) -> None:
