@@ -13,9 +13,9 @@
   recipients again). A trigger registered while budget is left may still find it spent when
   it fires: that channel is then dead-lettered ``budget_exhausted``.
 
-The check comes before the idempotency key is looked at: a keyed retry of a registration made
-while budget was left is refused like a new one once it is spent (retried after
-``Retry-After`` it gets the replay).
+A registration checks the budgets as it counts and writes (``TriggerService.budget_check``),
+after its idempotency key is looked at: a keyed retry of a registration made while budget was
+left gets its trigger (a replay), never 429, once the budget is spent.
 
 When Redis fails the budget is not checked (fail open, like the other limits) and
 ``budget_errors_total`` counts it; each send still takes from the budget.
@@ -56,17 +56,23 @@ class ChannelGate:
         self._clock = clock
         self._metrics = metrics
 
-    async def vet(self, caller: Caller, plan: DeliveryPlan | None) -> DeliveryPlan | None:
+    async def vet(self, caller: Caller, plan: DeliveryPlan | None, *,
+                  budgets: bool = True) -> DeliveryPlan | None:
         """``plan`` as it may be stored for ``caller`` (``vet_recipients``), once no channel's
-        budget is spent today. Raises ``RecipientNotAllowed`` or ``QuotaExceeded``."""
+        budget is spent today (unless ``budgets`` is False: a registration checks them as it
+        writes, after its key's replay). Raises ``RecipientNotAllowed`` or
+        ``QuotaExceeded``."""
         if plan is None:
             return None
         plan = vet_recipients(caller, plan)
-        await self._check_budgets(caller, plan)
+        if budgets:
+            await self.check_budgets(caller, plan)
         return plan
 
-    async def _check_budgets(self, caller: Caller, plan: DeliveryPlan) -> None:
-        if self._budget is None:
+    async def check_budgets(self, caller: Caller, plan: DeliveryPlan | None) -> None:
+        """Raise ``QuotaExceeded`` (``Retry-After``: the next UTC day) when a channel of
+        ``plan`` has spent ``caller``'s daily budget; Redis down: nothing is checked."""
+        if self._budget is None or plan is None:
             return
         now_ms = self._clock.now_ms()
         for kind in dict.fromkeys(spec.type for spec in plan.channels):

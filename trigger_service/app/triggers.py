@@ -12,6 +12,7 @@ crash before it left nothing (index entries alone point nowhere), and the retry 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import structlog
@@ -61,6 +62,8 @@ _EDIT_WAIT_MS = 3_000
 _EDIT_POLL_MS = 25
 _MIN_MS = -(2**63)
 _FINISHED = {s.value for s in Status if s.terminal}
+# A check a registration passes before it counts and writes (never run for a key's replay).
+Admit = Callable[[], Awaitable[None]]
 
 
 class TriggerService:
@@ -96,19 +99,27 @@ class TriggerService:
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
 
     # --- accept: a parsed request becomes a trigger to register ------------------------
-    async def accept(self, caller: Caller, req: RegisterRequest) -> NewTrigger:
+    async def accept(self, caller: Caller, req: RegisterRequest, *,
+                     budgets: bool = True) -> NewTrigger:
         """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
-        ``register``, ``edit`` and ``snooze`` take, its channels vetted (``app.recipients``).
-        Raises ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
+        ``register``, ``edit`` and ``snooze`` take, its channels vetted (``app.recipients``;
+        the daily budgets only if ``budgets``: a registration passes ``budget_check`` to
+        ``register`` instead, so that its key's replay comes first). Raises
+        ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         new = plan_request(req, self._s.api)
         await self.vet_callback(caller, new.callback_url)
-        return replace(new, plan=await self.vet_channels(caller, new.plan))
+        return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 
-    async def vet_channels(self, caller: Caller, plan: DeliveryPlan | None,
-                           ) -> DeliveryPlan | None:
+    async def vet_channels(self, caller: Caller, plan: DeliveryPlan | None, *,
+                           budgets: bool = True) -> DeliveryPlan | None:
         """``plan`` as it may be stored for ``caller`` (``ChannelGate.vet``)."""
-        return await self._channels.vet(caller, plan)
+        return await self._channels.vet(caller, plan, budgets=budgets)
+
+    def budget_check(self, caller: Caller, new: NewTrigger) -> Admit:
+        """What ``register`` runs before it counts and writes ``new``: its channels' daily
+        budgets (``QuotaExceeded``)."""
+        return lambda: self._channels.check_budgets(caller, new.plan)
 
     async def vet_callback(self, caller: Caller, url: str) -> None:
         """Refuse a callback whose host name resolves to a forbidden address
@@ -118,20 +129,33 @@ class TriggerService:
 
     # --- register ----------------------------------------------------------------------
     async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
-                       request_hash: str, *, snoozed_from: str | None = None) -> Registered:
-        """Create a PENDING trigger, once per ``idem_key`` (``app.idempotency``): its quota
-        place, its rows, its SQS message (``app.creation``). Raises ``QuotaExceeded``,
-        ``IdempotencyKeyReused``, ``StoreError`` (then nothing was accepted; a retry with
-        the key is safe) or ``OutcomeUnknown`` (written or not: a retry with the key
-        settles it)."""
+                       request_hash: str, *, snoozed_from: str | None = None,
+                       admit: Admit | None = None) -> Registered:
+        """Create a PENDING trigger, once per ``idem_key`` (``app.idempotency``): ``admit``
+        (e.g. ``budget_check``; a key's replay never runs it), its quota place, its rows, its
+        SQS message (``app.creation``). Raises ``QuotaExceeded``, ``IdempotencyKeyReused``,
+        ``StoreError`` (then nothing was accepted; a retry with the key is safe) or
+        ``OutcomeUnknown`` (written or not: a retry with the key settles it)."""
         trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
                           snoozed_from=snoozed_from)
+        writer = self._writer
+
+        async def create(t: Trigger) -> None:
+            if admit is not None:
+                await admit()
+            await writer.create(t)
+
+        async def create_if_absent(t: Trigger) -> Trigger | None:
+            if admit is not None:
+                await admit()
+            return await writer.create_if_absent(t)
+
         if idem_key is None:
-            await self._writer.create(trigger)
+            await create(trigger)
             result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
         else:
-            result = await self._idempotent.register(trigger, idem_key, self._writer.create,
-                                                     self._writer.create_if_absent)
+            result = await self._idempotent.register(trigger, idem_key, create,
+                                                     create_if_absent)
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result
@@ -341,7 +365,7 @@ class TriggerService:
         return new
 
     async def snooze(self, original: Trigger, req: NewTrigger, idem_key: str | None,
-                     request_hash: str) -> Registered:
+                     request_hash: str, admit: Admit | None = None) -> Registered:
         """A new one-time trigger with ``original``'s callback and payload at ``req``'s time.
         Raises ``NotEditable`` unless ``original`` is pending, in flight or fired."""
         if original.status not in (Status.PENDING, Status.IN_FLIGHT, Status.FIRED):
@@ -351,7 +375,7 @@ class TriggerService:
         copy = replace(req, callback_url=original.callback_url,
                        payload_json=original.payload_json, plan=original.plan)
         return await self.register(original.caller, copy, idem_key, request_hash,
-                                   snoozed_from=original.trigger_id)
+                                   snoozed_from=original.trigger_id, admit=admit)
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None) -> ListPage:

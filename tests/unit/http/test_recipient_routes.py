@@ -127,6 +127,22 @@ async def test_a_spent_budget_refuses_create_preview_patch_and_snooze_429(
     assert status == 201, answer
 
 
+async def test_a_keyed_retry_gets_its_trigger_once_the_budget_is_spent(
+        rapi: Api, budget: MemorySendBudget) -> None:
+    keyed = AUTH | {"Idempotency-Key": "budget-retry-1"}
+    resp = await rapi.client.post("/v1/triggers", json=body(SMS), headers=keyed)
+    assert resp.status == 201, await resp.json()
+    created = await resp.json()
+    budget.counts[("orders", "sms", utc_day(rapi.env.clock.now_ms()))] = 2
+    resp = await rapi.client.post("/v1/triggers", json=body(SMS), headers=keyed)
+    assert resp.status == 201, await resp.json()
+    assert resp.headers["Idempotent-Replayed"] == "true"
+    assert (await resp.json())["triggerId"] == created["triggerId"]
+    resp = await rapi.client.post("/v1/triggers", json=body(SMS),
+                                  headers=AUTH | {"Idempotency-Key": "budget-retry-2"})
+    await assert_error(resp, 429, "quota_exceeded")
+
+
 async def test_callback_only_triggers_are_not_vetted(rapi: Api) -> None:
     status, answer, _ = await rapi.post({"callbackUrl": CALLBACK, "delaySeconds": 5},
                                         headers=OTHER)

@@ -139,9 +139,10 @@ async def snooze(request: web.Request) -> web.Response:
     kept = {k: v for k, v in request_body_of(original).items() if k not in TIME_FIELDS}
     new = await service.accept(caller, parsing.parse_register(
         {**kept, **body}, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=runtime.settings.api.payload_max_bytes))
+        payload_max_bytes=runtime.settings.api.payload_max_bytes), budgets=False)
     result = await service.snooze(original, new, idem_key,
-                                  parsing.request_hash({"snooze": original.trigger_id, **body}))
+                                  parsing.request_hash({"snooze": original.trigger_id, **body}),
+                                  admit=service.budget_check(caller, new))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     return web.json_response(views.created_view(result) | {"snoozedFrom": original.trigger_id},
                              status=201, headers=headers)

@@ -17,8 +17,9 @@ async def register(request: web.Request) -> web.Response:
     body = parsing.parse_json_body(await request.read())
     new = await service.accept(caller, parsing.parse_register(
         body, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=runtime.settings.api.payload_max_bytes))
-    result = await service.register(caller.name, new, idem_key, parsing.request_hash(body))
+        payload_max_bytes=runtime.settings.api.payload_max_bytes), budgets=False)
+    result = await service.register(caller.name, new, idem_key, parsing.request_hash(body),
+                                    admit=service.budget_check(caller, new))
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     answer = views.created_view(result)
     if "when" in body:  # parse_register accepted it: body is a dict
