@@ -9,18 +9,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.parsers import flag
+
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent.parent
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off", ""})
-
-
-def flag(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value not in _TRUE | _FALSE:
-        raise ValueError("must be true or false")
-    return value in _TRUE
 
 
 @dataclass(frozen=True)

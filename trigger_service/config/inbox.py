@@ -7,18 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from trigger_service.config.parsers import at_least_one
 from trigger_service.config.parsers import pos_float as _pos_float
 from trigger_service.config.parsers import pos_int as _pos_int
 from trigger_service.core.errors import ConfigError
 
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
-
-
-def _at_least_one(raw: str) -> int:
-    value = _pos_int(raw)
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
 
 
 @dataclass(frozen=True)
@@ -51,15 +45,15 @@ INBOX_VARIABLES: tuple[Row, ...] = (
      "inbox messages expire this many days after they are stored (read or not)"),
     ("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
      "an inbox stream sends a comment line this often, so proxies keep it open"),
-    ("TRIGGER_INBOX_MAX_STREAMS", ("inbox", "max_streams"), _at_least_one,
+    ("TRIGGER_INBOX_MAX_STREAMS", ("inbox", "max_streams"), at_least_one,
      "open inbox streams per API process (at most half of TRIGGER_MAX_CONNECTIONS); one more "
      "is answered 429 too_many_streams"),
-    ("TRIGGER_INBOX_MAX_STREAMS_PER_CALLER", ("inbox", "max_streams_per_caller"), _at_least_one,
+    ("TRIGGER_INBOX_MAX_STREAMS_PER_CALLER", ("inbox", "max_streams_per_caller"), at_least_one,
      "open inbox streams of one caller, counted across the API processes (Redis; each "
      "process also holds it to this alone); one more is answered 429 too_many_streams"),
     ("TRIGGER_INBOX_STREAM_MAX_LIFETIME_S", ("inbox", "stream_max_lifetime_s"), _pos_float,
      "an inbox stream is closed by the server after at most this (in its last tenth); the "
      "client reconnects with Last-Event-ID"),
-    ("TRIGGER_INBOX_STREAM_RETRY_MS", ("inbox", "stream_retry_ms"), _at_least_one,
+    ("TRIGGER_INBOX_STREAM_RETRY_MS", ("inbox", "stream_retry_ms"), at_least_one,
      "the retry: hint a stream sends: how long an EventSource waits before it reconnects"),
 )

@@ -9,8 +9,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from trigger_service.config.parsers import at_least_one
 from trigger_service.config.parsers import pos_float as _pos_float
-from trigger_service.config.parsers import pos_int as _pos_int
 
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 ENVIRONMENTS = ("development", "production")
@@ -28,13 +28,6 @@ def _keepalive(raw: str) -> float:
     value = _pos_float(raw)
     if value > MAX_KEEPALIVE_S:
         raise ValueError(f"at most {MAX_KEEPALIVE_S:g}")
-    return value
-
-
-def _at_least_one(raw: str) -> int:
-    value = _pos_int(raw)
-    if value < 1:
-        raise ValueError("must be >= 1")
     return value
 
 
@@ -67,13 +60,13 @@ LIMIT_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_KEEPALIVE_TIMEOUT_S", ("limits", "keepalive_timeout_s"), _keepalive,
      "an idle keep-alive connection (or one slow to send its next request) is closed after "
      "this; at most 75"),
-    ("TRIGGER_MAX_CONNECTIONS", ("limits", "max_connections"), _at_least_one,
+    ("TRIGGER_MAX_CONNECTIONS", ("limits", "max_connections"), at_least_one,
      "open connections per API process; one more is answered 503 and closed"),
-    ("TRIGGER_MAX_LINE_BYTES", ("limits", "max_line_bytes"), _at_least_one,
+    ("TRIGGER_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
-    ("TRIGGER_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), _at_least_one,
+    ("TRIGGER_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,
      "longest header value; longer is 431"),
-    ("TRIGGER_MAX_HEADERS", ("limits", "max_headers"), _at_least_one,
+    ("TRIGGER_MAX_HEADERS", ("limits", "max_headers"), at_least_one,
      "most header lines in a request; more is 400"),
     ("TRIGGER_METRICS_TOKEN", ("limits", "metrics_token"), str,
      "when set, the API's /metrics needs Authorization: Bearer <it> (and so do the "

@@ -14,6 +14,22 @@ def pos_int(raw: str) -> int:
     return value
 
 
+def at_least_one(raw: str) -> int:
+    value = pos_int(raw)
+    if value < 1:
+        raise ValueError("must be >= 1")
+    return value
+
+
+def flag(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError("true or false")
+
+
 def pos_float(raw: str) -> float:
     value = float(raw)
     if value <= 0:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from email.utils import parseaddr
 from typing import Any
 
+from trigger_service.config.parsers import at_least_one, flag
 from trigger_service.core.errors import ConfigError
 
 # Twilio's documented test values: an account SID of the right shape and the magic sender
@@ -76,22 +77,6 @@ def _seconds(raw: str) -> float:
     return value
 
 
-def _count(raw: str) -> int:
-    value = int(raw)
-    if value < 1:
-        raise ValueError("must be >= 1")
-    return value
-
-
-def _flag(raw: str) -> bool:
-    value = raw.strip().lower()
-    if value in ("1", "true", "yes", "on"):
-        return True
-    if value in ("0", "false", "no", "off", ""):
-        return False
-    raise ValueError("true or false")
-
-
 def _address(raw: str) -> str:
     if "@" not in parseaddr(raw)[1]:
         raise ValueError("an address such as reminders@example.com or 'Name <a@b.example>'")
@@ -111,13 +96,13 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_SMTP_PORT", ("smtp", "port"), _port, "SMTP port (587 for submission)"),
     ("TRIGGER_SMTP_USER", ("smtp", "user"), str, "SMTP AUTH user; empty: no AUTH"),
     ("TRIGGER_SMTP_PASSWORD", ("smtp", "password"), str, "SMTP AUTH password (never logged)"),
-    ("TRIGGER_SMTP_STARTTLS", ("smtp", "starttls"), _flag,
+    ("TRIGGER_SMTP_STARTTLS", ("smtp", "starttls"), flag,
      "true: upgrade with STARTTLS before AUTH (the server must offer it)"),
     ("TRIGGER_SMTP_FROM", ("smtp", "from_address"), _address,
      "From of every email; its domain ends each Message-ID"),
     ("TRIGGER_SMTP_TIMEOUT_S", ("smtp", "timeout_s"), _seconds,
      "per SMTP command (connect, each reply)"),
-    ("TRIGGER_SMTP_MAX_CONNECTIONS", ("smtp", "max_connections"), _count,
+    ("TRIGGER_SMTP_MAX_CONNECTIONS", ("smtp", "max_connections"), at_least_one,
      "SMTP sessions open at once per dispatcher"),
     ("TRIGGER_SMS_BASE_URL", ("sms", "base_url"), _base_url,
      "Twilio-format REST API for SMS channels"),
