@@ -3,6 +3,7 @@ tampering, rotation, and one data key per process."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import stat
@@ -143,6 +144,23 @@ async def test_one_data_key_per_process_and_each_other_unwrapped_once(tmp_path: 
     assert source.unwraps == 1  # the writer's data key, once
     assert await reader.open(reader.seal("own", "ctx"), "ctx") == "own"
     assert source.unwraps == 1  # its own data key needs no unwrapping
+
+
+async def test_a_data_key_is_renewed_after_its_share_of_seals(tmp_path: Path) -> None:
+    path = keys(tmp_path, "k1")
+    source = CountingSource(KeyFile.load(path))
+    data_key = os.urandom(32)
+    cipher = EnvelopeCipher([source], data_key, await source.wrap(data_key),
+                            renew_after_seals=3)
+    first = [cipher.seal(f"v{i}", "ctx") for i in range(3)]  # the third starts a renewal
+    for _ in range(3):
+        await asyncio.sleep(0)  # the renewal's wrap runs
+    later = cipher.seal("v3", "ctx")
+    assert source.wraps == 2
+    wrapped_of = {v[: len(SEALED_PREFIX) + 60] for v in first}
+    assert len(wrapped_of) == 1 and later[: len(SEALED_PREFIX) + 60] not in wrapped_of
+    reader = file_cipher(path)
+    assert [await reader.open(v, "ctx") for v in [*first, later]] == ["v0", "v1", "v2", "v3"]
 
 
 def test_the_key_file_is_private_and_its_first_key_is_current(tmp_path: Path) -> None:

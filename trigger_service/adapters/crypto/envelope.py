@@ -8,22 +8,33 @@ A sealed value is ``enc1:`` and the unpadded url-safe base64 of::
 The GCM associated data is the context and that header: a value moved to another row or
 column, or given another KEK id, does not open. Sealing costs one AES-GCM pass (no I/O);
 opening unwraps each data key once per process (a KMS call at most once per key).
+
+A data key seals at most ``RENEW_AFTER_SEALS`` values before the cipher wraps a new one in the
+background (one KMS call) and seals with that: random 96-bit nonces stay far below the 2**32
+messages per key that GCM allows (a process sealing 10,000 values a second for weeks would
+pass it). Until the new key is wrapped the old one goes on sealing; a failed wrap is tried
+again at the next seal.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import os
 import struct
 from collections.abc import Sequence
 
+import structlog
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from trigger_service.core.crypto_ports import SEALED_PREFIX, KeySource, is_sealed
 from trigger_service.core.errors import CipherError
 
+log = structlog.get_logger(__name__)
+
 _NONCE_BYTES = 12
+RENEW_AFTER_SEALS = 2**24
 # Data keys of other processes (and of older KEKs) unwrapped so far; a pass over many rows
 # meets a few hundred at most (one per process start), so a full cache is simply emptied.
 _UNWRAPPED_MAX = 4096
@@ -58,13 +69,15 @@ def _parse(value: str) -> tuple[str, bytes, bytes, bytes, bytes]:
 
 
 class EnvelopeCipher:
-    def __init__(self, sources: Sequence[KeySource], data_key: bytes, wrapped: bytes) -> None:
+    def __init__(self, sources: Sequence[KeySource], data_key: bytes, wrapped: bytes, *,
+                 renew_after_seals: int = RENEW_AFTER_SEALS) -> None:
         """Use :meth:`create`."""
         self._sources = tuple(sources)
         self._key_id = sources[0].current_key_id
-        self._aead = AESGCM(data_key)
-        self._header = _header(self._key_id, wrapped)
-        self._unwrapped: dict[tuple[str, bytes], AESGCM] = {(self._key_id, wrapped): self._aead}
+        self._unwrapped: dict[tuple[str, bytes], AESGCM] = {}
+        self._use(data_key, wrapped)
+        self._renew_after = renew_after_seals
+        self._renewal: asyncio.Task[None] | None = None
 
     @classmethod
     async def create(cls, sources: Sequence[KeySource]) -> EnvelopeCipher:
@@ -79,7 +92,35 @@ class EnvelopeCipher:
     def current_key_id(self) -> str:
         return self._key_id
 
+    def _use(self, data_key: bytes, wrapped: bytes) -> None:
+        self._aead = AESGCM(data_key)
+        self._header = _header(self._key_id, wrapped)
+        self._unwrapped[(self._key_id, wrapped)] = self._aead
+        self._sealed = 0
+
+    def _renew_soon(self) -> None:
+        """Start wrapping a new data key, unless one is on its way or no loop runs here (a
+        script sealing outside one keeps its key)."""
+        if self._renewal is not None and not self._renewal.done():
+            return
+        try:
+            self._renewal = asyncio.get_running_loop().create_task(self._renew())
+        except RuntimeError:
+            pass
+
+    async def _renew(self) -> None:
+        data_key = new_data_key()
+        try:
+            wrapped = await self._sources[0].wrap(data_key)
+        except CipherError as e:
+            log.warning("data_key_renewal_failed", error=str(e))  # tried again next seal
+            return
+        self._use(data_key, wrapped)
+
     def seal(self, plaintext: str, context: str) -> str:
+        self._sealed += 1
+        if self._sealed >= self._renew_after:
+            self._renew_soon()
         nonce = os.urandom(_NONCE_BYTES)
         sealed = self._aead.encrypt(nonce, plaintext.encode(), self._aad(context, self._header))
         return SEALED_PREFIX + base64.urlsafe_b64encode(
