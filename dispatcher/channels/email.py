@@ -116,8 +116,11 @@ class EmailNotifier:
 
     def _client(self) -> aiosmtplib.SMTP:
         s = self._settings
+        # None, not False, when STARTTLS is not required: aiosmtplib then upgrades whenever
+        # the server offers it (False would turn even that opportunistic TLS off).
         return aiosmtplib.SMTP(hostname=s.host, port=s.port, timeout=s.timeout_s,
-                               start_tls=s.starttls, username=s.user or None,
+                               start_tls=True if s.starttls else None,
+                               username=s.user or None,
                                password=(s.password or None) if s.user else None)
 
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:

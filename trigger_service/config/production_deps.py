@@ -6,8 +6,8 @@ development defaults that work on a laptop and are wrong, or unsafe, anywhere el
 - SQS: LocalStack's endpoint (loopback, or port 4566) or a plaintext one, its ``test``
   credentials;
 - Redis: a URL without a password, or ``redis://`` (plaintext; ``rediss://`` is TLS);
-- SMTP AUTH without STARTTLS: ``start_tls=False`` turns even opportunistic TLS off, so the
-  password would cross the network in clear;
+- SMTP AUTH without required STARTTLS: opportunistic TLS (what the email channel uses then)
+  sends the password in clear to a server, or a man in the middle, that does not offer it;
 - the SMS and push providers' development tokens, Twilio's test account and number, the
   development Firebase project, and ``http://`` provider URLs;
 - encryption at rest under the development key file (``var/encryption.keys``, which ``make

@@ -97,7 +97,8 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_SMTP_USER", ("smtp", "user"), str, "SMTP AUTH user; empty: no AUTH"),
     ("TRIGGER_SMTP_PASSWORD", ("smtp", "password"), str, "SMTP AUTH password (never logged)"),
     ("TRIGGER_SMTP_STARTTLS", ("smtp", "starttls"), flag,
-     "true: upgrade with STARTTLS before AUTH (the server must offer it)"),
+     "true: STARTTLS is required before AUTH (the server must offer it); false: used "
+     "whenever the server offers it"),
     ("TRIGGER_SMTP_FROM", ("smtp", "from_address"), _address,
      "From of every email; its domain ends each Message-ID"),
     ("TRIGGER_SMTP_TIMEOUT_S", ("smtp", "timeout_s"), _seconds,

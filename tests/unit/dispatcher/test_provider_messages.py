@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dispatcher.channels.email import build_email, message_id
+from dispatcher.channels.email import EmailNotifier, build_email, message_id
 from dispatcher.channels.provider_http import HttpAnswer, retry_after_s
 from dispatcher.channels.push import push_message, push_outcome
 from dispatcher.channels.sms import sms_body, sms_outcome
+from trigger_service.config.providers import SmtpSettings
 from trigger_service.core.channels import EmailSpec, Occurrence, PushSpec, SmsSpec
 
 ACK = "https://r.example/ack?t=1&sig=x"
@@ -25,6 +26,14 @@ def answer(status: int, body: dict[str, object] | None = None,
 
 
 # --- email -------------------------------------------------------------------------------
+@pytest.mark.parametrize(("required", "start_tls"), [(True, True), (False, None)])
+def test_starttls_is_required_when_set_and_used_when_offered_otherwise(
+        required: bool, start_tls: bool | None) -> None:
+    # aiosmtplib: False would never upgrade, even when the server offers STARTTLS.
+    client = EmailNotifier(SmtpSettings(starttls=required))._client()
+    assert client._start_tls_on_connect is start_tls
+
+
 def test_message_id_is_the_occurrence_and_channel_at_the_from_domain() -> None:
     assert message_id(OCC, "reminders@rem.example") == "<01JT.3.2@rem.example>"
     assert message_id(OCC, "Reminders <r@x.example>") == "<01JT.3.2@x.example>"
