@@ -19,10 +19,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Protocol
 
-from trigger_service.core.timing import DAY_MS
+from trigger_service.core.timing import DAY_MS, ms_to_datetime, seconds_until
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,12 +100,12 @@ class StreamSlots(Protocol):
 
 def utc_day(now_ms: int) -> str:
     """The UTC day of ``now_ms`` as ``yyyymmdd``: what a daily budget counts by."""
-    return datetime.fromtimestamp(now_ms / 1000, UTC).strftime("%Y%m%d")
+    return ms_to_datetime(now_ms).strftime("%Y%m%d")
 
 
 def seconds_to_next_day(now_ms: int) -> int:
     """Whole seconds (at least 1) from ``now_ms`` to the next UTC midnight."""
-    return max(1, math.ceil((DAY_MS - now_ms % DAY_MS) / 1000))
+    return seconds_until(now_ms - now_ms % DAY_MS + DAY_MS, now_ms)
 
 
 class SendBudget(Protocol):

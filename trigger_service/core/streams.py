@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import count
 
 from trigger_service.core.errors import TooManyStreams
+from trigger_service.core.timing import seconds_until
 
 # A stream's lifetime ends within its last tenth, at random: streams opened together (after a
 # deploy, say) then do not all reconnect at the same moment.
@@ -77,4 +78,4 @@ class StreamGate:
 def _retry_after_s(tickets: list[StreamTicket], now_ms: int) -> int:
     """Whole seconds until the first of ``tickets`` ends, at least 1."""
     first_ms = min(t.ends_at_ms for t in tickets)
-    return max(1, -(-(first_ms - now_ms) // 1000))
+    return seconds_until(first_ms, now_ms)

@@ -80,3 +80,8 @@ def retry_backoff_s(attempts: int, schedule_s: Sequence[int]) -> int:
 def ceil_div(a: int, b: int) -> int:
     """``ceil(a / b)`` in exact integer arithmetic."""
     return -(-a // b)
+
+
+def seconds_until(until_ms: int, now_ms: int) -> int:
+    """Whole seconds from ``now_ms`` to ``until_ms``, at least 1: a ``Retry-After``."""
+    return max(1, ceil_div(until_ms - now_ms, 1000))

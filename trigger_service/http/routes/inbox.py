@@ -46,6 +46,7 @@ from trigger_service.core.inbox import (
 )
 from trigger_service.core.inbox_ports import InboxStore
 from trigger_service.core.streams import StreamCaps, StreamGate, StreamTicket
+from trigger_service.core.timing import seconds_until
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime
@@ -190,7 +191,7 @@ async def _shared_slot(runtime: Runtime, ticket: StreamTicket) -> AsyncIterator[
     if first_end_ms is not None:
         raise TooManyStreams(
             "this caller has as many inbox streams open as it may (across the API "
-            "processes); close one, or retry later", max(1, -(-(first_end_ms - now_ms) // 1000)))
+            "processes); close one, or retry later", seconds_until(first_end_ms, now_ms))
     try:
         yield
     finally:
