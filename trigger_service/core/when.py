@@ -274,6 +274,8 @@ def _recurring(text: str, norm: str, now_ms: int, time_zone: str | None,
         raise _zone_required(text)
     zone = time_zone or UTC_ZONE
     tz = load_zone(zone)
+    # The first occurrence is looked for without COUNT/UNTIL: DTSTART below (the search's
+    # start) is not an occurrence and must not use up a COUNT.
     rrule = parse_rule(RuleKind.RRULE, rule.rrule, tz, wall_of(now_ms, tz))
     if rule.anchored:
         dtstart, not_before_ms = wall_of(now_ms, tz).replace(microsecond=0), now_ms
@@ -284,4 +286,28 @@ def _recurring(text: str, norm: str, now_ms: int, time_zone: str | None,
     occ = first_occurrence(rec, not_before_ms=not_before_ms, horizon_days=_SEARCH_DAYS)
     if occ is None:
         raise _bad(f"{text!r} has no occurrence within {_SEARCH_DAYS} days")
+    if rule.count is not None:
+        rrule = parse_rule(RuleKind.RRULE, f"{rrule};COUNT={rule.count}", tz, occ.wall)
+    if rule.until is not None:
+        last = _last_wall(text, rule.until, wall_of(now_ms, tz), zone)
+        if occ.wall > last:
+            raise _bad(f"{text!r}: the first occurrence ({occ.wall.isoformat()} in {zone}) is "
+                       f"after the until date ({last.date().isoformat()})")
+        rrule = parse_rule(RuleKind.RRULE, f"{rrule};UNTIL={last:%Y%m%dT%H%M%S}", tz, occ.wall)
     return Resolved(text, occ.at_ms, local_time=occ.wall, time_zone=time_zone, rrule=rrule)
+
+
+def _last_wall(text: str, until: when_rules.UntilDate, today: datetime, zone: str) -> datetime:
+    """The last wall time an ``until`` day lets a rule fire at (inclusive of that day); a day
+    without a year is its next one from ``today``. Raises ``InvalidRequest`` (when) for a
+    day before ``today``."""
+    years = [until.year] if until.year is not None else range(today.year, today.year + 9)
+    for year in years:
+        try:
+            day = datetime(year, until.month, until.day, 23, 59, 59)
+        except ValueError:  # february 29 of a common year
+            continue
+        if day.date() >= today.date():
+            return day
+    raise _bad(f"{text!r}: until {until.year:04d}-{until.month:02d}-{until.day:02d} is "
+               f"before the start (today is {today.date().isoformat()} in {zone})")

@@ -17,6 +17,9 @@ phrase                                             RRULE
 ``every year on MONTH DAY at TIME``                ``FREQ=YEARLY;BYMONTH=m;BYMONTHDAY=d;BYHOUR=…``
 ``hourly`` / ``daily`` / ``weekly`` / …            ``every hour`` / ``every day`` / …
 ``daily at TIME``, ``weekdays at TIME``            ``every day at TIME``, ``every weekday at TIME``
+``… at TIME and TIME``                             ``BYHOUR=9,17;BYMINUTE=0`` (several a day)
+``… for N times``                                  ``…;COUNT=N`` (1 to 1,000,000)
+``… until DATE``                                   ``…;UNTIL=`` the end of DATE in the zone
 =================================================  ==============================================
 
 - ``N`` is 1 to 1000 in digits; ``other`` is 2. ``DAYS`` is ``weekday`` (MO to FR), ``weekend``
@@ -24,6 +27,13 @@ phrase                                             RRULE
 - ``TIME`` is ``9am``, ``9:30 pm``, ``17:30``, ``9`` (24-hour), ``noon`` or ``midnight``.
 - ``ORD`` is ``1st``…``31st`` or ``last``; ``NTH`` is ``first``…``fourth`` or ``last``;
   ``MONTH DAY`` is ``march 3`` / ``mar 3rd``.
+- ``TIME and TIME`` (or ``TIME, TIME and TIME``): several times a day, one rule; they must
+  share their minute or their hour (``9am and 5pm``, ``9:00 and 9:30``): one RRULE's
+  the pairs of BYHOUR and BYMINUTE would otherwise add times nobody asked for (``9:30 and 5pm``).
+- ``DATE`` is ``2027-03-01``, ``march 1`` / ``mar 1st`` / ``1 march`` with an optional year
+  (without one: the next such day from today); ``until`` and ``for N times`` end any rule
+  (one of the two: RFC 5545 forbids both). The UNTIL is made by :mod:`core.when`, which
+  knows the zone and today (:attr:`Rule.until`).
 - Weekday sets and month days need ``at TIME`` (no silent midnight). A rule without a time
   of day starts one period after now (``every 15 minutes`` at 12:00:40 → 12:15, 12:30, …;
   ``every day`` → tomorrow at this minute); a rule with one fires at its first match from now.
@@ -34,7 +44,8 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date
 from enum import StrEnum
 
 from trigger_service.core.errors import InvalidRequest
@@ -59,11 +70,23 @@ class Rule:
     freq: Freq
     interval: int
     anchored: bool  # has BYHOUR/BYMINUTE: the time of day comes from the rule
+    count: int | None = None  # "for N times": COUNT (not in ``rrule``: see core.when)
+    until: UntilDate | None = None  # "until DATE": the last day, in the trigger's zone
 
     @property
     def needs_zone(self) -> bool:
-        """Wall-clock rules need a zone; ``every N seconds|minutes|hours`` does not."""
-        return self.anchored or self.freq not in _SUB_DAILY
+        """Wall-clock rules need a zone; ``every N seconds|minutes|hours`` does not (unless
+        it ends on a date: a day is a zone's)."""
+        return self.anchored or self.freq not in _SUB_DAILY or self.until is not None
+
+
+@dataclass(frozen=True, slots=True)
+class UntilDate:
+    """The day an ``until`` names: ``year`` None when the phrase gave none."""
+
+    year: int | None
+    month: int
+    day: int
 
 
 _SUB_DAILY = (Freq.SECONDLY, Freq.MINUTELY, Freq.HOURLY)
@@ -86,8 +109,11 @@ _NTH = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "four
         "4th": 4, "last": -1}
 _MONTH_DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
 _MAX_INTERVAL = 1000
+MAX_COUNT = 1_000_000
 
-_TIME = r"(?P<time>noon|midnight|\d{1,2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?)"
+_ONE_TIME = r"(?:noon|midnight|\d{1,2}(?::\d{2})?(?:\s*[ap]\.?m\.?)?)"
+_TIME = rf"(?P<time>{_ONE_TIME}(?:\s*(?:,\s*and|,|and)\s*{_ONE_TIME})*)"
+_TIME_SEP_RE = re.compile(r"\s*(?:,\s*and|,|\band\b)\s*")
 _AT = rf"(?:\s+at\s+{_TIME})"
 _PERIOD_RE = re.compile(
     rf"(?P<n>other|\d{{1,4}})?\s*(?P<unit>second|minute|hour|day|week|month|year)s?{_AT}?")
@@ -99,6 +125,11 @@ _YEARDAY_RE = re.compile(rf"year\s+on\s+(?P<month>[a-z]+)\s+(?P<day>\d{{1,2}})(?
                          rf"{_AT}")
 _CLOCK_RE = re.compile(r"(\d{1,2})(?::(\d{2}))?\s*(?:([ap])\.?m\.?)?")
 _EVERY_RE = re.compile(r"(?:every|each)\s+(?P<body>.+)")
+_COUNT_RE = re.compile(r"(?P<rest>.+?)\s+for\s+(?P<n>\S+)\s+times?")
+_UNTIL_RE = re.compile(r"(?P<rest>.+?)\s+until\s+(?P<date>.+)")
+_ISO_DATE_RE = re.compile(r"(\d{4})-(\d{1,2})-(\d{1,2})")
+_NAMED_DATE_RE = re.compile(r"(?:(?P<m1>[a-z]+)\s+(?P<d1>\d{1,2})|(?P<d2>\d{1,2})"
+                            r"\s+(?:of\s+)?(?P<m2>[a-z]+))(?:st|nd|rd|th)?(?:,?\s+(?P<y>\d{4}))?")
 
 
 def is_recurring(text: str) -> bool:
@@ -114,11 +145,11 @@ def parse_rule(text: str) -> Rule:
     if first in _ADVERBS:
         text = f"{_ADVERBS[first]} {rest}".strip()
     m = _EVERY_RE.fullmatch(text)
-    body = m.group("body") if m else ""
+    body, count, until = _ending(m.group("body") if m else "")
     for reader in (_period, _monthday, _nth_weekday, _yearday, _dayset):
         rule = reader(body)
         if rule is not None:
-            return rule
+            return replace(rule, count=count, until=until)
     raise _bad(f"{text!r} is not a recurring phrase this API reads; it takes e.g. "
                "'every weekday at 9am', 'every monday and thursday at 18:00', 'every 15 "
                "minutes', 'every month on the 1st at 9am' (README: Natural-language times)")
@@ -128,12 +159,68 @@ def _bad(message: str) -> InvalidRequest:
     return InvalidRequest(f"when: {message}", field="when")
 
 
+def _ending(body: str) -> tuple[str, int | None, UntilDate | None]:
+    """``body`` without its ``for N times`` or ``until DATE``, and what that said."""
+    m = _COUNT_RE.fullmatch(body)
+    if m is not None:
+        n = m.group("n")
+        if not n.isdigit() or not 1 <= int(n) <= MAX_COUNT:
+            raise _bad(f"'for {n} times': a whole number of times from 1 to {MAX_COUNT:,}")
+        if _UNTIL_RE.fullmatch(m.group("rest")):
+            raise _bad("give 'until DATE' or 'for N times', not both")
+        return m.group("rest"), int(n), None
+    m = _UNTIL_RE.fullmatch(body)
+    if m is not None:
+        if _COUNT_RE.fullmatch(m.group("rest")):
+            raise _bad("give 'until DATE' or 'for N times', not both")
+        return m.group("rest"), None, until_date(m.group("date"))
+    return body, None, None
+
+
+def until_date(text: str) -> UntilDate:
+    """``2027-03-01``, ``march 1``, ``mar 1st, 2027``, ``1 march 2027`` → the day (its year
+    None when not given). Raises ``InvalidRequest`` naming ``when``."""
+    m = _ISO_DATE_RE.fullmatch(text)
+    if m is not None:
+        year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    else:
+        m = _NAMED_DATE_RE.fullmatch(text)
+        name = (m.group("m1") or m.group("m2")) if m else None
+        if m is None or name not in _MONTHS:
+            raise _bad(f"until {text!r}: a date such as '2027-03-01' or 'march 1' "
+                       "(optionally with the year)")
+        year = int(m.group("y")) if m.group("y") else None
+        month, day = _MONTHS[name], int(m.group("d1") or m.group("d2"))
+    try:
+        date(year or 2000, month, day)  # 2000: february 29 is a date
+    except ValueError as e:
+        raise _bad(f"until {text!r} is not a date") from e
+    if year is not None and year < 1:
+        raise _bad(f"until {text!r} is not a date")
+    return UntilDate(year, month, day)
+
+
 def _rule(freq: Freq, parts: list[str], time: str | None, interval: int = 1) -> Rule:
     head = [f"FREQ={freq.value}"] + ([f"INTERVAL={interval}"] if interval != 1 else [])
     if time is not None:
-        hour, minute = clock_time(time)
-        parts = [*parts, f"BYHOUR={hour}", f"BYMINUTE={minute}", "BYSECOND=0"]
+        hours, minutes = _times_of_day(time)
+        parts = [*parts, f"BYHOUR={hours}", f"BYMINUTE={minutes}", "BYSECOND=0"]
     return Rule(";".join(head + parts), freq, interval, time is not None)
+
+
+def _times_of_day(text: str) -> tuple[str, str]:
+    """``9am`` or ``9am and 5pm`` → BYHOUR and BYMINUTE values. Several times must share
+    their minute or their hour: the rule fires at every pair of an hour and a minute."""
+    times = sorted({clock_time(t) for t in _TIME_SEP_RE.split(text) if t})
+    hours = sorted({h for h, _ in times})
+    minutes = sorted({m for _, m in times})
+    if len(hours) * len(minutes) != len(times):
+        raise _bad(f"{text!r}: several times a day must share their minute ('9am and 5pm') "
+                   "or their hour ('9:00 and 9:30'); one rule would also fire at "
+                   + ", ".join(f"{h}:{m:02d}" for h in hours for m in minutes
+                               if (h, m) not in times)
+                   + " (create one reminder per time instead)")
+    return ",".join(map(str, hours)), ",".join(map(str, minutes))
 
 
 def _period(body: str) -> Rule | None:
