@@ -128,12 +128,65 @@ async def test_refusals_name_when_or_time_zone(api: Api) -> None:
     assert api.env.store.triggers == {}
 
 
-async def test_patch_refuses_when(api: Api) -> None:
+async def test_patch_with_when_retimes_like_the_fields_it_stands_for(api: Api) -> None:
     trigger_id = await api.created_id()
-    resp = await api.client.patch(f"/v1/triggers/{trigger_id}", json={"when": "in 2 hours"},
-                                  headers=AUTH)
-    got = await assert_error(resp, 400, "invalid_request")
-    assert got["field"] == "when"
+    url = f"/v1/triggers/{trigger_id}"
+    resp = await api.client.patch(url, json={"when": "in 2 hours"}, headers=AUTH)
+    assert resp.status == 200, await resp.json()
+    got = await resp.json()
+    assert got["fireAt"] == "2023-11-15T00:13:20.000Z" and got["rrule"] is None
+    # A recurring phrase, in the zone the patch gives: the same series as create makes.
+    resp = await api.client.patch(url, json={"when": "every weekday at 9am",
+                                             "timeZone": NY}, headers=AUTH)
+    got = await resp.json()
+    assert resp.status == 200, got
+    assert (got["rrule"], got["timeZone"], got["fireAt"]) == (
+        WEEKDAYS_9, NY, "2023-11-15T14:00:00.000Z")
+    # Without timeZone a phrase is read in the trigger's zone; rrule and localTime go.
+    resp = await api.client.patch(url, json={"when": "tomorrow at 8am"}, headers=AUTH)
+    got = await resp.json()
+    assert resp.status == 200, got
+    assert (got["localTime"], got["timeZone"], got["rrule"], got["fireAt"]) == (
+        "2023-11-15T08:00:00", NY, None, "2023-11-15T13:00:00.000Z")
+    assert api.env.store.triggers[trigger_id].fire_at_ms == parse_rfc3339_ms(got["fireAt"])
+
+
+async def test_patch_with_when_names_when_in_its_errors(api: Api) -> None:
+    trigger_id = await api.created_id()
+    url = f"/v1/triggers/{trigger_id}"
+    for patch, says in [({"when": "every 30 seconds"}, "when: read as rrule"),
+                        ({"when": "tomorrow 9am"}, "timeZone: required"),
+                        ({"when": "in 2 hours", "fireAt": "2030-01-01T00:00:00Z"}, "not both"),
+                        ({"when": "every day at 9am for 0 times", "timeZone": NY}, "0 times")]:
+        resp = await api.client.patch(url, json=patch, headers=AUTH)
+        got = await assert_error(resp, 400, "invalid_request")
+        assert says in got["message"], (patch, got)
+        assert got["field"] == ("timeZone" if "timeZone:" in says else "when")
+    assert api.env.store.triggers[trigger_id].fire_at_ms == NOW_MS + 600_000  # unchanged
+
+
+async def test_snooze_with_when_is_one_time_in_the_originals_zone(api: Api) -> None:
+    status, created, _ = await api.post({"callbackUrl": CALLBACK, "timeZone": NY,
+                                         "localTime": "2023-11-15T07:00:00"})
+    assert status == 201, created
+    trigger_id = created["triggerId"]
+    url = f"/v1/triggers/{trigger_id}/snooze"
+    resp = await api.client.post(url, json={"when": "in 10 minutes"}, headers=AUTH)
+    got = await resp.json()
+    assert resp.status == 201, got
+    assert got["fireAt"] == "2023-11-14T22:23:20.000Z" and got["snoozedFrom"] == trigger_id
+    resp = await api.client.post(url, json={"when": "tomorrow at 9am"}, headers=AUTH)
+    got = await resp.json()
+    assert resp.status == 201 and got["fireAt"] == "2023-11-15T14:00:00.000Z", got  # New York
+    resp = await api.client.post(url, json={"when": "tomorrow at 9am", "timeZone": "UTC"},
+                                 headers=AUTH)
+    assert (await resp.json())["fireAt"] == "2023-11-15T09:00:00.000Z"
+    for body, says in [({"when": "every day at 9am"}, "a snooze is one time"),
+                       ({"when": "yesterday"}, "in the past"),
+                       ({"when": "in 2 hours", "delaySeconds": 5}, "not both")]:
+        resp = await api.client.post(url, json=body, headers=AUTH)
+        got = await assert_error(resp, 400, "invalid_request")
+        assert got["field"] == "when" and says in got["message"], (body, got)
 
 
 async def test_a_replay_echoes_the_first_requests_fire_time(api: Api) -> None:

@@ -21,7 +21,7 @@ from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_
 
 MAX_PREVIEW = 1000
 _PATCH_TYPES = ("application/json", "application/merge-patch+json")
-_SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy"})
+_SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy", "when"})
 
 
 async def preview_occurrences(request: web.Request) -> web.Response:
@@ -112,16 +112,30 @@ async def patch_trigger(request: web.Request) -> web.Response:
     extra = sorted(set(patch) - parsing.ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
-    if "when" in patch:  # a phrase is read at create time only; PATCH takes the fields
-        raise InvalidRequest("when: not accepted by PATCH; send the fields it stands for "
-                             "(fireAt, localTime + timeZone, rrule), e.g. from a preview's "
-                             "resolved", field="when")
     current = await service.get(caller.name, request.match_info["id"])
     new = await service.accept(caller, parsing.parse_register(
-        merge_patch(request_body_of(current), patch), caller=caller,
+        merge_patch(_retimable_body(current, patch), patch), caller=caller,
         now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes))
     edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
     return web.json_response(views.trigger_view(edited))
+
+
+def _retimable_body(t: Trigger, patch: dict[str, Any]) -> dict[str, Any]:
+    """What a patch applies to: ``t``'s body, without its time fields when the patch gives
+    ``when`` (the phrase replaces them all; it is read in ``t``'s zone unless the patch
+    gives ``timeZone``, and under the patch's ``dstPolicy`` alone)."""
+    body = request_body_of(t)
+    if "when" not in patch:
+        return body
+    return {k: v for k, v in body.items() if k not in TIME_FIELDS or k == "timeZone"}
+
+
+def _snooze_time(original: Trigger, body: dict[str, Any]) -> dict[str, Any]:
+    """A snooze's time fields: a ``when`` phrase is read in ``original``'s zone unless the
+    body gives ``timeZone``."""
+    if "when" in body and "timeZone" not in body and original.schedule is not None:
+        return {**body, "timeZone": original.schedule.time_zone}
+    return body
 
 
 async def snooze(request: web.Request) -> web.Response:
@@ -137,9 +151,13 @@ async def snooze(request: web.Request) -> web.Response:
         raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
     original = await service.get(caller.name, request.match_info["id"])
     kept = {k: v for k, v in request_body_of(original).items() if k not in TIME_FIELDS}
-    new = await service.accept(caller, parsing.parse_register(
-        {**kept, **body}, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=runtime.settings.api.payload_max_bytes), budgets=False)
+    req = parsing.parse_register(
+        {**kept, **_snooze_time(original, body)}, caller=caller, now_ms=runtime.clock.now_ms(),
+        payload_max_bytes=runtime.settings.api.payload_max_bytes)
+    if req.time.rule_kind is not None:
+        raise InvalidRequest(f"when: {body.get('when')!r} is recurring; a snooze is one time "
+                             "('in 10 minutes', 'tomorrow at 9am')", field="when")
+    new = await service.accept(caller, req, budgets=False)
     result = await service.snooze(original, new, idem_key,
                                   parsing.request_hash({"snooze": original.trigger_id, **body}),
                                   admit=service.budget_check(caller, new))
