@@ -99,9 +99,10 @@ class Rezoner:
         occ = self._same_occurrence(t, now_ms)
         # A wall time that no longer exists keeps its instant (only its release is updated).
         new = replace(t, tzdata_version=self._current, revision=(t.revision or 0) + 1)
-        if occ is not None and occ.at_ms != t.fire_at_ms:
-            new = replace(new, fire_at_ms=occ.at_ms, occurrence_second=occ.second,
-                          route=route_for(occ.at_ms, now_ms, self._s.direct_max_delay_s))
+        if occ is not None and occ.at_ms != t.scheduled_at_ms:  # jitter goes with it
+            new = replace(new, occurrence_second=occ.second).jittered(occ.at_ms)
+            new = replace(new, route=route_for(new.fire_at_ms, now_ms,
+                                               self._s.direct_max_delay_s))
         if not await self._store.advance(t, new, self._s.index_ttl_s(new.fire_at_ms, now_ms),
                                          now_ms):
             return 0  # it changed meanwhile (fired, edited, moved by another pass)
@@ -121,7 +122,8 @@ class Rezoner:
         two if the policy fires both and ``t`` was the first)."""
         rec = t.schedule
         assert rec is not None
-        limit = search_limit(rec, max(t.fire_at_ms, now_ms), self._s.api.max_fire_ahead_days)
+        limit = search_limit(rec, max(t.scheduled_at_ms, now_ms),
+                             self._s.api.max_fire_ahead_days)
         for index, wall in enumerate(wall_instances(rec, limit)):
             if index < t.occurrence_index:
                 continue

@@ -243,6 +243,7 @@ TRIGGER_COLUMNS: Final = (
     "next_attempt_at_ms", "idem_key", "schedule", "occurrence_index", "occurrence_second",
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
     "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
+    "jitter_s",
 )
 # The LWT's condition columns: a transition applies only to the state it was computed from.
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")

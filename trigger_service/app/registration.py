@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
+from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
 
@@ -22,6 +23,7 @@ class NewTrigger:
     schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
     occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
     plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
+    jitter_s: int = 0  # each occurrence fires up to this late (``fire_at_ms``: unjittered)
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,12 +36,17 @@ class RegisterRequest:
     time: TimeRequest
     received_at_ms: int  # the one "now" of this request
     plan: DeliveryPlan | None = None
+    jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``plan_request``)
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     """The trigger ``req`` describes: its first fire time (a past one is now) and schedule.
     Pure. Raises ``InvalidRequest``, ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    if req.jitter_s > api.max_jitter_s:
+        raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} "
+                             "(TRIGGER_MAX_JITTER_S)", field="jitterSeconds")
     planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
                    min_interval_s=api.min_recurrence_interval_s)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
-                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan)
+                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
+                      req.jitter_s)

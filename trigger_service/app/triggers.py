@@ -28,6 +28,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
+from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import (
     Route,
@@ -167,18 +168,20 @@ class TriggerService:
         # A keyed trigger's id is its key's: every request with the key finds the one row.
         trigger_id = (keyed_trigger_id(caller, idem_key) if idem_key is not None
                       else new_trigger_id(now_ms))
+        # The first occurrence's jitter: stored, routed and answered is the jittered instant.
+        fire_at_ms = req.fire_at_ms + jitter_offset_ms(f"{trigger_id}.1", req.jitter_s)
         return Trigger(
             trigger_id=trigger_id, caller=caller, callback_url=req.callback_url,
-            payload_json=req.payload_json, fire_at_ms=req.fire_at_ms, created_at_ms=now_ms,
+            payload_json=req.payload_json, fire_at_ms=fire_at_ms, created_at_ms=now_ms,
             shard=shard_of(trigger_id, self._s.shards),
-            route=route_for(req.fire_at_ms, now_ms, self._s.direct_max_delay_s),
+            route=route_for(fire_at_ms, now_ms, self._s.direct_max_delay_s),
             idem_key=idem_key, schedule=req.schedule,
             occurrence_index=req.occurrence.index if req.occurrence else 0,
             occurrence_second=req.occurrence.second if req.occurrence else False,
             tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
             request_hash=request_hash if keyed else None,
-            registered_fire_at_ms=req.fire_at_ms if keyed else None,
-            home_at_ms=req.fire_at_ms,
+            registered_fire_at_ms=fire_at_ms if keyed else None,
+            home_at_ms=fire_at_ms, jitter_s=req.jitter_s,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -347,14 +350,15 @@ class TriggerService:
         new = replace(current, callback_url=req.callback_url, payload_json=req.payload_json,
                       revision=(current.revision or 0) + 1, plan=req.plan,
                       channel_states=current.channel_states if keep else ())
-        if retime:
+        if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(
-                new, schedule=req.schedule, fire_at_ms=req.fire_at_ms, attempts=0,
+                new, schedule=req.schedule, attempts=0, jitter_s=req.jitter_s,
                 last_error=None, next_attempt_at_ms=None,
                 occurrence_index=req.occurrence.index if req.occurrence else 0,
                 occurrence_second=req.occurrence.second if req.occurrence else False,
-                tzdata_version=TZDATA_VERSION if req.schedule else None,
-                route=route_for(req.fire_at_ms, now_ms, self._s.direct_max_delay_s))
+                tzdata_version=TZDATA_VERSION if req.schedule else None).jittered(req.fire_at_ms)
+            new = replace(new, route=route_for(new.fire_at_ms, now_ms,
+                                               self._s.direct_max_delay_s))
         if not await self._catalog.advance(
                 current, new, self._s.index_ttl_s(new.fire_at_ms, now_ms), now_ms):
             raise NotEditable(f"trigger {current.trigger_id} changed meanwhile; read it and "

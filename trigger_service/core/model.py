@@ -22,6 +22,7 @@ from enum import StrEnum
 
 from ulid import ULID
 
+from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.notify_plan import ChannelState, DeliveryPlan
 from trigger_service.core.recurrence import Recurrence
 from trigger_service.core.timing import ms_to_datetime
@@ -93,6 +94,9 @@ class Trigger:
     # moves on with a series or an edit; a replay answers the first one). None without a key.
     request_hash: str | None = None
     registered_fire_at_ms: int | None = None
+    # Jitter (issue 26): each occurrence fires ``jitter_offset_ms`` after its scheduled
+    # instant; ``fire_at_ms`` is the jittered instant, ``scheduled_at_ms`` the scheduled one.
+    jitter_s: int = 0
     # Where the store keeps the row: the fire time the trigger was created with (it never
     # changes as the trigger moves on; the store partitions rows by its minute). None: not
     # known (a trigger not read from the store, or stored by a release before the field),
@@ -111,8 +115,31 @@ class Trigger:
 
     @property
     def occurrence_key(self) -> tuple[int, int, bool]:
-        """The series' cursor: this occurrence's (instant, wall index, second of two)."""
-        return (self.fire_at_ms, self.occurrence_index, self.occurrence_second)
+        """The series' cursor: this occurrence's (scheduled instant, wall index, second of
+        two); jitter never moves it."""
+        return (self.scheduled_at_ms, self.occurrence_index, self.occurrence_second)
+
+    @property
+    def fire_seq(self) -> int:
+        """The number (from 1) of the occurrence ``fire_at_ms`` is: the current one, or for
+        a trigger that finished by firing or failing, the last one (it counted it)."""
+        done = self.status in (Status.FIRED, Status.FAILED)
+        return self.occurrence_seq + (0 if done else 1)
+
+    @property
+    def jitter_ms(self) -> int:
+        """How far ``fire_at_ms`` is after the scheduled instant (``core.jitter``)."""
+        return jitter_offset_ms(f"{self.trigger_id}.{self.fire_seq}", self.jitter_s)
+
+    @property
+    def scheduled_at_ms(self) -> int:
+        """The instant the occurrence ``fire_at_ms`` is was scheduled for (before jitter)."""
+        return self.fire_at_ms - self.jitter_ms
+
+    def jittered(self, scheduled_at_ms: int) -> Trigger:
+        """This trigger firing its occurrence scheduled at ``scheduled_at_ms``: ``fire_at_ms``
+        that instant plus the occurrence's jitter (the route is the caller's to set)."""
+        return replace(self, fire_at_ms=scheduled_at_ms + self.jitter_ms)
 
     def due_at_ms(self) -> int:
         """When the next delivery attempt may start: the fire time, or the retry time."""

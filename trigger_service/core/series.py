@@ -37,12 +37,14 @@ def first_occurrence(rec: Recurrence, *, not_before_ms: int,
 
 
 def at_occurrence(t: Trigger, occ: Occurrence, now_ms: int, direct_max_delay_s: int) -> Trigger:
-    """``t`` pointing at ``occ``: PENDING, no attempts yet, routed by how far ahead it is."""
-    return replace(
-        t, status=Status.PENDING, fire_at_ms=occ.at_ms, occurrence_index=occ.index,
+    """``t`` pointing at ``occ``: PENDING, no attempts yet, ``fire_at_ms`` the occurrence's
+    instant plus its jitter, routed by how far ahead that is."""
+    moved = replace(
+        t, status=Status.PENDING, occurrence_index=occ.index,
         occurrence_second=occ.second, attempts=0, last_error=None, claim_id=None,
-        claimed_at_ms=None, next_attempt_at_ms=None, tzdata_version=TZDATA_VERSION,
-        route=route_for(occ.at_ms, now_ms, direct_max_delay_s))
+        claimed_at_ms=None, next_attempt_at_ms=None,
+        tzdata_version=TZDATA_VERSION).jittered(occ.at_ms)
+    return replace(moved, route=route_for(moved.fire_at_ms, now_ms, direct_max_delay_s))
 
 
 def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
@@ -50,13 +52,14 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     """The trigger moved on to its next occurrence once the current one finished (``fired``,
     or given up on), or None when the schedule has no more. Occurrences that would already
     be more than a day late (a series that was stuck) are passed over, not fired in a burst.
-    """
+    The cursor is the scheduled instant (``Trigger.occurrence_key``): jitter never changes
+    which occurrences a series steps through."""
     if t.schedule is None:
         return None
     counted = replace(t, occurrence_seq=t.occurrence_seq + 1, channel_states=(),
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
-    limit = search_limit(t.schedule, max(t.fire_at_ms, now_ms), horizon_days)
+    limit = search_limit(t.schedule, max(t.scheduled_at_ms, now_ms), horizon_days)
     for occ in occurrences(t.schedule, limit=limit, after=t.occurrence_key):
         if occ.at_ms >= now_ms - DAY_MS:
             return at_occurrence(counted, occ, now_ms, direct_max_delay_s)

@@ -26,7 +26,9 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
-ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS, *PLAN_FIELDS})
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", *TIME_FIELDS,
+                            *PLAN_FIELDS})
+JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 _LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
@@ -61,7 +63,17 @@ def parse_register(
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
     return RegisterRequest(url, payload_json, parse_time_fields(body, now_ms), now_ms,
-                           delivery)
+                           delivery, parse_jitter(body.get("jitterSeconds")))
+
+
+def parse_jitter(value: object) -> int:
+    """``jitterSeconds``: absent or null is 0; else whole seconds, at least 0."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= JITTER_MAX_S:
+        raise InvalidRequest("jitterSeconds: a whole number of seconds, at least 0",
+                             field="jitterSeconds")
+    return value
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

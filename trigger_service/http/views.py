@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from trigger_service.app.idempotency import Registered
+from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify_plan import initial_states
 from trigger_service.core.ports import ListPage
@@ -20,6 +21,7 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "triggerId": t.trigger_id,
         "status": t.status.value,
         "fireAt": format_rfc3339_ms(t.fire_at_ms),
+        **jitter_view(t),
         "createdAt": format_rfc3339_ms(t.created_at_ms),
         "attempts": t.attempts,
         "lastError": t.last_error,
@@ -29,6 +31,29 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         **schedule_view(t),
         **channels_view(t),
     }
+
+
+def jitter_view(t: Trigger) -> dict[str, Any]:
+    """``jitterSeconds`` and the instant the occurrence ``fireAt`` is was scheduled for
+    (``fireAt`` is that plus the occurrence's jitter)."""
+    return {"jitterSeconds": t.jitter_s, "scheduledAt": format_rfc3339_ms(t.scheduled_at_ms)}
+
+
+def jittered_view(scheduled_ms: list[int], jitter_s: int, trigger_id: str | None,
+                  first_fire_ms: int | None) -> list[dict[str, Any]]:
+    """A preview's occurrences with their jitter: each one's window (``scheduledAt`` to
+    ``latestAt``) and, when the trigger's id is known (``trigger_id``) and the occurrences
+    are numbered from the first one it fires (``first_fire_ms``), the exact ``fireAt``."""
+    out: list[dict[str, Any]] = []
+    seq = 0
+    for at_ms in scheduled_ms:
+        fire: str | None = None
+        if trigger_id is not None and first_fire_ms is not None and at_ms >= first_fire_ms:
+            seq += 1
+            fire = format_rfc3339_ms(at_ms + jitter_offset_ms(f"{trigger_id}.{seq}", jitter_s))
+        out.append({"scheduledAt": format_rfc3339_ms(at_ms), "fireAt": fire,
+                    "latestAt": format_rfc3339_ms(at_ms + jitter_s * 1000)})
+    return out
 
 
 def channels_view(t: Trigger) -> dict[str, Any]:

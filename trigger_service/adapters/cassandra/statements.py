@@ -167,7 +167,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.occurrence_second, t.occurrence_seq, t.occurrences_fired, t.tzdata_version,
         t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
         states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
-        t.request_hash, t.registered_fire_at_ms,
+        t.request_hash, t.registered_fire_at_ms, t.jitter_s or None,  # no jitter: no cell
     ), strict=True))
 
 
@@ -208,7 +208,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
-     acked_seq, request_hash, registered_fire_at_ms) = (row[c] for c in s.TRIGGER_COLUMNS)
+     acked_seq, request_hash, registered_fire_at_ms, jitter_s) = (
+         row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -225,6 +226,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         channel_states=states_from_json(channel_states) if channel_states else (),
         acked_seq=acked_seq, request_hash=request_hash,
         registered_fire_at_ms=registered_fire_at_ms, home_at_ms=row.get(s.COL_HOME_AT_MS),
+        jitter_s=jitter_s or 0,
     )
 
 

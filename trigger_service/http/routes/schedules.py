@@ -10,7 +10,7 @@ from aiohttp import web
 
 from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.model import Trigger
+from trigger_service.core.model import Trigger, keyed_trigger_id
 from trigger_service.core.notify_plan import parse_plan, plan_to_json
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
@@ -22,6 +22,10 @@ from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_
 MAX_PREVIEW = 1000
 _PATCH_TYPES = ("application/json", "application/merge-patch+json")
 _SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy", "when"})
+# Fields whose change recomputes the next fire time (a new jitter window moves it too).
+_RETIMING = frozenset({*TIME_FIELDS, "jitterSeconds"})
+# What a snooze does not take from the original: its time (a snooze is exact: no jitter).
+_NOT_KEPT = frozenset({*TIME_FIELDS, "jitterSeconds"})
 
 
 async def preview_occurrences(request: web.Request) -> web.Response:
@@ -53,15 +57,32 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     await request.app[SERVICE_KEY].vet_channels(caller_of(request), parse_plan(body))
     now_ms = runtime.clock.now_ms()
     req = parse_time_fields(body, now_ms)
+    jitter_s = parsing.parse_jitter(body.get("jitterSeconds"))
+    if jitter_s > api.max_jitter_s:
+        raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} (TRIGGER_MAX_JITTER_S)",
+                             field="jitterSeconds")
     instants = preview(req, count=count, after_ms=after_ms,
                        now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
                        min_interval_s=api.min_recurrence_interval_s)
     answer: dict[str, Any] = {"occurrences": [format_rfc3339_ms(t) for t in instants]}
-    if "when" in body:  # what create would make of it (and its checks: horizon, interval)
+    if "when" in body or jitter_s:  # what create would make of it (its checks too)
         planned = plan(req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
                        min_interval_s=api.min_recurrence_interval_s)
-        answer["resolved"] = views.resolved_view(body, planned.fire_at_ms, planned.schedule)
+        if "when" in body:
+            answer["resolved"] = views.resolved_view(body, planned.fire_at_ms,
+                                                     planned.schedule)
+        if jitter_s:
+            answer["jittered"] = views.jittered_view(
+                instants, jitter_s, _keyed_id(request), None if after_ms is not None
+                else planned.fire_at_ms)
     return web.json_response(answer)
+
+
+def _keyed_id(request: web.Request) -> str | None:
+    """The id create would give with the request's Idempotency-Key (None without one): a
+    preview can then show each occurrence's exact jittered instant."""
+    key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
+    return keyed_trigger_id(caller_of(request).name, key) if key is not None else None
 
 
 def request_body_of(t: Trigger) -> dict[str, Any]:
@@ -71,9 +92,11 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
         body["callbackUrl"] = t.callback_url
     if t.plan is not None:
         body |= {k: v for k, v in json.loads(plan_to_json(t.plan)).items() if v is not None}
+    if t.jitter_s:
+        body["jitterSeconds"] = t.jitter_s
     rec = t.schedule
-    if rec is None:
-        return body | {"fireAt": format_rfc3339_ms(t.fire_at_ms)}
+    if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
+        return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}
     body |= {"localTime": rec.dtstart.isoformat(), "timeZone": rec.time_zone,
              "dstPolicy": rec.dst.to_json()}
     if rec.kind is not RuleKind.ONCE:
@@ -116,7 +139,7 @@ async def patch_trigger(request: web.Request) -> web.Response:
     new = await service.accept(caller, parsing.parse_register(
         merge_patch(_retimable_body(current, patch), patch), caller=caller,
         now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes))
-    edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
+    edited = await service.edit(current, new, retime=bool(set(patch) & _RETIMING))
     return web.json_response(views.trigger_view(edited))
 
 
@@ -150,7 +173,7 @@ async def snooze(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
     original = await service.get(caller.name, request.match_info["id"])
-    kept = {k: v for k, v in request_body_of(original).items() if k not in TIME_FIELDS}
+    kept = {k: v for k, v in request_body_of(original).items() if k not in _NOT_KEPT}
     req = parsing.parse_register(
         {**kept, **_snooze_time(original, body)}, caller=caller, now_ms=runtime.clock.now_ms(),
         payload_max_bytes=runtime.settings.api.payload_max_bytes)
