@@ -82,3 +82,22 @@ async def test_the_pass_goes_through_every_page_of_a_release_and_shard() -> None
     for t in stale:
         moved = await store.get(t.trigger_id)
         assert moved is not None and moved.fire_at_ms == RIGHT_MS
+
+
+async def test_a_jittered_occurrence_is_rezoned_by_its_scheduled_instant() -> None:
+    """The pass compares the scheduled instant (not the jittered one) with the rules' answer,
+    and a moved occurrence keeps its offset."""
+    clock = ManualClock(NOW_MS)
+    store, queue = MemoryStore(), MemoryQueue(clock)
+    right = replace(wall_clock_trigger(RIGHT_MS, "2020a"), jitter_s=1800).jittered(RIGHT_MS)
+    stale = replace(wall_clock_trigger(RIGHT_MS, "2020a"), jitter_s=1800).jittered(
+        RIGHT_MS + HOUR_MS)
+    assert right.jitter_ms > 0 and stale.jitter_ms > 0
+    for t in (right, stale):
+        await store.create(t, 3600)
+    report = await Rezoner(SETTINGS, store, queue, clock, InMemoryMetrics()).run_once()
+    assert (report.checked, report.moved) == (2, 1)
+    kept, moved = await store.get(right.trigger_id), await store.get(stale.trigger_id)
+    assert kept is not None and kept.fire_at_ms == right.fire_at_ms  # not "moved" by jitter
+    assert moved is not None and moved.scheduled_at_ms == RIGHT_MS
+    assert moved.fire_at_ms == RIGHT_MS + stale.jitter_ms
