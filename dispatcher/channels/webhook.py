@@ -155,11 +155,13 @@ class WebhookChannel:
             session, url = self._session_for(trigger)
         except UrlError as e:
             return DeliveryResult(False, None, f"refused: {e}"[:_MAX_ERROR_LEN], refused=True)
-        scheduled = json.dumps(format_rfc3339_ms(trigger.fire_at_ms))
+        fire_at = json.dumps(format_rfc3339_ms(trigger.fire_at_ms))
+        # With jitterSeconds the occurrence was scheduled before it was made to fire.
+        scheduled = json.dumps(format_rfc3339_ms(trigger.scheduled_at_ms))
         body = ('{"triggerId":' + json.dumps(trigger.trigger_id)
                 + ',"occurrenceId":' + json.dumps(trigger.occurrence_id)
                 + ',"payload":' + trigger.payload_json
-                + ',"fireAt":' + scheduled + ',"scheduledAt":' + scheduled + "}")
+                + ',"fireAt":' + fire_at + ',"scheduledAt":' + scheduled + "}")
         headers = {
             "Content-Type": "application/json",
             "X-Trigger-Id": trigger.trigger_id,

@@ -180,13 +180,14 @@ def _ending(body: str) -> tuple[str, int | None, UntilDate | None]:
 def until_date(text: str) -> UntilDate:
     """``2027-03-01``, ``march 1``, ``mar 1st, 2027``, ``1 march 2027`` → the day (its year
     None when not given). Raises ``InvalidRequest`` naming ``when``."""
+    year: int | None
     m = _ISO_DATE_RE.fullmatch(text)
     if m is not None:
         year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
     else:
         m = _NAMED_DATE_RE.fullmatch(text)
         name = (m.group("m1") or m.group("m2")) if m else None
-        if m is None or name not in _MONTHS:
+        if m is None or name is None or name not in _MONTHS:
             raise _bad(f"until {text!r}: a date such as '2027-03-01' or 'march 1' "
                        "(optionally with the year)")
         year = int(m.group("y")) if m.group("y") else None

@@ -53,3 +53,37 @@ def test_an_ambiguous_phrase_exposes_its_candidates(script: Script,
     assert e.value.field == "when"
     assert e.value.candidates == (datetime(2026, 11, 24, 8, tzinfo=UTC),
                                   datetime(2026, 11, 24, 20, tzinfo=UTC))
+
+
+def test_patch_and_snooze_send_when_and_jitter(script: Script) -> None:
+    from mock_api import trigger_json
+    script.answers = [httpx.Response(200, json=trigger_json(1, jitterSeconds=600,
+                                                            scheduledAt="2026-12-01T13:55:00.000Z")),
+                      httpx.Response(201, json=CREATED)]
+    c = TriggerClient("http://api", "t", transport=script.transport)
+    t = c.triggers.patch("trg_1", when="every weekday at 9am and 5pm", jitter_s=600)
+    assert t.jitter_s == 600 and t.scheduled_at == datetime(2026, 12, 1, 13, 55, tzinfo=UTC)
+    c.triggers.snooze("trg_1", when="tomorrow 9am")
+    assert script.bodies() == [{"when": "every weekday at 9am and 5pm", "jitterSeconds": 600},
+                               {"when": "tomorrow 9am"}]
+    assert script.requests[0].method == "PATCH"
+
+
+async def test_async_preview_with_jitter_sends_the_key_and_reads_the_windows(
+        script: Script) -> None:
+    from trigger_client import AsyncTriggerClient
+    window = {"scheduledAt": "2026-11-24T08:00:00.000Z", "fireAt": "2026-11-24T08:04:00.000Z",
+              "latestAt": "2026-11-24T08:10:00.000Z"}
+    script.answers = [httpx.Response(200, json={"occurrences": ["2026-11-24T08:00:00.000Z"],
+                                                "jittered": [window]}),
+                      httpx.Response(201, json=CREATED)]
+    async with AsyncTriggerClient("http://api", "t",
+                                  transport=httpx.MockTransport(script.handle)) as c:
+        p = await c.triggers.preview(when="every hour", jitter_s=600, count=1,
+                                     idempotency_key="k-1")
+        await c.triggers.snooze("trg_1", when="in 10 minutes")
+    assert script.requests[0].headers["Idempotency-Key"] == "k-1"
+    assert script.bodies() == [{"when": "every hour", "jitterSeconds": 600, "count": 1},
+                               {"when": "in 10 minutes"}]
+    assert p.jittered[0].fire_at == datetime(2026, 11, 24, 8, 4, tzinfo=UTC)
+    assert p.jittered[0].latest_at == datetime(2026, 11, 24, 8, 10, tzinfo=UTC)

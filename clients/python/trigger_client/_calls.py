@@ -103,12 +103,14 @@ def list_triggers(status: Status | str | None, limit: int | None,
 
 
 def preview(request: TriggerRequest, count: int | None,
-            after: datetime | str | None) -> Call[Preview]:
+            after: datetime | str | None, key: str | None = None) -> Call[Preview]:
+    """``key``: the Idempotency-Key the create will carry (the id derives from it: a jittered
+    preview then shows each occurrence's exact instant); nothing is registered with it."""
     body = {**request.to_json(), **_query(after=after)}
     if count is not None:
         body["count"] = count
     return Call("POST", "/v1/triggers/preview", lambda r: Preview.from_json(r.json()),
-                body=body, retry=True)
+                body=body, retry=True, headers={"Idempotency-Key": key} if key else {})
 
 
 def get_trigger(trigger_id: str) -> Call[Trigger]:

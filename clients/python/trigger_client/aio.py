@@ -95,10 +95,10 @@ class AsyncTriggers:
         return await self._x.run(calls.create(req, idempotency_key))
 
     async def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
-                      after: datetime | str | None = None,
+                      after: datetime | str | None = None, idempotency_key: str | None = None,
                       **fields: Unpack[TriggerFields]) -> Preview:
         req = request_from(request, fields)
-        return await self._x.run(calls.preview(req, count, after))
+        return await self._x.run(calls.preview(req, count, after, idempotency_key))
 
     async def get(self, trigger_id: str) -> Trigger:
         return await self._x.run(calls.get_trigger(trigger_id))
@@ -120,10 +120,10 @@ class AsyncTriggers:
     async def snooze(self, trigger_id: str, *, delay_s: float | None = None,
                      fire_at: datetime | str | None = None,
                      local_time: datetime | str | None = None, time_zone: str | None = None,
-                     dst_policy: DstPolicy | None = None,
+                     dst_policy: DstPolicy | None = None, when: str | None = None,
                      idempotency_key: str | None = None) -> CreatedTrigger:
         body = snooze_body(delay_s=delay_s, fire_at=fire_at, local_time=local_time,
-                           time_zone=time_zone, dst_policy=dst_policy)
+                           time_zone=time_zone, dst_policy=dst_policy, when=when)
         return await self._x.run(calls.snooze(trigger_id, body, idempotency_key))
 
     async def ack(self, trigger_id: str, occurrence_id: str | None = None) -> AckResult:

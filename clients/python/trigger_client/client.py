@@ -102,11 +102,13 @@ class Triggers:
         return self._x.run(calls.create(req, idempotency_key))
 
     def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
-                after: datetime | str | None = None,
+                after: datetime | str | None = None, idempotency_key: str | None = None,
                 **fields: Unpack[TriggerFields]) -> Preview:
-        """The first ``count`` occurrences (strictly after ``after``); nothing is stored."""
+        """The first ``count`` occurrences (strictly after ``after``); nothing is stored.
+        With ``jitter_s``, ``.jittered`` has each one's window, and its exact instant when
+        ``idempotency_key`` is the key the create will be sent with."""
         req = request_from(request, fields)
-        return self._x.run(calls.preview(req, count, after))
+        return self._x.run(calls.preview(req, count, after, idempotency_key))
 
     def get(self, trigger_id: str) -> Trigger:
         return self._x.run(calls.get_trigger(trigger_id))
@@ -133,10 +135,12 @@ class Triggers:
     def snooze(self, trigger_id: str, *, delay_s: float | None = None,
                fire_at: datetime | str | None = None, local_time: datetime | str | None = None,
                time_zone: str | None = None, dst_policy: DstPolicy | None = None,
+               when: str | None = None,
                idempotency_key: str | None = None) -> CreatedTrigger:
-        """A new one-time trigger like this one at the time given (``.snoozed_from``)."""
+        """A new one-time trigger like this one at the time given (``.snoozed_from``):
+        ``when`` a one-time phrase ("in 10 minutes"), read in the original's zone."""
         body = snooze_body(delay_s=delay_s, fire_at=fire_at, local_time=local_time,
-                           time_zone=time_zone, dst_policy=dst_policy)
+                           time_zone=time_zone, dst_policy=dst_policy, when=when)
         return self._x.run(calls.snooze(trigger_id, body, idempotency_key))
 
     def ack(self, trigger_id: str, occurrence_id: str | None = None) -> AckResult:

@@ -151,6 +151,8 @@ class Trigger:
     snoozed_from: str | None
     channels: tuple[ChannelState, ...] | None
     acknowledged: bool | None
+    jitter_s: int = 0  # each occurrence fires up to this late, on purpose
+    scheduled_at: datetime | None = None  # fire_at minus this occurrence's jitter
     raw: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -168,7 +170,8 @@ class Trigger:
             d.get("snoozedFrom"),
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
-            d.get("acknowledged"), d)
+            d.get("acknowledged"), d.get("jitterSeconds", 0),
+            _opt_instant(d.get("scheduledAt")), raw=d)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,12 +180,31 @@ class Preview:
 
     occurrences: tuple[datetime, ...]
     resolved: Resolved | None = None
+    jittered: tuple[JitteredOccurrence, ...] = ()  # with jitter_s: each one's window
     raw: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Preview:
         return cls(tuple(parse_instant(o) for o in d["occurrences"]),
-                   Resolved.from_json(d.get("resolved")), d)
+                   Resolved.from_json(d.get("resolved")),
+                   tuple(JitteredOccurrence.from_json(j) for j in d.get("jittered") or ()),
+                   raw=d)
+
+
+@dataclass(frozen=True, slots=True)
+class JitteredOccurrence:
+    """A previewed occurrence with jitter: it fires between ``scheduled_at`` and
+    ``latest_at``; ``fire_at`` is the exact instant when the trigger's id was known (the
+    preview was sent with the Idempotency-Key the create will carry), else None."""
+
+    scheduled_at: datetime
+    fire_at: datetime | None
+    latest_at: datetime
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> JitteredOccurrence:
+        return cls(parse_instant(d["scheduledAt"]), _opt_instant(d.get("fireAt")),
+                   parse_instant(d["latestAt"]))
 
 
 @dataclass(frozen=True, slots=True)

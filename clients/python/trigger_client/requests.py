@@ -21,6 +21,7 @@ _API_NAMES = {
     "fire_at": "fireAt", "local_time": "localTime", "time_zone": "timeZone", "when": "when",
     "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
+    "jitter_s": "jitterSeconds",
 }
 
 
@@ -52,6 +53,7 @@ class TriggerFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]]
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
+    jitter_s: int
 
 
 class PatchFields(TypedDict, total=False):
@@ -64,6 +66,7 @@ class PatchFields(TypedDict, total=False):
     fire_at: datetime | str | None
     local_time: datetime | str | None
     time_zone: str | None
+    when: str  # replaces every time field; read in the trigger's zone unless time_zone
     rrule: str | None
     cron: str | None
     dst_policy: DstPolicy | None
@@ -71,13 +74,15 @@ class PatchFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]] | None
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
+    jitter_s: int | None
 
 
 @dataclass(frozen=True, slots=True)
 class TriggerRequest:
     """A new trigger (or a schedule to preview). ``fire_at`` aware (or an RFC 3339 string);
     ``local_time`` naive (a wall time in ``time_zone``); ``when`` a phrase such as
-    ``"tomorrow 9am"`` read in ``time_zone``. None means "not given"."""
+    ``"tomorrow 9am"`` read in ``time_zone``; ``jitter_s`` spreads each occurrence over
+    that many seconds after its time. None means "not given"."""
 
     callback_url: str | None = None
     payload: Any = None
@@ -93,6 +98,7 @@ class TriggerRequest:
     channels: tuple[Mapping[str, Any], ...] | None = None
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
+    jitter_s: int | None = None
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -143,8 +149,9 @@ def patch_body(changes: PatchFields) -> dict[str, Any]:
 
 def snooze_body(*, delay_s: float | None = None, fire_at: datetime | str | None = None,
                 local_time: datetime | str | None = None, time_zone: str | None = None,
-                dst_policy: DstPolicy | None = None) -> dict[str, Any]:
-    """The body of a snooze: one time field (``local_time`` with ``time_zone``)."""
+                dst_policy: DstPolicy | None = None, when: str | None = None) -> dict[str, Any]:
+    """The body of a snooze: one time field (``local_time`` with ``time_zone``; ``when``, a
+    one-time phrase read in the original's zone unless ``time_zone`` is given)."""
     given = {"delay_s": delay_s, "fire_at": fire_at, "local_time": local_time,
-             "time_zone": time_zone, "dst_policy": dst_policy}
+             "time_zone": time_zone, "dst_policy": dst_policy, "when": when}
     return {_API_NAMES[k]: _value(v) for k, v in given.items() if v is not None}

@@ -51,6 +51,9 @@ Tz = Annotated[str | None, typer.Option("--tz", help="IANA zone, e.g. Europe/Ber
 When = Annotated[str | None, typer.Option("--when", help='"tomorrow 9am", "in 2 hours", '
                                           '"every weekday at 9am" (read in --tz).')]
 Rrule = Annotated[str | None, typer.Option("--rrule", help="RFC 5545 rule, FREQ=DAILY.")]
+Jitter = Annotated[str | None, typer.Option(
+    "--jitter", help="Spread each occurrence over this long after its time, on purpose: "
+    "30s, 10m, 1h (whole seconds).")]
 Cron = Annotated[str | None, typer.Option("--cron", help='Five fields, "0 9 * * 1-5".')]
 
 
@@ -123,7 +126,7 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
                "--url", help="Callback URL (under one of your prefixes).")] = None,
            payload: Annotated[str | None, typer.Option(help="JSON, or @file.json.")] = None,
            in_: In = None, at: At = None, tz: Tz = None, when: When = None,
-           rrule: Rrule = None, cron: Cron = None,
+           rrule: Rrule = None, cron: Cron = None, jitter: Jitter = None,
            idempotency_key: Annotated[str | None, typer.Option(
                help="Default: a fresh one (printed when the outcome is unknown).")] = None,
            yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
@@ -131,7 +134,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
     """Register a trigger; prints when it fires, in the local zone (--tz) and UTC."""
     with api_errors(output), client(ctx) as c:
         req = time_request(in_, at, tz, when, callback_url=url,
-                           payload=read_payload(payload), rrule=rrule, cron=cron)
+                           payload=read_payload(payload), rrule=rrule, cron=cron,
+                           jitter_s=jitter_s(jitter))
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
         # Always a key, and one the user can see: if the answer never settles (no answer,
@@ -222,12 +226,14 @@ def cancel(ctx: typer.Context, trigger_id: str, output: OutputOpt = Output.text)
 
 @app.command()
 def snooze(ctx: typer.Context, trigger_id: str, in_: In = None, at: At = None, tz: Tz = None,
-           output: OutputOpt = Output.text) -> None:
-    """A new one-time trigger like this one, later (--in or --at)."""
+           when: When = None, output: OutputOpt = Output.text) -> None:
+    """A new one-time trigger like this one, later (--in, --at or --when: "in 10 minutes",
+    "tomorrow 9am", read in the trigger's zone unless --tz)."""
     with api_errors(output), client(ctx) as c:
-        req = time_request(in_, at, tz, None)
+        req = time_request(in_, at, tz, when)
         created = c.triggers.snooze(trigger_id, delay_s=req.delay_s, fire_at=req.fire_at,
-                                    local_time=req.local_time, time_zone=req.time_zone)
+                                    local_time=req.local_time, time_zone=req.time_zone,
+                                    when=req.when)
     if output is Output.json:
         print_json(created.raw)
     else:
@@ -249,24 +255,32 @@ def ack(ctx: typer.Context, trigger_id: str,
 
 @app.command()
 def preview(ctx: typer.Context, in_: In = None, at: At = None, tz: Tz = None,
-            when: When = None, rrule: Rrule = None, cron: Cron = None,
+            when: When = None, rrule: Rrule = None, cron: Cron = None, jitter: Jitter = None,
             count: Annotated[int, typer.Option(min=1, max=1000)] = 10,
             after: Annotated[str | None, typer.Option(help="RFC 3339.")] = None,
             output: OutputOpt = Output.text) -> None:
     """The next occurrences of a schedule: local time, UTC, and a mark on DST-shifted ones."""
     with api_errors(output), client(ctx) as c:
-        req = time_request(in_, at, tz, when, rrule=rrule, cron=cron)
+        req = time_request(in_, at, tz, when, rrule=rrule, cron=cron,
+                           jitter_s=jitter_s(jitter))
         result = c.triggers.preview(req, count=count, after=after)
     if output is Output.json:
         print_json(result.raw)
         return
     z = zone(tz)
-    table = Table("#", f"local ({tz or 'this machine'})", "UTC", "DST")
+    table = Table("#", f"local ({tz or 'this machine'})", "UTC", "DST",
+                  *(["fires by (jitter)"] if result.jittered else []))
+    latest = [f"{j.latest_at:%H:%M:%SZ}" for j in result.jittered]
     for n, (instant, mark) in enumerate(zip(result.occurrences,
                                             dst_marks(result.occurrences, z), strict=True), 1):
         table.add_row(str(n), f"{local(instant, z):%a %Y-%m-%d %H:%M:%S %Z}",
-                      f"{instant:%Y-%m-%dT%H:%M:%SZ}", mark)
+                      f"{instant:%Y-%m-%dT%H:%M:%SZ}", mark, *latest[n - 1:n])
     out.print(table)
+
+
+def jitter_s(text: str | None) -> int | None:
+    """``--jitter`` (``30s``, ``10m``) in whole seconds; None when not given."""
+    return None if text is None else round(parse_duration_s(text))
 
 
 secrets_app = typer.Typer(no_args_is_help=True, help="The caller's signing secrets.")
