@@ -115,3 +115,16 @@ async def test_a_snooze_is_exact_even_of_a_jittered_trigger(api: Api) -> None:
     resp = await api.client.post(f"/v1/triggers/{body['triggerId']}/snooze",
                                  json={"delaySeconds": 600, "jitterSeconds": 5}, headers=AUTH)
     await assert_error(resp, 400, "invalid_request")
+
+
+async def test_resolved_is_the_scheduled_first_time_and_fire_at_adds_the_jitter(
+        api: Api) -> None:
+    body = {"callbackUrl": CALLBACK, "when": "in 2 hours", "jitterSeconds": 900}
+    status, first, _ = await api.post(body, AUTH | {"Idempotency-Key": "j-when"})
+    assert status == 201, first
+    assert first["resolved"]["fireAt"] == format_rfc3339_ms(NOW_MS + 2 * HOUR_MS)
+    offset = jitter_offset_ms(f"{first['triggerId']}.1", 900)
+    assert first["fireAt"] == format_rfc3339_ms(NOW_MS + 2 * HOUR_MS + offset)
+    api.env.clock.advance_ms(60_000)  # a replay answers the first request's times
+    _, again, _ = await api.post(body, AUTH | {"Idempotency-Key": "j-when"})
+    assert again == first

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
@@ -23,8 +24,10 @@ async def register(request: web.Request) -> web.Response:
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     answer = views.created_view(result)
     if "when" in body:  # parse_register accepted it: body is a dict
-        # The first fire time is the stored trigger's (a replay's is the first request's).
-        answer["resolved"] = views.resolved_view(body, result.fire_at_ms, new.schedule)
+        # The first fire time is the stored trigger's (a replay's is the first request's),
+        # as scheduled: what the phrase means, without the first occurrence's jitter.
+        first_ms = result.fire_at_ms - jitter_offset_ms(f"{result.trigger_id}.1", new.jitter_s)
+        answer["resolved"] = views.resolved_view(body, first_ms, new.schedule)
     return web.json_response(answer, status=201, headers=headers)
 
 
