@@ -127,7 +127,9 @@ class DeadLetterService:
         return new
 
     async def _revive(self, d: DeadLetter, t: Trigger, at_ms: int, now_ms: int) -> Trigger:
-        """FAILED → PENDING at ``at_ms``, the same occurrence, a fresh attempt budget."""
+        """FAILED → PENDING at ``at_ms``, the same occurrence, a fresh attempt budget; exact
+        (no jitter: a replay fires when asked, and a FAILED trigger has no later occurrence
+        to spread)."""
         if t.status is not Status.FAILED or f"{t.trigger_id}.{t.occurrence_seq}" != d.id:
             # Replayed already (a crash before the letter was marked), or never failed.
             await self._store.resolve_dead_letter(
@@ -137,7 +139,7 @@ class DeadLetterService:
                                   f"(the trigger is {t.status.value})")
         new = t.with_status(
             Status.PENDING, attempts=0, claim_id=None, claimed_at_ms=None,
-            next_attempt_at_ms=None, fired_at_ms=None, fire_at_ms=at_ms,
+            next_attempt_at_ms=None, fired_at_ms=None, fire_at_ms=at_ms, jitter_s=0,
             occurrence_seq=t.occurrence_seq - 1, revision=(t.revision or 0) + 1,
             route=route_for(at_ms, now_ms, self._s.direct_max_delay_s))
         if not await self._store.advance(t, new, self._s.index_ttl_s(at_ms, now_ms), now_ms):

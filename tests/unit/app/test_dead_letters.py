@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -59,6 +60,16 @@ async def test_replay_revives_the_same_occurrence_once() -> None:
     with pytest.raises(AlreadyReplayed):
         await service(env).replay("orders", d.id)
     assert len(env.queue.messages) == 1
+
+
+async def test_a_jittered_trigger_is_replayed_exactly_when_asked() -> None:
+    env = make_env()
+    d = await dead(env)
+    failed = env.store.triggers[d.trigger_id]
+    env.store.triggers[d.trigger_id] = replace(failed, jitter_s=3600)
+    new = await service(env).replay("orders", d.id, NOW_MS + 60_000)
+    assert (new.fire_at_ms, new.scheduled_at_ms, new.jitter_s) == (
+        NOW_MS + 60_000, NOW_MS + 60_000, 0)
 
 
 async def test_replay_later_and_scope() -> None:
