@@ -210,3 +210,31 @@ async def test_preview_refuses_the_channels_create_would_refuse(api: Api) -> Non
     ok = {"delaySeconds": 0, "channels": [{"type": "sms", "to": "+15551234567", "text": "hi"}]}
     status, answer = await preview(api, ok)
     assert status == 200, answer
+
+
+async def test_preview_of_the_newer_forms(api: Api) -> None:
+    """Several times a day, ``for N times`` (exactly N, even asked for more) and ``until``
+    (inclusive of its day in the zone), each echoed with its rule."""
+    status, body = await preview(api, {"when": "every weekday at 9am and 5pm", "timeZone": NY,
+                                       "count": 4})
+    assert status == 200, body
+    assert body["occurrences"] == [  # 17:13 in New York: today's 17:00 has passed
+        "2023-11-15T14:00:00.000Z", "2023-11-15T22:00:00.000Z", "2023-11-16T14:00:00.000Z",
+        "2023-11-16T22:00:00.000Z"]
+    assert body["resolved"]["rrule"] == (
+        "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9,17;BYMINUTE=0;BYSECOND=0")
+    status, body = await preview(api, {"when": "every day at 9am for 3 times", "timeZone": NY,
+                                       "count": 10})
+    assert status == 200, body
+    assert body["occurrences"] == ["2023-11-15T14:00:00.000Z", "2023-11-16T14:00:00.000Z",
+                                   "2023-11-17T14:00:00.000Z"]
+    status, body = await preview(api, {"when": "every monday at 8:30 until 2023-11-27",
+                                       "timeZone": NY, "count": 10})
+    assert status == 200, body
+    assert body["occurrences"] == ["2023-11-20T13:30:00.000Z", "2023-11-27T13:30:00.000Z"]
+    for phrase, says in [("every day at 9am for 0 times", "0 times"),
+                         ("every monday at 8:30 until 2023-11-01", "before the start")]:
+        resp = await api.client.post("/v1/triggers/preview", headers=AUTH,
+                                     json={"when": phrase, "timeZone": NY})
+        got = await assert_error(resp, 400, "invalid_request")
+        assert got["field"] == "when" and says in got["message"], got
