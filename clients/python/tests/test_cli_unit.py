@@ -149,3 +149,21 @@ def test_import_is_resumable_and_summarises(script: Script, tmp_path: Path) -> N
     assert [x["outcome"] for x in lines] == ["replayed", "replayed", "rejected"]
     bodies = [json.loads(r.content) for r in script.requests[:2]]
     assert bodies[0]["payload"] == {"n": 1} and bodies[1]["payload"] == "plain"
+
+
+def test_snooze_when_and_create_and_preview_with_jitter() -> None:
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "snooze", "trg_1", "--when", "tomorrow 9am", "-o", "json")
+    assert code == 0 and script.bodies() == [{"when": "tomorrow 9am"}]
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--jitter", "10m",
+                     "-o", "json")
+    assert code == 0 and script.bodies()[0]["jitterSeconds"] == 600
+    window = {"scheduledAt": "2026-11-24T08:00:00.000Z", "fireAt": None,
+              "latestAt": "2026-11-24T08:05:00.000Z"}
+    script = Script(answers=[httpx.Response(200, json={
+        "occurrences": ["2026-11-24T08:00:00.000Z"], "jittered": [window]})])
+    code, out = invoke(script, "preview", "--when", "every hour", "--jitter", "5m",
+                       "--tz", "UTC")
+    assert code == 0 and script.bodies()[0]["jitterSeconds"] == 300
+    assert "fires by" in out and "08:05:00Z" in out
