@@ -78,6 +78,9 @@ _NUMERIC_DATE_RE = re.compile(r"\b(\d{1,2})[/.](\d{1,2})(?:[/.](\d{4}|\d{2}))?\b
 _DOTTED_CLOCK_RE = re.compile(r"(?<![\d./])(\d{1,2})\.(\d{2})(?=\s*[ap]\.?m\b)|"
                               r"(?<=\bat )(\d{1,2})\.(\d{2})(?![\d./])")
 _CLOCK_IN_TEXT_RE = re.compile(r"\b(\d{1,2}(?::\d{2})?\s*[ap]\.?m\.?|\d{1,2}:\d{2})(?![\w:])")
+# Regions whose numeric dates are month first (the rest of the world: day first).
+_MONTH_FIRST_REGIONS = frozenset({"US", "PH", "FM", "MH", "PW", "AS", "GU", "MP", "PR", "UM",
+                                  "VI"})
 _MONTH_NAMES = ["january", "february", "march", "april", "may", "june", "july", "august",
                 "september", "october", "november", "december"]
 
@@ -97,20 +100,33 @@ class Resolved:
 
 
 def resolve_when(text: str, *, now_ms: int, time_zone: str | None,
-                 dst: DstPolicy | None = None) -> Resolved:
+                 dst: DstPolicy | None = None, locale: str | None = None) -> Resolved:
     """Read ``text`` at ``now_ms`` in ``time_zone`` (an IANA name, or None). ``dst`` is the
     request's explicit ``dstPolicy`` (None: none given — an overlap is then ambiguous).
+    ``locale`` (a BCP 47 tag such as ``en-US`` or ``de-DE``, or None) is a hint for the order
+    of a numeric date: with a region, ``03/04`` is read month-first for the regions that
+    write dates so (:func:`month_first`) and day-first for the others, not ambiguous;
+    without a region (or None) such a date stays ambiguous. The language stays English.
     Raises ``InvalidRequest`` naming ``when`` (with ``candidates`` when ambiguous) or
     ``timeZone``, or ``NonexistentLocalTime`` (a gap under ``skip``). Never anything else."""
     try:
-        return _resolve(text, now_ms, time_zone, dst)
+        return _resolve(text, now_ms, time_zone, dst, month_first(locale))
     except OverflowError as e:  # a reading (or its search) past the year 9999
         raise _bad(f"{text!r} reaches beyond the range of supported times (years 1 to "
                    "9999)") from e
 
 
+def month_first(locale: str | None) -> bool | None:
+    """The date order a locale hint gives: True (month first: the United States and the few
+    regions that follow it), False (day first: every other region), None (no region: no
+    hint). Only the region subtag counts (``en-GB`` is day-first, ``es-US`` month-first)."""
+    parts = [p for p in (locale or "").replace("_", "-").split("-") if p]
+    region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
+    return None if region is None else region in _MONTH_FIRST_REGIONS
+
+
 def _resolve(text: str, now_ms: int, time_zone: str | None,
-             dst: DstPolicy | None) -> Resolved:
+             dst: DstPolicy | None, month_first_hint: bool | None) -> Resolved:
     norm = _DOTTED_CLOCK_RE.sub(_colon, " ".join(text.lower().split()))
     if not norm or len(text) > MAX_WHEN_LEN:
         raise _bad(f"1 to {MAX_WHEN_LEN} characters")
@@ -125,7 +141,7 @@ def _resolve(text: str, now_ms: int, time_zone: str | None,
             raise _bad(f"cannot read {text!r} as a time")
         return Resolved(text, datetime_to_ms(at.replace(tzinfo=UTC)),
                         at_ms=datetime_to_ms(at.replace(tzinfo=UTC)), time_zone=time_zone)
-    return _wall_clock(text, norm, now_ms, time_zone, dst)
+    return _wall_clock(text, norm, now_ms, time_zone, dst, month_first_hint)
 
 
 def _colon(m: re.Match[str]) -> str:
@@ -151,13 +167,13 @@ def _zone_required(text: str) -> InvalidRequest:
 
 
 def _wall_clock(text: str, norm: str, now_ms: int, time_zone: str | None,
-                dst: DstPolicy | None) -> Resolved:
+                dst: DstPolicy | None, month_first_hint: bool | None) -> Resolved:
     if time_zone is None:
         raise _zone_required(text)
     tz = load_zone(time_zone)
     _refuse_quirks(text, norm)
     base = wall_of(now_ms, tz)
-    walls = [_checked(text, norm, w) for w in _readings(text, norm, base)]
+    walls = [_checked(text, norm, w) for w in _readings(text, norm, base, month_first_hint)]
     readings = [(w, _instants(text, w, tz, dst)) for w in walls]
     candidates = sorted({ms for _, instants in readings for ms in instants})
     if len(readings) > 1 and len(candidates) > 1:
@@ -207,19 +223,23 @@ def _refuse_quirks(text: str, norm: str) -> None:
         raise _bad(f"{text!r} names a zone or offset; give the zone in timeZone instead")
 
 
-def _readings(text: str, norm: str, base: datetime) -> list[datetime]:
+def _readings(text: str, norm: str, base: datetime,
+              month_first_hint: bool | None) -> list[datetime]:
     """dateparser's reading of ``norm`` from ``base``; two when a numeric date reads as two
-    different days (month-first, then day-first)."""
+    different days (month-first, then day-first) and no locale hint picks one."""
     m = _NUMERIC_DATE_RE.search(norm)
     spelled: list[str] = []
     if m is not None:
         a, b, year = int(m.group(1)), int(m.group(2)), m.group(3)
-        for month, day in ((a, b), (b, a)):
+        orders = {None: ((a, b), (b, a)), True: ((a, b),), False: ((b, a),)}[month_first_hint]
+        for month, day in orders:
             if 1 <= month <= 12 and _valid_day(month, day, year):
                 name = f"{_MONTH_NAMES[month - 1]} {day}" + (f" {_year(year)}" if year else "")
                 spelled.append(norm[:m.start()] + name + norm[m.end():])
         if not spelled:
-            raise _bad(f"{m.group(0)!r} is not a date month-first or day-first")
+            raise _bad(f"{m.group(0)!r} is not a date " + {
+                None: "month-first or day-first", True: "month-first (the locale's order)",
+                False: "day-first (the locale's order)"}[month_first_hint])
         spelled = list(dict.fromkeys(spelled)) if a != b else spelled[:1]
     out = []
     for phrase in spelled or [norm]:

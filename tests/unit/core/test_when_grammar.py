@@ -98,3 +98,27 @@ def test_nonsense_is_a_400_naming_the_field(phrase: str, zone: str | None, says:
         resolve_when(phrase, now_ms=WED, time_zone=zone)
     assert says in e.value.message
     assert e.value.extra["field"] == ("timeZone" if says.startswith("timeZone") else "when")
+
+
+@pytest.mark.parametrize(("locale", "fire_at"), [
+    ("en-US", "2027-03-04T09:00:00.000Z"), ("es_US", "2027-03-04T09:00:00.000Z"),
+    ("en-GB", "2027-04-03T09:00:00.000Z"), ("de-DE", "2027-04-03T09:00:00.000Z"),
+    ("zh-Hant-TW", "2027-04-03T09:00:00.000Z")])
+def test_a_locale_hint_reads_a_numeric_date_in_its_order(locale: str, fire_at: str) -> None:
+    r = resolve_when("03/04/2027 9am", now_ms=WED - 200 * 86_400_000, time_zone=UTC,
+                     locale=locale)
+    assert format_rfc3339_ms(r.fire_at_ms) == fire_at
+
+
+@pytest.mark.parametrize("locale", [None, "en", ""])
+def test_without_a_region_a_numeric_date_stays_ambiguous(locale: str | None) -> None:
+    with pytest.raises(InvalidRequest) as e:
+        resolve_when("03/04/2027 9am", now_ms=WED - 200 * 86_400_000, time_zone=UTC,
+                     locale=locale)
+    assert len(e.value.extra["candidates"]) == 2  # type: ignore[arg-type]
+
+
+def test_a_date_valid_only_the_other_way_is_refused_under_the_hint() -> None:
+    with pytest.raises(InvalidRequest) as e:
+        resolve_when("13/04 9am", now_ms=WED, time_zone=UTC, locale="en-US")
+    assert "month-first (the locale's order)" in e.value.message
