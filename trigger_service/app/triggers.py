@@ -329,10 +329,11 @@ class TriggerService:
     # --- edit, snooze --------------------------------------------------------------------
     async def edit(self, current: Trigger, req: NewTrigger, *, retime: bool) -> Trigger:
         """Apply an edit to ``current`` (as read): callback and payload, and with ``retime``
-        the schedule and its first occurrence from now. The occurrence numbering goes on.
-        An occurrence being delivered is waited for (briefly): the edit applies to the ones
-        not yet claimed. Raises ``NotEditable`` if ``current`` finished, stays in flight, or
-        changed meanwhile."""
+        the schedule and its first occurrence from now; a new ``jitter_s`` alone moves the
+        current occurrence within its new window (its scheduled instant stays). The
+        occurrence numbering goes on. An occurrence being delivered is waited for (briefly):
+        the edit applies to the ones not yet claimed. Raises ``NotEditable`` if ``current``
+        finished, stays in flight, or changed meanwhile."""
         deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
         while current.status is Status.IN_FLIGHT and self._clock.now_ms() < deadline_ms:
             await self._clock.sleep_ms(_EDIT_POLL_MS)
@@ -357,14 +358,17 @@ class TriggerService:
                 occurrence_index=req.occurrence.index if req.occurrence else 0,
                 occurrence_second=req.occurrence.second if req.occurrence else False,
                 tzdata_version=TZDATA_VERSION if req.schedule else None).jittered(req.fire_at_ms)
-            new = replace(new, route=route_for(new.fire_at_ms, now_ms,
-                                               self._s.direct_max_delay_s))
+        elif req.jitter_s != current.jitter_s:  # the same occurrence in its new window
+            new = replace(new, jitter_s=req.jitter_s).jittered(current.scheduled_at_ms)
+        moved = retime or new.fire_at_ms != current.fire_at_ms
+        if moved:
+            new = replace(new, route=route_for(new.fire_at_ms, now_ms, self._s.direct_max_delay_s))
         if not await self._catalog.advance(
                 current, new, self._s.index_ttl_s(new.fire_at_ms, now_ms), now_ms):
             raise NotEditable(f"trigger {current.trigger_id} changed meanwhile; read it and "
                               "try again", status=current.status.value)
         log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
-        if retime and new.route is Route.DIRECT:
+        if moved and new.route is Route.DIRECT:
             await self.enqueue(new)  # the old message is dropped as stale
         return new
 

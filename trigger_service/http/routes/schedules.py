@@ -22,8 +22,6 @@ from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_
 MAX_PREVIEW = 1000
 _PATCH_TYPES = ("application/json", "application/merge-patch+json")
 _SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy", "when"})
-# Fields whose change recomputes the next fire time (a new jitter window moves it too).
-_RETIMING = frozenset({*TIME_FIELDS, "jitterSeconds"})
 # What a snooze does not take from the original: its time (a snooze is exact: no jitter).
 _NOT_KEPT = frozenset({*TIME_FIELDS, "jitterSeconds"})
 
@@ -139,7 +137,7 @@ async def patch_trigger(request: web.Request) -> web.Response:
     new = await service.accept(caller, parsing.parse_register(
         merge_patch(_retimable_body(current, patch), patch), caller=caller,
         now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes))
-    edited = await service.edit(current, new, retime=bool(set(patch) & _RETIMING))
+    edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
     return web.json_response(views.trigger_view(edited))
 
 
