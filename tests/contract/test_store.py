@@ -42,6 +42,18 @@ async def test_create_then_get_round_trips_every_field(store: Store) -> None:
     assert await store.get(new_trigger_id(direct.created_at_ms)) is None
 
 
+async def test_a_jitter_window_round_trips_and_can_be_removed(store: Store) -> None:
+    t = replace(make_trigger(unique("caller-"), utc_ms(2031, 5, 6, 7), shard=_shard()),
+                jitter_s=1800)
+    jittered = t.jittered(t.fire_at_ms)
+    await _create(store, jittered)
+    got = await store.get(t.trigger_id)
+    assert got == jittered and got is not None and got.scheduled_at_ms == t.fire_at_ms
+    plain = replace(jittered, jitter_s=0, revision=1).jittered(t.fire_at_ms)
+    assert await store.compare_and_set(jittered, plain)
+    assert await store.get(t.trigger_id) == plain  # the cell is gone: no jitter
+
+
 async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: Store) -> None:
     caller, shard = unique("caller-"), _shard()
     t = make_trigger(caller, utc_ms(2031, 1, 1, 0, 0, 30), shard=shard)
