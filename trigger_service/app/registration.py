@@ -9,6 +9,7 @@ from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
+from trigger_service.core.tags import Labels
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +23,8 @@ class NewTrigger:
     schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
     occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
     plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
+    tags: tuple[str, ...] = ()  # ``core.tags``: validated
+    labels: Labels = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +37,8 @@ class RegisterRequest:
     time: TimeRequest
     received_at_ms: int  # the one "now" of this request
     plan: DeliveryPlan | None = None
+    tags: tuple[str, ...] = ()
+    labels: Labels = ()
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -42,4 +47,5 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
                    min_interval_s=api.min_recurrence_interval_s)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
-                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan)
+                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
+                      req.tags, req.labels)

@@ -93,6 +93,10 @@ class Trigger:
     # moves on with a series or an edit; a replay answers the first one). None without a key.
     request_hash: str | None = None
     registered_fire_at_ms: int | None = None
+    # Tags and labels (issue 26, ``core.tags``): what listings and bulk jobs find it by.
+    # Labels sorted by key (one value has one form).
+    tags: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
     # Where the store keeps the row: the fire time the trigger was created with (it never
     # changes as the trigger moves on; the store partitions rows by its minute). None: not
     # known (a trigger not read from the store, or stored by a release before the field),

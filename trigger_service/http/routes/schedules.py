@@ -71,6 +71,10 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
         body["callbackUrl"] = t.callback_url
     if t.plan is not None:
         body |= {k: v for k, v in json.loads(plan_to_json(t.plan)).items() if v is not None}
+    if t.tags:
+        body["tags"] = list(t.tags)
+    if t.labels:
+        body["labels"] = dict(t.labels)
     rec = t.schedule
     if rec is None:
         return body | {"fireAt": format_rfc3339_ms(t.fire_at_ms)}
