@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.test_cli import cli, cli_json
+from trigger_client import AsyncTriggerClient, TriggerClient
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +91,28 @@ async def test_a_cancel_by_tag_job_cancels_hundreds_and_none_of_them_delivers(
         lambda: all(stack.receiver.for_trigger(t) for t in kept), timeout_s=fire_in_s + 30)
     await asyncio.sleep(2)  # time for a wrongly delivered one to arrive too
     assert [t for t in doomed if stack.receiver.for_trigger(t)] == []
+
+
+async def test_the_sdks_and_triggerctl_filter_and_cancel_by_tag(stack: Stack) -> None:
+    base = str(stack.client.make_url("")).rstrip("/")
+    async with AsyncTriggerClient(base, stack.token) as aio:
+        made = [await aio.triggers.create(callback_url=stack.receiver.base_url + "cb",
+                                          delay_s=3600, tags=["sdk"], labels={"k": "v"})
+                for _ in range(3)]
+        listed = [t async for t in aio.triggers.list(tag="sdk", label="k:v", page_size=2)]
+        assert sorted(t.trigger_id for t in listed) == sorted(c.trigger_id for c in made)
+        assert listed[0].tags == ("sdk",) and listed[0].labels == {"k": "v"}
+    sync = TriggerClient(base, stack.token)
+    try:
+        one = await asyncio.to_thread(sync.triggers.list_page, tag="sdk", limit=1)
+        assert len(one.items) == 1 and one.next_cursor is not None
+    finally:
+        sync.close()
+    code, table = await cli(stack, "ls", "--tag", "sdk")
+    assert code == 0 and all(c.trigger_id[:12] in table for c in made), table
+    job = await cli_json(stack, "cancel", "--tag", "sdk", "--poll", "0.1")
+    assert (job["state"], job["matched"], job["done"]) == ("done", 3, 3)
+    code, text = await cli(stack, "cancel", "--label", "k:v", "--poll", "0.1")
+    assert code == 0 and "0 cancelled, 0 failed of 0" in text  # all cancelled already
+    code, _ = await cli(stack, "cancel")  # neither an id nor a filter
+    assert code != 0

@@ -49,6 +49,7 @@ from trigger_client.models_more import (
     PurgeResult,
     ReplayJob,
     ReplayResult,
+    TriggerJob,
 )
 from trigger_client.requests import TriggerRequest
 
@@ -60,5 +61,5 @@ __all__ = [
     "OutcomeUnknown", "Page", "PayloadTooLarge", "Preview", "PurgeResult", "QuotaExceeded",
     "RateLimited", "ReplayJob", "ReplayResult", "RequestTimeout", "Resolved", "RetryPolicy",
     "ServerError", "SigningSecret", "Status", "Trigger", "TriggerClient", "TriggerError",
-    "TriggerRequest", "Unauthorized", "Unprocessable", "UnsupportedMediaType",
+    "TriggerJob", "TriggerRequest", "Unauthorized", "Unprocessable", "UnsupportedMediaType",
 ]

@@ -152,6 +152,8 @@ class Trigger:
     channels: tuple[ChannelState, ...] | None
     acknowledged: bool | None
     raw: Any = field(default=None, compare=False, repr=False)
+    tags: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -168,7 +170,7 @@ class Trigger:
             d.get("snoozedFrom"),
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
-            d.get("acknowledged"), d)
+            d.get("acknowledged"), d, tuple(d.get("tags") or ()), dict(d.get("labels") or {}))
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ _API_NAMES = {
     "fire_at": "fireAt", "local_time": "localTime", "time_zone": "timeZone", "when": "when",
     "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
+    "tags": "tags", "labels": "labels",
 }
 
 
@@ -52,6 +53,8 @@ class TriggerFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]]
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
+    tags: Sequence[str]
+    labels: Mapping[str, str]
 
 
 class PatchFields(TypedDict, total=False):
@@ -71,6 +74,8 @@ class PatchFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]] | None
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
+    tags: Sequence[str] | None
+    labels: Mapping[str, str] | None  # replaces every label
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,12 +98,14 @@ class TriggerRequest:
     channels: tuple[Mapping[str, Any], ...] | None = None
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
+    tags: tuple[str, ...] | None = None  # up to 10, to find it by (``list(tag=...)``)
+    labels: Mapping[str, str] | None = None  # up to 10, key -> value
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
         """From keyword arguments (sequences become tuples)."""
         kw: dict[str, Any] = dict(fields_)
-        for name in ("exdates", "channels"):
+        for name in ("exdates", "channels", "tags"):
             if kw.get(name) is not None:
                 kw[name] = tuple(kw[name])
         return cls(**kw)
