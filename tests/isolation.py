@@ -30,6 +30,7 @@ from trigger_service.platform.wiring import Runtime
 
 RECIPIENT = "ada"
 SECRET = "only-for-A"  # in A's payload and message: never in anything B gets
+TAG = "tenant-a"  # A's trigger's tag: B's listing by it holds nothing
 
 
 @dataclass
@@ -54,6 +55,7 @@ class Ids:
     job: str
     recipient: str
     message: str
+    trigger_job: str
 
 
 async def seed(t: Tenants) -> Ids:
@@ -61,6 +63,7 @@ async def seed(t: Tenants) -> Ids:
     message: real rows, written through the API where it can write them."""
     resp = await t.client.post("/v1/triggers", headers=t.auth(t.a_token), json={
         "callbackUrl": t.callback_url, "delaySeconds": 3600, "payload": {"tenant": SECRET},
+        "tags": [TAG],
         "channels": [{"type": "inbox", "recipient": RECIPIENT, "title": SECRET, "body": "b"}]})
     assert resp.status == 201, await resp.text()
     view = await (await t.client.get(f"/v1/triggers/{(await resp.json())['triggerId']}",
@@ -91,7 +94,12 @@ async def seed(t: Tenants) -> Ids:
     occurrence = Occurrence(trigger_id, f"{trigger_id}.1", t.a_caller, 0, now_ms)
     message = message_for(InboxSpec(RECIPIENT, SECRET, "body", None), occurrence, now_ms)
     assert await t.runtime.store.put_inbox_message(message, 3600) is not None
-    return Ids(trigger_id, letter.id, job_id, RECIPIENT, message.message_id)
+    # A job over triggers by filter matching none of A's (done at once, then unchanging).
+    resp = await t.client.post("/v1/triggers/jobs", headers=t.auth(t.a_token), json={
+        "action": "cancel", "filter": {"tag": "none-of-these"}})
+    assert resp.status == 202, await resp.text()
+    return Ids(trigger_id, letter.id, job_id, RECIPIENT, message.message_id,
+               (await resp.json())["jobId"])
 
 
 def unknown_ids(now_ms: int) -> Ids:
@@ -100,14 +108,15 @@ def unknown_ids(now_ms: int) -> Ids:
     return Ids(trigger_id, f"{trigger_id}.1", f"job_{ULID()}", f"nobody-{uuid.uuid4().hex[:8]}",
                message_for(InboxSpec("x", "t", "b", None),
                            Occurrence(trigger_id, f"{trigger_id}.1", "x", 0, now_ms),
-                           now_ms).message_id)
+                           now_ms).message_id, f"tjob_{ULID()}")
 
 
 async def a_view(t: Tenants, ids: Ids) -> list[Any]:
     """What A reads of its data: must not change while B tries A's ids."""
     views = []
     for path in (f"/v1/triggers/{ids.trigger}", f"/v1/dead-letters/{ids.dead_letter}",
-                 f"/v1/dead-letters/replay/{ids.job}", f"/v1/inbox/{ids.recipient}"):
+                 f"/v1/dead-letters/replay/{ids.job}", f"/v1/inbox/{ids.recipient}",
+                 f"/v1/triggers/jobs/{ids.trigger_job}"):
         resp = await t.client.get(path, headers=t.auth(t.a_token))
         assert resp.status == 200, (path, await resp.text())
         views.append(await resp.json())
@@ -171,6 +180,7 @@ CASES: dict[tuple[str, str], Request] = {
                                                    "/v1/dead-letters/{dead_letter}/replay"),
     ("DELETE", "/v1/dead-letters/{id}"): call("DELETE", "/v1/dead-letters/{dead_letter}"),
     ("GET", "/v1/dead-letters/replay/{job}"): call("GET", "/v1/dead-letters/replay/{job}"),
+    ("GET", "/v1/triggers/jobs/{jobId}"): call("GET", "/v1/triggers/jobs/{trigger_job}"),
     ("GET", "/v1/inbox/{recipient}"): call("GET", "/v1/inbox/{recipient}"),
     ("GET", "/v1/inbox/{recipient}/stream"): stream("/v1/inbox/{recipient}/stream"),
     ("POST", "/v1/inbox/{recipient}/{message_id}/read"): call(
@@ -226,7 +236,8 @@ async def check_every_case(t: Tenants) -> dict[tuple[str, str], Answer]:
 async def _check_lists(t: Tenants, ids: Ids, unknown: Ids) -> None:
     """B's lists hold nothing of A's, and naming A as the caller of a dead-letter listing is
     refused exactly like naming nobody."""
-    for path in ("/v1/triggers", "/v1/dead-letters", f"/v1/inbox/{ids.recipient}"):
+    for path in ("/v1/triggers", f"/v1/triggers?tag={TAG}", "/v1/dead-letters",
+                 f"/v1/inbox/{ids.recipient}"):
         resp = await t.client.get(path, headers=t.auth(t.b_token))
         text = await resp.text()
         assert resp.status == 200, text

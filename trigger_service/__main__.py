@@ -12,7 +12,7 @@ from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.when import warm_up
 from trigger_service.http.app import build_app
-from trigger_service.http.keys import JOBS_KEY
+from trigger_service.http.keys import JOBS_KEY, TRIGGER_JOBS_KEY
 from trigger_service.http.server import GuardedAppRunner
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.supervisor import every
@@ -48,14 +48,20 @@ async def build(runtime: Runtime) -> Component:
         await runner.cleanup()
         await service.drain()
 
-    jobs = app[JOBS_KEY]
+    jobs, trigger_jobs = app[JOBS_KEY], app[TRIGGER_JOBS_KEY]
 
     async def replay_jobs(stop: asyncio.Event) -> None:
         # Resumes bulk replays whose runner died (the POST starts new ones at once).
         await every(stop, POLL_S, jobs.poll, name="replay_jobs")
         jobs.cancel()
 
-    return Component({"http": http, "replay_jobs": replay_jobs}, report=False)
+    async def resume_trigger_jobs(stop: asyncio.Event) -> None:
+        # Resumes jobs over triggers whose runner died (the POST starts new ones at once).
+        await every(stop, POLL_S, trigger_jobs.poll, name="trigger_jobs")
+        trigger_jobs.cancel()
+
+    return Component({"http": http, "replay_jobs": replay_jobs,
+                      "trigger_jobs": resume_trigger_jobs}, report=False)
 
 
 def main() -> None:

@@ -27,13 +27,16 @@ from trigger_service.core.ports import (
     SweepCursors,
     TriggerCatalog,
 )
+from trigger_service.core.tags import FilteredListing
+from trigger_service.core.trigger_jobs import TriggerJobStore
 
 INDEX_TTL_S = 3_600  # index entries written by the contract tests expire after an hour
 MIN_MS = -(2**63)  # the smallest fire time: a listing cursor that starts a month
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore,
-            AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Protocol):
+            AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, FilteredListing,
+            TriggerJobStore, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
 
 

@@ -34,6 +34,7 @@ DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 # What a payload may try: markup that would run if the page ever parsed values as HTML.
 XSS = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script>'
+XSS_TAG = "campaign/spring-2027"  # a tag is plain (see core.tags); a label value may be markup
 
 expect.set_options(timeout=15_000)
 
@@ -168,7 +169,8 @@ async def test_operator_filters_opens_and_replays(stack: Stack, browser: Browser
     rec = stack.receiver
     a, b, c = await failing_triggers(
         stack,
-        stack.body(delaySeconds=0, payload={"order": 1, "note": XSS}),
+        stack.body(delaySeconds=0, payload={"order": 1, "note": XSS}, tags=["vip", XSS_TAG],
+                   labels={"team": XSS}),
         stack.body(delaySeconds=0, payload={"order": 2}),
         stack.body(delaySeconds=0, payload={"order": 3},
                    callbackUrl=rec.base_url + "other/path"))
@@ -210,6 +212,9 @@ async def test_operator_filters_opens_and_replays(stack: Stack, browser: Browser
     await expect(page.locator("#payload")).to_contain_text(json.dumps(XSS))  # pretty JSON
     await expect(page.locator("#payload img, #payload script")).to_have_count(0)
     await expect(page.locator("#detail-fields")).to_contain_text(a)
+    # Its trigger's tags and labels, as text (a label's markup not run).
+    await expect(page.locator("#detail-fields")).to_contain_text(f"vip, {XSS_TAG}, team:{XSS}")
+    await expect(page.locator("#detail-fields img, #detail-fields script")).to_have_count(0)
     await ui.shot("ops-detail.png")
 
     # Replay it (confirmed): it leaves the list, now and after a reload, and fires once more.

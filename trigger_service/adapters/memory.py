@@ -19,6 +19,7 @@ from trigger_service.adapters.memory_inbox import MemoryInbox
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
 from trigger_service.adapters.memory_queue import MemoryQueue as MemoryQueue
+from trigger_service.adapters.memory_trigger_jobs import MemoryTriggerJobs
 from trigger_service.core.crypto_ports import ResealReport
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
@@ -35,17 +36,19 @@ from trigger_service.core.ports import (
     ListCursor,
     ListPage,
 )
+from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 
-class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
+class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
-    and replay jobs, and (``MemoryInbox``) the inbox."""
+    and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs."""
 
     def __init__(self) -> None:
         super().__init__()
         self._init_dead_letters()
         self._init_inbox()
+        self._init_trigger_jobs()
         self.triggers: dict[str, Trigger] = {}
         self.zoned: dict[tuple[str, int], set[str]] = {}
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
@@ -197,6 +200,26 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
                 found.append(t)
         rest = last is not None and keys[-1] < last
         return ListPage(found, (0, *last) if rest and last is not None else None)
+
+    async def list_by_filter(self, caller: str, flt: TriggerFilter, *, before: ListCursor,
+                             limit: int) -> ListPage:
+        """As the term index answers it: the triggers carrying the filter's term, newest
+        created first, at most ``list_max_rows`` of them read, each checked against the rest
+        of the filter; a cursor unless none is left."""
+        self._enter("list_by_filter")
+        term, after = flt.driving_term, (before[1], before[2])
+        keys = sorted(((t.created_at_ms, t.trigger_id) for t in self.triggers.values()
+                       if t.caller == caller and term in trigger_terms(t)
+                       and (t.created_at_ms, t.trigger_id) < after), reverse=True)
+        read = keys[:min(limit, self.list_max_rows)]
+        found = [t for key in read if flt.matches(t := self.triggers[key[1]])]
+        while len(found) < limit and len(read) < min(len(keys), self.list_max_rows):
+            t = self.triggers[keys[len(read)][1]]
+            read.append(keys[len(read)])
+            if flt.matches(t):
+                found.append(t)
+        more = len(read) < len(keys)
+        return ListPage(found, (0, *read[-1]) if more and read else None)
 
     def _open_page(self, caller: str, start: ListCursor, last_month: int, limit: int,
                    status: Status) -> ListPage:

@@ -56,6 +56,18 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           per partition (spread over a day: 19,000). gc_grace 3 h (see 014).
 - ``open_hours``          (``caller``) → ``fire_hour`` values that may hold entries; a reader
                           that finds one empty forgets it (a backdated delete).
+- ``triggers_by_term``    a caller's triggers by term (``core.tags``: ``t:<tag>``,
+                          ``l:<key>=<value>``, ``r:<recipient>``), newest created first:
+                          partition (``caller``, ``term``, ``part`` = shard mod ``TERM_PARTS``),
+                          clustering (``created_at_ms``, ``trigger_id``) descending, with the
+                          row's home. Written with the other entries (TTL: the creation
+                          index's); never deleted: readers check each against the row.
+                          Size: a term's live triggers / 16 (a tag on 1.6 M live triggers: 100,000).
+- ``trigger_jobs``, ``trigger_job_items``, ``trigger_jobs_open``: jobs over the triggers a
+                          filter matches (``app.trigger_jobs``), shaped as the replay jobs: the
+                          job (caller, action, filter JSON), its items (trigger id → state,
+                          fixed at creation, ≤ ``MAX_JOB_ITEMS`` 10,000 per partition), the
+                          unfinished ones under ``replay_open_key`` / ``replay_caller_key``.
 - ``signing_secrets``     (``caller``) → rotated secrets, sealed, by ``created_at_ms`` (IF NOT
                           EXISTS: a taken ms moves to the next), newest first (a handful).
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
@@ -185,6 +197,15 @@ TABLE_DEAD_LETTERS_BY_DAY: Final = "dead_letters_by_day"
 TABLE_REPLAY_JOBS: Final = "replay_jobs"
 TABLE_REPLAY_ITEMS: Final = "replay_job_items"
 TABLE_REPLAY_OPEN: Final = "replay_jobs_open"
+TABLE_BY_TERM: Final = "triggers_by_term"
+COL_TERM: Final = "term"
+TERM_PARTS: Final = 16  # per (caller, term): a page reads them all at once
+TABLE_TRIGGER_JOBS: Final = "trigger_jobs"
+TABLE_TRIGGER_JOB_ITEMS: Final = "trigger_job_items"
+TABLE_TRIGGER_JOBS_OPEN: Final = "trigger_jobs_open"
+COL_ACTION: Final = "action"
+COL_FILTER: Final = "filter"
+COL_POLICY: Final = "policy"
 # attempts
 COL_OCCURRENCE_ID: Final = "occurrence_id"
 COL_STARTED_AT_MS: Final = "started_at_ms"
@@ -244,6 +265,7 @@ TRIGGER_COLUMNS: Final = (
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
     "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
     "jitter_s",
+    "tags", "labels",  # JSON (issue 26): an array, an object; unset when empty
 )
 # The LWT's condition columns: a transition applies only to the state it was computed from.
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")

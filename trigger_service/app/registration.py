@@ -10,6 +10,7 @@ from trigger_service.config.settings import ApiSettings
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
+from trigger_service.core.tags import Labels
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +25,8 @@ class NewTrigger:
     occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
     plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
     jitter_s: int = 0  # each occurrence fires up to this late (``fire_at_ms``: unjittered)
+    tags: tuple[str, ...] = ()  # ``core.tags``: validated
+    labels: Labels = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +40,8 @@ class RegisterRequest:
     received_at_ms: int  # the one "now" of this request
     plan: DeliveryPlan | None = None
     jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``plan_request``)
+    tags: tuple[str, ...] = ()
+    labels: Labels = ()
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -49,4 +54,4 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
                    min_interval_s=api.min_recurrence_interval_s)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
-                      req.jitter_s)
+                      req.jitter_s, req.tags, req.labels)

@@ -50,8 +50,8 @@ from trigger_service.core.ports import (
     ListPage,
     Metrics,
     OutgoingMessage,
-    TriggerCatalog,
 )
+from trigger_service.core.tags import FilteredCatalog, TriggerFilter
 from trigger_service.core.timing import DAY_MS, sqs_delay_s
 from trigger_service.core.zones import TZDATA_VERSION
 
@@ -71,7 +71,7 @@ class TriggerService:
     def __init__(
         self,
         settings: Settings,
-        catalog: TriggerCatalog,
+        catalog: FilteredCatalog,
         idempotency: LegacyIdempotency,
         queue: Enqueuer,
         cache: IdempotencyCache,
@@ -181,7 +181,7 @@ class TriggerService:
             tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
             request_hash=request_hash if keyed else None,
             registered_fire_at_ms=fire_at_ms if keyed else None,
-            home_at_ms=fire_at_ms, jitter_s=req.jitter_s,
+            home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -349,7 +349,8 @@ class TriggerService:
         # edit of the payload alone keeps what was sent of this occurrence.
         keep = req.plan == current.plan and not retime
         new = replace(current, callback_url=req.callback_url, payload_json=req.payload_json,
-                      revision=(current.revision or 0) + 1, plan=req.plan,
+                      revision=(current.revision or 0) + 1, plan=req.plan, tags=req.tags,
+                      labels=req.labels,
                       channel_states=current.channel_states if keep else ())
         if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(
@@ -381,14 +382,20 @@ class TriggerService:
                               "only a pending or fired trigger can be snoozed",
                               status=original.status.value)
         copy = replace(req, callback_url=original.callback_url,
-                       payload_json=original.payload_json, plan=original.plan)
+                       payload_json=original.payload_json, plan=original.plan,
+                       tags=original.tags, labels=original.labels)
         return await self.register(original.caller, copy, idem_key, request_hash,
                                    snoozed_from=original.trigger_id, admit=admit)
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
-                            cursor: ListCursor | None) -> ListPage:
+                            cursor: ListCursor | None, flt: TriggerFilter | None = None
+                            ) -> ListPage:
         """The caller's open (PENDING or IN_FLIGHT) triggers by fire time, from the oldest
-        still retained; otherwise (all, or a finished status) newest created first."""
+        still retained; otherwise (all, or a finished status) newest created first. With a
+        tag, label or recipient in ``flt``: the matches (of ``status`` too) newest first."""
+        if flt is not None and flt.driving_term is not None:
+            return await self._catalog.list_by_filter(caller, replace(flt, status=status),
+                                                      before=cursor or NEWEST, limit=limit)
         now_ms = self._clock.now_ms()
         first = fire_month(now_ms - (self._s.retention_days + 2) * DAY_MS)
         last = fire_month(now_ms + (self._s.api.max_fire_ahead_days + 2) * DAY_MS)

@@ -97,6 +97,10 @@ class Trigger:
     # Jitter (issue 26): each occurrence fires ``jitter_offset_ms`` after its scheduled
     # instant; ``fire_at_ms`` is the jittered instant, ``scheduled_at_ms`` the scheduled one.
     jitter_s: int = 0
+    # Tags and labels (issue 26, ``core.tags``): what listings and bulk jobs find it by.
+    # Labels sorted by key (one value has one form).
+    tags: tuple[str, ...] = ()
+    labels: tuple[tuple[str, str], ...] = ()
     # Where the store keeps the row: the fire time the trigger was created with (it never
     # changes as the trigger moves on; the store partitions rows by its minute). None: not
     # known (a trigger not read from the store, or stored by a release before the field),

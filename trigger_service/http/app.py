@@ -12,6 +12,7 @@ from aiohttp import web
 
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.replay_jobs import ReplayJobRunner
+from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
 from trigger_service.http.auth import auth_middleware
@@ -22,7 +23,13 @@ from trigger_service.http.guards import (
     request_id_middleware,
     request_id_of,
 )
-from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.keys import (
+    JOBS_KEY,
+    LETTERS_KEY,
+    RUNTIME_KEY,
+    SERVICE_KEY,
+    TRIGGER_JOBS_KEY,
+)
 from trigger_service.http.routes import (
     acks,
     dead_letters,
@@ -34,6 +41,7 @@ from trigger_service.http.routes import (
     schedules,
     signing,
     stats,
+    trigger_jobs,
     triggers,
 )
 from trigger_service.platform.wiring import Runtime
@@ -124,11 +132,15 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[LETTERS_KEY] = letters
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
+    # Jobs over triggers by filter (cancel): the same way.
+    app[TRIGGER_JOBS_KEY] = TriggerJobRunner(runtime.settings, service, runtime.store,
+                                             runtime.clock)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
+    trigger_jobs.add_routes(app)
     triggers.add_routes(app)
     stats.add_routes(app)
     ops.add_routes(app)

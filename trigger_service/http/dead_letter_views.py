@@ -118,6 +118,8 @@ def detail_view(d: DeadLetter, t: Trigger | None, attempts: list[Attempt]) -> di
         "resolvedAt": format_rfc3339_ms(d.resolved_at_ms) if d.resolved_at_ms else None,
         "triggerStatus": t.status.value if t else None,
         "payload": json.loads(t.payload_json) if t else None,
+        "triggerTags": list(t.tags) if t else None,
+        "triggerLabels": dict(t.labels) if t else None,
         "attempts": [attempt_view(a) for a in attempts],
     }
 

@@ -6,6 +6,7 @@ from aiohttp import web
 
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.replay_jobs import ReplayJobRunner
+from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import Caller, Principal
 from trigger_service.platform.wiring import Runtime
@@ -16,4 +17,5 @@ SERVICE_KEY = web.AppKey("service", TriggerService)
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
 LETTERS_KEY = web.AppKey("dead_letters", DeadLetterService)
 JOBS_KEY = web.AppKey("replay_jobs", ReplayJobRunner)
+TRIGGER_JOBS_KEY = web.AppKey("trigger_jobs", TriggerJobRunner)
 REQUEST_ID_KEY = web.RequestKey("request_id", str)

@@ -20,6 +20,7 @@ from trigger_service.core.errors import (
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import parse_json_body
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
@@ -27,8 +28,9 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", *TIME_FIELDS,
-                            *PLAN_FIELDS})
+                            *PLAN_FIELDS, "tags", "labels"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
+FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 _LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
@@ -63,7 +65,8 @@ def parse_register(
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
     return RegisterRequest(url, payload_json, parse_time_fields(body, now_ms), now_ms,
-                           delivery, parse_jitter(body.get("jitterSeconds")))
+                           delivery, parse_jitter(body.get("jitterSeconds")),
+                           parse_tags(body.get("tags")), parse_labels(body.get("labels")))
 
 
 def parse_jitter(value: object) -> int:
@@ -114,7 +117,7 @@ def parse_idempotency_key(value: str | None) -> str | None:
 def parse_list_query(
     query: dict[str, str], default_limit: int = 50
 ) -> tuple[Status | None, int, ListCursor | None]:
-    extra = sorted(set(query) - {"status", "limit", "cursor"})
+    extra = sorted(set(query) - {"status", "limit", "cursor", *FILTER_PARAMS})
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown query parameter")
     status = None
@@ -126,6 +129,14 @@ def parse_list_query(
                 f"status: one of {', '.join(s.value for s in Status)}") from e
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
     return status, parse_limit(query, default_limit), cursor
+
+
+def parse_list_filter(query: dict[str, str]) -> TriggerFilter | None:
+    """``?tag=``, ``?label=key:value``, ``?recipient=`` of a listing (None: none given;
+    ``parse_list_query`` has checked the rest)."""
+    if not any(p in query for p in FILTER_PARAMS):
+        return None
+    return parse_filter({p: query[p] for p in FILTER_PARAMS if p in query})
 
 
 def parse_limit(query: dict[str, str], default: int = 50) -> int:

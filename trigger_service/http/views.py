@@ -30,6 +30,8 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "payload": json.loads(t.payload_json),
         **schedule_view(t),
         **channels_view(t),
+        "tags": list(t.tags),
+        "labels": dict(t.labels),
     }
 
 

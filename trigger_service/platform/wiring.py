@@ -43,12 +43,14 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
+from trigger_service.core.tags import FilteredListing
+from trigger_service.core.trigger_jobs import TriggerJobStore
 from trigger_service.platform.metrics import PrometheusMetrics
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
             SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Resealer,
-            Pingable, Protocol):
+            Pingable, FilteredListing, TriggerJobStore, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

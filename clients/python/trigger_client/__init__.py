@@ -50,6 +50,7 @@ from trigger_client.models_more import (
     PurgeResult,
     ReplayJob,
     ReplayResult,
+    TriggerJob,
 )
 from trigger_client.requests import TriggerRequest
 
@@ -62,5 +63,5 @@ __all__ = [
     "PurgeResult", "QuotaExceeded",
     "RateLimited", "ReplayJob", "ReplayResult", "RequestTimeout", "Resolved", "RetryPolicy",
     "ServerError", "SigningSecret", "Status", "Trigger", "TriggerClient", "TriggerError",
-    "TriggerRequest", "Unauthorized", "Unprocessable", "UnsupportedMediaType",
+    "TriggerJob", "TriggerRequest", "Unauthorized", "Unprocessable", "UnsupportedMediaType",
 ]

@@ -32,6 +32,7 @@ from trigger_client.models_more import (
     PurgeResult,
     ReplayJob,
     ReplayResult,
+    TriggerJob,
 )
 from trigger_client.requests import TriggerRequest
 
@@ -96,10 +97,35 @@ def create(request: TriggerRequest, key: str | None) -> Call[CreatedTrigger]:
                 headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
 
 
-def list_triggers(status: Status | str | None, limit: int | None,
-                  cursor: str | None) -> Call[Page[Trigger]]:
+def list_triggers(status: Status | str | None, limit: int | None, cursor: str | None, *,
+                  tag: str | None = None, label: str | None = None,
+                  recipient: str | None = None) -> Call[Page[Trigger]]:
+    """``label``: ``"key:value"``."""
     return Call("GET", "/v1/triggers", _page(Trigger.from_json),
-                params=_query(status=status, limit=limit, cursor=cursor), retry=True)
+                params=_query(status=status, limit=limit, cursor=cursor, tag=tag, label=label,
+                              recipient=recipient), retry=True)
+
+
+def trigger_filter(tag: str | None, label: str | None, recipient: str | None,
+                   status: Status | str | None) -> dict[str, str]:
+    """A job's ``filter`` object: the parts given (``label`` as ``"key:value"``)."""
+    given = {"tag": tag, "label": label, "recipient": recipient,
+             "status": status.value if isinstance(status, Status) else status}
+    return {k: v for k, v in given.items() if v is not None}
+
+
+def start_trigger_job(action: str, filter_: Mapping[str, str],
+                      policy: str | None) -> Call[TriggerJob]:
+    body: dict[str, Any] = {"action": action, "filter": dict(filter_)}
+    if policy is not None:
+        body["policy"] = policy
+    return Call("POST", "/v1/triggers/jobs", lambda r: TriggerJob.from_json(r.json()),
+                body=body)
+
+
+def get_trigger_job(job_id: str) -> Call[TriggerJob]:
+    return Call("GET", f"/v1/triggers/jobs/{seg(job_id)}",
+                lambda r: TriggerJob.from_json(r.json()), retry=True)
 
 
 def preview(request: TriggerRequest, count: int | None,

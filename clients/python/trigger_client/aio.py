@@ -38,6 +38,7 @@ from trigger_client.models_more import (
     PurgeResult,
     ReplayJob,
     ReplayResult,
+    TriggerJob,
 )
 from trigger_client.requests import (
     PatchFields,
@@ -104,12 +105,39 @@ class AsyncTriggers:
         return await self._x.run(calls.get_trigger(trigger_id))
 
     async def list_page(self, status: Status | str | None = None, *, limit: int | None = None,
-                        cursor: str | None = None) -> Page[Trigger]:
-        return await self._x.run(calls.list_triggers(status, limit, cursor))
+                        cursor: str | None = None, tag: str | None = None,
+                        label: str | None = None, recipient: str | None = None
+                        ) -> Page[Trigger]:
+        return await self._x.run(calls.list_triggers(status, limit, cursor, tag=tag,
+                                                     label=label, recipient=recipient))
 
-    def list(self, status: Status | str | None = None, *,
-             page_size: int | None = None) -> AsyncIterator[Trigger]:
-        return aiterate(lambda c: self.list_page(status, limit=page_size, cursor=c))
+    def list(self, status: Status | str | None = None, *, page_size: int | None = None,
+             tag: str | None = None, label: str | None = None,
+             recipient: str | None = None) -> AsyncIterator[Trigger]:
+        return aiterate(lambda c: self.list_page(status, limit=page_size, cursor=c, tag=tag,
+                                                 label=label, recipient=recipient))
+
+    async def start_job(self, action: str, *, tag: str | None = None,
+                        label: str | None = None, recipient: str | None = None,
+                        status: Status | str | None = None,
+                        policy: str | None = None) -> TriggerJob:
+        """As ``TriggerClient.triggers.start_job``."""
+        return await self._x.run(calls.start_trigger_job(
+            action, calls.trigger_filter(tag, label, recipient, status), policy))
+
+    async def job(self, job_id: str) -> TriggerJob:
+        return await self._x.run(calls.get_trigger_job(job_id))
+
+    async def wait_job(self, job_id: str, *, poll_s: float = 0.5,
+                       on_progress: Callable[[TriggerJob], None] | None = None) -> TriggerJob:
+        """Poll the job until it is done; ``on_progress`` sees every state."""
+        while True:
+            job = await self.job(job_id)
+            if on_progress:
+                on_progress(job)
+            if job.finished:
+                return job
+            await self._x.sleep(poll_s)
 
     async def cancel(self, trigger_id: str) -> CancelledTrigger:
         return await self._x.run(calls.cancel(trigger_id))

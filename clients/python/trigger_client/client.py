@@ -42,6 +42,7 @@ from trigger_client.models_more import (
     PurgeResult,
     ReplayJob,
     ReplayResult,
+    TriggerJob,
 )
 from trigger_client.requests import (
     PatchFields,
@@ -114,14 +115,42 @@ class Triggers:
         return self._x.run(calls.get_trigger(trigger_id))
 
     def list_page(self, status: Status | str | None = None, *, limit: int | None = None,
-                  cursor: str | None = None) -> Page[Trigger]:
-        return self._x.run(calls.list_triggers(status, limit, cursor))
+                  cursor: str | None = None, tag: str | None = None, label: str | None = None,
+                  recipient: str | None = None) -> Page[Trigger]:
+        """One page; ``tag``, ``label`` (``"key:value"``) and ``recipient`` filter (a page
+        may then be short, even empty, with a cursor: the read is bounded)."""
+        return self._x.run(calls.list_triggers(status, limit, cursor, tag=tag, label=label,
+                                               recipient=recipient))
 
-    def list(self, status: Status | str | None = None, *,
-             page_size: int | None = None) -> Iterator[Trigger]:
+    def list(self, status: Status | str | None = None, *, page_size: int | None = None,
+             tag: str | None = None, label: str | None = None,
+             recipient: str | None = None) -> Iterator[Trigger]:
         """Every trigger of the caller, page by page: PENDING or IN_FLIGHT by fire time, else
-        (all, or a finished status) newest created first."""
-        return iterate(lambda c: self.list_page(status, limit=page_size, cursor=c))
+        (all, or a finished status, or any filter) newest created first."""
+        return iterate(lambda c: self.list_page(status, limit=page_size, cursor=c, tag=tag,
+                                                label=label, recipient=recipient))
+
+    def start_job(self, action: str, *, tag: str | None = None, label: str | None = None,
+                  recipient: str | None = None, status: Status | str | None = None,
+                  policy: str | None = None) -> TriggerJob:
+        """A job applying ``action`` (``"cancel"``) to every unfinished trigger the filter
+        matches (a tag, label or recipient is needed); follow it with ``job``/``wait_job``."""
+        return self._x.run(calls.start_trigger_job(
+            action, calls.trigger_filter(tag, label, recipient, status), policy))
+
+    def job(self, job_id: str) -> TriggerJob:
+        return self._x.run(calls.get_trigger_job(job_id))
+
+    def wait_job(self, job_id: str, *, poll_s: float = 0.5,
+                 on_progress: Callable[[TriggerJob], None] | None = None) -> TriggerJob:
+        """Poll the job until it is done; ``on_progress`` sees every state."""
+        while True:
+            job = self.job(job_id)
+            if on_progress:
+                on_progress(job)
+            if job.finished:
+                return job
+            time.sleep(poll_s)
 
     def cancel(self, trigger_id: str) -> CancelledTrigger:
         """Idempotent; ``Conflict`` (not_cancellable) once it is in flight or finished."""

@@ -154,6 +154,8 @@ class Trigger:
     jitter_s: int = 0  # each occurrence fires up to this late, on purpose
     scheduled_at: datetime | None = None  # fire_at minus this occurrence's jitter
     raw: Any = field(default=None, compare=False, repr=False)
+    tags: tuple[str, ...] = ()
+    labels: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -171,7 +173,8 @@ class Trigger:
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
             d.get("acknowledged"), d.get("jitterSeconds", 0),
-            _opt_instant(d.get("scheduledAt")), raw=d)
+            _opt_instant(d.get("scheduledAt")), raw=d, tags=tuple(d.get("tags") or ()),
+            labels=dict(d.get("labels") or {}))
 
 
 @dataclass(frozen=True, slots=True)

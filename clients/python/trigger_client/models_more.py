@@ -93,6 +93,33 @@ class PurgeResult:
 
 
 @dataclass(frozen=True, slots=True)
+class TriggerJob:
+    """A job over the triggers a filter matches (``cancel``): ``done`` + ``failed`` of
+    ``matched`` so far; ``finished`` once ``state`` is ``done``."""
+
+    job_id: str
+    action: str
+    state: str
+    filter: Mapping[str, str]
+    policy: str | None
+    matched: int
+    done: int
+    failed: int
+    created_at: datetime
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def finished(self) -> bool:
+        return self.state == "done"
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TriggerJob:
+        return cls(d["jobId"], d["action"], d["state"], dict(d.get("filter") or {}),
+                   d.get("policy"), d["matched"], d["done"], d["failed"],
+                   parse_instant(d["createdAt"]), d)
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayJob:
     """A bulk replay: ``done`` + ``failed`` of ``total`` so far; ``finished`` once
     ``status`` is ``done``."""

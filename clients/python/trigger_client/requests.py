@@ -22,6 +22,7 @@ _API_NAMES = {
     "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
     "jitter_s": "jitterSeconds",
+    "tags": "tags", "labels": "labels",
 }
 
 
@@ -54,6 +55,8 @@ class TriggerFields(TypedDict, total=False):
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
     jitter_s: int
+    tags: Sequence[str]
+    labels: Mapping[str, str]
 
 
 class PatchFields(TypedDict, total=False):
@@ -75,6 +78,8 @@ class PatchFields(TypedDict, total=False):
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
     jitter_s: int | None
+    tags: Sequence[str] | None
+    labels: Mapping[str, str] | None  # replaces every label
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,12 +104,14 @@ class TriggerRequest:
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
     jitter_s: int | None = None
+    tags: tuple[str, ...] | None = None  # up to 10, to find it by (``list(tag=...)``)
+    labels: Mapping[str, str] | None = None  # up to 10, key -> value
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
         """From keyword arguments (sequences become tuples)."""
         kw: dict[str, Any] = dict(fields_)
-        for name in ("exdates", "channels"):
+        for name in ("exdates", "channels", "tags"):
             if kw.get(name) is not None:
                 kw[name] = tuple(kw[name])
         return cls(**kw)

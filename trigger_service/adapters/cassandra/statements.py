@@ -15,6 +15,8 @@ from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
+from trigger_service.adapters.cassandra.term_index import term_queries
+from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
     plan_from_json,
@@ -30,7 +32,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
     for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries,
-                 secret_queries, reseal_queries):
+                 secret_queries, reseal_queries, term_queries, trigger_job_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")
@@ -168,6 +170,8 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
         states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
         t.request_hash, t.registered_fire_at_ms, t.jitter_s or None,  # no jitter: no cell
+        json.dumps(list(t.tags)) if t.tags else None,
+        json.dumps(dict(t.labels), sort_keys=True) if t.labels else None,
     ), strict=True))
 
 
@@ -208,7 +212,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
-     acked_seq, request_hash, registered_fire_at_ms, jitter_s) = (
+     acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels) = (
          row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
@@ -227,6 +231,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         acked_seq=acked_seq, request_hash=request_hash,
         registered_fire_at_ms=registered_fire_at_ms, home_at_ms=row.get(s.COL_HOME_AT_MS),
         jitter_s=jitter_s or 0,
+        tags=tuple(json.loads(tags)) if tags else (),
+        labels=tuple(sorted(json.loads(labels).items())) if labels else (),
     )
 
 

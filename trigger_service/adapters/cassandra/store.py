@@ -19,7 +19,7 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
-from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra import driver, migrate, trigger_jobs
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
@@ -35,6 +35,7 @@ from trigger_service.adapters.cassandra.statements import (
     changed_values,
     trigger_from_row,
 )
+from trigger_service.adapters.cassandra.term_index import TermIndex, TermListing, term_writes
 from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import Cipher
@@ -48,26 +49,23 @@ from trigger_service.core.ports import BucketEntry, Clock, ListCursor, ListPage
 # and answers a short page with a cursor, rather than reading a caller's whole history.
 LIST_MAX_ROWS = 2000
 _SCAN_PAGE_SIZE = 2000
-
-# Rows per IN request (get_many): big enough to save round trips, small enough for one
-# coordinator to answer quickly.
+# Rows per IN request (get_many): few round trips, and one coordinator answers quickly.
 _IN_CHUNK = 100
 
-
 # Write coalescing (``CassandraStore._coalesce``): at most this many registrations share one
-# batch (up to 5 index entries each: a batch stays near Cassandra's default warning of 10
-# partitions per unlogged batch), rows only with a payload this small (8 such rows stay far
-# below the 50 KiB batch limit), a registration waits at most this long for company.
+# batch (up to 5 index entries each, and one a tag or label: near Cassandra's default warning
+# of 10 partitions per unlogged batch untagged), rows only with a payload this small (8 such
+# rows stay far below the 50 KiB batch limit), a registration waits at most this long for company.
 _COALESCE_REGISTRATIONS = 8
 _COALESCE_PAYLOAD_MAX_BYTES = 2048
 _COALESCE_LINGER_MS = 2
 _COALESCE_FLUSHES = 64
 
-# Statements by name with their values, written together.
-Writes = Sequence[tuple[str, Sequence[Any]]]
+Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
 
-class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal):
+class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal,
+                     TermListing, trigger_jobs.CassandraTriggerJobs):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
                  clock: Clock | None = None, *, cipher: Cipher,
                  seal_payloads: bool = False) -> None:
@@ -152,6 +150,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self._clock = clock
         self._open_index = OpenIndex(self._run, self.get_many_at)
         self._created = CreatedIndex(self._run, self.get_many_at)
+        self._terms = TermIndex(self._run, self.get_many_at)  # tags, labels, recipients
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -234,6 +233,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._versions)
         writes += self._open_index.entry_writes(t, index_ttl_s, ts_us)
         writes += self._created.entry_writes(t, index_ttl_s, ts_us)
+        writes += term_writes(t, index_ttl_s, ts_us)
         if home_ts_us is not None:
             writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:

@@ -92,6 +92,10 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
         body |= {k: v for k, v in json.loads(plan_to_json(t.plan)).items() if v is not None}
     if t.jitter_s:
         body["jitterSeconds"] = t.jitter_s
+    if t.tags:
+        body["tags"] = list(t.tags)
+    if t.labels:
+        body["labels"] = dict(t.labels)
     rec = t.schedule
     if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
         return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}

@@ -42,9 +42,11 @@ async def cancel_trigger(request: web.Request) -> web.Response:
 
 
 async def list_triggers(request: web.Request) -> web.Response:
-    status, limit, cursor = parsing.parse_list_query(dict(request.query))
+    query = dict(request.query)
+    status, limit, cursor = parsing.parse_list_query(query)
     page = await request.app[SERVICE_KEY].list_triggers(
-        caller_of(request).name, status=status, limit=limit, cursor=cursor)
+        caller_of(request).name, status=status, limit=limit, cursor=cursor,
+        flt=parsing.parse_list_filter(query))
     return web.json_response(views.page_view(page))
 
 

@@ -287,10 +287,20 @@
   let current = null;
   let detailSeq = 0; // the latest Details click wins, whatever order the answers come in
 
+  // The trigger's tags and labels (key:value) in one line, as text; a dash without any.
+  function tagsText(tags, labels) {
+    const parts = (Array.isArray(tags) ? tags : []).map(String);
+    if (labels && typeof labels === "object") {
+      for (const [k, v] of Object.entries(labels)) parts.push(k + ":" + v);
+    }
+    return parts.length ? parts.join(", ") : null;
+  }
+
   function renderDetail(d) {
     const fields = [
       ["Id", d.id], ["Trigger", d.triggerId], ["Occurrence", d.occurrenceId], ["Caller", d.caller],
       ["Reason", d.reason], ["State", d.state], ["Trigger status", d.triggerStatus],
+      ["Tags", tagsText(d.triggerTags, d.triggerLabels)],
       ["Dead at", when(d.deadAt)], ["Fire at", when(d.fireAt)],
       ["Callback", d.callbackUrl], ["Attempts", num(d.attemptCount)], ["Last error", d.lastError],
     ];

@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Column, Table
 
 from trigger_client._calls import new_idempotency_key
-from trigger_client.cli import bulk, dlq
+from trigger_client.cli import bulk, dlq, jobs
 from trigger_client.cli.common import (
     EXIT_NOT_CONFIRMED,
     Output,
@@ -55,6 +55,9 @@ Jitter = Annotated[str | None, typer.Option(
     "--jitter", help="Spread each occurrence over this long after its time, on purpose: "
     "30s, 10m, 1h (whole seconds).")]
 Cron = Annotated[str | None, typer.Option("--cron", help='Five fields, "0 9 * * 1-5".')]
+Tag = Annotated[str | None, typer.Option("--tag", help="Only triggers with this tag.")]
+Label = Annotated[str | None, typer.Option("--label", help="Only with this label: key:value.")]
+Recipient = Annotated[str | None, typer.Option("--recipient", help="Only for this recipient.")]
 
 
 @app.callback()
@@ -153,12 +156,14 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
 
 
 def trigger_table(triggers: list[Trigger], tz: tzinfo | None) -> Table:
-    table = Table("status", "fires (local)", "next (UTC)", "rule", "attempts", "callback")
+    table = Table("status", "fires (local)", "next (UTC)", "rule", "attempts", "callback",
+                  "tags")
     table.columns.insert(0, Column("id", no_wrap=True, min_width=30))  # ids whole, always
     for t in triggers:
         nxt = f"{t.next_fire_at:%Y-%m-%d %H:%M:%SZ}" if t.next_fire_at else "-"
         table.add_row(t.trigger_id, t.status, f"{local(t.fire_at, tz):%Y-%m-%d %H:%M:%S %Z}",
-                      nxt, t.rrule or t.cron or "", str(t.attempts), t.callback_url)
+                      nxt, t.rrule or t.cron or "", str(t.attempts), t.callback_url,
+                      " ".join([*t.tags, *(f"{k}:{v}" for k, v in t.labels.items())]))
     return table
 
 
@@ -169,20 +174,23 @@ def list_(ctx: typer.Context,
           cursor: Annotated[str | None, typer.Option(help="json: the page after.")] = None,
           watch: Annotated[bool, typer.Option("--watch", help="Refresh until Ctrl-C.")] = False,
           interval_s: Annotated[float, typer.Option("--interval", min=0.2)] = 2.0,
+          tag: Tag = None, label: Label = None, recipient: Recipient = None,
           tz: Tz = None, output: OutputOpt = Output.text) -> None:
-    """The caller's triggers: pending or in flight by fire time, else newest first (a table;
-    --watch refreshes it)."""
+    """The caller's triggers: pending or in flight by fire time, else (or filtered by
+    --tag, --label, --recipient) newest first (a table; --watch refreshes it)."""
+    flt = {"tag": tag, "label": label, "recipient": recipient}
     with api_errors(output), client(ctx) as c:
         if output is Output.json:
             while True:
                 print_json(c.triggers.list_page(status, limit=min(limit, 500),
-                                                cursor=cursor).raw)
+                                                cursor=cursor, **flt).raw)
                 if not watch:
                     return
                 time.sleep(interval_s)
 
         def table() -> Table:
-            rows = list(islice(c.triggers.list(status, page_size=min(limit, 500)), limit))
+            rows = list(islice(c.triggers.list(status, page_size=min(limit, 500), **flt),
+                               limit))
             return trigger_table(rows, zone(tz))
         if not watch:
             out.print(table())
@@ -213,10 +221,24 @@ def get(ctx: typer.Context, trigger_id: str, tz: Tz = None,
     out.print(table)
 
 
+app.command("ls", help="The same as list.")(list_)
+
+
 @app.command()
-def cancel(ctx: typer.Context, trigger_id: str, output: OutputOpt = Output.text) -> None:
-    """Cancel a pending trigger or series (idempotent)."""
+def cancel(ctx: typer.Context, trigger_id: Annotated[str | None, typer.Argument()] = None,
+           tag: Tag = None, label: Label = None, recipient: Recipient = None,
+           poll_s: Annotated[float, typer.Option("--poll", min=0.05)] = 0.5,
+           output: OutputOpt = Output.text) -> None:
+    """Cancel a pending trigger or series (idempotent), or every unfinished one matching
+    --tag, --label or --recipient (a server job, followed with a progress bar)."""
+    filtered = any(v is not None for v in (tag, label, recipient))
+    if filtered == (trigger_id is not None):
+        raise typer.BadParameter("give a trigger id or a filter (--tag, --label, --recipient)")
     with api_errors(output), client(ctx) as c:
+        if trigger_id is None:
+            jobs.cancel_matching(c, tag=tag, label=label, recipient=recipient, fmt=output,
+                                 poll_s=poll_s)
+            return
         done = c.triggers.cancel(trigger_id)
     if output is Output.json:
         print_json(done.raw)

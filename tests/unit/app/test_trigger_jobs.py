@@ -1,0 +1,70 @@
+"""Jobs over triggers by filter (``app.trigger_jobs``) on the fakes: a job a dead runner left
+is resumed once its lease expires and does nothing twice; the reserved actions; the bound."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.unit.app.support import make_env, request
+from trigger_service.app import trigger_jobs
+from trigger_service.app.job_rounds import LEASE_MS
+from trigger_service.app.registration import NewTrigger
+from trigger_service.app.trigger_jobs import TriggerJobRunner
+from trigger_service.core.dead_letters import JobStatus
+from trigger_service.core.errors import InvalidRequest, StoreError
+from trigger_service.core.model import Status
+from trigger_service.core.tags import TriggerFilter
+from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
+
+
+def tagged(req: NewTrigger, *tags: str) -> NewTrigger:
+    return NewTrigger(req.callback_url, req.payload_json, req.fire_at_ms, req.received_at_ms,
+                      tags=tags)
+
+
+async def test_a_job_left_by_a_dead_runner_is_resumed_after_its_lease_once() -> None:
+    env = make_env()
+    ids = [(await env.service.register("orders", tagged(request(env, 60_000), "x"), None,
+                                       "h")).trigger_id for _ in range(30)]
+    a = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
+    env.store.failures["claim_trigger_job"] = StoreError("down")  # a's kick gets nowhere
+    job = await a.start("orders", JobAction.CANCEL, TriggerFilter(tag="x"))
+    del env.store.failures["claim_trigger_job"]
+    assert await env.store.claim_trigger_job(job.job_id, "a", env.clock.now_ms(), LEASE_MS)
+    b = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="b")
+    assert await b.run_once() == 0  # a's lease holds
+    env.clock.advance_ms(LEASE_MS + 1)
+    assert await b.run_once() == 30
+    assert await b.run_once() == 0  # done: nothing twice
+    got = await b.get("orders", job.job_id)
+    assert (got.status, got.done, got.failed) == (JobStatus.DONE, 30, 0)
+    assert {(await env.service.get("orders", i)).status for i in ids} == {Status.CANCELLED}
+
+
+async def test_a_reserved_action_fails_its_items_and_cannot_be_started() -> None:
+    env = make_env()
+    runner = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
+    with pytest.raises(InvalidRequest):
+        await runner.start("orders", JobAction.PAUSE, TriggerFilter(tag="x"))
+    # One stored anyway (a release that supports it made it, this one runs it): each item
+    # fails, nothing changes.
+    t = await env.service.register("orders", tagged(request(env, 60_000), "x"), None, "h")
+    job = TriggerJob("tjob_1", "orders", JobAction.PAUSE, TriggerFilter(tag="x"),
+                     env.clock.now_ms(), 1)
+    await env.store.create_trigger_job(job, [TriggerJobItem(t.trigger_id)], ttl_s=60)
+    assert await runner.run_once() == 1
+    got = await runner.get("orders", "tjob_1")
+    assert (got.done, got.failed) == (0, 1)
+    assert (await env.service.get("orders", t.trigger_id)).status is Status.PENDING
+
+
+async def test_more_matches_than_a_job_takes_is_refused(monkeypatch: pytest.MonkeyPatch
+                                                         ) -> None:
+    env = make_env()
+    monkeypatch.setattr(trigger_jobs, "MAX_JOB_ITEMS", 5)
+    for _ in range(6):
+        await env.service.register("orders", tagged(request(env, 60_000), "x"), None, "h")
+    runner = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
+    with pytest.raises(InvalidRequest, match="narrow it"):
+        await runner.start("orders", JobAction.CANCEL, TriggerFilter(tag="x"))
+    assert await env.store.count_open_trigger_jobs("orders") == 0  # no job was made

@@ -1,0 +1,148 @@
+"""Jobs over a caller's triggers matching a filter (issue 26): ``start`` fixes the items
+(every unfinished trigger the filter matches, read through the filtered listing, at most
+``MAX_JOB_ITEMS``), and ``TriggerJobRunner`` works on them as bulk replays are worked on
+(``app.job_rounds``: kicked by the POST, resumed by every API process's poll).
+
+Each item goes through the same use case as a single request (``TriggerService.cancel``),
+then is marked. A crash between the two does nothing twice: the next runner's cancel of a
+cancelled trigger answers it cancelled (idempotent), and the item is marked done.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import structlog
+from ulid import ULID
+
+from trigger_service.app.job_rounds import JobRounds
+from trigger_service.app.triggers import TriggerService
+from trigger_service.config.settings import Settings
+from trigger_service.core.dead_letters import ItemState
+from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports import Clock, ListCursor
+from trigger_service.core.tags import TriggerFilter
+from trigger_service.core.trigger_jobs import (
+    MAX_JOB_ITEMS,
+    MAX_OPEN_TRIGGER_JOBS,
+    JobAction,
+    TriggerJob,
+    TriggerJobItem,
+    TriggerJobStore,
+)
+
+log = structlog.get_logger(__name__)
+
+# MERGE HOOK (PAUSE): add JobAction.PAUSE and JobAction.RESUME here once
+# ``TriggerService.pause``/``resume`` exist, and call them in ``TriggerJobRunner._apply``.
+SUPPORTED_ACTIONS = frozenset({JobAction.CANCEL})
+_PAGE = 500  # triggers per listing page while the items are collected
+
+
+class TriggerJobRunner(JobRounds[TriggerJobItem]):
+    kind = "trigger"
+
+    def __init__(self, settings: Settings, triggers: TriggerService, jobs: TriggerJobStore,
+                 clock: Clock, owner: str | None = None) -> None:
+        super().__init__(clock, owner)
+        self._s = settings
+        self._triggers = triggers
+        self._jobs = jobs
+        self._running: dict[str, TriggerJob] = {}  # the jobs this runner holds, as made
+
+    # --- start, read ------------------------------------------------------------------
+    async def start(self, caller: str, action: JobAction, flt: TriggerFilter,
+                    policy: str | None = None) -> TriggerJob:
+        """Make a job applying ``action`` to every unfinished trigger of ``caller``'s that
+        ``flt`` matches now, and start it in the background. Raises ``InvalidRequest`` (an
+        action not supported yet, a filter without a tag, label or recipient, more than
+        ``MAX_JOB_ITEMS`` matches: narrow it), ``QuotaExceeded`` (``MAX_OPEN_TRIGGER_JOBS``
+        of the caller's jobs unfinished) or ``StoreError``. Matching nothing makes a job
+        with no items, finished at once."""
+        if action not in SUPPORTED_ACTIONS:
+            raise InvalidRequest(f"action: {action.value!r} is not supported yet",
+                                 field="action")
+        if flt.driving_term is None:
+            raise InvalidRequest("filter: give a tag, label or recipient", field="filter")
+        open_jobs = await self._jobs.count_open_trigger_jobs(caller)
+        if open_jobs >= MAX_OPEN_TRIGGER_JOBS:
+            raise QuotaExceeded(f"{open_jobs} of your trigger jobs are unfinished, the most "
+                                f"at once is {MAX_OPEN_TRIGGER_JOBS}; wait for one to finish")
+        ids = await self._matching(caller, flt)
+        now_ms = self._clock.now_ms()
+        job = TriggerJob("tjob_" + str(ULID.from_timestamp(now_ms / 1000)), caller, action,
+                         flt, now_ms, len(ids), policy=policy)
+        await self._jobs.create_trigger_job(job, [TriggerJobItem(i) for i in ids],
+                                            ttl_s=self._s.retention_s)
+        log.info("trigger_job_created", job_id=job.job_id, caller=caller,
+                 action=action.value, total=job.total)
+        self.kick(job.job_id)
+        return job
+
+    async def _matching(self, caller: str, flt: TriggerFilter) -> list[str]:
+        ids: list[str] = []
+        cursor: ListCursor | None = None
+        while True:
+            page = await self._triggers.list_triggers(caller, status=flt.status, limit=_PAGE,
+                                                      cursor=cursor, flt=flt)
+            ids += [t.trigger_id for t in page.triggers if _unfinished(t)]
+            if len(ids) > MAX_JOB_ITEMS:
+                raise InvalidRequest(f"filter: matches more than {MAX_JOB_ITEMS} unfinished "
+                                     "triggers; narrow it", field="filter")
+            if page.next_cursor is None:
+                return sorted(set(ids))
+            cursor = page.next_cursor
+
+    async def get(self, caller: str, job_id: str) -> TriggerJob:
+        """The caller's job with its progress; another caller's is ``NotFound``."""
+        job = (await self._jobs.get_trigger_job(job_id)
+               if job_id.isascii() and len(job_id) < 64 else None)
+        if job is None or job.caller != caller:
+            raise NotFound(f"no trigger job {job_id}")
+        return job
+
+    # --- the rounds (``JobRounds``) --------------------------------------------------------
+    async def _open_ids(self, turn: int | None) -> list[str]:
+        return await self._jobs.open_trigger_jobs(turn)
+
+    async def _claim(self, job_id: str, now_ms: int, lease_ms: int) -> bool:
+        if not await self._jobs.claim_trigger_job(job_id, self.owner, now_ms, lease_ms):
+            return False
+        if job_id not in self._running:
+            job = await self._jobs.get_trigger_job(job_id)
+            if job is None:
+                return False  # expired meanwhile
+            self._running[job_id] = job
+        return True
+
+    def _items(self, job_id: str) -> AsyncIterator[list[TriggerJobItem]]:
+        return self._jobs.trigger_job_items(job_id)
+
+    async def _finish(self, job_id: str) -> None:
+        await self._jobs.finish_trigger_job(job_id, ttl_s=self._s.retention_s)
+        self._running.pop(job_id, None)
+
+    async def _one(self, job_id: str, item: TriggerJobItem) -> None:
+        job = self._running[job_id]
+        try:
+            await self._apply(job, item.id)
+            state = ItemState.DONE
+        except ApiError as e:  # finished or in flight meanwhile, expired
+            log.info("trigger_job_item_failed", job_id=job_id, id=item.id, error=e.message)
+            state = ItemState.FAILED
+        await self._jobs.set_trigger_item_state(job_id, item, state,
+                                                ttl_s=self._s.retention_s)
+
+    async def _apply(self, job: TriggerJob, trigger_id: str) -> None:
+        """The job's action on one trigger. MERGE HOOK (PAUSE): ``JobAction.PAUSE`` →
+        ``self._triggers.pause(job.caller, trigger_id)``; ``JobAction.RESUME`` →
+        ``self._triggers.resume(job.caller, trigger_id, job.policy)``."""
+        if job.action is JobAction.CANCEL:
+            await self._triggers.cancel(job.caller, trigger_id)
+            return
+        raise InvalidRequest(f"action: {job.action.value!r} is not supported yet")
+
+
+def _unfinished(t: Trigger) -> bool:
+    return not t.status.terminal
