@@ -91,6 +91,9 @@ async def seed(t: Tenants) -> Ids:
     occurrence = Occurrence(trigger_id, f"{trigger_id}.1", t.a_caller, 0, now_ms)
     message = message_for(InboxSpec(RECIPIENT, SECRET, "body", None), occurrence, now_ms)
     assert await t.runtime.store.put_inbox_message(message, 3600) is not None
+    resp = await t.client.put(f"/v1/recipients/{RECIPIENT}", headers=t.auth(t.a_token),
+                              json={"timeZone": "Europe/Berlin", "locale": "de-DE"})
+    assert resp.status in (200, 201), await resp.text()
     return Ids(trigger_id, letter.id, job_id, RECIPIENT, message.message_id)
 
 
@@ -107,7 +110,8 @@ async def a_view(t: Tenants, ids: Ids) -> list[Any]:
     """What A reads of its data: must not change while B tries A's ids."""
     views = []
     for path in (f"/v1/triggers/{ids.trigger}", f"/v1/dead-letters/{ids.dead_letter}",
-                 f"/v1/dead-letters/replay/{ids.job}", f"/v1/inbox/{ids.recipient}"):
+                 f"/v1/dead-letters/replay/{ids.job}", f"/v1/inbox/{ids.recipient}",
+                 f"/v1/recipients/{ids.recipient}"):
         resp = await t.client.get(path, headers=t.auth(t.a_token))
         assert resp.status == 200, (path, await resp.text())
         views.append(await resp.json())
@@ -177,6 +181,11 @@ CASES: dict[tuple[str, str], Request] = {
         "POST", "/v1/inbox/{recipient}/{message}/read"),
     ("DELETE", "/v1/inbox/{recipient}/{message_id}"): call(
         "DELETE", "/v1/inbox/{recipient}/{message}"),
+    # B's own profile of the same id (created by the PUT, then deleted): never A's.
+    ("GET", "/v1/recipients/{id}"): call("GET", "/v1/recipients/{recipient}"),
+    ("PUT", "/v1/recipients/{id}"): call("PUT", "/v1/recipients/{recipient}",
+                                         {"timeZone": "Asia/Tokyo"}),
+    ("DELETE", "/v1/recipients/{id}"): call("DELETE", "/v1/recipients/{recipient}"),
 }
 EXEMPT = {
     ("GET", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
@@ -226,7 +235,8 @@ async def check_every_case(t: Tenants) -> dict[tuple[str, str], Answer]:
 async def _check_lists(t: Tenants, ids: Ids, unknown: Ids) -> None:
     """B's lists hold nothing of A's, and naming A as the caller of a dead-letter listing is
     refused exactly like naming nobody."""
-    for path in ("/v1/triggers", "/v1/dead-letters", f"/v1/inbox/{ids.recipient}"):
+    for path in ("/v1/triggers", "/v1/dead-letters", f"/v1/inbox/{ids.recipient}",
+                 "/v1/recipients"):
         resp = await t.client.get(path, headers=t.auth(t.b_token))
         text = await resp.text()
         assert resp.status == 200, text

@@ -3,12 +3,16 @@ planned (``NewTrigger``: its first fire time and schedule). No HTTP here, no I/O
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
+
+# The time fields read again in another zone (``"timeZone": "recipient"``, issue 26).
+Retime = Callable[[str], TimeRequest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,8 @@ class NewTrigger:
     schedule: Recurrence | None = None  # a wall time in a zone, or a recurring rule
     occurrence: Occurrence | None = None  # which of the schedule's occurrences fire_at_ms is
     plan: DeliveryPlan | None = None  # notification channels (callback_url may then be "")
+    recipient: str | None = None  # the recipient profile it is for (issue 26)
+    recipient_zone: bool = False  # its schedule floats with the profile's zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +40,10 @@ class RegisterRequest:
     time: TimeRequest
     received_at_ms: int  # the one "now" of this request
     plan: DeliveryPlan | None = None
+    recipient: str | None = None  # a recipient profile's id (issue 26)
+    # ``"timeZone": "recipient"``: the time fields read again in the recipient's zone (what
+    # ``time`` holds until then was read in UTC, for their shape only).
+    retime: Retime | None = field(default=None, compare=False)
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -42,4 +52,5 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
                    min_interval_s=api.min_recurrence_interval_s)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
-                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan)
+                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
+                      req.recipient, req.retime is not None and planned.schedule is not None)

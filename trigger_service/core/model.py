@@ -93,6 +93,11 @@ class Trigger:
     # moves on with a series or an edit; a replay answers the first one). None without a key.
     request_hash: str | None = None
     registered_fire_at_ms: int | None = None
+    # Issue 26: the recipient profile this trigger is for (its channels' addresses and
+    # quiet hours are the profile's at send time), and whether its wall-clock schedule
+    # floats with the profile's zone (``"timeZone": "recipient"``).
+    recipient: str | None = None
+    recipient_zone: bool = False
     # Where the store keeps the row: the fire time the trigger was created with (it never
     # changes as the trigger moves on; the store partitions rows by its minute). None: not
     # known (a trigger not read from the store, or stored by a release before the field),

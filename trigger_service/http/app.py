@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
@@ -22,7 +23,13 @@ from trigger_service.http.guards import (
     request_id_middleware,
     request_id_of,
 )
-from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.keys import (
+    JOBS_KEY,
+    LETTERS_KEY,
+    RECIPIENTS_KEY,
+    RUNTIME_KEY,
+    SERVICE_KEY,
+)
 from trigger_service.http.routes import (
     acks,
     dead_letters,
@@ -31,6 +38,7 @@ from trigger_service.http.routes import (
     inbox,
     ops,
     ops_page,
+    recipients,
     schedules,
     signing,
     stats,
@@ -124,6 +132,9 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[LETTERS_KEY] = letters
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
+    app[RECIPIENTS_KEY] = RecipientService(runtime.settings, runtime.recipients, runtime.store,
+                                           runtime.queue, runtime.clock, runtime.metrics)
+    recipients.add_routes(app)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from trigger_service.app.registration import RegisterRequest
+from trigger_service.app.registration import RegisterRequest, Retime
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
@@ -20,13 +20,14 @@ from trigger_service.core.errors import (
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import parse_json_body
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
-ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", *TIME_FIELDS, *PLAN_FIELDS})
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "recipient", *TIME_FIELDS, *PLAN_FIELDS})
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 _LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
@@ -60,8 +61,24 @@ def parse_register(
     if not url and delivery is None:
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
-    return RegisterRequest(url, payload_json, parse_time_fields(body, now_ms), now_ms,
-                           delivery)
+    recipient, retime = parse_recipient(body, now_ms)
+    time = parse_time_fields(body, now_ms) if retime is None else retime("UTC")
+    return RegisterRequest(url, payload_json, time, now_ms, delivery, recipient, retime)
+
+
+def parse_recipient(body: dict[str, Any], now_ms: int
+                    ) -> tuple[str | None, Retime | None]:
+    """``recipient`` (a profile's id) and, for ``"timeZone": "recipient"``, the time fields
+    read in a zone given later (the profile's: ``app.recipient_binding``)."""
+    recipient = body.get("recipient")
+    if recipient is not None and not is_recipient_id(recipient):
+        raise InvalidRequest("recipient: a recipient id (1 to 200 characters of letters, "
+                             "digits and _.:@+-)", field="recipient")
+    if body.get("timeZone") != RECIPIENT_ZONE:
+        return recipient, None
+    if recipient is None:
+        raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
+    return recipient, lambda zone: parse_time_fields({**body, "timeZone": zone}, now_ms)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

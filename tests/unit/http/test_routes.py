@@ -123,7 +123,8 @@ async def test_get_shows_the_whole_trigger(api: Api) -> None:
                    "timeZone": None, "localTime": None, "rrule": None, "cron": None,
                    "dstPolicy": None, "exdates": None, "nextFireAt": "2023-11-14T22:23:20.000Z",
                    "occurrencesFired": 0, "snoozedFrom": None,
-                   "channels": None, "acknowledged": None}
+                   "channels": None, "acknowledged": None, "recipient": None,
+                   "resolvedTimeZone": None}
 
 
 async def test_idempotent_replay_header_and_key_reuse(api: Api) -> None:

@@ -13,6 +13,7 @@ from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
+from trigger_service.adapters.cassandra.recipients import recipient_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.core.model import Route, Status, Trigger
@@ -30,7 +31,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
     for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries,
-                 secret_queries, reseal_queries):
+                 secret_queries, reseal_queries, recipient_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")
@@ -167,7 +168,8 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.occurrence_second, t.occurrence_seq, t.occurrences_fired, t.tzdata_version,
         t.revision, t.snoozed_from, plan_to_json(t.plan) if t.plan else None,
         states_to_json(t.channel_states) if t.channel_states else None, t.acked_seq,
-        t.request_hash, t.registered_fire_at_ms,
+        t.request_hash, t.registered_fire_at_ms, t.recipient,
+        True if t.recipient_zone else None,
     ), strict=True))
 
 
@@ -208,7 +210,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
-     acked_seq, request_hash, registered_fire_at_ms) = (row[c] for c in s.TRIGGER_COLUMNS)
+     acked_seq, request_hash, registered_fire_at_ms, recipient,
+     recipient_zone) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -225,6 +228,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         channel_states=states_from_json(channel_states) if channel_states else (),
         acked_seq=acked_seq, request_hash=request_hash,
         registered_fire_at_ms=registered_fire_at_ms, home_at_ms=row.get(s.COL_HOME_AT_MS),
+        recipient=recipient, recipient_zone=bool(recipient_zone),
     )
 
 
