@@ -90,7 +90,7 @@ class TriggerService:
         registration; recipients are checked either way). ``recipients``: the profiles a
         trigger may name (issue 26; None: naming one is ``recipient_not_found``)."""
         self._s = settings
-        self._recipients = recipients
+        self.recipients = recipients
         self._channels = ChannelGate(budget, clock, metrics)
         self._resolver = resolver
         self._catalog = catalog
@@ -112,7 +112,7 @@ class TriggerService:
         ``register`` instead, so that its key's replay comes first). Raises
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
-        new = plan_request(await bind_recipient(self._recipients, caller.name, req),
+        new = plan_request(await bind_recipient(self.recipients, caller.name, req),
                            self._s.api)
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
@@ -145,7 +145,7 @@ class TriggerService:
         trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
                           snoozed_from=snoozed_from)
         writer = self._writer
-        await link_recipient(self._recipients, trigger, self.index_ttl_s(trigger))
+        await link_recipient(self.recipients, trigger, self.index_ttl_s(trigger))
 
         async def create(t: Trigger) -> None:
             if admit is not None:
@@ -356,7 +356,7 @@ class TriggerService:
                       revision=(current.revision or 0) + 1, plan=req.plan,
                       channel_states=current.channel_states if keep else (),
                       recipient=req.recipient, recipient_zone=req.recipient_zone)
-        await link_recipient(self._recipients, new, self.index_ttl_s(new))
+        await link_recipient(self.recipients, new, self.index_ttl_s(new))
         if retime:
             new = replace(
                 new, schedule=req.schedule, fire_at_ms=req.fire_at_ms, attempts=0,

@@ -132,6 +132,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[LETTERS_KEY] = letters
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
+    if service.recipients is None:  # the profiles its triggers may name: the runtime's
+        service.recipients = runtime.recipients
     app[RECIPIENTS_KEY] = RecipientService(runtime.settings, runtime.recipients, runtime.store,
                                            runtime.queue, runtime.clock, runtime.metrics)
     recipients.add_routes(app)
