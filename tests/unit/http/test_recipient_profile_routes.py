@@ -5,7 +5,8 @@ recipient, and a deletion that fails the reminder with the reason."""
 
 from __future__ import annotations
 
-from tests.unit.http.test_routes import AUTH, CALLBACK, OTHER, Api, api, assert_error
+from tests.unit.app.support import CALLBACK
+from tests.unit.http.test_routes import AUTH, OTHER, Api, api, assert_error
 
 __all__ = ["api"]  # the fixture
 
