@@ -151,6 +151,8 @@ class Trigger:
     snoozed_from: str | None
     channels: tuple[ChannelState, ...] | None
     acknowledged: bool | None
+    recipient: str | None = None  # the recipient profile it is for
+    resolved_time_zone: str | None = None  # the zone its current occurrence was resolved in
     raw: Any = field(default=None, compare=False, repr=False)
 
     @classmethod
@@ -168,7 +170,7 @@ class Trigger:
             d.get("snoozedFrom"),
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
-            d.get("acknowledged"), d)
+            d.get("acknowledged"), d.get("recipient"), d.get("resolvedTimeZone"), d)
 
 
 @dataclass(frozen=True, slots=True)

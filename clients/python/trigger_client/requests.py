@@ -21,6 +21,7 @@ _API_NAMES = {
     "fire_at": "fireAt", "local_time": "localTime", "time_zone": "timeZone", "when": "when",
     "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
+    "recipient": "recipient", "message": "message",
 }
 
 
@@ -49,9 +50,11 @@ class TriggerFields(TypedDict, total=False):
     cron: str
     dst_policy: DstPolicy
     exdates: Sequence[datetime | str]
-    channels: Sequence[Mapping[str, Any]]
+    channels: Sequence[Mapping[str, Any]] | str  # "preferred": the recipient's preference
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
+    recipient: str  # a recipient profile's id (time_zone "recipient" floats with its zone)
+    message: Mapping[str, str]  # {"title"?, "text"}: channels given by type alone
 
 
 class PatchFields(TypedDict, total=False):
@@ -68,9 +71,11 @@ class PatchFields(TypedDict, total=False):
     cron: str | None
     dst_policy: DstPolicy | None
     exdates: Sequence[datetime | str] | None
-    channels: Sequence[Mapping[str, Any]] | None
+    channels: Sequence[Mapping[str, Any]] | str | None
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
+    recipient: str | None
+    message: Mapping[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,16 +95,18 @@ class TriggerRequest:
     cron: str | None = None
     dst_policy: DstPolicy | None = None
     exdates: tuple[datetime | str, ...] | None = None
-    channels: tuple[Mapping[str, Any], ...] | None = None
+    channels: tuple[Mapping[str, Any], ...] | str | None = None
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
+    recipient: str | None = None
+    message: Mapping[str, str] | None = None
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
         """From keyword arguments (sequences become tuples)."""
         kw: dict[str, Any] = dict(fields_)
         for name in ("exdates", "channels"):
-            if kw.get(name) is not None:
+            if kw.get(name) is not None and not isinstance(kw[name], str):
                 kw[name] = tuple(kw[name])
         return cls(**kw)
 
