@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.errors import InvalidRequest, NotFound
 from trigger_service.core.recipient_ports import MAX_RECIPIENT_LIST
 from trigger_service.core.recipient_profiles import is_recipient_id, profile_view
 from trigger_service.http import parsing
-from trigger_service.http.auth import caller_of
+from trigger_service.http.auth import caller_of, require_ops
 from trigger_service.http.keys import RECIPIENTS_KEY
 
 _LIST_PARAMS = frozenset({"limit", "after"})
@@ -58,7 +58,33 @@ async def list_recipients(request: web.Request) -> web.Response:
         "nextAfter": items[-1].recipient_id if len(items) == limit else None})
 
 
+async def ops_recipients(request: web.Request) -> web.Response:
+    """Operators and viewers (the ops console's panel): a caller's recipient count and,
+    with ``id``, that recipient's profile (null if it has none)."""
+    require_ops(request)
+    query = dict(request.query)
+    extra = sorted(set(query) - {"caller", "id"})
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown query parameter")
+    caller = query.get("caller", "")
+    if not caller or len(caller) > 200:
+        raise InvalidRequest("caller: a caller's name", field="caller")
+    recipient_id = query.get("id") or None
+    if recipient_id is not None and not is_recipient_id(recipient_id):
+        raise InvalidRequest("id: a recipient id", field="id")
+    service = request.app[RECIPIENTS_KEY]
+    found = None
+    if recipient_id is not None:
+        try:
+            found = profile_view(await service.get(caller, recipient_id))
+        except NotFound:
+            found = None  # shown as "no such recipient"
+    return web.json_response({"caller": caller, "count": await service.count(caller),
+                              "recipient": found})
+
+
 def add_routes(app: web.Application) -> None:
+    app.router.add_get("/v1/ops/recipients", ops_recipients)
     app.router.add_put("/v1/recipients/{id}", put_recipient)
     app.router.add_get("/v1/recipients/{id}", get_recipient)
     app.router.add_delete("/v1/recipients/{id}", delete_recipient)
