@@ -51,6 +51,7 @@ from dispatcher.breakers import Breakers
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
+from dispatcher.recipients import SendTimeProfiles
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
@@ -65,6 +66,7 @@ from trigger_service.core.ports import (
     Metrics,
     ReceivedMessage,
 )
+from trigger_service.core.recipient_ports import RecipientStore
 
 log = structlog.get_logger("dispatcher")
 
@@ -124,7 +126,8 @@ class _Claimed:
 class Delivery:
     def __init__(self, deps: DispatchDeps, channel: Channel, callers: Callers, *,
                  claim_ids: Callable[[], str] = new_claim_id,
-                 notifiers: Notifiers = UNCONFIGURED) -> None:
+                 notifiers: Notifiers = UNCONFIGURED,
+                 recipients: RecipientStore | None = None) -> None:
         self._s = deps.settings
         self._d = deps.settings.dispatch
         self._store = deps.store
@@ -140,7 +143,8 @@ class Delivery:
                                    self.name)
         self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
                               self.visibility, self._callback_allowed, deps.clock,
-                              deps.metrics)
+                              deps.metrics, SendTimeProfiles(recipients, deps.clock)
+                              if recipients is not None else None)
         self._timers = DueTimers(deps.clock)
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)

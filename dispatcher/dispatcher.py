@@ -27,6 +27,7 @@ from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ops_ports import OpsBoard
 from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
+from trigger_service.core.recipient_ports import RecipientStore
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
@@ -53,12 +54,14 @@ class Dispatcher:
         new_claim_id: Callable[[], str] = random_claim_id,
         notifiers: Notifiers = UNCONFIGURED,
         board: OpsBoard | None = None,
+        recipients: RecipientStore | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
-        (``dispatcher.ops_report``); without one they are only in the metrics."""
+        (``dispatcher.ops_report``); without one they are only in the metrics.
+        ``recipients``: the profiles a trigger's channels are resolved from at send time."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
-                                 notifiers=notifiers)
+                                 notifiers=notifiers, recipients=recipients)
         self._visibility = self.delivery.visibility
         self._s, self._d = settings, settings.dispatch
         self._store, self._queue = store, queue

@@ -28,6 +28,7 @@ from typing import Protocol
 import structlog
 
 from dispatcher.finishing import DispatchStore, Finishing
+from dispatcher.recipients import SendTimeProfiles, plan_for, resolved
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
 from trigger_service.core.ack_links import make_token
@@ -49,6 +50,7 @@ from trigger_service.core.ports import (
     Metrics,
     ReceivedMessage,
 )
+from trigger_service.core.recipient_profiles import RecipientProfile, deleted_error
 
 log = structlog.get_logger("dispatcher")
 
@@ -99,9 +101,12 @@ class FanOut:
     def __init__(self, settings: Settings, store: DispatchStore, channel: Channel,
                  notifiers: Notifiers, finishing: Finishing, visibility: Visibility,
                  callback_allowed: Callable[[Trigger], bool], clock: Clock,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, profiles: SendTimeProfiles | None = None) -> None:
         """``callback_allowed``: whether a trigger's callback URL is still allowed for its
-        caller (checked again at delivery)."""
+        caller (checked again at delivery); ``profiles``: the recipients' profiles, read at
+        send time (``dispatcher/recipients.py``; None: a recipient's channels cannot be
+        resolved and fail)."""
+        self._profiles = profiles
         self._s = settings
         self._d = settings.dispatch
         self._store = store
@@ -115,9 +120,17 @@ class FanOut:
 
     async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> None:
         assert claimed.plan is not None
+        profile = None
+        if claimed.recipient is not None and self._profiles is not None:
+            profile = await self._profiles.of(claimed)
+            if profile is None:
+                await self._finishing.end(m, claimed, deleted_error(claimed.recipient),
+                                          DeadLetterReason.RECIPIENT_DELETED)
+                return
         now_ms = self._clock.now_ms()
         states = claimed.channel_states or initial_states(
-            claimed.plan, claimed.fire_at_ms, has_callback=bool(claimed.callback_url))
+            plan_for(claimed.plan, profile), claimed.fire_at_ms,
+            has_callback=bool(claimed.callback_url))
         if claimed.acked:
             states = tuple(s if s.status.done else replace(s, status=ChannelStatus.SKIPPED)
                            for s in states)
@@ -146,7 +159,7 @@ class FanOut:
 
         async def one(i: int) -> None:
             nonlocal row, sending
-            outcome, started_ms = await self._send_channel(row, i)
+            outcome, started_ms = await self._send_channel(row, i, profile)
             row = replace(row, channel_states=self._after(row.channel_states, i, outcome, row))
             sending -= 1
             await self._history(row, i, outcome, started_ms)
@@ -160,7 +173,8 @@ class FanOut:
             # that changes only some cells is computed against.
             await self._finish_occurrence(m, row, recorded)
 
-    async def _send_channel(self, t: Trigger, i: int) -> tuple[ChannelOutcome, int]:
+    async def _send_channel(self, t: Trigger, i: int, profile: RecipientProfile | None
+                            ) -> tuple[ChannelOutcome, int]:
         started_ms = self._clock.now_ms()
         assert t.plan is not None
         if i >= len(t.plan.channels):  # the callback, as the last channel
@@ -174,12 +188,17 @@ class FanOut:
                            t.fire_at_ms + api.ack_link_ttl_s * 1000)
         occ = Occurrence(t.trigger_id, t.occurrence_id, t.caller, i, t.fire_at_ms,
                          f"{api.public_url.rstrip('/')}/ack/{token}")
+        spec = t.plan.channels[i]
+        if t.recipient is not None:
+            found = resolved(spec, t.plan, profile)
+            if isinstance(found, ChannelOutcome):
+                return found, started_ms
+            spec = found
         # Bounded like a callback: the claim stays valid (and the message hidden) for the
         # callback timeout, so no send may outlast it, whatever the provider's own timeout.
         limit_s = self._d.callback_timeout_s
         try:
-            outcome = await asyncio.wait_for(
-                self._notifiers.send(t.plan.channels[i], occ), limit_s)
+            outcome = await asyncio.wait_for(self._notifiers.send(spec, occ), limit_s)
         except TimeoutError:
             outcome = ChannelOutcome(False, error=f"timeout after {limit_s:g}s")
         return outcome, started_ms

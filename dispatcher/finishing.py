@@ -125,6 +125,19 @@ class Finishing:
                 await self._dead_letter(t, error, reason)
         await self._visibility.delete_quietly(m)
 
+    async def end(self, m: ReceivedMessage, t: Trigger, error: str,
+                  reason: DeadLetterReason) -> None:
+        """End ``t`` FAILED now, a series too (its next occurrences could only fail the same
+        way: a deleted recipient), and dead-letter this occurrence."""
+        log.error("delivery_failed_permanently", trigger_id=t.trigger_id, caller=t.caller,
+                  error=error, reason=reason.value)
+        now_ms = self._clock.now_ms()
+        new = series.finished(t, fired=False, now_ms=now_ms, error=error)
+        if await self._store.compare_and_set(
+                t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
+            await self._dead_letter(t, error, reason)
+        await self._visibility.delete_quietly(m)
+
     async def _dead_letter(self, t: Trigger, error: str | None,
                            reason: DeadLetterReason) -> None:
         """List ``t``'s current occurrence as a dead letter (the index the API and /ops

@@ -34,10 +34,9 @@ from trigger_service.core.ports import (
     TriggerStates,
     ZoneIndex,
 )
-from trigger_service.core.recurrence import Occurrence, wall_instances
-from trigger_service.core.series import search_limit
+from trigger_service.core.series import same_occurrence
 from trigger_service.core.timing import sqs_delay_s
-from trigger_service.core.zones import TZDATA_VERSION, resolve
+from trigger_service.core.zones import TZDATA_VERSION
 
 log = structlog.get_logger("reconciler")
 
@@ -96,7 +95,9 @@ class Rezoner:
     async def rezone(self, t: Trigger) -> int:
         """Re-resolve ``t``'s pending occurrence under the current rules; 1 if it moved."""
         now_ms = self._clock.now_ms()
-        occ = self._same_occurrence(t, now_ms)
+        assert t.schedule is not None
+        occ = same_occurrence(t, t.schedule, now_ms=now_ms,
+                              horizon_days=self._s.api.max_fire_ahead_days)
         # A wall time that no longer exists keeps its instant (only its release is updated).
         new = replace(t, tzdata_version=self._current, revision=(t.revision or 0) + 1)
         if occ is not None and occ.at_ms != t.scheduled_at_ms:  # jitter goes with it
@@ -116,20 +117,3 @@ class Rezoner:
             await self._queue.send(OutgoingMessage.of(new, sqs_delay_s(
                 new.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
         return 1
-
-    def _same_occurrence(self, t: Trigger, now_ms: int) -> Occurrence | None:
-        """The occurrence with ``t``'s wall instance under the current rules (the earlier of
-        two if the policy fires both and ``t`` was the first)."""
-        rec = t.schedule
-        assert rec is not None
-        limit = search_limit(rec, max(t.scheduled_at_ms, now_ms),
-                             self._s.api.max_fire_ahead_days)
-        for index, wall in enumerate(wall_instances(rec, limit)):
-            if index < t.occurrence_index:
-                continue
-            instants = resolve(wall, rec.zone, rec.dst)
-            if not instants:
-                return None  # the wall time no longer exists (a new gap under "skip")
-            second = t.occurrence_second and len(instants) > 1
-            return Occurrence(instants[-1] if second else instants[0], index, second, wall)
-        return None

@@ -94,6 +94,9 @@ async def seed(t: Tenants) -> Ids:
     occurrence = Occurrence(trigger_id, f"{trigger_id}.1", t.a_caller, 0, now_ms)
     message = message_for(InboxSpec(RECIPIENT, SECRET, "body", None), occurrence, now_ms)
     assert await t.runtime.store.put_inbox_message(message, 3600) is not None
+    resp = await t.client.put(f"/v1/recipients/{RECIPIENT}", headers=t.auth(t.a_token),
+                              json={"timeZone": "Europe/Berlin", "locale": "de-DE"})
+    assert resp.status in (200, 201), await resp.text()
     # A job over triggers by filter matching none of A's (done at once, then unchanging).
     resp = await t.client.post("/v1/triggers/jobs", headers=t.auth(t.a_token), json={
         "action": "cancel", "filter": {"tag": "none-of-these"}})
@@ -116,7 +119,7 @@ async def a_view(t: Tenants, ids: Ids) -> list[Any]:
     views = []
     for path in (f"/v1/triggers/{ids.trigger}", f"/v1/dead-letters/{ids.dead_letter}",
                  f"/v1/dead-letters/replay/{ids.job}", f"/v1/inbox/{ids.recipient}",
-                 f"/v1/triggers/jobs/{ids.trigger_job}"):
+                 f"/v1/triggers/jobs/{ids.trigger_job}", f"/v1/recipients/{ids.recipient}"):
         resp = await t.client.get(path, headers=t.auth(t.a_token))
         assert resp.status == 200, (path, await resp.text())
         views.append(await resp.json())
@@ -187,6 +190,11 @@ CASES: dict[tuple[str, str], Request] = {
         "POST", "/v1/inbox/{recipient}/{message}/read"),
     ("DELETE", "/v1/inbox/{recipient}/{message_id}"): call(
         "DELETE", "/v1/inbox/{recipient}/{message}"),
+    # B's own profile of the same id (created by the PUT, then deleted): never A's.
+    ("GET", "/v1/recipients/{id}"): call("GET", "/v1/recipients/{recipient}"),
+    ("PUT", "/v1/recipients/{id}"): call("PUT", "/v1/recipients/{recipient}",
+                                         {"timeZone": "Asia/Tokyo"}),
+    ("DELETE", "/v1/recipients/{id}"): call("DELETE", "/v1/recipients/{recipient}"),
 }
 EXEMPT = {
     ("GET", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
@@ -237,7 +245,7 @@ async def _check_lists(t: Tenants, ids: Ids, unknown: Ids) -> None:
     """B's lists hold nothing of A's, and naming A as the caller of a dead-letter listing is
     refused exactly like naming nobody."""
     for path in ("/v1/triggers", f"/v1/triggers?tag={TAG}", "/v1/dead-letters",
-                 f"/v1/inbox/{ids.recipient}"):
+                 f"/v1/inbox/{ids.recipient}", "/v1/recipients"):
         resp = await t.client.get(path, headers=t.auth(t.b_token))
         text = await resp.text()
         assert resp.status == 200, text

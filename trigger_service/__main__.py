@@ -12,13 +12,15 @@ from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.when import warm_up
 from trigger_service.http.app import build_app
-from trigger_service.http.keys import JOBS_KEY, TRIGGER_JOBS_KEY
+from trigger_service.http.keys import JOBS_KEY, RECIPIENTS_KEY, TRIGGER_JOBS_KEY
 from trigger_service.http.server import GuardedAppRunner
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.supervisor import every
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger("trigger_service")
+
+ZONE_PASS_S = 1.0  # a recipient's zone change reaches a trigger the PUT missed within this
 
 
 async def build(runtime: Runtime) -> Component:
@@ -27,7 +29,7 @@ async def build(runtime: Runtime) -> Component:
         runtime.callers.by_name(name), "max_pending", None), runtime.metrics)
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
                              runtime.clock, runtime.metrics, quota, resolver=runtime.resolver,
-                             budget=runtime.budget)
+                             budget=runtime.budget, recipients=runtime.recipients)
     app = build_app(runtime, service)
     runner = GuardedAppRunner(app, s.limits, runtime.metrics, access_log=None,
                               handle_signals=False)
@@ -60,8 +62,15 @@ async def build(runtime: Runtime) -> Component:
         await every(stop, POLL_S, trigger_jobs.poll, name="trigger_jobs")
         trigger_jobs.cancel()
 
+    profiles = app[RECIPIENTS_KEY]
+
+    async def recipient_zones(stop: asyncio.Event) -> None:
+        # Completes the zone changes a PUT left unfinished (a crash, a trigger in flight).
+        await every(stop, ZONE_PASS_S, profiles.run_once, name="recipient_zones")
+
     return Component({"http": http, "replay_jobs": replay_jobs,
-                      "trigger_jobs": resume_trigger_jobs}, report=False)
+                      "trigger_jobs": resume_trigger_jobs,
+                      "recipient_zones": recipient_zones}, report=False)
 
 
 def main() -> None:

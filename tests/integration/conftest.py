@@ -35,6 +35,7 @@ from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
 from trigger_service.adapters.cassandra.migrate import migrate
+from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import RedisPing, open_from_settings
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
@@ -223,7 +224,8 @@ class Stack:
         await channel.open()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
-                       notifiers=notifiers or UNCONFIGURED)
+                       notifiers=notifiers or UNCONFIGURED,
+                       recipients=self.runtime.recipients)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
@@ -370,7 +372,7 @@ async def stack(
                       cache, lease, SystemClock(), metrics,
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                      budget=RedisSendBudget(redis))
+                      budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
     app = build_app(runtime, service)

@@ -287,3 +287,28 @@ async def test_viewer_reads_and_bulk_replay_shows_progress(stack: Stack,
     await ops.close()
     assert await rec.wait_for(lambda: all(len(rec.for_trigger(t)) == 4 for t in ids), 30)
     await dead_letters(stack, 0, timeout_s=0)
+
+
+async def test_the_recipients_panel_counts_and_looks_up_by_id(
+        stack: Stack, browser: Browser) -> None:
+    for rid, zone in (("ada", "Asia/Tokyo"), ("bob", "Europe/Berlin")):
+        resp = await stack.client.put(f"/v1/recipients/{rid}", headers=stack.auth(), json={
+            "timeZone": zone, "phone": "+15551234567", "channels": ["sms", "email"],
+            "quietHours": {"start": "22:00", "end": "07:00"}, "locale": "en-US"})
+        assert resp.status == 201, await resp.text()
+    console = await Console.open(browser, stack, DESKTOP)
+    await console.sign_in(stack.token + "-viewer")
+    page = console.page
+    await page.fill("#rc-caller", stack.caller)
+    await page.fill("#rc-id", "ada")
+    await page.click("#rc-lookup")
+    await expect(page.locator("#rc-body")).to_be_visible()
+    await expect(page.locator("#rc-count dd")).to_have_text("2")
+    await expect(page.locator("#rc-profile")).to_contain_text("Asia/Tokyo")
+    await expect(page.locator("#rc-profile")).to_contain_text("22:00-07:00")
+    await page.locator("#recipients").scroll_into_view_if_needed()
+    await page.locator("#recipients").screenshot(path=str(SHOTS / "ops-recipients.png"))
+    await page.fill("#rc-id", "nobody")
+    await page.click("#rc-lookup")
+    await expect(page.locator("#rc-profile")).to_contain_text("no recipient nobody")
+    await console.close()

@@ -112,6 +112,15 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           deletion sets ``deleted_at_ms`` (the marker keeps a redelivery out).
                           Lifetime: ``TRIGGER_INBOX_RETENTION_DAYS`` from the store.
                           Size: a recipient's messages in that retention (not the rate's).
+- ``recipients``          (``caller``, ``part`` = crc32(id) mod ``RECIPIENT_PARTS``) → each
+                          recipient profile by ``recipient_id`` (its JSON sealed like a payload
+                          when ``TRIGGER_ENCRYPT_PAYLOADS``). Size: a caller's people / 16.
+- ``recipient_triggers``  (``caller``, ``recipient_id``) → that person's triggers by id, with
+                          their home and shard; the index TTL of the trigger. Size: one
+                          person's reminders (a series once): tens to a few thousand.
+- ``recipient_zone_changes`` (``k``) → (``caller``, ``recipient_id``, ``changed_at_ms``):
+                          zone changes whose triggers are not all re-resolved yet. Size: a few
+                          seconds' changes (deleted once done).
 - ``schema_migrations``, ``schema_lock``: applied CQL versions; (name) → owner with a TTL,
                           held by the one migrator running.
 
@@ -266,7 +275,18 @@ TRIGGER_COLUMNS: Final = (
     "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
     "jitter_s",
     "tags", "labels",  # JSON (issue 26): an array, an object; unset when empty
+    "recipient", "recipient_zone",
 )
+# recipients, recipient_triggers, recipient_zone_changes (issue 26)
+TABLE_RECIPIENTS: Final = "recipients"
+TABLE_RECIPIENT_TRIGGERS: Final = "recipient_triggers"
+TABLE_RECIPIENT_ZONE_CHANGES: Final = "recipient_zone_changes"
+COL_RECIPIENT_ID: Final = "recipient_id"
+COL_PROFILE: Final = "profile"
+COL_ZONE_CHANGED_AT_MS: Final = "zone_changed_at_ms"
+COL_CHANGED_AT_MS: Final = "changed_at_ms"
+RECIPIENT_PARTS: Final = 16
+ZONE_CHANGE_PARTS: Final = 8
 # The LWT's condition columns: a transition applies only to the state it was computed from.
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
 # The Paxos create (only when Redis cannot order a keyed registration): applies iff no row

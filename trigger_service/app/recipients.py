@@ -28,6 +28,7 @@ from dataclasses import replace
 import structlog
 
 from trigger_service.config.callers import Caller
+from trigger_service.core.channels import has_address
 from trigger_service.core.errors import CacheError, QuotaExceeded, RecipientNotAllowed
 from trigger_service.core.limit_ports import SendBudget, seconds_to_next_day, utc_day
 from trigger_service.core.notify_plan import DeliveryPlan
@@ -41,7 +42,9 @@ def vet_recipients(caller: Caller, plan: DeliveryPlan) -> DeliveryPlan:
     is allowed. Pure. Raises ``RecipientNotAllowed``."""
     policy = caller.recipients
     for i, spec in enumerate(plan.channels):
-        refused = policy.spec_refusal(spec)
+        # A channel whose address is its recipient's: that address was checked when the
+        # profile was put, and is checked again at send time (``caller_policy``).
+        refused = policy.spec_refusal(spec) if has_address(spec) else None
         if refused is not None:
             field = f"channels[{i}].{refused[0]}"
             raise RecipientNotAllowed(f"{field}: {refused[1]}", field=field)

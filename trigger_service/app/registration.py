@@ -3,7 +3,8 @@ planned (``NewTrigger``: its first fire time and schedule). No HTTP here, no I/O
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
@@ -11,6 +12,9 @@ from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.tags import Labels
+
+# The time fields read again in another zone (``"timeZone": "recipient"``, issue 26).
+Retime = Callable[[str], TimeRequest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +31,8 @@ class NewTrigger:
     jitter_s: int = 0  # each occurrence fires up to this late (``fire_at_ms``: unjittered)
     tags: tuple[str, ...] = ()  # ``core.tags``: validated
     labels: Labels = ()
+    recipient: str | None = None  # the recipient profile it is for (issue 26)
+    recipient_zone: bool = False  # its schedule floats with the profile's zone
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,10 @@ class RegisterRequest:
     jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``plan_request``)
     tags: tuple[str, ...] = ()
     labels: Labels = ()
+    recipient: str | None = None  # a recipient profile's id (issue 26)
+    # ``"timeZone": "recipient"``: the time fields read again in the recipient's zone (what
+    # ``time`` holds until then was read in UTC, for their shape only).
+    retime: Retime | None = field(default=None, compare=False)
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -54,4 +64,5 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
                    min_interval_s=api.min_recurrence_interval_s)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
-                      req.jitter_s, req.tags, req.labels)
+                      req.jitter_s, req.tags, req.labels, req.recipient,
+                      req.retime is not None and planned.schedule is not None)

@@ -21,6 +21,7 @@ from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.quota import QuotaGate
+from trigger_service.app.recipient_binding import bind_recipient, link_recipient
 from trigger_service.app.recipients import ChannelGate
 from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
 from trigger_service.config.callers import Caller
@@ -51,6 +52,7 @@ from trigger_service.core.ports import (
     Metrics,
     OutgoingMessage,
 )
+from trigger_service.core.recipient_ports import RecipientStore
 from trigger_service.core.tags import FilteredCatalog, TriggerFilter
 from trigger_service.core.timing import DAY_MS, sqs_delay_s
 from trigger_service.core.zones import TZDATA_VERSION
@@ -81,12 +83,15 @@ class TriggerService:
         *,
         resolver: HostResolver | None = None,
         budget: SendBudget | None = None,
+        recipients: RecipientStore | None = None,
     ) -> None:
         """``resolver``: DNS for the registration half of the SSRF guard (the API passes its
         own); None resolves nothing here, and the dispatcher's check at every connection is
         then the only one. ``budget``: the channels' daily send counts (None: not checked at
-        registration; recipients are checked either way)."""
+        registration; recipients are checked either way). ``recipients``: the profiles a
+        trigger may name (issue 26; None: naming one is ``recipient_not_found``)."""
         self._s = settings
+        self.recipients = recipients
         self._channels = ChannelGate(budget, clock, metrics)
         self._resolver = resolver
         self._catalog = catalog
@@ -108,7 +113,8 @@ class TriggerService:
         ``register`` instead, so that its key's replay comes first). Raises
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
-        new = plan_request(req, self._s.api)
+        new = plan_request(await bind_recipient(self.recipients, caller.name, req),
+                           self._s.api)
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 
@@ -140,6 +146,7 @@ class TriggerService:
         trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
                           snoozed_from=snoozed_from)
         writer = self._writer
+        await link_recipient(self.recipients, trigger, self.index_ttl_s(trigger))
 
         async def create(t: Trigger) -> None:
             if admit is not None:
@@ -182,6 +189,7 @@ class TriggerService:
             request_hash=request_hash if keyed else None,
             registered_fire_at_ms=fire_at_ms if keyed else None,
             home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
+            recipient=req.recipient, recipient_zone=req.recipient_zone,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -351,7 +359,9 @@ class TriggerService:
         new = replace(current, callback_url=req.callback_url, payload_json=req.payload_json,
                       revision=(current.revision or 0) + 1, plan=req.plan, tags=req.tags,
                       labels=req.labels,
-                      channel_states=current.channel_states if keep else ())
+                      channel_states=current.channel_states if keep else (),
+                      recipient=req.recipient, recipient_zone=req.recipient_zone)
+        await link_recipient(self.recipients, new, self.index_ttl_s(new))
         if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(
                 new, schedule=req.schedule, attempts=0, jitter_s=req.jitter_s,

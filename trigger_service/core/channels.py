@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
 
@@ -193,9 +193,49 @@ _PARSERS: dict[ChannelType, tuple[_Parser, set[str]]] = {
             ChannelType.INBOX: (_inbox, {"recipient", "title", "body", "data"})}
 
 
-def parse_channels(raw: object) -> tuple[ChannelSpec, ...]:
+# A channel of a trigger with a recipient may leave its address out (the profile's, resolved
+# at send time): parsed with this stand-in, then stored without it.
+_STAND_IN: dict[ChannelType, tuple[str, object]] = {
+    ChannelType.EMAIL: ("to", "someone@recipient.invalid"), ChannelType.SMS: ("to", "+10000000000"),
+    ChannelType.PUSH: ("token", "recipient"), ChannelType.INBOX: ("recipient", "recipient")}
+_BLANK: dict[ChannelType, dict[str, object]] = {
+    ChannelType.EMAIL: {"to": ()}, ChannelType.SMS: {"to": ""}, ChannelType.PUSH: {"token": ""},
+    ChannelType.INBOX: {"recipient": ""}}
+# A message's content fields by channel type: what a channel given by type alone takes from
+# the trigger's ``message`` ({"title", "text"}).
+_CONTENT: dict[ChannelType, dict[str, str]] = {
+    ChannelType.EMAIL: {"subject": "title", "text": "text"}, ChannelType.SMS: {"text": "text"},
+    ChannelType.PUSH: {"title": "title", "body": "text"},
+    ChannelType.INBOX: {"title": "title", "body": "text"}}
+
+
+def has_address(spec: ChannelSpec) -> bool:
+    """Does ``spec`` name its own address? (Without: its recipient's, at send time.)"""
+    return bool(spec.to if isinstance(spec, EmailSpec | SmsSpec) else
+                spec.token if isinstance(spec, PushSpec) else spec.recipient)
+
+
+def _with_defaults(d: dict[str, Any], kind: ChannelType, message: dict[str, str] | None,
+                   addressless: bool) -> tuple[dict[str, Any], bool]:
+    """``d`` with the stand-in address (when it gives none and may not) and the message's
+    content for the fields it leaves out; whether the address is a stand-in."""
+    out = dict(d)
+    for key, source in _CONTENT[kind].items():
+        if key not in out and message is not None and message.get(source):
+            out[key] = message[source]
+    key, stand_in = _STAND_IN[kind]
+    if addressless and key not in out:
+        out[key] = stand_in
+        return out, True
+    return out, False
+
+
+def parse_channels(raw: object, *, addressless: bool = False,
+                   message: dict[str, str] | None = None) -> tuple[ChannelSpec, ...]:
     """The ``channels`` field of a request; ``InvalidRequest`` naming the field (e.g.
-    ``channels[1].to``) for anything wrong."""
+    ``channels[1].to``) for anything wrong. ``addressless`` (a trigger with a recipient): a
+    channel may leave its address out; ``message``: the content of the fields a channel
+    leaves out."""
     if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_CHANNELS:
         raise InvalidRequest(f"channels: a list of 1 to {MAX_CHANNELS} channel objects")
     out: list[ChannelSpec] = []
@@ -212,7 +252,9 @@ def parse_channels(raw: object) -> tuple[ChannelSpec, ...]:
         extra = sorted(set(d) - fields - {"type"})
         if extra:
             raise InvalidRequest(f"{where}.{extra[0]}: unknown field for {kind.value}")
-        out.append(parse(d, where))
+        filled, stand_in = _with_defaults(d, kind, message, addressless)
+        spec = parse(filled, where)
+        out.append(replace(spec, **_BLANK[kind]) if stand_in else spec)  # type: ignore[arg-type]
     return tuple(out)
 
 
@@ -220,23 +262,26 @@ def parse_channels(raw: object) -> tuple[ChannelSpec, ...]:
 def spec_to_json(spec: ChannelSpec) -> dict[str, Any]:
     """The request's own shape (what ``parse_channels`` reads back)."""
     if isinstance(spec, EmailSpec):
-        d: dict[str, Any] = {"type": "email", "to": list(spec.to), "subject": spec.subject,
-                             "text": spec.text}
+        d: dict[str, Any] = {"type": "email", "subject": spec.subject, "text": spec.text}
+        if spec.to:
+            d["to"] = list(spec.to)
         if spec.html is not None:
             d["html"] = spec.html
         if spec.reply_to is not None:
             d["replyTo"] = spec.reply_to
         return d
     if isinstance(spec, SmsSpec):
-        return {"type": "sms", "to": spec.to, "text": spec.text}
+        return {"type": "sms", "text": spec.text, **({"to": spec.to} if spec.to else {})}
     if isinstance(spec, PushSpec):
-        d = {"type": "push", "token": spec.token, "title": spec.title, "body": spec.body}
+        d = {"type": "push", "title": spec.title, "body": spec.body,
+             **({"token": spec.token} if spec.token else {})}
         if spec.data:
             d["data"] = dict(spec.data)
         if spec.ttl_seconds is not None:
             d["ttlSeconds"] = spec.ttl_seconds
         return d
-    d = {"type": "inbox", "recipient": spec.recipient, "title": spec.title, "body": spec.body}
+    d = {"type": "inbox", "title": spec.title, "body": spec.body,
+         **({"recipient": spec.recipient} if spec.recipient else {})}
     if spec.data_json is not None:
         d["data"] = json.loads(spec.data_json)
     return d

@@ -23,6 +23,7 @@ class DeadLetterReason(StrEnum):
     GONE = "gone"  # the receiver answered 410
     CALLBACK_NOT_ALLOWED = "callback_not_allowed"  # the callers file no longer allows the URL
     BUDGET_EXHAUSTED = "budget_exhausted"  # a channel's daily_budget was spent: not sent
+    RECIPIENT_DELETED = "recipient_deleted"  # its recipient profile was deleted (issue 26)
 
 
 class DeadLetterState(StrEnum):

@@ -18,6 +18,8 @@
     │   ├── CallbackNotAllowed        422 callback_not_allowed
     │   ├── RecipientNotAllowed       422 recipient_not_allowed (an email domain or SMS country
     │   │                             the callers file does not list for the caller; ``field``)
+    │   ├── RecipientNotFound         422 recipient_not_found (a trigger names a recipient
+    │   │                             profile the caller does not have; ``field``)
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
     │   ├── NothingToReplay           422 nothing_to_replay (a bulk replay matching no letter)
@@ -135,6 +137,10 @@ class CallbackNotAllowed(ApiError):
 
 class RecipientNotAllowed(_FieldError):
     status, code = 422, "recipient_not_allowed"
+
+
+class RecipientNotFound(_FieldError):
+    status, code = 422, "recipient_not_found"
 
 
 class IdempotencyKeyReused(ApiError):

@@ -101,6 +101,11 @@ class Trigger:
     # Labels sorted by key (one value has one form).
     tags: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
+    # Issue 26: the recipient profile this trigger is for (its channels' addresses and
+    # quiet hours are the profile's at send time), and whether its wall-clock schedule
+    # floats with the profile's zone (``"timeZone": "recipient"``).
+    recipient: str | None = None
+    recipient_zone: bool = False
     # Where the store keeps the row: the fire time the trigger was created with (it never
     # changes as the trigger moves on; the store partitions rows by its minute). None: not
     # known (a trigger not read from the store, or stored by a release before the field),

@@ -24,7 +24,9 @@ from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.zones import DstPolicy, load_zone, resolve, wall_of
 
 MAX_ESCALATION_S = 86_400  # a step stays within the reconciler's 48 h look-back
-PLAN_FIELDS = ("channels", "escalation", "quietHours")  # the request fields of a plan
+PLAN_FIELDS = ("channels", "escalation", "quietHours", "message")  # a plan's request fields
+PREFERRED = "preferred"  # ``"channels": "preferred"``: the recipient's preference (issue 26)
+MAX_MESSAGE_TEXT = 1_600
 HTTP = "http"
 
 
@@ -80,6 +82,11 @@ class DeliveryPlan:
     escalation: tuple[EscalationStep, ...] = ()
     quiet_hours: QuietHours | None = None
     channel_quiet_hours: tuple[tuple[int, QuietHours], ...] = ()
+    # Issue 26: a recipient's plan. ``addressless``: a channel may leave its address to the
+    # recipient's profile (resolved at send time); ``preferred``: one channel, its type the
+    # profile's first preferred one with an address, chosen at send time.
+    addressless: bool = False
+    preferred: bool = False
 
     def offset_s(self, index: int) -> int:
         return next((s.after_s for s in self.escalation if s.channel == index), 0)
@@ -109,7 +116,8 @@ def initial_states(plan: DeliveryPlan, fire_at_ms: int, *,
         due = fire_at_ms + plan.offset_s(i) * 1000
         quiet = plan.quiet_for(i)
         deferred = quiet.defer(due) if quiet else due
-        out.append(ChannelState(spec.type.value, ChannelStatus.DEFERRED if deferred != due
+        kind = PREFERRED if plan.preferred else spec.type.value
+        out.append(ChannelState(kind, ChannelStatus.DEFERRED if deferred != due
                                 else ChannelStatus.PENDING, deferred))
     if has_callback:
         out.append(ChannelState(HTTP, ChannelStatus.PENDING, fire_at_ms))
@@ -158,14 +166,39 @@ def parse_escalation(raw: object, n_channels: int) -> tuple[EscalationStep, ...]
     return tuple(steps)
 
 
+def parse_message(body: dict[str, Any]) -> dict[str, str] | None:
+    """A recipient trigger's ``message`` ({"title"?, "text"}): the content of its channels
+    given by type alone."""
+    raw = body.get("message")
+    if raw is None:
+        return None
+    if not isinstance(raw, dict) or not set(raw) <= {"title", "text"} or not all(
+            isinstance(v, str) and v.strip() and len(v) <= MAX_MESSAGE_TEXT
+            for v in raw.values()) or "text" not in raw:
+        raise InvalidRequest(f"message: {{\"title\"?, \"text\"}}, non-empty strings of at "
+                             f"most {MAX_MESSAGE_TEXT} characters", field="message")
+    if not isinstance(body.get("recipient"), str) and not body.get("addressless"):
+        raise InvalidRequest("message: only with a recipient", field="message")
+    return raw
+
+
 def parse_plan(body: dict[str, Any]) -> DeliveryPlan | None:
-    """``channels``, ``escalation`` and ``quietHours`` of a request (None: no channels)."""
+    """``channels``, ``escalation``, ``quietHours`` and ``message`` of a request (None: no
+    channels); with a ``recipient``, channels by type alone or ``"preferred"``."""
     if "channels" not in body:
-        for key in ("escalation", "quietHours"):
+        for key in ("escalation", "quietHours", "message"):
             if key in body:
                 raise InvalidRequest(f"{key}: only with channels")
         return None
+    addressless = isinstance(body.get("recipient"), str) or bool(body.get("addressless"))
+    message = parse_message(body)
     raw = body["channels"]
+    preferred = raw == PREFERRED or bool(body.get(PREFERRED))
+    if raw == PREFERRED:
+        if not addressless or message is None:
+            raise InvalidRequest("channels: \"preferred\" needs a recipient and a message",
+                                 field="channels")
+        raw = [{"type": "inbox"}]  # the content's carrier; its type is chosen at send time
     own: list[tuple[int, QuietHours]] = []
     if isinstance(raw, list):
         stripped = []
@@ -175,12 +208,14 @@ def parse_plan(body: dict[str, Any]) -> DeliveryPlan | None:
                 c = {k: v for k, v in c.items() if k != "quietHours"}
             stripped.append(c)
         raw = stripped
-    channels = parse_channels(raw)
+    channels = parse_channels(raw, addressless=addressless, message=message)
+    if preferred and len(channels) != 1:
+        raise InvalidRequest("channels: \"preferred\" is one channel", field="channels")
     escalation = (parse_escalation(body["escalation"], len(channels))
                   if body.get("escalation") is not None else ())
     quiet = (parse_quiet_hours(body["quietHours"], "quietHours")
              if body.get("quietHours") is not None else None)
-    return DeliveryPlan(channels, escalation, quiet, tuple(own))
+    return DeliveryPlan(channels, escalation, quiet, tuple(own), addressless, preferred)
 
 
 def plan_to_json(plan: DeliveryPlan) -> str:
@@ -192,6 +227,8 @@ def plan_to_json(plan: DeliveryPlan) -> str:
         "escalation": {"steps": [{"afterSeconds": s.after_s, "channel": s.channel}
                                  for s in plan.escalation]} if plan.escalation else None,
         "quietHours": plan.quiet_hours.to_json() if plan.quiet_hours else None,
+        **({"addressless": True} if plan.addressless else {}),
+        **({PREFERRED: True} if plan.preferred else {}),
     }, separators=(",", ":"))
 
 

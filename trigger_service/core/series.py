@@ -13,9 +13,9 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from trigger_service.core.model import Status, Trigger, route_for
-from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences
+from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences, wall_instances
 from trigger_service.core.timing import DAY_MS, datetime_to_ms
-from trigger_service.core.zones import TZDATA_VERSION, wall_of
+from trigger_service.core.zones import TZDATA_VERSION, resolve, wall_of
 
 
 def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
@@ -75,3 +75,27 @@ def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trig
                              occurrences_fired=t.occurrences_fired + 1)
     return t.with_status(Status.FAILED, claim_id=None, last_error=error,
                          next_attempt_at_ms=None, occurrence_seq=t.occurrence_seq + 1)
+
+
+def same_occurrence(t: Trigger, rec: Recurrence, *, now_ms: int, horizon_days: int,
+                    not_before_ms: int | None = None) -> Occurrence | None:
+    """``t``'s pending occurrence resolved again under ``rec`` (its rule in the zone rules in
+    use, or in another zone: the same wall instance, the same DST policy): the first wall
+    instance from ``t.occurrence_index`` on, the later instant of two if ``t`` was the
+    second. With ``not_before_ms`` the first such occurrence not before it (a wall time
+    already past in a new zone is not fired late: the next one is). None: that wall time no
+    longer exists (a gap under "skip"), or nothing is left before the horizon."""
+    limit = search_limit(rec, max(t.scheduled_at_ms, now_ms), horizon_days)
+    for index, wall in enumerate(wall_instances(rec, limit)):
+        if index < t.occurrence_index:
+            continue
+        instants = resolve(wall, rec.zone, rec.dst)
+        if not instants:
+            if not_before_ms is None:
+                return None
+            continue
+        second = t.occurrence_second and len(instants) > 1
+        occ = Occurrence(instants[-1] if second else instants[0], index, second, wall)
+        if not_before_ms is None or occ.at_ms >= not_before_ms:
+            return occ
+    return None

@@ -11,6 +11,7 @@ import structlog
 from aiohttp import web
 
 from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
@@ -26,6 +27,7 @@ from trigger_service.http.guards import (
 from trigger_service.http.keys import (
     JOBS_KEY,
     LETTERS_KEY,
+    RECIPIENTS_KEY,
     RUNTIME_KEY,
     SERVICE_KEY,
     TRIGGER_JOBS_KEY,
@@ -38,6 +40,7 @@ from trigger_service.http.routes import (
     inbox,
     ops,
     ops_page,
+    recipients,
     schedules,
     signing,
     stats,
@@ -135,6 +138,11 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     # Jobs over triggers by filter (cancel): the same way.
     app[TRIGGER_JOBS_KEY] = TriggerJobRunner(runtime.settings, service, runtime.store,
                                              runtime.clock)
+    if service.recipients is None:  # the profiles its triggers may name: the runtime's
+        service.recipients = runtime.recipients
+    app[RECIPIENTS_KEY] = RecipientService(runtime.settings, runtime.recipients, runtime.store,
+                                           runtime.queue, runtime.clock, runtime.metrics)
+    recipients.add_routes(app)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
@@ -18,4 +19,5 @@ RUNTIME_KEY = web.AppKey("runtime", Runtime)
 LETTERS_KEY = web.AppKey("dead_letters", DeadLetterService)
 JOBS_KEY = web.AppKey("replay_jobs", ReplayJobRunner)
 TRIGGER_JOBS_KEY = web.AppKey("trigger_jobs", TriggerJobRunner)
+RECIPIENTS_KEY = web.AppKey("recipients", RecipientService)
 REQUEST_ID_KEY = web.RequestKey("request_id", str)

@@ -10,7 +10,7 @@ import json
 import re
 from typing import Any
 
-from trigger_service.app.registration import RegisterRequest
+from trigger_service.app.registration import RegisterRequest, Retime
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
@@ -20,6 +20,7 @@ from trigger_service.core.errors import (
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import parse_json_body
@@ -27,8 +28,8 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
-ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", *TIME_FIELDS,
-                            *PLAN_FIELDS, "tags", "labels"})
+ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
+                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 MAX_IDEMPOTENCY_KEY_LEN = 255
@@ -64,9 +65,12 @@ def parse_register(
     if not url and delivery is None:
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
-    return RegisterRequest(url, payload_json, parse_time_fields(body, now_ms), now_ms,
-                           delivery, parse_jitter(body.get("jitterSeconds")),
-                           parse_tags(body.get("tags")), parse_labels(body.get("labels")))
+    recipient, retime = parse_recipient(body, now_ms)
+    time = parse_time_fields(body, now_ms) if retime is None else retime("UTC")
+    return RegisterRequest(url, payload_json, time, now_ms, delivery,
+                           parse_jitter(body.get("jitterSeconds")),
+                           parse_tags(body.get("tags")), parse_labels(body.get("labels")),
+                           recipient, retime)
 
 
 def parse_jitter(value: object) -> int:
@@ -77,6 +81,21 @@ def parse_jitter(value: object) -> int:
         raise InvalidRequest("jitterSeconds: a whole number of seconds, at least 0",
                              field="jitterSeconds")
     return value
+
+
+def parse_recipient(body: dict[str, Any], now_ms: int
+                    ) -> tuple[str | None, Retime | None]:
+    """``recipient`` (a profile's id) and, for ``"timeZone": "recipient"``, the time fields
+    read in a zone given later (the profile's: ``app.recipient_binding``)."""
+    recipient = body.get("recipient")
+    if recipient is not None and not is_recipient_id(recipient):
+        raise InvalidRequest("recipient: a recipient id (1 to 200 characters of letters, "
+                             "digits and _.:@+-)", field="recipient")
+    if body.get("timeZone") != RECIPIENT_ZONE:
+        return recipient, None
+    if recipient is None:
+        raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
+    return recipient, lambda zone: parse_time_fields({**body, "timeZone": zone}, now_ms)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

@@ -10,6 +10,7 @@ from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify_plan import initial_states
 from trigger_service.core.ports import ListPage
+from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
 from trigger_service.core.recurrence import Recurrence, RuleKind
 from trigger_service.core.timing import format_rfc3339_ms
 from trigger_service.http.parsing import encode_cursor
@@ -28,6 +29,7 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "firedAt": format_rfc3339_ms(t.fired_at_ms) if t.fired_at_ms is not None else None,
         "callbackUrl": t.callback_url,
         "payload": json.loads(t.payload_json),
+        "recipient": t.recipient,
         **schedule_view(t),
         **channels_view(t),
         "tags": list(t.tags),
@@ -79,7 +81,9 @@ def schedule_view(t: Trigger) -> dict[str, Any]:
     rec = t.schedule
     kind = rec.kind if rec else None
     return {
-        "timeZone": rec.time_zone if rec else None,
+        "timeZone": (RECIPIENT_ZONE if t.recipient_zone else rec.time_zone) if rec else None,
+        # The zone the current occurrence was resolved in (a floating one: the recipient's).
+        "resolvedTimeZone": rec.time_zone if rec else None,
         "localTime": rec.dtstart.isoformat() if kind is RuleKind.ONCE and rec else None,
         "rrule": rec.rule if kind is RuleKind.RRULE and rec else None,
         "cron": rec.rule if kind is RuleKind.CRON and rec else None,

@@ -16,6 +16,7 @@ from trigger_service.adapters.memory_limits import (
     MemorySendBudget,
     MemoryStreamSlots,
 )
+from trigger_service.adapters.memory_recipients import MemoryRecipients
 from trigger_service.config.live_callers import Callers, LiveCallers
 from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
@@ -43,6 +44,7 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
+from trigger_service.core.recipient_ports import RecipientStore
 from trigger_service.core.tags import FilteredListing
 from trigger_service.core.trigger_jobs import TriggerJobStore
 from trigger_service.platform.metrics import PrometheusMetrics
@@ -90,6 +92,8 @@ class Runtime:
     budget: SendBudget = field(default_factory=MemorySendBudget)
     # DNS for the registration half of the SSRF guard (app/callbacks.py).
     resolver: HostResolver = field(default_factory=LoopResolver)
+    # Recipient profiles (issue 26): Cassandra when opened, on the store's session.
+    recipients: RecipientStore = field(default_factory=MemoryRecipients)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -98,6 +102,7 @@ class Runtime:
         (``CipherError``: KMS) or ``QueueError``."""
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
+        from trigger_service.adapters.cassandra.recipients import CassandraRecipients
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
@@ -141,7 +146,7 @@ class Runtime:
                             metrics.close],
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
-                   budget=RedisSendBudget(redis))
+                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

@@ -30,6 +30,9 @@ from trigger_client.models_more import (
     InboxMessage,
     OpsOverview,
     PurgeResult,
+    Recipient,
+    RecipientDeleted,
+    RecipientPage,
     ReplayJob,
     ReplayResult,
     TriggerJob,
@@ -273,3 +276,31 @@ def show_ack_link(token: str) -> Call[str]:
 
 def use_ack_link(token: str) -> Call[str]:
     return Call("POST", f"/ack/{seg(token)}", lambda r: r.text, ok_statuses=(400, 404, 409))
+
+
+# --- recipients (issue 26) --------------------------------------------------------------------
+
+def put_recipient(profile: Recipient) -> Call[Recipient]:
+    # idempotent: a create or replace with the same body, safe to retry
+    return Call("PUT", f"/v1/recipients/{seg(profile.recipient_id)}",
+                lambda r: Recipient.from_json(r.json()), body=profile.to_json(), retry=True)
+
+
+def get_recipient(recipient_id: str) -> Call[Recipient]:
+    return Call("GET", f"/v1/recipients/{seg(recipient_id)}",
+                lambda r: Recipient.from_json(r.json()), retry=True)
+
+
+def delete_recipient(recipient_id: str) -> Call[RecipientDeleted]:
+    return Call("DELETE", f"/v1/recipients/{seg(recipient_id)}",
+                lambda r: RecipientDeleted(r.json()["recipientId"],
+                                           r.json()["triggersFailed"]))
+
+
+def list_recipients(limit: int | None, after: str | None) -> Call[RecipientPage]:
+    def parse(r: httpx.Response) -> RecipientPage:
+        d = r.json()
+        return RecipientPage(tuple(Recipient.from_json(i) for i in d["items"]),
+                             d.get("nextAfter"))
+    return Call("GET", "/v1/recipients", parse, params=_query(limit=limit, after=after),
+                retry=True)

@@ -36,6 +36,9 @@ from trigger_client.models_more import (
     InboxMessage,
     OpsOverview,
     PurgeResult,
+    Recipient,
+    RecipientDeleted,
+    RecipientPage,
     ReplayJob,
     ReplayResult,
     TriggerJob,
@@ -301,6 +304,36 @@ class AsyncOps:
         return await self._x.run(calls.use_ack_link(token))
 
 
+class AsyncRecipients:
+    """``/v1/recipients``: as ``Recipients``."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    async def put(self, profile: Recipient) -> Recipient:
+        return await self._x.run(calls.put_recipient(profile))
+
+    async def get(self, recipient_id: str) -> Recipient:
+        return await self._x.run(calls.get_recipient(recipient_id))
+
+    async def delete(self, recipient_id: str) -> RecipientDeleted:
+        return await self._x.run(calls.delete_recipient(recipient_id))
+
+    async def list_page(self, *, limit: int | None = None, after: str | None = None
+                        ) -> RecipientPage:
+        return await self._x.run(calls.list_recipients(limit, after))
+
+    async def list(self, *, page_size: int | None = None) -> AsyncIterator[Recipient]:
+        after: str | None = None
+        while True:
+            page = await self.list_page(limit=page_size, after=after)
+            for item in page.items:
+                yield item
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+
 class AsyncSigning:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -324,6 +357,7 @@ class AsyncTriggerClient:
         self.dead_letters = AsyncDeadLetters(x)
         self.inbox = AsyncInbox(x)
         self.signing = AsyncSigning(x)
+        self.recipients = AsyncRecipients(x)
         self.ops = AsyncOps(x)
 
     async def aclose(self) -> None:

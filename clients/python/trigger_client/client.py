@@ -40,6 +40,9 @@ from trigger_client.models_more import (
     InboxMessage,
     OpsOverview,
     PurgeResult,
+    Recipient,
+    RecipientDeleted,
+    RecipientPage,
     ReplayJob,
     ReplayResult,
     TriggerJob,
@@ -305,6 +308,36 @@ class Ops:
         return self._x.run(calls.use_ack_link(token))
 
 
+class Recipients:
+    """``/v1/recipients``: a caller's people (put = create or replace, get, delete, list)."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    def put(self, profile: Recipient) -> Recipient:
+        return self._x.run(calls.put_recipient(profile))
+
+    def get(self, recipient_id: str) -> Recipient:
+        return self._x.run(calls.get_recipient(recipient_id))
+
+    def delete(self, recipient_id: str) -> RecipientDeleted:
+        """Its pending triggers end FAILED (dead letter ``recipient_deleted``)."""
+        return self._x.run(calls.delete_recipient(recipient_id))
+
+    def list_page(self, *, limit: int | None = None, after: str | None = None
+                  ) -> RecipientPage:
+        return self._x.run(calls.list_recipients(limit, after))
+
+    def list(self, *, page_size: int | None = None) -> Iterator[Recipient]:
+        after: str | None = None
+        while True:
+            page = self.list_page(limit=page_size, after=after)
+            yield from page.items
+            if page.next_after is None:
+                return
+            after = page.next_after
+
+
 class Signing:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -330,6 +363,7 @@ class TriggerClient:
         self.dead_letters = DeadLetters(x)
         self.inbox = Inbox(x)
         self.signing = Signing(x)
+        self.recipients = Recipients(x)
         self.ops = Ops(x)
 
     def close(self) -> None:

@@ -153,6 +153,8 @@ class Trigger:
     acknowledged: bool | None
     jitter_s: int = 0  # each occurrence fires up to this late, on purpose
     scheduled_at: datetime | None = None  # fire_at minus this occurrence's jitter
+    recipient: str | None = None  # the recipient profile it is for
+    resolved_time_zone: str | None = None  # the zone its current occurrence was resolved in
     raw: Any = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
@@ -173,8 +175,8 @@ class Trigger:
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
             d.get("acknowledged"), d.get("jitterSeconds", 0),
-            _opt_instant(d.get("scheduledAt")), raw=d, tags=tuple(d.get("tags") or ()),
-            labels=dict(d.get("labels") or {}))
+            _opt_instant(d.get("scheduledAt")), d.get("recipient"), d.get("resolvedTimeZone"),
+            raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}))
 
 
 @dataclass(frozen=True, slots=True)

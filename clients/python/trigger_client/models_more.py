@@ -214,3 +214,52 @@ class Health:
     status_code: int
     down: tuple[str, ...] = ()
     raw: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Recipient:
+    """A recipient profile (``/v1/recipients/{id}``): home zone, quiet hours, addresses,
+    the ordered channel preference, the locale."""
+
+    recipient_id: str
+    time_zone: str
+    quiet_hours: Mapping[str, str] | None = None
+    email: tuple[str, ...] | None = None
+    phone: str | None = None
+    push_tokens: tuple[str, ...] | None = None
+    inbox: str | None = None
+    channels: tuple[str, ...] = ()
+    locale: str | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> Recipient:
+        email, tokens = d.get("email"), d.get("pushTokens")
+        return cls(d["recipientId"], d["timeZone"], d.get("quietHours"),
+                   tuple(email) if email else None, d.get("phone"),
+                   tuple(tokens) if tokens else None, d.get("inbox"),
+                   tuple(d.get("channels") or ()), d.get("locale"), d)
+
+    def to_json(self) -> dict[str, Any]:
+        """The PUT body (the fields set)."""
+        body: dict[str, Any] = {"timeZone": self.time_zone}
+        for key, value in (("quietHours", self.quiet_hours), ("phone", self.phone),
+                           ("email", list(self.email) if self.email else None),
+                           ("pushTokens", list(self.push_tokens) if self.push_tokens else None),
+                           ("inbox", self.inbox), ("locale", self.locale),
+                           ("channels", list(self.channels) or None)):
+            if value is not None:
+                body[key] = value
+        return body
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientPage:
+    items: tuple[Recipient, ...]
+    next_after: str | None  # pass as ``after`` for the next page
+
+
+@dataclass(frozen=True, slots=True)
+class RecipientDeleted:
+    recipient_id: str
+    triggers_failed: int  # its pending triggers ended FAILED (recipient_deleted)

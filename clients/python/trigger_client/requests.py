@@ -23,6 +23,7 @@ _API_NAMES = {
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
     "jitter_s": "jitterSeconds",
     "tags": "tags", "labels": "labels",
+    "recipient": "recipient", "message": "message",
 }
 
 
@@ -51,12 +52,14 @@ class TriggerFields(TypedDict, total=False):
     cron: str
     dst_policy: DstPolicy
     exdates: Sequence[datetime | str]
-    channels: Sequence[Mapping[str, Any]]
+    channels: Sequence[Mapping[str, Any]] | str  # "preferred": the recipient's preference
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
     jitter_s: int
     tags: Sequence[str]
     labels: Mapping[str, str]
+    recipient: str  # a recipient profile's id (time_zone "recipient" floats with its zone)
+    message: Mapping[str, str]  # {"title"?, "text"}: channels given by type alone
 
 
 class PatchFields(TypedDict, total=False):
@@ -74,12 +77,14 @@ class PatchFields(TypedDict, total=False):
     cron: str | None
     dst_policy: DstPolicy | None
     exdates: Sequence[datetime | str] | None
-    channels: Sequence[Mapping[str, Any]] | None
+    channels: Sequence[Mapping[str, Any]] | str | None
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
     jitter_s: int | None
     tags: Sequence[str] | None
     labels: Mapping[str, str] | None  # replaces every label
+    recipient: str | None
+    message: Mapping[str, str] | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +105,21 @@ class TriggerRequest:
     cron: str | None = None
     dst_policy: DstPolicy | None = None
     exdates: tuple[datetime | str, ...] | None = None
-    channels: tuple[Mapping[str, Any], ...] | None = None
+    channels: tuple[Mapping[str, Any], ...] | str | None = None
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
     jitter_s: int | None = None
     tags: tuple[str, ...] | None = None  # up to 10, to find it by (``list(tag=...)``)
     labels: Mapping[str, str] | None = None  # up to 10, key -> value
+    recipient: str | None = None
+    message: Mapping[str, str] | None = None
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
         """From keyword arguments (sequences become tuples)."""
         kw: dict[str, Any] = dict(fields_)
         for name in ("exdates", "channels", "tags"):
-            if kw.get(name) is not None:
+            if kw.get(name) is not None and not isinstance(kw[name], str):
                 kw[name] = tuple(kw[name])
         return cls(**kw)
 

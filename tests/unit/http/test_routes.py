@@ -124,7 +124,8 @@ async def test_get_shows_the_whole_trigger(api: Api) -> None:
                    "dstPolicy": None, "exdates": None, "nextFireAt": "2023-11-14T22:23:20.000Z",
                    "occurrencesFired": 0, "snoozedFrom": None,
                    "channels": None, "acknowledged": None, "jitterSeconds": 0,
-                   "scheduledAt": "2023-11-14T22:23:20.000Z", "tags": [], "labels": {}}
+                   "scheduledAt": "2023-11-14T22:23:20.000Z", "tags": [], "labels": {},
+                   "recipient": None, "resolvedTimeZone": None}
 
 
 async def test_idempotent_replay_header_and_key_reuse(api: Api) -> None:

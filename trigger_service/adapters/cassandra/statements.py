@@ -13,6 +13,7 @@ from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
+from trigger_service.adapters.cassandra.recipients import recipient_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.adapters.cassandra.term_index import term_queries
@@ -32,7 +33,8 @@ def all_statements(keyspace: str) -> dict[str, str]:
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
     for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries,
-                 secret_queries, reseal_queries, term_queries, trigger_job_queries):
+                 secret_queries, reseal_queries, term_queries, trigger_job_queries,
+                 recipient_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")
@@ -172,6 +174,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.request_hash, t.registered_fire_at_ms, t.jitter_s or None,  # no jitter: no cell
         json.dumps(list(t.tags)) if t.tags else None,
         json.dumps(dict(t.labels), sort_keys=True) if t.labels else None,
+        t.recipient, True if t.recipient_zone else None,
     ), strict=True))
 
 
@@ -212,8 +215,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      last_error, fired_at_ms, claim_id, claimed_at_ms, next_attempt_at_ms,
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
-     acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels) = (
-         row[c] for c in s.TRIGGER_COLUMNS)
+     acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
+     recipient_zone) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -233,6 +236,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         jitter_s=jitter_s or 0,
         tags=tuple(json.loads(tags)) if tags else (),
         labels=tuple(sorted(json.loads(labels).items())) if labels else (),
+        recipient=recipient, recipient_zone=bool(recipient_zone),
     )
 
 

@@ -11,7 +11,8 @@ from aiohttp import web
 from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger, keyed_trigger_id
-from trigger_service.core.notify_plan import parse_plan, plan_to_json
+from trigger_service.core.notify_plan import PREFERRED, parse_plan, plan_to_json
+from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing, views
@@ -89,7 +90,16 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
     if t.callback_url:
         body["callbackUrl"] = t.callback_url
     if t.plan is not None:
-        body |= {k: v for k, v in json.loads(plan_to_json(t.plan)).items() if v is not None}
+        plan = json.loads(plan_to_json(t.plan))
+        plan.pop("addressless", None)  # implied by the recipient
+        preferred = plan.pop(PREFERRED, False)
+        body |= {k: v for k, v in plan.items() if v is not None}
+        if preferred:  # its one channel carries the message: the request's shape again
+            first = body["channels"][0]
+            body |= {"channels": PREFERRED,
+                     "message": {"title": first["title"], "text": first["body"]}}
+    if t.recipient is not None:
+        body["recipient"] = t.recipient
     if t.jitter_s:
         body["jitterSeconds"] = t.jitter_s
     if t.tags:
@@ -99,7 +109,8 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
     rec = t.schedule
     if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
         return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}
-    body |= {"localTime": rec.dtstart.isoformat(), "timeZone": rec.time_zone,
+    body |= {"localTime": rec.dtstart.isoformat(),
+             "timeZone": RECIPIENT_ZONE if t.recipient_zone else rec.time_zone,
              "dstPolicy": rec.dst.to_json()}
     if rec.kind is not RuleKind.ONCE:
         body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates]}

@@ -10,7 +10,8 @@
   const PAGE_SIZE = 50;
   const OVERVIEW_EVERY_MS = 15000;
   const JOB_POLL_MS = 1000;
-  const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted"];
+  const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted",
+    "recipient_deleted"];
 
   const $ = (id) => document.getElementById(id);
 
@@ -194,6 +195,33 @@
         message = `This token may not read the overview: ${err.describe()}`;
       }
       setText($("overview-message"), message);
+    }
+  }
+
+  // --- recipients (a caller's count, one profile by id) -----------------------------------
+
+  async function loadRecipient() {
+    const caller = $("rc-caller").value.trim();
+    const id = $("rc-id").value.trim();
+    if (!caller) return;
+    const q = new URLSearchParams({ caller });
+    if (id) q.set("id", id);
+    try {
+      const r = (await api("GET", `/v1/ops/recipients?${q}`)) || {};
+      statList($("rc-count"), [[text(r.caller), num(r.count)]]);
+      const p = r.recipient;
+      statList($("rc-profile"), p ? [
+        ["id", text(p.recipientId)], ["zone", text(p.timeZone)],
+        ["channels", text((p.channels || []).join(", ") || "-")],
+        ["phone", text(p.phone || "-")], ["email", text((p.email || []).join(", ") || "-")],
+        ["quiet hours", text(p.quietHours ? `${p.quietHours.start}-${p.quietHours.end}` : "-")],
+        ["locale", text(p.locale || "-")]]
+        : [["profile", id ? `no recipient ${id}` : "give an id to look one up"]]);
+      show($("rc-body"), true);
+      setText($("rc-message"), "");
+    } catch (err) {
+      show($("rc-body"), false);
+      setText($("rc-message"), `Could not look up: ${err instanceof ApiError ? err.describe() : err}`);
     }
   }
 
@@ -458,6 +486,7 @@
     $("filters").addEventListener("submit", (e) => { e.preventDefault(); loadDeadLetters(true); });
     $("filters").addEventListener("reset", () => setTimeout(() => loadDeadLetters(true), 0));
     $("more").addEventListener("click", () => loadDeadLetters(false));
+    $("rc-form").addEventListener("submit", (e) => { e.preventDefault(); loadRecipient(); });
     $("detail-close").addEventListener("click", () => $("detail").close());
     $("replay-one").addEventListener("click", replayOne);
     $("purge-one").addEventListener("click", purgeOne);

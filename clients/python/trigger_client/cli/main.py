@@ -16,7 +16,7 @@ from rich.live import Live
 from rich.table import Column, Table
 
 from trigger_client._calls import new_idempotency_key
-from trigger_client.cli import bulk, dlq, jobs
+from trigger_client.cli import bulk, dlq, jobs, recipients
 from trigger_client.cli.common import (
     EXIT_NOT_CONFIRMED,
     Output,
@@ -41,6 +41,7 @@ from trigger_client.requests import TriggerRequest
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="Register, inspect and replay triggers of the trigger service.")
 app.add_typer(dlq.app, name="dlq")
+app.add_typer(recipients.app, name="recipients")
 app.command("import")(bulk.import_)
 app.command("export")(bulk.export)
 
