@@ -43,6 +43,27 @@ redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {allowed, wait}
 """
+# The same bucket; ARGV: rate per second, burst, key TTL in ms, how many tokens are wanted.
+# Returns how many were taken (core.limit_ports.take_tokens).
+_TAKE_MANY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
+local tokens = tonumber(state[1])
+local last = tonumber(state[2])
+if tokens == nil or last == nil then tokens = burst; last = now end
+local elapsed = now - last
+if elapsed < 0 then elapsed = 0 end
+tokens = math.min(burst, tokens + elapsed * rate / 1000)
+local granted = math.max(0, math.min(tonumber(ARGV[4]), math.floor(tokens)))
+tokens = tokens - granted
+if now > last then last = now end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return granted
+"""
 # KEYS[1] sorted set trigger id → until ms; ARGV: trigger id, until ms, max, now ms.
 _RESERVE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[4])
@@ -83,6 +104,7 @@ class RedisRateLimiter:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._take = client.register_script(_TAKE)
+        self._take_many = client.register_script(_TAKE_MANY)
 
     async def take(self, key: str, rule: BucketRule) -> Decision:
         # The bucket may be forgotten once it would be full again anyway.
@@ -93,6 +115,15 @@ class RedisRateLimiter:
         except (RedisError, OSError) as e:
             raise CacheError(f"redis rate limit failed: {e}") from e
         return Decision(bool(allowed), int(wait_ms))
+
+    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
+        ttl_ms = int(rule.burst / rule.rate_per_s * 1000) + 1000
+        try:
+            granted = await self._take_many(keys=[schema.rate_bucket_key(key)],
+                                            args=[rule.rate_per_s, rule.burst, ttl_ms, count])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis rate limit failed: {e}") from e
+        return int(granted)
 
 
 class RedisPendingQuota:
