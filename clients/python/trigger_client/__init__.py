@@ -42,6 +42,7 @@ from trigger_client.models import (
 )
 from trigger_client.models_more import (
     Attempt,
+    BatchItemResult,
     DeadLetter,
     Health,
     InboxMessage,
@@ -53,7 +54,8 @@ from trigger_client.models_more import (
 from trigger_client.requests import TriggerRequest
 
 __all__ = [
-    "AckResult", "ApiError", "AsyncTriggerClient", "Attempt", "CancelledTrigger",
+    "AckResult", "ApiError", "AsyncTriggerClient", "Attempt", "BatchItemResult",
+    "CancelledTrigger",
     "ChannelState", "Conflict", "ConnectionFailed", "CreatedTrigger", "DeadLetter",
     "DstPolicy", "FireAtOutOfRange", "Forbidden", "HeadersTooLarge", "Health", "InboxMessage",
     "InvalidRequest", "InvalidSignature", "MethodNotAllowed", "NotFound", "OpsOverview",
