@@ -39,15 +39,25 @@ from bench.cpu import CpuMeter
 BATCH_ITEMS = 1000
 BATCH_CLIENTS = 2  # concurrent batch requests: one per core of the machine
 SWEEP_LEAD_MS = 2 * 3_600_000
+IDLE_S = 5.0
+
+
+def idle_cpu(seconds: float) -> dict[str, float]:
+    """CPU seconds per second each component spends with no load of ours."""
+    meter = CpuMeter()
+    meter.start()
+    time.sleep(seconds)
+    return {k: round(v / seconds, 4) for k, v in meter.stop().items()}
 
 
 async def register_batches(session: aiohttp.ClientSession, fire_times: list[int],
                            tag: str) -> tuple[dict[str, int], float, int, list[float]]:
     """Every trigger in batches; {trigger_id: fire_at_ms}, seconds, refused items and the
     requests' latencies (ms)."""
-    bodies = [{"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/cb/{i}", "payload": {"i": i},
-               "fireAt": iso_ms(at), "idempotencyKey": f"bench-{tag}-{i}"}
-              for i, at in enumerate(fire_times)]
+    bodies: list[dict[str, Any]] = [
+        {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/cb/{i}", "payload": {"i": i},
+         "fireAt": iso_ms(at), "idempotencyKey": f"bench-{tag}-{i}"}
+        for i, at in enumerate(fire_times)]
     chunks = [bodies[i:i + BATCH_ITEMS] for i in range(0, len(bodies), BATCH_ITEMS)]
     registered: dict[str, int] = {}
     refused = 0
@@ -69,7 +79,7 @@ async def register_batches(session: aiohttp.ClientSession, fire_times: list[int]
                 continue
             for item, body in zip(answer["items"], chunk, strict=True):
                 if item["status"] in (200, 201):
-                    registered[item["triggerId"]] = fire_times[int(body["payload"]["i"])]
+                    registered[item["triggerId"]] = fire_times[body["payload"]["i"]]
                 else:
                     refused += 1
 
@@ -80,7 +90,9 @@ async def register_batches(session: aiohttp.ClientSession, fire_times: list[int]
 
 async def phase(session: aiohttp.ClientSession, name: str,
                 fire_times: list[int]) -> tuple[dict[str, int], dict[str, Any]]:
-    """One measured registration phase: its triggers and its numbers."""
+    """One measured registration phase: its triggers and its numbers (CPU also with what
+    each component spends idle, measured just before, subtracted: the machine is shared)."""
+    idle_s_per_s = await asyncio.to_thread(idle_cpu, IDLE_S)
     meter = CpuMeter()
     meter.start()
     due, seconds, refused, latencies = await register_batches(
@@ -88,14 +100,22 @@ async def phase(session: aiohttp.ClientSession, name: str,
     cpu_s = meter.stop()
     n = max(1, len(due))
     per_trigger = {k: round(v * 1000 / n, 3) for k, v in cpu_s.items()}
+    idle_subtracted = {k: round(max(0.0, v - idle_s_per_s.get(k, 0.0) * seconds) * 1000 / n, 3)
+                       for k, v in cpu_s.items()}
     stats = {"triggers": len(fire_times), "registered": len(due), "refused": refused,
              "seconds": round(seconds, 2), "per_s": round(len(due) / seconds, 1),
              "request_ms": {"p50": round(pct([round(x) for x in latencies], 0.5), 1),
                             "max": round(max(latencies, default=0.0), 1)},
              "cpu_ms_per_trigger": per_trigger,
-             "cpu_ms_per_trigger_total": round(sum(per_trigger.values()), 3)}
+             "cpu_ms_per_trigger_total": round(sum(per_trigger.values()), 3),
+             "idle_cpu_s_per_s": idle_s_per_s,
+             "cpu_ms_per_trigger_idle_subtracted": idle_subtracted,
+             "cpu_ms_per_trigger_idle_subtracted_total": round(sum(idle_subtracted.values()),
+                                                               3)}
     print(f"[batch:{name}] {len(due)} in {seconds:.1f}s = {stats['per_s']}/s; CPU-ms per "
-          f"trigger {per_trigger} (total {stats['cpu_ms_per_trigger_total']})", flush=True)
+          f"trigger {per_trigger} (total {stats['cpu_ms_per_trigger_total']}); idle "
+          f"subtracted {idle_subtracted} (total "
+          f"{stats['cpu_ms_per_trigger_idle_subtracted_total']})", flush=True)
     return due, stats
 
 
