@@ -10,9 +10,11 @@ open).
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
 from trigger_service.core.limit_ports import BucketRule, Decision
 
@@ -130,12 +132,20 @@ class RedisPendingQuota:
     def __init__(self, client: aioredis.Redis) -> None:
         self._r = client
         self._reserve = client.register_script(_RESERVE)
+        # A batch create's reservations (one per item, all at once) share round trips: one
+        # pipeline of scripts per turn of the loop (adapters.redis.pipelining).
+        self._pipe = Coalescer(client)
+
+    def _reserve_in(self, pipe: Pipeline, key: str, args: list[str]) -> None:
+        pipe.scripts.add(self._reserve)  # type: ignore[arg-type]  # loaded if Redis lacks it
+        pipe.evalsha(self._reserve.sha, 1, key, *args)
 
     async def reserve(self, caller: str, trigger_id: str, until_ms: int, max_pending: int,
                       now_ms: int) -> bool:
+        args = [trigger_id, str(until_ms), str(max_pending), str(now_ms)]
         try:
-            ok = await self._reserve(keys=[schema.pending_key(caller)],
-                                     args=[trigger_id, until_ms, max_pending, now_ms])
+            ok = await self._pipe.run(
+                lambda p: self._reserve_in(p, schema.pending_key(caller), args))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis quota reserve failed: {e}") from e
         return bool(ok)
