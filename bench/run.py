@@ -14,9 +14,10 @@ arrivals. Prints a table and writes JSON to ``bench/results/<mode>.json``. Exit 
 if targets are missed (it is a measurement).
 
 The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
-``bench/modes.py``. Every mode also reports the CPU seconds each component (API, dispatcher,
-sweepers, reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000
-deliveries (``bench/cpu.py``).
+``bench/modes.py``, ``batch`` (``POST /v1/triggers/batch``) in ``bench/batch_bench.py``.
+Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
+reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
+(``bench/cpu.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import cassandra_work, modes
+from bench import batch_bench, cassandra_work, modes
 from bench.common import (
     API,
     CONCURRENCY,
@@ -72,6 +73,8 @@ MODES: dict[str, dict[str, Any]] = {
     "sustained": {"n": 60000, "env": {}},
     "sqs-purge": {"n": 2000, "env": {}},
     "sweeper-kill": {"n": 2000, "env": SWEEP_ENV},
+    # bench/batch_bench.py: N far-future triggers, then N/4 direct ones, 1,000 a request
+    "batch": {"n": 20000, "env": {}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -166,6 +169,7 @@ async def recurring_result(session: aiohttp.ClientSession, registered: dict[str,
 NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, Any]]]] = {
     "register": modes.register_mode, "sustained": modes.sustained_mode,
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
+    "batch": batch_bench.batch_mode,
 }
 
 

@@ -126,6 +126,14 @@ async def test_a_bucket_allows_its_burst_then_refuses_until_a_token_is_back(
     assert (await limiter.take(unique("rate-"), rule)).allowed  # another key, its own bucket
 
 
+async def test_take_up_to_takes_at_most_what_the_bucket_holds(limiter: RateLimiter) -> None:
+    key, rule = unique("rate-"), BucketRule(rate_per_s=0.5, burst=5)
+    assert await limiter.take_up_to(key, rule, 3) == 3
+    assert await limiter.take_up_to(key, rule, 3) == 2
+    assert await limiter.take_up_to(key, rule, 3) == 0
+    assert not (await limiter.take(key, rule)).allowed  # one bucket for both
+
+
 async def test_a_slow_rate_says_how_long_to_wait(limiter: RateLimiter) -> None:
     key, rule = unique("rate-"), BucketRule(rate_per_s=0.25, burst=1)
     assert (await limiter.take(key, rule)).allowed

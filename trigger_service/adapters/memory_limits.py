@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import BucketRule, Decision, take_token
+from trigger_service.core.limit_ports import BucketRule, Decision, take_token, take_tokens
 from trigger_service.core.ports import Clock
 
 
@@ -27,6 +27,15 @@ class MemoryRateLimiter:
         decision, left = take_token(tokens, last_ms, now_ms, rule)
         self._buckets[key] = (left, max(last_ms, now_ms))
         return decision
+
+    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
+        if self.fail:
+            raise CacheError("memory limiter told to fail")
+        now_ms = self._clock.now_ms()
+        tokens, last_ms = self._buckets.get(key, (float(rule.burst), now_ms))
+        granted, left = take_tokens(tokens, last_ms, now_ms, rule, count)
+        self._buckets[key] = (left, max(last_ms, now_ms))
+        return granted
 
 
 class MemoryPendingQuota:

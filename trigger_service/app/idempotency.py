@@ -70,6 +70,7 @@ from dataclasses import dataclass
 
 import structlog
 
+from trigger_service.app.coalesced_reads import CoalescedReads
 from trigger_service.core.errors import (
     CacheError,
     IdempotencyKeyReused,
@@ -118,6 +119,8 @@ class IdempotentRegistration:
                  cache: IdempotencyCache, clock: Clock, metrics: Metrics,
                  retention_s: int) -> None:
         self._triggers = triggers
+        # The derived row's read, shared by concurrent registrations (a batch create's).
+        self._reads = CoalescedReads(triggers)
         self._legacy = legacy
         self._cache = cache
         self._clock = clock
@@ -200,10 +203,10 @@ class IdempotentRegistration:
         assert trigger.request_hash is not None
         if await self._legacy_table_live():
             row, legacy = await asyncio.gather(
-                self._triggers.get(trigger.trigger_id),
+                self._reads.get(trigger.trigger_id),
                 self._legacy.legacy_record(trigger.caller, idem_key))
         else:
-            row, legacy = await self._triggers.get(trigger.trigger_id), None
+            row, legacy = await self._reads.get(trigger.trigger_id), None
         if legacy is not None:
             # Written first if both exist: an earlier release recorded it before anything
             # of this release could write the derived row.
@@ -218,7 +221,7 @@ class IdempotentRegistration:
         slow, or timed out and landed after the read): that trigger is, as a replay. Raises
         ``refusal`` when there is none."""
         assert trigger.request_hash is not None
-        row = await self._triggers.get(trigger.trigger_id)
+        row = await self._reads.get(trigger.trigger_id)
         if row is None:
             raise refusal
         return await self._replay_row(row, trigger.request_hash, idem_key)

@@ -56,10 +56,26 @@ def take_token(tokens: float, last_ms: int, now_ms: int, rule: BucketRule) -> tu
     return Decision(False, wait_ms), tokens
 
 
+def take_tokens(tokens: float, last_ms: int, now_ms: int, rule: BucketRule,
+                count: int) -> tuple[int, float]:
+    """``take_token`` for up to ``count`` tokens at once (a batch's items): refill as it
+    does, then take as many whole tokens as are there, at most ``count``. Returns how many
+    were taken and the tokens left."""
+    elapsed_ms = max(0, now_ms - last_ms)
+    tokens = min(float(rule.burst), tokens + elapsed_ms * rule.rate_per_s / 1000)
+    granted = max(0, min(count, math.floor(tokens)))
+    return granted, tokens - granted
+
+
 class RateLimiter(Protocol):
     async def take(self, key: str, rule: BucketRule) -> Decision:
         """Take one token from ``key``'s bucket (created full). Atomic across processes.
         Raises ``CacheError``."""
+        ...
+
+    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
+        """Take up to ``count`` tokens from ``key``'s bucket at once (``take_tokens``): how
+        many were taken (0 when empty). Atomic across processes. Raises ``CacheError``."""
         ...
 
 

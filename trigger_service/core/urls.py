@@ -70,10 +70,7 @@ class CallbackUrl:
     @property
     def ip(self) -> IPAddress | None:
         """The host as an address, when it is an IP literal."""
-        try:
-            return ipaddress.ip_address(self.host)
-        except ValueError:
-            return None
+        return _ip_literal(self.host)
 
     @property
     def netloc(self) -> str:
@@ -174,6 +171,16 @@ def _label(label: str, raw: str) -> str:
     except (idna.IDNAError, UnicodeError, ValueError) as e:
         raise UrlError(f"not a valid internationalised host name: {raw}") from e
     return encoded
+
+
+@functools.lru_cache(maxsize=1024)
+def _ip_literal(host: str) -> IPAddress | None:
+    # Cached: every registration asks twice (the callers file's check, the SSRF vet), and
+    # the stdlib's parser is a sizeable share of a batch item's CPU; addresses are immutable.
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        return None
 
 
 def _ends_in_number(last: str) -> bool:

@@ -34,6 +34,7 @@ from trigger_service.http.keys import (
 )
 from trigger_service.http.routes import (
     acks,
+    batch,
     dead_letters,
     docs,
     health,
@@ -124,9 +125,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
         middlewares=[timing_middleware(runtime), request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers),
                      rate_limit_middleware(runtime.limiter, runtime.metrics, runtime.cache),
-                     body_deadline_middleware(runtime.settings.limits.body_timeout_s),
+                     body_deadline_middleware(
+                         runtime.settings.limits.body_timeout_s, MAX_BODY_BYTES,
+                         {batch.BATCH_PATH: batch.BATCH_MAX_BODY_BYTES}),
                      json_body_middleware],
-        client_max_size=MAX_BODY_BYTES,
+        # The largest route's (the batch create's); each route's own: body_deadline_middleware.
+        client_max_size=max(MAX_BODY_BYTES, batch.BATCH_MAX_BODY_BYTES),
     )
     app[RUNTIME_KEY] = runtime
     app[SERVICE_KEY] = service
@@ -148,6 +152,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     inbox.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
+    batch.add_routes(app)  # before triggers': /v1/triggers/{id} would match "batch"
     trigger_jobs.add_routes(app)
     triggers.add_routes(app)
     stats.add_routes(app)

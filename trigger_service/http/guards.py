@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import hdrs, web
@@ -114,6 +114,25 @@ async def _answered_key(request: web.Request, caller: str,
     return held is not None and held.done
 
 
+async def take_items(limiter: RateLimiter, metrics: Metrics, caller: Caller,
+                     count: int) -> int:
+    """How many of ``count`` more items (a batch's, beyond the one its request's token paid
+    for) ``caller``'s rate allows now: its bucket counts items, not requests. All of them
+    for a caller without a rate, or when Redis fails (open, as the middleware)."""
+    if count <= 0 or caller.rate_per_s is None or caller.burst is None:
+        return max(0, count)
+    try:
+        granted = await limiter.take_up_to(caller.name, BucketRule(caller.rate_per_s,
+                                                                   caller.burst), count)
+    except AdapterError as e:
+        metrics.inc("rate_limit_errors_total")
+        log.warning("rate_limit_unavailable", caller=caller.name, error=str(e))
+        return count
+    if granted < count:
+        metrics.inc("rate_limited_total", caller=caller.name)
+    return granted
+
+
 async def _take(limiter: RateLimiter, metrics: Metrics, key: str, rule: BucketRule) -> Decision:
     try:
         return await limiter.take(key, rule)
@@ -125,17 +144,28 @@ async def _take(limiter: RateLimiter, metrics: Metrics, key: str, rule: BucketRu
         return Decision(True)
 
 
-def body_deadline_middleware(timeout_s: float) -> Middleware:
+def body_deadline_middleware(timeout_s: float, max_bytes: int,
+                             large_bodies: Mapping[str, int] | None = None) -> Middleware:
     """Read the body (if any) within ``timeout_s`` before the route runs; the route's own
     ``request.read()`` then returns it from memory. Too slow: ``408 request_timeout`` and the
-    connection is closed (what is left of the body cannot be skipped in time either)."""
+    connection is closed (what is left of the body cannot be skipped in time either).
+
+    At most ``max_bytes``, or for a route pattern in ``large_bodies`` its own size (the
+    batch create's thousand items; the application's ``client_max_size`` is the largest of
+    them, aiohttp's own ``413`` beyond): a larger declared ``Content-Length`` is ``413
+    payload_too_large`` before anything is read, a larger chunked body once read."""
+    large = dict(large_bodies or {})
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.body_exists and request.method in ("POST", "PUT", "PATCH", "DELETE"):
+            resource = request.match_info.route.resource
+            limit = large.get(resource.canonical, max_bytes) if resource else max_bytes
+            if request.content_length is not None and request.content_length > limit:
+                return _too_large(limit, close=True)
             try:
                 async with asyncio.timeout(timeout_s):
-                    await request.read()
+                    size = len(await request.read())
             except TimeoutError:
                 response = web.json_response(
                     {"error": "request_timeout",
@@ -143,9 +173,20 @@ def body_deadline_middleware(timeout_s: float) -> Middleware:
                     status=408)
                 response.force_close()
                 return response
+            if size > limit:
+                return _too_large(limit, close=False)
         return await handler(request)
 
     return middleware
+
+
+def _too_large(limit: int, *, close: bool) -> web.Response:
+    response = web.json_response(
+        {"error": "payload_too_large",
+         "message": f"the request body is larger than {limit} bytes"}, status=413)
+    if close:  # the body was not read: it cannot be skipped on a connection kept open
+        response.force_close()
+    return response
 
 
 def is_json_media_type(content_type: str) -> bool:

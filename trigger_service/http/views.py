@@ -97,9 +97,13 @@ def schedule_view(t: Trigger) -> dict[str, Any]:
 
 def created_view(r: Registered) -> dict[str, Any]:
     """The 201 body of a registration (a replay shows the first request's trigger)."""
+    return {**created_fields(r), "status": Status.PENDING.value}
+
+
+def created_fields(r: Registered) -> dict[str, Any]:
+    """A registration's trigger id and first fire time (also a batch item's answer)."""
     at = format_rfc3339_ms(r.fire_at_ms)
-    return {"triggerId": r.trigger_id, "fireAt": at, "nextFireAt": at,
-            "status": Status.PENDING.value}
+    return {"triggerId": r.trigger_id, "fireAt": at, "nextFireAt": at}
 
 
 def resolved_view(body: dict[str, Any], fire_at_ms: int,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import httpx
@@ -120,20 +121,26 @@ def test_an_ambiguous_when_in_a_terminal_asks_which(script: Script,
 
 
 class Api:
-    """Remembers Idempotency-Keys like the service: a key seen before is replayed."""
+    """``POST /v1/triggers/batch`` remembering idempotency keys like the service: a key
+    seen before is replayed."""
 
     def __init__(self) -> None:
         self.keys: set[str] = set()
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
-        body = json.loads(request.content)
+        assert request.url.path == "/v1/triggers/batch"
+        return httpx.Response(200, json={"items": [
+            self.item(i, body) for i, body in enumerate(json.loads(request.content)["items"])]})
+
+    def item(self, index: int, body: dict[str, Any]) -> dict[str, Any]:
         if "delaySeconds" not in body:
-            return error(400, "invalid_request", "delaySeconds: required", field="delaySeconds")
-        key = request.headers["Idempotency-Key"]
-        seen = key in self.keys
-        self.keys.add(key)
-        return httpx.Response(201, json=CREATED,
-                              headers={"Idempotent-Replayed": "true"} if seen else {})
+            return {"index": index, "status": 400, "error": "invalid_request",
+                    "message": "delaySeconds: required", "field": "delaySeconds"}
+        seen = body["idempotencyKey"] in self.keys
+        self.keys.add(body["idempotencyKey"])
+        created = {k: v for k, v in CREATED.items() if k != "status"}
+        return {"index": index, "status": 200 if seen else 201, **created,
+                **({"replayed": True} if seen else {})}
 
 
 def test_import_is_resumable_and_summarises(script: Script, tmp_path: Path) -> None:
@@ -147,7 +154,8 @@ def test_import_is_resumable_and_summarises(script: Script, tmp_path: Path) -> N
     code, out = invoke(script, "import", str(f), "-o", "json")
     lines = [json.loads(line) for line in out.splitlines()]
     assert [x["outcome"] for x in lines] == ["replayed", "replayed", "rejected"]
-    bodies = [json.loads(r.content) for r in script.requests[:2]]
+    assert len(script.requests) == 2  # one batch per run
+    bodies = json.loads(script.requests[0].content)["items"]
     assert bodies[0]["payload"] == {"n": 1} and bodies[1]["payload"] == "plain"
 
 

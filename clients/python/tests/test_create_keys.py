@@ -12,7 +12,14 @@ import pytest
 from typer.testing import CliRunner
 
 from mock_api import CREATED, Script, error
-from trigger_client import AsyncTriggerClient, OutcomeUnknown, RetryPolicy, TriggerClient
+from trigger_client import (
+    AsyncTriggerClient,
+    BatchItemResult,
+    OutcomeUnknown,
+    RetryPolicy,
+    TriggerClient,
+    TriggerRequest,
+)
 from trigger_client.cli import common
 from trigger_client.cli.main import app
 
@@ -78,3 +85,38 @@ def test_triggerctl_always_sends_a_key_and_prints_it_when_the_outcome_is_unknown
     again = Script([httpx.Response(201, json=CREATED)])  # the user's retry with it
     assert create(again, monkeypatch, "--idempotency-key", key)[0] == 0
     assert keys(again) == [key]
+
+
+def test_create_batch_keys_every_item_and_keeps_the_keys_over_a_retry(script: Script) -> None:
+    items = {"items": [{"index": 0, "status": 201, "triggerId": TID,
+                        "fireAt": CREATED["fireAt"], "nextFireAt": CREATED["fireAt"]},
+                       {"index": 1, "status": 422, "error": "idempotency_key_reused",
+                        "message": "m"}]}
+    script.answers = [error(503, "dependency_unavailable"), httpx.Response(200, json=items)]
+    c = TriggerClient("http://api", "tok", retry=POLICY, transport=script.transport,
+                      sleep=lambda _s: None)
+    req = TriggerRequest(callback_url="http://x/cb", delay_s=5)
+    results = c.triggers.create_batch([req, req], idempotency_keys=["mine", None])
+    first, second = script.bodies()
+    assert first == second and first["items"][0]["idempotencyKey"] == "mine"
+    assert first["items"][1]["idempotencyKey"].startswith("sdk-")
+    assert [(r.index, r.status, r.ok) for r in results] == [(0, 201, True), (1, 422, False)]
+    assert results[0].trigger_id == TID and results[1].error == "idempotency_key_reused"
+    with pytest.raises(ValueError):
+        c.triggers.create_batch([req] * 1001)
+    with pytest.raises(ValueError):
+        c.triggers.create_batch([req], idempotency_keys=["a", "b"])
+
+
+def test_the_async_create_batch_answers_per_item(script: Script) -> None:
+    items = {"items": [{"index": 0, "status": 200, "triggerId": TID, "replayed": True,
+                        "fireAt": CREATED["fireAt"], "nextFireAt": CREATED["fireAt"]}]}
+    script.answers = [httpx.Response(200, json=items)]
+
+    async def go() -> list[BatchItemResult]:
+        async with AsyncTriggerClient("http://api", "tok", transport=script.transport) as c:
+            return await c.triggers.create_batch([TriggerRequest(callback_url="http://x/cb",
+                                                                 delay_s=5)])
+
+    [result] = asyncio.run(go())
+    assert result.replayed and result.ok and result.fire_at is not None

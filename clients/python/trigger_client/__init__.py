@@ -43,6 +43,7 @@ from trigger_client.models import (
 )
 from trigger_client.models_more import (
     Attempt,
+    BatchItemResult,
     DeadLetter,
     Health,
     InboxMessage,
@@ -62,6 +63,7 @@ __all__ = [
     "ApiError",
     "AsyncTriggerClient",
     "Attempt",
+    "BatchItemResult",
     "CancelledTrigger",
     "ChannelState",
     "Conflict",

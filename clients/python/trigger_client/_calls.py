@@ -6,7 +6,7 @@ them, so both cover exactly the same operations.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
@@ -25,6 +25,7 @@ from trigger_client.models import (
     Trigger,
 )
 from trigger_client.models_more import (
+    BatchItemResult,
     DeadLetter,
     Health,
     InboxMessage,
@@ -98,6 +99,25 @@ def _created(r: httpx.Response) -> CreatedTrigger:
 def create(request: TriggerRequest, key: str | None) -> Call[CreatedTrigger]:
     return Call("POST", "/v1/triggers", _created, body=request.to_json(),
                 headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
+
+
+# Items in one POST /v1/triggers/batch at most.
+MAX_BATCH_ITEMS = 1000
+
+
+def create_batch(requests: Sequence[TriggerRequest],
+                 keys: Sequence[str | None] | None) -> Call[list[BatchItemResult]]:
+    """Every item with a key (its own, or a fresh one): retrying the whole request replays
+    what was created and creates the rest."""
+    if not 1 <= len(requests) <= MAX_BATCH_ITEMS:
+        raise ValueError(f"create_batch: 1 to {MAX_BATCH_ITEMS} requests, not {len(requests)}")
+    if keys is not None and len(keys) != len(requests):
+        raise ValueError("create_batch: one idempotency key per request (None: a fresh one)")
+    items = [{**r.to_json(), "idempotencyKey": (keys[i] if keys else None)
+              or new_idempotency_key()} for i, r in enumerate(requests)]
+    return Call("POST", "/v1/triggers/batch",
+                lambda r: [BatchItemResult.from_json(i) for i in r.json()["items"]],
+                body={"items": items}, retry=True)
 
 
 def list_triggers(status: Status | str | None, limit: int | None, cursor: str | None, *,

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
@@ -31,6 +31,7 @@ from trigger_client.models import (
     Trigger,
 )
 from trigger_client.models_more import (
+    BatchItemResult,
     DeadLetter,
     Health,
     InboxMessage,
@@ -97,6 +98,17 @@ class AsyncTriggers:
         """As ``TriggerClient.triggers.create``: one Idempotency-Key over every retry."""
         req = request_from(request, fields)
         return await self._x.run(calls.create(req, idempotency_key))
+
+    async def create_batch(self, requests: Sequence[TriggerRequest], *,
+                     idempotency_keys: Sequence[str | None] | None = None
+                     ) -> list[BatchItemResult]:
+        """Register up to 1,000 triggers in one request (``POST /v1/triggers/batch``), each
+        answered on its own, in order (``BatchItemResult``: ``.ok``, ``.trigger_id``, or the
+        error the single create would raise). Each item has an Idempotency-Key (its own from
+        ``idempotency_keys``, else a fresh one) kept over every retry of the request, so a
+        retry never makes two. Raises ``ValueError`` (more than 1,000), ``InvalidRequest``
+        (the request itself), ``RateLimited`` (all of it), ..."""
+        return await self._x.run(calls.create_batch(requests, idempotency_keys))
 
     async def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
                       after: datetime | str | None = None, idempotency_key: str | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
@@ -35,6 +35,7 @@ from trigger_client.models import (
     Trigger,
 )
 from trigger_client.models_more import (
+    BatchItemResult,
     DeadLetter,
     Health,
     InboxMessage,
@@ -104,6 +105,17 @@ class Triggers:
         ``Unprocessable``, ``RateLimited``, ..."""
         req = request_from(request, fields)
         return self._x.run(calls.create(req, idempotency_key))
+
+    def create_batch(self, requests: Sequence[TriggerRequest], *,
+                     idempotency_keys: Sequence[str | None] | None = None
+                     ) -> list[BatchItemResult]:
+        """Register up to 1,000 triggers in one request (``POST /v1/triggers/batch``), each
+        answered on its own, in order (``BatchItemResult``: ``.ok``, ``.trigger_id``, or the
+        error the single create would raise). Each item has an Idempotency-Key (its own from
+        ``idempotency_keys``, else a fresh one) kept over every retry of the request, so a
+        retry never makes two. Raises ``ValueError`` (more than 1,000), ``InvalidRequest``
+        (the request itself), ``RateLimited`` (all of it), ..."""
+        return self._x.run(calls.create_batch(requests, idempotency_keys))
 
     def preview(self, request: TriggerRequest | None = None, *, count: int | None = None,
                 after: datetime | str | None = None, idempotency_key: str | None = None,

@@ -17,6 +17,36 @@ def _opt_instant(value: Any) -> datetime | None:
 
 
 @dataclass(frozen=True, slots=True)
+class BatchItemResult:
+    """One item's answer in ``triggers.create_batch``: ``status`` 201 (created), 200 (a
+    replay of its key: ``replayed``) with ``trigger_id`` and ``fire_at``; else the error the
+    single create would have raised, as ``error``, ``message``, ``error_field`` (and
+    ``retry_after_s`` for a 429)."""
+
+    index: int
+    status: int
+    trigger_id: str | None = None
+    fire_at: datetime | None = None
+    replayed: bool = False
+    error: str | None = None
+    message: str | None = None
+    error_field: str | None = None  # the API's "field": which field of the item was wrong
+    retry_after_s: int | None = None
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """Registered now or before (201 or 200)."""
+        return self.status < 300
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> BatchItemResult:
+        return cls(d["index"], d["status"], d.get("triggerId"), _opt_instant(d.get("fireAt")),
+                   bool(d.get("replayed")), d.get("error"), d.get("message"), d.get("field"),
+                   d.get("retryAfter"), d)
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """One delivery attempt of a dead occurrence."""
 

@@ -109,7 +109,7 @@ async def drive(clock: ManualClock, task: asyncio.Task[object], *, step_ms: int 
     """Advance ``clock`` in steps until ``task`` is done; the milliseconds advanced."""
     advanced = 0
     for _ in range(max_steps):
-        for _ in range(5):
+        for _ in range(10):  # turns of the loop: coalesced reads take a few (coalesced_reads)
             await asyncio.sleep(0)
         if task.done():
             return advanced

@@ -8,7 +8,7 @@ import pytest
 from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import BucketRule, Decision, take_token
+from trigger_service.core.limit_ports import BucketRule, Decision, take_token, take_tokens
 
 RULE = BucketRule(rate_per_s=2.0, burst=3)
 
@@ -71,3 +71,16 @@ async def test_the_quota_counts_until_the_fire_time_and_forgets_released_ones() 
     await quota.release("c", "t2")  # idempotent
     assert await quota.reserve("c", "t4", 5_000, 2, now_ms=1_000)
     assert set(quota.counted["c"]) == {"t3", "t4"}
+
+
+async def test_take_up_to_takes_what_the_bucket_holds_and_refills_as_one_take() -> None:
+    clock = ManualClock()
+    limiter = MemoryRateLimiter(clock)
+    assert await limiter.take_up_to("a", RULE, 2) == 2
+    assert await limiter.take_up_to("a", RULE, 5) == 1  # 3 in the bucket
+    assert await limiter.take_up_to("a", RULE, 5) == 0
+    assert not (await limiter.take("a", RULE)).allowed
+    clock.advance_ms(1_000)  # 2 tokens back
+    assert await limiter.take_up_to("a", RULE, 5) == 2
+    assert take_tokens(2.5, 0, 0, RULE, 1) == (1, 1.5)
+    assert take_tokens(0.5, 0, 250, RULE, 3) == (1, 0.0)  # refilled to 1.0 first

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from redis.exceptions import RedisError
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
 from trigger_service.core.idempotency_ports import CachedKey
 
@@ -20,6 +21,9 @@ from trigger_service.core.idempotency_ports import CachedKey
 class RedisIdempotencyCache:
     def __init__(self, client: aioredis.Redis) -> None:
         self._r = client
+        # Claims and done entries of concurrent registrations (a batch create's hundreds)
+        # share round trips (adapters.redis.pipelining).
+        self._pipe = Coalescer(client)
 
     async def get(self, caller: str, idem_key: str) -> CachedKey | None:
         try:
@@ -34,9 +38,10 @@ class RedisIdempotencyCache:
         try:
             # NX with GET: sets only if absent, and answers the old value either way (nil
             # when absent, so nil means the marker is ours).
-            raw = await self._r.set(schema.redis_idem_key(caller, idem_key), value,
-                                    nx=True, get=True, px=schema.IDEM_LOCK_TTL_MS)
-        except RedisError as e:
+            raw = await self._pipe.run(lambda p: p.set(
+                schema.redis_idem_key(caller, idem_key), value, nx=True, get=True,
+                px=schema.IDEM_LOCK_TTL_MS))
+        except (RedisError, OSError) as e:
             raise CacheError(f"redis set nx get failed: {e}") from e
         if raw is None:
             return None
@@ -51,8 +56,9 @@ class RedisIdempotencyCache:
             schema.IDEM_TRIGGER_ID: entry.trigger_id, schema.IDEM_FIRE_AT_MS: entry.fire_at_ms,
         })
         try:
-            await self._r.set(schema.redis_idem_key(caller, idem_key), value, px=max(1, ttl_ms))
-        except RedisError as e:
+            await self._pipe.run(lambda p: p.set(schema.redis_idem_key(caller, idem_key), value,
+                                                 px=max(1, ttl_ms)))
+        except (RedisError, OSError) as e:
             raise CacheError(f"redis set failed: {e}") from e
 
     async def release(self, caller: str, idem_key: str) -> None:

@@ -10,9 +10,11 @@ open).
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.exceptions import RedisError
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
 from trigger_service.core.limit_ports import BucketRule, Decision
 
@@ -42,6 +44,27 @@ if now > last then last = now end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return {allowed, wait}
+"""
+# The same bucket; ARGV: rate per second, burst, key TTL in ms, how many tokens are wanted.
+# Returns how many were taken (core.limit_ports.take_tokens).
+_TAKE_MANY = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rate = tonumber(ARGV[1])
+local burst = tonumber(ARGV[2])
+local state = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
+local tokens = tonumber(state[1])
+local last = tonumber(state[2])
+if tokens == nil or last == nil then tokens = burst; last = now end
+local elapsed = now - last
+if elapsed < 0 then elapsed = 0 end
+tokens = math.min(burst, tokens + elapsed * rate / 1000)
+local granted = math.max(0, math.min(tonumber(ARGV[4]), math.floor(tokens)))
+tokens = tokens - granted
+if now > last then last = now end
+redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return granted
 """
 # KEYS[1] sorted set trigger id → until ms; ARGV: trigger id, until ms, max, now ms.
 _RESERVE = """
@@ -83,6 +106,7 @@ class RedisRateLimiter:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._take = client.register_script(_TAKE)
+        self._take_many = client.register_script(_TAKE_MANY)
 
     async def take(self, key: str, rule: BucketRule) -> Decision:
         # The bucket may be forgotten once it would be full again anyway.
@@ -94,17 +118,34 @@ class RedisRateLimiter:
             raise CacheError(f"redis rate limit failed: {e}") from e
         return Decision(bool(allowed), int(wait_ms))
 
+    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
+        ttl_ms = int(rule.burst / rule.rate_per_s * 1000) + 1000
+        try:
+            granted = await self._take_many(keys=[schema.rate_bucket_key(key)],
+                                            args=[rule.rate_per_s, rule.burst, ttl_ms, count])
+        except (RedisError, OSError) as e:
+            raise CacheError(f"redis rate limit failed: {e}") from e
+        return int(granted)
+
 
 class RedisPendingQuota:
     def __init__(self, client: aioredis.Redis) -> None:
         self._r = client
         self._reserve = client.register_script(_RESERVE)
+        # A batch create's reservations (one per item, all at once) share round trips: one
+        # pipeline of scripts per turn of the loop (adapters.redis.pipelining).
+        self._pipe = Coalescer(client)
+
+    def _reserve_in(self, pipe: Pipeline, key: str, args: list[str]) -> None:
+        pipe.scripts.add(self._reserve)  # type: ignore[arg-type]  # loaded if Redis lacks it
+        pipe.evalsha(self._reserve.sha, 1, key, *args)
 
     async def reserve(self, caller: str, trigger_id: str, until_ms: int, max_pending: int,
                       now_ms: int) -> bool:
+        args = [trigger_id, str(until_ms), str(max_pending), str(now_ms)]
         try:
-            ok = await self._reserve(keys=[schema.pending_key(caller)],
-                                     args=[trigger_id, until_ms, max_pending, now_ms])
+            ok = await self._pipe.run(
+                lambda p: self._reserve_in(p, schema.pending_key(caller), args))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis quota reserve failed: {e}") from e
         return bool(ok)
