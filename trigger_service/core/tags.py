@@ -93,15 +93,9 @@ def recipient_term(recipient: str) -> str:
     return f"r:{recipient}"
 
 
-def recipient_of(t: Trigger) -> str | None:
-    """MERGE HOOK (RECIP): the recipient a trigger names, indexed as ``r:<id>``. Returns
-    ``t.recipient`` once the RECIP part adds the field; until then no trigger names one."""
-    return getattr(t, "recipient", None)
-
-
 def trigger_terms(t: Trigger) -> tuple[str, ...]:
     """Every index term of ``t``: its tags, its labels, its recipient."""
-    recipient = recipient_of(t)
+    recipient = t.recipient
     return (*(tag_term(x) for x in t.tags), *(label_term(k, v) for k, v in t.labels),
             *((recipient_term(recipient),) if recipient else ()))
 
@@ -129,7 +123,7 @@ class TriggerFilter:
         """Does ``t`` (as read from its row, the truth) pass every part of the filter?"""
         return ((self.tag is None or self.tag in t.tags)
                 and (self.label is None or self.label in t.labels)
-                and (self.recipient is None or recipient_of(t) == self.recipient)
+                and (self.recipient is None or t.recipient == self.recipient)
                 and (self.status is None or t.status is self.status))
 
     def to_json(self) -> dict[str, str]:
