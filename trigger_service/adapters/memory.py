@@ -178,7 +178,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
         status: Status | None,
     ) -> ListPage:
         self._enter("list_by_caller")
-        if status in (Status.PENDING, Status.IN_FLIGHT):
+        if status is not None and status.open:
             return self._open_page(caller, start, last_month, limit, status)
         # Newest created first, before ``start``; as the real store, reading at most
         # ``list_max_rows`` triggers.

@@ -121,7 +121,8 @@ async def test_get_shows_the_whole_trigger(api: Api) -> None:
                    "createdAt": "2023-11-14T22:13:20.000Z", "attempts": 0, "lastError": None,
                    "firedAt": None, "callbackUrl": CALLBACK, "payload": {"k": [1, "é"]},
                    "timeZone": None, "localTime": None, "rrule": None, "cron": None,
-                   "dstPolicy": None, "exdates": None, "nextFireAt": "2023-11-14T22:23:20.000Z",
+                   "dstPolicy": None, "exdates": None, "catchUp": None,
+                   "nextFireAt": "2023-11-14T22:23:20.000Z",
                    "occurrencesFired": 0, "snoozedFrom": None,
                    "channels": None, "acknowledged": None}
 

@@ -318,7 +318,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
         status: Status | None,
     ) -> ListPage:
-        if status in (Status.PENDING, Status.IN_FLIGHT):
+        if status is not None and status.open:
             return await self._open_index.page(caller, start=start, last_month=last_month,
                                                limit=limit, status=status,
                                                now_ms=self._clock.now_ms())

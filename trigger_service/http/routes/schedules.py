@@ -77,7 +77,8 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
     body |= {"localTime": rec.dtstart.isoformat(), "timeZone": rec.time_zone,
              "dstPolicy": rec.dst.to_json()}
     if rec.kind is not RuleKind.ONCE:
-        body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates]}
+        body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates],
+                 "catchUp": rec.catch_up.to_json()}
     return body
 
 
