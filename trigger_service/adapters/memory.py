@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory_failing import Failing as Failing
 from trigger_service.adapters.memory_inbox import MemoryInbox
+from trigger_service.adapters.memory_pauses import MemoryCallerPauses
 
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
@@ -37,13 +38,14 @@ from trigger_service.core.ports import (
 )
 
 
-class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox):
+class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryCallerPauses):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, and (``MemoryInbox``) the inbox."""
 
     def __init__(self) -> None:
         super().__init__()
+        self._init_pauses()
         self._init_dead_letters()
         self._init_inbox()
         self.triggers: dict[str, Trigger] = {}

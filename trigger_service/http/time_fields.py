@@ -1,8 +1,9 @@
 """The time fields of a request body (``delaySeconds`` | ``fireAt`` | ``localTime`` +
 ``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``; or ``when`` with ``timeZone``
-and ``dstPolicy``; a series' ``catchUp`` with either) → a ``TimeRequest``, or an ``InvalidRequest`` naming the field. Shapes
-only: zones, rules and the horizon are checked by ``app.schedules.plan``; a ``when`` phrase is
-read into the other fields by ``core.when``. Pure: the current time is passed in."""
+and ``dstPolicy``; a series' ``catchUp`` with either) → a ``TimeRequest``, or an
+``InvalidRequest`` naming the field. Shapes only: zones, rules and the horizon are checked by
+``app.schedules.plan``; a ``when`` phrase is read into the other fields by ``core.when``.
+Pure: the current time is passed in."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
 ``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection, with the attempt log,
 dead letters and replay jobs of ``adapters.cassandra.dead_letters``, the inbox of ``.inbox``,
-the signing secrets of ``.secrets`` and ``Resealer`` (``.secrets``, ``.reseal``); stored
-values sealed and opened by ``.sealing``.
+the signing secrets of ``.secrets``, the paused callers of ``.pauses``, ``Resealer``
+(``.secrets``, ``.reseal``); stored values sealed and opened by ``.sealing``.
 
 Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
 fixture); the schema must have been applied (``adapters.cassandra.migrate``).
@@ -19,7 +19,7 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
-from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra import driver, migrate, pauses
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
@@ -63,11 +63,11 @@ _COALESCE_PAYLOAD_MAX_BYTES = 2048
 _COALESCE_LINGER_MS = 2
 _COALESCE_FLUSHES = 64
 
-# Statements by name with their values, written together.
-Writes = Sequence[tuple[str, Sequence[Any]]]
+Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
 
-class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal):
+class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal,
+                     pauses.CassandraCallerPauses):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
                  clock: Clock | None = None, *, cipher: Cipher,
                  seal_payloads: bool = False) -> None:
