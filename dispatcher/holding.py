@@ -84,12 +84,15 @@ class Holding:
         """A series' first attempt at an occurrence that is missed: moved on by its
         catch-up policy unless the policy fires it."""
         now_ms = self._clock.now_ms()
+        tolerance_ms = self._s.api.catch_up_tolerance_s * 1000
         if (t.schedule is None or not t.schedule.recurring or t.attempts
-                or t.next_attempt_at_ms is not None or not is_missed(t.fire_at_ms, now_ms)):
+                or t.next_attempt_at_ms is not None
+                or not is_missed(t.fire_at_ms, now_ms, tolerance_ms)):
             return False
         nxt, chosen = series.catch_up(t, now_ms=now_ms,
                                       horizon_days=self._s.api.max_fire_ahead_days,
-                                      direct_max_delay_s=self._s.direct_max_delay_s)
+                                      direct_max_delay_s=self._s.direct_max_delay_s,
+                                      tolerance_ms=tolerance_ms)
         if nxt is t:
             return False
         if nxt is None:

@@ -223,7 +223,7 @@ class Stack:
         await channel.open()
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
-                       notifiers=notifiers or UNCONFIGURED)
+                       notifiers=notifiers or UNCONFIGURED, pauses=self.runtime.store)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)

@@ -3,7 +3,8 @@ fire them (an outage, a pause, a long retry). Pure: every "now" is an argument.
 
 Definitions (the contract, the same everywhere the series steps):
 
-- an occurrence is **missed** if it is more than ``MISSED_TOLERANCE_MS`` late when it is
+- an occurrence is **missed** if it is more than the tolerance late (``MISSED_TOLERANCE_MS``,
+  60 s; ``TRIGGER_CATCH_UP_TOLERANCE_S``) when it is
   looked at: when the series steps after an occurrence finished, when a dispatcher is about
   to deliver it (its first attempt), or when the trigger is resumed;
 - a missed occurrence more than ``window_s`` late **never fires**, whatever the policy;
@@ -104,13 +105,14 @@ class Pick:
                                   (SkipReason.POLICY, self.skipped_policy)) if n}
 
 
-def is_missed(at_ms: int, now_ms: int) -> bool:
+def is_missed(at_ms: int, now_ms: int, tolerance_ms: int = MISSED_TOLERANCE_MS) -> bool:
     """More than the tolerance late at ``now_ms``."""
-    return at_ms < now_ms - MISSED_TOLERANCE_MS
+    return at_ms < now_ms - tolerance_ms
 
 
 def pick(candidates: Iterable[Occurrence], *, now_ms: int, catch_up: CatchUp,
-         policy: CatchUpPolicy | None = None) -> Pick:
+         policy: CatchUpPolicy | None = None,
+         tolerance_ms: int = MISSED_TOLERANCE_MS) -> Pick:
     """The occurrence a series goes on at, among ``candidates`` (its occurrences not yet
     fired, in order), by ``policy`` (default: ``catch_up``'s) and ``catch_up``'s window.
     Stops reading ``candidates`` at the first occurrence not missed."""
@@ -119,7 +121,7 @@ def pick(candidates: Iterable[Occurrence], *, now_ms: int, catch_up: CatchUp,
     window = in_window = 0
     latest: Occurrence | None = None
     for occ in candidates:
-        if not is_missed(occ.at_ms, now_ms):
+        if not is_missed(occ.at_ms, now_ms, tolerance_ms):
             if latest is not None:  # (only ``latest`` keeps one)
                 return Pick(latest, window, in_window - 1)
             return Pick(occ, window, in_window)

@@ -14,7 +14,7 @@ that says so).
 from __future__ import annotations
 
 from trigger_service.core import series
-from trigger_service.core.catchup import CatchUpPolicy, Pick, is_missed
+from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, is_missed
 from trigger_service.core.model import Status, Trigger, route_for
 
 MISSED_WHILE_PAUSED = "its time passed while it was paused; resumed with policy none"
@@ -27,19 +27,21 @@ def paused(t: Trigger) -> Trigger:
 
 
 def resumed(t: Trigger, *, now_ms: int, policy: CatchUpPolicy | None, horizon_days: int,
-            direct_max_delay_s: int) -> tuple[Trigger, Pick]:
+            direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
+            ) -> tuple[Trigger, Pick]:
     """``t`` (PAUSED) resumed at ``now_ms`` by ``policy`` (None: the series' own, ``all``
     for a one-time trigger): PENDING at the occurrence picked, routed by how far ahead it is,
     or CANCELLED when nothing is left to fire. Returns it with what was passed over."""
     bumped = (t.revision or 0) + 1
     if t.schedule is None or not t.schedule.recurring:
-        if policy is CatchUpPolicy.NONE and is_missed(t.fire_at_ms, now_ms):
+        if policy is CatchUpPolicy.NONE and is_missed(t.fire_at_ms, now_ms, tolerance_ms):
             return t.with_status(Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
                                  last_error=MISSED_WHILE_PAUSED), Pick(None, 0, 1)
         return t.with_status(Status.PENDING, revision=bumped, route=route_for(
             t.due_at_ms(), now_ms, direct_max_delay_s)), Pick(None)
     nxt, chosen = series.catch_up(t, now_ms=now_ms, horizon_days=horizon_days,
-                                  direct_max_delay_s=direct_max_delay_s, policy=policy)
+                                  direct_max_delay_s=direct_max_delay_s, policy=policy,
+                                  tolerance_ms=tolerance_ms)
     if nxt is None:
         return t.with_status(Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
                              last_error=NOTHING_LEFT), chosen

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from trigger_service.core.catchup import CatchUpPolicy, Pick, pick
+from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences
 from trigger_service.core.timing import DAY_MS, datetime_to_ms
@@ -49,18 +49,20 @@ def at_occurrence(t: Trigger, occ: Occurrence, now_ms: int, direct_max_delay_s: 
 
 
 def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
-               direct_max_delay_s: int) -> Trigger | None:
+               direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
+               ) -> Trigger | None:
     """The trigger moved on to its next occurrence once the current one finished (``fired``,
     or given up on), or None when the schedule has no more. Occurrences missed meanwhile (a
     long retry, a series that was stuck) are fired or passed over by the series' catch-up
     policy (``core.catchup``; the default fires those up to a day late, in order).
     """
     return step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
-                direct_max_delay_s=direct_max_delay_s)[0]
+                direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)[0]
 
 
 def step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
-         direct_max_delay_s: int) -> tuple[Trigger | None, Pick]:
+         direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
+         ) -> tuple[Trigger | None, Pick]:
     """``next_after``, with what the catch-up policy passed over."""
     if t.schedule is None:
         return None, Pick(None)
@@ -68,14 +70,15 @@ def step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
     chosen = pick(_after(t, t.occurrence_key, now_ms, horizon_days), now_ms=now_ms,
-                  catch_up=t.schedule.catch_up)
+                  catch_up=t.schedule.catch_up, tolerance_ms=tolerance_ms)
     if chosen.occurrence is None:
         return None, chosen
     return at_occurrence(counted, chosen.occurrence, now_ms, direct_max_delay_s), chosen
 
 
 def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: int,
-             policy: CatchUpPolicy | None = None) -> tuple[Trigger | None, Pick]:
+             policy: CatchUpPolicy | None = None,
+             tolerance_ms: int = MISSED_TOLERANCE_MS) -> tuple[Trigger | None, Pick]:
     """Where a recurring ``t`` whose current occurrence has not fired yet goes on at
     ``now_ms`` by its catch-up policy (or ``policy``): the current occurrence itself
     (``t`` unchanged), a later one (the occurrence numbering unchanged: skipped ones are
@@ -84,7 +87,8 @@ def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: 
     assert t.schedule is not None
     current = Occurrence(t.fire_at_ms, t.occurrence_index, t.occurrence_second)
     candidates = itertools.chain((current,), _after(t, t.occurrence_key, now_ms, horizon_days))
-    chosen = pick(candidates, now_ms=now_ms, catch_up=t.schedule.catch_up, policy=policy)
+    chosen = pick(candidates, now_ms=now_ms, catch_up=t.schedule.catch_up, policy=policy,
+                  tolerance_ms=tolerance_ms)
     occ = chosen.occurrence
     if occ is None:
         return None, chosen
