@@ -8,6 +8,12 @@ them); ``run_once`` reads them all.
 Each item is replayed through ``DeadLetterService.replay`` with the death it was made for,
 then marked. A crash between the two replays nothing twice: the next runner's replay finds
 the letter replayed (``AlreadyReplayed``) and marks the item done.
+
+Other kinds of job share the store, the leases and this runner: a job's kind is its id's
+prefix (up to the first ``_``), and ``kinds`` maps a prefix to what is done with each item
+(``ItemWork``: it answers the item's new state and must be idempotent, since a crash repeats
+it). ``resume_`` jobs resume a paused caller's triggers (``app.caller_pause``); ``job_``
+(or any prefix not in ``kinds``) is a bulk replay.
 """
 
 from __future__ import annotations
@@ -15,12 +21,13 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.config.settings import Settings
-from trigger_service.core.dead_letters import ItemState, JobItem
+from trigger_service.core.dead_letters import ItemState, JobItem, ReplayJob
 from trigger_service.core.errors import AdapterError, AlreadyReplayed, ApiError
 from trigger_service.core.history_ports import ReplayJobStore
 from trigger_service.core.ports import Clock
@@ -31,12 +38,16 @@ POLL_S = 2.0
 LEASE_MS = 30_000
 _RENEW_EVERY = 20  # items between lease renewals (far inside the lease)
 _PARALLEL = 8
+# What a kind of job does with one item (see the module's docstring).
+ItemWork = Callable[[ReplayJob, JobItem], Awaitable[ItemState]]
 
 
 class ReplayJobRunner:
     def __init__(self, settings: Settings, letters: DeadLetterService, jobs: ReplayJobStore,
-                 clock: Clock, owner: str | None = None) -> None:
+                 clock: Clock, owner: str | None = None,
+                 kinds: Mapping[str, ItemWork] | None = None) -> None:
         self._s = settings
+        self._kinds = dict(kinds or {})
         self._letters = letters
         self._jobs = jobs
         self._clock = clock
@@ -87,6 +98,9 @@ class ReplayJobRunner:
         all held at once), renewing the lease every ``_RENEW_EVERY`` items; finish the job
         unless the lease was lost. Items worked on."""
         done = since_renewal = 0
+        job = await self._jobs.get_job(job_id)
+        if job is None:
+            return 0  # expired meanwhile
         async for items in self._jobs.job_items(job_id):
             pending = [i for i in items if i.state is ItemState.PENDING]
             for start in range(0, len(pending), _PARALLEL):
@@ -97,14 +111,24 @@ class ReplayJobRunner:
                         return done
                     since_renewal = 0
                 chunk = pending[start:start + _PARALLEL]
-                await asyncio.gather(*(self._one(job_id, item) for item in chunk))
+                await asyncio.gather(*(self._one(job, item) for item in chunk))
                 done += len(chunk)
                 since_renewal += len(chunk)
         await self._jobs.finish_job(job_id, ttl_s=self._s.retention_s)
         log.info("replay_job_finished", job_id=job_id, items=done)
         return done
 
-    async def _one(self, job_id: str, item: JobItem) -> None:
+    def add_kind(self, prefix: str, work: ItemWork) -> None:
+        """Run the items of jobs whose id starts with ``prefix`` + ``_`` with ``work``."""
+        self._kinds[prefix] = work
+
+    async def _one(self, job: ReplayJob, item: JobItem) -> None:
+        job_id = job.job_id
+        work = self._kinds.get(job_id.partition("_")[0])
+        if work is not None:
+            state = await work(job, item)
+            await self._jobs.set_item_state(job_id, item, state, ttl_s=self._s.retention_s)
+            return
         try:
             await self._letters.replay(None, item.id, dead_at_ms=item.dead_at_ms)
             state = ItemState.DONE

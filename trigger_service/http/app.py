@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from trigger_service.app.caller_pause import JOB_KIND, CallerPauseService
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.triggers import TriggerService
@@ -30,6 +31,7 @@ from trigger_service.http.routes import (
     health,
     inbox,
     ops,
+    ops_callers,
     ops_page,
     schedules,
     signing,
@@ -124,6 +126,9 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[LETTERS_KEY] = letters
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
+    pauses = app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.settings, runtime.store,
+                                                              service, runtime.clock)
+    app[JOBS_KEY].add_kind(JOB_KIND, pauses.resume_item)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)
@@ -132,6 +137,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     triggers.add_routes(app)
     stats.add_routes(app)
     ops.add_routes(app)
+    ops_callers.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)
     docs.add_routes(app)
