@@ -115,3 +115,31 @@ async def test_an_outage_across_three_occurrences_under_each_catch_up_policy(
             assert _occurrences(stack, tid, first_ms) == [*FIRED_AT_ONCE[policy], 4]
     finally:
         await _finish(stack, list(ids.values()))
+
+
+async def test_an_operator_pause_holds_a_due_trigger_and_resume_delivers_it(
+        stack: Stack) -> None:
+    ops = stack.auth(stack.token + "-ops")
+    resp = await stack.client.post(f"/v1/ops/callers/{stack.caller}/pause", headers=ops)
+    assert resp.status == 200, await resp.text()
+    await stack.start_dispatcher()
+    status, got, _ = await stack.post(stack.body(delaySeconds=1))  # still accepted
+    assert status == 201
+    tid = got["triggerId"]
+    view = await stack.wait_status(tid, "PAUSED", timeout_s=10)
+    assert view["status"] == "PAUSED"
+    await asyncio.sleep(1)
+    assert not stack.receiver.for_trigger(tid)
+    listed = await (await stack.client.get("/v1/ops/callers/paused", headers=ops)).json()
+    assert {"caller": stack.caller, "pausedTriggers": 1} in [
+        {k: v for k, v in i.items() if k != "pausedAt"} for i in listed["items"]]
+    resp = await stack.client.post(f"/v1/ops/callers/{stack.caller}/resume", headers=ops,
+                                   json={"policy": "all"})
+    assert resp.status == 202, await resp.text()
+    job = await resp.json()
+    assert job["total"] == 1
+    assert await stack.receiver.wait_for(lambda: bool(stack.receiver.for_trigger(tid)), 10)
+    assert (await stack.wait_status(tid, "FIRED"))["status"] == "FIRED"
+    progress = await (await stack.client.get(
+        f"/v1/ops/callers/resume-jobs/{job['jobId']}", headers=ops)).json()
+    assert (progress["status"], progress["done"]) == ("done", 1)
