@@ -50,10 +50,12 @@ from trigger_client.models_more import (
     ReplayJob,
     ReplayResult,
 )
+from trigger_client.pausing import CatchUp, CatchUpPolicy, PausedCaller, ResumeJob
 from trigger_client.requests import TriggerRequest
 
 __all__ = [
-    "AckResult", "ApiError", "AsyncTriggerClient", "Attempt", "CancelledTrigger",
+    "AckResult", "ApiError", "AsyncTriggerClient", "Attempt", "CancelledTrigger", "CatchUp",
+    "CatchUpPolicy", "PausedCaller", "ResumeJob",
     "ChannelState", "Conflict", "ConnectionFailed", "CreatedTrigger", "DeadLetter",
     "DstPolicy", "FireAtOutOfRange", "Forbidden", "HeadersTooLarge", "Health", "InboxMessage",
     "InvalidRequest", "InvalidSignature", "MethodNotAllowed", "NotFound", "OpsOverview",

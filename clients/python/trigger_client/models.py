@@ -28,6 +28,7 @@ class Status(StrEnum):
     FIRED = "FIRED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +153,9 @@ class Trigger:
     channels: tuple[ChannelState, ...] | None
     acknowledged: bool | None
     raw: Any = field(default=None, compare=False, repr=False)
+    # A series' catch-up policy as the API shows it ({"policy", "windowSeconds"}; None for a
+    # one-time trigger): ``trigger_client.pausing.CatchUp.from_json`` reads it.
+    catch_up: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -168,7 +172,7 @@ class Trigger:
             d.get("snoozedFrom"),
             tuple(ChannelState.from_json(c) for c in channels)
             if isinstance(channels, list) else None,
-            d.get("acknowledged"), d)
+            d.get("acknowledged"), d, d.get("catchUp"))
 
 
 @dataclass(frozen=True, slots=True)

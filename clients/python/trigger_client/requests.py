@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from trigger_client.models import DstPolicy
+from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
 _API_NAMES = {
@@ -21,6 +22,7 @@ _API_NAMES = {
     "fire_at": "fireAt", "local_time": "localTime", "time_zone": "timeZone", "when": "when",
     "rrule": "rrule", "cron": "cron", "dst_policy": "dstPolicy", "exdates": "exdates",
     "channels": "channels", "escalation": "escalation", "quiet_hours": "quietHours",
+    "catch_up": "catchUp",
 }
 
 
@@ -28,7 +30,7 @@ def _value(value: Any) -> Any:
     """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, DstPolicy):
+    if isinstance(value, DstPolicy | CatchUp):
         return value.to_json()
     if isinstance(value, tuple):
         return [_value(v) for v in value]
@@ -52,6 +54,7 @@ class TriggerFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]]
     escalation: Mapping[str, Any]
     quiet_hours: Mapping[str, Any]
+    catch_up: CatchUp
 
 
 class PatchFields(TypedDict, total=False):
@@ -71,6 +74,7 @@ class PatchFields(TypedDict, total=False):
     channels: Sequence[Mapping[str, Any]] | None
     escalation: Mapping[str, Any] | None
     quiet_hours: Mapping[str, Any] | None
+    catch_up: CatchUp | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +97,7 @@ class TriggerRequest:
     channels: tuple[Mapping[str, Any], ...] | None = None
     escalation: Mapping[str, Any] | None = None
     quiet_hours: Mapping[str, Any] | None = None
+    catch_up: CatchUp | None = None
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -113,6 +118,8 @@ class TriggerRequest:
         kw: dict[str, Any] = {sdk_names[k]: v for k, v in body.items()}
         if isinstance(kw.get("dst_policy"), Mapping):
             kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
+        if isinstance(kw.get("catch_up"), Mapping):
+            kw["catch_up"] = CatchUp.from_json(kw["catch_up"])
         return cls.of(kw)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
