@@ -13,8 +13,8 @@ from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium 
 pytestmark = pytest.mark.integration
 
 
-async def test_operator_pauses_and_resumes_a_caller(  # noqa: F811 (the fixture)
-        stack: Stack, browser: Browser) -> None:
+async def test_operator_pauses_and_resumes_a_caller(
+        stack: Stack, browser: Browser) -> None:  # noqa: F811 (the fixture imported)
     status, got, _ = await stack.post(stack.body(delaySeconds=600))
     assert status == 201
     tid = got["triggerId"]
