@@ -166,6 +166,9 @@ CASES: dict[tuple[str, str], Request] = {
     ("POST", "/v1/triggers/{id}/snooze"): call("POST", "/v1/triggers/{trigger}/snooze",
                                                {"delaySeconds": 60}),
     ("POST", "/v1/triggers/{id}/ack"): call("POST", "/v1/triggers/{trigger}/ack"),
+    ("POST", "/v1/triggers/{id}/pause"): call("POST", "/v1/triggers/{trigger}/pause"),
+    ("POST", "/v1/triggers/{id}/resume"): call("POST", "/v1/triggers/{trigger}/resume",
+                                               {"policy": "none"}),
     ("GET", "/v1/dead-letters/{id}"): call("GET", "/v1/dead-letters/{dead_letter}"),
     ("POST", "/v1/dead-letters/{id}/replay"): call("POST",
                                                    "/v1/dead-letters/{dead_letter}/replay"),
@@ -183,6 +186,9 @@ EXEMPT = {
     ("POST", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("GET", "/ops/static/{name}"): "the ops console's static files: no tenant data",
     ("GET", "/docs/static/{name}"): "the API reference page's static files: no tenant data",
+    ("POST", "/v1/ops/callers/{caller}/pause"): "operators only (a caller's token is 403 whatever the name)",
+    ("POST", "/v1/ops/callers/{caller}/resume"): "operators only (a caller's token is 403 whatever the name)",
+    ("GET", "/v1/ops/callers/resume-jobs/{job}"): "operators only (a caller's token is 403 whatever the name)",
 }
 
 

@@ -56,6 +56,10 @@ async def test_catch_up_is_shown_and_patched(api: Api) -> None:
     assert (await resp.json())["catchUp"] == {"policy": "latest", "windowSeconds": 86400}
     one_time = await api.client.get(f"/v1/triggers/{await api.created_id()}", headers=AUTH)
     assert (await one_time.json())["catchUp"] is None
+    resp = await api.client.patch(f"/v1/triggers/{tid}", json={"rrule": None, "exdates": None},
+                                  headers=AUTH)
+    assert resp.status == 200, await resp.text()  # no longer a series: no policy
+    assert (await resp.json())["catchUp"] is None
 
 
 async def test_catch_up_is_refused_without_a_rule(api: Api) -> None:

@@ -97,6 +97,8 @@ def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
             out.pop(key, None)
         else:
             out[key] = value
+    if "catchUp" not in patch and "rrule" not in out and "cron" not in out:
+        out.pop("catchUp", None)  # a series made one-time: its policy goes with its rule
     return out
 
 
