@@ -181,14 +181,15 @@ CASES: dict[tuple[str, str], Request] = {
     ("DELETE", "/v1/inbox/{recipient}/{message_id}"): call(
         "DELETE", "/v1/inbox/{recipient}/{message}"),
 }
+OPS_ONLY = "operators only (a caller's token is 403 whatever the name)"
 EXEMPT = {
     ("GET", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("POST", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("GET", "/ops/static/{name}"): "the ops console's static files: no tenant data",
     ("GET", "/docs/static/{name}"): "the API reference page's static files: no tenant data",
-    ("POST", "/v1/ops/callers/{caller}/pause"): "operators only (a caller's token is 403 whatever the name)",
-    ("POST", "/v1/ops/callers/{caller}/resume"): "operators only (a caller's token is 403 whatever the name)",
-    ("GET", "/v1/ops/callers/resume-jobs/{job}"): "operators only (a caller's token is 403 whatever the name)",
+    ("POST", "/v1/ops/callers/{caller}/pause"): OPS_ONLY,
+    ("POST", "/v1/ops/callers/{caller}/resume"): OPS_ONLY,
+    ("GET", "/v1/ops/callers/resume-jobs/{job}"): OPS_ONLY,
 }
 
 
