@@ -29,7 +29,8 @@ async def build(runtime: Runtime) -> Component:
                                     runtime.clock, runtime.metrics)
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
-                            notifiers=policed, recipients=runtime.recipients)
+                            notifiers=policed, recipients=runtime.recipients,
+                            pauses=runtime.store)
 
     async def close() -> None:
         await channel.close()

@@ -18,6 +18,7 @@ from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
+from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
@@ -26,6 +27,7 @@ from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ops_ports import OpsBoard
+from trigger_service.core.pause_ports import CallerPauses
 from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
 from trigger_service.core.recipient_ports import RecipientStore
 from trigger_service.platform.supervisor import run_together
@@ -55,14 +57,18 @@ class Dispatcher:
         notifiers: Notifiers = UNCONFIGURED,
         board: OpsBoard | None = None,
         recipients: RecipientStore | None = None,
+        pauses: CallerPauses | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
-        ``recipients``: the profiles a trigger's channels are resolved from at send time."""
+        ``recipients``: the profiles a trigger's channels are resolved from at send time.
+        ``pauses``: the operators' paused callers (None: no caller is ever paused here)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers, recipients=recipients)
         self._visibility = self.delivery.visibility
+        self.holding = Holding(settings, store, self._visibility, clock, metrics,
+                               PausedCallers(pauses, clock) if pauses is not None else None)
         self._s, self._d = settings, settings.dispatch
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
@@ -195,7 +201,7 @@ class Dispatcher:
         if t is None:
             t = await self._store.get(m.trigger_id)
         for _ in range(_CAS_ROUNDS):
-            if t is None or t.status.terminal:
+            if t is None or t.status.terminal or t.status is Status.PAUSED:
                 await self._drop(m, t)
                 return
             if t.fire_at_ms != m.fire_at_ms:
@@ -211,6 +217,8 @@ class Dispatcher:
                 await self._put_back(m, due_ms)
                 return
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
+            if await self.holding.held(m, t):  # its caller paused, or passed over (late)
+                return
             # Held until its claim time (ahead of the due time by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
                                                             self._stopping)

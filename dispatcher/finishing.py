@@ -178,7 +178,8 @@ class Finishing:
         now_ms = self._clock.now_ms()
         nxt = series.next_after(t, fired=fired, now_ms=now_ms,
                                 horizon_days=self._s.api.max_fire_ahead_days,
-                                direct_max_delay_s=self._s.direct_max_delay_s)
+                                direct_max_delay_s=self._s.direct_max_delay_s,
+                                tolerance_ms=self._s.api.catch_up_tolerance_s * 1000)
         if nxt is None:
             return False
         applied = await self._store.advance(

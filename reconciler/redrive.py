@@ -91,10 +91,10 @@ class RedriveMirror:
         as it is; None if it is gone."""
         for _ in range(_CAS_ROUNDS):
             t = await self._store.get(trigger_id)
-            if t is None or t.status.terminal:
+            if t is None or t.status.terminal or t.status is Status.PAUSED:
                 if t is None:
                     log.warning("redriven_unknown_trigger", trigger_id=trigger_id)
-                return t
+                return t  # (a PAUSED one is left paused: its resume re-sends it)
             # Finished like any failure (the occurrence counted), so the dead letter's id
             # is the occurrence that failed.
             now_ms = self._clock.now_ms()

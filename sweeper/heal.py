@@ -197,8 +197,8 @@ class DueScan:
         still = dict(p.resting)
         overdue: list[Trigger] = []
         for (tid, w), t in zip(p.to_read.items(), rows, strict=True):
-            if t is None or t.status.terminal:
-                continue
+            if t is None or t.status.terminal or t.status is Status.PAUSED:
+                continue  # (a resume enqueues it; the reconciler is the net behind that)
             if is_overdue(t, now_ms, grace_ms=self._grace_ms,
                           callback_timeout_ms=self._timeout_ms):
                 if self._may_resend(w, now_ms):

@@ -178,6 +178,9 @@ CASES: dict[tuple[str, str], Request] = {
     ("POST", "/v1/triggers/{id}/snooze"): call("POST", "/v1/triggers/{trigger}/snooze",
                                                {"delaySeconds": 60}),
     ("POST", "/v1/triggers/{id}/ack"): call("POST", "/v1/triggers/{trigger}/ack"),
+    ("POST", "/v1/triggers/{id}/pause"): call("POST", "/v1/triggers/{trigger}/pause"),
+    ("POST", "/v1/triggers/{id}/resume"): call("POST", "/v1/triggers/{trigger}/resume",
+                                               {"policy": "none"}),
     ("GET", "/v1/dead-letters/{id}"): call("GET", "/v1/dead-letters/{dead_letter}"),
     ("POST", "/v1/dead-letters/{id}/replay"): call("POST",
                                                    "/v1/dead-letters/{dead_letter}/replay"),
@@ -196,11 +199,15 @@ CASES: dict[tuple[str, str], Request] = {
                                          {"timeZone": "Asia/Tokyo"}),
     ("DELETE", "/v1/recipients/{id}"): call("DELETE", "/v1/recipients/{recipient}"),
 }
+OPS_ONLY = "operators only (a caller's token is 403 whatever the name)"
 EXEMPT = {
     ("GET", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("POST", "/ack/{token}"): "a signed link: the signature is the authority, not a caller",
     ("GET", "/ops/static/{name}"): "the ops console's static files: no tenant data",
     ("GET", "/docs/static/{name}"): "the API reference page's static files: no tenant data",
+    ("POST", "/v1/ops/callers/{caller}/pause"): OPS_ONLY,
+    ("POST", "/v1/ops/callers/{caller}/resume"): OPS_ONLY,
+    ("GET", "/v1/ops/callers/resume-jobs/{job}"): OPS_ONLY,
 }
 
 

@@ -225,7 +225,7 @@ class Stack:
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
                        notifiers=notifiers or UNCONFIGURED,
-                       recipients=self.runtime.recipients)
+                       recipients=self.runtime.recipients, pauses=self.runtime.store)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)

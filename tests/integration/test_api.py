@@ -37,7 +37,7 @@ async def test_register_get_and_list(stack: Stack) -> None:
     assert got["callbackUrl"] == stack.receiver.base_url + "cb"
     assert set(got) == {"triggerId", "status", "fireAt", "createdAt", "attempts", "lastError",
                         "firedAt", "callbackUrl", "payload", "timeZone", "localTime", "rrule",
-                        "cron", "dstPolicy", "exdates", "nextFireAt", "occurrencesFired",
+                        "cron", "dstPolicy", "exdates", "catchUp", "nextFireAt", "occurrencesFired",
                         "snoozedFrom", "channels", "acknowledged"}
 
 

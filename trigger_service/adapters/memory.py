@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory_failing import Failing as Failing
 from trigger_service.adapters.memory_inbox import MemoryInbox
+from trigger_service.adapters.memory_pauses import MemoryCallerPauses
 
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
@@ -39,13 +40,15 @@ from trigger_service.core.ports import (
 from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 
-class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs):
+class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
+                  MemoryCallerPauses):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs."""
 
     def __init__(self) -> None:
         super().__init__()
+        self._init_pauses()
         self._init_dead_letters()
         self._init_inbox()
         self._init_trigger_jobs()
@@ -181,7 +184,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs):
         status: Status | None,
     ) -> ListPage:
         self._enter("list_by_caller")
-        if status in (Status.PENDING, Status.IN_FLIGHT):
+        if status is not None and status.open:
             return self._open_page(caller, start, last_month, limit, status)
         # Newest created first, before ``start``; as the real store, reading at most
         # ``list_max_rows`` triggers.

@@ -70,6 +70,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           unfinished ones under ``replay_open_key`` / ``replay_caller_key``.
 - ``signing_secrets``     (``caller``) → rotated secrets, sealed, by ``created_at_ms`` (IF NOT
                           EXISTS: a taken ms moves to the next), newest first (a handful).
+- ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by
+                          ``caller``, with ``paused_at_ms``; read whole every 2 s by each
+                          dispatcher. Size: a handful of rows in one partition. Forever.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
@@ -192,6 +195,9 @@ OPEN_PARTS: Final = 8  # per (caller, hour) of both indexes: a page reads them a
 OPEN_HOUR_REWRITE_MS: Final = 60_000
 OPEN_HOUR_FORGET_BACKDATE_MS: Final = 2 * OPEN_HOUR_REWRITE_MS + 30_000
 TABLE_SECRETS: Final = "signing_secrets"
+TABLE_PAUSED_CALLERS: Final = "paused_callers"
+PAUSED_CALLERS_KEY: Final = "all"
+COL_PAUSED_AT_MS: Final = "paused_at_ms"
 COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPT_PAYLOADS
 TABLE_ZONED: Final = "zoned_triggers"

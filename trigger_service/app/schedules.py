@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from trigger_service.core.catchup import CatchUp
 from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
 from trigger_service.core.recurrence import (
     Occurrence,
@@ -46,6 +47,7 @@ class TimeRequest:
     exdates: tuple[datetime, ...] = ()
     # The field the others were read from (``when``), or None: errors then name it.
     source: str | None = None
+    catch_up: CatchUp | None = None  # a recurring rule's (None: the default)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +76,8 @@ def schedule_of(req: TimeRequest) -> Recurrence | None:
                                    field=req.at_field)
         dtstart = wall_of(req.at_ms, tz)
     rule = parse_rule(req.rule_kind, req.rule_text, tz, dtstart)
-    return Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates)
+    return Recurrence(req.rule_kind, rule, zone_name, dtstart, req.dst, req.exdates,
+                      req.catch_up or CatchUp())
 
 
 def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,

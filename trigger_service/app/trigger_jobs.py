@@ -3,9 +3,12 @@
 ``MAX_JOB_ITEMS``), and ``TriggerJobRunner`` works on them as bulk replays are worked on
 (``app.job_rounds``: kicked by the POST, resumed by every API process's poll).
 
-Each item goes through the same use case as a single request (``TriggerService.cancel``),
-then is marked. A crash between the two does nothing twice: the next runner's cancel of a
-cancelled trigger answers it cancelled (idempotent), and the item is marked done.
+Each item goes through the same use case as a single request (``TriggerService.cancel``,
+``pause``, ``resume``), then is marked. A crash between the two does nothing twice: each of
+them is idempotent (a cancelled trigger is answered cancelled, a paused one paused, one no
+longer paused is left as it is), and the item is marked done. An operator's resume of a
+paused caller (``app.caller_pause``) is such a job too, over the caller's PAUSED triggers
+(``start_over``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from ulid import ULID
 from trigger_service.app.job_rounds import JobRounds
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
+from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.dead_letters import ItemState
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
 from trigger_service.core.model import Trigger
@@ -34,9 +38,6 @@ from trigger_service.core.trigger_jobs import (
 
 log = structlog.get_logger(__name__)
 
-# MERGE HOOK (PAUSE): add JobAction.PAUSE and JobAction.RESUME here once
-# ``TriggerService.pause``/``resume`` exist, and call them in ``TriggerJobRunner._apply``.
-SUPPORTED_ACTIONS = frozenset({JobAction.CANCEL})
 _PAGE = 500  # triggers per listing page while the items are collected
 
 
@@ -55,21 +56,26 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
     async def start(self, caller: str, action: JobAction, flt: TriggerFilter,
                     policy: str | None = None) -> TriggerJob:
         """Make a job applying ``action`` to every unfinished trigger of ``caller``'s that
-        ``flt`` matches now, and start it in the background. Raises ``InvalidRequest`` (an
-        action not supported yet, a filter without a tag, label or recipient, more than
-        ``MAX_JOB_ITEMS`` matches: narrow it), ``QuotaExceeded`` (``MAX_OPEN_TRIGGER_JOBS``
+        ``flt`` matches now, and start it in the background. Raises ``InvalidRequest`` (a
+        filter without a tag, label or recipient, more than ``MAX_JOB_ITEMS`` matches:
+        narrow it), ``QuotaExceeded`` (``MAX_OPEN_TRIGGER_JOBS``
         of the caller's jobs unfinished) or ``StoreError``. Matching nothing makes a job
         with no items, finished at once."""
-        if action not in SUPPORTED_ACTIONS:
-            raise InvalidRequest(f"action: {action.value!r} is not supported yet",
-                                 field="action")
         if flt.driving_term is None:
             raise InvalidRequest("filter: give a tag, label or recipient", field="filter")
         open_jobs = await self._jobs.count_open_trigger_jobs(caller)
         if open_jobs >= MAX_OPEN_TRIGGER_JOBS:
             raise QuotaExceeded(f"{open_jobs} of your trigger jobs are unfinished, the most "
                                 f"at once is {MAX_OPEN_TRIGGER_JOBS}; wait for one to finish")
-        ids = await self._matching(caller, flt)
+        return await self.start_over(caller, action, flt, await self._matching(caller, flt),
+                                     policy)
+
+    async def start_over(self, caller: str, action: JobAction, flt: TriggerFilter,
+                         ids: list[str], policy: str | None = None) -> TriggerJob:
+        """Make and start a job applying ``action`` to the triggers ``ids`` of ``caller``
+        (``flt``: what they were found by, shown with the job). No quota: ``start`` counts a
+        caller's own jobs; an operator's (a paused caller's resume) are not the caller's.
+        Raises ``StoreError``."""
         now_ms = self._clock.now_ms()
         job = TriggerJob("tjob_" + str(ULID.from_timestamp(now_ms / 1000)), caller, action,
                          flt, now_ms, len(ids), policy=policy)
@@ -94,11 +100,12 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
                 return sorted(set(ids))
             cursor = page.next_cursor
 
-    async def get(self, caller: str, job_id: str) -> TriggerJob:
-        """The caller's job with its progress; another caller's is ``NotFound``."""
+    async def get(self, caller: str | None, job_id: str) -> TriggerJob:
+        """The caller's job with its progress (None: an operator's read, any caller's);
+        another caller's is ``NotFound``."""
         job = (await self._jobs.get_trigger_job(job_id)
                if job_id.isascii() and len(job_id) < 64 else None)
-        if job is None or job.caller != caller:
+        if job is None or (caller is not None and job.caller != caller):
             raise NotFound(f"no trigger job {job_id}")
         return job
 
@@ -135,13 +142,15 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
                                                 ttl_s=self._s.retention_s)
 
     async def _apply(self, job: TriggerJob, trigger_id: str) -> None:
-        """The job's action on one trigger. MERGE HOOK (PAUSE): ``JobAction.PAUSE`` →
-        ``self._triggers.pause(job.caller, trigger_id)``; ``JobAction.RESUME`` →
-        ``self._triggers.resume(job.caller, trigger_id, job.policy)``."""
+        """The job's action on one trigger (``resume``: by the job's policy, or each
+        series' own)."""
         if job.action is JobAction.CANCEL:
             await self._triggers.cancel(job.caller, trigger_id)
-            return
-        raise InvalidRequest(f"action: {job.action.value!r} is not supported yet")
+        elif job.action is JobAction.PAUSE:
+            await self._triggers.pause(job.caller, trigger_id)
+        else:
+            await self._triggers.resume(job.caller, trigger_id,
+                                        CatchUpPolicy(job.policy) if job.policy else None)
 
 
 def _unfinished(t: Trigger) -> bool:

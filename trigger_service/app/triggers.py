@@ -20,6 +20,7 @@ import structlog
 from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
+from trigger_service.app.pausing import Pausing
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.recipient_binding import bind_recipient, link_recipient
 from trigger_service.app.recipients import ChannelGate
@@ -27,6 +28,7 @@ from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_r
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
+from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
 from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
 from trigger_service.core.jitter import jitter_offset_ms
@@ -103,6 +105,8 @@ class TriggerService:
                                      self.enqueue)
         self._idempotent = IdempotentRegistration(
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
+        self._pausing = Pausing(settings, catalog, clock, metrics, self.get, self.enqueue,
+                                self._writer.release)
 
     # --- accept: a parsed request becomes a trigger to register ------------------------
     async def accept(self, caller: Caller, req: RegisterRequest, *,
@@ -240,8 +244,14 @@ class TriggerService:
             raise NotFound(f"no trigger {trigger_id}")
         return t
 
-    async def _release(self, caller: str, trigger_id: str) -> None:
-        await self._writer.release(caller, trigger_id)
+    async def pause(self, caller: str, trigger_id: str) -> Trigger:
+        """PENDING → PAUSED, idempotent (``app.pausing``: its errors)."""
+        return await self._pausing.pause(caller, trigger_id)
+
+    async def resume(self, caller: str, trigger_id: str,
+                     policy: CatchUpPolicy | None) -> Trigger:
+        """PAUSED → PENDING by ``policy`` (None: the series'), idempotent (``app.pausing``)."""
+        return await self._pausing.resume(caller, trigger_id, policy)
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → CANCELLED (idempotent); a 200 is never followed by a delivery.
@@ -261,9 +271,9 @@ class TriggerService:
             t = await self._cancel(caller, trigger_id)
         except NotCancellable as e:
             if e.extra.get("status") in _FINISHED:
-                await self._release(caller, trigger_id)
+                await self._writer.release(caller, trigger_id)
             raise
-        await self._release(caller, trigger_id)
+        await self._writer.release(caller, trigger_id)
         return t
 
     async def _cancel(self, caller: str, trigger_id: str) -> Trigger:
@@ -282,7 +292,7 @@ class TriggerService:
                         "moment", status=t.status.value)
                 await self._clock.sleep_ms(_EDIT_POLL_MS)
                 continue
-            if t.status is not Status.PENDING:
+            if t.status not in (Status.PENDING, Status.PAUSED):
                 raise NotCancellable(
                     f"trigger {trigger_id} is {t.status.value}" + (
                         " (being delivered)" if t.status is Status.IN_FLIGHT else ""),
@@ -346,7 +356,7 @@ class TriggerService:
         while current.status is Status.IN_FLIGHT and self._clock.now_ms() < deadline_ms:
             await self._clock.sleep_ms(_EDIT_POLL_MS)
             current = await self.get(current.caller, current.trigger_id)
-        if current.status is not Status.PENDING:
+        if current.status not in (Status.PENDING, Status.PAUSED):  # PAUSED stays so
             raise NotEditable(
                 f"trigger {current.trigger_id} is {current.status.value}" + (
                     "; an occurrence is being delivered, retry in a moment"
@@ -379,7 +389,7 @@ class TriggerService:
             raise NotEditable(f"trigger {current.trigger_id} changed meanwhile; read it and "
                               "try again", status=current.status.value)
         log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
-        if moved and new.route is Route.DIRECT:
+        if moved and new.route is Route.DIRECT and new.status is Status.PENDING:
             await self.enqueue(new)  # the old message is dropped as stale
         return new
 
@@ -400,16 +410,17 @@ class TriggerService:
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None, flt: TriggerFilter | None = None
                             ) -> ListPage:
-        """The caller's open (PENDING or IN_FLIGHT) triggers by fire time, from the oldest
-        still retained; otherwise (all, or a finished status) newest created first. With a
-        tag, label or recipient in ``flt``: the matches (of ``status`` too) newest first."""
+        """The caller's open (PENDING, IN_FLIGHT, PAUSED) triggers by fire time, from the
+        oldest still retained; otherwise (all, or a finished status) newest created first.
+        With a tag, label or recipient in ``flt``: the matches (of ``status`` too) newest
+        first."""
         if flt is not None and flt.driving_term is not None:
             return await self._catalog.list_by_filter(caller, replace(flt, status=status),
                                                       before=cursor or NEWEST, limit=limit)
         now_ms = self._clock.now_ms()
         first = fire_month(now_ms - (self._s.retention_days + 2) * DAY_MS)
         last = fire_month(now_ms + (self._s.api.max_fire_ahead_days + 2) * DAY_MS)
-        open_ = status in (Status.PENDING, Status.IN_FLIGHT)
+        open_ = status is not None and status.open
         return await self._catalog.list_by_caller(
             caller, start=cursor or ((first, _MIN_MS, "") if open_ else NEWEST),
             last_month=last, limit=limit, status=status)

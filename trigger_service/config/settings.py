@@ -55,6 +55,7 @@ class ApiSettings:
     max_fire_ahead_days: int = 3660
     min_recurrence_interval_s: int = 60
     max_jitter_s: int = 3600  # the largest jitterSeconds accepted
+    catch_up_tolerance_s: int = 60  # how late an occurrence may be before it counts as missed
     # Where people reach the API (acknowledgement links in emails and SMS), and the links' key.
     public_url: str = "http://127.0.0.1:8080"
     ack_secret: str = field(default="dev-ack-secret-change-me", repr=False)  # never logged
@@ -263,6 +264,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_MAX_JITTER_S", ("api", "max_jitter_s"), _pos_int,
              "largest jitterSeconds accepted (each occurrence fires up to this late, on "
              "purpose); 0 refuses any jitter"),
+    Variable("TRIGGER_CATCH_UP_TOLERANCE_S", ("api", "catch_up_tolerance_s"), _pos_int,
+             "how late a series' occurrence may be and still fire on time: later, it is "
+             "missed, and fires or not by the series' catch-up policy"),
     Variable("TRIGGER_PUBLIC_URL", ("api", "public_url"), str,
              "the API's address as people reach it: acknowledgement links start with it"),
     Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,

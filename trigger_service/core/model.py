@@ -9,6 +9,13 @@ a Cassandra LWT)::
     IN_FLIGHT ──failure, attempts left──> PENDING (next_attempt_at set)
     IN_FLIGHT ──failure, no attempts left──> FAILED (terminal, DLQ)
     IN_FLIGHT ──claim older than the callback timeout──> IN_FLIGHT (taken over, new claim)
+    PENDING ──pause (API, or a dispatcher for a paused caller)──> PAUSED
+    PAUSED ──resume──> PENDING      (at the occurrence the catch-up policy picks)
+    PAUSED ──resume, a one-time trigger missed, policy none──> CANCELLED
+    PAUSED ──cancel──> CANCELLED
+
+PAUSED is not terminal ("open": in the open listing index) but is never claimed: the
+dispatcher drops a message for it, the due-scan and the reconciler leave it alone.
 """
 
 from __future__ import annotations
@@ -38,10 +45,16 @@ class Status(StrEnum):
     FIRED = "FIRED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"
 
     @property
     def terminal(self) -> bool:
         return self in (Status.FIRED, Status.FAILED, Status.CANCELLED)
+
+    @property
+    def open(self) -> bool:
+        """Listed through the open index (by fire time) rather than by creation."""
+        return not self.terminal
 
 
 class Route(StrEnum):

@@ -36,6 +36,7 @@ from typing import Any
 from croniter import CroniterBadDateError, croniter
 from dateutil.rrule import rrule, rrulestr
 
+from trigger_service.core.catchup import CatchUp
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.timing import datetime_to_ms
 from trigger_service.core.zones import (
@@ -69,6 +70,7 @@ class Recurrence:
     dtstart: datetime
     dst: DstPolicy = field(default_factory=DstPolicy)
     exdates: tuple[datetime, ...] = ()
+    catch_up: CatchUp = field(default_factory=CatchUp)  # a recurring rule's (core.catchup)
 
     @property
     def zone(self) -> zoneinfo.ZoneInfo:
@@ -83,14 +85,16 @@ class Recurrence:
         return {"kind": self.kind.value, "rule": self.rule, "timeZone": self.time_zone,
                 "dtstart": self.dtstart.isoformat(), "gap": self.dst.gap.value,
                 "overlap": self.dst.overlap.value,
-                "exdates": [d.isoformat() for d in self.exdates]}
+                "exdates": [d.isoformat() for d in self.exdates],
+                "catchUp": self.catch_up.to_json()}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Recurrence:
         return cls(RuleKind(d["kind"]), d["rule"], d["timeZone"],
                    datetime.fromisoformat(d["dtstart"]),
                    DstPolicy(Gap(d["gap"]), Overlap(d["overlap"])),
-                   tuple(datetime.fromisoformat(x) for x in d["exdates"]))
+                   tuple(datetime.fromisoformat(x) for x in d["exdates"]),
+                   CatchUp.from_json(d.get("catchUp")))
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -9,9 +9,12 @@ at-least-once delivery allows.
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import replace
 from datetime import UTC, datetime
 
+from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences, wall_instances
 from trigger_service.core.timing import DAY_MS, datetime_to_ms
@@ -48,22 +51,64 @@ def at_occurrence(t: Trigger, occ: Occurrence, now_ms: int, direct_max_delay_s: 
 
 
 def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
-               direct_max_delay_s: int) -> Trigger | None:
+               direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
+               ) -> Trigger | None:
     """The trigger moved on to its next occurrence once the current one finished (``fired``,
-    or given up on), or None when the schedule has no more. Occurrences that would already
-    be more than a day late (a series that was stuck) are passed over, not fired in a burst.
-    The cursor is the scheduled instant (``Trigger.occurrence_key``): jitter never changes
-    which occurrences a series steps through."""
+    or given up on), or None when the schedule has no more. Occurrences missed meanwhile (a
+    long retry, a series that was stuck) are fired or passed over by the series' catch-up
+    policy (``core.catchup``; the default fires those up to a day late, in order). The cursor
+    is the scheduled instant (``Trigger.occurrence_key``): jitter never changes which
+    occurrences a series steps through, and lateness is counted from the jittered instant.
+    """
+    return step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
+                direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)[0]
+
+
+def step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
+         direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
+         ) -> tuple[Trigger | None, Pick]:
+    """``next_after``, with what the catch-up policy passed over."""
     if t.schedule is None:
-        return None
+        return None, Pick(None)
     counted = replace(t, occurrence_seq=t.occurrence_seq + 1, channel_states=(),
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
+    # The next occurrence's jitter (its number is the counted one's): how late it may fire.
+    chosen = pick(_after(t, t.occurrence_key, now_ms, horizon_days),
+                  now_ms=now_ms - counted.jitter_ms, catch_up=t.schedule.catch_up,
+                  tolerance_ms=tolerance_ms)
+    if chosen.occurrence is None:
+        return None, chosen
+    return at_occurrence(counted, chosen.occurrence, now_ms, direct_max_delay_s), chosen
+
+
+def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: int,
+             policy: CatchUpPolicy | None = None,
+             tolerance_ms: int = MISSED_TOLERANCE_MS) -> tuple[Trigger | None, Pick]:
+    """Where a recurring ``t`` whose current occurrence has not fired yet goes on at
+    ``now_ms`` by its catch-up policy (or ``policy``): the current occurrence itself
+    (``t`` unchanged), a later one (the occurrence numbering unchanged: skipped ones are
+    not counted, so a later one keeps the current one's jitter), or None when the schedule
+    has no occurrence left to fire. A dispatcher about to deliver a late occurrence and a
+    resume both ask this; lateness is counted from the jittered instant."""
+    assert t.schedule is not None
+    current = Occurrence(t.scheduled_at_ms, t.occurrence_index, t.occurrence_second)
+    candidates = itertools.chain((current,), _after(t, t.occurrence_key, now_ms, horizon_days))
+    chosen = pick(candidates, now_ms=now_ms - t.jitter_ms, catch_up=t.schedule.catch_up,
+                  policy=policy, tolerance_ms=tolerance_ms)
+    occ = chosen.occurrence
+    if occ is None:
+        return None, chosen
+    if occ.key == t.occurrence_key:
+        return t, chosen
+    return replace(at_occurrence(t, occ, now_ms, direct_max_delay_s), channel_states=()), chosen
+
+
+def _after(t: Trigger, key: tuple[int, int, bool], now_ms: int,
+           horizon_days: int) -> Iterator[Occurrence]:
+    assert t.schedule is not None
     limit = search_limit(t.schedule, max(t.scheduled_at_ms, now_ms), horizon_days)
-    for occ in occurrences(t.schedule, limit=limit, after=t.occurrence_key):
-        if occ.at_ms >= now_ms - DAY_MS:
-            return at_occurrence(counted, occ, now_ms, direct_max_delay_s)
-    return None
+    return occurrences(t.schedule, limit=limit, after=key)
 
 
 def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trigger:

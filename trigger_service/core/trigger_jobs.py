@@ -18,8 +18,8 @@ MAX_OPEN_TRIGGER_JOBS = 10  # unfinished jobs per caller
 
 
 class JobAction(StrEnum):
-    """What a job does to each matching trigger. ``cancel`` runs; ``pause`` and ``resume``
-    are reserved for the pause part of issue 26 (refused until it is merged)."""
+    """What a job does to each matching trigger: ``TriggerService.cancel``, ``pause`` or
+    ``resume`` (with the job's policy)."""
 
     CANCEL = "cancel"
     PAUSE = "pause"

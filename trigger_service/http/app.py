@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
@@ -40,6 +41,7 @@ from trigger_service.http.routes import (
     health,
     inbox,
     ops,
+    ops_callers,
     ops_page,
     recipients,
     schedules,
@@ -139,7 +141,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[LETTERS_KEY] = letters
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
-    # Jobs over triggers by filter (cancel): the same way.
+    # Jobs over triggers by filter (cancel, pause, resume): the same way.
     app[TRIGGER_JOBS_KEY] = TriggerJobRunner(runtime.settings, service, runtime.store,
                                              runtime.clock)
     if service.recipients is None:  # the profiles its triggers may name: the runtime's
@@ -147,6 +149,9 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[RECIPIENTS_KEY] = RecipientService(runtime.settings, runtime.recipients, runtime.store,
                                            runtime.queue, runtime.clock, runtime.metrics)
     recipients.add_routes(app)
+    # Operators pause a caller; its resume is a job over its paused triggers.
+    app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
+                                                     app[TRIGGER_JOBS_KEY], runtime.clock)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)
@@ -157,6 +162,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     triggers.add_routes(app)
     stats.add_routes(app)
     ops.add_routes(app)
+    ops_callers.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)
     docs.add_routes(app)

@@ -1,8 +1,9 @@
 """The time fields of a request body (``delaySeconds`` | ``fireAt`` | ``localTime`` +
 ``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``; or ``when`` with ``timeZone``
-and ``dstPolicy``) → a ``TimeRequest``, or an ``InvalidRequest`` naming the field. Shapes
-only: zones, rules and the horizon are checked by ``app.schedules.plan``; a ``when`` phrase is
-read into the other fields by ``core.when``. Pure: the current time is passed in."""
+and ``dstPolicy``; a series' ``catchUp`` with either) → a ``TimeRequest``, or an
+``InvalidRequest`` naming the field. Shapes only: zones, rules and the horizon are checked by
+``app.schedules.plan``; a ``when`` phrase is read into the other fields by ``core.when``.
+Pure: the current time is passed in."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from trigger_service.app.schedules import TimeRequest
+from trigger_service.core.catchup import parse_catch_up
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.recurrence import RuleKind
 from trigger_service.core.timing import parse_rfc3339_ms
@@ -20,7 +22,7 @@ from trigger_service.core.zones import DstPolicy, Gap, Overlap
 
 INSTANT_FIELDS = ("delaySeconds", "fireAt", "localTime")
 TIME_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "rrule", "cron", "dstPolicy", "exdates",
-                         "when"})
+                         "when", "catchUp"})
 # The other ways of saying when: ``when`` stands alone (``timeZone`` and ``dstPolicy`` may join).
 _NOT_WITH_WHEN = (*INSTANT_FIELDS, "rrule", "cron", "exdates")
 MAX_EXDATES = 1000
@@ -53,15 +55,17 @@ def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
         for f in ("dstPolicy", "exdates"):
             if f in body:
                 raise bad(f, "only with localTime, rrule or cron")
-    if "exdates" in body and kind is None:
-        raise bad("exdates", "only with rrule or cron")
+    for f in ("exdates", "catchUp"):
+        if f in body and kind is None:
+            raise bad(f, "only with rrule or cron")
     return TimeRequest(
         at_ms=_instant_ms(body, now_ms) if local is None else None, at_field=given[0],
         local_time=local,
         time_zone=time_zone, rule_kind=kind,
         rule_text=body.get(kind.value) if kind else None,
         dst=parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else DstPolicy(),
-        exdates=parse_exdates(body["exdates"]) if "exdates" in body else ())
+        exdates=parse_exdates(body["exdates"]) if "exdates" in body else (),
+        catch_up=parse_catch_up(body["catchUp"]) if "catchUp" in body else None)
 
 
 def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
@@ -82,13 +86,16 @@ def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
         raise bad("timeZone", "must be an IANA time zone name such as 'America/New_York'")
     dst = parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else None
     r = resolve_when(text, now_ms=now_ms, time_zone=time_zone, dst=dst)
+    if "catchUp" in body and r.rrule is None:
+        raise bad("catchUp", "only with a recurring when ('every ...') or rrule or cron")
     if dst is not None and r.at_ms is not None:
         raise bad("dstPolicy", "only with a wall-clock or recurring when ('in 2 hours' is an "
                   "instant)")
     return TimeRequest(
         at_ms=r.at_ms, at_field="when", local_time=r.local_time, time_zone=r.time_zone,
         rule_kind=RuleKind.RRULE if r.rrule else None, rule_text=r.rrule,
-        dst=dst or DstPolicy(), source="when")
+        dst=dst or DstPolicy(), source="when",
+        catch_up=parse_catch_up(body["catchUp"]) if "catchUp" in body else None)
 
 
 def _instant_ms(body: dict[str, Any], now_ms: int) -> int:

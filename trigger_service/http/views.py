@@ -89,6 +89,7 @@ def schedule_view(t: Trigger) -> dict[str, Any]:
         "cron": rec.rule if kind is RuleKind.CRON and rec else None,
         "dstPolicy": rec.dst.to_json() if rec else None,
         "exdates": [d.isoformat() for d in rec.exdates] if rec and rec.recurring else None,
+        "catchUp": rec.catch_up.to_json() if rec and rec.recurring else None,
         "nextFireAt": None if t.status.terminal else format_rfc3339_ms(t.fire_at_ms),
         "occurrencesFired": t.occurrences_fired,
         "snoozedFrom": t.snoozed_from,

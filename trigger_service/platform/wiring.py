@@ -28,6 +28,7 @@ from trigger_service.core.idempotency_ports import IdempotencyCache, Idempotency
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
 from trigger_service.core.limit_ports import PendingQuota, RateLimiter, SendBudget, StreamSlots
 from trigger_service.core.ops_ports import OpsBoard
+from trigger_service.core.pause_ports import CallerPauses
 from trigger_service.core.ports import (
     Clock,
     CounterStore,
@@ -52,7 +53,7 @@ from trigger_service.platform.metrics import PrometheusMetrics
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
             SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Resealer,
-            Pingable, FilteredListing, TriggerJobStore, Protocol):
+            Pingable, FilteredListing, TriggerJobStore, CallerPauses, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

@@ -56,6 +56,7 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
+from trigger_client.pausing import CatchUp, CatchUpPolicy, PausedCaller, ResumeJob
 from trigger_client.requests import TriggerRequest
 
 __all__ = [
@@ -65,6 +66,8 @@ __all__ = [
     "Attempt",
     "BatchItemResult",
     "CancelledTrigger",
+    "CatchUp",
+    "CatchUpPolicy",
     "ChannelState",
     "Conflict",
     "ConnectionFailed",
@@ -84,6 +87,7 @@ __all__ = [
     "OpsOverview",
     "OutcomeUnknown",
     "Page",
+    "PausedCaller",
     "PayloadTooLarge",
     "Preview",
     "PurgeResult",
@@ -96,6 +100,7 @@ __all__ = [
     "ReplayResult",
     "RequestTimeout",
     "Resolved",
+    "ResumeJob",
     "RetryPolicy",
     "ServerError",
     "SigningSecret",

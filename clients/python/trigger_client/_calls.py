@@ -38,6 +38,7 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
+from trigger_client.pausing import PausedCaller, ResumeJob
 from trigger_client.requests import TriggerRequest
 
 T = TypeVar("T")
@@ -182,6 +183,17 @@ def snooze(trigger_id: str, body: Mapping[str, Any], key: str | None) -> Call[Cr
                 headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
 
 
+def pause(trigger_id: str) -> Call[Trigger]:
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/pause",
+                lambda r: Trigger.from_json(r.json()), retry=True)
+
+
+def resume(trigger_id: str, policy: str | None) -> Call[Trigger]:
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/resume",
+                lambda r: Trigger.from_json(r.json()),
+                body={"policy": policy} if policy else {}, retry=True)
+
+
 def ack(trigger_id: str, occurrence_id: str | None) -> Call[AckResult]:
     body = {"occurrenceId": occurrence_id} if occurrence_id else NO_BODY
     return Call("POST", f"/v1/triggers/{seg(trigger_id)}/ack",
@@ -262,6 +274,28 @@ def stream_path(recipient: str) -> str:
 
 def ops_overview() -> Call[OpsOverview]:
     return Call("GET", "/v1/ops/overview", lambda r: OpsOverview.from_json(r.json()), retry=True)
+
+
+def pause_caller(caller: str) -> Call[dict[str, Any]]:
+    return Call("POST", f"/v1/ops/callers/{seg(caller)}/pause", lambda r: dict(r.json()),
+                retry=True)
+
+
+def resume_caller(caller: str, policy: str | None) -> Call[ResumeJob]:
+    # Not retried: each resume makes a job (a retry would make a second, harmless one).
+    return Call("POST", f"/v1/ops/callers/{seg(caller)}/resume",
+                lambda r: ResumeJob.from_json(r.json()),
+                body={"policy": policy} if policy else {})
+
+
+def paused_callers() -> Call[list[PausedCaller]]:
+    return Call("GET", "/v1/ops/callers/paused",
+                lambda r: [PausedCaller.from_json(i) for i in r.json()["items"]], retry=True)
+
+
+def resume_job(job_id: str) -> Call[ResumeJob]:
+    return Call("GET", f"/v1/ops/callers/resume-jobs/{seg(job_id)}",
+                lambda r: ResumeJob.from_json(r.json()), retry=True)
 
 
 def stats() -> Call[dict[str, int]]:

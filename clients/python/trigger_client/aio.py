@@ -44,6 +44,7 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
+from trigger_client.pausing import CatchUpPolicy, PausedCaller, ResumeJob
 from trigger_client.requests import (
     PatchFields,
     TriggerFields,
@@ -168,6 +169,13 @@ class AsyncTriggers:
         body = snooze_body(delay_s=delay_s, fire_at=fire_at, local_time=local_time,
                            time_zone=time_zone, dst_policy=dst_policy, when=when)
         return await self._x.run(calls.snooze(trigger_id, body, idempotency_key))
+
+    async def pause(self, trigger_id: str) -> Trigger:
+        return await self._x.run(calls.pause(trigger_id))
+
+    async def resume(self, trigger_id: str,
+                     policy: CatchUpPolicy | str | None = None) -> Trigger:
+        return await self._x.run(calls.resume(trigger_id, str(policy) if policy else None))
 
     async def ack(self, trigger_id: str, occurrence_id: str | None = None) -> AckResult:
         return await self._x.run(calls.ack(trigger_id, occurrence_id))
@@ -296,6 +304,19 @@ class AsyncOps:
 
     async def stats(self) -> dict[str, int]:
         return await self._x.run(calls.stats())
+
+    async def pause_caller(self, caller: str) -> dict[str, Any]:
+        return await self._x.run(calls.pause_caller(caller))
+
+    async def resume_caller(self, caller: str,
+                            policy: CatchUpPolicy | str | None = None) -> ResumeJob:
+        return await self._x.run(calls.resume_caller(caller, str(policy) if policy else None))
+
+    async def paused_callers(self) -> list[PausedCaller]:
+        return await self._x.run(calls.paused_callers())
+
+    async def resume_job(self, job_id: str) -> ResumeJob:
+        return await self._x.run(calls.resume_job(job_id))
 
     async def healthz(self) -> Health:
         return await self._x.run(calls.healthz())

@@ -48,6 +48,7 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
+from trigger_client.pausing import CatchUpPolicy, PausedCaller, ResumeJob
 from trigger_client.requests import (
     PatchFields,
     TriggerFields,
@@ -187,6 +188,16 @@ class Triggers:
                            time_zone=time_zone, dst_policy=dst_policy, when=when)
         return self._x.run(calls.snooze(trigger_id, body, idempotency_key))
 
+    def pause(self, trigger_id: str) -> Trigger:
+        """PENDING → PAUSED (idempotent): nothing is delivered until ``resume``. ``Conflict``
+        (not_editable) once finished, or a one-time trigger in flight."""
+        return self._x.run(calls.pause(trigger_id))
+
+    def resume(self, trigger_id: str, policy: CatchUpPolicy | str | None = None) -> Trigger:
+        """PAUSED → PENDING; of the occurrences that came due meanwhile, ``policy`` (default:
+        the series' catch-up policy) fires all, the latest, or none. Idempotent."""
+        return self._x.run(calls.resume(trigger_id, str(policy) if policy else None))
+
     def ack(self, trigger_id: str, occurrence_id: str | None = None) -> AckResult:
         """Stop the occurrence's escalation (idempotent)."""
         return self._x.run(calls.ack(trigger_id, occurrence_id))
@@ -299,6 +310,21 @@ class Ops:
 
     def stats(self) -> dict[str, int]:
         return self._x.run(calls.stats())
+
+    def pause_caller(self, caller: str) -> dict[str, Any]:
+        """Operators: hold every due trigger of ``caller`` (they turn PAUSED)."""
+        return self._x.run(calls.pause_caller(caller))
+
+    def resume_caller(self, caller: str,
+                      policy: CatchUpPolicy | str | None = None) -> ResumeJob:
+        """Operators: clear the pause and start the job that resumes its PAUSED triggers."""
+        return self._x.run(calls.resume_caller(caller, str(policy) if policy else None))
+
+    def paused_callers(self) -> list[PausedCaller]:
+        return self._x.run(calls.paused_callers())
+
+    def resume_job(self, job_id: str) -> ResumeJob:
+        return self._x.run(calls.resume_job(job_id))
 
     def healthz(self) -> Health:
         return self._x.run(calls.healthz())

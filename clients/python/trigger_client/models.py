@@ -28,6 +28,7 @@ class Status(StrEnum):
     FIRED = "FIRED"
     FAILED = "FAILED"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +159,9 @@ class Trigger:
     raw: Any = field(default=None, compare=False, repr=False)
     tags: tuple[str, ...] = ()
     labels: Mapping[str, str] = field(default_factory=dict)
+    # A series' catch-up policy as the API shows it ({"policy", "windowSeconds"}; None for a
+    # one-time trigger): ``trigger_client.pausing.CatchUp.from_json`` reads it.
+    catch_up: Mapping[str, Any] | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -176,7 +180,8 @@ class Trigger:
             if isinstance(channels, list) else None,
             d.get("acknowledged"), d.get("jitterSeconds", 0),
             _opt_instant(d.get("scheduledAt")), d.get("recipient"), d.get("resolvedTimeZone"),
-            raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}))
+            raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}),
+            catch_up=d.get("catchUp"))
 
 
 @dataclass(frozen=True, slots=True)

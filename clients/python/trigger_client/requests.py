@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from trigger_client.models import DstPolicy
+from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
 _API_NAMES = {
@@ -24,6 +25,7 @@ _API_NAMES = {
     "jitter_s": "jitterSeconds",
     "tags": "tags", "labels": "labels",
     "recipient": "recipient", "message": "message",
+    "catch_up": "catchUp",
 }
 
 
@@ -31,7 +33,7 @@ def _value(value: Any) -> Any:
     """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, DstPolicy):
+    if isinstance(value, DstPolicy | CatchUp):
         return value.to_json()
     if isinstance(value, tuple):
         return [_value(v) for v in value]
@@ -60,6 +62,7 @@ class TriggerFields(TypedDict, total=False):
     labels: Mapping[str, str]
     recipient: str  # a recipient profile's id (time_zone "recipient" floats with its zone)
     message: Mapping[str, str]  # {"title"?, "text"}: channels given by type alone
+    catch_up: CatchUp
 
 
 class PatchFields(TypedDict, total=False):
@@ -85,6 +88,7 @@ class PatchFields(TypedDict, total=False):
     labels: Mapping[str, str] | None  # replaces every label
     recipient: str | None
     message: Mapping[str, str] | None
+    catch_up: CatchUp | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +117,7 @@ class TriggerRequest:
     labels: Mapping[str, str] | None = None  # up to 10, key -> value
     recipient: str | None = None
     message: Mapping[str, str] | None = None
+    catch_up: CatchUp | None = None
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -133,6 +138,8 @@ class TriggerRequest:
         kw: dict[str, Any] = {sdk_names[k]: v for k, v in body.items()}
         if isinstance(kw.get("dst_policy"), Mapping):
             kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
+        if isinstance(kw.get("catch_up"), Mapping):
+            kw["catch_up"] = CatchUp.from_json(kw["catch_up"])
         return cls.of(kw)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:

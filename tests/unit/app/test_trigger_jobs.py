@@ -1,5 +1,6 @@
 """Jobs over triggers by filter (``app.trigger_jobs``) on the fakes: a job a dead runner left
-is resumed once its lease expires and does nothing twice; the reserved actions; the bound."""
+is resumed once its lease expires and does nothing twice; pause and resume by tag; the
+bound."""
 
 from __future__ import annotations
 
@@ -11,10 +12,10 @@ from trigger_service.app.job_rounds import LEASE_MS
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.core.dead_letters import JobStatus
-from trigger_service.core.errors import InvalidRequest, StoreError
+from trigger_service.core.errors import InvalidRequest, NotFound, StoreError
 from trigger_service.core.model import Status
 from trigger_service.core.tags import TriggerFilter
-from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
+from trigger_service.core.trigger_jobs import JobAction
 
 
 def tagged(req: NewTrigger, *tags: str) -> NewTrigger:
@@ -41,21 +42,27 @@ async def test_a_job_left_by_a_dead_runner_is_resumed_after_its_lease_once() -> 
     assert {(await env.service.get("orders", i)).status for i in ids} == {Status.CANCELLED}
 
 
-async def test_a_reserved_action_fails_its_items_and_cannot_be_started() -> None:
+async def test_pause_then_resume_by_tag_jobs_move_every_match_and_nothing_else() -> None:
     env = make_env()
+    x = [(await env.service.register("orders", tagged(request(env, 60_000), "x"), None,
+                                     "h")).trigger_id for _ in range(5)]
+    other = (await env.service.register("orders", tagged(request(env, 60_000), "y"), None,
+                                        "h")).trigger_id
     runner = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
-    with pytest.raises(InvalidRequest):
-        await runner.start("orders", JobAction.PAUSE, TriggerFilter(tag="x"))
-    # One stored anyway (a release that supports it made it, this one runs it): each item
-    # fails, nothing changes.
-    t = await env.service.register("orders", tagged(request(env, 60_000), "x"), None, "h")
-    job = TriggerJob("tjob_1", "orders", JobAction.PAUSE, TriggerFilter(tag="x"),
-                     env.clock.now_ms(), 1)
-    await env.store.create_trigger_job(job, [TriggerJobItem(t.trigger_id)], ttl_s=60)
-    assert await runner.run_once() == 1
-    got = await runner.get("orders", "tjob_1")
-    assert (got.done, got.failed) == (0, 1)
-    assert (await env.service.get("orders", t.trigger_id)).status is Status.PENDING
+    paused = await runner.start("orders", JobAction.PAUSE, TriggerFilter(tag="x"))
+    await runner.run_once()
+    got = await runner.get("orders", paused.job_id)
+    assert (got.status, got.done, got.failed) == (JobStatus.DONE, 5, 0)
+    assert {(await env.service.get("orders", i)).status for i in x} == {Status.PAUSED}
+    assert (await env.service.get("orders", other)).status is Status.PENDING
+    resumed = await runner.start("orders", JobAction.RESUME, TriggerFilter(tag="x"), "latest")
+    await runner.run_once()
+    assert (await runner.get("orders", resumed.job_id)).done == 5
+    assert {(await env.service.get("orders", i)).status for i in x} == {Status.PENDING}
+    assert await runner.get(None, resumed.job_id) == await runner.get("orders",
+                                                                      resumed.job_id)
+    with pytest.raises(NotFound):
+        await runner.get("someone-else", resumed.job_id)
 
 
 async def test_more_matches_than_a_job_takes_is_refused(monkeypatch: pytest.MonkeyPatch

@@ -1,8 +1,8 @@
 """The trigger store on Cassandra: ``TriggerCatalog``, ``IdempotencyStore``, ``DueIndex``,
 ``SweepCursors`` and ``Pingable`` (``core.ports``) in one connection, with the attempt log,
 dead letters and replay jobs of ``adapters.cassandra.dead_letters``, the inbox of ``.inbox``,
-the signing secrets of ``.secrets`` and ``Resealer`` (``.secrets``, ``.reseal``); stored
-values sealed and opened by ``.sealing``.
+the signing secrets of ``.secrets``, the paused callers of ``.pauses``, ``Resealer``
+(``.secrets``, ``.reseal``); stored values sealed and opened by ``.sealing``.
 
 Open with :meth:`CassandraStore.connect` (or :meth:`open_sync` from a script or a test
 fixture); the schema must have been applied (``adapters.cassandra.migrate``).
@@ -19,7 +19,7 @@ from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
-from trigger_service.adapters.cassandra import driver, migrate, trigger_jobs
+from trigger_service.adapters.cassandra import driver, migrate, pauses, trigger_jobs
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
@@ -65,7 +65,8 @@ Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, 
 
 
 class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal,
-                     TermListing, trigger_jobs.CassandraTriggerJobs):
+                     TermListing, trigger_jobs.CassandraTriggerJobs,
+                     pauses.CassandraCallerPauses):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
                  clock: Clock | None = None, *, cipher: Cipher,
                  seal_payloads: bool = False) -> None:
@@ -318,7 +319,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self, caller: str, *, start: ListCursor, last_month: int, limit: int,
         status: Status | None,
     ) -> ListPage:
-        if status in (Status.PENDING, Status.IN_FLIGHT):
+        if status is not None and status.open:
             return await self._open_index.page(caller, start=start, last_month=last_month,
                                                limit=limit, status=status,
                                                now_ms=self._clock.now_ms())

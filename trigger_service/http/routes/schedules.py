@@ -113,7 +113,8 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
              "timeZone": RECIPIENT_ZONE if t.recipient_zone else rec.time_zone,
              "dstPolicy": rec.dst.to_json()}
     if rec.kind is not RuleKind.ONCE:
-        body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates]}
+        body |= {rec.kind.value: rec.rule, "exdates": [d.isoformat() for d in rec.exdates],
+                 "catchUp": rec.catch_up.to_json()}
     return body
 
 
@@ -132,6 +133,8 @@ def merge_patch(base: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
             out.pop(key, None)
         else:
             out[key] = value
+    if "catchUp" not in patch and "rrule" not in out and "cron" not in out:
+        out.pop("catchUp", None)  # a series made one-time: its policy goes with its rule
     return out
 
 

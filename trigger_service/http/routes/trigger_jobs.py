@@ -7,6 +7,7 @@ from typing import Any
 
 from aiohttp import web
 
+from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.tags import parse_filter
 from trigger_service.core.timing import format_rfc3339_ms
@@ -17,7 +18,7 @@ from trigger_service.http.parsing import parse_json_body
 
 _FIELDS = frozenset({"action", "filter", "policy"})
 _FILTER_FIELDS = frozenset({"tag", "label", "recipient", "status"})
-RESUME_POLICIES = ("all", "latest", "none")
+RESUME_POLICIES = tuple(p.value for p in CatchUpPolicy)  # what came due while paused
 
 
 def parse_job_request(body: Any) -> tuple[JobAction, Any, str | None]:

@@ -1,9 +1,11 @@
-"""``/v1/triggers``: register, get, cancel, list."""
+"""``/v1/triggers``: register, get, cancel, list, pause, resume."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
+from trigger_service.core.catchup import CatchUpPolicy, parse_policy
+from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
@@ -41,6 +43,30 @@ async def cancel_trigger(request: web.Request) -> web.Response:
     return web.json_response(views.cancelled_view(t))
 
 
+async def pause_trigger(request: web.Request) -> web.Response:
+    t = await request.app[SERVICE_KEY].pause(caller_of(request).name, request.match_info["id"])
+    return web.json_response(views.trigger_view(t))
+
+
+async def resume_trigger(request: web.Request) -> web.Response:
+    policy = resume_policy(await request.read())
+    t = await request.app[SERVICE_KEY].resume(caller_of(request).name, request.match_info["id"],
+                                              policy)
+    return web.json_response(views.trigger_view(t))
+
+
+def resume_policy(raw: bytes) -> CatchUpPolicy | None:
+    """The policy of a resume body: none (an empty body or ``{}``: the series' own), or
+    ``{"policy": "all" | "latest" | "none"}``. Raises ``InvalidRequest``."""
+    body = parsing.parse_json_body(raw) if raw.strip() else {}
+    if not isinstance(body, dict):
+        raise InvalidRequest("body: must be a JSON object such as {\"policy\": \"latest\"}")
+    extra = sorted(set(body) - {"policy"})
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown field", field=extra[0])
+    return parse_policy(body["policy"]) if "policy" in body else None
+
+
 async def list_triggers(request: web.Request) -> web.Response:
     query = dict(request.query)
     status, limit, cursor = parsing.parse_list_query(query)
@@ -55,3 +81,5 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/v1/triggers", list_triggers)
     app.router.add_get("/v1/triggers/{id}", get_trigger)
     app.router.add_delete("/v1/triggers/{id}", cancel_trigger)
+    app.router.add_post("/v1/triggers/{id}/pause", pause_trigger)
+    app.router.add_post("/v1/triggers/{id}/resume", resume_trigger)

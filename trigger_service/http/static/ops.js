@@ -133,7 +133,7 @@
 
   function applyRole() {
     const ro = readOnly();
-    for (const id of ["bulk-replay", "replay-one", "purge-one"]) {
+    for (const id of ["bulk-replay", "replay-one", "purge-one", "pause-caller-button"]) {
       $(id).disabled = ro;
       $(id).title = ro ? "This token may only read" : "";
     }
@@ -442,6 +442,70 @@
     }
   }
 
+  // --- paused callers: operators hold a whole caller during an incident ---------------------
+
+  async function loadPausedCallers() {
+    let got;
+    try {
+      got = await api("GET", "/v1/ops/callers/paused");
+    } catch (err) {
+      setText($("pc-message"), err instanceof ApiError ? err.describe() : String(err));
+      return;
+    }
+    const items = Array.isArray(got.items) ? got.items : [];
+    setText($("pc-message"), items.length ? "" : "No caller is paused.");
+    show($("pc-table"), items.length > 0);
+    $("pc-rows").replaceChildren(...items.map((p) => el("tr", {},
+      el("td", { "data-label": "Caller" }, text(p.caller)),
+      el("td", { "data-label": "Paused since" }, when(p.pausedAt)),
+      el("td", { "data-label": "Paused triggers" }, p.pausedTriggers >= 500 ? "500+" : num(p.pausedTriggers)),
+      el("td", {}, el("button", {
+        type: "button", class: "action", disabled: readOnly(),
+        onclick: () => resumeCaller(p.caller),
+      }, "Resume…")))));
+  }
+
+  async function pauseCaller(e) {
+    e.preventDefault();
+    const caller = $("pause-caller").value.trim();
+    if (!caller || !(await confirmDialog(`Pause every delivery of ${caller}? Due triggers turn `
+      + "PAUSED until the caller is resumed; registrations are still accepted.", "Pause", "danger"))) return;
+    try {
+      await api("POST", `/v1/ops/callers/${encodeURIComponent(caller)}/pause`);
+      notice(`${caller} is paused.`, "ok");
+      $("pause-caller").value = "";
+      await loadPausedCallers();
+    } catch (err) {
+      actionFailed(err, null);
+    }
+  }
+
+  function showResume(job) {
+    show($("resume-job"), true);
+    $("resume-progress").max = Math.max(job.total, 1);
+    $("resume-progress").value = job.done + job.failed;
+    $("resume-text").textContent = `${num(job.done)} of ${num(job.total)} resumed, ${num(job.failed)} failed (${job.status})`;
+  }
+
+  async function resumeCaller(caller) {
+    const policy = $("resume-policy").value;
+    if (!(await confirmDialog(`Resume ${caller} and its paused triggers`
+      + (policy ? ` (policy ${policy})?` : " (each series' catch-up policy)?"), "Resume", "action"))) return;
+    try {
+      let job = await api("POST", `/v1/ops/callers/${encodeURIComponent(caller)}/resume`, policy ? { policy } : {});
+      showResume(job);
+      while (job.status === "running") {
+        await new Promise((r) => setTimeout(r, JOB_POLL_MS));
+        job = await api("GET", `/v1/ops/callers/resume-jobs/${encodeURIComponent(job.jobId)}`);
+        showResume(job);
+      }
+      notice(`${caller} resumed: ${num(job.done)} triggers, ${num(job.failed)} failed.`, job.failed ? "error" : "ok");
+      await loadPausedCallers();
+    } catch (err) {
+      actionFailed(err, null);
+    }
+  }
+
   // --- signing in and out ----------------------------------------------------------------
 
   let overviewTimer = null;
@@ -465,6 +529,7 @@
     show($("logout"), true);
     applyRole();
     loadOverview();
+    loadPausedCallers();
     loadDeadLetters(true);
     clearInterval(overviewTimer);
     overviewTimer = setInterval(() => { if (!document.hidden && token()) loadOverview(); }, OVERVIEW_EVERY_MS);
@@ -482,7 +547,8 @@
       start();
     });
     $("logout").addEventListener("click", () => signOut(""));
-    $("refresh").addEventListener("click", () => { loadOverview(); loadDeadLetters(true); });
+    $("refresh").addEventListener("click", () => { loadOverview(); loadPausedCallers(); loadDeadLetters(true); });
+    $("pause-form").addEventListener("submit", pauseCaller);
     $("filters").addEventListener("submit", (e) => { e.preventDefault(); loadDeadLetters(true); });
     $("filters").addEventListener("reset", () => setTimeout(() => loadDeadLetters(true), 0));
     $("more").addEventListener("click", () => loadDeadLetters(false));
