@@ -11,12 +11,12 @@ crash before it left nothing (index entries alone point nowhere), and the retry 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import structlog
 
+from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
@@ -52,11 +52,10 @@ from trigger_service.core.ports import (
     ListCursor,
     ListPage,
     Metrics,
-    OutgoingMessage,
 )
 from trigger_service.core.recipient_ports import RecipientStore
 from trigger_service.core.tags import FilteredCatalog, TriggerFilter
-from trigger_service.core.timing import DAY_MS, sqs_delay_s
+from trigger_service.core.timing import DAY_MS
 from trigger_service.core.zones import TZDATA_VERSION
 
 log = structlog.get_logger(__name__)
@@ -97,10 +96,9 @@ class TriggerService:
         self._channels = ChannelGate(budget, clock, metrics)
         self._resolver = resolver
         self._catalog = catalog
-        self._queue = queue
         self._clock = clock
         self._metrics = metrics
-        self._background: set[asyncio.Future[None]] = set()
+        self._sends = BackgroundSends(settings.sqs, queue, clock, metrics)
         self._writer = TriggerWriter(catalog, quota, clock, metrics, self.index_ttl_s,
                                      self.enqueue)
         self._idempotent = IdempotentRegistration(
@@ -201,40 +199,14 @@ class TriggerService:
         return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
 
     async def enqueue(self, t: Trigger) -> None:
-        """Start sending a direct trigger to SQS in the background and return at once.
-
-        The row is already durable and PENDING, so the answer never waits for SQS: a send
-        that fails (counted in ``enqueue_failures_total`` and logged) or never finishes is
-        healed by the sweepers' due-scan (the reconciler behind it); only lateness is at
-        stake. Not waiting lets the queue batch the sends of concurrent registrations
-        (``TRIGGER_SQS_SEND_LINGER_MS``). ``drain`` waits for the sends still running.
-        With ``TRIGGER_SQS_MAX_BACKGROUND_SENDS`` pending (SQS hanging) no send is started:
-        the trigger is left to the due-scan, counted in ``enqueue_overflow_total``.
-        """
-        if len(self._background) >= self._s.sqs.max_background_sends:
-            self._metrics.inc("enqueue_overflow_total")
-            log.warning("enqueue_overflow", trigger_id=t.trigger_id, caller=t.caller,
-                        pending=len(self._background))
-            return
-        delay_s = sqs_delay_s(t.fire_at_ms, self._clock.now_ms(), self._s.sqs.enqueue_lead_s)
-        send = asyncio.ensure_future(
-            self._queue.send(OutgoingMessage.of(t, delay_s)))
-        self._background.add(send)
-        send.add_done_callback(lambda f: self._sent(f, t))
-
-    def _sent(self, send: asyncio.Future[None], t: Trigger) -> None:
-        self._background.discard(send)
-        if send.cancelled() or send.exception() is None:
-            return
-        self._metrics.inc("enqueue_failures_total")
-        log.error("enqueue_failed", trigger_id=t.trigger_id, caller=t.caller,
-                  error=str(send.exception()))
+        """Start sending a direct trigger to SQS in the background and return at once
+        (``app.background_sends``); ``drain`` waits for the sends still running."""
+        self._sends.start(t)
 
     async def drain(self) -> None:
         """Wait for the sends started by registrations and edits that already answered
         (their failures are counted, not raised)."""
-        while self._background:
-            await asyncio.wait(list(self._background))
+        await self._sends.drain()
 
     # --- read, cancel, list ------------------------------------------------------------
     async def get(self, caller: str, trigger_id: str) -> Trigger:

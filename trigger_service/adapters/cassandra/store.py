@@ -65,8 +65,7 @@ Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, 
 
 
 class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, CassandraReseal,
-                     TermListing, trigger_jobs.CassandraTriggerJobs,
-                     pauses.CassandraCallerPauses):
+                     TermListing, trigger_jobs.CassandraTriggerJobs, pauses.CassandraCallerPauses):
     def __init__(self, cluster: Cluster, session: Session, settings: CassandraSettings,
                  clock: Clock | None = None, *, cipher: Cipher,
                  seal_payloads: bool = False) -> None:
