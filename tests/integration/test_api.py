@@ -38,7 +38,8 @@ async def test_register_get_and_list(stack: Stack) -> None:
     assert set(got) == {"triggerId", "status", "fireAt", "createdAt", "attempts", "lastError",
                         "firedAt", "callbackUrl", "payload", "timeZone", "localTime", "rrule",
                         "cron", "dstPolicy", "exdates", "catchUp", "nextFireAt", "occurrencesFired",
-                        "snoozedFrom", "channels", "acknowledged"}
+                        "snoozedFrom", "channels", "acknowledged", "jitterSeconds", "scheduledAt",
+                        "tags", "labels", "recipient", "resolvedTimeZone"}
 
 
 async def test_fire_at_with_offset_is_stored_in_utc(stack: Stack) -> None:

@@ -105,7 +105,7 @@ class RecipientService:
         await self._recipients.delete_profile(caller, recipient_id)
         failed = 0
         for t in await self._open_triggers(caller, recipient_id):
-            if t.status is Status.PENDING:
+            if t.status is not Status.IN_FLIGHT:  # one in flight fails at its send
                 failed += await self.fail(t, recipient_id)
         return failed
 
@@ -151,7 +151,8 @@ class RecipientService:
                 for t in await self._open_triggers(change.caller, change.recipient_id):
                     if (t.recipient_zone and t.schedule is not None
                             and t.schedule.time_zone != profile.time_zone):
-                        left += not (t.status is Status.PENDING
+                        # Not one in flight: its finish steps it in the old zone.
+                        left += not (t.status is not Status.IN_FLIGHT
                                      and await self._move(t, profile.time_zone))
             if left:
                 return 0
