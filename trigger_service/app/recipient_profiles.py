@@ -172,16 +172,17 @@ class RecipientService:
         occ = series.same_occurrence(t, rec, now_ms=now_ms, horizon_days=horizon,
                                      not_before_ms=now_ms) \
             or series.same_occurrence(t, rec, now_ms=now_ms, horizon_days=horizon)
-        at_ms = max(occ.at_ms, now_ms) if occ is not None else t.fire_at_ms
+        at_ms = max(occ.at_ms, now_ms) if occ is not None else t.scheduled_at_ms
         new = replace(t, schedule=rec, tzdata_version=TZDATA_VERSION,
                       revision=(t.revision or 0) + 1)
-        if occ is not None:
-            new = replace(new, fire_at_ms=at_ms, occurrence_index=occ.index,
-                          occurrence_second=occ.second, attempts=0, next_attempt_at_ms=None,
-                          channel_states=(), last_error=None,
-                          route=route_for(at_ms, now_ms, self._s.direct_max_delay_s))
-        if not await self._triggers.advance(t, new, self._s.index_ttl_s(at_ms, now_ms),
-                                            now_ms):
+        if occ is not None:  # jittered as the occurrence is (``core.jitter``)
+            new = replace(new, occurrence_index=occ.index, occurrence_second=occ.second,
+                          attempts=0, next_attempt_at_ms=None, channel_states=(),
+                          last_error=None).jittered(at_ms)
+            new = replace(new, route=route_for(new.fire_at_ms, now_ms,
+                                               self._s.direct_max_delay_s))
+        if not await self._triggers.advance(
+                t, new, self._s.index_ttl_s(new.fire_at_ms, now_ms), now_ms):
             return False  # it changed meanwhile: the next pass looks again
         self._metrics.inc("recipient_rezoned_total")
         log.info("occurrence_follows_recipient", trigger_id=t.trigger_id, caller=t.caller,
