@@ -34,7 +34,7 @@ from trigger_service.core.ports import (
     TriggerStates,
     ZoneIndex,
 )
-from trigger_service.core.recurrence import Occurrence, wall_instances
+from trigger_service.core.recurrence import Occurrence, instances
 from trigger_service.core.series import search_limit
 from trigger_service.core.timing import sqs_delay_s
 from trigger_service.core.zones import TZDATA_VERSION, resolve
@@ -122,7 +122,10 @@ class Rezoner:
         rec = t.schedule
         assert rec is not None
         limit = search_limit(rec, max(t.fire_at_ms, now_ms), self._s.api.max_fire_ahead_days)
-        for index, wall in enumerate(wall_instances(rec, limit)):
+        # The anchor is an earlier instance with its index: no walk from DTSTART to find it.
+        start = rec.anchor if rec.anchor and rec.anchor.index <= t.occurrence_index else None
+        for instance in instances(rec, limit, start):
+            index, wall = instance.index, instance.wall
             if index < t.occurrence_index:
                 continue
             instants = resolve(wall, rec.zone, rec.dst)

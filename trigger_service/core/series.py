@@ -5,15 +5,27 @@ Only the next occurrence is ever stored (in the trigger's own row: ``fire_at_ms`
 occurrence fields); finishing one and scheduling the next is a single LWT on that row, so a
 crash at any point neither loses the series nor fires an occurrence twice beyond what
 at-least-once delivery allows.
+
+Each step re-anchors the schedule (:mod:`trigger_service.core.anchors`) on the latest wall
+instance usable for the occurrence it moved to, so the next step expands from there: its cost
+depends on the rule's frequency, not on the series' age. A schedule stored without an anchor
+is expanded from DTSTART once, then anchored.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from trigger_service.core.anchors import Tracker
 from trigger_service.core.model import Status, Trigger, route_for
-from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences
+from trigger_service.core.recurrence import (
+    Occurrence,
+    Recurrence,
+    RuleKind,
+    lower_bound,
+    occurrences,
+)
 from trigger_service.core.timing import DAY_MS, datetime_to_ms
 from trigger_service.core.zones import TZDATA_VERSION, wall_of
 
@@ -24,16 +36,48 @@ def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
     return wall_of(from_ms + horizon_days * DAY_MS, rec.zone)
 
 
-def first_occurrence(rec: Recurrence, *, not_before_ms: int,
-                     horizon_days: int) -> Occurrence | None:
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The occurrence a schedule moved to (None: it has no more) and the schedule anchored
+    for that occurrence as its cursor."""
+
+    occurrence: Occurrence | None
+    schedule: Recurrence
+
+
+def step(rec: Recurrence, *, limit: datetime, after: tuple[int, int, bool] | None = None,
+         not_before_ms: int | None = None) -> Step:
+    """The first occurrence strictly after the cursor ``after`` and at or after
+    ``not_before_ms``, from wall times up to ``limit``; the schedule comes back re-anchored
+    on the latest instance walked that is usable for that occurrence (or as it was)."""
+    if rec.kind is RuleKind.ONCE:
+        occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms),
+                   None)
+        return Step(occ, rec)
+    tracker = Tracker(rec.time_zone, lower_bound(after, not_before_ms))
+    occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms,
+                           seen=tracker.saw), None)
+    if occ is None:
+        return Step(None, rec)
+    anchor = tracker.anchor_for(occ.at_ms)
+    if anchor is None or anchor.index == 0 or (rec.anchor and anchor.index <= rec.anchor.index):
+        return Step(occ, rec)
+    return Step(occ, replace(rec, anchor=anchor))
+
+
+def first_step(rec: Recurrence, *, not_before_ms: int, horizon_days: int) -> Step:
     """The first occurrence at or after ``not_before_ms`` (earlier ones are in the past),
-    looked for up to the horizon after ``not_before_ms`` or DTSTART, whichever is later."""
+    looked for up to the horizon after ``not_before_ms`` or DTSTART, whichever is later, and
+    the schedule anchored for it."""
     start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC))
     limit = search_limit(rec, max(not_before_ms, start_ms), horizon_days)
-    for occ in occurrences(rec, limit=limit):
-        if occ.at_ms >= not_before_ms:
-            return occ
-    return None
+    return step(rec, limit=limit, not_before_ms=not_before_ms)
+
+
+def first_occurrence(rec: Recurrence, *, not_before_ms: int,
+                     horizon_days: int) -> Occurrence | None:
+    """:func:`first_step`'s occurrence."""
+    return first_step(rec, not_before_ms=not_before_ms, horizon_days=horizon_days).occurrence
 
 
 def at_occurrence(t: Trigger, occ: Occurrence, now_ms: int, direct_max_delay_s: int) -> Trigger:
@@ -57,10 +101,11 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
     limit = search_limit(t.schedule, max(t.fire_at_ms, now_ms), horizon_days)
-    for occ in occurrences(t.schedule, limit=limit, after=t.occurrence_key):
-        if occ.at_ms >= now_ms - DAY_MS:
-            return at_occurrence(counted, occ, now_ms, direct_max_delay_s)
-    return None
+    moved = step(t.schedule, limit=limit, after=t.occurrence_key, not_before_ms=now_ms - DAY_MS)
+    if moved.occurrence is None:
+        return None
+    return at_occurrence(replace(counted, schedule=moved.schedule), moved.occurrence, now_ms,
+                         direct_max_delay_s)
 
 
 def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trigger:
