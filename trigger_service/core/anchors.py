@@ -22,8 +22,10 @@ Pure: no I/O, no clock.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
+
+from croniter import croniter
 
 from trigger_service.core.timing import ms_to_datetime
 from trigger_service.core.zone_offsets import offset_bounds
@@ -99,6 +101,66 @@ def fast_forward(rule: str, dtstart: datetime, zone_name: str, bound_ms: int) ->
         return None
     n = (latest - dtstart) // step
     return Anchor(dtstart + n * step, n) if n > 0 else None
+
+
+def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str,
+                      bound_ms: int) -> Anchor | None:
+    """The latest match usable for ``bound_ms`` of a five-field cron expression, its index
+    counted day by day (no match walked but those of DTSTART's day); None for expressions
+    this cannot count exactly (``L``, ``#``, a day-of-month and a day-of-week both given)."""
+    fields = _plain_fields(expr)
+    if fields is None:
+        return None
+    lo, _ = offset_bounds(zone_name)
+    latest = bound_wall(bound_ms) + lo
+    origin = dtstart - timedelta(seconds=1)  # expansion yields the matches after this
+    if latest - origin < timedelta(days=2):
+        return None
+    minute_of = latest.replace(second=0, microsecond=0) + timedelta(minutes=1)
+    wall: datetime = croniter(expr, minute_of).get_prev(datetime)  # the last match <= latest
+    if wall <= origin:
+        return None
+    minutes, hours, doms, months, dows = fields
+    times = sorted(h * 60 + m for h in hours or range(24) for m in minutes or range(60))
+
+    def matches(d: date) -> bool:
+        return ((not months or d.month in months) and (not doms or d.day in doms)
+                and (not dows or (d.weekday() + 1) % 7 in dows))
+
+    def later(t: datetime, *, strictly: bool) -> int:  # the matches of t's day after t
+        if not matches(t.date()):
+            return 0
+        start = datetime.combine(t.date(), datetime.min.time())
+        return sum(1 for x in times
+                   if (start + timedelta(minutes=x) > t if strictly
+                       else start + timedelta(minutes=x) >= t))
+
+    # The matches after origin and before wall: origin's day, the days up to wall's, less
+    # wall's day from wall on.
+    first_day, last_day = origin.date(), wall.date()
+    index = later(origin, strictly=True) - later(wall, strictly=False)
+    day = first_day + timedelta(days=1)
+    while day <= last_day:
+        index += len(times) if matches(day) else 0
+        day += timedelta(days=1)
+    return Anchor(wall, index)
+
+
+def _plain_fields(expr: str) -> tuple[list[int], ...] | None:
+    """croniter's expansion of ``expr`` as five lists of integers (empty: any), or None."""
+    raw = expr.split()
+    it = croniter(expr, datetime(2000, 1, 1))
+    if len(raw) != 5 or "*" not in (raw[2], raw[4]) or it.nth_weekday_of_month:
+        return None
+    out: list[list[int]] = []
+    for values in it.expanded[:5]:
+        if values == ["*"]:
+            out.append([])
+        elif all(isinstance(v, int) for v in values):
+            out.append([int(v) for v in values])
+        else:
+            return None
+    return tuple(out)
 
 
 class Tracker:

@@ -39,7 +39,14 @@ from typing import Any
 from croniter import CroniterBadDateError, croniter
 from dateutil.rrule import rrule, rrulestr
 
-from trigger_service.core.anchors import NO_BOUND, Anchor, bound_wall, fast_forward, usable
+from trigger_service.core.anchors import (
+    NO_BOUND,
+    Anchor,
+    bound_wall,
+    cron_fast_forward,
+    fast_forward,
+    usable,
+)
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.timing import datetime_to_ms
 from trigger_service.core.zone_offsets import offset_bounds
@@ -51,6 +58,9 @@ from trigger_service.core.zones import (
     resolve,
 )
 
+# An anchor this far behind the bound is worth replacing by a computed one (computing costs
+# about as much as walking a day of a minutely rule).
+_FAR_MS = 2 * 86_400_000
 _MIN_CHECK_INSTANCES = 100  # wall instances looked at for the minimum interval
 _MAX_RULE_LEN = 1_000
 _PART_RE = re.compile(r"^[A-Z]+=[A-Z0-9,+\-:]+$")
@@ -274,8 +284,9 @@ def _start(rec: Recurrence, bound_ms: int) -> Anchor | None:
     if rec.kind is RuleKind.ONCE or bound_ms <= NO_BOUND:
         return None
     best = rec.anchor if rec.anchor and usable(rec.anchor, rec.time_zone, bound_ms) else None
-    if rec.kind is RuleKind.RRULE:
-        computed = fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms)
+    if best is None or bound_ms - datetime_to_ms(best.wall.replace(tzinfo=UTC)) > _FAR_MS:
+        computed = (fast_forward if rec.kind is RuleKind.RRULE else cron_fast_forward)(
+            rec.rule, rec.dtstart, rec.time_zone, bound_ms)
         if computed is not None and (best is None or computed.index > best.index):
             best = computed
     return best

@@ -16,7 +16,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trigger_service.core.anchors import Anchor, Tracker, fast_forward, fixed_step, usable
+from trigger_service.core.anchors import (
+    Anchor,
+    Tracker,
+    bound_wall,
+    cron_fast_forward,
+    fast_forward,
+    fixed_step,
+    usable,
+)
 from trigger_service.core.recurrence import (
     Recurrence,
     RuleKind,
@@ -240,3 +248,28 @@ def test_offset_bounds_hold_every_offset_a_zone_uses() -> None:
             off = at.astimezone(tz).utcoffset()
             assert off is not None and lo <= off <= hi, (name, at)
             at += timedelta(days=61)
+
+
+@pytest.mark.parametrize("expr", ["* * * * *", "0 1 * * 0", "45 23 * * 1-5", "*/20 * * * *",
+                                  "0 0 1 * *", "15 1,2,3 * * *", "30 2 1,15 * *",
+                                  "0 */3 * 1-6 *", "5 0 * * 7", "0 0 * * *"])
+def test_cron_fast_forward_counts_the_matches_from_dtstart(expr: str) -> None:
+    for start, days in [(datetime(2026, 1, 6, 8, 47), 9), (datetime(2026, 2, 28, 23, 59, 30), 31),
+                        (datetime(2026, 3, 1, 0, 0), 200)]:
+        if expr.startswith("*") and days > 31:
+            continue  # every minute for months: a slow reference
+        bound_ms = datetime_to_ms((start + timedelta(days=days, hours=5)).replace(tzinfo=UTC))
+        a = cron_fast_forward(expr, start, "Pacific/Apia", bound_ms)
+        rec = Recurrence(RuleKind.CRON, expr, "Pacific/Apia", start)
+        latest = bound_wall(bound_ms) + offset_bounds("Pacific/Apia")[0]
+        if a is None:  # no match yet: nothing to count
+            assert not list(instances(rec, latest, None))
+            continue
+        assert usable(a, "Pacific/Apia", bound_ms)
+        assert list(instances(rec, latest, None))[-1] == a
+
+
+@pytest.mark.parametrize("expr", ["0 0 L * *", "0 0 * * 5#3", "0 0 1 * 1"])
+def test_cron_fast_forward_declines_what_it_cannot_count(expr: str) -> None:
+    bound_ms = datetime_to_ms(datetime(2027, 1, 1, tzinfo=UTC))
+    assert cron_fast_forward(expr, datetime(2026, 1, 1), "UTC", bound_ms) is None
