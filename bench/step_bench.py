@@ -20,7 +20,6 @@ import argparse
 import json
 import statistics
 import time
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -55,7 +54,7 @@ def step(t: Trigger) -> tuple[Trigger, float]:
     spent = time.perf_counter() - t0
     assert nxt is not None and nxt.fire_at_ms == t.fire_at_ms + 60_000, "a minute later"
     assert nxt.occurrence_index == t.occurrence_index + 1
-    return replace(nxt, fire_at_ms=nxt.fire_at_ms), spent
+    return nxt, spent
 
 
 def main() -> None:

@@ -103,17 +103,20 @@ def fast_forward(rule: str, dtstart: datetime, zone_name: str, bound_ms: int) ->
     return Anchor(dtstart + n * step, n) if n > 0 else None
 
 
-def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str,
-                      bound_ms: int) -> Anchor | None:
+def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str, bound_ms: int,
+                      start: Anchor | None = None) -> Anchor | None:
     """The latest match usable for ``bound_ms`` of a five-field cron expression, its index
-    counted day by day (no match walked but those of DTSTART's day); None for expressions
-    this cannot count exactly (``L``, ``#``, a day-of-month and a day-of-week both given)."""
+    counted day by day from DTSTART or from ``start`` (an earlier anchor: the count then
+    costs the days since it, not the series' age); None for expressions this cannot count
+    exactly (``L``, ``#``, a day-of-month and a day-of-week both given)."""
     fields = _plain_fields(expr)
     if fields is None:
         return None
     lo, _ = offset_bounds(zone_name)
     latest = bound_wall(bound_ms) + lo
-    origin = dtstart - timedelta(seconds=1)  # expansion yields the matches after this
+    # Expansion yields the matches after origin; the first is first_index.
+    origin = (start.wall if start else dtstart) - timedelta(seconds=1)
+    first_index = start.index if start else 0
     if latest - origin < timedelta(days=2):
         return None
     minute_of = latest.replace(second=0, microsecond=0) + timedelta(minutes=1)
@@ -138,7 +141,7 @@ def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str,
     # The matches after origin and before wall: origin's day, the days up to wall's, less
     # wall's day from wall on.
     first_day, last_day = origin.date(), wall.date()
-    index = later(origin, strictly=True) - later(wall, strictly=False)
+    index = first_index + later(origin, strictly=True) - later(wall, strictly=False)
     day = first_day + timedelta(days=1)
     while day <= last_day:
         index += len(times) if matches(day) else 0

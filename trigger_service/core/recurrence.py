@@ -285,8 +285,10 @@ def _start(rec: Recurrence, bound_ms: int) -> Anchor | None:
         return None
     best = rec.anchor if rec.anchor and usable(rec.anchor, rec.time_zone, bound_ms) else None
     if best is None or bound_ms - datetime_to_ms(best.wall.replace(tzinfo=UTC)) > _FAR_MS:
-        computed = (fast_forward if rec.kind is RuleKind.RRULE else cron_fast_forward)(
-            rec.rule, rec.dtstart, rec.time_zone, bound_ms)
+        computed = (
+            fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms)
+            if rec.kind is RuleKind.RRULE
+            else cron_fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms, best))
         if computed is not None and (best is None or computed.index > best.index):
             best = computed
     return best
