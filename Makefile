@@ -100,6 +100,7 @@ bench: up
 	@$(PY) bench/run.py
 	@$(PY) bench/wheel_bench.py
 	@$(PY) bench/preview_bench.py
+	@$(PY) bench/step_bench.py
 	@$(PY) bench/channels_bench.py
 
 # The `bench` extra (Celery, matplotlib, py-spy): only the peer comparison and the profiles

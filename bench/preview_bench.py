@@ -7,7 +7,8 @@ Usage::
 
 Cases: a year of a daily 09:00 rule in America/New_York (365 occurrences across both DST
 transitions), a year of weekday 09:00 reminders, and one occurrence after 300 days of a daily
-rule (the cost of one series step late in a long series: expansion runs from DTSTART).
+rule (the cost of one series step late in a long series; `bench/step_bench.py` measures
+steps against the series' age).
 Reports occurrences per second (median of ``--rounds`` runs).
 """
 

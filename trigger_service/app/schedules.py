@@ -19,7 +19,7 @@ from trigger_service.core.recurrence import (
     parse_rule,
     shortest_interval_s,
 )
-from trigger_service.core.series import first_occurrence, search_limit
+from trigger_service.core.series import first_occurrence, first_step, search_limit
 from trigger_service.core.timing import DAY_MS, WALL_MAX_MS, WALL_MIN_MS, datetime_to_ms
 from trigger_service.core.zones import (
     MAX_UTC_OFFSET,
@@ -151,11 +151,12 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     else:
         _check_interval(rec, limit, min_interval_s)
     out: list[int] = []
-    for occ in occurrences(rec, limit=limit):
-        if after_ms is None or occ.at_ms > after_ms:
-            out.append(occ.at_ms)
-            if len(out) >= count:
-                break
+    # From the first instant after ``after_ms``: a fixed-step rule starts there, not at DTSTART.
+    for occ in occurrences(rec, limit=limit,
+                           not_before_ms=None if after_ms is None else after_ms + 1):
+        out.append(occ.at_ms)
+        if len(out) >= count:
+            break
     return out
 
 
@@ -175,9 +176,10 @@ def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
                  min_interval_s: int) -> Planned:
     field_name = rec.kind.value
     _check_interval(rec, search_limit(rec, now_ms, horizon_days), min_interval_s)
-    # Whole seconds: an occurrence in the second the request arrived still fires.
-    occ = first_occurrence(rec, not_before_ms=now_ms - now_ms % 1000,
-                           horizon_days=horizon_days)
+    # Whole seconds: an occurrence in the second the request arrived still fires. The
+    # schedule is stored anchored: a DTSTART far back is not expanded from again.
+    first = first_step(rec, not_before_ms=now_ms - now_ms % 1000, horizon_days=horizon_days)
+    occ, rec = first.occurrence, first.schedule
     if occ is None:
         raise InvalidRequest(f"{field_name}: no occurrence within {horizon_days} days "
                              "(TRIGGER_MAX_FIRE_AHEAD_DAYS)", field=field_name)

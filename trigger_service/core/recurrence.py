@@ -12,10 +12,13 @@ The order of operations is the contract:
    (a gap under ``skip``), one, or two instants (an overlap under ``both``).
 
 Occurrences come out in instant order. Shifting a gap can move an instant past the next wall
-time's instant, so expansion buffers until no later wall time can resolve earlier
-(``MAX_UTC_OFFSET``). Each occurrence is identified by ``(at_ms, index, second)``: its instant,
-its wall instance's index (0 = the first the rule yields) and whether it is the later instant
-of an overlap fired twice; a series' cursor is the last one of these it fired.
+time's instant, so expansion buffers until no later wall time can resolve earlier (the zone's
+largest UTC offset, :mod:`trigger_service.core.zone_offsets`). A schedule may carry an
+:class:`~trigger_service.core.anchors.Anchor`: expansion for a cursor (or a lower bound) the
+anchor is usable for starts there instead of DTSTART, with the same results. Each occurrence
+is identified by ``(at_ms, index, second)``: its instant, its wall instance's index (0 = the
+first the rule yields) and whether it is the later instant of an overlap fired twice; a
+series' cursor is the last one of these it fired.
 
 Pure: no I/O, no clock (``after``/``limit`` are arguments), so a preview never depends on the
 day it is asked.
@@ -27,7 +30,7 @@ import heapq
 import re
 import warnings
 import zoneinfo
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
@@ -36,11 +39,19 @@ from typing import Any
 from croniter import CroniterBadDateError, croniter
 from dateutil.rrule import rrule, rrulestr
 
+from trigger_service.core.anchors import (
+    NO_BOUND,
+    Anchor,
+    bound_wall,
+    cron_fast_forward,
+    fast_forward,
+    usable,
+)
 from trigger_service.core.catchup import CatchUp
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.timing import datetime_to_ms
+from trigger_service.core.zone_offsets import offset_bounds
 from trigger_service.core.zones import (
-    MAX_UTC_OFFSET,
     DstPolicy,
     Gap,
     Overlap,
@@ -48,6 +59,9 @@ from trigger_service.core.zones import (
     resolve,
 )
 
+# An anchor this far behind the bound is worth replacing by a computed one (computing costs
+# about as much as walking a day of a minutely rule).
+_FAR_MS = 2 * 86_400_000
 _MIN_CHECK_INSTANCES = 100  # wall instances looked at for the minimum interval
 _MAX_RULE_LEN = 1_000
 _PART_RE = re.compile(r"^[A-Z]+=[A-Z0-9,+\-:]+$")
@@ -62,7 +76,10 @@ class RuleKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Recurrence:
-    """A rule in a zone: ``dtstart`` and ``exdates`` are naive wall times in ``time_zone``."""
+    """A rule in a zone: ``dtstart`` and ``exdates`` are naive wall times in ``time_zone``.
+
+    ``anchor`` is where a series' expansion may restart (a cache of where it got to, not part
+    of what the schedule means: equal schedules may differ in it)."""
 
     kind: RuleKind
     rule: str  # normalized: an RRULE value without the prefix, or the five cron fields
@@ -71,6 +88,7 @@ class Recurrence:
     dst: DstPolicy = field(default_factory=DstPolicy)
     exdates: tuple[datetime, ...] = ()
     catch_up: CatchUp = field(default_factory=CatchUp)  # a recurring rule's (core.catchup)
+    anchor: Anchor | None = field(default=None, compare=False)
 
     @property
     def zone(self) -> zoneinfo.ZoneInfo:
@@ -86,7 +104,8 @@ class Recurrence:
                 "dtstart": self.dtstart.isoformat(), "gap": self.dst.gap.value,
                 "overlap": self.dst.overlap.value,
                 "exdates": [d.isoformat() for d in self.exdates],
-                "catchUp": self.catch_up.to_json()}
+                "catchUp": self.catch_up.to_json(),
+                **({"anchor": self.anchor.to_dict()} if self.anchor else {})}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Recurrence:
@@ -94,7 +113,7 @@ class Recurrence:
                    datetime.fromisoformat(d["dtstart"]),
                    DstPolicy(Gap(d["gap"]), Overlap(d["overlap"])),
                    tuple(datetime.fromisoformat(x) for x in d["exdates"]),
-                   CatchUp.from_json(d.get("catchUp")))
+                   CatchUp.from_json(d.get("catchUp")), Anchor.from_dict(d.get("anchor")))
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -176,23 +195,43 @@ def _rrule(rule: str, dtstart: datetime) -> rrule:
 
 def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
     """The rule's wall times from ``rec.dtstart`` in order, none later than ``limit``."""
+    for instance in instances(rec, limit, None):
+        yield instance.wall
+
+
+def instances(rec: Recurrence, limit: datetime, start: Anchor | None) -> Iterator[Anchor]:
+    """The rule's wall times with their indexes, in order, none later than ``limit``: from
+    ``start`` (an instance of the rule) or, None, from DTSTART."""
     if rec.kind is RuleKind.ONCE:
         if rec.dtstart <= limit:
-            yield rec.dtstart
+            yield Anchor(rec.dtstart, 0)
         return
-    if rec.kind is RuleKind.RRULE:
-        rule = _rrule(rec.rule, rec.dtstart)
-        until = rule._until  # dateutil keeps the parsed UNTIL here
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            bounded = rule.replace(until=min(until, limit) if until else limit)
-        # dateutil works in whole seconds; DTSTART's fraction is every occurrence's phase
-        # (a rule started at 09:00:00.250 fires at .250 each time, never before its start).
-        phase = timedelta(microseconds=rec.dtstart.microsecond)
-        for wall in bounded:
-            yield wall + phase
+    first = start or Anchor(rec.dtstart, 0)
+    walls = _rrule_walls(rec, first, limit) if rec.kind is RuleKind.RRULE else _cron_walls(
+        rec.rule, first.wall, limit)
+    for n, wall in enumerate(walls):
+        yield Anchor(wall, first.index + n)
+
+
+def _rrule_walls(rec: Recurrence, first: Anchor, limit: datetime) -> Iterator[datetime]:
+    # dateutil works in whole seconds; DTSTART's fraction is every occurrence's phase
+    # (a rule started at 09:00:00.250 fires at .250 each time, never before its start).
+    phase = timedelta(microseconds=rec.dtstart.microsecond)
+    rule = _rrule(rec.rule, first.wall - phase)
+    until = rule._until  # dateutil keeps the parsed UNTIL here
+    count = rule._count  # ... and COUNT, which counts from DTSTART: the anchor's index used
+    if count is not None and count - first.index <= 0:
         return
-    it = croniter(rec.rule, rec.dtstart - timedelta(seconds=1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bounded = rule.replace(until=min(until, limit) if until else limit,
+                               count=None if count is None else count - first.index)
+    for wall in bounded:
+        yield wall + phase
+
+
+def _cron_walls(rule: str, first: datetime, limit: datetime) -> Iterator[datetime]:
+    it = croniter(rule, first - timedelta(seconds=1))
     while True:
         try:
             wall = it.get_next(datetime)
@@ -204,24 +243,58 @@ def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
 
 
 def occurrences(rec: Recurrence, *, limit: datetime,
-                after: tuple[int, int, bool] | None = None) -> Iterator[Occurrence]:
+                after: tuple[int, int, bool] | None = None, not_before_ms: int | None = None,
+                seen: Callable[[Anchor], None] | None = None) -> Iterator[Occurrence]:
     """The occurrences in instant order, each strictly after the cursor ``after`` (an
-    :attr:`Occurrence.key`), from wall times up to ``limit``."""
+    :attr:`Occurrence.key`) and at or after ``not_before_ms``, from wall times up to
+    ``limit``; ``seen`` is told each wall instance walked. Starts at ``rec.anchor`` (or one
+    computed for a fixed-step rule) when that is usable for the bound, else at DTSTART: the
+    results are the same."""
+    bound_ms = lower_bound(after, not_before_ms)
     tz = rec.zone
+    lo, hi = offset_bounds(rec.time_zone)
+    # A wall time before this resolves strictly before the bound: not resolved at all.
+    passed = None if bound_ms <= NO_BOUND else bound_wall(bound_ms) + lo
     excluded = set(rec.exdates)
     pending: list[Occurrence] = []
-    for index, wall in enumerate(wall_instances(rec, limit)):
-        if wall.replace(microsecond=0) not in excluded:
+    for instance in instances(rec, limit, _start(rec, bound_ms)):
+        if seen is not None:
+            seen(instance)
+        wall, index = instance.wall, instance.index
+        if (passed is None or wall >= passed) and wall.replace(microsecond=0) not in excluded:
             for n, at_ms in enumerate(resolve(wall, tz, rec.dst)):
                 occ = Occurrence(at_ms, index, n == 1, wall)
-                if after is None or occ.key > after:
+                if (after is None or occ.key > after) and at_ms >= bound_ms:
                     heapq.heappush(pending, occ)
-        # No wall time from here on can resolve before this bound.
-        floor_ms = datetime_to_ms((wall - MAX_UTC_OFFSET).replace(tzinfo=UTC))
-        while pending and pending[0].at_ms < floor_ms:
-            yield heapq.heappop(pending)
+        if pending:
+            # No wall time from here on can resolve before this bound.
+            floor_ms = datetime_to_ms((wall - hi).replace(tzinfo=UTC))
+            while pending and pending[0].at_ms < floor_ms:
+                yield heapq.heappop(pending)
     while pending:
         yield heapq.heappop(pending)
+
+
+def lower_bound(after: tuple[int, int, bool] | None, not_before_ms: int | None) -> int:
+    """The earliest instant an occurrence wanted can have (``NO_BOUND``: any)."""
+    return max(NO_BOUND if after is None else after[0],
+               NO_BOUND if not_before_ms is None else not_before_ms)
+
+
+def _start(rec: Recurrence, bound_ms: int) -> Anchor | None:
+    """Where expansion for ``bound_ms`` may start: the later of the schedule's anchor and a
+    computed one, if usable; None: DTSTART."""
+    if rec.kind is RuleKind.ONCE or bound_ms <= NO_BOUND:
+        return None
+    best = rec.anchor if rec.anchor and usable(rec.anchor, rec.time_zone, bound_ms) else None
+    if best is None or bound_ms - datetime_to_ms(best.wall.replace(tzinfo=UTC)) > _FAR_MS:
+        computed = (
+            fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms)
+            if rec.kind is RuleKind.RRULE
+            else cron_fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms, best))
+        if computed is not None and (best is None or computed.index > best.index):
+            best = computed
+    return best
 
 
 def first_occurrences(rec: Recurrence, count: int, *, limit: datetime,

@@ -5,18 +5,30 @@ Only the next occurrence is ever stored (in the trigger's own row: ``fire_at_ms`
 occurrence fields); finishing one and scheduling the next is a single LWT on that row, so a
 crash at any point neither loses the series nor fires an occurrence twice beyond what
 at-least-once delivery allows.
+
+Each step re-anchors the schedule (:mod:`trigger_service.core.anchors`) on the latest wall
+instance usable for the occurrence it moved to, so the next step expands from there: its cost
+depends on the rule's frequency, not on the series' age. A schedule stored without an anchor
+is expanded from DTSTART once, then anchored.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
+from trigger_service.core.anchors import Tracker
 from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
 from trigger_service.core.model import Status, Trigger, route_for
-from trigger_service.core.recurrence import Occurrence, Recurrence, occurrences, wall_instances
+from trigger_service.core.recurrence import (
+    Occurrence,
+    Recurrence,
+    RuleKind,
+    instances,
+    lower_bound,
+    occurrences,
+)
 from trigger_service.core.timing import DAY_MS, datetime_to_ms
 from trigger_service.core.zones import TZDATA_VERSION, resolve, wall_of
 
@@ -27,16 +39,57 @@ def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
     return wall_of(from_ms + horizon_days * DAY_MS, rec.zone)
 
 
-def first_occurrence(rec: Recurrence, *, not_before_ms: int,
-                     horizon_days: int) -> Occurrence | None:
+@dataclass(frozen=True, slots=True)
+class Step:
+    """The occurrence a schedule moved to (None: it has no more) and the schedule anchored
+    for that occurrence as its cursor."""
+
+    occurrence: Occurrence | None
+    schedule: Recurrence
+
+
+def step_schedule(rec: Recurrence, *, limit: datetime,
+                  after: tuple[int, int, bool] | None = None,
+                  not_before_ms: int | None = None) -> Step:
+    """The first occurrence strictly after the cursor ``after`` and at or after
+    ``not_before_ms``, from wall times up to ``limit``; the schedule comes back re-anchored
+    on the latest instance walked that is usable for that occurrence (or as it was)."""
+    if rec.kind is RuleKind.ONCE:
+        occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms),
+                   None)
+        return Step(occ, rec)
+    tracker = Tracker(rec.time_zone, lower_bound(after, not_before_ms))
+    occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms,
+                           seen=tracker.saw), None)
+    if occ is None:
+        return Step(None, rec)
+    return Step(occ, _anchored(rec, tracker, occ))
+
+
+def _anchored(rec: Recurrence, tracker: Tracker, occ: Occurrence) -> Recurrence:
+    """``rec`` anchored on the latest instance ``tracker`` saw that is usable for ``occ`` as
+    the cursor (or as it was: no later usable one)."""
+    if rec.kind is RuleKind.ONCE:
+        return rec
+    anchor = tracker.anchor_for(occ.at_ms)
+    if anchor is None or anchor.index == 0 or (rec.anchor and anchor.index <= rec.anchor.index):
+        return rec
+    return replace(rec, anchor=anchor)
+
+
+def first_step(rec: Recurrence, *, not_before_ms: int, horizon_days: int) -> Step:
     """The first occurrence at or after ``not_before_ms`` (earlier ones are in the past),
-    looked for up to the horizon after ``not_before_ms`` or DTSTART, whichever is later."""
+    looked for up to the horizon after ``not_before_ms`` or DTSTART, whichever is later, and
+    the schedule anchored for it."""
     start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC))
     limit = search_limit(rec, max(not_before_ms, start_ms), horizon_days)
-    for occ in occurrences(rec, limit=limit):
-        if occ.at_ms >= not_before_ms:
-            return occ
-    return None
+    return step_schedule(rec, limit=limit, not_before_ms=not_before_ms)
+
+
+def first_occurrence(rec: Recurrence, *, not_before_ms: int,
+                     horizon_days: int) -> Occurrence | None:
+    """:func:`first_step`'s occurrence."""
+    return first_step(rec, not_before_ms=not_before_ms, horizon_days=horizon_days).occurrence
 
 
 def at_occurrence(t: Trigger, occ: Occurrence, now_ms: int, direct_max_delay_s: int) -> Trigger:
@@ -60,11 +113,11 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     is the scheduled instant (``Trigger.occurrence_key``): jitter never changes which
     occurrences a series steps through, and lateness is counted from the jittered instant.
     """
-    return step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
-                direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)[0]
+    return next_step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
+                     direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)[0]
 
 
-def step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
+def next_step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
          direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
          ) -> tuple[Trigger | None, Pick]:
     """``next_after``, with what the catch-up policy passed over."""
@@ -73,13 +126,17 @@ def step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     counted = replace(t, occurrence_seq=t.occurrence_seq + 1, channel_states=(),
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
+    rec = t.schedule
+    limit = search_limit(rec, max(t.scheduled_at_ms, now_ms), horizon_days)
+    tracker = Tracker(rec.time_zone, lower_bound(t.occurrence_key, None))
     # The next occurrence's jitter (its number is the counted one's): how late it may fire.
-    chosen = pick(_after(t, t.occurrence_key, now_ms, horizon_days),
-                  now_ms=now_ms - counted.jitter_ms, catch_up=t.schedule.catch_up,
+    chosen = pick(occurrences(rec, limit=limit, after=t.occurrence_key, seen=tracker.saw),
+                  now_ms=now_ms - counted.jitter_ms, catch_up=rec.catch_up,
                   tolerance_ms=tolerance_ms)
     if chosen.occurrence is None:
         return None, chosen
-    return at_occurrence(counted, chosen.occurrence, now_ms, direct_max_delay_s), chosen
+    moved = replace(counted, schedule=_anchored(rec, tracker, chosen.occurrence))
+    return at_occurrence(moved, chosen.occurrence, now_ms, direct_max_delay_s), chosen
 
 
 def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: int,
@@ -93,22 +150,16 @@ def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: 
     resume both ask this; lateness is counted from the jittered instant."""
     assert t.schedule is not None
     current = Occurrence(t.scheduled_at_ms, t.occurrence_index, t.occurrence_second)
-    candidates = itertools.chain((current,), _after(t, t.occurrence_key, now_ms, horizon_days))
-    chosen = pick(candidates, now_ms=now_ms - t.jitter_ms, catch_up=t.schedule.catch_up,
-                  policy=policy, tolerance_ms=tolerance_ms)
+    limit = search_limit(t.schedule, max(t.scheduled_at_ms, now_ms), horizon_days)
+    later = occurrences(t.schedule, limit=limit, after=t.occurrence_key)
+    chosen = pick(itertools.chain((current,), later), now_ms=now_ms - t.jitter_ms,
+                  catch_up=t.schedule.catch_up, policy=policy, tolerance_ms=tolerance_ms)
     occ = chosen.occurrence
     if occ is None:
         return None, chosen
     if occ.key == t.occurrence_key:
         return t, chosen
     return replace(at_occurrence(t, occ, now_ms, direct_max_delay_s), channel_states=()), chosen
-
-
-def _after(t: Trigger, key: tuple[int, int, bool], now_ms: int,
-           horizon_days: int) -> Iterator[Occurrence]:
-    assert t.schedule is not None
-    limit = search_limit(t.schedule, max(t.scheduled_at_ms, now_ms), horizon_days)
-    return occurrences(t.schedule, limit=limit, after=key)
 
 
 def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trigger:
@@ -131,7 +182,11 @@ def same_occurrence(t: Trigger, rec: Recurrence, *, now_ms: int, horizon_days: i
     already past in a new zone is not fired late: the next one is). None: that wall time no
     longer exists (a gap under "skip"), or nothing is left before the horizon."""
     limit = search_limit(rec, max(t.scheduled_at_ms, now_ms), horizon_days)
-    for index, wall in enumerate(wall_instances(rec, limit)):
+    # The anchor is an earlier wall instance with its index (the same in any zone: wall
+    # times): no walk from DTSTART to find ``t``'s.
+    start = rec.anchor if rec.anchor and rec.anchor.index <= t.occurrence_index else None
+    for instance in instances(rec, limit, start):
+        index, wall = instance.index, instance.wall
         if index < t.occurrence_index:
             continue
         instants = resolve(wall, rec.zone, rec.dst)

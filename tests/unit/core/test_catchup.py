@@ -120,7 +120,7 @@ def test_the_step_after_a_long_retry_follows_the_policy(policy: CatchUpPolicy,
                                                          expected: int) -> None:
     t = series_trigger(CatchUp(policy))
     now = T0 + 3 * HOUR + 20 * 60_000  # occurrence 0 retried for 3 h: 1, 2, 3 missed
-    nxt, chosen = series.step(t, fired=True, now_ms=now, horizon_days=400,
+    nxt, chosen = series.next_step(t, fired=True, now_ms=now, horizon_days=400,
                               direct_max_delay_s=900)
     assert nxt is not None and (nxt.fire_at_ms - T0) // HOUR == expected
     assert nxt.occurrence_seq == 1  # skipped ones are not counted
