@@ -15,7 +15,8 @@ from trigger_service.core.recipient_ports import LinkedTrigger, RecipientStore
 
 async def bind_recipient(recipients: RecipientStore | None, caller: str,
                          req: RegisterRequest) -> RegisterRequest:
-    """``req`` with its time fields read in its recipient's zone when they float. Raises
+    """``req`` with its time fields read in its recipient's zone when they float, and a
+    ``when`` with its recipient's locale (the date order of "3/4"). Raises
     ``RecipientNotFound`` (also when no recipient store is wired) or ``StoreError``."""
     if req.recipient is None:
         return req
@@ -24,7 +25,10 @@ async def bind_recipient(recipients: RecipientStore | None, caller: str,
     if profile is None:
         raise RecipientNotFound(f"recipient: no recipient {req.recipient!r} (PUT "
                                 "/v1/recipients/{id} first)", field="recipient")
-    return replace(req, time=req.retime(profile.time_zone)) if req.retime else req
+    if req.retime is None:
+        return req
+    zone = profile.time_zone if req.floats else None
+    return replace(req, time=req.retime(zone, profile.locale))
 
 
 async def link_recipient(recipients: RecipientStore | None, t: Trigger, ttl_s: int) -> None:

@@ -13,8 +13,9 @@ from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.tags import Labels
 
-# The time fields read again in another zone (``"timeZone": "recipient"``, issue 26).
-Retime = Callable[[str], TimeRequest]
+# The time fields read again for a recipient (issue 26): in its zone (None: the request's
+# own, the time does not float) with its locale (``when``'s date order; None: no hint).
+Retime = Callable[[str | None, str | None], TimeRequest]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +50,11 @@ class RegisterRequest:
     tags: tuple[str, ...] = ()
     labels: Labels = ()
     recipient: str | None = None  # a recipient profile's id (issue 26)
-    # ``"timeZone": "recipient"``: the time fields read again in the recipient's zone (what
-    # ``time`` holds until then was read in UTC, for their shape only).
+    # With a recipient and ``"timeZone": "recipient"`` or ``when``: the time fields read
+    # again in the recipient's zone (``floats``; what ``time`` holds until then was read in
+    # UTC, for their shape only) and with its locale.
     retime: Retime | None = field(default=None, compare=False)
+    floats: bool = False  # ``"timeZone": "recipient"``
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -65,4 +68,4 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
-                      req.retime is not None and planned.schedule is not None)
+                      req.floats and planned.schedule is not None)

@@ -15,7 +15,8 @@ channel's address from the profile at SEND time (so a changed number reaches eve
 reminder); ``"channels": "preferred"`` is one channel whose type is the first of the
 profile's preference that has an address, chosen at send time too.
 
-The locale is stored and returned; ``when`` reads English only (its parser takes no locale).
+The locale is the date order a trigger's ``when`` for the person is read with ("3/4" is
+March 4 for ``en-US``, 3 April for ``en-GB``); ``when`` reads English words only.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from trigger_service.app.registration import RegisterRequest, Retime
+from trigger_service.app.schedules import TimeRequest
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
@@ -32,6 +33,7 @@ ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipien
                             *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
+_SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
 _LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
@@ -65,12 +67,15 @@ def parse_register(
     if not url and delivery is None:
         raise InvalidRequest("callbackUrl: required (or channels, or both)")
     payload_json = _payload_json(body, payload_max_bytes)
-    recipient, retime = parse_recipient(body, now_ms)
-    time = parse_time_fields(body, now_ms) if retime is None else retime("UTC")
+    recipient, floats, retime = parse_recipient(body, now_ms)
+    # With a recipient the time is read again with its profile (``app.recipient_binding``):
+    # here for its shape only, in UTC if it floats, a numeric date in either order.
+    time = (parse_time_fields(body, now_ms) if retime is None
+            else retime("UTC" if floats else None, _SHAPE_LOCALE))
     return RegisterRequest(url, payload_json, time, now_ms, delivery,
                            parse_jitter(body.get("jitterSeconds")),
                            parse_tags(body.get("tags")), parse_labels(body.get("labels")),
-                           recipient, retime)
+                           recipient, retime, floats)
 
 
 def parse_jitter(value: object) -> int:
@@ -84,18 +89,25 @@ def parse_jitter(value: object) -> int:
 
 
 def parse_recipient(body: dict[str, Any], now_ms: int
-                    ) -> tuple[str | None, Retime | None]:
-    """``recipient`` (a profile's id) and, for ``"timeZone": "recipient"``, the time fields
-    read in a zone given later (the profile's: ``app.recipient_binding``)."""
+                    ) -> tuple[str | None, bool, Retime | None]:
+    """``recipient`` (a profile's id), whether the time floats with it (``"timeZone":
+    "recipient"``), and then or with ``when`` the time fields read again with what the
+    profile gives later (its zone, its locale: ``app.recipient_binding``)."""
     recipient = body.get("recipient")
     if recipient is not None and not is_recipient_id(recipient):
         raise InvalidRequest("recipient: a recipient id (1 to 200 characters of letters, "
                              "digits and _.:@+-)", field="recipient")
-    if body.get("timeZone") != RECIPIENT_ZONE:
-        return recipient, None
-    if recipient is None:
+    floats = body.get("timeZone") == RECIPIENT_ZONE
+    if floats and recipient is None:
         raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
-    return recipient, lambda zone: parse_time_fields({**body, "timeZone": zone}, now_ms)
+    if recipient is None or not (floats or "when" in body):
+        return recipient, False, None
+
+    def retime(zone: str | None, locale: str | None) -> TimeRequest:
+        fields = body if zone is None else {**body, "timeZone": zone}
+        return parse_time_fields(fields, now_ms, locale=locale)
+
+    return recipient, floats, retime
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

@@ -34,9 +34,11 @@ def bad(field: str, message: str) -> InvalidRequest:
     return InvalidRequest(f"{field}: {message}", field=field)
 
 
-def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
+def parse_time_fields(body: dict[str, Any], now_ms: int, *,
+                      locale: str | None = None) -> TimeRequest:
+    """The time fields of ``body`` read at ``now_ms``; ``locale``: ``when``'s date order."""
     if "when" in body:
-        return parse_when(body, now_ms)
+        return parse_when(body, now_ms, locale=locale)
     given = [f for f in INSTANT_FIELDS if f in body]
     if len(given) != 1:
         raise bad("/".join(INSTANT_FIELDS),
@@ -68,9 +70,10 @@ def parse_time_fields(body: dict[str, Any], now_ms: int) -> TimeRequest:
         catch_up=parse_catch_up(body["catchUp"]) if "catchUp" in body else None)
 
 
-def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
+def parse_when(body: dict[str, Any], now_ms: int, *, locale: str | None = None) -> TimeRequest:
     """``when`` (+ ``timeZone``, ``dstPolicy``) read at ``now_ms`` into the fields it stands
-    for (``core.when``); errors name ``when`` (or ``timeZone``)."""
+    for (``core.when``; ``locale`` a hint for a numeric date's order); errors name ``when``
+    (or ``timeZone``)."""
     text = body["when"]
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_WHEN_LEN:
         raise bad("when", f"must be a phrase of 1 to {MAX_WHEN_LEN} characters such as "
@@ -85,7 +88,7 @@ def parse_when(body: dict[str, Any], now_ms: int) -> TimeRequest:
     if time_zone is not None and not isinstance(time_zone, str):
         raise bad("timeZone", "must be an IANA time zone name such as 'America/New_York'")
     dst = parse_dst_policy(body["dstPolicy"]) if "dstPolicy" in body else None
-    r = resolve_when(text, now_ms=now_ms, time_zone=time_zone, dst=dst)
+    r = resolve_when(text, now_ms=now_ms, time_zone=time_zone, dst=dst, locale=locale)
     if "catchUp" in body and r.rrule is None:
         raise bad("catchUp", "only with a recurring when ('every ...') or rrule or cron")
     if dst is not None and r.at_ms is not None:

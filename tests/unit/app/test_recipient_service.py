@@ -19,7 +19,12 @@ from trigger_service.app.registration import RegisterRequest
 from trigger_service.config.callers import CallbackPrefix, Caller
 from trigger_service.config.recipients import RecipientPolicy
 from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.errors import NotFound, RecipientNotAllowed, RecipientNotFound
+from trigger_service.core.errors import (
+    InvalidRequest,
+    NotFound,
+    RecipientNotAllowed,
+    RecipientNotFound,
+)
 from trigger_service.core.model import Status, Trigger
 from trigger_service.http.parsing import parse_register
 
@@ -77,6 +82,20 @@ async def test_put_get_list_delete_and_the_recipient_controls(world: World) -> N
 async def test_a_trigger_naming_an_unknown_recipient_is_refused(world: World) -> None:
     with pytest.raises(RecipientNotFound):
         await world.register({"recipient": "nobody", "delaySeconds": 60})
+
+
+async def test_when_reads_a_numeric_date_in_the_recipients_locale(world: World) -> None:
+    year = datetime.fromtimestamp(NOW_MS / 1000, UTC).year + 1
+    await world.profiles.put(CALLER, "us", {"timeZone": "UTC", "locale": "en-US"})
+    await world.profiles.put(CALLER, "gb", {"timeZone": "UTC", "locale": "en-GB"})
+    await world.profiles.put(CALLER, "any", {"timeZone": "UTC"})
+    phrase = f"03/04/{year} 9am"
+    us = await world.register({"recipient": "us", "when": phrase, "timeZone": "UTC"})
+    gb = await world.register({"recipient": "gb", "when": phrase, "timeZone": "recipient"})
+    assert (wall(us.fire_at_ms, "UTC").month, wall(us.fire_at_ms, "UTC").day) == (3, 4)
+    assert (wall(gb.fire_at_ms, "UTC").month, wall(gb.fire_at_ms, "UTC").day) == (4, 3)
+    with pytest.raises(InvalidRequest):  # no locale: the date stays ambiguous
+        await world.register({"recipient": "any", "when": phrase, "timeZone": "UTC"})
 
 
 async def test_a_floating_daily_reminder_follows_the_zone_once(world: World) -> None:
