@@ -10,8 +10,9 @@ the read its id was in (``StoreError``).
 
 from __future__ import annotations
 
-import asyncio
+from collections.abc import Sequence
 
+from trigger_service.core.coalescing import TurnCoalescer
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import TriggerStates
 
@@ -22,43 +23,13 @@ MAX_READ = 500
 class CoalescedReads:
     def __init__(self, states: TriggerStates, max_read: int = MAX_READ) -> None:
         self._states = states
-        self._max = max_read
-        self._waiting: list[tuple[str, asyncio.Future[Trigger | None]]] = []
-        self._scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._reads: TurnCoalescer[str, Trigger | None] = TurnCoalescer(self._read, max_read)
 
     async def get(self, trigger_id: str) -> Trigger | None:
         """``TriggerStates.get``, shared with the reads asked for in the same turn."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Trigger | None] = loop.create_future()
-        self._waiting.append((trigger_id, fut))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
-        return await fut
+        return await self._reads.run(trigger_id)
 
-    def _flush(self) -> None:
-        self._scheduled = False
-        waiting, self._waiting = self._waiting, []
-        for i in range(0, len(waiting), self._max):
-            task = asyncio.get_running_loop().create_task(self._read(waiting[i:i + self._max]))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _read(self, batch: list[tuple[str, asyncio.Future[Trigger | None]]]) -> None:
-        try:
-            if len(batch) == 1:
-                found = [await self._states.get(batch[0][0])]
-            else:
-                found = await self._states.get_many([tid for tid, _ in batch])
-        except BaseException as e:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(e if isinstance(e, Exception) else
-                                      asyncio.CancelledError())
-            if not isinstance(e, Exception):
-                raise
-            return
-        for (_, fut), t in zip(batch, found, strict=True):
-            if not fut.done():
-                fut.set_result(t)
+    async def _read(self, ids: list[str]) -> Sequence[Trigger | None]:
+        if len(ids) == 1:
+            return [await self._states.get(ids[0])]
+        return await self._states.get_many(ids)

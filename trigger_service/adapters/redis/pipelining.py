@@ -13,12 +13,13 @@ failure of the whole round trip (connection lost) is every caller's error.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
+
+from trigger_service.core.coalescing import TurnCoalescer
 
 # Commands per pipeline at most (a batch of 1,000 goes in two).
 MAX_PIPELINE = 500
@@ -29,48 +30,16 @@ AddCommand = Callable[[Pipeline], object]
 class Coalescer:
     def __init__(self, client: aioredis.Redis, max_pipeline: int = MAX_PIPELINE) -> None:
         self._r = client
-        self._max = max_pipeline
-        self._waiting: list[tuple[AddCommand, asyncio.Future[Any]]] = []
-        self._scheduled = False
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._commands: TurnCoalescer[AddCommand, Any] = TurnCoalescer(self._send, max_pipeline)
 
     async def run(self, add: AddCommand) -> Any:
         """Queue the command ``add`` puts on a pipeline; its reply. Raises the command's own
         error, or the round trip's (``RedisError``, ``OSError``)."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Any] = loop.create_future()
-        self._waiting.append((add, fut))
-        if not self._scheduled:
-            self._scheduled = True
-            loop.call_soon(self._flush)
-        return await fut
+        return await self._commands.run(add)
 
-    def _flush(self) -> None:
-        self._scheduled = False
-        waiting, self._waiting = self._waiting, []
-        for i in range(0, len(waiting), self._max):
-            task = asyncio.get_running_loop().create_task(self._send(waiting[i:i + self._max]))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-
-    async def _send(self, batch: list[tuple[AddCommand, asyncio.Future[Any]]]) -> None:
+    async def _send(self, batch: list[AddCommand]) -> Sequence[Any]:
         pipe = self._r.pipeline(transaction=False)
-        for add, _ in batch:
+        for add in batch:
             add(pipe)
-        try:
-            replies = await pipe.execute(raise_on_error=False)
-        except BaseException as e:  # the round trip failed (or the loop is shutting down)
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(e if isinstance(e, Exception) else
-                                      asyncio.CancelledError())
-            if not isinstance(e, Exception):
-                raise
-            return
-        for (_, fut), reply in zip(batch, replies, strict=True):
-            if fut.done():
-                continue  # its caller was cancelled
-            if isinstance(reply, Exception):
-                fut.set_exception(reply)
-            else:
-                fut.set_result(reply)
+        # A failed command's reply is its exception (raised to its caller alone).
+        return list(await pipe.execute(raise_on_error=False))
