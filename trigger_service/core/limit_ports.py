@@ -48,12 +48,10 @@ def take_token(tokens: float, last_ms: int, now_ms: int, rule: BucketRule) -> tu
     """The bucket's arithmetic, pure (the Redis script does the same in Lua): refill from
     ``last_ms`` to ``now_ms``, take one token if there is one. Returns the decision and the
     tokens left. A clock that went backwards refills nothing."""
-    elapsed_ms = max(0, now_ms - last_ms)
-    tokens = min(float(rule.burst), tokens + elapsed_ms * rule.rate_per_s / 1000)
-    if tokens >= 1:
-        return Decision(True), tokens - 1
-    wait_ms = math.ceil((1 - tokens) * 1000 / rule.rate_per_s)
-    return Decision(False, wait_ms), tokens
+    taken, left = take_tokens(tokens, last_ms, now_ms, rule, 1)
+    if taken:
+        return Decision(True), left
+    return Decision(False, math.ceil((1 - left) * 1000 / rule.rate_per_s)), left
 
 
 def take_tokens(tokens: float, last_ms: int, now_ms: int, rule: BucketRule,

@@ -18,13 +18,15 @@ from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
 from trigger_service.core.limit_ports import BucketRule, Decision
 
-# KEYS[1] bucket hash {tokens, ms}; ARGV: rate per second, burst, key TTL in ms.
-# Returns {allowed (0/1), retry after ms}. Same arithmetic as core.limit_ports.take_token.
+# KEYS[1] bucket hash {tokens, ms}; ARGV: rate per second, burst, key TTL in ms, how many
+# tokens are wanted. Returns {taken, ms until the next whole token (0 when all were taken)}.
+# Same arithmetic as core.limit_ports.take_tokens (and take_token: one wanted).
 _TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rate = tonumber(ARGV[1])
 local burst = tonumber(ARGV[2])
+local wanted = tonumber(ARGV[4])
 local state = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
 local tokens = tonumber(state[1])
 local last = tonumber(state[2])
@@ -32,39 +34,14 @@ if tokens == nil or last == nil then tokens = burst; last = now end
 local elapsed = now - last
 if elapsed < 0 then elapsed = 0 end
 tokens = math.min(burst, tokens + elapsed * rate / 1000)
-local allowed = 0
+local taken = math.max(0, math.min(wanted, math.floor(tokens)))
+tokens = tokens - taken
 local wait = 0
-if tokens >= 1 then
-  tokens = tokens - 1
-  allowed = 1
-else
-  wait = math.ceil((1 - tokens) * 1000 / rate)
-end
+if taken < wanted then wait = math.ceil((1 - tokens) * 1000 / rate) end
 if now > last then last = now end
 redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {allowed, wait}
-"""
-# The same bucket; ARGV: rate per second, burst, key TTL in ms, how many tokens are wanted.
-# Returns how many were taken (core.limit_ports.take_tokens).
-_TAKE_MANY = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local rate = tonumber(ARGV[1])
-local burst = tonumber(ARGV[2])
-local state = redis.call('HMGET', KEYS[1], 'tokens', 'ms')
-local tokens = tonumber(state[1])
-local last = tonumber(state[2])
-if tokens == nil or last == nil then tokens = burst; last = now end
-local elapsed = now - last
-if elapsed < 0 then elapsed = 0 end
-tokens = math.min(burst, tokens + elapsed * rate / 1000)
-local granted = math.max(0, math.min(tonumber(ARGV[4]), math.floor(tokens)))
-tokens = tokens - granted
-if now > last then last = now end
-redis.call('HSET', KEYS[1], 'tokens', tostring(tokens), 'ms', last)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return granted
+return {taken, wait}
 """
 # KEYS[1] sorted set trigger id → until ms; ARGV: trigger id, until ms, max, now ms.
 _RESERVE = """
@@ -106,26 +83,23 @@ class RedisRateLimiter:
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._take = client.register_script(_TAKE)
-        self._take_many = client.register_script(_TAKE_MANY)
 
     async def take(self, key: str, rule: BucketRule) -> Decision:
+        taken, wait_ms = await self._take_tokens(key, rule, 1)
+        return Decision(taken == 1, wait_ms)
+
+    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
+        return (await self._take_tokens(key, rule, count))[0]
+
+    async def _take_tokens(self, key: str, rule: BucketRule, count: int) -> tuple[int, int]:
         # The bucket may be forgotten once it would be full again anyway.
         ttl_ms = int(rule.burst / rule.rate_per_s * 1000) + 1000
         try:
-            allowed, wait_ms = await self._take(
-                keys=[schema.rate_bucket_key(key)], args=[rule.rate_per_s, rule.burst, ttl_ms])
+            taken, wait_ms = await self._take(keys=[schema.rate_bucket_key(key)],
+                                              args=[rule.rate_per_s, rule.burst, ttl_ms, count])
         except (RedisError, OSError) as e:
             raise CacheError(f"redis rate limit failed: {e}") from e
-        return Decision(bool(allowed), int(wait_ms))
-
-    async def take_up_to(self, key: str, rule: BucketRule, count: int) -> int:
-        ttl_ms = int(rule.burst / rule.rate_per_s * 1000) + 1000
-        try:
-            granted = await self._take_many(keys=[schema.rate_bucket_key(key)],
-                                            args=[rule.rate_per_s, rule.burst, ttl_ms, count])
-        except (RedisError, OSError) as e:
-            raise CacheError(f"redis rate limit failed: {e}") from e
-        return int(granted)
+        return int(taken), int(wait_ms)
 
 
 class RedisPendingQuota:
