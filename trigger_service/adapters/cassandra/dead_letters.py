@@ -10,6 +10,7 @@ from typing import Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.dead_letter_listing import list_rows
+from trigger_service.adapters.cassandra.job_leases import JOB_TTL_S, claim_lease
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -27,7 +28,6 @@ from trigger_service.core.dead_letters import (
 
 # A job's lease cells, and the open entries of a job moved from the legacy key (whose own
 # TTL is not known): a job unfinished that long was never going to be.
-_JOB_TTL_S = 30 * 86_400
 _ITEMS_PER_BATCH = 50
 _BATCHES_AT_ONCE = 16
 
@@ -252,22 +252,14 @@ class CassandraDeadLetters:
         rows = await self._run("job_get", [job_id])
         if rows and rows[0][s.COL_QUERY] is not None:
             caller = decode_query(rows[0][s.COL_QUERY]).caller
-            await self._open(job_id, caller, _JOB_TTL_S)
+            await self._open(job_id, caller, JOB_TTL_S)
         await self._run("open_delete", [s.REPLAY_OPEN_KEY, job_id])
 
     async def count_open_jobs(self, caller: str | None) -> int:
         return len(await self._run("open_list", [s.replay_caller_key(caller)]))
 
     async def claim_job(self, job_id: str, owner: str, now_ms: int, lease_ms: int) -> bool:
-        until_ms = now_ms + lease_ms
-        ttl_s = _JOB_TTL_S
-        for name, cond in (("job_claim", owner), ("job_claim_free", now_ms),
-                           ("job_claim_new", None)):
-            params = [ttl_s, owner, until_ms, job_id] + ([] if cond is None else [cond])
-            rows = await self._run(name, params)
-            if rows and rows[0].get(s.LWT_APPLIED):
-                return True
-        return False
+        return await claim_lease(self._run, "job", job_id, owner, now_ms, lease_ms)
 
     async def finish_job(self, job_id: str, ttl_s: int) -> None:
         rows = await self._run("job_get", [job_id])  # whose it is: its caller key

@@ -10,12 +10,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.job_leases import claim_lease
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.tags import TriggerFilter, parse_filter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
 
 # A job's lease cells: a job unfinished that long was never going to be.
-_JOB_TTL_S = 30 * 86_400
 _ITEMS_PER_BATCH = 50  # one mutation of one partition, below Cassandra's batch warning
 _BATCHES_AT_ONCE = 16
 _OPEN_KEYS = s.REPLAY_OPEN_KEYS[:-1]  # the buckets (these jobs have no legacy key)
@@ -110,14 +110,7 @@ class CassandraTriggerJobs:
 
     async def claim_trigger_job(self, job_id: str, owner: str, now_ms: int,
                                 lease_ms: int) -> bool:
-        until_ms = now_ms + lease_ms
-        for name, cond in (("tjob_claim", owner), ("tjob_claim_free", now_ms),
-                           ("tjob_claim_new", None)):
-            params = [_JOB_TTL_S, owner, until_ms, job_id] + ([] if cond is None else [cond])
-            rows = await self._run(name, params)
-            if rows and rows[0].get(s.LWT_APPLIED):
-                return True
-        return False
+        return await claim_lease(self._run, "tjob", job_id, owner, now_ms, lease_ms)
 
     async def finish_trigger_job(self, job_id: str, ttl_s: int) -> None:
         rows = await self._run("tjob_get", [job_id])  # whose it is: its caller key
