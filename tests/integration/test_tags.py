@@ -11,7 +11,7 @@ import pytest
 
 from tests.integration.conftest import Stack
 from tests.integration.test_cli import cli, cli_json
-from trigger_client import AsyncTriggerClient, TriggerClient
+from trigger_client import AsyncTriggerClient, Status, TriggerClient
 
 pytestmark = pytest.mark.integration
 
@@ -93,7 +93,7 @@ async def test_a_cancel_by_tag_job_cancels_hundreds_and_none_of_them_delivers(
     assert [t for t in doomed if stack.receiver.for_trigger(t)] == []
 
 
-async def test_the_sdks_and_triggerctl_filter_and_cancel_by_tag(stack: Stack) -> None:
+async def test_the_sdks_and_triggerctl_filter_pause_resume_and_cancel_by_tag(stack: Stack) -> None:
     base = str(stack.client.make_url("")).rstrip("/")
     async with AsyncTriggerClient(base, stack.token) as aio:
         made = [await aio.triggers.create(callback_url=stack.receiver.base_url + "cb",
@@ -110,6 +110,14 @@ async def test_the_sdks_and_triggerctl_filter_and_cancel_by_tag(stack: Stack) ->
         sync.close()
     code, table = await cli(stack, "ls", "--tag", "sdk")
     assert code == 0 and all(c.trigger_id[:12] in table for c in made), table
+    job = await cli_json(stack, "pause", "--tag", "sdk", "--poll", "0.1")
+    assert (job["action"], job["state"], job["done"]) == ("pause", "done", 3)
+    code, text = await cli(stack, "resume", "--label", "k:v", "--policy", "latest",
+                           "--poll", "0.1")
+    assert code == 0 and "3 resumed, 0 failed of 3" in text, text
+    async with AsyncTriggerClient(base, stack.token) as aio:
+        assert {(await aio.triggers.get(c.trigger_id)).status for c in made} == {
+            Status.PENDING}
     job = await cli_json(stack, "cancel", "--tag", "sdk", "--poll", "0.1")
     assert (job["state"], job["matched"], job["done"]) == ("done", 3, 3)
     code, text = await cli(stack, "cancel", "--label", "k:v", "--poll", "0.1")

@@ -1,15 +1,31 @@
-"""``triggerctl cancel --tag T`` (and ``--label k:v``, ``--recipient R``): a server job over
-every unfinished trigger the filter matches, followed with a progress bar."""
+"""``triggerctl cancel|pause|resume --tag T`` (and ``--label k:v``, ``--recipient R``): a
+server job over every unfinished trigger the filter matches, followed with a progress bar."""
 
 from __future__ import annotations
 
 import time
+from typing import Annotated
 
+import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trigger_client.cli.common import Output, out, print_json
 from trigger_client.client import TriggerClient
 from trigger_client.models_more import TriggerJob
+
+Tag = Annotated[str | None, typer.Option("--tag", help="Only triggers with this tag.")]
+Label = Annotated[str | None, typer.Option("--label", help="Only with this label: key:value.")]
+Recipient = Annotated[str | None, typer.Option("--recipient", help="Only for this recipient.")]
+Poll = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between job polls.")]
+_DONE = {"cancel": "cancelled", "pause": "paused", "resume": "resumed"}
+
+
+def by_id_or_filter(trigger_id: str | None, *filters: str | None) -> bool:
+    """Whether a command works on a filter (True) or one trigger (False); exactly one."""
+    filtered = any(v is not None for v in filters)
+    if filtered == (trigger_id is not None):
+        raise typer.BadParameter("give a trigger id or a filter (--tag, --label, --recipient)")
+    return filtered
 
 
 def follow(c: TriggerClient, job: TriggerJob, fmt: Output, poll_s: float) -> TriggerJob:
@@ -31,12 +47,15 @@ def follow(c: TriggerClient, job: TriggerJob, fmt: Output, poll_s: float) -> Tri
             job = c.triggers.job(job.job_id)
 
 
-def cancel_matching(c: TriggerClient, *, tag: str | None, label: str | None,
-                    recipient: str | None, fmt: Output, poll_s: float) -> None:
-    job = c.triggers.start_job("cancel", tag=tag, label=label, recipient=recipient)
+def run_matching(c: TriggerClient, action: str, *, tag: str | None, label: str | None,
+                 recipient: str | None, fmt: Output, poll_s: float,
+                 policy: str | None = None) -> None:
+    """Start the job ``action`` (cancel, pause, resume with ``policy``) and follow it."""
+    job = c.triggers.start_job(action, tag=tag, label=label, recipient=recipient,
+                               policy=policy)
     job = follow(c, job, fmt, poll_s)
     if fmt is Output.json:
         print_json(job.raw)
     else:
-        out.print(f"job {job.job_id}: {job.done} cancelled, {job.failed} failed of "
+        out.print(f"job {job.job_id}: {job.done} {_DONE[action]}, {job.failed} failed of "
                   f"{job.matched}")

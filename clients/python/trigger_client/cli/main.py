@@ -32,6 +32,7 @@ from trigger_client.cli.common import (
     usage,
 )
 from trigger_client.cli.config import resolve
+from trigger_client.cli.jobs import Label, Poll, Recipient, Tag
 from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
 from trigger_client.client import TriggerClient
 from trigger_client.errors import ConnectionFailed, InvalidRequest, ServerError
@@ -59,9 +60,6 @@ Jitter = Annotated[str | None, typer.Option(
     "--jitter", help="Spread each occurrence over this long after its time, on purpose: "
     "30s, 10m, 1h (whole seconds).")]
 Cron = Annotated[str | None, typer.Option("--cron", help='Five fields, "0 9 * * 1-5".')]
-Tag = Annotated[str | None, typer.Option("--tag", help="Only triggers with this tag.")]
-Label = Annotated[str | None, typer.Option("--label", help="Only with this label: key:value.")]
-Recipient = Annotated[str | None, typer.Option("--recipient", help="Only for this recipient.")]
 
 
 @app.callback()
@@ -231,18 +229,16 @@ app.command("ls", help="The same as list.")(list_)
 @app.command()
 def cancel(ctx: typer.Context, trigger_id: Annotated[str | None, typer.Argument()] = None,
            tag: Tag = None, label: Label = None, recipient: Recipient = None,
-           poll_s: Annotated[float, typer.Option("--poll", min=0.05)] = 0.5,
-           output: OutputOpt = Output.text) -> None:
+           poll_s: Poll = 0.5, output: OutputOpt = Output.text) -> None:
     """Cancel a pending trigger or series (idempotent), or every unfinished one matching
     --tag, --label or --recipient (a server job, followed with a progress bar)."""
-    filtered = any(v is not None for v in (tag, label, recipient))
-    if filtered == (trigger_id is not None):
-        raise typer.BadParameter("give a trigger id or a filter (--tag, --label, --recipient)")
+    filtered = jobs.by_id_or_filter(trigger_id, tag, label, recipient)
     with api_errors(output), client(ctx) as c:
-        if trigger_id is None:
-            jobs.cancel_matching(c, tag=tag, label=label, recipient=recipient, fmt=output,
-                                 poll_s=poll_s)
+        if filtered:
+            jobs.run_matching(c, "cancel", tag=tag, label=label, recipient=recipient,
+                              fmt=output, poll_s=poll_s)
             return
+        assert trigger_id is not None
         done = c.triggers.cancel(trigger_id)
     if output is Output.json:
         print_json(done.raw)

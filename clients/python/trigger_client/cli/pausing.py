@@ -1,5 +1,6 @@
-"""``triggerctl pause|resume ID [--policy]`` and the operators' ``triggerctl callers
-pause|resume NAME [--policy]`` (the latter follows the resume job with a progress bar)."""
+"""``triggerctl pause|resume ID [--policy]`` (or ``--tag``/``--label``/``--recipient``: a
+job over every match) and the operators' ``triggerctl callers pause|resume NAME
+[--policy]``; the jobs are followed with a progress bar."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ from typing import Annotated
 import typer
 from rich.progress import Progress
 
+from trigger_client.cli import jobs
 from trigger_client.cli.common import Output, OutputOpt, api_errors, client, out, print_json
+from trigger_client.cli.jobs import Label, Poll, Recipient, Tag
 from trigger_client.pausing import CatchUpPolicy
 
 Policy = Annotated[CatchUpPolicy | None, typer.Option(
@@ -20,9 +23,18 @@ _POLL_S = 0.5
 callers_app = typer.Typer(no_args_is_help=True, help="Operators: pause or resume a caller.")
 
 
-def pause(ctx: typer.Context, trigger_id: str, output: OutputOpt = Output.text) -> None:
-    """Pause a pending trigger or series: nothing fires until it is resumed."""
+def pause(ctx: typer.Context, trigger_id: Annotated[str | None, typer.Argument()] = None,
+          tag: Tag = None, label: Label = None, recipient: Recipient = None,
+          poll_s: Poll = 0.5, output: OutputOpt = Output.text) -> None:
+    """Pause a pending trigger or series, or every one matching --tag, --label or
+    --recipient (a server job): nothing of it fires until it is resumed."""
+    filtered = jobs.by_id_or_filter(trigger_id, tag, label, recipient)
     with api_errors(output), client(ctx) as c:
+        if filtered:
+            jobs.run_matching(c, "pause", tag=tag, label=label, recipient=recipient,
+                              fmt=output, poll_s=poll_s)
+            return
+        assert trigger_id is not None
         t = c.triggers.pause(trigger_id)
     if output is Output.json:
         print_json(t.raw)
@@ -30,10 +42,20 @@ def pause(ctx: typer.Context, trigger_id: str, output: OutputOpt = Output.text) 
         out.print(f"{t.trigger_id} {t.status}")
 
 
-def resume(ctx: typer.Context, trigger_id: str, policy: Policy = None,
+def resume(ctx: typer.Context, trigger_id: Annotated[str | None, typer.Argument()] = None,
+           policy: Policy = None, tag: Tag = None, label: Label = None,
+           recipient: Recipient = None, poll_s: Poll = 0.5,
            output: OutputOpt = Output.text) -> None:
-    """Resume a paused trigger or series (--policy: what came due meanwhile)."""
+    """Resume a paused trigger or series, or every one matching --tag, --label or
+    --recipient (a server job); --policy: what came due meanwhile."""
+    filtered = jobs.by_id_or_filter(trigger_id, tag, label, recipient)
     with api_errors(output), client(ctx) as c:
+        if filtered:
+            jobs.run_matching(c, "resume", tag=tag, label=label, recipient=recipient,
+                              fmt=output, poll_s=poll_s,
+                              policy=policy.value if policy else None)
+            return
+        assert trigger_id is not None
         t = c.triggers.resume(trigger_id, policy)
     if output is Output.json:
         print_json(t.raw)
