@@ -149,8 +149,8 @@ class Triggers:
     def start_job(self, action: str, *, tag: str | None = None, label: str | None = None,
                   recipient: str | None = None, status: Status | str | None = None,
                   policy: str | None = None) -> TriggerJob:
-        """A job applying ``action`` (``"cancel"``) to every unfinished trigger the filter
-        matches (a tag, label or recipient is needed); follow it with ``job``/``wait_job``."""
+        """A job applying ``action`` (``"cancel"``, ``"pause"``, ``"resume"`` with
+        ``policy``) to every unfinished trigger the filter matches (a tag, label or recipient is needed); follow it with ``job``/``wait_job``."""
         return self._x.run(calls.start_trigger_job(
             action, calls.trigger_filter(tag, label, recipient, status), policy))
 
