@@ -150,7 +150,8 @@ class Triggers:
                   recipient: str | None = None, status: Status | str | None = None,
                   policy: str | None = None) -> TriggerJob:
         """A job applying ``action`` (``"cancel"``, ``"pause"``, ``"resume"`` with
-        ``policy``) to every unfinished trigger the filter matches (a tag, label or recipient is needed); follow it with ``job``/``wait_job``."""
+        ``policy``) to every unfinished trigger the filter matches (a tag, label or
+        recipient is needed); follow it with ``job``/``wait_job``."""
         return self._x.run(calls.start_trigger_job(
             action, calls.trigger_filter(tag, label, recipient, status), policy))
 
