@@ -36,6 +36,10 @@ async def view(stack: Stack, tid: str) -> Any:
     return await resp.json()
 
 
+async def _moved_on(stack: Stack, tid: str) -> bool:
+    return bool((await view(stack, tid))["occurrencesFired"] == 1)
+
+
 async def until(pred: Any, timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -69,6 +73,8 @@ async def test_a_daily_reminder_follows_its_recipient_from_new_york_to_tokyo(
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 1, timeout_s=60)
     arrival = rec.for_trigger(tid)[0]
     assert arrival.at_ms >= expected_ms  # never early
+    # The outcome (the series moved on) is written just after the callback answered.
+    assert await until(lambda: _moved_on(stack, tid), timeout_s=10)
     nxt = await view(stack, tid)
     assert nxt["status"] == "PENDING" and nxt["occurrencesFired"] == 1
     assert parse_rfc3339_ms(nxt["nextFireAt"]) == expected_ms + 86_400_000  # a day later
