@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 from trigger_service.app.registration import RegisterRequest, Retime
-from trigger_service.app.schedules import TimeRequest
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import (
     CallbackNotAllowed,
@@ -102,12 +101,8 @@ def parse_recipient(body: dict[str, Any], now_ms: int
         raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
     if recipient is None or not (floats or "when" in body):
         return recipient, False, None
-
-    def retime(zone: str | None, locale: str | None) -> TimeRequest:
-        fields = body if zone is None else {**body, "timeZone": zone}
-        return parse_time_fields(fields, now_ms, locale=locale)
-
-    return recipient, floats, retime
+    return recipient, floats, lambda zone, locale: parse_time_fields(
+        body if zone is None else {**body, "timeZone": zone}, now_ms, locale=locale)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:
