@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from trigger_service.app.settling import ROUNDS, settle
 from trigger_service.config.settings import Settings
 from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotEditable
@@ -20,11 +21,6 @@ from trigger_service.core.ports import Clock, Metrics, TriggerCatalog
 
 log = structlog.get_logger(__name__)
 
-# How long a pause waits for an occurrence of a series being delivered, how often it looks,
-# and how many lost LWTs it retries (the same as an edit's and a cancel's).
-_WAIT_MS = 3_000
-_POLL_MS = 25
-_ROUNDS = 5
 
 Get = Callable[[str, str], Awaitable[Trigger]]
 Enqueue = Callable[[Trigger], Awaitable[None]]
@@ -50,29 +46,18 @@ class Pausing:
         until a resume. A series' occurrence being delivered is waited for (briefly): the
         series is paused after it. Raises ``NotFound``, ``NotEditable`` (finished; a one-time
         trigger being delivered; a series still in flight after the wait)."""
-        deadline_ms = self._clock.now_ms() + _WAIT_MS
-        rounds = 0
-        while True:
-            t = await self._get(caller, trigger_id)
-            if t.status is Status.PAUSED:
-                return t
-            if (t.status is Status.IN_FLIGHT and t.schedule is not None
-                    and self._clock.now_ms() < deadline_ms):
-                await self._clock.sleep_ms(_POLL_MS)
-                continue
-            if t.status is not Status.PENDING:
-                raise NotEditable(f"trigger {trigger_id} is {t.status.value}" + (
-                    "; an occurrence is being delivered, retry in a moment"
-                    if t.status is Status.IN_FLIGHT else ""), status=t.status.value)
+        async def apply(t: Trigger) -> Trigger | None:
             new = paused(t)
-            if await self._catalog.compare_and_set(t, new):
-                log.info("trigger_paused", trigger_id=trigger_id, caller=caller)
-                self._metrics.inc("triggers_paused_total")
-                return new
-            rounds += 1  # a claim, an edit or a cancel won: look again
-            if rounds >= _ROUNDS:
-                raise NotEditable(f"trigger {trigger_id} is changing state; try again",
-                                  status=t.status.value)
+            if not await self._catalog.compare_and_set(t, new):
+                return None
+            log.info("trigger_paused", trigger_id=trigger_id, caller=caller)
+            self._metrics.inc("triggers_paused_total")
+            return new
+
+        return await settle(lambda: self._get(caller, trigger_id), self._clock,
+                            done=Status.PAUSED, movable=frozenset({Status.PENDING}),
+                            apply=apply,
+                            refuse=lambda msg, status: NotEditable(msg, status=status))
 
     async def resume(self, caller: str, trigger_id: str,
                      policy: CatchUpPolicy | None) -> Trigger:
@@ -80,7 +65,7 @@ class Pausing:
         policy; ``core.pause``), re-enqueued if direct; CANCELLED when nothing is left to
         fire. Idempotent: a trigger not paused (PENDING, IN_FLIGHT) is answered as it is.
         Raises ``NotFound``, ``NotEditable`` (finished, or changing state)."""
-        for _ in range(_ROUNDS):
+        for _ in range(ROUNDS):  # each lost LWT: look again
             t = await self._get(caller, trigger_id)
             if t.status in (Status.PENDING, Status.IN_FLIGHT):
                 return t

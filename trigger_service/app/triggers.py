@@ -25,6 +25,7 @@ from trigger_service.app.quota import QuotaGate
 from trigger_service.app.recipient_binding import bind_recipient, link_recipient
 from trigger_service.app.recipients import ChannelGate
 from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
+from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
@@ -60,10 +61,6 @@ from trigger_service.core.zones import TZDATA_VERSION
 
 log = structlog.get_logger(__name__)
 
-_CANCEL_ROUNDS = 5
-# How long an edit waits for an occurrence being delivered, and how often it looks.
-_EDIT_WAIT_MS = 3_000
-_EDIT_POLL_MS = 25
 _MIN_MS = -(2**63)
 _FINISHED = {s.value for s in Status if s.terminal}
 # A check a registration passes before it counts and writes (never run for a key's replay).
@@ -249,35 +246,18 @@ class TriggerService:
         return t
 
     async def _cancel(self, caller: str, trigger_id: str) -> Trigger:
-        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
-        rounds = 0
-        while True:
-            t = await self.get(caller, trigger_id)
-            if t.status is Status.CANCELLED:
-                return t
-            if t.status is Status.IN_FLIGHT and t.schedule is not None:
-                # An occurrence of the series is being delivered: cancelling now would
-                # answer 200 before its callback. Wait for it to finish.
-                if self._clock.now_ms() >= deadline_ms:
-                    raise NotCancellable(
-                        f"trigger {trigger_id}: an occurrence is being delivered; retry in a "
-                        "moment", status=t.status.value)
-                await self._clock.sleep_ms(_EDIT_POLL_MS)
-                continue
-            if t.status not in (Status.PENDING, Status.PAUSED):
-                raise NotCancellable(
-                    f"trigger {trigger_id} is {t.status.value}" + (
-                        " (being delivered)" if t.status is Status.IN_FLIGHT else ""),
-                    status=t.status.value)
+        async def apply(t: Trigger) -> Trigger | None:
             new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
             ttl_s = self._s.terminal_ttl_s(t.registered_fire_at_ms, self._clock.now_ms())
-            if await self._catalog.compare_and_set(t, new, ttl_s=ttl_s):
-                log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
-                return new
-            rounds += 1  # a claim, an edit or an outcome won: look again
-            if rounds >= _CANCEL_ROUNDS:
-                raise NotCancellable(f"trigger {trigger_id} is changing state; try again",
-                                     status=t.status.value)
+            if not await self._catalog.compare_and_set(t, new, ttl_s=ttl_s):
+                return None
+            log.info("trigger_cancelled", trigger_id=trigger_id, caller=caller)
+            return new
+
+        return await settle(lambda: self.get(caller, trigger_id), self._clock,
+                            done=Status.CANCELLED, apply=apply,
+                            movable=frozenset({Status.PENDING, Status.PAUSED}),
+                            refuse=lambda msg, status: NotCancellable(msg, status=status))
 
     # --- acknowledge ------------------------------------------------------------------------
     async def ack(self, caller: str | None, trigger_id: str, occurrence_seq: int | None) -> Trigger:
@@ -289,7 +269,7 @@ class TriggerService:
         PENDING row and bumps the revision, so a dispatcher holding the row as it was before
         cannot claim it; while a step is being sent the ack waits for it (briefly).
         Raises ``NotFound``, ``NotEditable`` (no channels; still in flight)."""
-        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
+        deadline_ms = self._clock.now_ms() + WAIT_MS
         while True:
             t = (await self.get(caller, trigger_id) if caller is not None
                  else await self._catalog.get(trigger_id))
@@ -314,7 +294,7 @@ class TriggerService:
             if self._clock.now_ms() >= deadline_ms:
                 raise NotEditable(f"trigger {trigger_id}: a step is being sent; retry in a "
                                   "moment", status=t.status.value)
-            await self._clock.sleep_ms(_EDIT_POLL_MS)
+            await self._clock.sleep_ms(POLL_MS)
 
     # --- edit, snooze --------------------------------------------------------------------
     async def edit(self, current: Trigger, req: NewTrigger, *, retime: bool) -> Trigger:
@@ -324,9 +304,9 @@ class TriggerService:
         occurrence numbering goes on. An occurrence being delivered is waited for (briefly):
         the edit applies to the ones not yet claimed. Raises ``NotEditable`` if ``current``
         finished, stays in flight, or changed meanwhile."""
-        deadline_ms = self._clock.now_ms() + _EDIT_WAIT_MS
+        deadline_ms = self._clock.now_ms() + WAIT_MS
         while current.status is Status.IN_FLIGHT and self._clock.now_ms() < deadline_ms:
-            await self._clock.sleep_ms(_EDIT_POLL_MS)
+            await self._clock.sleep_ms(POLL_MS)
             current = await self.get(current.caller, current.trigger_id)
         if current.status not in (Status.PENDING, Status.PAUSED):  # PAUSED stays so
             raise NotEditable(
