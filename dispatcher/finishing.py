@@ -117,12 +117,7 @@ class Finishing:
                 t, fired=False, now_ms=now_ms, error=error),
                 ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
         else:
-            now_ms = self._clock.now_ms()
-            new = series.finished(t, fired=False, now_ms=now_ms, error=error)
-            # FAILED first: a message that comes back to a FAILED row re-sends the letter.
-            if await self._store.compare_and_set(
-                    t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
-                await self._dead_letter(t, error, reason)
+            await self._failed(t, error, reason)
         await self._visibility.delete_quietly(m)
 
     async def end(self, m: ReceivedMessage, t: Trigger, error: str,
@@ -131,12 +126,17 @@ class Finishing:
         way: a deleted recipient), and dead-letter this occurrence."""
         log.error("delivery_failed_permanently", trigger_id=t.trigger_id, caller=t.caller,
                   error=error, reason=reason.value)
+        await self._failed(t, error, reason)
+        await self._visibility.delete_quietly(m)
+
+    async def _failed(self, t: Trigger, error: str | None, reason: DeadLetterReason) -> None:
+        """``t`` FAILED, then its dead letter: a message that comes back to a FAILED row
+        re-sends the letter (``_dead_letter`` is idempotent)."""
         now_ms = self._clock.now_ms()
         new = series.finished(t, fired=False, now_ms=now_ms, error=error)
         if await self._store.compare_and_set(
                 t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
             await self._dead_letter(t, error, reason)
-        await self._visibility.delete_quietly(m)
 
     async def _dead_letter(self, t: Trigger, error: str | None,
                            reason: DeadLetterReason) -> None:
