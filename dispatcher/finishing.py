@@ -130,8 +130,8 @@ class Finishing:
         await self._visibility.delete_quietly(m)
 
     async def _failed(self, t: Trigger, error: str | None, reason: DeadLetterReason) -> None:
-        """``t`` FAILED, then its dead letter: a message that comes back to a FAILED row
-        re-sends the letter (``_dead_letter`` is idempotent)."""
+        """``t`` FAILED first, then its dead letter: a message that comes back to a FAILED
+        row re-sends the letter."""
         now_ms = self._clock.now_ms()
         new = series.finished(t, fired=False, now_ms=now_ms, error=error)
         if await self._store.compare_and_set(
