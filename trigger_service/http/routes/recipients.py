@@ -49,10 +49,11 @@ async def list_recipients(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown query parameter")
     limit = min(parsing.parse_limit(query, 50), MAX_RECIPIENT_LIST)
-    after = query.get("after", "")
-    if after and not is_recipient_id(after):
+    after = query.get("after")
+    if after is not None and not is_recipient_id(after):
         raise InvalidRequest("after: a recipient id (the last of the previous page)")
-    items = await request.app[RECIPIENTS_KEY].list_profiles(caller_of(request).name, after, limit)
+    items = await request.app[RECIPIENTS_KEY].list_profiles(caller_of(request).name,
+                                                            after or "", limit)
     return web.json_response({
         "items": [profile_view(p) for p in items],
         "nextAfter": items[-1].recipient_id if len(items) == limit else None})

@@ -55,6 +55,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     # Channels create would refuse are refused here too (the same 400, 422 or 429).
     await request.app[SERVICE_KEY].vet_channels(caller_of(request), parse_plan(body))
     now_ms = runtime.clock.now_ms()
+    keyed_id = _keyed_id(request)  # a bad key is refused as create refuses it, used or not
     req = parse_time_fields(body, now_ms)
     jitter_s = parsing.parse_jitter(body.get("jitterSeconds"))
     if jitter_s > api.max_jitter_s:
@@ -72,7 +73,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
                                                      planned.schedule)
         if jitter_s:
             answer["jittered"] = views.jittered_view(
-                instants, jitter_s, _keyed_id(request), None if after_ms is not None
+                instants, jitter_s, keyed_id, None if after_ms is not None
                 else planned.fire_at_ms)
     return web.json_response(answer)
 
