@@ -56,6 +56,7 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
+from trigger_service.core.deadlines import expired
 from trigger_service.core.lag import LagTally
 from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
 from trigger_service.core.ports import (
@@ -222,11 +223,16 @@ class Delivery:
     async def _claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack
                      ) -> _Claimed | Trigger | None:
         """The claim LWT (inside a claim slot), unless someone else's live claim, the
-        caller's backlog or an open circuit defers the message (None). The breaker's slot
-        goes into ``held``."""
+        caller's backlog or an open circuit defers the message, or the occurrence is past its
+        deadline and dead-lettered (``Finishing.expire``) (None). The breaker's slot goes
+        into ``held``."""
         if t.status is Status.IN_FLIGHT and self._clock.now_ms() < self._stale_at(t):
             # Someone is delivering it right now; look again once their claim would be stale.
             await self.visibility.defer_until(m, self._stale_at(t) + 1)
+            return None
+        start_ms = max(self._clock.now_ms(), t.due_at_ms())  # the send's earliest start
+        if expired(t, start_ms):  # past its deadline: dead-lettered, never sent
+            await self.finishing.expire(m, t, start_ms)
             return None
         if self._waiting.get(t.caller, 0) >= self._max_waiting:
             self._metrics.inc("bulkhead_deferrals_total")

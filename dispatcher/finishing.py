@@ -20,6 +20,7 @@ from trigger_service.core.dead_letters import (
     truncate,
     with_reason,
 )
+from trigger_service.core.deadlines import expired, expiry_error
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
 from trigger_service.core.model import Route, Status, Trigger
@@ -119,6 +120,17 @@ class Finishing:
         else:
             await self._failed(t, error, reason)
         await self._visibility.delete_quietly(m)
+
+    async def expire(self, m: ReceivedMessage, t: Trigger, at_ms: int,
+                     last_error: str | None = None) -> None:
+        """``t``'s current occurrence is past its deadline at ``at_ms`` (``core.deadlines``:
+        a send, or a retry, would start then): dead-lettered ``expired`` instead of sent;
+        a series goes on to its next occurrence, a one-time trigger ends FAILED."""
+        self._metrics.inc("occurrences_expired_total", caller=t.caller)
+        reason = DeadLetterReason.EXPIRED
+        await self.give_up(m, t, with_reason(reason, expiry_error(t, at_ms, last_error)),
+                           {"trigger_id": t.trigger_id, "caller": t.caller,
+                            "attempt": t.attempts}, reason)
 
     async def end(self, m: ReceivedMessage, t: Trigger, error: str,
                   reason: DeadLetterReason) -> None:
@@ -233,6 +245,9 @@ class Finishing:
             await self.give_up(m, t, with_reason(reason, error), ctx, reason)
             return
         delay_s = policy.delay_s(t.attempts, result.retry_after_s)
+        if expired(t, now_ms + delay_s * 1000):  # the retry would start past the deadline
+            await self.expire(m, t, now_ms + delay_s * 1000, error)
+            return
         new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):

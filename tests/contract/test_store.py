@@ -54,6 +54,18 @@ async def test_a_jitter_window_round_trips_and_can_be_removed(store: Store) -> N
     assert await store.get(t.trigger_id) == plain  # the cell is gone: no jitter
 
 
+async def test_deadlines_round_trip_and_can_be_removed(store: Store) -> None:
+    t = replace(make_trigger(unique("caller-"), utc_ms(2031, 5, 6, 7), shard=_shard()),
+                expires_at_ms=utc_ms(2031, 5, 7), max_lateness_s=90)
+    await _create(store, t)
+    got = await store.get(t.trigger_id)
+    assert got == t and got is not None
+    assert (got.expires_at_ms, got.max_lateness_s) == (utc_ms(2031, 5, 7), 90)
+    plain = replace(t, expires_at_ms=None, max_lateness_s=None, revision=1)
+    assert await store.compare_and_set(t, plain)
+    assert await store.get(t.trigger_id) == plain  # the cells are gone: no deadline
+
+
 async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: Store) -> None:
     caller, shard = unique("caller-"), _shard()
     t = make_trigger(caller, utc_ms(2031, 1, 1, 0, 0, 30), shard=shard)

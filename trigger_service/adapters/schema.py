@@ -282,6 +282,7 @@ TRIGGER_COLUMNS: Final = (
     "jitter_s",
     "tags", "labels",  # JSON (issue 26): an array, an object; unset when empty
     "recipient", "recipient_zone",
+    "expires_at_ms", "max_lateness_s",  # deadlines (issue 27): unset without one
 )
 # recipients, recipient_triggers, recipient_zone_changes (issue 26)
 TABLE_RECIPIENTS: Final = "recipients"

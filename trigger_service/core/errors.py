@@ -22,6 +22,8 @@
     │   │                             profile the caller does not have; ``field``)
     │   ├── IdempotencyKeyReused      422 idempotency_key_reused
     │   ├── NonexistentLocalTime      422 nonexistent_local_time (a DST gap under "skip")
+    │   ├── ExpiresBeforeFire         422 expires_before_fire (``expiresAt`` before the first
+    │   │                             fire time: nothing could ever be sent; ``field``)
     │   ├── NothingToReplay           422 nothing_to_replay (a bulk replay matching no letter)
     │   ├── RateLimited               429 rate_limited (the caller's token bucket is empty;
     │   │                             ``Retry-After`` says when a token is back)
@@ -149,6 +151,10 @@ class IdempotencyKeyReused(ApiError):
 
 class NonexistentLocalTime(_FieldError):
     status, code = 422, "nonexistent_local_time"
+
+
+class ExpiresBeforeFire(_FieldError):
+    status, code = 422, "expires_before_fire"
 
 
 class NothingToReplay(ApiError):

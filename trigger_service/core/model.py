@@ -124,6 +124,11 @@ class Trigger:
     # known (a trigger not read from the store, or stored by a release before the field),
     # and not part of a trigger's value.
     home_at_ms: int | None = field(default=None, compare=False)
+    # Deadlines (issue 27, ``core.deadlines``): no occurrence is sent after ``expires_at_ms``
+    # (a series has none after it), nor more than ``max_lateness_s`` after its fire time (the
+    # jittered instant); past either it is dead-lettered ``expired``. None: no such bound.
+    expires_at_ms: int | None = None
+    max_lateness_s: int | None = None
 
     @property
     def acked(self) -> bool:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 
 from trigger_service.core.anchors import Tracker
 from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
+from trigger_service.core.deadlines import beyond_expiry
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.recurrence import (
     Occurrence,
@@ -112,6 +113,7 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     policy (``core.catchup``; the default fires those up to a day late, in order). The cursor
     is the scheduled instant (``Trigger.occurrence_key``): jitter never changes which
     occurrences a series steps through, and lateness is counted from the jittered instant.
+    A next occurrence firing after the trigger's ``expires_at_ms`` is none (``core.deadlines``).
     """
     return next_step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
                      direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)[0]
@@ -136,7 +138,10 @@ def next_step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     if chosen.occurrence is None:
         return None, chosen
     moved = replace(counted, schedule=_anchored(rec, tracker, chosen.occurrence))
-    return at_occurrence(moved, chosen.occurrence, now_ms, direct_max_delay_s), chosen
+    nxt = at_occurrence(moved, chosen.occurrence, now_ms, direct_max_delay_s)
+    if beyond_expiry(nxt, nxt.fire_at_ms):  # expiresAt ends the series as its rule would
+        return None, Pick(None, chosen.skipped_window, chosen.skipped_policy)
+    return nxt, chosen
 
 
 def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: int,
@@ -159,7 +164,10 @@ def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: 
         return None, chosen
     if occ.key == t.occurrence_key:
         return t, chosen
-    return replace(at_occurrence(t, occ, now_ms, direct_max_delay_s), channel_states=()), chosen
+    nxt = replace(at_occurrence(t, occ, now_ms, direct_max_delay_s), channel_states=())
+    if beyond_expiry(nxt, nxt.fire_at_ms):  # expiresAt ends the series as its rule would
+        return None, Pick(None, chosen.skipped_window, chosen.skipped_policy)
+    return nxt, chosen
 
 
 def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trigger:

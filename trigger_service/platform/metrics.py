@@ -71,6 +71,9 @@ SERIES: dict[str, Series] = {
     "delivery_attempts_total": Series("counter", "callback POSTs started", ("caller",),
                                       durable=()),
     "dead_lettered_total": Series("counter", "triggers dead-lettered, by reason", ("reason",)),
+    "occurrences_expired_total": Series("counter", "occurrences dead-lettered past their "
+                                        "deadline (expiresAt, maxLatenessSeconds)",
+                                        ("caller",), durable=()),
     "breaker_state": Series("gauge", "circuit per caller and callback origin: 0 closed, "
                             "1 half-open, 2 open (the worst over this host's dispatchers)",
                             ("caller", "origin"), mode="livemax"),

@@ -176,6 +176,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         json.dumps(list(t.tags)) if t.tags else None,
         json.dumps(dict(t.labels), sort_keys=True) if t.labels else None,
         t.recipient, True if t.recipient_zone else None,
+        t.expires_at_ms, t.max_lateness_s,
     ), strict=True))
 
 
@@ -217,7 +218,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
      acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
-     recipient_zone) = (row[c] for c in s.TRIGGER_COLUMNS)
+     recipient_zone, expires_at_ms, max_lateness_s) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -238,6 +239,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         tags=tuple(json.loads(tags)) if tags else (),
         labels=tuple(sorted(json.loads(labels).items())) if labels else (),
         recipient=recipient, recipient_zone=bool(recipient_zone),
+        expires_at_ms=expires_at_ms, max_lateness_s=max_lateness_s,
     )
 
 
