@@ -129,7 +129,8 @@ class DeadLetterService:
     async def _revive(self, d: DeadLetter, t: Trigger, at_ms: int, now_ms: int) -> Trigger:
         """FAILED → PENDING at ``at_ms``, the same occurrence, a fresh attempt budget; exact
         (no jitter: a replay fires when asked, and a FAILED trigger has no later occurrence
-        to spread)."""
+        to spread), and without an ``expires_at_ms`` that has passed by then (a replay is an
+        explicit ask: it would only expire again)."""
         if t.status is not Status.FAILED or f"{t.trigger_id}.{t.occurrence_seq}" != d.id:
             # Replayed already (a crash before the letter was marked), or never failed.
             await self._store.resolve_dead_letter(
@@ -141,7 +142,8 @@ class DeadLetterService:
             Status.PENDING, attempts=0, claim_id=None, claimed_at_ms=None,
             next_attempt_at_ms=None, fired_at_ms=None, fire_at_ms=at_ms, jitter_s=0,
             occurrence_seq=t.occurrence_seq - 1, revision=(t.revision or 0) + 1,
-            route=route_for(at_ms, now_ms, self._s.direct_max_delay_s))
+            route=route_for(at_ms, now_ms, self._s.direct_max_delay_s),
+            expires_at_ms=t.expires_at_ms if (t.expires_at_ms or at_ms) >= at_ms else None)
         if not await self._store.advance(t, new, self._s.index_ttl_s(at_ms, now_ms), now_ms):
             raise AlreadyReplayed(f"dead letter {d.id} is being replayed")
         if new.route is Route.DIRECT:

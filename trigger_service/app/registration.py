@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
+from trigger_service.core.deadlines import check_expiry
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
@@ -34,6 +35,8 @@ class NewTrigger:
     labels: Labels = ()
     recipient: str | None = None  # the recipient profile it is for (issue 26)
     recipient_zone: bool = False  # its schedule floats with the profile's zone
+    expires_at_ms: int | None = None  # deadlines (``core.deadlines``); None: none
+    max_lateness_s: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +58,22 @@ class RegisterRequest:
     # UTC, for their shape only) and with its locale.
     retime: Retime | None = field(default=None, compare=False)
     floats: bool = False  # ``"timeZone": "recipient"``
+    expires_at_ms: int | None = None  # expiresAt (not before the first fire time: planned)
+    max_lateness_s: int | None = None  # maxLatenessSeconds (>= 1)
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     """The trigger ``req`` describes: its first fire time (a past one is now) and schedule.
-    Pure. Raises ``InvalidRequest``, ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
+    Pure. Raises ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime`` or
+    ``ExpiresBeforeFire``."""
     if req.jitter_s > api.max_jitter_s:
         raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} "
                              "(TRIGGER_MAX_JITTER_S)", field="jitterSeconds")
     planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
                    min_interval_s=api.min_recurrence_interval_s)
+    check_expiry(req.expires_at_ms, planned.fire_at_ms)
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
-                      req.floats and planned.schedule is not None)
+                      req.floats and planned.schedule is not None, req.expires_at_ms,
+                      req.max_lateness_s)

@@ -22,6 +22,7 @@ from trigger_service.core.model import Trigger
 from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
 
 MAX_LATENESS_MAX_S = 366 * 86_400  # a year: any longer is no deadline at all
+DEADLINE_FIELDS = ("expiresAt", "maxLatenessSeconds")  # a create or PATCH body's
 
 
 def deadline_ms(t: Trigger) -> int | None:

@@ -12,6 +12,11 @@ from typing import Any
 
 from trigger_service.app.registration import RegisterRequest, Retime
 from trigger_service.config.callers import Caller
+from trigger_service.core.deadlines import (
+    DEADLINE_FIELDS,
+    parse_expires_at,
+    parse_max_lateness,
+)
 from trigger_service.core.errors import (
     CallbackNotAllowed,
     InvalidRequest,
@@ -29,7 +34,7 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
-                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels"})
+                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 _SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
@@ -74,7 +79,8 @@ def parse_register(
     return RegisterRequest(url, payload_json, time, now_ms, delivery,
                            parse_jitter(body.get("jitterSeconds")),
                            parse_tags(body.get("tags")), parse_labels(body.get("labels")),
-                           recipient, retime, floats)
+                           recipient, retime, floats, parse_expires_at(body.get("expiresAt")),
+                           parse_max_lateness(body.get("maxLatenessSeconds")))
 
 
 def parse_jitter(value: object) -> int:

@@ -34,7 +34,14 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         **channels_view(t),
         "tags": list(t.tags),
         "labels": dict(t.labels),
+        **deadlines_view(t),
     }
+
+
+def deadlines_view(t: Trigger) -> dict[str, Any]:
+    """``expiresAt`` and ``maxLatenessSeconds`` (null: no such bound; ``core.deadlines``)."""
+    return {"expiresAt": None if t.expires_at_ms is None else format_rfc3339_ms(t.expires_at_ms),
+            "maxLatenessSeconds": t.max_lateness_s}
 
 
 def jitter_view(t: Trigger) -> dict[str, Any]:

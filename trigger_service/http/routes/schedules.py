@@ -23,8 +23,9 @@ from trigger_service.http.time_fields import INSTANT_FIELDS, TIME_FIELDS, parse_
 MAX_PREVIEW = 1000
 _PATCH_TYPES = ("application/json", "application/merge-patch+json")
 _SNOOZE_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "dstPolicy", "when"})
-# What a snooze does not take from the original: its time (a snooze is exact: no jitter).
-_NOT_KEPT = frozenset({*TIME_FIELDS, "jitterSeconds"})
+# What a snooze does not take from the original: its time (a snooze is exact: no jitter),
+# and its expiresAt (a snooze is a new time; its maxLatenessSeconds, relative, is kept).
+_NOT_KEPT = frozenset({*TIME_FIELDS, "jitterSeconds", "expiresAt"})
 
 
 async def preview_occurrences(request: web.Request) -> web.Response:
@@ -107,6 +108,10 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
         body["tags"] = list(t.tags)
     if t.labels:
         body["labels"] = dict(t.labels)
+    if t.expires_at_ms is not None:
+        body["expiresAt"] = format_rfc3339_ms(t.expires_at_ms)
+    if t.max_lateness_s is not None:
+        body["maxLatenessSeconds"] = t.max_lateness_s
     rec = t.schedule
     if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
         return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}

@@ -11,7 +11,7 @@
   const OVERVIEW_EVERY_MS = 15000;
   const JOB_POLL_MS = 1000;
   const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted",
-    "recipient_deleted"];
+    "recipient_deleted", "expired"];
 
   const $ = (id) => document.getElementById(id);
 
