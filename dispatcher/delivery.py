@@ -232,7 +232,7 @@ class Delivery:
             return None
         start_ms = max(self._clock.now_ms(), t.due_at_ms())  # the send's earliest start
         if expired(t, start_ms):  # past its deadline: dead-lettered, never sent
-            await self.finishing.expire(m, t, start_ms)
+            await self.finishing.expire(m, t, start_ms, t.last_error)  # (a retry's: why)
             return None
         if self._waiting.get(t.caller, 0) >= self._max_waiting:
             self._metrics.inc("bulkhead_deferrals_total")

@@ -171,3 +171,18 @@ async def test_lateness_counts_from_the_jittered_instant(env: Env) -> None:
     await _handle(env, t)
     assert [c.trigger_id for c in env.channel.calls] == [t.trigger_id]
     assert env.count(EXPIRED) == 0
+
+
+async def test_a_retry_whose_message_comes_back_too_late_is_expired_with_its_error(
+        env: Env) -> None:
+    """The retry was scheduled in time, but its message came back after the deadline (a
+    busy queue): expired at the claim, the last attempt's error kept."""
+    t = await env.add(-20_000, attempts=1, last_error="HTTP 503",
+                      next_attempt_at_ms=START_MS - 10_000, max_lateness_s=15)
+    await _handle(env, t)
+    assert env.channel.calls == []
+    row = env.row(t)
+    assert row.status is Status.FAILED and row.last_error is not None
+    assert row.last_error.endswith("(fire time 2023-11-14T22:13:00.000Z, 20 s late); "
+                                   "last attempt: HTTP 503")
+    assert _letter(env, t).attempt_count == 1
