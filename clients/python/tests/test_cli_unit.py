@@ -175,3 +175,18 @@ def test_snooze_when_and_create_and_preview_with_jitter() -> None:
                        "--tz", "UTC")
     assert code == 0 and script.bodies()[0]["jitterSeconds"] == 300
     assert "fires by" in out and "08:05:00Z" in out
+
+
+def test_create_with_an_expiry_and_a_lateness() -> None:
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--max-lateness",
+                     "2m", "--expires-at", "2027-03-14 09:00", "--tz", "Europe/Berlin",
+                     "-o", "json")
+    assert code == 0
+    body = script.bodies()[0]
+    assert body["maxLatenessSeconds"] == 120
+    assert body["expiresAt"] == "2027-03-14T09:00:00+01:00"
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--expires-at",
+                     "2027-03-14T09:00:00Z", "-o", "json")
+    assert code == 0 and script.bodies()[0]["expiresAt"] == "2027-03-14T09:00:00+00:00"

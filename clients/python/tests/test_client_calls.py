@@ -101,3 +101,29 @@ def test_readiness_is_an_answer_not_an_error(script: Script, status: int) -> Non
     script.answers = [httpx.Response(status, json=body)]
     health = TriggerClient("http://api", transport=script.transport).ops.readyz()
     assert health.ok is (status == 200) and health.down == (() if status == 200 else ("redis",))
+
+
+def test_deadlines_on_create_patch_and_the_model(script: Script) -> None:
+    tid = CREATED["triggerId"]
+    script.answers = [httpx.Response(201, json=CREATED),
+                      httpx.Response(200, json=trigger_json(
+                          1, expiresAt="2027-01-01T00:00:00.000Z", maxLatenessSeconds=90))]
+    c = TriggerClient("http://api", "t", transport=script.transport)
+    c.triggers.create(callback_url="http://x/cb", delay_s=60,
+                      expires_at=datetime(2027, 1, 1, tzinfo=UTC), max_lateness_s=90)
+    patched = c.triggers.patch(tid, expires_at=None, max_lateness_s=90)
+    assert script.bodies() == [
+        {"callbackUrl": "http://x/cb", "delaySeconds": 60,
+         "expiresAt": "2027-01-01T00:00:00+00:00", "maxLatenessSeconds": 90},
+        {"expiresAt": None, "maxLatenessSeconds": 90}]
+    assert patched.expires_at == datetime(2027, 1, 1, tzinfo=UTC)
+    assert patched.max_lateness_s == 90
+
+
+async def test_async_create_sends_the_deadlines(script: Script) -> None:
+    script.answers = [httpx.Response(201, json=CREATED)]
+    async with AsyncTriggerClient("http://api", "t", transport=script.transport) as c:
+        await c.triggers.create(callback_url="http://x/cb", delay_s=1, max_lateness_s=5,
+                                expires_at="2027-01-01T00:00:00Z")
+    assert script.bodies() == [{"callbackUrl": "http://x/cb", "delaySeconds": 1,
+                                "maxLatenessSeconds": 5, "expiresAt": "2027-01-01T00:00:00Z"}]

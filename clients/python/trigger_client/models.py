@@ -162,6 +162,10 @@ class Trigger:
     # A series' catch-up policy as the API shows it ({"policy", "windowSeconds"}; None for a
     # one-time trigger): ``trigger_client.pausing.CatchUp.from_json`` reads it.
     catch_up: Mapping[str, Any] | None = None
+    # Deadlines: no occurrence is sent after ``expires_at``, nor more than ``max_lateness_s``
+    # after its fire time (past either it is dead-lettered ``expired``); None: no such bound.
+    expires_at: datetime | None = None
+    max_lateness_s: int | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -181,7 +185,8 @@ class Trigger:
             d.get("acknowledged"), d.get("jitterSeconds", 0),
             _opt_instant(d.get("scheduledAt")), d.get("recipient"), d.get("resolvedTimeZone"),
             raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}),
-            catch_up=d.get("catchUp"))
+            catch_up=d.get("catchUp"), expires_at=_opt_instant(d.get("expiresAt")),
+            max_lateness_s=d.get("maxLatenessSeconds"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,6 +26,7 @@ _API_NAMES = {
     "tags": "tags", "labels": "labels",
     "recipient": "recipient", "message": "message",
     "catch_up": "catchUp",
+    "expires_at": "expiresAt", "max_lateness_s": "maxLatenessSeconds",
 }
 
 
@@ -63,6 +64,8 @@ class TriggerFields(TypedDict, total=False):
     recipient: str  # a recipient profile's id (time_zone "recipient" floats with its zone)
     message: Mapping[str, str]  # {"title"?, "text"}: channels given by type alone
     catch_up: CatchUp
+    expires_at: datetime | str  # aware: no occurrence is sent after it
+    max_lateness_s: int  # each occurrence sent at most this long after its time
 
 
 class PatchFields(TypedDict, total=False):
@@ -89,6 +92,8 @@ class PatchFields(TypedDict, total=False):
     recipient: str | None
     message: Mapping[str, str] | None
     catch_up: CatchUp | None
+    expires_at: datetime | str | None
+    max_lateness_s: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +101,9 @@ class TriggerRequest:
     """A new trigger (or a schedule to preview). ``fire_at`` aware (or an RFC 3339 string);
     ``local_time`` naive (a wall time in ``time_zone``); ``when`` a phrase such as
     ``"tomorrow 9am"`` read in ``time_zone``; ``jitter_s`` spreads each occurrence over
-    that many seconds after its time. None means "not given"."""
+    that many seconds after its time; ``expires_at`` (aware) and ``max_lateness_s`` are
+    deadlines (past one, an occurrence is dead-lettered ``expired`` instead of sent). None
+    means "not given"."""
 
     callback_url: str | None = None
     payload: Any = None
@@ -118,6 +125,8 @@ class TriggerRequest:
     recipient: str | None = None
     message: Mapping[str, str] | None = None
     catch_up: CatchUp | None = None
+    expires_at: datetime | str | None = None  # no occurrence is sent after it
+    max_lateness_s: int | None = None  # each occurrence at most this late (>= 1)
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:

@@ -60,6 +60,12 @@ Jitter = Annotated[str | None, typer.Option(
     "--jitter", help="Spread each occurrence over this long after its time, on purpose: "
     "30s, 10m, 1h (whole seconds).")]
 Cron = Annotated[str | None, typer.Option("--cron", help='Five fields, "0 9 * * 1-5".')]
+ExpiresAt = Annotated[str | None, typer.Option(
+    "--expires-at", help="Send nothing after this: like --at (a wall time in --tz, or with an "
+    "offset); a later occurrence is dead-lettered 'expired'.")]
+MaxLateness = Annotated[str | None, typer.Option(
+    "--max-lateness", help="Send each occurrence at most this long after its time (30s, "
+    "10m, 1h; whole seconds, at least 1s); later, it is dead-lettered 'expired'.")]
 
 
 @app.callback()
@@ -132,6 +138,7 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
            payload: Annotated[str | None, typer.Option(help="JSON, or @file.json.")] = None,
            in_: In = None, at: At = None, tz: Tz = None, when: When = None,
            rrule: Rrule = None, cron: Cron = None, jitter: Jitter = None,
+           expires_at: ExpiresAt = None, max_lateness: MaxLateness = None,
            idempotency_key: Annotated[str | None, typer.Option(
                help="Default: a fresh one (printed when the outcome is unknown).")] = None,
            yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
@@ -140,7 +147,9 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
     with api_errors(output), client(ctx) as c:
         req = time_request(in_, at, tz, when, callback_url=url,
                            payload=read_payload(payload), rrule=rrule, cron=cron,
-                           jitter_s=jitter_s(jitter))
+                           jitter_s=jitter_s(jitter), expires_at=instant(expires_at, tz),
+                           max_lateness_s=None if max_lateness is None
+                           else round(parse_duration_s(max_lateness)))
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
         # Always a key, and one the user can see: if the answer never settles (no answer,
@@ -298,6 +307,17 @@ def preview(ctx: typer.Context, in_: In = None, at: At = None, tz: Tz = None,
         table.add_row(str(n), f"{local(instant, z):%a %Y-%m-%d %H:%M:%S %Z}",
                       f"{instant:%Y-%m-%dT%H:%M:%SZ}", mark, *latest[n - 1:n])
     out.print(table)
+
+
+def instant(text: str | None, tz: str | None) -> datetime | None:
+    """``--expires-at``: read as ``--at``, a wall time made an instant in ``--tz``."""
+    if text is None:
+        return None
+    a = parse_at(text, tz)
+    if a.fire_at is not None:
+        return a.fire_at
+    assert a.local_time is not None
+    return a.local_time.replace(tzinfo=zone(tz))
 
 
 def jitter_s(text: str | None) -> int | None:
