@@ -72,6 +72,20 @@ async def test_a_jittered_trigger_is_replayed_exactly_when_asked() -> None:
         NOW_MS + 60_000, NOW_MS + 60_000, 0)
 
 
+@pytest.mark.parametrize(("expires_in_ms", "kept"), [(-10_000, False), (120_000, True)])
+async def test_a_replay_of_an_expired_letter_drops_an_expiry_that_has_passed(
+        expires_in_ms: int, kept: bool) -> None:
+    env = make_env()
+    d = await dead(env, reason=DeadLetterReason.EXPIRED)
+    failed = env.store.triggers[d.trigger_id]
+    expires_at_ms = NOW_MS + expires_in_ms
+    env.store.triggers[d.trigger_id] = replace(failed, expires_at_ms=expires_at_ms,
+                                               max_lateness_s=30)
+    new = await service(env).replay("orders", d.id, NOW_MS + 60_000)
+    assert new.expires_at_ms == (expires_at_ms if kept else None)
+    assert new.max_lateness_s == 30  # relative to the replay's own fire time: kept
+
+
 async def test_replay_later_and_scope() -> None:
     env = make_env()
     d = await dead(env)
