@@ -24,6 +24,7 @@ class DeadLetterReason(StrEnum):
     CALLBACK_NOT_ALLOWED = "callback_not_allowed"  # the callers file no longer allows the URL
     BUDGET_EXHAUSTED = "budget_exhausted"  # a channel's daily_budget was spent: not sent
     RECIPIENT_DELETED = "recipient_deleted"  # its recipient profile was deleted (issue 26)
+    ENDPOINT_DISABLED = "endpoint_disabled"  # its endpoint was disabled (issue 27)
 
 
 class DeadLetterState(StrEnum):
