@@ -82,6 +82,29 @@ def endpoint_origin(url: str) -> str:
     return f"{u.scheme}://{host}:{port}"
 
 
+def origin_prefix(origin: str) -> str:
+    """The start of every stored callback URL on ``origin`` (a stored URL leaves a default
+    port out): for matching dead letters' URLs."""
+    for scheme, port in (("http", 80), ("https", 443)):
+        if origin.startswith(f"{scheme}://") and origin.endswith(f":{port}"):
+            return origin.removesuffix(f":{port}") + "/"
+    return origin + "/"
+
+
+def parse_origin(text: str) -> str | None:
+    """An origin as given by a person (``https://host[:port]``, a trailing ``/`` allowed) in
+    the form records use; None when it is not one."""
+    try:
+        u = urlsplit(text.strip())
+        u.port  # noqa: B018 (raises ValueError on a bad port)
+    except ValueError:
+        return None
+    if u.scheme not in ("http", "https") or not u.hostname or u.path not in ("", "/") \
+            or u.query or u.fragment or u.username or u.password:
+        return None
+    return endpoint_origin(text.strip())
+
+
 def first_failure(caller: str, origin: str, now_ms: int, error: str | None) -> EndpointHealth:
     return EndpointHealth(caller, origin, now_ms, now_ms, 1, _short(error))
 
