@@ -2,7 +2,8 @@
 failing endpoint's record; an endpoint failing past a short ``disable_after_s`` (3 s) is
 disabled, the operators' event arrives signed (verified with the standardwebhooks library),
 occurrences due after that are held (PAUSED, not attempted), and enabling with a replay
-delivers each held one exactly once, with an ``endpoint.enabled`` event."""
+delivers each held one exactly once, with an ``endpoint.enabled`` event; the SDK (sync and
+async) and ``triggerctl endpoints`` list and enable."""
 
 from __future__ import annotations
 
@@ -12,14 +13,18 @@ import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from aiohttp import web
 from standardwebhooks.webhooks import Webhook
+from typer.testing import CliRunner
 
 from tests.integration.conftest import Stack, serving
-from trigger_service.core.endpoint_health import endpoint_origin
+from trigger_client import AsyncTriggerClient, TriggerClient
+from trigger_client.cli.main import app
+from trigger_service.core.endpoint_health import endpoint_origin, first_failure
 from trigger_service.core.timing import format_rfc3339_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -172,3 +177,45 @@ async def test_the_enable_routes_refuse_bad_input(stack: Stack) -> None:
     assert resp.status == 200 and got["previousState"] is None, got
     resp = await stack.client.get("/v1/ops/endpoints", headers=viewer)
     assert resp.status == 200
+
+
+async def _seed_disabled(stack: Stack) -> str:
+    """A disabled record of the test caller's receiver, as a dispatcher writes it."""
+    origin = endpoint_origin(stack.receiver.base_url)
+    now_ms = int(time.time() * 1000)
+    health = stack.runtime.endpoint_health
+    h = await health.note_first_failure(first_failure(stack.caller, origin, now_ms - 9_000,
+                                                      "HTTP 503"))
+    assert await health.mark_disabled(h, now_ms)
+    return origin
+
+
+async def test_the_sdk_sync_and_async_and_triggerctl(stack: Stack) -> None:
+    origin = await _seed_disabled(stack)
+    url = str(stack.client.make_url("")).rstrip("/")
+    async with AsyncTriggerClient(url, stack.token) as sdk:
+        [e] = await sdk.endpoints.list()
+        assert (e.caller, e.origin, e.state, e.failures) == (stack.caller, origin,
+                                                             "disabled", 1)
+        assert e.disabled_at is not None and e.last_error == "HTTP 503"
+        ops_sdk = AsyncTriggerClient(url, stack.token + "-ops")
+        assert stack.caller in {x.caller for x in await ops_sdk.endpoints.list_all()}
+        await ops_sdk.aclose()
+    argv = ["--api-url", url, "--token", stack.token]
+    listed = await asyncio.to_thread(CliRunner().invoke, app,
+                                     [*argv, "endpoints", "list", "--output", "json"])
+    assert listed.exit_code == 0, listed.stdout
+    assert origin in listed.stdout and "disabled" in listed.stdout
+    enabled = await asyncio.to_thread(CliRunner().invoke, app, [
+        *argv, "endpoints", "enable", stack.receiver.base_url, "--replay-since",
+        "2026-01-01T00:00:00Z"])
+    assert enabled.exit_code == 0, enabled.stdout
+    assert f"{origin} enabled (was disabled)" in enabled.stdout
+    sync = TriggerClient(url, stack.token)
+    try:
+        assert await asyncio.to_thread(sync.endpoints.list) == []
+        again = await asyncio.to_thread(sync.endpoints.enable, origin,
+                                        datetime(2026, 1, 1, tzinfo=UTC))
+        assert again.previous_state is None and again.trigger_job_id is None
+    finally:
+        await asyncio.to_thread(sync.close)

@@ -24,7 +24,8 @@ from trigger_client.models_more import ReplayJob
 app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, replay, purge.")
 
 Reason = Annotated[str | None, typer.Option(
-    help="max_attempts, max_age, gone, callback_not_allowed, budget_exhausted.")]
+    help="max_attempts, max_age, gone, callback_not_allowed, budget_exhausted, "
+    "recipient_deleted, endpoint_disabled.")]
 Since = Annotated[str | None, typer.Option(help="RFC 3339 with an offset.")]
 Prefix = Annotated[str | None, typer.Option("--prefix", help="Callback URL prefix.")]
 Caller = Annotated[str | None, typer.Option(help="Ops tokens only: one caller's.")]
