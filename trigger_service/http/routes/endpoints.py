@@ -16,6 +16,7 @@ from trigger_service.http.auth import caller_of, require_ops
 from trigger_service.http.keys import JOBS_KEY, RUNTIME_KEY
 
 ENDPOINTS_KEY = web.AppKey("endpoints", EndpointService)
+ORIGIN_MAX_CHARS = 300  # as the document says
 
 
 def _time(ms: int | None) -> str | None:
@@ -49,7 +50,8 @@ def parse_enable(raw: bytes) -> tuple[str, int | None]:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field", field=extra[0])
     raw_origin = body.get("origin")
-    origin = parse_origin(raw_origin) if isinstance(raw_origin, str) else None
+    origin = (parse_origin(raw_origin)
+              if isinstance(raw_origin, str) and len(raw_origin) <= ORIGIN_MAX_CHARS else None)
     if origin is None:
         raise InvalidRequest("origin: an origin such as https://hooks.example.com:8443",
                              field="origin")
