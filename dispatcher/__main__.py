@@ -30,7 +30,8 @@ async def build(runtime: Runtime) -> Component:
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
                             notifiers=policed, recipients=runtime.recipients,
-                            pauses=runtime.store)
+                            pauses=runtime.store,
+                            endpoints=(runtime.endpoint_health, runtime.ops_events))
 
     async def close() -> None:
         await channel.close()

@@ -49,6 +49,7 @@ import structlog
 from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
 from dispatcher.breakers import Breakers
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
+from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
 from dispatcher.recipients import SendTimeProfiles
@@ -128,8 +129,10 @@ class Delivery:
     def __init__(self, deps: DispatchDeps, channel: Channel, callers: Callers, *,
                  claim_ids: Callable[[], str] = new_claim_id,
                  notifiers: Notifiers = UNCONFIGURED,
-                 recipients: RecipientStore | None = None) -> None:
+                 recipients: RecipientStore | None = None,
+                 endpoints: EndpointWatch | None = None) -> None:
         self._s = deps.settings
+        self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
         self._d = deps.settings.dispatch
         self._store = deps.store
         self._clock = deps.clock
@@ -339,6 +342,8 @@ class Delivery:
         # is given back unsettled).
         if not result.refused:
             (slot.failed if result.origin_failed else slot.succeeded)()
+        if self.endpoints is not None:
+            await self.endpoints.observe(claimed, result)
         return Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
                          refused=result.refused)
 

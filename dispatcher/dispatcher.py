@@ -16,6 +16,7 @@ import structlog
 
 from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
+from dispatcher.endpoint_health import EndpointHold, EndpointWatch
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
 from dispatcher.holding import Holding, PausedCallers
@@ -24,6 +25,7 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
+from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ops_ports import OpsBoard
@@ -58,17 +60,27 @@ class Dispatcher:
         board: OpsBoard | None = None,
         recipients: RecipientStore | None = None,
         pauses: CallerPauses | None = None,
+        endpoints: tuple[EndpointHealthStore, OpsEvents] | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
-        ``pauses``: the operators' paused callers (None: no caller is ever paused here)."""
+        ``pauses``: the operators' paused callers (None: no caller is ever paused here).
+        ``endpoints``: the endpoint health records and the operators' events (None: no
+        endpoint is ever disabled here)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
+        self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
+                                        settings.endpoint_health, clock, metrics)
+                          if endpoints is not None else None)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
-                                 notifiers=notifiers, recipients=recipients)
+                                 notifiers=notifiers, recipients=recipients,
+                                 endpoints=self.endpoints)
         self._visibility = self.delivery.visibility
+        hold = (EndpointHold(self.endpoints, store, callers, self.delivery.finishing,
+                             self._visibility, metrics) if self.endpoints is not None else None)
         self.holding = Holding(settings, store, self._visibility, clock, metrics,
-                               PausedCallers(pauses, clock) if pauses is not None else None)
+                               PausedCallers(pauses, clock) if pauses is not None else None,
+                               hold)
         self._s, self._d = settings, settings.dispatch
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
@@ -151,6 +163,8 @@ class Dispatcher:
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         await self._visibility.drain()
+        if self.endpoints is not None:
+            await self.endpoints.drain()
 
     @property
     def inflight(self) -> int:

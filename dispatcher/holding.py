@@ -1,6 +1,7 @@
 """What stops a due occurrence before its claim: its caller paused by an operator (the
-trigger is turned PAUSED instead of delivered), or the series' catch-up policy passing over
-a late occurrence (``core.catchup``: the series moves on without delivering it).
+trigger is turned PAUSED instead of delivered), its endpoint disabled
+(``dispatcher.endpoint_health``), or the series' catch-up policy passing over a late
+occurrence (``core.catchup``: the series moves on without delivering it).
 
 Both are LWTs on the row as read, like the claim they replace: if one loses (a cancel, an
 edit, another dispatcher), nothing is done here and the claim that follows loses too, so the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import structlog
 
+from dispatcher.endpoint_health import EndpointHold
 from dispatcher.finishing import DispatchStore
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
@@ -58,13 +60,16 @@ class PausedCallers:
 
 class Holding:
     def __init__(self, settings: Settings, store: DispatchStore, visibility: Visibility,
-                 clock: Clock, metrics: Metrics, paused_callers: PausedCallers | None) -> None:
+                 clock: Clock, metrics: Metrics, paused_callers: PausedCallers | None,
+                 endpoints: EndpointHold | None = None) -> None:
+        """``endpoints``: holds the occurrences of disabled endpoints (None: none is)."""
         self._s = settings
         self._store = store
         self._visibility = visibility
         self._clock = clock
         self._metrics = metrics
         self._callers = paused_callers
+        self._endpoints = endpoints
 
     async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
         """Whether ``t`` (PENDING or IN_FLIGHT, about to be claimed) was held back here: the
@@ -78,6 +83,8 @@ class Holding:
                 await self._visibility.delete_quietly(m)
                 return True
             return False
+        if self._endpoints is not None and await self._endpoints.held(m, t):
+            return True
         return await self._passed_over(m, t)
 
     async def _passed_over(self, m: ReceivedMessage, t: Trigger) -> bool:

@@ -208,6 +208,7 @@ EXEMPT = {
     ("POST", "/v1/ops/callers/{caller}/pause"): OPS_ONLY,
     ("POST", "/v1/ops/callers/{caller}/resume"): OPS_ONLY,
     ("GET", "/v1/ops/callers/resume-jobs/{job}"): OPS_ONLY,
+    ("POST", "/v1/ops/endpoints/{caller}/enable"): OPS_ONLY,
 }
 
 

@@ -34,9 +34,11 @@ from tests.api_server import ApiTestServer
 from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
+from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.ops_events import WebhookOpsEvents
 from trigger_service.adapters.redis.client import RedisPing, open_from_settings
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
@@ -203,11 +205,12 @@ class Stack:
         return {"callbackUrl": self.receiver.base_url + "cb", "payload": {"n": 1}, **fields}
 
     async def start_dispatcher(self, *, notifiers: Notifiers | None = None,
-                               lookup: Lookup | None = None,
+                               lookup: Lookup | None = None, endpoints: bool = False,
                                **overrides: Any) -> DispatcherHandle:
         """A dispatcher on the real stack; ``notifiers``: its email/SMS/push/inbox senders
         (tests/integration/test_channels.py), else channels are "not configured";
-        ``lookup``: the webhook channel's DNS (tests/integration/test_ssrf.py)."""
+        ``lookup``: the webhook channel's DNS (tests/integration/test_ssrf.py);
+        ``endpoints``: it keeps endpoint health (tests/integration/test_endpoint_health.py)."""
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
@@ -225,7 +228,9 @@ class Stack:
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
                        notifiers=notifiers or UNCONFIGURED,
-                       recipients=self.runtime.recipients, pauses=self.runtime.store)
+                       recipients=self.runtime.recipients, pauses=self.runtime.store,
+                       endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)
+                                  if endpoints else None))
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
@@ -372,7 +377,9 @@ async def stack(
                       cache, lease, SystemClock(), metrics,
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                      budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store))
+                      budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
+                      endpoint_health=CassandraEndpointHealth.of(store),
+                      ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
     app = build_app(runtime, service)

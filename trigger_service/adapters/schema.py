@@ -73,6 +73,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
+- ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → per (``caller``, ``origin``) a
+                          failing or disabled endpoint; read whole every few s by each
+                          dispatcher; deleted by a success or an enable. Size: origins failing.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
@@ -198,6 +201,11 @@ TABLE_SECRETS: Final = "signing_secrets"
 TABLE_PAUSED_CALLERS: Final = "paused_callers"
 PAUSED_CALLERS_KEY: Final = "all"
 COL_PAUSED_AT_MS: Final = "paused_at_ms"
+TABLE_ENDPOINT_HEALTH: Final = "endpoint_health"
+ENDPOINT_HEALTH_KEY: Final = "all"
+ENDPOINT_HEALTH_COLUMNS: Final = ("first_failure_at_ms", "last_failure_at_ms", "failures",
+                                  "last_error", "disabled_at_ms", "notified_at_ms")
+COL_ORIGIN: Final = "origin"
 COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPT_PAYLOADS
 TABLE_ZONED: Final = "zoned_triggers"

@@ -17,6 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from trigger_service.config.encryption import ENCRYPTION_VARIABLES, EncryptionSettings
+from trigger_service.config.endpoint_health import (
+    ENDPOINT_HEALTH_VARIABLES,
+    EndpointHealthSettings,
+)
 from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
 from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings
 from trigger_service.config.parsers import int_list as _int_list
@@ -127,6 +131,7 @@ class Settings:
     inbox: InboxSettings = field(default_factory=InboxSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
+    endpoint_health: EndpointHealthSettings = field(default_factory=EndpointHealthSettings)
 
     @property
     def retention_s(self) -> int:
@@ -211,6 +216,7 @@ class Settings:
         if self.log_format not in ("json", "console"):
             raise ConfigError("TRIGGER_LOG_FORMAT must be json or console")
         self.push.validate()
+        self.endpoint_health.validate()
 
 
 _SECTIONS: dict[str, type[Any]] = {
@@ -218,6 +224,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
     "limits": LimitSettings, "encryption": EncryptionSettings,
+    "endpoint_health": EndpointHealthSettings,
 }
 
 
@@ -340,6 +347,7 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in INBOX_VARIABLES),
     *(Variable(*row) for row in LIMIT_VARIABLES),
     *(Variable(*row) for row in ENCRYPTION_VARIABLES),
+    *(Variable(*row) for row in ENDPOINT_HEALTH_VARIABLES),
 )
 
 

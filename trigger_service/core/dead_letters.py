@@ -25,6 +25,7 @@ class DeadLetterReason(StrEnum):
     BUDGET_EXHAUSTED = "budget_exhausted"  # a channel's daily_budget was spent: not sent
     RECIPIENT_DELETED = "recipient_deleted"  # its recipient profile was deleted (issue 26)
     EXPIRED = "expired"  # its deadline (expiresAt, maxLatenessSeconds) passed before a send
+    ENDPOINT_DISABLED = "endpoint_disabled"  # its endpoint was disabled (issue 27)
 
 
 class DeadLetterState(StrEnum):

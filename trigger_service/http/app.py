@@ -12,6 +12,7 @@ from aiohttp import web
 
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.endpoints import EndpointService
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.trigger_jobs import TriggerJobRunner
@@ -38,6 +39,7 @@ from trigger_service.http.routes import (
     batch,
     dead_letters,
     docs,
+    endpoints,
     health,
     inbox,
     ops,
@@ -152,6 +154,10 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     # Operators pause a caller; its resume is a job over its paused triggers.
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
+    app[endpoints.ENDPOINTS_KEY] = EndpointService(
+        runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events, service,
+        app[TRIGGER_JOBS_KEY], letters, runtime.clock)
+    endpoints.add_routes(app)
     dead_letters.add_routes(app)
     acks.add_routes(app)
     inbox.add_routes(app)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.memory_limits import (
     MemoryPendingQuota,
@@ -23,6 +24,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import Resealer
+from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -95,6 +97,10 @@ class Runtime:
     resolver: HostResolver = field(default_factory=LoopResolver)
     # Recipient profiles (issue 26): Cassandra when opened, on the store's session.
     recipients: RecipientStore = field(default_factory=MemoryRecipients)
+    # Endpoint health records (issue 27): Cassandra when opened, on the store's session.
+    endpoint_health: EndpointHealthStore = field(default_factory=MemoryEndpointHealth)
+    # The operators' events (a signed webhook when opened).
+    ops_events: OpsEvents = field(default_factory=MemoryOpsEvents)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -103,9 +109,11 @@ class Runtime:
         (``CipherError``: KMS) or ``QueueError``."""
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
+        from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
         from trigger_service.adapters.cassandra.recipients import CassandraRecipients
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.crypto.keyring import open_cipher
+        from trigger_service.adapters.ops_events import WebhookOpsEvents
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
@@ -147,7 +155,9 @@ class Runtime:
                             metrics.close],
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
-                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store))
+                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
+                   endpoint_health=CassandraEndpointHealth.of(store),
+                   ops_events=WebhookOpsEvents(settings.endpoint_health, clock))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

@@ -15,9 +15,11 @@ import httpx
 import tenacity
 
 from trigger_client import _calls as calls
+from trigger_client import endpoints as endpoint_calls
 from trigger_client._http import DEFAULT_TIMEOUT_S, answer, base_headers, build
 from trigger_client._retry import NO_RETRY, RetryPolicy, retrying_kwargs
 from trigger_client._sse import SseParser
+from trigger_client.endpoints import EndpointEnabled, EndpointHealth
 from trigger_client.errors import ConnectionFailed, error_from_response
 from trigger_client.models import (
     AckResult,
@@ -367,6 +369,29 @@ class AsyncRecipients:
             after = page.next_after
 
 
+class AsyncEndpoints:
+    """As :class:`trigger_client.client.Endpoints`."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    async def enable(self, origin: str, replay_since: datetime | None = None
+                     ) -> EndpointEnabled:
+        return await self._x.run(endpoint_calls.enable_endpoint(origin, replay_since))
+
+    async def list_all(self) -> list[EndpointHealth]:
+        return await self._x.run(endpoint_calls.list_all_endpoints())
+
+    async def enable_for(self, caller: str, origin: str,
+                         replay_since: datetime | None = None) -> EndpointEnabled:
+        return await self._x.run(
+            endpoint_calls.enable_caller_endpoint(caller, origin, replay_since))
+
+    # Last: the name shadows the builtin in the annotations below it.
+    async def list(self) -> list[EndpointHealth]:
+        return await self._x.run(endpoint_calls.list_endpoints())
+
+
 class AsyncSigning:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -392,6 +417,7 @@ class AsyncTriggerClient:
         self.signing = AsyncSigning(x)
         self.recipients = AsyncRecipients(x)
         self.ops = AsyncOps(x)
+        self.endpoints = AsyncEndpoints(x)
 
     async def aclose(self) -> None:
         await self.http.aclose()

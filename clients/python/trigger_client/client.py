@@ -19,9 +19,11 @@ import httpx
 import tenacity
 
 from trigger_client import _calls as calls
+from trigger_client import endpoints as endpoint_calls
 from trigger_client._http import DEFAULT_TIMEOUT_S, answer, base_headers, build
 from trigger_client._retry import NO_RETRY, RetryPolicy, retrying_kwargs
 from trigger_client._sse import SseParser
+from trigger_client.endpoints import EndpointEnabled, EndpointHealth
 from trigger_client.errors import ConnectionFailed, error_from_response
 from trigger_client.models import (
     AckResult,
@@ -377,6 +379,29 @@ class Recipients:
             after = page.next_after
 
 
+class Endpoints:
+    """``/v1/endpoints``: the caller's failing and disabled callback origins; enable one
+    (with ``replay_since``: replay what was held since then). Operators: ``list_all`` and
+    ``enable_for`` (``/v1/ops/endpoints``)."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    def enable(self, origin: str, replay_since: datetime | None = None) -> EndpointEnabled:
+        return self._x.run(endpoint_calls.enable_endpoint(origin, replay_since))
+
+    def list_all(self) -> list[EndpointHealth]:
+        return self._x.run(endpoint_calls.list_all_endpoints())
+
+    def enable_for(self, caller: str, origin: str,
+                   replay_since: datetime | None = None) -> EndpointEnabled:
+        return self._x.run(endpoint_calls.enable_caller_endpoint(caller, origin, replay_since))
+
+    # Last: the name shadows the builtin in the annotations below it.
+    def list(self) -> list[EndpointHealth]:
+        return self._x.run(endpoint_calls.list_endpoints())
+
+
 class Signing:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -404,6 +429,7 @@ class TriggerClient:
         self.signing = Signing(x)
         self.recipients = Recipients(x)
         self.ops = Ops(x)
+        self.endpoints = Endpoints(x)
 
     def close(self) -> None:
         self.http.close()

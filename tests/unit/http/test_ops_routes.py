@@ -79,7 +79,8 @@ async def test_overview_shape_with_counters_queues_breakers_and_lag(ops: Ops) ->
                      'deliveries_total{outcome="fired"}': 7},
         "deadLetters": {"byReason": {"max_attempts": 0, "max_age": 0, "gone": 2,
                                      "callback_not_allowed": 0, "budget_exhausted": 0,
-                                     "recipient_deleted": 0, "expired": 0}},
+                                     "recipient_deleted": 0, "expired": 0,
+                                     "endpoint_disabled": 0}},
         "queues": {"main": 0, "deadLetter": 1},
         "breakers": [  # per (caller, origin): orders' open circuit leaves billing's closed
             {"caller": "billing", "origin": ORIGIN, "state": "closed",

@@ -26,7 +26,8 @@ from trigger_service.platform.wiring import Runtime
 log = structlog.get_logger(__name__)
 
 DEAD_LETTER_REASONS = ("max_attempts", "max_age", "gone", "callback_not_allowed",
-                       "budget_exhausted", "recipient_deleted", "expired")
+                       "budget_exhausted", "recipient_deleted", "expired",
+                       "endpoint_disabled")
 _SEVERITY = {"closed": 0, "half_open": 1, "open": 2}
 _SQS_TIMEOUT_S = 3
 

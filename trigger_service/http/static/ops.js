@@ -11,7 +11,7 @@
   const OVERVIEW_EVERY_MS = 15000;
   const JOB_POLL_MS = 1000;
   const REASONS = ["max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted",
-    "recipient_deleted", "expired"];
+    "recipient_deleted", "expired", "endpoint_disabled"];
 
   const $ = (id) => document.getElementById(id);
 
@@ -506,6 +506,48 @@
     }
   }
 
+  // --- endpoints: failing and disabled callback origins; operators enable them --------------
+
+  async function loadEndpoints() {
+    let got;
+    try {
+      got = await api("GET", "/v1/ops/endpoints");
+    } catch (err) {
+      setText($("ep-message"), err instanceof ApiError ? err.describe() : String(err));
+      return;
+    }
+    const items = Array.isArray(got.items) ? got.items : [];
+    setText($("ep-message"), items.length ? "" : "Every endpoint is healthy.");
+    show($("ep-table"), items.length > 0);
+    $("ep-rows").replaceChildren(...items.map((e) => el("tr", {},
+      el("td", { "data-label": "Caller" }, text(e.caller)),
+      el("td", { "data-label": "Origin" }, el("code", {}, text(e.origin))),
+      el("td", { "data-label": "State" }, el("span", { class: `badge ep-state-${e.state}` }, text(e.state))),
+      el("td", { "data-label": "Failing since" }, when(e.failingSince)),
+      el("td", { "data-label": "Failures" }, num(e.failures)),
+      el("td", { "data-label": "Last error", class: "small" }, text(e.lastError || "")),
+      el("td", {}, el("button", {
+        type: "button", class: "action", disabled: readOnly(),
+        onclick: () => enableEndpoint(e.caller, e.origin),
+      }, "Enable…")))));
+  }
+
+  async function enableEndpoint(caller, origin) {
+    const since = isoOf($("ep-since").value);
+    if (!(await confirmDialog(`Enable ${origin} for ${caller}?`
+      + (since ? ` What was held since ${since} is replayed.` : " Held triggers stay paused."),
+    "Enable", "action"))) return;
+    try {
+      const got = await api("POST", `/v1/ops/endpoints/${encodeURIComponent(caller)}/enable`,
+        since ? { origin, replaySince: since } : { origin });
+      const jobs = [got.replay.triggerJobId, got.replay.deadLetterJobId].filter(Boolean);
+      notice(`${origin} enabled for ${caller}` + (jobs.length ? `; replay job ${jobs.join(", ")}.` : "."), "ok");
+      await loadEndpoints();
+    } catch (err) {
+      actionFailed(err, null);
+    }
+  }
+
   // --- signing in and out ----------------------------------------------------------------
 
   let overviewTimer = null;
@@ -530,6 +572,7 @@
     applyRole();
     loadOverview();
     loadPausedCallers();
+    loadEndpoints();
     loadDeadLetters(true);
     clearInterval(overviewTimer);
     overviewTimer = setInterval(() => { if (!document.hidden && token()) loadOverview(); }, OVERVIEW_EVERY_MS);
@@ -547,7 +590,9 @@
       start();
     });
     $("logout").addEventListener("click", () => signOut(""));
-    $("refresh").addEventListener("click", () => { loadOverview(); loadPausedCallers(); loadDeadLetters(true); });
+    $("refresh").addEventListener("click", () => {
+      loadOverview(); loadPausedCallers(); loadEndpoints(); loadDeadLetters(true);
+    });
     $("pause-form").addEventListener("submit", pauseCaller);
     $("filters").addEventListener("submit", (e) => { e.preventDefault(); loadDeadLetters(true); });
     $("filters").addEventListener("reset", () => setTimeout(() => loadDeadLetters(true), 0));

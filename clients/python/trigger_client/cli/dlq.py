@@ -25,7 +25,7 @@ app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, replay, 
 
 Reason = Annotated[str | None, typer.Option(
     help="max_attempts, max_age, gone, callback_not_allowed, budget_exhausted, "
-         "recipient_deleted, expired.")]
+         "recipient_deleted, expired, endpoint_disabled.")]
 Since = Annotated[str | None, typer.Option(help="RFC 3339 with an offset.")]
 Prefix = Annotated[str | None, typer.Option("--prefix", help="Callback URL prefix.")]
 Caller = Annotated[str | None, typer.Option(help="Ops tokens only: one caller's.")]

@@ -1,0 +1,182 @@
+"""Endpoint health in the dispatcher (``dispatcher.endpoint_health``), on a fake clock: a
+herd of failures writes little, a success resets, continuous failure past disable_after_s
+disables once with one event, and a disabled endpoint's due occurrences are held."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from dispatcher.endpoint_health import NOTIFY_GRACE_MS, EndpointWatch
+from tests.unit.dispatcher.fakes import CALLER, OK, ORIGIN, OTHER_CALLER, Env, failed
+from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
+from trigger_service.config.callers import CallerRegistry
+from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.core.endpoint_health import ENDPOINT_DISABLED, EndpointState
+from trigger_service.core.model import Status
+from trigger_service.core.ports import DeliveryResult
+
+pytestmark = pytest.mark.timeout(10)
+DISABLE_AFTER_S = 60
+
+
+@pytest.fixture
+def parts(env: Env) -> tuple[MemoryEndpointHealth, MemoryOpsEvents]:
+    eh = env.settings.endpoint_health
+    env.settings = replace(env.settings, endpoint_health=replace(
+        eh, disable_after_s=DISABLE_AFTER_S, write_every_s=10, refresh_s=2))
+    return MemoryEndpointHealth(), MemoryOpsEvents()
+
+
+def _watch(env: Env, store: MemoryEndpointHealth, events: MemoryOpsEvents) -> EndpointWatch:
+    return EndpointWatch(store, events, env.callers, env.settings.endpoint_health, env.clock,
+                         env.metrics)
+
+
+async def test_a_herd_of_failures_writes_at_the_transition_then_once_a_period(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    w = _watch(env, store, events)
+    t = await env.add(0)
+    for _ in range(200):
+        await w.observe(t, failed())
+    assert store.writes == 1  # the first failure only
+    [h] = await store.endpoint_health()
+    assert (h.caller, h.origin, h.failures, h.state) == (CALLER, ORIGIN, 1,
+                                                         EndpointState.FAILING)
+    env.clock.advance_ms(10_000)
+    await w.observe(t, failed("timeout", None))
+    assert store.writes == 2
+    [h] = await store.endpoint_health()
+    assert h.failures == 201 and h.last_error == "timeout"
+
+
+async def test_a_success_resets_the_record_and_costs_nothing_when_there_is_none(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    w = _watch(env, store, events)
+    t = await env.add(0)
+    await w.observe(t, OK)
+    await w.observe(t, DeliveryResult(False, 404, "HTTP 404"))  # answered: the origin is up
+    assert store.writes == 0
+    await w.observe(t, failed())
+    await w.observe(t, DeliveryResult(False, 400, "HTTP 400"))
+    assert await store.endpoint_health() == [] and store.writes == 2
+    # A refused URL says nothing about the origin.
+    await w.observe(t, DeliveryResult(False, None, "refused", refused=True))
+    assert await store.endpoint_health() == []
+
+
+async def test_another_dispatchers_record_is_reset_by_a_success_here(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    t = await env.add(0)
+    await _watch(env, store, events).observe(t, failed())
+    here = _watch(env, store, events)
+    await here.refresh()
+    await here.observe(t, OK)
+    assert await store.endpoint_health() == []
+
+
+async def test_continuous_failure_past_disable_after_disables_once_with_one_event(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    a, b = _watch(env, store, events), _watch(env, store, events)
+    t = await env.add(0)
+    await a.observe(t, failed())
+    await b.observe(t, failed())  # b finds a's record
+    env.clock.advance_ms(DISABLE_AFTER_S * 1000 - 1)
+    await a.observe(t, failed())
+    assert not (await store.endpoint_health())[0].disabled_at_ms
+    env.clock.advance_ms(1)
+    await a.observe(t, failed())
+    await b.observe(t, failed())
+    await a.drain()
+    await b.drain()
+    [h] = await store.endpoint_health()
+    assert h.state is EndpointState.DISABLED
+    assert h.first_failure_at_ms < (h.disabled_at_ms or 0)
+    assert [e.type.value for e in events.sent] == ["endpoint.disabled"]
+    assert events.sent[0].failures >= 3 and h.notified_at_ms is not None
+    assert await a.disabled(CALLER, ORIGIN) and await b.disabled(CALLER, ORIGIN)
+    # A success while disabled (a send that was under way) does not enable it.
+    await a.observe(t, OK)
+    assert (await store.endpoint_health())[0].state is EndpointState.DISABLED
+
+
+async def test_an_event_not_sent_by_the_disabler_is_sent_by_a_later_read(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    events.fail = 1  # the disabler's send fails (its retries are the adapter's)
+    w = _watch(env, store, events)
+    t = await env.add(0)
+    await w.observe(t, failed())
+    env.clock.advance_ms(DISABLE_AFTER_S * 1000)
+    await w.observe(t, failed())
+    await w.drain()
+    assert events.sent == [] and (await store.endpoint_health())[0].notified_at_ms is None
+    other = _watch(env, store, events)
+    await other.refresh()
+    await other.drain()
+    assert events.sent == []  # within the grace the disabler may still be retrying
+    env.clock.advance_ms(NOTIFY_GRACE_MS)
+    await other.refresh()
+    await other.drain()
+    assert [e.type.value for e in events.sent] == ["endpoint.disabled"]
+    assert (await store.endpoint_health())[0].notified_at_ms is not None
+
+
+async def _disable(env: Env, store: MemoryEndpointHealth, events: MemoryOpsEvents,
+                   caller: str = CALLER) -> None:
+    w = _watch(env, store, events)
+    t = await env.add(0, caller=caller)
+    await w.observe(t, failed())
+    env.clock.advance_ms(DISABLE_AFTER_S * 1000)
+    await w.observe(t, failed())
+    await w.drain()
+
+
+async def test_a_disabled_endpoints_due_occurrences_are_held_not_attempted(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    await _disable(env, store, events)
+    mine, other = await env.add(0), await env.add(0, caller=OTHER_CALLER)
+    d = env.dispatcher_with(endpoints=(store, events))
+    await d.handle(await env.receive_one(mine))
+    await d.handle(await env.receive_one(other))
+    assert env.row(mine).status is Status.PAUSED
+    assert env.row(mine).last_error == ENDPOINT_DISABLED
+    assert env.channel.ids() == [other.trigger_id]
+    assert env.row(other).status is Status.FIRED
+    assert await env.receive() == []  # the held one's message is deleted
+
+
+async def test_a_dead_letter_caller_gets_its_occurrences_dead_lettered(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    env.callers = CallerRegistry.from_mapping({"callers": {CALLER: {
+        "token_sha256": "a" * 64, "callback_prefixes": ["https://orders.internal/"],
+        "on_disabled": "dead_letter", "disable_after_s": DISABLE_AFTER_S}}})
+    await _disable(env, store, events)
+    t = await env.add(0)
+    d = env.dispatcher_with(endpoints=(store, events))
+    await d.handle(await env.receive_one(t))
+    assert env.row(t).status is Status.FAILED and env.channel.calls == []
+    [letter] = env.store.dead_letters.values()
+    assert letter.reason is DeadLetterReason.ENDPOINT_DISABLED
+
+
+async def test_a_callers_own_disable_after_s_overrides_the_setting(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = parts
+    env.callers = CallerRegistry.from_mapping({"callers": {CALLER: {
+        "token_sha256": "a" * 64, "callback_prefixes": ["https://orders.internal/"],
+        "disable_after_s": 5}}})
+    w = _watch(env, store, events)
+    t = await env.add(0)
+    await w.observe(t, failed())
+    env.clock.advance_ms(5_000)
+    await w.observe(t, failed())
+    await w.drain()
+    assert (await store.endpoint_health())[0].state is EndpointState.DISABLED

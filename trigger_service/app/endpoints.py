@@ -1,0 +1,130 @@
+"""Endpoint health for people (issue 27): a caller lists its endpoints' records, operators
+list everyone's; either enables a disabled (or failing) endpoint. No HTTP here.
+
+Enabling deletes the record (``EndpointHealthStore.clear``), sends the operators'
+``endpoint.enabled`` event (in the background, retried) and, with ``replay_since_ms``,
+replays what was held for the endpoint since then, delivering each held occurrence once:
+
+- held (``on_disabled = "hold"``): the caller's PAUSED triggers whose ``last_error`` is
+  ``ENDPOINT_DISABLED``, whose callback is on the origin and whose occurrence was due at or
+  after the time, resumed by a job over triggers (``app.trigger_jobs``, action ``resume``:
+  each series by its own catch-up policy, a one-time trigger at once);
+- dead-lettered (``on_disabled = "dead_letter"``): the caller's open dead letters with
+  reason ``endpoint_disabled`` on the origin that died at or after the time, by a bulk
+  replay (``DeadLetterService.start_bulk``).
+
+Both wait first until no dispatcher can still hold the old record (its refresh period and a
+margin), as an operator's resume of a paused caller does; without a replay the held
+triggers stay PAUSED (each can be resumed by itself) and the answer is immediate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+import structlog
+
+from trigger_service.app.dead_letters import DeadLetterService
+from trigger_service.app.trigger_jobs import TriggerJobRunner
+from trigger_service.app.triggers import TriggerService
+from trigger_service.config.endpoint_health import EndpointHealthSettings
+from trigger_service.core.dead_letters import DeadLetterQuery, DeadLetterReason, ReplayJob
+from trigger_service.core.endpoint_health import (
+    ENDPOINT_DISABLED,
+    EndpointHealth,
+    enabled_event,
+    endpoint_origin,
+    origin_prefix,
+)
+from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
+from trigger_service.core.errors import NothingToReplay
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.ports import Clock, ListCursor
+from trigger_service.core.tags import TriggerFilter
+from trigger_service.core.trigger_jobs import JobAction, TriggerJob
+
+log = structlog.get_logger(__name__)
+
+SETTLE_MARGIN_MS = 1_000
+_PAGE = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Enabled:
+    """What an enable did: the record it cleared (None: there was none) and the replay
+    jobs it started (None: nothing to replay, or no replay asked)."""
+
+    caller: str
+    origin: str
+    cleared: EndpointHealth | None
+    trigger_job: TriggerJob | None = None
+    dead_letter_job: ReplayJob | None = None
+
+
+class EndpointService:
+    def __init__(self, settings: EndpointHealthSettings, store: EndpointHealthStore,
+                 events: OpsEvents, triggers: TriggerService, jobs: TriggerJobRunner,
+                 letters: DeadLetterService, clock: Clock) -> None:
+        self._s = settings
+        self._store = store
+        self._events = events
+        self._triggers = triggers
+        self._jobs = jobs
+        self._letters = letters
+        self._clock = clock
+        self._sending: set[asyncio.Task[bool]] = set()
+
+    async def endpoints(self, caller: str | None) -> list[EndpointHealth]:
+        """The failing and disabled endpoints, ``caller``'s (None: every caller's).
+        Raises ``StoreError``."""
+        return await self._store.endpoint_health(caller)
+
+    async def enable(self, caller: str, origin: str, replay_since_ms: int | None,
+                     by: str) -> Enabled:
+        """Enable ``caller``'s endpoint ``origin`` (idempotent: a healthy one stays so, and
+        sends no event) and, with ``replay_since_ms``, replay what was held since then.
+        ``by``: who asked (in the event). Raises ``StoreError``."""
+        cleared = await self._store.clear(caller, origin)
+        now_ms = self._clock.now_ms()
+        if cleared is not None:
+            log.warning("endpoint_enabled", caller=caller, origin=origin, by=by)
+            task = asyncio.create_task(self._events.send(
+                enabled_event(cleared, caller, origin, now_ms, by)))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+        if replay_since_ms is None:
+            return Enabled(caller, origin, cleared)
+        # A dispatcher holding the old copy would hold the replayed occurrences again.
+        await self._clock.sleep_ms(self._s.refresh_s * 1000 + SETTLE_MARGIN_MS)
+        ids = await self._held_ids(caller, origin, replay_since_ms)
+        job = (await self._jobs.start_over(caller, JobAction.RESUME,
+                                           TriggerFilter(status=Status.PAUSED), ids)
+               if ids else None)
+        return Enabled(caller, origin, cleared, job,
+                       await self._replay_letters(caller, origin, replay_since_ms))
+
+    async def _held_ids(self, caller: str, origin: str, since_ms: int) -> list[str]:
+        ids: list[str] = []
+        cursor: ListCursor | None = None
+        while True:
+            page = await self._triggers.list_triggers(caller, status=Status.PAUSED,
+                                                      limit=_PAGE, cursor=cursor)
+            ids += [t.trigger_id for t in page.triggers if _held_for(t, origin, since_ms)]
+            cursor = page.next_cursor
+            if cursor is None:
+                return ids
+
+    async def _replay_letters(self, caller: str, origin: str, since_ms: int
+                              ) -> ReplayJob | None:
+        query = DeadLetterQuery(caller, since_ms, self._clock.now_ms(),
+                                DeadLetterReason.ENDPOINT_DISABLED, origin_prefix(origin))
+        try:
+            return await self._letters.start_bulk(query)
+        except NothingToReplay:
+            return None
+
+
+def _held_for(t: Trigger, origin: str, since_ms: int) -> bool:
+    return (t.last_error == ENDPOINT_DISABLED and t.plan is None
+            and endpoint_origin(t.callback_url) == origin and t.due_at_ms() >= since_ms)
