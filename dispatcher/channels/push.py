@@ -2,8 +2,12 @@
 ``tests/providers.py``): ``POST {base}/v1/projects/{project}/messages:send`` with a JSON
 ``{"message": {...}}`` and ``Authorization: Bearer <token>``.
 
-The bearer is ``TRIGGER_PUSH_BEARER`` (an OAuth2 access token, or anything an emulator
-accepts); service-account files are refused at start-up (``PushSettings.validate``).
+The bearer is an OAuth2 access token of the service account in
+``TRIGGER_PUSH_CREDENTIALS_FILE`` (``fcm_auth``: fetched and refreshed with google-auth; a
+401 ``UNAUTHENTICATED`` makes the token be fetched again and the send tried once more), or,
+without that file, ``TRIGGER_PUSH_BEARER`` as given (a token from elsewhere, or anything an
+emulator accepts). A token that cannot be had is the send's outcome: transient when the
+token endpoint may give one later, else permanent.
 
 Answers (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode):
 
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from dispatcher.channels.fcm_auth import ServiceAccountTokens, TokenUnavailable
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, HttpAnswer, ProviderHttp
 from trigger_service.config.providers import PushSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, PushSpec
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
 TRANSIENT_CODES = frozenset({"UNAVAILABLE", "INTERNAL", "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED"})
@@ -88,9 +94,21 @@ class PushNotifier:
     def __init__(self, settings: PushSettings, *, clock: Clock | None = None) -> None:
         settings.validate()
         self._url = f"{settings.base_url}/v1/projects/{settings.project}/messages:send"
-        self._headers = {"Authorization": f"Bearer {settings.bearer}",
-                         "Accept": "application/json"}
+        self._bearer = settings.bearer
+        self._tokens = (ServiceAccountTokens(settings.credentials_file,
+                                             clock=clock or SystemClock(),
+                                             timeout_s=settings.timeout_s)
+                        if settings.credentials_file else None)
         self._http = ProviderHttp(settings.timeout_s, clock=clock)
+
+    @property
+    def tokens(self) -> ServiceAccountTokens | None:
+        """The service account's tokens (None: the fixed ``TRIGGER_PUSH_BEARER``)."""
+        return self._tokens
+
+    async def _headers(self) -> dict[str, str]:
+        bearer = await self._tokens.token() if self._tokens else self._bearer
+        return {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
 
     async def open(self) -> None:
         await self._http.open()
@@ -101,6 +119,20 @@ class PushNotifier:
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
         if not isinstance(spec, PushSpec):
             return ChannelOutcome(False, permanent=True, error=f"not a push channel: {spec.type}")
-        answer = await self._http.post(self._url, headers=self._headers,
-                                       json_body=push_message(spec, occ))
-        return answer if isinstance(answer, ChannelOutcome) else push_outcome(answer)
+        body = push_message(spec, occ)
+        for attempt in (1, 2):
+            try:
+                headers = await self._headers()
+            except TokenUnavailable as e:
+                return ChannelOutcome(False, permanent=not e.transient,
+                                      error=f"FCM access token: {e}"[:MAX_ERROR_LEN])
+            answer = await self._http.post(self._url, headers=headers, json_body=body)
+            if isinstance(answer, ChannelOutcome):
+                return answer
+            # A token FCM no longer accepts (revoked, or expired early): fetch a new one and
+            # try once more; a second 401 is the account's fault, and permanent.
+            if answer.status == 401 and self._tokens is not None and attempt == 1:
+                self._tokens.invalidate()
+                continue
+            return push_outcome(answer)
+        raise AssertionError("unreachable")

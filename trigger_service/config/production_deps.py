@@ -113,7 +113,9 @@ def _providers(settings: Settings) -> list[str]:
         ("TRIGGER_SMS_ACCOUNT_SID", sms.account_sid == DEV_SMS_ACCOUNT_SID,
          "Twilio's test account"),
         ("TRIGGER_SMS_FROM", sms.from_number == DEV_SMS_FROM, "Twilio's test number"),
-        ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer, "the development token"),
+        # A service-account file replaces the bearer: the bearer is then unused.
+        ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer and not push.credentials_file,
+         "the development token"),
         ("TRIGGER_PUSH_PROJECT", push.project == PushSettings.project,
          "the development project"),
     ]

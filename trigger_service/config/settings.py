@@ -25,9 +25,11 @@ from trigger_service.config.parsers import pos_int as _pos_int
 from trigger_service.config.parsers import str_list as _str_list
 from trigger_service.config.providers import (
     PROVIDER_VARIABLES,
+    EmailSettings,
     PushSettings,
     SmsSettings,
     SmtpSettings,
+    TelegramSettings,
 )
 from trigger_service.config.sqs import SQS_VARIABLES, SqsSettings
 from trigger_service.config.stores import (
@@ -127,6 +129,8 @@ class Settings:
     inbox: InboxSettings = field(default_factory=InboxSettings)
     limits: LimitSettings = field(default_factory=LimitSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
+    email: EmailSettings = field(default_factory=EmailSettings)
+    telegram: TelegramSettings = field(default_factory=TelegramSettings)
 
     @property
     def retention_s(self) -> int:
@@ -217,7 +221,8 @@ _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
-    "limits": LimitSettings, "encryption": EncryptionSettings,
+    "limits": LimitSettings, "encryption": EncryptionSettings, "email": EmailSettings,
+    "telegram": TelegramSettings,
 }
 
 
