@@ -386,13 +386,17 @@ class SmtpSink:
         return "250 Message accepted for delivery"
 
 
-async def serve(sms_port: int, push_port: int, smtp_port: int = 0) -> None:
-    """Run both HTTP simulators with the development credentials (and, with ``smtp_port``,
-    an SMTP sink that prints each message) until cancelled."""
-    sms, push, smtp = SmsSimulator(), PushSimulator(), SmtpSink()
-    sms.echo = push.echo = True
+async def serve(sms_port: int, push_port: int, smtp_port: int = 0,
+                telegram_port: int = 0) -> None:
+    """Run the HTTP simulators with the development credentials (and, with ``smtp_port``,
+    an SMTP sink that prints each message; with ``telegram_port``, the Bot API) until
+    cancelled."""
+    sms, push, smtp, telegram = SmsSimulator(), PushSimulator(), SmtpSink(), TelegramSimulator()
+    sms.echo = push.echo = telegram.echo = True
     print("sms: ", await sms.start(port=sms_port), flush=True)
     print("push:", await push.start(port=push_port), flush=True)
+    if telegram_port:
+        print("telegram:", await telegram.start(port=telegram_port), flush=True)
     if smtp_port:
         smtp.echo = True
         print(f"smtp: 127.0.0.1:{await smtp.start(port=smtp_port)}", flush=True)
@@ -402,13 +406,14 @@ async def serve(sms_port: int, push_port: int, smtp_port: int = 0) -> None:
         await sms.stop()
         await push.stop()
         await smtp.stop()
+        await telegram.stop()
 
 
 if __name__ == "__main__":
-    # python -m tests.providers [SMS_PORT PUSH_PORT [SMTP_PORT]]: the provider sandbox of
-    # `make up` (infra/app.sh starts it on 9201, 9202 and 1025).
+    # python -m tests.providers [SMS_PORT PUSH_PORT [SMTP_PORT [TELEGRAM_PORT]]]: the provider
+    # sandbox of `make up` (infra/app.sh starts it on 9201, 9202, 1025 and 9203).
     import sys
 
-    ports = [int(a) for a in sys.argv[1:4]] or [9201, 9202, 1025]
+    ports = [int(a) for a in sys.argv[1:5]] or [9201, 9202, 1025, 9203]
     asyncio.run(serve(*ports))
 
