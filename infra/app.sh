@@ -37,7 +37,11 @@ if [[ -z "${TRIGGER_SMTP_HOST:-}${TRIGGER_SMS_BASE_URL:-}${TRIGGER_PUSH_BASE_URL
     export TRIGGER_SMTP_HOST=127.0.0.1 TRIGGER_SMTP_PORT="$SANDBOX_SMTP_PORT"
     export TRIGGER_SMS_BASE_URL="http://127.0.0.1:$SANDBOX_SMS_PORT"
     export TRIGGER_PUSH_BASE_URL="http://127.0.0.1:$SANDBOX_PUSH_PORT"
-    export TRIGGER_TELEGRAM_BASE_URL="${TRIGGER_TELEGRAM_BASE_URL:-http://127.0.0.1:$SANDBOX_TELEGRAM_PORT}"
+    if [[ -z "${TRIGGER_TELEGRAM_BASE_URL:-}" ]]; then
+        # The simulator's token (config/providers.py DEV_TELEGRAM_TOKEN).
+        export TRIGGER_TELEGRAM_BASE_URL="http://127.0.0.1:$SANDBOX_TELEGRAM_PORT"
+        export TRIGGER_TELEGRAM_BOT_TOKEN="${TRIGGER_TELEGRAM_BOT_TOKEN:-123456789:dev-telegram-token}"
+    fi
 fi
 
 # API processes sharing the port (SO_REUSEPORT; the kernel spreads connections over them):

@@ -45,9 +45,10 @@ class Notifiers:
             email = SesEmailNotifier(settings.email, settings.smtp.from_address, clock=clock)
         else:
             email = EmailNotifier(settings.smtp, clock=clock)
+        telegram = (TelegramNotifier(settings.telegram, clock=clock)
+                    if settings.telegram.bot_token else None)
         return cls(email, SmsNotifier(settings.sms, clock=clock),
-                   PushNotifier(settings.push, clock=clock), inbox,
-                   TelegramNotifier(settings.telegram, clock=clock))
+                   PushNotifier(settings.push, clock=clock), inbox, telegram)
 
     async def open(self) -> None:
         for notifier in self._by_type.values():

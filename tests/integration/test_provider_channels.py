@@ -62,7 +62,7 @@ async def providers(stack: Stack) -> AsyncIterator[Providers]:
     endpoint = ses_endpoint(stack)
     await verify_sender(stack, endpoint)
     s = stack.settings
-    s = replace(s, telegram=replace(s.telegram, base_url=url),
+    s = replace(s, telegram=replace(s.telegram, base_url=url, bot_token=telegram.token),
                 email=replace(s.email, ses_endpoint_url=endpoint))
     notifiers = Notifiers.from_settings(s)
     await notifiers.open()

@@ -25,7 +25,8 @@ from trigger_service.core.errors import ConfigError
 # number its test credentials accept.
 DEV_SMS_ACCOUNT_SID = "AC" + "0" * 32
 DEV_SMS_FROM = "+15005550006"
-# A bot token of the Bot API's shape (<bot id>:<secret>), accepted by the test simulator only.
+# A bot token of the Bot API's shape (<bot id>:<secret>): the one the simulator of
+# tests/providers.py accepts (the make-up sandbox sets it).
 DEV_TELEGRAM_TOKEN = "123456789:dev-telegram-token"
 EMAIL_TRANSPORTS = ("smtp", "ses")
 
@@ -61,8 +62,9 @@ class EmailSettings:
 @dataclass(frozen=True)
 class TelegramSettings:
     base_url: str = "https://api.telegram.org"
-    # One bot for the deployment: its token is part of every request's URL.
-    bot_token: str = field(default=DEV_TELEGRAM_TOKEN, repr=False)
+    # One bot for the deployment: its token is part of every request's URL. Empty: Telegram
+    # is not configured (a telegram channel fails for good, "telegram not configured").
+    bot_token: str = field(default="", repr=False)
     timeout_s: float = 10.0
 
 
@@ -177,7 +179,8 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_TELEGRAM_BASE_URL", ("telegram", "base_url"), _base_url,
      "Telegram Bot API for telegram channels"),
     ("TRIGGER_TELEGRAM_BOT_TOKEN", ("telegram", "bot_token"), str,
-     "the bot's token from @BotFather (part of each request's URL; never logged)"),
+     "the bot's token from @BotFather (part of each request's URL; never logged); empty: "
+     "telegram channels fail (not configured)"),
     ("TRIGGER_TELEGRAM_TIMEOUT_S", ("telegram", "timeout_s"), _seconds,
      "per Telegram request"),
 )
