@@ -76,15 +76,12 @@ class ServiceAccountTokens:
         self._lock = asyncio.Lock()
         self._token: str | None = None
         self._refresh_at_ms = 0
-        self.refreshes = 0  # how many tokens were fetched (tests, metrics)
 
-    @property
-    def service_account_email(self) -> str:
-        return str(self._credentials.service_account_email)
-
-    def invalidate(self) -> None:
-        """Forget the token (FCM refused it): the next ``token()`` fetches a new one."""
-        self._token = None
+    def invalidate(self, token: str) -> None:
+        """Forget ``token`` (FCM refused it): the next ``token()`` fetches a new one, unless
+        a concurrent send has already replaced it."""
+        if self._token == token:
+            self._token = None
 
     async def token(self) -> str:
         """A token valid for at least the margin; raises ``TokenUnavailable``."""
@@ -113,4 +110,3 @@ class ServiceAccountTokens:
         margin_s = min(REFRESH_MARGIN_S, max(0.0, lifetime_s) / 2)
         self._token = token
         self._refresh_at_ms = started_ms + int((lifetime_s - margin_s) * 1000)
-        self.refreshes += 1

@@ -101,14 +101,15 @@ class PushNotifier:
                         if settings.credentials_file else None)
         self._http = ProviderHttp(settings.timeout_s, clock=clock)
 
-    @property
-    def tokens(self) -> ServiceAccountTokens | None:
-        """The service account's tokens (None: the fixed ``TRIGGER_PUSH_BEARER``)."""
-        return self._tokens
-
-    async def _headers(self) -> dict[str, str]:
-        bearer = await self._tokens.token() if self._tokens else self._bearer
-        return {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
+    async def _post(self, body: dict[str, Any]) -> tuple[HttpAnswer | ChannelOutcome, str]:
+        """FCM's answer (or the outcome of no answer, or of no token) and the bearer used."""
+        try:
+            bearer = await self._tokens.token() if self._tokens else self._bearer
+        except TokenUnavailable as e:
+            return ChannelOutcome(False, permanent=not e.transient,
+                                  error=f"FCM access token: {e}"[:MAX_ERROR_LEN]), ""
+        headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
+        return await self._http.post(self._url, headers=headers, json_body=body), bearer
 
     async def open(self) -> None:
         await self._http.open()
@@ -120,19 +121,10 @@ class PushNotifier:
         if not isinstance(spec, PushSpec):
             return ChannelOutcome(False, permanent=True, error=f"not a push channel: {spec.type}")
         body = push_message(spec, occ)
-        for attempt in (1, 2):
-            try:
-                headers = await self._headers()
-            except TokenUnavailable as e:
-                return ChannelOutcome(False, permanent=not e.transient,
-                                      error=f"FCM access token: {e}"[:MAX_ERROR_LEN])
-            answer = await self._http.post(self._url, headers=headers, json_body=body)
-            if isinstance(answer, ChannelOutcome):
-                return answer
+        answer, bearer = await self._post(body)
+        if isinstance(answer, HttpAnswer) and answer.status == 401 and self._tokens:
             # A token FCM no longer accepts (revoked, or expired early): fetch a new one and
             # try once more; a second 401 is the account's fault, and permanent.
-            if answer.status == 401 and self._tokens is not None and attempt == 1:
-                self._tokens.invalidate()
-                continue
-            return push_outcome(answer)
-        raise AssertionError("unreachable")
+            self._tokens.invalidate(bearer)
+            answer, _ = await self._post(body)
+        return answer if isinstance(answer, ChannelOutcome) else push_outcome(answer)
