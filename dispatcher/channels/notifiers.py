@@ -22,7 +22,7 @@ class Notifiers:
 
     It owns the notifiers it was given: ``open``/``close`` open and close each of them. Without
     an inbox (or Telegram) notifier such a channel's outcome is permanent (``inbox not
-    configured``): nothing later would make it deliverable.
+    configured``, ``telegram not configured``): nothing later would make it deliverable.
     """
 
     def __init__(self, email: Notifier, sms: Notifier, push: Notifier,

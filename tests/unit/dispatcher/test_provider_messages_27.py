@@ -162,3 +162,12 @@ def test_the_email_transport_chooses_the_email_notifier() -> None:
 def test_a_missing_service_account_file_stops_start_up() -> None:
     with pytest.raises(ConfigError, match="TRIGGER_PUSH_CREDENTIALS_FILE"):
         Settings.from_env({"TRIGGER_PUSH_CREDENTIALS_FILE": "/nonexistent/sa.json"})
+
+
+async def test_without_a_bot_token_a_telegram_channel_fails_for_good() -> None:
+    notifiers = Notifiers.from_settings(Settings.from_env({}))
+    out = await notifiers.send(TelegramSpec(42, "hi"), OCC)
+    assert not out.ok and out.permanent and out.error == "telegram not configured"
+    configured = Notifiers.from_settings(Settings.from_env({
+        "TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35}))
+    assert isinstance(configured._by_type[ChannelType.TELEGRAM], TelegramNotifier)
