@@ -20,6 +20,7 @@ from typing import Any
 import aioboto3
 import aiohttp
 import pytest
+from botocore.exceptions import ClientError
 
 from dispatcher.channels.notifiers import Notifiers
 from tests.integration.conftest import Stack
@@ -52,7 +53,12 @@ async def verify_sender(stack: Stack, endpoint: str) -> None:
     async with aioboto3.Session().client(
             "ses", endpoint_url=endpoint, region_name=s.region, aws_access_key_id=s.access_key_id,
             aws_secret_access_key=s.secret_access_key) as ses:
-        await ses.verify_email_identity(EmailAddress=SENDER)
+        try:
+            await ses.verify_email_identity(EmailAddress=SENDER)
+        except ClientError as e:
+            # A LocalStack started before localstack.env listed ses serves no SES.
+            pytest.fail(f"LocalStack at {endpoint} serves no SES ({e}): restart it "
+                        "(infra/down.sh localstack, then make up)")
 
 
 @pytest.fixture
