@@ -66,7 +66,6 @@ async def providers(stack: Stack) -> AsyncIterator[Providers]:
     telegram = TelegramSimulator()
     url = await telegram.start()
     endpoint = ses_endpoint(stack)
-    await verify_sender(stack, endpoint)
     s = stack.settings
     s = replace(s, telegram=replace(s.telegram, base_url=url, bot_token=telegram.token),
                 email=replace(s.email, ses_endpoint_url=endpoint))
@@ -78,6 +77,13 @@ async def providers(stack: Stack) -> AsyncIterator[Providers]:
     finally:
         await notifiers.close()
         await telegram.stop()
+
+
+@pytest.fixture
+async def ses(stack: Stack, providers: Providers) -> str:
+    """The SES endpoint, its sender verified (only the SES tests need LocalStack's SES)."""
+    await verify_sender(stack, providers.ses_endpoint)
+    return providers.ses_endpoint
 
 
 async def create(stack: Stack, **body: Any) -> str:
@@ -153,14 +159,14 @@ async def test_a_blocked_bot_fails_the_channel_for_good_in_one_attempt(
 
 
 async def test_an_email_through_ses_arrives_with_our_headers(
-        stack: Stack, providers: Providers) -> None:
+        stack: Stack, providers: Providers, ses: str) -> None:
     tid = await create(stack, delaySeconds=1, channels=[
         {"type": "email", "to": ["ada@example.com", "bob@example.org"], "subject": "Standup",
          "text": "In five minutes", "html": "<p>In <b>five</b> minutes</p>"}])
     got = await finished(stack, tid)
     (channel,) = got["channels"]
     assert (got["status"], channel["status"], channel["attempts"]) == ("FIRED", "DELIVERED", 1)
-    mine = [m for m in await sent_emails(providers.ses_endpoint) if tid in m["RawData"]]
+    mine = [m for m in await sent_emails(ses) if tid in m["RawData"]]
     assert [m["Id"] for m in mine] == [channel["providerMessageId"]]
     mail = parsed(mine[0]["RawData"])
     assert mail["Message-ID"].startswith(f"<{tid}.1.0@ses-test.example>")
@@ -174,12 +180,12 @@ async def test_an_email_through_ses_arrives_with_our_headers(
 
 
 async def test_an_address_ses_refuses_fails_the_email_for_good(
-        stack: Stack, providers: Providers) -> None:
+        stack: Stack, providers: Providers, ses: str) -> None:
     # A From that is not verified: SES refuses the message itself (MessageRejected, 400).
     s = stack.settings
     notifiers = Notifiers.from_settings(replace(
         s, smtp=replace(s.smtp, from_address="nobody@unverified.example"),
-        email=replace(s.email, ses_endpoint_url=providers.ses_endpoint)))
+        email=replace(s.email, ses_endpoint_url=ses)))
     await notifiers.open()
     try:
         out = await notifiers.send(EmailSpec(("ada@example.com",), "s", "t"),
