@@ -8,7 +8,8 @@
 # receiver (infra/sample_receiver.py) listens on RECEIVER_PORT (9000); it is skipped with a
 # warning when something else already uses that port.
 # The provider sandbox (tests/providers.py: an SMTP sink on SANDBOX_SMTP_PORT 1025, a
-# Twilio-format SMS API on 9201 and an FCM-format push API on 9202, each printing what it gets
+# Twilio-format SMS API on 9201, an FCM-format push API on 9202 and a Telegram-format Bot API on
+# 9203 (unless TRIGGER_TELEGRAM_BASE_URL is set), each printing what it gets
 # to var/log/providers.log) runs unless TRIGGER_SMTP_HOST, TRIGGER_SMS_BASE_URL or
 # TRIGGER_PUSH_BASE_URL is set: then the real providers are used (README "Channels: providers").
 # Metrics: every process writes prometheus_client's multiprocess files to
@@ -29,12 +30,18 @@ SWEEPER_METRICS_PORT="${TRIGGER_SWEEPER_METRICS_PORT:-9111}"
 SANDBOX_SMS_PORT="${SANDBOX_SMS_PORT:-9201}"
 SANDBOX_PUSH_PORT="${SANDBOX_PUSH_PORT:-9202}"
 SANDBOX_SMTP_PORT="${SANDBOX_SMTP_PORT:-1025}"
+SANDBOX_TELEGRAM_PORT="${SANDBOX_TELEGRAM_PORT:-9203}"
 SANDBOX=0
 if [[ -z "${TRIGGER_SMTP_HOST:-}${TRIGGER_SMS_BASE_URL:-}${TRIGGER_PUSH_BASE_URL:-}" ]]; then
     SANDBOX=1
     export TRIGGER_SMTP_HOST=127.0.0.1 TRIGGER_SMTP_PORT="$SANDBOX_SMTP_PORT"
     export TRIGGER_SMS_BASE_URL="http://127.0.0.1:$SANDBOX_SMS_PORT"
     export TRIGGER_PUSH_BASE_URL="http://127.0.0.1:$SANDBOX_PUSH_PORT"
+    if [[ -z "${TRIGGER_TELEGRAM_BASE_URL:-}" ]]; then
+        # The simulator's token (config/providers.py DEV_TELEGRAM_TOKEN).
+        export TRIGGER_TELEGRAM_BASE_URL="http://127.0.0.1:$SANDBOX_TELEGRAM_PORT"
+        export TRIGGER_TELEGRAM_BOT_TOKEN="${TRIGGER_TELEGRAM_BOT_TOKEN:-123456789:dev-telegram-token}"
+    fi
 fi
 
 # API processes sharing the port (SO_REUSEPORT; the kernel spreads connections over them):
@@ -58,7 +65,7 @@ app_command() {
         echo "$PYTHON" "$RECEIVER_SCRIPT" --port "$RECEIVER_PORT"
     elif [[ "$1" == providers ]]; then
         echo "$PYTHON" -m tests.providers "$SANDBOX_SMS_PORT" "$SANDBOX_PUSH_PORT" \
-            "$SANDBOX_SMTP_PORT"
+            "$SANDBOX_SMTP_PORT" "$SANDBOX_TELEGRAM_PORT"
     elif [[ "$1" == dispatcher-* ]]; then
         echo env "TRIGGER_DISPATCHER_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
             "$PYTHON" -m "$2"

@@ -1,5 +1,6 @@
-"""Provider simulators for tests (and a sample process): a Twilio-format SMS API and an
-FCM-HTTP-v1-format push API as small aiohttp apps, and a real SMTP server (``aiosmtpd``).
+"""Provider simulators for tests (and a sample process): a Twilio-format SMS API, an
+FCM-HTTP-v1-format push API and a Telegram-Bot-API-format ``sendMessage`` as small aiohttp
+apps, and a real SMTP server (``aiosmtpd``).
 
 Each records what it received, parsed, and answers like the real API: it checks the path,
 the credentials and the request's format (wrong account in the path or bad basic auth → 401
@@ -12,6 +13,7 @@ first::
     push.script(token, fcm_error(404, "NOT_FOUND", "UNREGISTERED"))
     push.script(token, fcm_error(429, "RESOURCE_EXHAUSTED", "QUOTA_EXCEEDED", retry_after=7))
     smtp.refuse("a@b.example", "451 4.3.0 Try again later")
+    telegram.script("42", telegram_error(403, "Forbidden: bot was blocked by the user"))
 
 A scripted answer is used once, in order; when a recipient's script is used up the request
 succeeds.
@@ -34,7 +36,7 @@ from typing import Any
 from aiohttp import web
 from aiosmtpd.smtp import SMTP, AuthResult, Envelope, LoginPassword, Session
 
-from trigger_service.config.providers import DEV_SMS_ACCOUNT_SID
+from trigger_service.config.providers import DEV_SMS_ACCOUNT_SID, DEV_TELEGRAM_TOKEN
 
 DEV_SMS_TOKEN = "dev-sms-token"
 DEV_PUSH_PROJECT = "trigger-dev"
@@ -80,6 +82,17 @@ def fcm_error(status: int, grpc_status: str, error_code: str | None = None,
                              "errorCode": error_code}]
     return Reply(status, {"error": error},
                  {"Retry-After": str(retry_after)} if retry_after else {})
+
+
+def telegram_error(status: int, description: str, *, retry_after: int | None = None,
+                   migrate_to: int | None = None) -> Reply:
+    """The Bot API's error JSON (``parameters`` only when given)."""
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    params = {k: v for k, v in (("retry_after", retry_after), ("migrate_to_chat_id", migrate_to))
+              if v is not None}
+    if params:
+        body["parameters"] = params
+    return Reply(status, body)
 
 
 @dataclass
@@ -236,6 +249,66 @@ class PushSimulator(_Simulator):
         return None
 
 
+# MarkdownV2 characters that are never markup and must be escaped (the simulator checks
+# these only; Telegram also checks the entity characters' pairing).
+_MDV2_PLAIN = re.compile(r"(?<!\\)[.!\-=#+{}]")
+_PARSE_MODES = ("HTML", "MarkdownV2", "Markdown")
+
+
+class TelegramSimulator(_Simulator):
+    """The Bot API's ``POST /bot{token}/sendMessage`` (JSON). ``messages``: each accepted
+    request body with its ``message_id``. Scripts are keyed by ``str(chat_id)``."""
+
+    def __init__(self, token: str = DEV_TELEGRAM_TOKEN) -> None:
+        super().__init__()
+        self.token = token
+        self.messages: list[dict[str, Any]] = []
+
+    def app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_post("/bot{token}/sendMessage", self._send)
+        return app
+
+    async def _send(self, request: web.Request) -> web.Response:
+        body: dict[str, Any] = {}
+        try:
+            parsed = json.loads(await request.read())
+            body = parsed if isinstance(parsed, dict) else {}
+            reply = self._check(request, body)
+        except ValueError:
+            reply = telegram_error(400, "Bad Request: can't parse JSON")
+        if reply is None:
+            reply = self._scripted(str(body["chat_id"]))
+            if reply is None:
+                message_id = len(self.messages) + 1
+                self.messages.append({**body, "message_id": message_id})
+                reply = Reply(200, {"ok": True, "result": {
+                    "message_id": message_id, "date": int(time.time()),
+                    "chat": {"id": body["chat_id"]}, "text": body["text"]}})
+        self._record(request, body, reply.status)
+        return await reply.response()
+
+    def _check(self, request: web.Request, body: dict[str, Any]) -> Reply | None:
+        if request.match_info["token"] != self.token:
+            return telegram_error(401, "Unauthorized")
+        if request.content_type != "application/json":
+            return telegram_error(400, "Bad Request: JSON expected")
+        chat, text = body.get("chat_id"), body.get("text")
+        if not isinstance(chat, int | str) or isinstance(chat, bool) or chat in ("", 0):
+            return telegram_error(400, "Bad Request: chat_id is empty")
+        if not isinstance(text, str) or not text.strip():
+            return telegram_error(400, "Bad Request: message text is empty")
+        mode = body.get("parse_mode")
+        if mode is not None and mode not in _PARSE_MODES:
+            return telegram_error(400, f"Bad Request: unsupported parse_mode {mode!r}")
+        bad = _MDV2_PLAIN.search(text) if mode == "MarkdownV2" else None
+        if bad:
+            return telegram_error(400, "Bad Request: can't parse entities: Character "
+                                  f"'{bad.group()}' is reserved and must be escaped with "
+                                  "the preceding '\\'")
+        return None
+
+
 @dataclass
 class ReceivedMail:
     mail_from: str
@@ -313,13 +386,17 @@ class SmtpSink:
         return "250 Message accepted for delivery"
 
 
-async def serve(sms_port: int, push_port: int, smtp_port: int = 0) -> None:
-    """Run both HTTP simulators with the development credentials (and, with ``smtp_port``,
-    an SMTP sink that prints each message) until cancelled."""
-    sms, push, smtp = SmsSimulator(), PushSimulator(), SmtpSink()
-    sms.echo = push.echo = True
+async def serve(sms_port: int, push_port: int, smtp_port: int = 0,
+                telegram_port: int = 0) -> None:
+    """Run the HTTP simulators with the development credentials (and, with ``smtp_port``,
+    an SMTP sink that prints each message; with ``telegram_port``, the Bot API) until
+    cancelled."""
+    sms, push, smtp, telegram = SmsSimulator(), PushSimulator(), SmtpSink(), TelegramSimulator()
+    sms.echo = push.echo = telegram.echo = True
     print("sms: ", await sms.start(port=sms_port), flush=True)
     print("push:", await push.start(port=push_port), flush=True)
+    if telegram_port:
+        print("telegram:", await telegram.start(port=telegram_port), flush=True)
     if smtp_port:
         smtp.echo = True
         print(f"smtp: 127.0.0.1:{await smtp.start(port=smtp_port)}", flush=True)
@@ -329,13 +406,14 @@ async def serve(sms_port: int, push_port: int, smtp_port: int = 0) -> None:
         await sms.stop()
         await push.stop()
         await smtp.stop()
+        await telegram.stop()
 
 
 if __name__ == "__main__":
-    # python -m tests.providers [SMS_PORT PUSH_PORT [SMTP_PORT]]: the provider sandbox of
-    # `make up` (infra/app.sh starts it on 9201, 9202 and 1025).
+    # python -m tests.providers [SMS_PORT PUSH_PORT [SMTP_PORT [TELEGRAM_PORT]]]: the provider
+    # sandbox of `make up` (infra/app.sh starts it on 9201, 9202, 1025 and 9203).
     import sys
 
-    ports = [int(a) for a in sys.argv[1:4]] or [9201, 9202, 1025]
+    ports = [int(a) for a in sys.argv[1:5]] or [9201, 9202, 1025, 9203]
     asyncio.run(serve(*ports))
 

@@ -2,8 +2,12 @@
 ``tests/providers.py``): ``POST {base}/v1/projects/{project}/messages:send`` with a JSON
 ``{"message": {...}}`` and ``Authorization: Bearer <token>``.
 
-The bearer is ``TRIGGER_PUSH_BEARER`` (an OAuth2 access token, or anything an emulator
-accepts); service-account files are refused at start-up (``PushSettings.validate``).
+The bearer is an OAuth2 access token of the service account in
+``TRIGGER_PUSH_CREDENTIALS_FILE`` (``fcm_auth``: fetched and refreshed with google-auth; a
+401 ``UNAUTHENTICATED`` makes the token be fetched again and the send tried once more), or,
+without that file, ``TRIGGER_PUSH_BEARER`` as given (a token from elsewhere, or anything an
+emulator accepts). A token that cannot be had is the send's outcome: transient when the
+token endpoint may give one later, else permanent.
 
 Answers (https://firebase.google.com/docs/reference/fcm/rest/v1/ErrorCode):
 
@@ -19,9 +23,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from dispatcher.channels.fcm_auth import ServiceAccountTokens, TokenUnavailable
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, HttpAnswer, ProviderHttp
 from trigger_service.config.providers import PushSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, PushSpec
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
 TRANSIENT_CODES = frozenset({"UNAVAILABLE", "INTERNAL", "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED"})
@@ -88,9 +94,22 @@ class PushNotifier:
     def __init__(self, settings: PushSettings, *, clock: Clock | None = None) -> None:
         settings.validate()
         self._url = f"{settings.base_url}/v1/projects/{settings.project}/messages:send"
-        self._headers = {"Authorization": f"Bearer {settings.bearer}",
-                         "Accept": "application/json"}
+        self._bearer = settings.bearer
+        self._tokens = (ServiceAccountTokens(settings.credentials_file,
+                                             clock=clock or SystemClock(),
+                                             timeout_s=settings.timeout_s)
+                        if settings.credentials_file else None)
         self._http = ProviderHttp(settings.timeout_s, clock=clock)
+
+    async def _post(self, body: dict[str, Any]) -> tuple[HttpAnswer | ChannelOutcome, str]:
+        """FCM's answer (or the outcome of no answer, or of no token) and the bearer used."""
+        try:
+            bearer = await self._tokens.token() if self._tokens else self._bearer
+        except TokenUnavailable as e:
+            return ChannelOutcome(False, permanent=not e.transient,
+                                  error=f"FCM access token: {e}"[:MAX_ERROR_LEN]), ""
+        headers = {"Authorization": f"Bearer {bearer}", "Accept": "application/json"}
+        return await self._http.post(self._url, headers=headers, json_body=body), bearer
 
     async def open(self) -> None:
         await self._http.open()
@@ -101,6 +120,11 @@ class PushNotifier:
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
         if not isinstance(spec, PushSpec):
             return ChannelOutcome(False, permanent=True, error=f"not a push channel: {spec.type}")
-        answer = await self._http.post(self._url, headers=self._headers,
-                                       json_body=push_message(spec, occ))
+        body = push_message(spec, occ)
+        answer, bearer = await self._post(body)
+        if isinstance(answer, HttpAnswer) and answer.status == 401 and self._tokens:
+            # A token FCM no longer accepts (revoked, or expired early): fetch a new one and
+            # try once more; a second 401 is the account's fault, and permanent.
+            self._tokens.invalidate(bearer)
+            answer, _ = await self._post(body)
         return answer if isinstance(answer, ChannelOutcome) else push_outcome(answer)

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# LocalStack (SQS and KMS), run on the host from its own virtualenv. Sourced by infra/lib.sh.
+# LocalStack (SQS, KMS and SES), run on the host from its own virtualenv. Sourced by infra/lib.sh.
 #
 # Its pins (localstack/requirements.txt) conflict with the project's dependencies, hence the
 # separate venv in .cache/localstack-venv, re-installed when requirements.txt changes.
@@ -44,17 +44,17 @@ localstack_install() {
     log "localstack: installed $("$LOCALSTACK_VENV/bin/python" -m pip show localstack-core 2>/dev/null | awk '/^Version:/ {print $2}')"
 }
 
-# localstack_ready [PORT]: the health endpoint lists sqs and kms as "running"
+# localstack_ready [PORT]: the health endpoint lists sqs, kms and ses as "running"
 # (EAGER_SERVICE_LOADING=1 in localstack.env starts them at boot) or "available" (would be
-# loaded on first use). A LocalStack started before kms was added never gets ready: restart it
-# (infra/down.sh localstack, then make up).
+# loaded on first use). A LocalStack started before kms or ses was added never gets ready:
+# restart it (infra/down.sh localstack, then make up).
 localstack_ready() {
     "$LOCALSTACK_VENV/bin/python" - "${1:-$LOCALSTACK_PORT}" <<'PY'
 import json, sys, urllib.request
 port = sys.argv[1]
 with urllib.request.urlopen(f"http://127.0.0.1:{port}/_localstack/health", timeout=3) as r:
     health = json.load(r)
-states = [health.get("services", {}).get(s) for s in ("sqs", "kms")]
+states = [health.get("services", {}).get(s) for s in ("sqs", "kms", "ses")]
 sys.exit(0 if all(s in ("running", "available") for s in states) else 1)
 PY
 }

@@ -14,6 +14,7 @@ from trigger_service.core.channels import (
     Occurrence,
     PushSpec,
     SmsSpec,
+    TelegramSpec,
 )
 
 
@@ -25,6 +26,8 @@ def recipient_of(spec: ChannelSpec) -> str:
         return spec.to
     if isinstance(spec, PushSpec):
         return spec.token
+    if isinstance(spec, TelegramSpec):
+        return str(spec.chat_id)
     assert isinstance(spec, InboxSpec)
     return spec.recipient
 

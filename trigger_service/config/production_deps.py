@@ -9,7 +9,10 @@ development defaults that work on a laptop and are wrong, or unsafe, anywhere el
 - SMTP AUTH without required STARTTLS: opportunistic TLS (what the email channel uses then)
   sends the password in clear to a server, or a man in the middle, that does not offer it;
 - the SMS and push providers' development tokens, Twilio's test account and number, the
-  development Firebase project, and ``http://`` provider URLs;
+  development Firebase project, and ``http://`` provider URLs; Telegram's development bot
+  token and an ``http://`` Bot API when a token is set;
+- SES (``TRIGGER_EMAIL_TRANSPORT=ses``): LocalStack's endpoint or a plaintext one, its
+  ``test`` credentials;
 - encryption at rest under the development key file (``var/encryption.keys``, which ``make
   up`` makes in the checkout) or a key file that does not exist, when no KMS key is set.
 
@@ -27,6 +30,7 @@ from trigger_service.config.encryption import EncryptionSettings
 from trigger_service.config.providers import (
     DEV_SMS_ACCOUNT_SID,
     DEV_SMS_FROM,
+    DEV_TELEGRAM_TOKEN,
     PushSettings,
     SmsSettings,
 )
@@ -92,6 +96,28 @@ def _sqs(settings: Settings) -> list[str]:
     return problems
 
 
+def _ses(settings: Settings) -> list[str]:
+    e = settings.email
+    if e.transport != "ses":
+        return []
+    problems: list[str] = []
+    url = urlsplit(e.ses_endpoint_url)
+    try:
+        port = url.port
+    except ValueError:
+        port = None
+    if e.ses_endpoint_url and (is_loopback(url.hostname or "") or port == LOCALSTACK_PORT):
+        problems.append(f"TRIGGER_SES_ENDPOINT={e.ses_endpoint_url} is LocalStack's: set it "
+                        "empty (the region's SES endpoint) or to an https:// one")
+    elif e.ses_endpoint_url and url.scheme != "https":
+        problems.append(f"TRIGGER_SES_ENDPOINT={e.ses_endpoint_url} must be https://")
+    if e.ses_access_key_id == LOCALSTACK_CREDENTIAL:
+        problems.append("TRIGGER_SES_ACCESS_KEY_ID is LocalStack's 'test'")
+    if e.ses_secret_access_key == LOCALSTACK_CREDENTIAL:
+        problems.append("TRIGGER_SES_SECRET_ACCESS_KEY is LocalStack's 'test'")
+    return problems
+
+
 def _redis(r: RedisSettings) -> list[str]:
     url = urlsplit(r.url)  # never printed: it may hold the password
     problems: list[str] = []
@@ -113,7 +139,9 @@ def _providers(settings: Settings) -> list[str]:
         ("TRIGGER_SMS_ACCOUNT_SID", sms.account_sid == DEV_SMS_ACCOUNT_SID,
          "Twilio's test account"),
         ("TRIGGER_SMS_FROM", sms.from_number == DEV_SMS_FROM, "Twilio's test number"),
-        ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer, "the development token"),
+        # A service-account file replaces the bearer: the bearer is then unused.
+        ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer and not push.credentials_file,
+         "the development token"),
         ("TRIGGER_PUSH_PROJECT", push.project == PushSettings.project,
          "the development project"),
     ]
@@ -122,6 +150,12 @@ def _providers(settings: Settings) -> list[str]:
                      ("TRIGGER_PUSH_BASE_URL", push.base_url)):
         if not url.startswith("https://"):
             problems.append(f"{var}={url} must be https:// (it carries the credentials)")
+    telegram = settings.telegram
+    if telegram.bot_token == DEV_TELEGRAM_TOKEN:
+        problems.append("TRIGGER_TELEGRAM_BOT_TOKEN is the development token")
+    if telegram.bot_token and not telegram.base_url.startswith("https://"):
+        problems.append(f"TRIGGER_TELEGRAM_BASE_URL={telegram.base_url} must be https:// (it "
+                        "carries the bot token)")
     smtp = settings.smtp
     if smtp.user and not smtp.starttls:
         problems.append("TRIGGER_SMTP_USER is set without TRIGGER_SMTP_STARTTLS=true: the "
@@ -145,4 +179,4 @@ def _encryption(e: EncryptionSettings) -> list[str]:
 def dependency_problems(settings: Settings) -> list[str]:
     """What makes the connections of ``settings`` unfit for production (empty: fit)."""
     return [*_cassandra(settings.cassandra), *_sqs(settings), *_redis(settings.redis),
-            *_providers(settings), *_encryption(settings.encryption)]
+            *_providers(settings), *_ses(settings), *_encryption(settings.encryption)]

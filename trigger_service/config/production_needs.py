@@ -33,6 +33,15 @@ PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
     ("TRIGGER_PUSH_PROJECT", "your Firebase project, not the development one"),
     ("TRIGGER_PUSH_BEARER", "your access token, not the development one"),
     ("TRIGGER_PUSH_BASE_URL", "`https://`"),
+    ("TRIGGER_SES_ENDPOINT", "with `TRIGGER_EMAIL_TRANSPORT=ses`: empty (the region's) or "
+                             "`https://`, not LocalStack's"),
+    ("TRIGGER_SES_ACCESS_KEY_ID", "with `TRIGGER_EMAIL_TRANSPORT=ses`: a real key id, not "
+                                  "`test`"),
+    ("TRIGGER_SES_SECRET_ACCESS_KEY", "with `TRIGGER_EMAIL_TRANSPORT=ses`: a real secret, "
+                                      "not `test`"),
+    ("TRIGGER_TELEGRAM_BASE_URL", "`https://` when a bot token is set"),
+    ("TRIGGER_TELEGRAM_BOT_TOKEN", "empty (no Telegram) or your bot's, not the development "
+                                   "one"),
     ("TRIGGER_ENCRYPTION_KEY_FILE", "a key file of your own (not the one `make up` makes "
                                     "under `var/`), unless `TRIGGER_KMS_KEY_ID` is set"),
 )

@@ -1,11 +1,13 @@
-"""Settings of the notification providers (issue 12): SMTP for email, Twilio's REST API for
-SMS, FCM HTTP v1 for push. Part of ``settings.Settings`` (sections ``smtp``, ``sms``,
-``push``); ``PROVIDER_VARIABLES`` are their rows of ``settings.VARIABLES``.
+"""Settings of the notification providers (issues 12, 27): SMTP or Amazon SES for email,
+Twilio's REST API for SMS, FCM HTTP v1 for push, the Telegram Bot API. Part of
+``settings.Settings`` (sections ``smtp``, ``email``, ``sms``, ``push``, ``telegram``);
+``PROVIDER_VARIABLES`` are their rows of ``settings.VARIABLES``.
 
 Every setting has a development default, so pointing ``TRIGGER_SMTP_HOST``/``_PORT``,
-``TRIGGER_SMS_BASE_URL`` and ``TRIGGER_PUSH_BASE_URL`` at local simulators is enough to
-deliver. Secrets (SMTP password, Twilio auth token, FCM bearer) are left out of ``repr`` so a
-logged ``Settings`` never shows them.
+``TRIGGER_SMS_BASE_URL``, ``TRIGGER_PUSH_BASE_URL`` and ``TRIGGER_TELEGRAM_BASE_URL`` at local
+simulators (or ``TRIGGER_SES_ENDPOINT`` at LocalStack, the default) is enough to deliver.
+Secrets (SMTP password, SES secret key, Twilio auth token, FCM bearer, the bot token) are left
+out of ``repr`` so a logged ``Settings`` never shows them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.utils import parseaddr
+from pathlib import Path
 from typing import Any
 
 from trigger_service.config.parsers import at_least_one, flag
@@ -22,6 +25,10 @@ from trigger_service.core.errors import ConfigError
 # number its test credentials accept.
 DEV_SMS_ACCOUNT_SID = "AC" + "0" * 32
 DEV_SMS_FROM = "+15005550006"
+# A bot token of the Bot API's shape (<bot id>:<secret>): the one the simulator of
+# tests/providers.py accepts (the make-up sandbox sets it).
+DEV_TELEGRAM_TOKEN = "123456789:dev-telegram-token"
+EMAIL_TRANSPORTS = ("smtp", "ses")
 
 
 @dataclass(frozen=True)
@@ -35,6 +42,30 @@ class SmtpSettings:
     timeout_s: float = 10.0
     # Connections open at once: mail servers limit concurrent sessions per client.
     max_connections: int = 10
+
+
+@dataclass(frozen=True)
+class EmailSettings:
+    """Which transport sends email channels, and Amazon SES's connection (the From address
+    is ``TRIGGER_SMTP_FROM`` for both transports). SES defaults to LocalStack like SQS."""
+
+    transport: str = "smtp"  # one of EMAIL_TRANSPORTS
+    ses_endpoint_url: str = "http://127.0.0.1:4566"  # "": the region's AWS endpoint
+    ses_region: str = "us-east-1"
+    ses_access_key_id: str = "test"
+    ses_secret_access_key: str = field(default="test", repr=False)
+    ses_configuration_set: str = ""  # "": none (event publishing off)
+    ses_timeout_s: float = 10.0
+    ses_max_connections: int = 10
+
+
+@dataclass(frozen=True)
+class TelegramSettings:
+    base_url: str = "https://api.telegram.org"
+    # One bot for the deployment: its token is part of every request's URL. Empty: Telegram
+    # is not configured (a telegram channel fails for good, "telegram not configured").
+    bot_token: str = field(default="", repr=False)
+    timeout_s: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -55,12 +86,11 @@ class PushSettings:
     timeout_s: float = 10.0
 
     def validate(self) -> None:
-        # The OAuth2 JWT-bearer flow signs an RS256 JWT; no RSA signer is among our
-        # dependencies, and hand-rolled crypto is not an option.
-        if self.credentials_file:
-            raise ConfigError(
-                "TRIGGER_PUSH_CREDENTIALS_FILE: service-account files are not supported yet "
-                "(they need an RS256 signer); set TRIGGER_PUSH_BEARER to an OAuth2 access token")
+        """The service-account file, when set, must exist (it is read when the dispatcher
+        starts; a typo should stop every process at once, not the first push)."""
+        if self.credentials_file and not Path(self.credentials_file).is_file():
+            raise ConfigError(f"TRIGGER_PUSH_CREDENTIALS_FILE={self.credentials_file}: "
+                              "no such file")
 
 
 def _port(raw: str) -> int:
@@ -87,6 +117,16 @@ def _base_url(raw: str) -> str:
     if not raw.startswith(("http://", "https://")):
         raise ValueError("an http:// or https:// URL")
     return raw.rstrip("/")
+
+
+def _transport(raw: str) -> str:
+    if raw not in EMAIL_TRANSPORTS:
+        raise ValueError("one of " + ", ".join(EMAIL_TRANSPORTS))
+    return raw
+
+
+def _endpoint(raw: str) -> str:
+    return raw if not raw else _base_url(raw)
 
 
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
@@ -120,6 +160,27 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_PUSH_BEARER", ("push", "bearer"), str,
      "OAuth2 access token sent as the bearer (never logged)"),
     ("TRIGGER_PUSH_CREDENTIALS_FILE", ("push", "credentials_file"), str,
-     "a Google service-account JSON file; not supported yet: start-up fails when set"),
+     "a Google service-account JSON file: when set, its OAuth2 access tokens (refreshed "
+     "before they expire) are the bearer instead of TRIGGER_PUSH_BEARER"),
     ("TRIGGER_PUSH_TIMEOUT_S", ("push", "timeout_s"), _seconds, "per push request"),
+    ("TRIGGER_EMAIL_TRANSPORT", ("email", "transport"), _transport,
+     "how email channels are sent: smtp (TRIGGER_SMTP_*) or ses (Amazon SES, TRIGGER_SES_*)"),
+    ("TRIGGER_SES_ENDPOINT", ("email", "ses_endpoint_url"), _endpoint,
+     "SES endpoint (LocalStack locally); empty: the region's AWS endpoint"),
+    ("TRIGGER_SES_REGION", ("email", "ses_region"), str, "SES region"),
+    ("TRIGGER_SES_ACCESS_KEY_ID", ("email", "ses_access_key_id"), str, "SES key id"),
+    ("TRIGGER_SES_SECRET_ACCESS_KEY", ("email", "ses_secret_access_key"), str,
+     "SES secret (never logged)"),
+    ("TRIGGER_SES_CONFIGURATION_SET", ("email", "ses_configuration_set"), str,
+     "SES configuration set of every email; empty: none"),
+    ("TRIGGER_SES_TIMEOUT_S", ("email", "ses_timeout_s"), _seconds, "per SES request"),
+    ("TRIGGER_SES_MAX_CONNECTIONS", ("email", "ses_max_connections"), at_least_one,
+     "SES requests in flight at once per dispatcher"),
+    ("TRIGGER_TELEGRAM_BASE_URL", ("telegram", "base_url"), _base_url,
+     "Telegram Bot API for telegram channels"),
+    ("TRIGGER_TELEGRAM_BOT_TOKEN", ("telegram", "bot_token"), str,
+     "the bot's token from @BotFather (part of each request's URL; never logged); empty: "
+     "telegram channels fail (not configured)"),
+    ("TRIGGER_TELEGRAM_TIMEOUT_S", ("telegram", "timeout_s"), _seconds,
+     "per Telegram request"),
 )

@@ -39,7 +39,8 @@ ANY = "*"
 _DOMAIN_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}"
                         r"[a-z0-9])?)*$")
 _CODE_RE = re.compile(r"^[1-9][0-9]{0,2}$")
-_BUDGETED = (ChannelType.EMAIL, ChannelType.SMS, ChannelType.PUSH, ChannelType.INBOX)
+_BUDGETED = (ChannelType.EMAIL, ChannelType.SMS, ChannelType.PUSH, ChannelType.INBOX,
+             ChannelType.TELEGRAM)
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,9 +29,11 @@ from trigger_service.config.parsers import pos_int as _pos_int
 from trigger_service.config.parsers import str_list as _str_list
 from trigger_service.config.providers import (
     PROVIDER_VARIABLES,
+    EmailSettings,
     PushSettings,
     SmsSettings,
     SmtpSettings,
+    TelegramSettings,
 )
 from trigger_service.config.sqs import SQS_VARIABLES, SqsSettings
 from trigger_service.config.stores import (
@@ -132,6 +134,8 @@ class Settings:
     limits: LimitSettings = field(default_factory=LimitSettings)
     encryption: EncryptionSettings = field(default_factory=EncryptionSettings)
     endpoint_health: EndpointHealthSettings = field(default_factory=EndpointHealthSettings)
+    email: EmailSettings = field(default_factory=EmailSettings)
+    telegram: TelegramSettings = field(default_factory=TelegramSettings)
 
     @property
     def retention_s(self) -> int:
@@ -224,7 +228,8 @@ _SECTIONS: dict[str, type[Any]] = {
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
     "limits": LimitSettings, "encryption": EncryptionSettings,
-    "endpoint_health": EndpointHealthSettings,
+    "endpoint_health": EndpointHealthSettings, "email": EmailSettings,
+    "telegram": TelegramSettings,
 }
 
 

@@ -8,6 +8,7 @@ A trigger has ``callbackUrl`` (the HTTP channel) and/or ``channels``: 1 to 8 of:
     {"type": "sms",   "to": "+4915112345678", "text"}
     {"type": "push",  "token", "title", "body", "data"?, "ttlSeconds"?}
     {"type": "inbox", "recipient", "title", "body", "data"?}
+    {"type": "telegram", "chatId": 123456789 | "@channel", "text", "parseMode"?}
 
 Each is delivered once per occurrence with its own state, retries and outcome.
 """
@@ -35,6 +36,8 @@ MAX_TOKEN = 4_096
 MAX_INBOX_TITLE = 500
 MAX_INBOX_BODY = 10_000
 MAX_RECIPIENT = 200
+MAX_TELEGRAM_TEXT = 4_096  # the Bot API's sendMessage limit (after entity parsing)
+TELEGRAM_PARSE_MODES = ("HTML", "MarkdownV2", "Markdown")
 
 # A practical address check (what providers accept), not RFC 5322's grammar: one @, a local
 # part without spaces or angle brackets, a dotted domain.
@@ -42,6 +45,10 @@ _EMAIL_RE = re.compile(r"^[^@\s<>()\[\],;:\"]{1,64}@[A-Za-z0-9](?:[A-Za-z0-9-]{0
                        r"[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,62}[A-Za-z0-9])?)+$")
 _E164_RE = re.compile(r"^\+[1-9][0-9]{6,14}$")
 _RECIPIENT_RE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,200}$")
+# A Telegram chat: its numeric id (negative for groups and channels; at most 52 bits) as a
+# number, or a public channel's @username (5 to 32 characters).
+_TELEGRAM_USERNAME_RE = re.compile(r"^@[A-Za-z][A-Za-z0-9_]{4,31}$")
+_MAX_CHAT_ID = 2**52
 
 
 class ChannelType(StrEnum):
@@ -49,6 +56,7 @@ class ChannelType(StrEnum):
     SMS = "sms"
     PUSH = "push"
     INBOX = "inbox"
+    TELEGRAM = "telegram"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +95,15 @@ class InboxSpec:
     type: ChannelType = ChannelType.INBOX
 
 
-ChannelSpec = EmailSpec | SmsSpec | PushSpec | InboxSpec
+@dataclass(frozen=True, slots=True)
+class TelegramSpec:
+    chat_id: int | str  # a numeric chat id, or "@channelusername"; "" when a recipient's
+    text: str
+    parse_mode: str | None = None  # one of TELEGRAM_PARSE_MODES; None: plain text
+    type: ChannelType = ChannelType.TELEGRAM
+
+
+ChannelSpec = EmailSpec | SmsSpec | PushSpec | InboxSpec | TelegramSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,34 +201,58 @@ def _inbox(d: dict[str, Any], where: str) -> InboxSpec:
                      _text(d, "body", where, MAX_INBOX_BODY) or "", data_json)
 
 
+def is_telegram_chat(value: object) -> bool:
+    """A numeric chat id (not a bool) or a public ``@username``."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return value != 0 and abs(value) < _MAX_CHAT_ID
+    return isinstance(value, str) and bool(_TELEGRAM_USERNAME_RE.match(value))
+
+
+def _telegram(d: dict[str, Any], where: str) -> TelegramSpec:
+    chat = d.get("chatId")
+    if not is_telegram_chat(chat):
+        raise InvalidRequest(f"{where}.chatId: a numeric chat id or a channel's @username")
+    mode = d.get("parseMode")
+    if mode is not None and mode not in TELEGRAM_PARSE_MODES:
+        raise InvalidRequest(f"{where}.parseMode: one of " + ", ".join(TELEGRAM_PARSE_MODES))
+    assert isinstance(chat, int | str)
+    return TelegramSpec(chat, _text(d, "text", where, MAX_TELEGRAM_TEXT) or "", mode)
+
+
 _Parser = Callable[[dict[str, Any], str], ChannelSpec]
 _PARSERS: dict[ChannelType, tuple[_Parser, set[str]]] = {
             ChannelType.EMAIL: (_email, {"to", "subject", "text", "html", "replyTo"}),
             ChannelType.SMS: (_sms, {"to", "text"}),
             ChannelType.PUSH: (_push, {"token", "title", "body", "data", "ttlSeconds"}),
-            ChannelType.INBOX: (_inbox, {"recipient", "title", "body", "data"})}
+            ChannelType.INBOX: (_inbox, {"recipient", "title", "body", "data"}),
+            ChannelType.TELEGRAM: (_telegram, {"chatId", "text", "parseMode"})}
 
 
 # A channel of a trigger with a recipient may leave its address out (the profile's, resolved
 # at send time): parsed with this stand-in, then stored without it.
 _STAND_IN: dict[ChannelType, tuple[str, object]] = {
     ChannelType.EMAIL: ("to", "someone@recipient.invalid"), ChannelType.SMS: ("to", "+10000000000"),
-    ChannelType.PUSH: ("token", "recipient"), ChannelType.INBOX: ("recipient", "recipient")}
+    ChannelType.PUSH: ("token", "recipient"), ChannelType.INBOX: ("recipient", "recipient"),
+    ChannelType.TELEGRAM: ("chatId", 1)}
 _BLANK: dict[ChannelType, dict[str, object]] = {
     ChannelType.EMAIL: {"to": ()}, ChannelType.SMS: {"to": ""}, ChannelType.PUSH: {"token": ""},
-    ChannelType.INBOX: {"recipient": ""}}
+    ChannelType.INBOX: {"recipient": ""}, ChannelType.TELEGRAM: {"chat_id": ""}}
 # A message's content fields by channel type: what a channel given by type alone takes from
 # the trigger's ``message`` ({"title", "text"}).
 _CONTENT: dict[ChannelType, dict[str, str]] = {
     ChannelType.EMAIL: {"subject": "title", "text": "text"}, ChannelType.SMS: {"text": "text"},
     ChannelType.PUSH: {"title": "title", "body": "text"},
-    ChannelType.INBOX: {"title": "title", "body": "text"}}
+    ChannelType.INBOX: {"title": "title", "body": "text"},
+    ChannelType.TELEGRAM: {"text": "text"}}
 
 
 def has_address(spec: ChannelSpec) -> bool:
     """Does ``spec`` name its own address? (Without: its recipient's, at send time.)"""
     return bool(spec.to if isinstance(spec, EmailSpec | SmsSpec) else
-                spec.token if isinstance(spec, PushSpec) else spec.recipient)
+                spec.token if isinstance(spec, PushSpec) else
+                spec.chat_id if isinstance(spec, TelegramSpec) else spec.recipient)
 
 
 def _with_defaults(d: dict[str, Any], kind: ChannelType, message: dict[str, str] | None,
@@ -279,6 +319,12 @@ def spec_to_json(spec: ChannelSpec) -> dict[str, Any]:
             d["data"] = dict(spec.data)
         if spec.ttl_seconds is not None:
             d["ttlSeconds"] = spec.ttl_seconds
+        return d
+    if isinstance(spec, TelegramSpec):
+        d = {"type": "telegram", "text": spec.text,
+             **({"chatId": spec.chat_id} if spec.chat_id else {})}
+        if spec.parse_mode is not None:
+            d["parseMode"] = spec.parse_mode
         return d
     d = {"type": "inbox", "title": spec.title, "body": spec.body,
          **({"recipient": spec.recipient} if spec.recipient else {})}

@@ -7,6 +7,7 @@ quiet hours, channel addresses, an ordered channel preference and a locale. Pure
      "quietHours": {"start": "22:00", "end": "07:00"},   # timeZone optional: the profile's
      "email": "a@b.example" | [...], "phone": "+15551234567",
      "pushTokens": ["tok1", ...], "inbox": "user-42",      # inbox: the id itself if absent
+     "telegram": 123456789,                                  # a Telegram chat id
      "channels": ["push", "sms", "email"],                   # the ordered preference
      "locale": "en-US"}
 
@@ -40,13 +41,15 @@ from trigger_service.core.channels import (
     InboxSpec,
     PushSpec,
     SmsSpec,
+    TelegramSpec,
+    is_telegram_chat,
 )
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import QuietHours, parse_quiet_hours
 from trigger_service.core.zones import load_zone
 
 PROFILE_FIELDS = frozenset({"timeZone", "quietHours", "email", "phone", "pushTokens", "inbox",
-                            "channels", "locale"})
+                            "channels", "locale", "telegram"})
 MAX_PUSH_TOKENS = 10
 _LOCALE_RE = re.compile(r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8}){0,3}$")
 # The sentinel of a trigger's ``timeZone`` that floats with its recipient.
@@ -79,6 +82,7 @@ class RecipientProfile:
     preference: tuple[ChannelType, ...] = ()
     locale: str | None = None
     updated_at_ms: int = 0
+    telegram: int | str | None = None  # a chat id (or a channel's @username)
 
     def effective_quiet_hours(self) -> QuietHours | None:
         """The quiet hours in their zone (the profile's own zone if they name none)."""
@@ -90,7 +94,8 @@ class RecipientProfile:
     def has(self, kind: ChannelType) -> bool:
         """Has the profile an address for ``kind``? (An inbox always: the id.)"""
         return {ChannelType.EMAIL: bool(self.email), ChannelType.SMS: self.phone is not None,
-                ChannelType.PUSH: bool(self.push_tokens), ChannelType.INBOX: True}[kind]
+                ChannelType.PUSH: bool(self.push_tokens), ChannelType.INBOX: True,
+                ChannelType.TELEGRAM: self.telegram is not None}[kind]
 
     def preferred(self) -> ChannelType | None:
         """The first type of the preference the profile has an address for."""
@@ -160,6 +165,9 @@ def parse_profile(recipient_id: str, body: Any, now_ms: int) -> RecipientProfile
     inbox = body.get("inbox")
     if inbox is not None and not is_recipient_id(inbox):
         raise _bad("inbox", f"1 to {MAX_RECIPIENT} characters of letters, digits and _.:@+-")
+    telegram = body.get("telegram")
+    if telegram is not None and not is_telegram_chat(telegram):
+        raise _bad("telegram", "a numeric Telegram chat id or a channel's @username")
     locale = body.get("locale")
     if locale is not None and (not isinstance(locale, str) or not _LOCALE_RE.match(locale)):
         raise _bad("locale", "a BCP 47 language tag such as 'en-US'")
@@ -168,7 +176,7 @@ def parse_profile(recipient_id: str, body: Any, now_ms: int) -> RecipientProfile
         _emails(body["email"]) if body.get("email") is not None else (), phone,
         _tokens(body["pushTokens"]) if body.get("pushTokens") is not None else (), inbox,
         _preference(body["channels"]) if body.get("channels") is not None else (),
-        locale, now_ms)
+        locale, now_ms, telegram)
 
 
 def address_specs(p: RecipientProfile) -> tuple[ChannelSpec, ...]:
@@ -191,7 +199,7 @@ def profile_to_json(p: RecipientProfile) -> str:
         "quietHours": None if qh is None else {**qh.to_json(), "timeZone": qh.time_zone},
         "email": list(p.email), "phone": p.phone, "pushTokens": list(p.push_tokens),
         "inbox": p.inbox, "channels": [k.value for k in p.preference], "locale": p.locale,
-        "updatedAtMs": p.updated_at_ms}, separators=(",", ":"))
+        "updatedAtMs": p.updated_at_ms, "telegram": p.telegram}, separators=(",", ":"))
 
 
 def profile_from_json(recipient_id: str, text: str) -> RecipientProfile:
@@ -205,7 +213,7 @@ def profile_from_json(recipient_id: str, text: str) -> RecipientProfile:
         recipient_id, d["timeZone"], quiet, tuple(d.get("email") or ()), d.get("phone"),
         tuple(d.get("pushTokens") or ()), d.get("inbox"),
         tuple(ChannelType(k) for k in d.get("channels") or ()), d.get("locale"),
-        d.get("updatedAtMs", 0))
+        d.get("updatedAtMs", 0), d.get("telegram"))
 
 
 def profile_view(p: RecipientProfile) -> dict[str, Any]:
@@ -219,7 +227,8 @@ def profile_view(p: RecipientProfile) -> dict[str, Any]:
     return {"recipientId": p.recipient_id, "timeZone": p.time_zone, "quietHours": quiet,
             "email": list(p.email) or None, "phone": p.phone,
             "pushTokens": list(p.push_tokens) or None, "inbox": p.inbox,
-            "channels": [k.value for k in p.preference], "locale": p.locale}
+            "channels": [k.value for k in p.preference], "locale": p.locale,
+            "telegram": p.telegram}
 
 
 # --- send time -------------------------------------------------------------------------------
@@ -253,6 +262,12 @@ def resolve_spec(p: RecipientProfile, spec: ChannelSpec, *, preferred: bool
         if isinstance(spec, PushSpec):
             return replace(spec, token=token)
         return PushSpec(token, title or text[:80], text)
+    if kind is ChannelType.TELEGRAM:
+        chat = spec.chat_id if isinstance(spec, TelegramSpec) and spec.chat_id else p.telegram
+        if chat is None:
+            return f"{NO_ADDRESS}: recipient {p.recipient_id} has no Telegram chat"
+        mode = spec.parse_mode if isinstance(spec, TelegramSpec) else None
+        return TelegramSpec(chat, text, mode)
     inbox = spec.recipient if isinstance(spec, InboxSpec) and spec.recipient else \
         (p.inbox or p.recipient_id)
     if isinstance(spec, InboxSpec):
@@ -264,6 +279,6 @@ def _content(spec: ChannelSpec) -> tuple[str, str]:
     """(title, text) of a channel's message, whatever its type."""
     if isinstance(spec, EmailSpec):
         return spec.subject, spec.text
-    if isinstance(spec, SmsSpec):
+    if isinstance(spec, SmsSpec | TelegramSpec):
         return "", spec.text
     return spec.title, spec.body

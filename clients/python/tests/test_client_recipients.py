@@ -12,7 +12,7 @@ from trigger_client.cli.main import app
 
 ADA = {"recipientId": "ada", "timeZone": "Asia/Tokyo", "quietHours": None,
        "email": None, "phone": "+15551234567", "pushTokens": None, "inbox": None,
-       "channels": ["sms"], "locale": "ja-JP"}
+       "channels": ["sms"], "locale": "ja-JP", "telegram": None}
 
 
 def test_put_get_delete_and_list(script: Script) -> None:
@@ -56,3 +56,22 @@ def test_triggerctl_recipients_put(script: Script) -> None:
     assert "ada" in result.stdout and "Asia/Tokyo" in result.stdout
     assert script.bodies() == [{"timeZone": "Asia/Tokyo", "phone": "+15551234567",
                                 "channels": ["sms"]}]
+
+
+def test_a_telegram_chat_round_trips_in_the_sdk_and_triggerctl(script: Script) -> None:
+    bot = {**ADA, "telegram": -1001234567890, "channels": ["telegram", "sms"]}
+    script.answers = [httpx.Response(200, json=bot), httpx.Response(201, json=bot),
+                      httpx.Response(201, json={**bot, "telegram": "@ada_reminders"})]
+    c = TriggerClient("http://api", "t", transport=script.transport)
+    got = c.recipients.put(Recipient("ada", "Asia/Tokyo", channels=("telegram", "sms"),
+                                     telegram=-1001234567890))
+    assert got.telegram == -1001234567890 and got.channels == ("telegram", "sms")
+    assert script.bodies()[0] == {"timeZone": "Asia/Tokyo", "channels": ["telegram", "sms"],
+                                  "telegram": -1001234567890}
+    for chat, sent in (("-1001234567890", -1001234567890), ("@ada_reminders", "@ada_reminders")):
+        result = CliRunner().invoke(app, [
+            "--api-url", "http://api", "--token", "tok", "recipients", "put", "ada", "--tz",
+            "Asia/Tokyo", "--telegram", chat], obj=script.transport)
+        assert result.exit_code == 0, result.output
+        assert script.bodies()[-1] == {"timeZone": "Asia/Tokyo", "telegram": sent}
+    assert "telegram @ada_reminders" in result.stdout

@@ -249,7 +249,8 @@ class Health:
 @dataclass(frozen=True, slots=True)
 class Recipient:
     """A recipient profile (``/v1/recipients/{id}``): home zone, quiet hours, addresses,
-    the ordered channel preference, the locale."""
+    the ordered channel preference, the locale, the Telegram chat (a numeric chat id or a
+    channel's ``@username``)."""
 
     recipient_id: str
     time_zone: str
@@ -261,6 +262,7 @@ class Recipient:
     channels: tuple[str, ...] = ()
     locale: str | None = None
     raw: Any = field(default=None, compare=False, repr=False)
+    telegram: int | str | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Recipient:
@@ -268,7 +270,8 @@ class Recipient:
         return cls(d["recipientId"], d["timeZone"], d.get("quietHours"),
                    tuple(email) if email else None, d.get("phone"),
                    tuple(tokens) if tokens else None, d.get("inbox"),
-                   tuple(d.get("channels") or ()), d.get("locale"), d)
+                   tuple(d.get("channels") or ()), d.get("locale"), d,
+                   telegram=d.get("telegram"))
 
     def to_json(self) -> dict[str, Any]:
         """The PUT body (the fields set)."""
@@ -277,7 +280,8 @@ class Recipient:
                            ("email", list(self.email) if self.email else None),
                            ("pushTokens", list(self.push_tokens) if self.push_tokens else None),
                            ("inbox", self.inbox), ("locale", self.locale),
-                           ("channels", list(self.channels) or None)):
+                           ("channels", list(self.channels) or None),
+                           ("telegram", self.telegram)):
             if value is not None:
                 body[key] = value
         return body

@@ -7,7 +7,7 @@ from datetime import time
 
 import pytest
 
-from trigger_service.core.channels import ChannelType, EmailSpec, InboxSpec, SmsSpec
+from trigger_service.core.channels import ChannelType, EmailSpec, InboxSpec, SmsSpec, TelegramSpec
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.notify_plan import parse_plan, plan_from_json, plan_to_json
 from trigger_service.core.recipient_profiles import (
@@ -83,3 +83,29 @@ def test_resolve_keeps_an_own_address_and_names_a_missing_one() -> None:
     assert isinstance(missing, str) and missing.startswith("recipient_no_address")
     # An inbox always has an address: the profile's id.
     assert resolve_spec(p, InboxSpec("", "t", "b"), preferred=False) == InboxSpec("ada", "t", "b")
+
+
+def test_a_telegram_chat_in_a_profile_is_the_channels_address_at_send_time() -> None:
+    p = parse_profile("ada", {**BODY, "telegram": -1001234567890,
+                              "channels": ["telegram", "sms"]}, 5)
+    assert p.telegram == -1001234567890 and p.preferred() is ChannelType.TELEGRAM
+    assert profile_from_json("ada", profile_to_json(p)) == p
+    assert profile_view(p)["telegram"] == -1001234567890
+    # A profile stored before the field existed reads back without a chat.
+    old = profile_to_json(parse_profile("bob", BODY, 5)).replace(',"telegram":null', "")
+    assert '"telegram"' not in old
+    assert profile_from_json("bob", old).telegram is None
+    plan = parse_plan({"recipient": "ada", "channels": [{"type": "telegram"}],
+                       "message": {"text": "Pills"}})
+    assert plan is not None and plan_from_json(plan_to_json(plan)) == plan
+    (spec,) = plan.channels
+    assert resolve_spec(p, spec, preferred=False) == TelegramSpec(-1001234567890, "Pills")
+    assert resolve_spec(p, SmsSpec("", "Pills"), preferred=True) == TelegramSpec(
+        -1001234567890, "Pills")
+    own = TelegramSpec("@ada_channel", "Pills", "HTML")
+    assert resolve_spec(p, own, preferred=False) == own
+    without = parse_profile("bob", BODY, 5)
+    assert not without.has(ChannelType.TELEGRAM)
+    assert str(resolve_spec(without, spec, preferred=False)).startswith("recipient_no_address")
+    with pytest.raises(InvalidRequest, match="telegram"):
+        parse_profile("ada", {**BODY, "telegram": "no-at-sign"}, 5)

@@ -70,3 +70,24 @@ async def test_a_floating_reminder_shows_its_zones_and_follows_a_move(api: Api) 
     view = await (await api.client.get(f"/v1/triggers/{tid}", headers=AUTH)).json()
     assert view["status"] == "FAILED"
     assert view["lastError"] == "recipient_deleted: recipient ada was deleted"
+
+
+async def test_telegram_channels_and_a_profiles_chat_over_http(api: Api) -> None:
+    body = NY | {"telegram": 123456789, "channels": ["telegram", "sms"]}
+    resp = await api.client.put("/v1/recipients/ada", json=body, headers=AUTH)
+    assert resp.status == 201, await resp.text()
+    got = await (await api.client.get("/v1/recipients/ada", headers=AUTH)).json()
+    assert (got["telegram"], got["channels"]) == (123456789, ["telegram", "sms"])
+    status, created, _ = await api.post({"delaySeconds": 60, "channels": [
+        {"type": "telegram", "chatId": "@ada_reminders", "text": "<b>Go</b>",
+         "parseMode": "HTML"}]})
+    assert status == 201, created
+    view = await (await api.client.get(f"/v1/triggers/{created['triggerId']}",
+                                       headers=AUTH)).json()
+    assert [c["type"] for c in view["channels"]] == ["telegram"]
+    status, created, _ = await api.post({**REMINDER, "channels": [{"type": "telegram"}]})
+    assert status == 201, created
+    status, refused, _ = await api.post({"delaySeconds": 60, "channels": [
+        {"type": "telegram", "chatId": 0, "text": "x"}]})
+    assert (status, refused["error"]) == (400, "invalid_request")
+    assert "chatId" in refused["message"]

@@ -21,6 +21,10 @@ from trigger_service.config.settings import VARIABLES, Settings
 from trigger_service.core.errors import ConfigError
 
 DEV_KEY_FILE = EncryptionSettings.key_file
+# Email through SES with AWS's own endpoint and real credentials (the problems below change one).
+SES_FIT = {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_SES_ENDPOINT": "",
+           "TRIGGER_SES_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE",
+           "TRIGGER_SES_SECRET_ACCESS_KEY": "x" * 40}
 # (the variables changed from a fit production configuration, the variable every problem
 # found must name)
 PROBLEMS: list[tuple[dict[str, str], str]] = [
@@ -54,6 +58,14 @@ PROBLEMS: list[tuple[dict[str, str], str]] = [
     ({"TRIGGER_PUSH_PROJECT": "trigger-dev"}, "TRIGGER_PUSH_PROJECT"),
     ({"TRIGGER_PUSH_BEARER": "dev-push-token"}, "TRIGGER_PUSH_BEARER"),
     ({"TRIGGER_PUSH_BASE_URL": "http://fcm.internal"}, "TRIGGER_PUSH_BASE_URL"),
+    ({**SES_FIT, "TRIGGER_SES_ENDPOINT": "http://127.0.0.1:4566"}, "TRIGGER_SES_ENDPOINT"),
+    ({**SES_FIT, "TRIGGER_SES_ENDPOINT": "http://ses.internal"}, "TRIGGER_SES_ENDPOINT"),
+    ({**SES_FIT, "TRIGGER_SES_ACCESS_KEY_ID": "test"}, "TRIGGER_SES_ACCESS_KEY_ID"),
+    ({**SES_FIT, "TRIGGER_SES_SECRET_ACCESS_KEY": "test"}, "TRIGGER_SES_SECRET_ACCESS_KEY"),
+    ({"TRIGGER_TELEGRAM_BOT_TOKEN": "123456789:dev-telegram-token"},
+     "TRIGGER_TELEGRAM_BOT_TOKEN"),
+    ({"TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35,
+      "TRIGGER_TELEGRAM_BASE_URL": "http://tg.internal"}, "TRIGGER_TELEGRAM_BASE_URL"),
     ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": str(DEV_KEY_FILE)},
      "TRIGGER_ENCRYPTION_KEY_FILE"),
     ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": "/nonexistent/keys"},
@@ -82,6 +94,11 @@ def test_every_production_need_is_checked_and_every_check_is_a_listed_need() -> 
     {"TRIGGER_SMTP_USER": "mailer", "TRIGGER_SMTP_STARTTLS": "true"},
     {"TRIGGER_REDIS_URL": "rediss://:only-a-password@redis.internal:6380/0"},
     {"TRIGGER_CASSANDRA_REPLICATION_FACTOR": "5"},
+    # SES is checked only when it sends (LocalStack's defaults are unused under SMTP), and
+    # with AWS's own endpoint; a Telegram bot of one's own; a service account for FCM.
+    SES_FIT,
+    {"TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35},
+    {"TRIGGER_PUSH_BEARER": "dev-push-token", "TRIGGER_PUSH_CREDENTIALS_FILE": __file__},
     {"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__},  # a file of one's own
     {"TRIGGER_API_HOST": "10.0.0.4", "TRIGGER_METRICS_TOKEN": "m" * 32},
 ])

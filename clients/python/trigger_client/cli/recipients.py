@@ -26,6 +26,8 @@ def put(ctx: typer.Context, recipient_id: str,
             help="Ordered preference, e.g. push,sms,email.")] = None,
         quiet: Annotated[str | None, typer.Option(help="Quiet hours HH:MM-HH:MM.")] = None,
         locale: Annotated[str | None, typer.Option(help="BCP 47, e.g. en-US.")] = None,
+        telegram: Annotated[str | None, typer.Option(
+            help="Telegram chat id, or a channel's @username.")] = None,
         output: OutputOpt = Output.text) -> None:
     """Create or replace a recipient (idempotent)."""
     def items(v: str | None) -> tuple[str, ...] | None:
@@ -34,8 +36,12 @@ def put(ctx: typer.Context, recipient_id: str,
     if quiet:
         start, _, end = quiet.partition("-")
         quiet_hours = {"start": start, "end": end}
+    chat: int | str | None = telegram
+    if telegram is not None and telegram.lstrip("-").isdigit():
+        chat = int(telegram)  # the API takes a chat id as a number
     profile = Recipient(recipient_id, time_zone, quiet_hours, items(email), phone,
-                        items(push_tokens), inbox, items(channels) or (), locale)
+                        items(push_tokens), inbox, items(channels) or (), locale,
+                        telegram=chat)
     with api_errors(output), client(ctx) as c:
         got = c.recipients.put(profile)
     _show(got, output)
@@ -88,5 +94,6 @@ def _show(p: Recipient, output: Output) -> None:
         return
     out.print(f"[bold]{p.recipient_id}[/bold] {p.time_zone}; channels "
               f"{','.join(p.channels) or '-'}; phone {p.phone or '-'}; email "
-              f"{','.join(p.email or ()) or '-'}; locale {p.locale or '-'}; quiet hours "
+              f"{','.join(p.email or ()) or '-'}; telegram {p.telegram or '-'}; locale "
+              f"{p.locale or '-'}; quiet hours "
               f"{json.dumps(p.quiet_hours) if p.quiet_hours else '-'}")
