@@ -9,9 +9,13 @@ import asyncio
 
 import pytest
 
+from dispatcher.dispatcher import FAIR_DEFER_S
 from tests.unit.dispatcher.fakes import (
+    CALLER,
     CLAIM_LEAD_MS,
+    OTHER_CALLER,
     START_MS,
+    UNKNOWN_CALLER,
     VISIBILITY_S,
     AlwaysLosingStore,
     Call,
@@ -263,7 +267,8 @@ async def test_run_once_receives_at_most_ten(env: Env) -> None:
     await d.drain()
 
 
-async def test_run_once_respects_max_inflight(env: Env) -> None:
+async def test_run_once_at_max_inflight_hides_a_callers_messages_over_its_share(
+        env: Env) -> None:
     env.with_dispatch(max_inflight=3)
     triggers = [await env.add(10_000) for _ in range(5)]
     await env.enqueue(*triggers)
@@ -271,17 +276,48 @@ async def test_run_once_respects_max_inflight(env: Env) -> None:
     assert await d.run_once() == 3
     await settle()
     assert d.inflight == 3
-    full = asyncio.create_task(d.run_once())
+    # Full, it still receives (another caller's messages may be behind these), but the
+    # only caller holds its whole share: its two others are hidden again for a while.
+    assert await d.run_once() == 2
     await settle()
-    assert not full.done() and env.queue.calls["receive"] == 1  # backs off, no receive
-    env.clock.advance_ms(50)
-    assert await full == 0
+    assert d.inflight == 3 and deferrals(env) == 2
+    hidden = sorted(v for t in triggers for v in env.queued(t))
+    assert hidden[:2] == [START_MS + FAIR_DEFER_S * 1000] * 2
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
     assert len(env.channel.calls) == 3 and d.inflight == 0
     assert await d.run_once() == 2
     await d.drain()
     assert sorted(env.channel.ids()) == sorted(t.trigger_id for t in triggers)
+
+
+async def test_run_once_holds_each_callers_share_past_the_cap_up_to_twice_it(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=2)
+    await env.enqueue(*[await env.add(10_000) for _ in range(2)])
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    await env.enqueue(*[await env.add(10_000, caller=OTHER_CALLER) for _ in range(3)])
+    await env.enqueue(*[await env.add(10_000, caller=UNKNOWN_CALLER) for _ in range(3)])
+    assert await d.run_once() == 6
+    await settle()
+    # Past the cap, each other caller holds its share of it (one of two): the rest hidden.
+    assert [d.shares.in_hand(c) for c in (CALLER, OTHER_CALLER, UNKNOWN_CALLER)] == [2, 1, 1]
+    assert deferrals(env) == 4 and d.inflight == 4
+    receives = env.queue.calls["receive"]
+    full = asyncio.create_task(d.run_once())  # twice the cap: backs off, no receive
+    await settle()
+    assert not full.done() and env.queue.calls["receive"] == receives
+    env.clock.advance_ms(50)
+    assert await full == 0
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+
+
+def deferrals(env: Env) -> int:
+    return sum(n for k, n in env.metrics.snapshot().items()
+               if k.startswith("fair_share_deferrals_total"))
 
 
 # --- run and drain ----------------------------------------------------------------------------
