@@ -109,6 +109,11 @@ class RoundRobin:
             self._pass[caller] = max(self._pass.get(caller, 0.0), self._now)
         self._waiting[caller] = n + 1
 
+    def charge(self, caller: str) -> None:
+        """``caller`` took a turn without waiting (nobody else was)."""
+        self._pass[caller] = self._now = max(self._pass.get(caller, 0.0), self._now)
+        self._pass[caller] += 1.0 / max(1, self._weight(caller))
+
     def withdraw(self, caller: str) -> None:
         """One wanted turn of ``caller`` is not wanted any more."""
         n = self._waiting[caller] - 1
@@ -156,6 +161,7 @@ class FairSlots:
     async def acquire(self, caller: str) -> None:
         if self._free > 0 and not len(self._order):
             self._free -= 1
+            self._order.charge(caller)
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._queues.setdefault(caller, deque()).append(fut)
