@@ -8,8 +8,9 @@ deleted, and counted when it is a duplicate of a fired trigger.
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
 keeps receiving, one batch at a time on one poll, so that another caller's messages behind a
 herd on the queue are found; a message is held only if its caller is under its share of the
-cap, else it is hidden again on SQS for a while (``FAIR_DEFER_S``, doubling with each
-receive) and comes back no earlier. So at most twice ``max_inflight`` are in hand.
+cap, else it is hidden again on SQS for a while (``_defer_over_share``) and comes back no
+earlier. So at most twice ``max_inflight`` are in hand. A message whose body names its
+caller (``ReceivedMessage.caller``) is hidden without a read of its row.
 """
 
 from __future__ import annotations
@@ -213,6 +214,10 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
+        if m.caller is not None and not self.shares.admits(m.caller, self.delivery.waiting):
+            # Hidden without reading its row: the body names its caller.
+            await self._defer_over_share(m, m.caller, m.fire_at_ms)
+            return
         hidden_until_ms = self._visibility.hidden_until_ms()
         t = None
         if m.home_at_ms is not None and m.shard is not None:
@@ -248,7 +253,7 @@ class Dispatcher:
                 return
             if not held:
                 if not self.shares.admits(t.caller, self.delivery.waiting):
-                    await self._defer_over_share(m, t)
+                    await self._defer_over_share(m, t.caller, due_ms)
                     return
                 held.append(self.shares.enter(t.caller))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
@@ -284,10 +289,16 @@ class Dispatcher:
                  status=t.status.value if t else None)
         await self._visibility.delete(m)
 
-    async def _defer_over_share(self, m: ReceivedMessage, t: Trigger) -> None:
-        """The dispatcher is full and ``t``'s caller holds its share of it: hide the message
-        for a while (it comes back later, never earlier) rather than hold it."""
-        self._metrics.inc("fair_share_deferrals_total", caller=t.caller)
+    async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
+        """The dispatcher is full and ``caller`` holds its share of it: hide the message
+        (due at ``due_ms``) rather than hold it. One due later is hidden until just after
+        its due time: the caller's held messages are due no later (received first), so no
+        room is made for it before, and the receives meanwhile pass over it to the messages
+        behind it. One due already waits ``FAIR_DEFER_S``, doubled with each receive."""
+        self._metrics.inc("fair_share_deferrals_total", caller=caller)
+        if due_ms > self._clock.now_ms():
+            await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
+            return
         doublings = min(max(0, m.receive_count - 1), 3)
         await self._visibility.defer(m, min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << doublings))
 

@@ -207,12 +207,15 @@ class OutgoingMessage:
     # Hints, not part of the message's value: the same message whether or not they are known.
     home_at_ms: int | None = field(default=None, compare=False)
     shard: int | None = field(default=None, compare=False)
+    # The trigger's caller: the dispatcher's fair shares hide a message of a caller over
+    # its share without reading the row (``dispatcher.fair_share``).
+    caller: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, t: Trigger, delay_s: int) -> OutgoingMessage:
         """The message for ``t``'s current occurrence, sent with ``delay_s``."""
         return cls(t.trigger_id, t.fire_at_ms, delay_s, t.home_at_ms,
-                   t.shard if t.home_at_ms is not None else None)
+                   t.shard if t.home_at_ms is not None else None, t.caller)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,7 @@ class ReceivedMessage:
     receive_count: int
     home_at_ms: int | None = None  # where the row is (OutgoingMessage), if the body says
     shard: int | None = None
+    caller: str | None = None  # the trigger's caller (OutgoingMessage), if the body says
 
 
 class Enqueuer(Protocol):
