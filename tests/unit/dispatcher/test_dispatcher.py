@@ -446,3 +446,24 @@ async def test_a_trickle_is_received_by_one_long_poll(env: Env) -> None:
     await settle()
     stop.set()
     await run
+
+
+async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=1)
+    held, more = await env.add(10_000), await env.add(10_000)
+    await env.enqueue(held)
+    d = env.dispatcher()
+    assert await d.run_once() == 1
+    await settle()
+    await env.queue.send_many([OutgoingMessage(more.trigger_id, more.fire_at_ms, 0,
+                                               caller=CALLER)])
+    env.store.failures["get"] = StoreError("cassandra down")  # a read would fail
+    assert await d.run_once() == 1
+    await settle()
+    assert deferrals(env) == 1
+    assert env.queued(more) == [more.fire_at_ms + FAIR_DEFER_S * 1000]  # never earlier
+    del env.store.failures["get"]
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert env.channel.ids() == [held.trigger_id]
