@@ -198,17 +198,13 @@ class SweepCursors(Protocol):
 # --- the queue ----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class OutgoingMessage:
-    """``home_at_ms`` and ``shard``: where the trigger's row is (``Trigger.home_at_ms``), so
-    that the dispatcher reads it in one request; None for a trigger whose home is unknown."""
+    """Hints, not the message's value: its row's home (one read), its caller (fair shares)."""
 
     trigger_id: str
     fire_at_ms: int
     delay_s: int
-    # Hints, not part of the message's value: the same message whether or not they are known.
     home_at_ms: int | None = field(default=None, compare=False)
     shard: int | None = field(default=None, compare=False)
-    # The trigger's caller: the dispatcher's fair shares hide a message of a caller over
-    # its share without reading the row (``dispatcher.fair_share``).
     caller: str | None = field(default=None, compare=False)
 
     @classmethod
@@ -233,9 +229,9 @@ class ReceivedMessage:
     trigger_id: str  # "" for a body that could not be parsed
     fire_at_ms: int
     receive_count: int
-    home_at_ms: int | None = None  # where the row is (OutgoingMessage), if the body says
+    home_at_ms: int | None = None  # hints (OutgoingMessage), if the body says
     shard: int | None = None
-    caller: str | None = None  # the trigger's caller (OutgoingMessage), if the body says
+    caller: str | None = None
 
 
 class Enqueuer(Protocol):
