@@ -291,13 +291,15 @@ class Dispatcher:
 
     async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
         """The dispatcher is full and ``caller`` holds its share of it: hide the message
-        (due at ``due_ms``) rather than hold it. One due later is hidden until just after
-        its due time: the caller's held messages are due no later (received first), so no
-        room is made for it before, and the receives meanwhile pass over it to the messages
-        behind it. One due already waits ``FAIR_DEFER_S``, doubled with each receive."""
+        (due at ``due_ms``) rather than hold it. One due later is hidden for half the time
+        left (at least ``FAIR_DEFER_S``): room may be made before it is due (the held
+        messages are mostly due earlier, received first), and each pass of the receives
+        over a herd's excess finds what is behind it. One due already waits
+        ``FAIR_DEFER_S``, doubled with each receive, up to ``FAIR_DEFER_MAX_S``."""
         self._metrics.inc("fair_share_deferrals_total", caller=caller)
-        if due_ms > self._clock.now_ms():
-            await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
+        ahead_ms = due_ms - self._clock.now_ms()
+        if ahead_ms > 0:
+            await self._visibility.defer(m, max(FAIR_DEFER_S, ahead_ms // 2000))
             return
         doublings = min(max(0, m.receive_count - 1), 3)
         await self._visibility.defer(m, min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << doublings))

@@ -277,18 +277,21 @@ async def test_run_once_at_max_inflight_hides_a_callers_messages_over_its_share(
     await settle()
     assert d.inflight == 3
     # Full, it still receives (another caller's messages may be behind these), but the
-    # only caller holds its whole share: its two others are hidden until just after they
-    # are due (no room is made for them before: the held ones are due with them).
+    # only caller holds its whole share: its two others are hidden for half the time left
+    # before they are due (room may be made meanwhile).
     assert await d.run_once() == 2
     await settle()
     assert d.inflight == 3 and deferrals(env) == 2
     hidden = sorted(v for t in triggers for v in env.queued(t))
-    assert hidden[:2] == [START_MS + 10_000 + FAIR_DEFER_S * 1000] * 2
+    assert hidden[:2] == [START_MS + 5_000] * 2
+    env.clock.set_ms(START_MS + 5_000)
+    assert await d.run_once() == 2  # still full: hidden again, half of the 5 s left
+    await settle()
+    assert deferrals(env) == 4 and d.inflight == 3
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
     assert len(env.channel.calls) == 3 and d.inflight == 0
-    assert await d.run_once() == 0
-    env.clock.set_ms(START_MS + 10_000 + FAIR_DEFER_S * 1000)
+    env.clock.set_ms(START_MS + 10_000 + 2 * FAIR_DEFER_S * 1000)
     assert await d.run_once() == 2
     await d.drain()
     assert sorted(env.channel.ids()) == sorted(t.trigger_id for t in triggers)
@@ -462,7 +465,7 @@ async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read
     assert await d.run_once() == 1
     await settle()
     assert deferrals(env) == 1
-    assert env.queued(more) == [more.fire_at_ms + FAIR_DEFER_S * 1000]  # never earlier
+    assert env.queued(more) == [START_MS + 5_000]  # half the time left before it is due
     del env.store.failures["get"]
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
