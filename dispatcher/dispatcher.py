@@ -224,15 +224,15 @@ class Dispatcher:
             t = await self._store.get_at(m.trigger_id, m.home_at_ms, m.shard)
         if t is None:
             t = await self._store.get(m.trigger_id)
-        held: list[str] = []  # its caller, counted in the caller's share while it is held
+        held: list[tuple[str, int]] = []  # counted in its caller's share while it is held
         try:
             await self._hold_and_deliver(m, t, hidden_until_ms, held)
         finally:
-            for caller in held:
-                self.shares.leave(caller)
+            for entry in held:
+                self.shares.leave(entry)
 
     async def _hold_and_deliver(self, m: ReceivedMessage, t: Trigger | None,
-                                hidden_until_ms: int, held: list[str]) -> None:
+                                hidden_until_ms: int, held: list[tuple[str, int]]) -> None:
         """``handle`` after the read: ``t`` is the trigger as read (None: unknown). Appends
         its caller to ``held`` when it is counted in the caller's share."""
         for _ in range(_CAS_ROUNDS):
@@ -255,7 +255,7 @@ class Dispatcher:
                 if not self.shares.admits(t.caller, self.delivery.waiting):
                     await self._defer_over_share(m, t.caller, due_ms)
                     return
-                held.append(self.shares.enter(t.caller))
+                held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
@@ -291,15 +291,21 @@ class Dispatcher:
 
     async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
         """The dispatcher is full and ``caller`` holds its share of it: hide the message
-        (due at ``due_ms``) rather than hold it. One due later is hidden for half the time
-        left (at least ``FAIR_DEFER_S``): room may be made before it is due (the held
-        messages are mostly due earlier, received first), and each pass of the receives
-        over a herd's excess finds what is behind it. One due already waits
-        ``FAIR_DEFER_S``, doubled with each receive, up to ``FAIR_DEFER_MAX_S``."""
+        (due at ``due_ms``) rather than hold it. One due later than the caller's earliest
+        held message (by a second or more: room is made for it before it is due, as those
+        are sent) is hidden for half the time left, at least ``FAIR_DEFER_S``. One due no
+        later (a herd: its held messages are due with it) is hidden until ``FAIR_DEFER_S``
+        after its due time: no room is made before, and the receives meanwhile pass over
+        it, once, to what is behind it. One due already waits ``FAIR_DEFER_S``, doubled
+        with each receive, up to ``FAIR_DEFER_MAX_S``."""
         self._metrics.inc("fair_share_deferrals_total", caller=caller)
         ahead_ms = due_ms - self._clock.now_ms()
-        if ahead_ms > 0:
+        earliest_ms = self.shares.earliest_due_ms(caller)
+        if ahead_ms > 0 and earliest_ms is not None and earliest_ms <= due_ms - 1000:
             await self._visibility.defer(m, max(FAIR_DEFER_S, ahead_ms // 2000))
+            return
+        if ahead_ms > 0:
+            await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
             return
         doublings = min(max(0, m.receive_count - 1), 3)
         await self._visibility.defer(m, min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << doublings))

@@ -21,7 +21,8 @@ waiters, nothing else).
 from __future__ import annotations
 
 import asyncio
-from collections import deque
+import heapq
+from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -49,6 +50,9 @@ class Shares:
         self._weights: dict[str, int] = {}  # of the callers holding messages
         self._weight_sum = 0
         self.total = 0
+        # Each caller's held messages' due times: a heap, and those left but not yet popped.
+        self._dues: dict[str, list[int]] = {}
+        self._gone: dict[str, Counter[int]] = {}
 
     def in_hand(self, caller: str) -> int:
         return self._in_hand.get(caller, 0)
@@ -67,23 +71,36 @@ class Shares:
         return (self.total - uncounted < self.cap
                 or self.in_hand(caller) < self.share(caller))
 
-    def enter(self, caller: str) -> str:
-        """Count one more message of ``caller`` in hand (``leave`` it when done)."""
+    def earliest_due_ms(self, caller: str) -> int | None:
+        """The earliest due time of ``caller``'s messages in hand (None: it holds none):
+        room is made for its next one no earlier than that."""
+        dues, gone = self._dues.get(caller), self._gone.get(caller)
+        while dues and gone and gone[dues[0]]:
+            gone[heapq.heappop(dues)] -= 1
+        return dues[0] if dues else None
+
+    def enter(self, caller: str, due_ms: int = 0) -> tuple[str, int]:
+        """Count one more message of ``caller``, due at ``due_ms``, in hand; ``leave`` with
+        what this returns when it is done."""
         n = self._in_hand.get(caller, 0)
         if not n:
             w = self._weights[caller] = max(1, self._weight(caller))
             self._weight_sum += w
+            self._dues[caller], self._gone[caller] = [], Counter()
         self._in_hand[caller] = n + 1
         self.total += 1
-        return caller
+        heapq.heappush(self._dues[caller], due_ms)
+        return caller, due_ms
 
-    def leave(self, caller: str) -> None:
+    def leave(self, held: tuple[str, int]) -> None:
+        caller, due_ms = held
         n = self._in_hand[caller] - 1
         self.total -= 1
         if n:
             self._in_hand[caller] = n
+            self._gone[caller][due_ms] += 1
             return
-        del self._in_hand[caller]
+        del self._in_hand[caller], self._dues[caller], self._gone[caller]
         self._weight_sum -= self._weights.pop(caller)
 
 

@@ -277,21 +277,18 @@ async def test_run_once_at_max_inflight_hides_a_callers_messages_over_its_share(
     await settle()
     assert d.inflight == 3
     # Full, it still receives (another caller's messages may be behind these), but the
-    # only caller holds its whole share: its two others are hidden for half the time left
-    # before they are due (room may be made meanwhile).
+    # only caller holds its whole share: a herd, its held messages due with the two others,
+    # so no room is made before they are due: hidden until just after.
     assert await d.run_once() == 2
     await settle()
     assert d.inflight == 3 and deferrals(env) == 2
     hidden = sorted(v for t in triggers for v in env.queued(t))
-    assert hidden[:2] == [START_MS + 5_000] * 2
-    env.clock.set_ms(START_MS + 5_000)
-    assert await d.run_once() == 2  # still full: hidden again, half of the 5 s left
-    await settle()
-    assert deferrals(env) == 4 and d.inflight == 3
+    assert hidden[:2] == [START_MS + 10_000 + FAIR_DEFER_S * 1000] * 2
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
     assert len(env.channel.calls) == 3 and d.inflight == 0
-    env.clock.set_ms(START_MS + 10_000 + 2 * FAIR_DEFER_S * 1000)
+    assert await d.run_once() == 0
+    env.clock.set_ms(START_MS + 10_000 + FAIR_DEFER_S * 1000)
     assert await d.run_once() == 2
     await d.drain()
     assert sorted(env.channel.ids()) == sorted(t.trigger_id for t in triggers)
@@ -465,8 +462,32 @@ async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read
     assert await d.run_once() == 1
     await settle()
     assert deferrals(env) == 1
-    assert env.queued(more) == [START_MS + 5_000]  # half the time left before it is due
+    assert env.queued(more) == [more.fire_at_ms + FAIR_DEFER_S * 1000]  # never earlier
     del env.store.failures["get"]
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
     assert env.channel.ids() == [held.trigger_id]
+
+
+async def test_a_message_due_after_the_callers_held_ones_comes_back_before_it_is_due(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=1)
+    held, later = await env.add(2_000), await env.add(10_000)
+    await env.enqueue(held)
+    d = env.dispatcher()
+    assert await d.run_once() == 1
+    await settle()
+    await env.enqueue(later)
+    assert await d.run_once() == 1
+    await settle()
+    # Room is made when the held one is sent, 8 s before this one is due: it is hidden
+    # for half the time left, not until after it is due.
+    assert deferrals(env) == 1 and env.queued(later) == [START_MS + 5_000]
+    env.clock.set_ms(START_MS + 2_000)
+    await d.drain()
+    env.clock.set_ms(START_MS + 5_000)
+    assert await d.run_once() == 1
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert env.channel.ids() == [held.trigger_id, later.trigger_id]
+    assert env.channel.calls[-1].at_ms == START_MS + 10_000  # on time

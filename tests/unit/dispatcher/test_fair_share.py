@@ -40,7 +40,7 @@ def test_at_the_cap_a_caller_under_its_share_is_admitted_and_one_at_it_is_not() 
     s.enter("b")
     assert not s.admits("b") and not s.admits("a")  # a holds 4, over its share of 2
     for _ in range(3):
-        s.leave("a")
+        s.leave(("a", 0))
     assert s.total == 3 and s.admits("a")  # below the cap again
 
 
@@ -65,7 +65,7 @@ def test_the_cap_is_never_exceeded_more_than_twice() -> None:
 def test_leaving_forgets_an_idle_callers_weight() -> None:
     s = Shares(4, weight)
     s.enter("heavy")
-    s.leave("heavy")
+    s.leave(("heavy", 0))
     for _ in range(4):
         s.enter("a")
     assert s.share("b") == 2  # heavy no longer counts
@@ -186,3 +186,17 @@ async def test_the_claim_gate_serves_a_callers_few_claims_between_a_herds() -> N
     done.set()
     await asyncio.gather(*tasks)
     assert [i for i, c in enumerate(order) if c == "b"] == [2, 4, 6, 8]
+
+
+def test_the_earliest_due_time_held_follows_enter_and_leave() -> None:
+    s = Shares(10)
+    assert s.earliest_due_ms("a") is None
+    held = [s.enter("a", due) for due in (3_000, 1_000, 2_000, 1_000)]
+    assert s.earliest_due_ms("a") == 1_000
+    s.leave(held[1])
+    assert s.earliest_due_ms("a") == 1_000  # the other one due then is still held
+    s.leave(held[3])
+    assert s.earliest_due_ms("a") == 2_000
+    s.leave(held[2])
+    s.leave(held[0])
+    assert s.earliest_due_ms("a") is None and s.total == 0
