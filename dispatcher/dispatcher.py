@@ -6,7 +6,7 @@ visibility timeout; a message that is redundant (the trigger finished or was can
 deleted, and counted when it is a duplicate of a fired trigger.
 
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
-keeps receiving, one batch at a time on one poll, so that another caller's messages behind a
+keeps receiving, so that another caller's messages behind a
 herd on the queue are found; a message is held only if its caller is under its share of the
 cap, else it is hidden again on SQS for a while (``_defer_over_share``) and comes back no
 earlier. So at most twice ``max_inflight`` are in hand. A message whose body names its
@@ -151,9 +151,10 @@ class Dispatcher:
         held = len(self._tasks) - self.delivery.waiting
         free = self._d.max_inflight - held
         if free <= 0:
-            # Full: one poll goes on receiving (fair shares hide what is over a caller's
-            # share), up to the bound fair shares keep to.
-            if held >= 2 * self._d.max_inflight or self._polls > 1:
+            # Full: the polls go on receiving (fair shares hide what is over a caller's
+            # share, without a read: a herd's excess is passed over quickly to whatever is
+            # behind it), up to the bound fair shares keep to.
+            if held >= 2 * self._d.max_inflight:
                 await self._clock.sleep_ms(_FULL_BACKOFF_MS)
                 return 0
             free = _FULL_RECEIVE
