@@ -6,11 +6,11 @@ visibility timeout; a message that is redundant (the trigger finished or was can
 deleted, and counted when it is a duplicate of a fired trigger.
 
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
-keeps receiving, so that another caller's messages behind a
-herd on the queue are found; a message is held only if its caller is under its share of the
-cap, else it is hidden again on SQS for a while (``_defer_over_share``) and comes back no
-earlier. So at most twice ``max_inflight`` are in hand. A message whose body names its
-caller (``ReceivedMessage.caller``) is hidden without a read of its row.
+keeps receiving, so that another caller's messages behind a herd on the queue are found; a
+message is held only if its caller is under its share of the cap, else it is hidden again on
+SQS for a while (``_defer_over_share``) and comes back no earlier. So at most twice
+``max_inflight`` are in hand. A message whose body names its caller
+(``ReceivedMessage.caller``) is hidden without a read of its row.
 """
 
 from __future__ import annotations
