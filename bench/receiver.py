@@ -3,11 +3,14 @@
 Runs as its own process so the benchmark's registration load cannot delay the timestamps.
 ``GET /stats`` → ``{"arrivals": N}``; ``GET /dump`` → every arrival as
 ``[trigger_id, attempt, arrival_ms, occurrence_id]``; ``POST /reset`` forgets everything.
+``POST /slow/<ms>/...`` answers ``ms`` milliseconds after recording the arrival (a slow
+receiver: ``make bench``'s ``fairness`` herd).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import time
 
 from aiohttp import web
@@ -22,6 +25,12 @@ async def callback(request: web.Request) -> web.Response:
                      request.headers.get("X-Trigger-Occurrence-Id", "")))
     await request.read()
     return web.Response(status=200)
+
+
+async def slow_callback(request: web.Request) -> web.Response:
+    answer = await callback(request)
+    await asyncio.sleep(int(request.match_info["ms"]) / 1000)
+    return answer
 
 
 async def stats(request: web.Request) -> web.Response:
@@ -46,6 +55,7 @@ def main() -> None:
     app.router.add_get("/dump", dump)
     app.router.add_post("/reset", reset)
     app.router.add_post("/cb/{tail:.*}", callback)
+    app.router.add_post("/slow/{ms:[0-9]+}/{tail:.*}", slow_callback)
     web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
 
 

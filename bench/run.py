@@ -14,7 +14,9 @@ arrivals. Prints a table and writes JSON to ``bench/results/<mode>.json``. Exit 
 if targets are missed (it is a measurement).
 
 The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
-``bench/modes.py``, ``batch`` (``POST /v1/triggers/batch``) in ``bench/batch_bench.py``.
+``bench/modes.py``, ``batch`` (``POST /v1/triggers/batch``) in ``bench/batch_bench.py``,
+``fairness`` (caller A's herd of 20,000 and caller B's 20 due at one instant: B's
+lateness) in ``bench/fairness_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -39,7 +41,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import batch_bench, cassandra_work, modes
+from bench import batch_bench, cassandra_work, fairness_bench, modes
 from bench.common import (
     API,
     CONCURRENCY,
@@ -75,6 +77,8 @@ MODES: dict[str, dict[str, Any]] = {
     "sweeper-kill": {"n": 2000, "env": SWEEP_ENV},
     # bench/batch_bench.py: N far-future triggers, then N/4 direct ones, 1,000 a request
     "batch": {"n": 20000, "env": {}},
+    # bench/fairness_bench.py: caller A's herd of N, caller B's 20, due at one instant
+    "fairness": {"n": 20000, "env": {}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -169,7 +173,7 @@ async def recurring_result(session: aiohttp.ClientSession, registered: dict[str,
 NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, Any]]]] = {
     "register": modes.register_mode, "sustained": modes.sustained_mode,
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
-    "batch": batch_bench.batch_mode,
+    "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
 }
 
 
@@ -265,7 +269,8 @@ def print_table(results: list[dict[str, Any]]) -> None:
         print(f"{r['mode']}: cassandra per delivery {json.dumps(top)}")
     for r in results:
         extra = {k: r[k] for k in ("request_ms", "delivered_per_s", "rate_held", "late_count",
-                                   "late_max_ms", "all_delivered", "killed") if k in r}
+                                   "late_max_ms", "all_delivered", "killed", "b_lateness_ms",
+                                   "a_lateness_ms") if k in r}
         if "delivered_per_s" in extra:
             extra["delivered_per_s"] = {k: v for k, v in extra["delivered_per_s"].items()
                                         if k != "timeline"}

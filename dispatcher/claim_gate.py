@@ -7,7 +7,10 @@ earlier or equal due time, not yet claimed, moves that earlier by the measured c
 claim (an LWT's latency divided by how many run at once), up to ``claim_lead_max_ms``: 5,000
 messages due together are claimed one after the other over the seconds before the instant,
 at the rate the store has shown it can take, rather than all at once at the last second.
-At most ``claim_concurrency`` claims are in flight at once (the driver pipelines them).
+At most ``claim_concurrency`` claims are in flight at once (the driver pipelines them); the
+claims waiting for one of those slots are served by weighted round robin over their callers
+(``fair_share.FairSlots``), so a herd's claims queued for the slots do not hold back another
+caller's claims due with them.
 
 Claims share Paxos rounds: the store writes the conditional writes of one partition that are
 in flight together as one batch. So a message whose claim time comes takes with it the held
@@ -29,6 +32,7 @@ import bisect
 from collections.abc import AsyncIterator, Hashable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
+from dispatcher.fair_share import FairSlots, Weight, unit_weight
 from trigger_service.core.ports import Clock
 
 # Before anything is measured: a claim LWT on a busy 2-core machine (bench/results).
@@ -40,12 +44,13 @@ MIN_CLAIM_COST_MS = 2.0
 
 class ClaimGate:
     def __init__(self, clock: Clock, *, min_lead_ms: int, max_lead_ms: int,
-                 concurrency: int) -> None:
+                 concurrency: int, weight: Weight = unit_weight) -> None:
+        """``weight``: a caller's weight in the claim slots' round robin."""
         self._clock = clock
         self._min_lead_ms = min_lead_ms
         self._max_lead_ms = max(min_lead_ms, max_lead_ms)
         self._concurrency = concurrency
-        self._slots = asyncio.Semaphore(concurrency)
+        self._slots = FairSlots(concurrency, weight)
         self._waiting: list[int] = []  # due times of held messages not yet claimed, sorted
         self._latency_ms = _INITIAL_LATENCY_MS
         # Held messages by group (a partition): each one's due time and what wakes it when
@@ -71,11 +76,12 @@ class ClaimGate:
 
     @asynccontextmanager
     async def turn(self, due_ms: int, wait: asyncio.Event | None = None,
-                   group: Hashable | None = None) -> AsyncIterator[bool]:
+                   group: Hashable | None = None, caller: str = "") -> AsyncIterator[bool]:
         """Wait for this message's claim time (or less, if ``wait`` is set meanwhile: the
         dispatcher is stopping; or if a message of the same ``group`` due no more than
         ``min_lead_ms`` earlier has its turn), then hold one of the claim slots for the
-        block, which runs the claim. Yields False if ``wait`` was set (nothing to claim)."""
+        block, which runs the claim; ``caller``'s turn among the callers waiting for one.
+        Yields False if ``wait`` was set (nothing to claim)."""
         bisect.insort(self._waiting, due_ms)
         mates = None if group is None else self._groups.setdefault(group, [])
         me = (due_ms, asyncio.Event())
@@ -97,7 +103,7 @@ class ClaimGate:
                 mates.remove(me)
                 if not mates:
                     del self._groups[group]
-        async with self._slots:
+        async with self._slots.slot(caller):
             started_ms = self._clock.now_ms()
             try:
                 yield True

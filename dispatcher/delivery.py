@@ -155,7 +155,8 @@ class Delivery:
         self._wave = Waves()  # who may wait for company when recording an outcome
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
                               max_lead_ms=self._d.claim_lead_max_ms,
-                              concurrency=self._d.claim_concurrency)
+                              concurrency=self._d.claim_concurrency,
+                              weight=self.weight)
         self._bulkheads: dict[str, asyncio.Semaphore] = {}
         self.breakers = Breakers(deps.clock, deps.metrics, fail_max=self._d.breaker_fail_max,
                                  reset_s=self._d.breaker_reset_s,
@@ -166,6 +167,12 @@ class Delivery:
         # max_inflight waiting for one caller they are deferred instead.
         self._waiting: dict[str, int] = {}
         self._max_waiting = max(1, self._d.max_inflight)
+
+    def weight(self, caller: str) -> int:
+        """The caller's weight in fair shares (``weight`` in the callers file; 1 for a
+        caller no longer in it)."""
+        c = self._callers.by_name(caller)
+        return c.weight if c is not None else 1
 
     def bulkhead(self, caller: str) -> asyncio.Semaphore:
         """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
@@ -193,7 +200,8 @@ class Delivery:
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it."""
         with contextlib.ExitStack() as held:  # the breaker slot, from the claim to the answer
-            async with self.gate.turn(t.due_at_ms(), stopping, _partition(t)) as go:
+            async with self.gate.turn(t.due_at_ms(), stopping, _partition(t),
+                                      t.caller) as go:
                 if not go:
                     return HELD_BACK
                 claimed = await self._claim(m, t, held)

@@ -4,6 +4,13 @@ to :class:`dispatcher.delivery.Delivery` (claim → deliver → record).
 Why each failure here is safe: killed before the claim, the message reappears after its
 visibility timeout; a message that is redundant (the trigger finished or was cancelled) is
 deleted, and counted when it is a duplicate of a fired trigger.
+
+Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
+keeps receiving, so that another caller's messages behind a herd on the queue are found; a
+message is held only if its caller is under its share of the cap, else it is hidden again on
+SQS for a while (``_defer_over_share``) and comes back no earlier. So at most twice
+``max_inflight`` are in hand. A message whose body names its caller
+(``ReceivedMessage.caller``) is hidden without a read of its row.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import structlog
 from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
+from dispatcher.fair_share import Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
 from dispatcher.holding import Holding, PausedCallers
@@ -42,6 +50,12 @@ _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
 _FULL_RECEIVE = 10  # SQS's most messages per receive
+# A message of a caller over its fair share is hidden this long, doubled with each receive
+# up to FAIR_DEFER_MAX_S: long enough that a herd's excess is not received again and again
+# while its held messages are sent, short enough that it is not held back much longer than
+# the dispatcher needs to make room.
+FAIR_DEFER_S = 1
+FAIR_DEFER_MAX_S = 8
 
 
 class Dispatcher:
@@ -88,6 +102,7 @@ class Dispatcher:
         # (trigger id, fire time) -> the message id being handled: one occurrence at a time
         # (a series' next occurrence may arrive while the previous one is finishing).
         self._handling: dict[tuple[str, int], str] = {}
+        self.shares = Shares(self._d.max_inflight, self.delivery.weight)
         self._stopping = asyncio.Event()
         self._polls = 0
         self.max_polls = 0  # the most long polls that ran at once
@@ -145,10 +160,16 @@ class Dispatcher:
         """One receive: start handling every message received; return how many."""
         # Messages waiting for their caller's bulkhead do not count: one slow caller must
         # not stop receives for every other.
-        free = self._d.max_inflight - (len(self._tasks) - self.delivery.waiting)
+        held = len(self._tasks) - self.delivery.waiting
+        free = self._d.max_inflight - held
         if free <= 0:
-            await self._clock.sleep_ms(_FULL_BACKOFF_MS)
-            return 0
+            # Full: the polls go on receiving (fair shares hide what is over a caller's
+            # share, without a read: a herd's excess is passed over quickly to whatever is
+            # behind it), up to the bound fair shares keep to.
+            if held >= 2 * self._d.max_inflight:
+                await self._clock.sleep_ms(_FULL_BACKOFF_MS)
+                return 0
+            free = _FULL_RECEIVE
         messages = await self._queue.receive(
             max_messages=min(_FULL_RECEIVE, free), wait_s=self._d.wait_time_s,
             visibility_s=self._visibility.receive_s)
@@ -208,12 +229,27 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
+        if m.caller is not None and not self.shares.admits(m.caller, self.delivery.waiting):
+            # Hidden without reading its row: the body names its caller.
+            await self._defer_over_share(m, m.caller, m.fire_at_ms)
+            return
         hidden_until_ms = self._visibility.hidden_until_ms()
         t = None
         if m.home_at_ms is not None and m.shard is not None:
             t = await self._store.get_at(m.trigger_id, m.home_at_ms, m.shard)
         if t is None:
             t = await self._store.get(m.trigger_id)
+        held: list[tuple[str, int]] = []  # counted in its caller's share while it is held
+        try:
+            await self._hold_and_deliver(m, t, hidden_until_ms, held)
+        finally:
+            for entry in held:
+                self.shares.leave(entry)
+
+    async def _hold_and_deliver(self, m: ReceivedMessage, t: Trigger | None,
+                                hidden_until_ms: int, held: list[tuple[str, int]]) -> None:
+        """``handle`` after the read: ``t`` is the trigger as read (None: unknown). Appends
+        its caller to ``held`` when it is counted in the caller's share."""
         for _ in range(_CAS_ROUNDS):
             if t is None or t.status.terminal or t.status is Status.PAUSED:
                 await self._drop(m, t)
@@ -230,6 +266,11 @@ class Dispatcher:
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
                 await self._put_back(m, due_ms)
                 return
+            if not held:
+                if not self.shares.admits(t.caller, self.delivery.waiting):
+                    await self._defer_over_share(m, t.caller, due_ms)
+                    return
+                held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
@@ -262,6 +303,27 @@ class Dispatcher:
         log.debug("message_dropped", trigger_id=m.trigger_id,
                  status=t.status.value if t else None)
         await self._visibility.delete(m)
+
+    async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
+        """The dispatcher is full and ``caller`` holds its share of it: hide the message
+        (due at ``due_ms``) rather than hold it. One due later than the caller's earliest
+        held message (by a second or more: room is made for it before it is due, as those
+        are sent) is hidden for half the time left, at least ``FAIR_DEFER_S``. One due no
+        later (a herd: its held messages are due with it) is hidden until ``FAIR_DEFER_S``
+        after its due time: no room is made before, and the receives meanwhile pass over
+        it, once, to what is behind it. One due already waits ``FAIR_DEFER_S``, doubled
+        with each receive, up to ``FAIR_DEFER_MAX_S``."""
+        self._metrics.inc("fair_share_deferrals_total", caller=caller)
+        ahead_ms = due_ms - self._clock.now_ms()
+        earliest_ms = self.shares.earliest_due_ms(caller)
+        if ahead_ms > 0 and earliest_ms is not None and earliest_ms <= due_ms - 1000:
+            await self._visibility.defer(m, max(FAIR_DEFER_S, ahead_ms // 2000))
+            return
+        if ahead_ms > 0:
+            await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
+            return
+        doublings = min(max(0, m.receive_count - 1), 3)
+        await self._visibility.defer(m, min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << doublings))
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""

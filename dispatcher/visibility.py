@@ -79,7 +79,8 @@ class Visibility:
         self._metrics.inc("message_refreshes_total")
         await self._queue.replace(
             m.receipt_handle,
-            OutgoingMessage(m.trigger_id, m.fire_at_ms, delay_s, m.home_at_ms, m.shard))
+            OutgoingMessage(m.trigger_id, m.fire_at_ms, delay_s, m.home_at_ms, m.shard,
+                            m.caller))
 
     async def defer_until(self, m: ReceivedMessage, at_ms: int) -> None:
         """Show ``m`` again at ``at_ms`` or just after (rounded up: never earlier)."""

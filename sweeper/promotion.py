@@ -89,7 +89,8 @@ class Promoter:
                 await self._queue.send_many([
                     OutgoingMessage(d.trigger_id, d.fire_at_ms,
                                     sqs_delay_s(d.fire_at_ms, now_ms, self._lead_s),
-                                    t.home_at_ms, t.shard if t.home_at_ms is not None else None)
+                                    t.home_at_ms, t.shard if t.home_at_ms is not None else None,
+                                    t.caller)
                     for d, t in group])
         except AdapterError as e:
             return Outcome(failed=frozenset(d.trigger_id for d, _ in group), error=str(e))

@@ -135,3 +135,19 @@ async def test_replace_sends_a_fresh_copy_and_deletes_the_received_one(
     await q.delete(fresh[0].receipt_handle)
     await asyncio.sleep(1.5)
     assert await receive_now(q) == []  # the old copy is gone too
+
+
+async def test_a_messages_caller_comes_back_with_it_and_is_none_when_not_sent(
+    queue: QueueUnderTest,
+) -> None:
+    q = queue.queue
+    named = OutgoingMessage(unique("trg_"), FIRE_AT_MS, 0, caller="orders")
+    await q.send_many([named, _message()])
+    got = await receive_within(q, 5, want=2)
+    callers = {r.trigger_id: r.caller for r in got}
+    assert callers.pop(named.trigger_id) == "orders" and list(callers.values()) == [None]
+    # A replacement (a refreshed copy) keeps it.
+    [r] = [r for r in got if r.trigger_id == named.trigger_id]
+    await q.replace(r.receipt_handle, named)
+    again = await receive_within(q, 3)
+    assert [(m.trigger_id, m.caller) for m in again] == [(named.trigger_id, "orders")]

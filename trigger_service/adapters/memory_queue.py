@@ -30,6 +30,7 @@ class _Message:
     receive_count: int = 0
     home_at_ms: int | None = None
     shard: int | None = None
+    caller: str | None = None
 
 
 @dataclass
@@ -71,7 +72,7 @@ class MemoryQueue(Failing):
             self.messages.append(_Message(m.trigger_id, m.fire_at_ms,
                                           now_ms + max(0, min(SQS_MAX_DELAY_S, m.delay_s)) * 1000,
                                           f"m{next(self._ids)}", home_at_ms=m.home_at_ms,
-                                          shard=m.shard))
+                                          shard=m.shard, caller=m.caller))
 
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int
@@ -92,7 +93,7 @@ class MemoryQueue(Failing):
             m.receipt = f"{m.message_id}/{m.receive_count}"
             m.visible_at_ms = now_ms + visibility_s * 1000
             out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
-                                       m.receive_count, m.home_at_ms, m.shard))
+                                       m.receive_count, m.home_at_ms, m.shard, m.caller))
         return out
 
     def _by_receipt(self, receipt: str) -> _Message | None:

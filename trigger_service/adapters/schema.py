@@ -450,6 +450,7 @@ MSG_TRIGGER_ID: Final = "triggerId"
 MSG_FIRE_AT_MS: Final = "fireAtMs"
 MSG_HOME_AT_MS: Final = "homeAtMs"
 MSG_SHARD: Final = "shard"
+MSG_CALLER: Final = "caller"  # a hint for the dispatcher's fair shares; absent in old bodies
 MSG_REASON: Final = "reason"
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"

@@ -55,12 +55,14 @@ class QueueUrls(NamedTuple):
 
 
 def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
-                shard: int | None = None) -> str:
+                shard: int | None = None, caller: str | None = None) -> str:
     body: dict[str, int | str] = {schema.MSG_TRIGGER_ID: trigger_id,
                                   schema.MSG_FIRE_AT_MS: fire_at_ms}
     if home_at_ms is not None and shard is not None:
         body[schema.MSG_HOME_AT_MS] = home_at_ms
         body[schema.MSG_SHARD] = shard
+    if caller is not None:
+        body[schema.MSG_CALLER] = caller
     return json.dumps(body)
 
 
@@ -204,7 +206,8 @@ class SqsQueue:
         """One SendMessageBatch (at most 10); the entries SQS refused, by position."""
         entries = [{
             "Id": str(i),
-            "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard),
+            "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard,
+                                       m.caller),
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
@@ -354,7 +357,8 @@ def _received(m: dict[str, Any]) -> ReceivedMessage:
         message_id=m["MessageId"], receipt_handle=m["ReceiptHandle"], trigger_id=trigger_id,
         fire_at_ms=fire_at_ms,
         receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
-        home_at_ms=where[0], shard=where[1])
+        home_at_ms=where[0], shard=where[1],
+        caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None)
 
 
 async def ensure_queues(

@@ -7,6 +7,7 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     callback_prefixes = ["https://orders.internal/", "http://127.0.0.1:9000/"]
                                  # or ["https://"]: any public host (see below)
     max_concurrency = 100        # optional: the caller's delivery bulkhead
+    weight = 2                   # optional: its fair share in a dispatcher (default 1)
     signing_secrets = ["whsec_…"]  # optional: Standard Webhooks secrets, the current first
     max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
     retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
@@ -128,6 +129,9 @@ class Caller:
     max_pending: int | None = None  # None: no quota of pending triggers
     recipients: RecipientPolicy = NO_RECIPIENTS  # the default: no email, no SMS
     endpoints: EndpointPolicy = DEFAULT_ENDPOINT_POLICY  # when a failing endpoint is disabled
+    # Its share of a dispatcher's in-flight cap and claim slots against other callers'
+    # (``dispatcher.fair_share``).
+    weight: int = 1
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
@@ -314,10 +318,14 @@ class CallerRegistry:
             conc = table.get("max_concurrency")
             if conc is not None and (not isinstance(conc, int) or conc < 1):
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
+            weight = table.get("weight", 1)
+            if not isinstance(weight, int) or isinstance(weight, bool) or weight < 1:
+                raise ConfigError(f"{where}.weight: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
                                   *_delivery_policy(table, where), *_limits(table, where),
                                   recipients=parse_recipients(table, where),
-                                  endpoints=parse_endpoint_policy(table, where)))
+                                  endpoints=parse_endpoint_policy(table, where),
+                                  weight=weight))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:

@@ -198,21 +198,20 @@ class SweepCursors(Protocol):
 # --- the queue ----------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class OutgoingMessage:
-    """``home_at_ms`` and ``shard``: where the trigger's row is (``Trigger.home_at_ms``), so
-    that the dispatcher reads it in one request; None for a trigger whose home is unknown."""
+    """Hints, not the message's value: its row's home (one read), its caller (fair shares)."""
 
     trigger_id: str
     fire_at_ms: int
     delay_s: int
-    # Hints, not part of the message's value: the same message whether or not they are known.
     home_at_ms: int | None = field(default=None, compare=False)
     shard: int | None = field(default=None, compare=False)
+    caller: str | None = field(default=None, compare=False)
 
     @classmethod
     def of(cls, t: Trigger, delay_s: int) -> OutgoingMessage:
         """The message for ``t``'s current occurrence, sent with ``delay_s``."""
         return cls(t.trigger_id, t.fire_at_ms, delay_s, t.home_at_ms,
-                   t.shard if t.home_at_ms is not None else None)
+                   t.shard if t.home_at_ms is not None else None, t.caller)
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,8 +229,9 @@ class ReceivedMessage:
     trigger_id: str  # "" for a body that could not be parsed
     fire_at_ms: int
     receive_count: int
-    home_at_ms: int | None = None  # where the row is (OutgoingMessage), if the body says
+    home_at_ms: int | None = None  # hints (OutgoingMessage), if the body says
     shard: int | None = None
+    caller: str | None = None
 
 
 class Enqueuer(Protocol):

@@ -57,3 +57,15 @@ def test_ops_users_have_roles_and_unique_tokens() -> None:
     with pytest.raises(ConfigError, match="shared"):
         CallerRegistry.from_mapping(base | {"ops": {"x": {"token_sha256": hash_token("a"),
                                                           "role": "viewer"}}})
+
+
+def test_a_callers_weight_defaults_to_one_and_is_read() -> None:
+    reg = CallerRegistry.from_mapping(table(token_sha256=hash_token("t")))
+    heavy = CallerRegistry.from_mapping(table(token_sha256=hash_token("t"), weight=3))
+    assert [r.by_name("orders").weight for r in (reg, heavy)] == [1, 3]  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
+def test_a_bad_weight_names_the_key(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"callers\.orders\.weight"):
+        CallerRegistry.from_mapping(table(token_sha256=hash_token("t"), weight=bad))

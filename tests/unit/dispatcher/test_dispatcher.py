@@ -9,9 +9,13 @@ import asyncio
 
 import pytest
 
+from dispatcher.dispatcher import FAIR_DEFER_S
 from tests.unit.dispatcher.fakes import (
+    CALLER,
     CLAIM_LEAD_MS,
+    OTHER_CALLER,
     START_MS,
+    UNKNOWN_CALLER,
     VISIBILITY_S,
     AlwaysLosingStore,
     Call,
@@ -263,7 +267,8 @@ async def test_run_once_receives_at_most_ten(env: Env) -> None:
     await d.drain()
 
 
-async def test_run_once_respects_max_inflight(env: Env) -> None:
+async def test_run_once_at_max_inflight_hides_a_callers_messages_over_its_share(
+        env: Env) -> None:
     env.with_dispatch(max_inflight=3)
     triggers = [await env.add(10_000) for _ in range(5)]
     await env.enqueue(*triggers)
@@ -271,17 +276,51 @@ async def test_run_once_respects_max_inflight(env: Env) -> None:
     assert await d.run_once() == 3
     await settle()
     assert d.inflight == 3
-    full = asyncio.create_task(d.run_once())
+    # Full, it still receives (another caller's messages may be behind these), but the
+    # only caller holds its whole share: a herd, its held messages due with the two others,
+    # so no room is made before they are due: hidden until just after.
+    assert await d.run_once() == 2
     await settle()
-    assert not full.done() and env.queue.calls["receive"] == 1  # backs off, no receive
+    assert d.inflight == 3 and deferrals(env) == 2
+    hidden = sorted(v for t in triggers for v in env.queued(t))
+    assert hidden[:2] == [START_MS + 10_000 + FAIR_DEFER_S * 1000] * 2
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert len(env.channel.calls) == 3 and d.inflight == 0
+    assert await d.run_once() == 0
+    env.clock.set_ms(START_MS + 10_000 + FAIR_DEFER_S * 1000)
+    assert await d.run_once() == 2
+    await d.drain()
+    assert sorted(env.channel.ids()) == sorted(t.trigger_id for t in triggers)
+
+
+async def test_run_once_holds_each_callers_share_past_the_cap_up_to_twice_it(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=2)
+    await env.enqueue(*[await env.add(10_000) for _ in range(2)])
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    await env.enqueue(*[await env.add(10_000, caller=OTHER_CALLER) for _ in range(3)])
+    await env.enqueue(*[await env.add(10_000, caller=UNKNOWN_CALLER) for _ in range(3)])
+    assert await d.run_once() == 6
+    await settle()
+    # Past the cap, each other caller holds its share of it (one of two): the rest hidden.
+    assert [d.shares.in_hand(c) for c in (CALLER, OTHER_CALLER, UNKNOWN_CALLER)] == [2, 1, 1]
+    assert deferrals(env) == 4 and d.inflight == 4
+    receives = env.queue.calls["receive"]
+    full = asyncio.create_task(d.run_once())  # twice the cap: backs off, no receive
+    await settle()
+    assert not full.done() and env.queue.calls["receive"] == receives
     env.clock.advance_ms(50)
     assert await full == 0
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
-    assert len(env.channel.calls) == 3 and d.inflight == 0
-    assert await d.run_once() == 2
-    await d.drain()
-    assert sorted(env.channel.ids()) == sorted(t.trigger_id for t in triggers)
+
+
+def deferrals(env: Env) -> int:
+    return sum(n for k, n in env.metrics.snapshot().items()
+               if k.startswith("fair_share_deferrals_total"))
 
 
 # --- run and drain ----------------------------------------------------------------------------
@@ -407,3 +446,48 @@ async def test_a_trickle_is_received_by_one_long_poll(env: Env) -> None:
     await settle()
     stop.set()
     await run
+
+
+async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=1)
+    held, more = await env.add(10_000), await env.add(10_000)
+    await env.enqueue(held)
+    d = env.dispatcher()
+    assert await d.run_once() == 1
+    await settle()
+    await env.queue.send_many([OutgoingMessage(more.trigger_id, more.fire_at_ms, 0,
+                                               caller=CALLER)])
+    env.store.failures["get"] = StoreError("cassandra down")  # a read would fail
+    assert await d.run_once() == 1
+    await settle()
+    assert deferrals(env) == 1
+    assert env.queued(more) == [more.fire_at_ms + FAIR_DEFER_S * 1000]  # never earlier
+    del env.store.failures["get"]
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert env.channel.ids() == [held.trigger_id]
+
+
+async def test_a_message_due_after_the_callers_held_ones_comes_back_before_it_is_due(
+        env: Env) -> None:
+    env.with_dispatch(max_inflight=1)
+    held, later = await env.add(2_000), await env.add(10_000)
+    await env.enqueue(held)
+    d = env.dispatcher()
+    assert await d.run_once() == 1
+    await settle()
+    await env.enqueue(later)
+    assert await d.run_once() == 1
+    await settle()
+    # Room is made when the held one is sent, 8 s before this one is due: it is hidden
+    # for half the time left, not until after it is due.
+    assert deferrals(env) == 1 and env.queued(later) == [START_MS + 5_000]
+    env.clock.set_ms(START_MS + 2_000)
+    await d.drain()
+    env.clock.set_ms(START_MS + 5_000)
+    assert await d.run_once() == 1
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert env.channel.ids() == [held.trigger_id, later.trigger_id]
+    assert env.channel.calls[-1].at_ms == START_MS + 10_000  # on time

@@ -1,0 +1,208 @@
+"""Fair shares between callers inside one dispatcher: one caller's herd must not hold back
+another caller's deliveries due at the same time.
+
+Two places were first come, first served, and a herd came first in both:
+
+- the in-flight cap (``max_inflight``): a herd's held messages filled it, and the dispatcher
+  stopped receiving, so another caller's messages, behind the herd's on the queue, were not
+  even received until the herd was sent (``Shares``: a caller under its share of the cap is
+  received past it; a caller at or over its share is hidden back on SQS for a while);
+- the claim gate's LWT slots (``claim_concurrency``): claims queued for a slot in arrival
+  order (``FairSlots``: the waiters are served by weighted round robin over callers).
+
+A caller's weight is ``weight`` in the callers file (default 1): with weights 2 and 1, the
+first caller gets two slots, and two thirds of the cap, for each one the second gets, while
+both want more than that; a caller that wants less leaves the rest to the others.
+
+Pure: counts and an order, no I/O and no clock (``FairSlots`` hands out slots to asyncio
+waiters, nothing else).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+from collections import Counter, deque
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+
+Weight = Callable[[str], int]
+
+
+def unit_weight(caller: str) -> int:
+    """Every caller the same weight."""
+    return 1
+
+
+class Shares:
+    """Messages in hand per caller, against the dispatcher's cap.
+
+    Below the cap every message is admitted. At or over it, a caller's message is admitted
+    only while the caller holds fewer than its share: the cap times its weight over the
+    weights of every caller holding messages (itself included). The others' shares add up to
+    at most the cap, so however the callers come, at most twice the cap is ever in hand, and
+    a caller with a few messages is received even when another one fills the dispatcher."""
+
+    def __init__(self, cap: int, weight: Weight = unit_weight) -> None:
+        self.cap = max(1, cap)
+        self._weight = weight
+        self._in_hand: dict[str, int] = {}
+        self._weights: dict[str, int] = {}  # of the callers holding messages
+        self._weight_sum = 0
+        self.total = 0
+        # Each caller's held messages' due times: a heap, and those left but not yet popped.
+        self._dues: dict[str, list[int]] = {}
+        self._gone: dict[str, Counter[int]] = {}
+
+    def in_hand(self, caller: str) -> int:
+        return self._in_hand.get(caller, 0)
+
+    def share(self, caller: str) -> int:
+        """The caller's share of the cap among the callers holding messages (at least 1)."""
+        w = self._weights.get(caller)
+        mine = max(1, self._weight(caller)) if w is None else w
+        total = self._weight_sum + (mine if w is None else 0)
+        return max(1, self.cap * mine // total)
+
+    def admits(self, caller: str, uncounted: int = 0) -> bool:
+        """Whether one more message of ``caller`` may be held now; ``uncounted``: how many
+        of those in hand do not count against the cap (the dispatcher's messages waiting
+        for their caller's bulkhead)."""
+        return (self.total - uncounted < self.cap
+                or self.in_hand(caller) < self.share(caller))
+
+    def earliest_due_ms(self, caller: str) -> int | None:
+        """The earliest due time of ``caller``'s messages in hand (None: it holds none):
+        room is made for its next one no earlier than that."""
+        dues, gone = self._dues.get(caller), self._gone.get(caller)
+        while dues and gone and gone[dues[0]]:
+            gone[heapq.heappop(dues)] -= 1
+        return dues[0] if dues else None
+
+    def enter(self, caller: str, due_ms: int = 0) -> tuple[str, int]:
+        """Count one more message of ``caller``, due at ``due_ms``, in hand; ``leave`` with
+        what this returns when it is done."""
+        n = self._in_hand.get(caller, 0)
+        if not n:
+            w = self._weights[caller] = max(1, self._weight(caller))
+            self._weight_sum += w
+            self._dues[caller], self._gone[caller] = [], Counter()
+        self._in_hand[caller] = n + 1
+        self.total += 1
+        heapq.heappush(self._dues[caller], due_ms)
+        return caller, due_ms
+
+    def leave(self, held: tuple[str, int]) -> None:
+        caller, due_ms = held
+        n = self._in_hand[caller] - 1
+        self.total -= 1
+        if n:
+            self._in_hand[caller] = n
+            self._gone[caller][due_ms] += 1
+            return
+        del self._in_hand[caller], self._dues[caller], self._gone[caller]
+        self._weight_sum -= self._weights.pop(caller)
+
+
+class RoundRobin:
+    """Weighted round robin over callers with something waiting (stride scheduling): each
+    turn goes to the waiting caller whose pass is least; taking a turn moves its pass on by
+    1/weight. A caller that starts waiting begins at the pass of the last turn, so time it
+    spent idle is not credit it can spend on a burst."""
+
+    def __init__(self, weight: Weight = unit_weight) -> None:
+        self._weight = weight
+        self._waiting: dict[str, int] = {}
+        self._pass: dict[str, float] = {}
+        self._now = 0.0  # the pass of the last turn taken
+
+    def __len__(self) -> int:
+        return sum(self._waiting.values())
+
+    def push(self, caller: str) -> None:
+        """One more turn wanted by ``caller``."""
+        n = self._waiting.get(caller, 0)
+        if not n:
+            self._pass[caller] = max(self._pass.get(caller, 0.0), self._now)
+        self._waiting[caller] = n + 1
+
+    def charge(self, caller: str) -> None:
+        """``caller`` took a turn without waiting (nobody else was)."""
+        self._pass[caller] = self._now = max(self._pass.get(caller, 0.0), self._now)
+        self._pass[caller] += 1.0 / max(1, self._weight(caller))
+
+    def withdraw(self, caller: str) -> None:
+        """One wanted turn of ``caller`` is not wanted any more."""
+        n = self._waiting[caller] - 1
+        if n:
+            self._waiting[caller] = n
+        else:
+            del self._waiting[caller]
+
+    def pop(self) -> str | None:
+        """Whose turn it is (None: nobody waits)."""
+        if not self._waiting:
+            return None
+        caller = min(self._waiting, key=lambda c: (self._pass[c], c))
+        self._now = self._pass[caller]
+        self._pass[caller] += 1.0 / max(1, self._weight(caller))
+        self.withdraw(caller)
+        if len(self._pass) > 4 * len(self._waiting) + 64:
+            # Forget idle callers' passes (they start at the last turn's anyway).
+            self._pass = {c: p for c, p in self._pass.items() if c in self._waiting}
+        return caller
+
+
+class FairSlots:
+    """A semaphore of ``size`` slots whose waiters are served by ``RoundRobin`` over their
+    callers, first come first served within a caller."""
+
+    def __init__(self, size: int, weight: Weight = unit_weight) -> None:
+        self._free = size
+        self._order = RoundRobin(weight)
+        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+
+    @property
+    def waiting(self) -> int:
+        return len(self._order)
+
+    @asynccontextmanager
+    async def slot(self, caller: str) -> AsyncIterator[None]:
+        """Hold one slot for the block (waiting for it, in the caller's turn)."""
+        await self.acquire(caller)
+        try:
+            yield
+        finally:
+            self.release()
+
+    async def acquire(self, caller: str) -> None:
+        if self._free > 0 and not len(self._order):
+            self._free -= 1
+            self._order.charge(caller)
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queues.setdefault(caller, deque()).append(fut)
+        self._order.push(caller)
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():
+                self.release()  # handed a slot just as it was cancelled: pass it on
+            else:
+                self._queues[caller].remove(fut)
+                if not self._queues[caller]:
+                    del self._queues[caller]
+                self._order.withdraw(caller)
+            raise
+
+    def release(self) -> None:
+        """Give a slot back: to the next waiter in turn, else to the free ones."""
+        caller = self._order.pop()
+        if caller is None:
+            self._free += 1
+            return
+        queue = self._queues[caller]
+        fut = queue.popleft()
+        if not queue:
+            del self._queues[caller]
+        fut.set_result(None)
