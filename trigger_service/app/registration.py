@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
 from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.flow import FlowControl
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.tags import Labels
@@ -34,6 +35,7 @@ class NewTrigger:
     labels: Labels = ()
     recipient: str | None = None  # the recipient profile it is for (issue 26)
     recipient_zone: bool = False  # its schedule floats with the profile's zone
+    flow_control: FlowControl | None = None  # issue 27: its own key and bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +57,7 @@ class RegisterRequest:
     # UTC, for their shape only) and with its locale.
     retime: Retime | None = field(default=None, compare=False)
     floats: bool = False  # ``"timeZone": "recipient"``
+    flow_control: FlowControl | None = None  # ``flowControl`` (``core.flow``): checked
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -68,4 +71,4 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
-                      req.floats and planned.schedule is not None)
+                      req.floats and planned.schedule is not None, req.flow_control)

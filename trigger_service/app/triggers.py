@@ -189,6 +189,7 @@ class TriggerService:
             registered_fire_at_ms=fire_at_ms if keyed else None,
             home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
             recipient=req.recipient, recipient_zone=req.recipient_zone,
+            flow_control=req.flow_control,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -322,7 +323,8 @@ class TriggerService:
                       revision=(current.revision or 0) + 1, plan=req.plan, tags=req.tags,
                       labels=req.labels,
                       channel_states=current.channel_states if keep else (),
-                      recipient=req.recipient, recipient_zone=req.recipient_zone)
+                      recipient=req.recipient, recipient_zone=req.recipient_zone,
+                      flow_control=req.flow_control)
         await link_recipient(self.recipients, new, self.index_ttl_s(new))
         if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(

@@ -29,6 +29,7 @@ from enum import StrEnum
 
 from ulid import ULID
 
+from trigger_service.core.flow import FlowControl
 from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.notify_plan import ChannelState, DeliveryPlan
 from trigger_service.core.recurrence import Recurrence
@@ -124,6 +125,9 @@ class Trigger:
     # known (a trigger not read from the store, or stored by a release before the field),
     # and not part of a trigger's value.
     home_at_ms: int | None = field(default=None, compare=False)
+    # Flow control (issue 27, ``core.flow``): the trigger's own key and bounds; None: its
+    # caller's default for the callback's origin applies, if any (``config.callers``).
+    flow_control: FlowControl | None = None
 
     @property
     def acked(self) -> bool:

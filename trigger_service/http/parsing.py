@@ -17,6 +17,7 @@ from trigger_service.core.errors import (
     InvalidRequest,
     PayloadTooLarge,
 )
+from trigger_service.core.flow import parse_flow_control
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
@@ -29,7 +30,7 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
-                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels"})
+                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", "flowControl"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 _SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
@@ -74,7 +75,8 @@ def parse_register(
     return RegisterRequest(url, payload_json, time, now_ms, delivery,
                            parse_jitter(body.get("jitterSeconds")),
                            parse_tags(body.get("tags")), parse_labels(body.get("labels")),
-                           recipient, retime, floats)
+                           recipient, retime, floats,
+                           parse_flow_control(body.get("flowControl")))
 
 
 def parse_jitter(value: object) -> int:

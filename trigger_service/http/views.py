@@ -34,6 +34,7 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         **channels_view(t),
         "tags": list(t.tags),
         "labels": dict(t.labels),
+        "flowControl": t.flow_control.to_json() if t.flow_control else None,
     }
 
 

@@ -19,6 +19,7 @@ from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.adapters.cassandra.term_index import term_queries
 from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
+from trigger_service.core.flow import flow_from_json, flow_to_json
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
     plan_from_json,
@@ -176,6 +177,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         json.dumps(list(t.tags)) if t.tags else None,
         json.dumps(dict(t.labels), sort_keys=True) if t.labels else None,
         t.recipient, True if t.recipient_zone else None,
+        flow_to_json(t.flow_control) if t.flow_control else None,
     ), strict=True))
 
 
@@ -217,7 +219,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
      acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
-     recipient_zone) = (row[c] for c in s.TRIGGER_COLUMNS)
+     recipient_zone, flow_control) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -238,6 +240,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         tags=tuple(json.loads(tags)) if tags else (),
         labels=tuple(sorted(json.loads(labels).items())) if labels else (),
         recipient=recipient, recipient_zone=bool(recipient_zone),
+        flow_control=flow_from_json(flow_control) if flow_control else None,
     )
 
 
