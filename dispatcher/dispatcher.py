@@ -18,6 +18,7 @@ from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
+from dispatcher.flow_control import FlowGate
 from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
@@ -58,14 +59,16 @@ class Dispatcher:
         board: OpsBoard | None = None,
         recipients: RecipientStore | None = None,
         pauses: CallerPauses | None = None,
+        flow: FlowGate | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
-        ``pauses``: the operators' paused callers (None: no caller is ever paused here)."""
+        ``pauses``: the operators' paused callers (None: no caller is ever paused here).
+        ``flow``: flow control per destination (None: none)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
-                                 notifiers=notifiers, recipients=recipients)
+                                 notifiers=notifiers, recipients=recipients, flow=flow)
         self._visibility = self.delivery.visibility
         self.holding = Holding(settings, store, self._visibility, clock, metrics,
                                PausedCallers(pauses, clock) if pauses is not None else None)
@@ -89,6 +92,8 @@ class Dispatcher:
         loops = [self._receiving(stop)]
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
+        if self.delivery.flow is not None:
+            loops.append(self.delivery.flow.run(stop))
         try:
             await run_together(stop, loops)
         finally:
@@ -219,9 +224,15 @@ class Dispatcher:
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
-            # Held until its claim time (ahead of the due time by the claim gate's lead).
+            starts_ms = await self.delivery.starts_at(t)  # flow control may spread it
+            if starts_ms - self._clock.now_ms() > _HOLD_MAX_MS:
+                self._metrics.inc("flow_control_deferrals_total")
+                await self._put_back(m, starts_ms)
+                return
+            hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, starts_ms)
+            # Held until its claim time (ahead of the start by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
-                                                            self._stopping)
+                                                            self._stopping, starts_ms)
             if outcome is HELD_BACK:
                 await self._put_back(m, due_ms)
                 return

@@ -18,6 +18,8 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     sms_country_codes = ["1", "44"]  # SMS channel numbers (else none); "*": any, in both
     trusted = false              # optional: true sends HTML email bodies unsanitised
     daily_budget = { email = 1000, sms = 200 }  # optional: sends per UTC day and channel
+    flow_control = [{origin = "https://orders.internal", rate_per_second = 50,
+                     parallelism = 5}]  # optional: defaults per origin (``flow_defaults``)
 
 The recipient controls (the last four) are ``config/recipients.py``'s: without
 ``email_domains`` a caller may not use the email channel, without ``sms_country_codes`` not
@@ -55,6 +57,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from trigger_service.config.flow_defaults import FlowDefault, parse_flow_defaults
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy, parse_recipients
 from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
@@ -120,6 +123,7 @@ class Caller:
     burst: int | None = None
     max_pending: int | None = None  # None: no quota of pending triggers
     recipients: RecipientPolicy = NO_RECIPIENTS  # the default: no email, no SMS
+    flow_defaults: tuple[FlowDefault, ...] = ()  # per callback origin (``flow_defaults``)
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
@@ -308,7 +312,9 @@ class CallerRegistry:
                 raise ConfigError(f"{where}.max_concurrency: a positive integer")
             callers.append(Caller(name, hashes, prefixes, conc, _secrets(table, where),
                                   *_delivery_policy(table, where), *_limits(table, where),
-                                  recipients=parse_recipients(table, where)))
+                                  recipients=parse_recipients(table, where),
+                                  flow_defaults=parse_flow_defaults(
+                                      table.get("flow_control"), where)))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:

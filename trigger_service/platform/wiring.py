@@ -9,6 +9,7 @@ from typing import Protocol
 
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory_flow import MemoryFlowBoard, MemoryFlowLimiter
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.memory_limits import (
     MemoryPendingQuota,
@@ -23,6 +24,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import Resealer
+from trigger_service.core.flow_ports import FlowBoard, FlowLimiter
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -95,6 +97,10 @@ class Runtime:
     resolver: HostResolver = field(default_factory=LoopResolver)
     # Recipient profiles (issue 26): Cassandra when opened, on the store's session.
     recipients: RecipientStore = field(default_factory=MemoryRecipients)
+    # Flow control per destination (issue 27): the dispatchers' shared limiter and the ops
+    # page's views (Redis when opened).
+    flow: FlowLimiter = field(default_factory=MemoryFlowLimiter)
+    flow_board: FlowBoard = field(default_factory=MemoryFlowBoard)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -107,6 +113,7 @@ class Runtime:
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
+        from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
         from trigger_service.adapters.redis.lease import RedisLease
@@ -147,7 +154,9 @@ class Runtime:
                             metrics.close],
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
-                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store))
+                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
+                   flow=RedisFlowLimiter(redis),
+                   flow_board=RedisFlowBoard(redis, settings.sqs.queue))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""
