@@ -175,3 +175,16 @@ def test_snooze_when_and_create_and_preview_with_jitter() -> None:
                        "--tz", "UTC")
     assert code == 0 and script.bodies()[0]["jitterSeconds"] == 300
     assert "fires by" in out and "08:05:00Z" in out
+
+
+def test_create_with_flow_control() -> None:
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--flow-key",
+                     "partner-a", "--flow-rate", "0.5", "--flow-parallelism", "3", "-o", "json")
+    assert code == 0
+    assert script.bodies()[0]["flowControl"] == {"key": "partner-a", "ratePerSecond": 0.5,
+                                                 "parallelism": 3}
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb",
+                     "--flow-rate", "5")
+    assert code == 2 and script.requests == []  # a usage error: nothing sent

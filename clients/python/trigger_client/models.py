@@ -162,6 +162,7 @@ class Trigger:
     # A series' catch-up policy as the API shows it ({"policy", "windowSeconds"}; None for a
     # one-time trigger): ``trigger_client.pausing.CatchUp.from_json`` reads it.
     catch_up: Mapping[str, Any] | None = None
+    flow_control: FlowControl | None = None  # its own (issue 27); None: none of its own
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -181,7 +182,7 @@ class Trigger:
             d.get("acknowledged"), d.get("jitterSeconds", 0),
             _opt_instant(d.get("scheduledAt")), d.get("recipient"), d.get("resolvedTimeZone"),
             raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}),
-            catch_up=d.get("catchUp"))
+            catch_up=d.get("catchUp"), flow_control=FlowControl.from_json(d.get("flowControl")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -243,3 +244,28 @@ class SigningSecret:
     def from_json(cls, d: Mapping[str, Any]) -> SigningSecret:
         return cls(d["secret"], parse_instant(d["createdAt"]),
                    parse_instant(d["previousValidUntil"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowControl:
+    """Flow control per destination (``flowControl``): the deliveries of every trigger with
+    the same ``key`` start at most ``rate_per_second`` a second, at most ``parallelism``
+    open at once (at least one of the two)."""
+
+    key: str
+    rate_per_second: float | None = None
+    parallelism: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key}
+        if self.rate_per_second is not None:
+            out["ratePerSecond"] = self.rate_per_second
+        if self.parallelism is not None:
+            out["parallelism"] = self.parallelism
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> FlowControl | None:
+        if not d:
+            return None
+        return cls(d["key"], d.get("ratePerSecond"), d.get("parallelism"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from trigger_client.models import DstPolicy
+from trigger_client.models import DstPolicy, FlowControl
 from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
@@ -26,6 +26,7 @@ _API_NAMES = {
     "tags": "tags", "labels": "labels",
     "recipient": "recipient", "message": "message",
     "catch_up": "catchUp",
+    "flow_control": "flowControl",
 }
 
 
@@ -33,7 +34,7 @@ def _value(value: Any) -> Any:
     """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, DstPolicy | CatchUp):
+    if isinstance(value, DstPolicy | CatchUp | FlowControl):
         return value.to_json()
     if isinstance(value, tuple):
         return [_value(v) for v in value]
@@ -63,6 +64,7 @@ class TriggerFields(TypedDict, total=False):
     recipient: str  # a recipient profile's id (time_zone "recipient" floats with its zone)
     message: Mapping[str, str]  # {"title"?, "text"}: channels given by type alone
     catch_up: CatchUp
+    flow_control: FlowControl  # per destination (issue 27)
 
 
 class PatchFields(TypedDict, total=False):
@@ -89,6 +91,7 @@ class PatchFields(TypedDict, total=False):
     recipient: str | None
     message: Mapping[str, str] | None
     catch_up: CatchUp | None
+    flow_control: FlowControl | None  # replaces the whole object
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,7 @@ class TriggerRequest:
     recipient: str | None = None
     message: Mapping[str, str] | None = None
     catch_up: CatchUp | None = None
+    flow_control: FlowControl | None = None  # per destination (issue 27)
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -140,6 +144,8 @@ class TriggerRequest:
             kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
         if isinstance(kw.get("catch_up"), Mapping):
             kw["catch_up"] = CatchUp.from_json(kw["catch_up"])
+        if isinstance(kw.get("flow_control"), Mapping):
+            kw["flow_control"] = FlowControl.from_json(kw["flow_control"])
         return cls.of(kw)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:
