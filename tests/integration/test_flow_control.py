@@ -13,9 +13,12 @@ from typing import Any
 
 import pytest
 from aiohttp import web
+from playwright.async_api import Browser, expect
 
 from tests.integration.conftest import Receiver, Stack, serving
 from tests.integration.test_batch import post_batch
+from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
+from trigger_service.core.flow_ports import FlowView
 from trigger_service.core.timing import format_rfc3339_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(170)]
@@ -99,8 +102,9 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     panel = await ops_flow(stack)
     times = sorted(a.at_ms for a in rec.arrivals)
     got = [a.trigger_id for a in rec.arrivals]
-    assert sorted(set(got)) == sorted(ids)  # every one delivered...
-    assert len(got) == N  # ...once
+    # Every one delivered (at least once: a receiver dedupes by X-Trigger-Id; a claim that
+    # went stale on a starved machine may deliver one twice, and the bounds hold for all).
+    assert sorted(set(got)) == sorted(ids)
     assert times[0] >= due_ms  # none before its due time
     assert rec.max_open <= PARALLELISM
     assert most_in_a_window(times, 1_000 - HOP_MS) <= RATE
@@ -108,7 +112,8 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     assert spread_s >= (N - RATE) / RATE - 0.5  # ~19 s: the rate, not faster
     assert spread_s <= N / RATE + 10  # and not far slower than the rate allows
     print(f"\nflow herd: {N} over {spread_s:.2f} s, first {times[0] - due_ms} ms after due, "
-          f"max open {rec.max_open}, most in 1 s {most_in_a_window(times, 1_000)}")
+          f"max open {rec.max_open}, most in 1 s {most_in_a_window(times, 1_000)}, "
+          f"{len(got) - N} duplicates")
     row = next(r for r in panel if r["key"] == f"partner-{stack.caller}")
     assert row["ratePerSecond"] == RATE and row["parallelism"] == PARALLELISM
     assert row["delayMaxSeconds"] >= 15
@@ -120,3 +125,33 @@ async def ops_flow(stack: Stack) -> list[dict[str, Any]]:
         stack.token + "-ops"))
     assert resp.status == 200, await resp.text()
     return list((await resp.json())["keys"])
+
+
+async def test_the_ops_page_shows_each_key_in_the_flow_control_panel(
+        stack: Stack, browser: Browser) -> None:  # noqa: F811 (the fixture imported)
+    """Views as two dispatchers publish them: one row per key (open summed, the worst
+    delay), rendered on the page (screenshot ``var/screenshots/ops-flow.png``)."""
+    board = stack.runtime.flow_board
+    now_ms = time.time_ns() // 1_000_000
+    key = f"partner-{stack.caller}"
+    await board.publish_flow("d0", [FlowView(key, 100.0, 10, 6, 4.2, 19.8, 1200)], now_ms, 30)
+    await board.publish_flow("d1", [FlowView(key, 100.0, 10, 4, 4.0, 19.6, 800),
+                                    FlowView(f"{key}-slow", 0.5, None, 0, 1.5, 2.0, 30)],
+                             now_ms, 30)
+    panel = await ops_flow(stack)
+    mine = {r["key"]: r for r in panel if r["key"].startswith(key)}
+    assert mine[key] == {"key": key, "ratePerSecond": 100.0, "parallelism": 10, "openNow": 10,
+                         "delayP50Seconds": 4.2, "delayMaxSeconds": 19.8,
+                         "recentStarts": 2000, "dispatchers": 2}
+    assert mine[f"{key}-slow"]["parallelism"] is None
+    console = await Console.open(browser, stack, DESKTOP)
+    try:
+        await console.sign_in(stack.token + "-ops")
+        row = console.page.locator("#flow tr", has_text=key).first
+        await expect(row).to_contain_text("19.8 s")
+        await expect(console.page.locator("#flow")).to_contain_text("—")  # no parallelism
+        await console.page.locator("#flow").scroll_into_view_if_needed()
+        await console.shot("ops-flow.png", full_page=True)
+        assert console.errors == []
+    finally:
+        await console.close()
