@@ -40,7 +40,7 @@ from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.flow import FlowControl, rate_window
 from trigger_service.core.flow_ports import Admission, FlowBoard, FlowLimiter, FlowView
-from trigger_service.core.model import Trigger
+from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.platform.supervisor import every
 
@@ -91,7 +91,10 @@ class FlowGate:
         (never earlier). Safe to repeat for one attempt (the same slot)."""
         due_ms = t.due_at_ms()
         fc = self.policy(t)
-        if fc is None or not fc.rate_per_second:
+        # Only a PENDING one gets a slot: a message seen again while its trigger is IN_FLIGHT
+        # (a duplicate, a claim being taken over) must not spend one at the herd's tail; the
+        # admission still bounds a takeover's start.
+        if fc is None or not fc.rate_per_second or t.status is not Status.PENDING:
             return due_ms
         member = f"{t.trigger_id}:{t.fire_at_ms}:{t.attempts}"
         try:

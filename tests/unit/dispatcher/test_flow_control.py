@@ -58,6 +58,9 @@ async def test_reservations_spread_a_herd_from_its_due_time_and_repeat() -> None
     assert await g.reserve(retry) == due + 3_000  # a new attempt: a new slot
     unlimited = await env.add(5_000)
     assert await g.reserve(unlimited) == unlimited.fire_at_ms
+    in_flight = replace(env.row(herd[0]), status=Status.IN_FLIGHT, attempts=1)
+    assert await g.reserve(in_flight) == due  # no slot spent on a claimed one
+    assert await g.reserve(replace(env.row(herd[1]), attempts=2)) == due + 3_100
 
 
 async def test_at_most_parallelism_are_open_and_the_next_starts_when_one_ends() -> None:
