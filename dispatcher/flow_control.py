@@ -14,8 +14,9 @@ Where it acts, and why there:
 2. ``admitted`` at the slot, before the caller's bulkhead: a lease on the key's semaphore and
    the start counted in the rate's window (a start that a full parallelism delayed past its
    slot never bunches with the ones on time). Released when the send has answered; a dead
-   dispatcher's lease ends by itself. Within a process one delivery per key asks at a time
-   (the others queue behind it, in order), so a full key costs one Redis call per poll.
+   dispatcher's lease ends by itself. Each delivery asks once at its slot (a herd on
+   schedule is admitted at once); those refused queue per key within a process and only the
+   head asks again, so a full key costs one Redis call per poll, not one per waiter.
 
 Fails open: a Redis error delivers without flow control (``flow_control_fail_open_total``).
 The delay flow control adds (start minus due time) is ``flow_control_delay_seconds{key}``:
@@ -126,24 +127,30 @@ class FlowGate:
                     pass  # its lease ends by itself (``lease_ms``)
 
     async def _admit(self, fc: FlowControl, holder: str) -> bool:
-        """True once admitted; False if Redis failed (delivered anyway: fail open)."""
+        """True once admitted; False if Redis failed (delivered anyway: fail open). The
+        first ask is made at once (a herd on schedule is admitted without waiting for one
+        another); one refused waits in the key's local queue, whose head alone asks again."""
         window = rate_window(fc.rate_per_second) if fc.rate_per_second else None
+
+        async def ask() -> tuple[Admission, int]:
+            return await self._limiter.admit(fc.key, holder, self._clock.now_ms(),
+                                             self._lease_ms, fc.parallelism, window)
+
         lock, users = self._queues.setdefault(fc.key, (asyncio.Lock(), [0]))
         users[0] += 1
         try:
+            if (await ask())[0] is Admission.ADMITTED:
+                return True
             async with lock:
                 while True:
-                    try:
-                        verdict, wait_ms = await self._limiter.admit(
-                            fc.key, holder, self._clock.now_ms(), self._lease_ms,
-                            fc.parallelism, window)
-                    except AdapterError as e:
-                        self._fail_open("admit", fc, e)
-                        return False
+                    verdict, wait_ms = await ask()
                     if verdict is Admission.ADMITTED:
                         return True
                     await self._clock.sleep_ms(
                         min(wait_ms, POLL_MS) if verdict is Admission.FULL else wait_ms)
+        except AdapterError as e:
+            self._fail_open("admit", fc, e)
+            return False
         finally:
             users[0] -= 1
             if not users[0]:

@@ -111,7 +111,7 @@ class RedisFlowLimiter:
         self._r = client
         self._reserve = client.register_script(_RESERVE)
         self._admit = client.register_script(_ADMIT)
-        # A herd's reservations (hundreds received at once) share round trips and a pool
+        # A herd's reservations and admissions (hundreds at once) share round trips and a pool
         # connection: one pipeline of scripts per turn of the loop (adapters.redis.pipelining).
         self._pipe = Coalescer(client)
 
@@ -134,10 +134,15 @@ class RedisFlowLimiter:
                     parallelism: int | None, window: tuple[int, int] | None
                     ) -> tuple[Admission, int]:
         count, window_ms = window or (0, 0)
+        keys = [schema.flow_key(key, "leases"), schema.flow_key(key, "starts")]
+        args = [holder, now_ms, lease_ms, parallelism or 0, count, window_ms]
+
+        def add(pipe: Pipeline) -> None:
+            pipe.scripts.add(self._admit)  # type: ignore[arg-type]
+            pipe.evalsha(self._admit.sha, len(keys), *keys, *args)  # type: ignore[arg-type]
+
         try:
-            verdict, wait_ms = await self._admit(
-                keys=[schema.flow_key(key, "leases"), schema.flow_key(key, "starts")],
-                args=[holder, now_ms, lease_ms, parallelism or 0, count, window_ms])
+            verdict, wait_ms = await self._pipe.run(add)
         except (RedisError, OSError) as e:
             raise CacheError(f"redis flow admit failed: {e}") from e
         return Admission(int(verdict)), int(wait_ms)
