@@ -7,6 +7,8 @@ from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
+from dispatcher.flow_control import FlowGate
+from dispatcher.ops_report import dispatcher_id
 from dispatcher.secrets import SecretBook
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.wiring import Runtime
@@ -27,11 +29,16 @@ async def build(runtime: Runtime) -> Component:
     await notifiers.open()
     policed = CallerPolicyNotifiers(notifiers, policies_of(runtime.callers), runtime.budget,
                                     runtime.clock, runtime.metrics)
+    # A flow-control place outlives its send by a margin before a dead process's is freed.
+    flow = FlowGate(runtime.flow, runtime.callers, runtime.clock, runtime.metrics,
+                    lease_ms=int(d.callback_timeout_s * 1000) + 5_000,
+                    board=runtime.flow_board, source=dispatcher_id())
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
                             notifiers=policed, recipients=runtime.recipients,
                             pauses=runtime.store,
-                            endpoints=(runtime.endpoint_health, runtime.ops_events))
+                            endpoints=(runtime.endpoint_health, runtime.ops_events),
+                            flow=flow)
 
     async def close() -> None:
         await channel.close()

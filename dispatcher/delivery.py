@@ -52,6 +52,7 @@ from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
+from dispatcher.flow_control import FlowGate
 from dispatcher.recipients import SendTimeProfiles
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import parse_callback_url
@@ -123,6 +124,7 @@ class _Claimed:
     before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
     trigger: Trigger  # as claimed
     slot: TrialSlot  # the origin's breaker let this claim through
+    starts_ms: int  # when the send starts: the due time, or its flow-control slot after it
 
 
 class Delivery:
@@ -130,9 +132,13 @@ class Delivery:
                  claim_ids: Callable[[], str] = new_claim_id,
                  notifiers: Notifiers = UNCONFIGURED,
                  recipients: RecipientStore | None = None,
-                 endpoints: EndpointWatch | None = None) -> None:
+                 endpoints: EndpointWatch | None = None,
+                 flow: FlowGate | None = None) -> None:
+        """``flow``: flow control per destination (None: none, every send at its due
+        time)."""
         self._s = deps.settings
         self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
+        self.flow = flow
         self._d = deps.settings.dispatch
         self._store = deps.store
         self._clock = deps.clock
@@ -189,22 +195,29 @@ class Delivery:
         None when the caller is at its cap of circuits in trouble (``breakers``)."""
         return self.breakers.get(caller, origin)
 
+    async def starts_at(self, t: Trigger) -> int:
+        """When ``t``'s next send may start: its due time, or the rate slot flow control
+        reserved for it (``flow_control``; the same one if asked again)."""
+        return await self.flow.reserve(t) if self.flow is not None else t.due_at_ms()
+
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
                                 hidden_until_ms: int | None = None,
-                                stopping: asyncio.Event | None = None
+                                stopping: asyncio.Event | None = None,
+                                starts_ms: int | None = None
                                 ) -> Trigger | HeldBack | None:
         """Wait for ``t``'s claim time (``claim_gate``), claim it and deliver it. Returns the
         current trigger if the claim lost a race or a cancel won before the send (the caller
         looks again), ``HELD_BACK`` if ``stopping`` was set before the send (a claim taken is
         given back; the caller hands the message back), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
-        delivery could outlast it."""
+        delivery could outlast it. ``starts_ms``: when the send starts (``starts_at``; None:
+        the due time); the claim is taken ahead of it."""
+        starts_ms = t.due_at_ms() if starts_ms is None else starts_ms
         with contextlib.ExitStack() as held:  # the breaker slot, from the claim to the answer
-            async with self.gate.turn(t.due_at_ms(), stopping, _partition(t),
-                                      t.caller) as go:
+            async with self.gate.turn(starts_ms, stopping, _partition(t), t.caller) as go:
                 if not go:
                     return HELD_BACK
-                claimed = await self._claim(m, t, held)
+                claimed = await self._claim(m, t, held, starts_ms)
             if not isinstance(claimed, _Claimed):
                 return claimed
             with self._wave.open(_partition(t)) as mates:
@@ -231,8 +244,8 @@ class Delivery:
         async with self._finish_slots:
             yield
 
-    async def _claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack
-                     ) -> _Claimed | Trigger | None:
+    async def _claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack,
+                     starts_ms: int) -> _Claimed | Trigger | None:
         """The claim LWT (inside a claim slot), unless someone else's live claim, the
         caller's backlog or an open circuit defers the message, or the occurrence is past its
         deadline and dead-lettered (``Finishing.expire``) (None). The breaker's slot goes
@@ -259,10 +272,11 @@ class Delivery:
             await self.visibility.defer_until(m, self._clock.now_ms() + wait_ms)
             return None
         slot = held.enter_context(breaker.slot())
-        # The claim's time is when the POST starts: now, or the due time if that is later
-        # (a claim is taken ahead, by the gate's lead). Never the time before a wait.
+        # The claim's time is when the POST starts: now, or the start (the due time, or the
+        # flow-control slot) if that is later (a claim is taken ahead, by the gate's lead).
+        # Never the time before a wait.
         claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
-                                claimed_at_ms=max(self._clock.now_ms(), t.due_at_ms()),
+                                claimed_at_ms=max(self._clock.now_ms(), starts_ms),
                                 attempts=t.attempts + 1)
         if not await self._store.compare_and_set(t, claimed):
             return await self._lost_claim(m, t)
@@ -270,10 +284,10 @@ class Delivery:
             self._metrics.inc("claim_takeovers_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
                         attempt=claimed.attempts, stale_claim=t.claim_id)
-        if self._clock.now_ms() > claimed.due_at_ms():
+        if self._clock.now_ms() > starts_ms:
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
-        return _Claimed(t, claimed, slot)
+        return _Claimed(t, claimed, slot, starts_ms)
 
     @property
     def waiting(self) -> int:
@@ -288,7 +302,7 @@ class Delivery:
                              ) -> Attempted | Trigger | HeldBack | None:
         """After the claim: at the due time the send, inside the caller's bulkhead."""
         claimed = c.trigger
-        due_ms = claimed.due_at_ms()
+        due_ms = c.starts_ms
         if due_ms - self._clock.now_ms() <= GIVE_BACK_AHEAD_MS:
             stopping = None  # sent during the drain
         if not await self._timers.wait_until(due_ms, stopping):  # never early
@@ -298,19 +312,23 @@ class Delivery:
                 self._metrics.inc("claims_given_back_total")
                 return HELD_BACK
             return await self._store.get(claimed.trigger_id)
-        self._sending += 1
-        try:
-            self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
+        # Flow control's place (before the bulkhead: a key at its bounds must not hold the
+        # caller's other sends), held until the send has answered.
+        async with (self.flow.admitted(claimed, claimed.claim_id or "")
+                    if self.flow is not None else contextlib.nullcontext()):
+            self._sending += 1
             try:
-                await self.bulkhead(claimed.caller).acquire()
+                self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
+                try:
+                    await self.bulkhead(claimed.caller).acquire()
+                finally:
+                    self._waiting[claimed.caller] -= 1
+                try:
+                    return await self._send_in_bulkhead(m, c, hidden_until_ms)
+                finally:
+                    self.bulkhead(claimed.caller).release()
             finally:
-                self._waiting[claimed.caller] -= 1
-            try:
-                return await self._send_in_bulkhead(m, c, hidden_until_ms)
-            finally:
-                self.bulkhead(claimed.caller).release()
-        finally:
-            self._sending -= 1
+                self._sending -= 1
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None) -> Attempted | Trigger | None:

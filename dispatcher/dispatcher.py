@@ -27,6 +27,7 @@ from dispatcher.endpoint_health import EndpointHold, EndpointWatch
 from dispatcher.fair_share import Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
+from dispatcher.flow_control import FlowGate
 from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
@@ -75,20 +76,22 @@ class Dispatcher:
         recipients: RecipientStore | None = None,
         pauses: CallerPauses | None = None,
         endpoints: tuple[EndpointHealthStore, OpsEvents] | None = None,
+        flow: FlowGate | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
         ``pauses``: the operators' paused callers (None: no caller is ever paused here).
         ``endpoints``: the endpoint health records and the operators' events (None: no
-        endpoint is ever disabled here)."""
+        endpoint is ever disabled here).
+        ``flow``: flow control per destination (None: none)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics)
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)
                           if endpoints is not None else None)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers, recipients=recipients,
-                                 endpoints=self.endpoints)
+                                 endpoints=self.endpoints, flow=flow)
         self._visibility = self.delivery.visibility
         hold = (EndpointHold(self.endpoints, store, callers, self.delivery.finishing,
                              self._visibility, metrics) if self.endpoints is not None else None)
@@ -116,6 +119,8 @@ class Dispatcher:
         loops = [self._receiving(stop)]
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
+        if self.delivery.flow is not None:
+            loops.append(self.delivery.flow.run(stop))
         try:
             await run_together(stop, loops)
         finally:
@@ -274,9 +279,15 @@ class Dispatcher:
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
-            # Held until its claim time (ahead of the due time by the claim gate's lead).
+            starts_ms = await self.delivery.starts_at(t)  # flow control may spread it
+            if starts_ms - self._clock.now_ms() > _HOLD_MAX_MS:
+                self._metrics.inc("flow_control_deferrals_total")
+                await self._put_back(m, starts_ms)
+                return
+            hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, starts_ms)
+            # Held until its claim time (ahead of the start by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
-                                                            self._stopping)
+                                                            self._stopping, starts_ms)
             if outcome is HELD_BACK:
                 await self._put_back(m, due_ms)
                 return

@@ -28,6 +28,7 @@ from dispatcher.channels.guard import Lookup, system_lookup
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
 from dispatcher.fanout import UNCONFIGURED, Notifiers
+from dispatcher.flow_control import FlowGate
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.api_server import ApiTestServer
@@ -40,6 +41,7 @@ from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.ops_events import WebhookOpsEvents
 from trigger_service.adapters.redis.client import RedisPing, open_from_settings
+from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.redis.limits import RedisSendBudget
@@ -225,12 +227,18 @@ class Stack:
                                  trusts=self.runtime.callers.names_callback_host,
                                  lookup=lookup or system_lookup)
         await channel.open()
+        # Flow control on the real Redis: every dispatcher of a test shares one limiter.
+        flow = FlowGate(RedisFlowLimiter(self.redis), self.runtime.callers, SystemClock(),
+                        metrics, lease_ms=int(settings.dispatch.callback_timeout_s * 1000)
+                        + 5_000, board=RedisFlowBoard(self.redis, settings.sqs.queue),
+                        source=f"d{len(self._dispatchers)}")
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
                        notifiers=notifiers or UNCONFIGURED,
                        recipients=self.runtime.recipients, pauses=self.runtime.store,
                        endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)
-                                  if endpoints else None))
+                                  if endpoints else None),
+                       flow=flow)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
@@ -379,7 +387,8 @@ async def stack(
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                       budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
                       endpoint_health=CassandraEndpointHealth.of(store),
-                      ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()))
+                      ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
+                      flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
     app = build_app(runtime, service)

@@ -159,6 +159,11 @@ all of a group's keys share one slot.)
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
 - ``budget:{caller}:{channel}:{yyyymmdd}`` integer: sends that UTC day (the take script), EX 2 days.
+- ``flow:{h}:{part}:{key}`` (issue 27; ``h``: a hash of the flow-control key, the slot's tag)
+  ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
+  ``reserved`` zset member → slot start; ``leases`` zset holder → lease end; ``starts`` zset
+  holder → start (the rate's window). PEXPIREd 10 min past the last slot or lease.
+- ``ops:{ns}:flow`` hash ``{dispatcher}|{key}`` → JSON view for the ops page, EXPIRE 30 s.
 - ``inbox:{caller}:{recipient}`` pub/sub channel: each new inbox message's id once stored (the API
   PSUBSCRIBEs ``inbox:*``); at most once: a stream that missed one replays it from Cassandra.
 
@@ -175,6 +180,7 @@ messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
 
 from __future__ import annotations
 
+import hashlib
 import zlib
 from typing import Final
 
@@ -291,6 +297,7 @@ TRIGGER_COLUMNS: Final = (
     "tags", "labels",  # JSON (issue 26): an array, an object; unset when empty
     "recipient", "recipient_zone",
     "expires_at_ms", "max_lateness_s",  # deadlines (issue 27): unset without one
+    "flow_control",  # JSON (issue 27, core.flow); unset without
 )
 # recipients, recipient_triggers, recipient_zone_changes (issue 26)
 TABLE_RECIPIENTS: Final = "recipients"
@@ -439,6 +446,14 @@ def pending_key(caller: str) -> str:
 
 def budget_key(caller: str, channel: str, day: str) -> str:
     return f"budget:{_tag(caller)}:{channel}:{day}"
+
+
+def flow_key(key: str, part: str) -> str:
+    return f"flow:{_tag(hashlib.sha1(key.encode()).hexdigest()[:16])}:{part}:{key}"
+
+
+def ops_flow_key(ns: str) -> str:
+    return f"ops:{_tag(ns)}:flow"
 
 
 def inbox_channel(caller: str, recipient: str) -> str:

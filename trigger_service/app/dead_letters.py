@@ -154,7 +154,8 @@ class DeadLetterService:
         """A one-time trigger for a series' dead occurrence (once per death)."""
         key = f"replay:{d.id}:{d.dead_at_ms}"
         req = NewTrigger(callback_url=d.callback_url, payload_json=t.payload_json,
-                         fire_at_ms=at_ms, received_at_ms=now_ms, plan=t.plan)
+                         fire_at_ms=at_ms, received_at_ms=now_ms, plan=t.plan,
+                         flow_control=t.flow_control)
         done = await self._triggers.register(t.caller, req, key, key,
                                              snoozed_from=t.trigger_id)
         if done.replayed:

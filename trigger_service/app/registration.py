@@ -10,6 +10,7 @@ from trigger_service.app.schedules import TimeRequest, plan
 from trigger_service.config.settings import ApiSettings
 from trigger_service.core.deadlines import check_expiry
 from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.flow import FlowControl
 from trigger_service.core.notify_plan import DeliveryPlan
 from trigger_service.core.recurrence import Occurrence, Recurrence
 from trigger_service.core.tags import Labels
@@ -37,6 +38,7 @@ class NewTrigger:
     recipient_zone: bool = False  # its schedule floats with the profile's zone
     expires_at_ms: int | None = None  # deadlines (``core.deadlines``); None: none
     max_lateness_s: int | None = None
+    flow_control: FlowControl | None = None  # issue 27: its own key and bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,7 @@ class RegisterRequest:
     floats: bool = False  # ``"timeZone": "recipient"``
     expires_at_ms: int | None = None  # expiresAt (not before the first fire time: planned)
     max_lateness_s: int | None = None  # maxLatenessSeconds (>= 1)
+    flow_control: FlowControl | None = None  # ``flowControl`` (``core.flow``): checked
 
 
 def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
@@ -76,4 +79,4 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
                       req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
                       req.floats and planned.schedule is not None, req.expires_at_ms,
-                      req.max_lateness_s)
+                      req.max_lateness_s, req.flow_control)

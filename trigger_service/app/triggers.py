@@ -190,6 +190,7 @@ class TriggerService:
             home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
             recipient=req.recipient, recipient_zone=req.recipient_zone,
             expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
+            flow_control=req.flow_control,
         )
 
     def index_ttl_s(self, t: Trigger) -> int:
@@ -324,7 +325,8 @@ class TriggerService:
                       labels=req.labels,
                       channel_states=current.channel_states if keep else (),
                       recipient=req.recipient, recipient_zone=req.recipient_zone,
-                      expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s)
+                      expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
+                      flow_control=req.flow_control)
         await link_recipient(self.recipients, new, self.index_ttl_s(new))
         if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(

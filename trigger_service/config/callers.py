@@ -21,6 +21,8 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     daily_budget = { email = 1000, sms = 200 }  # optional: sends per UTC day and channel
     disable_after_s = 86400      # optional: endpoint health (config/endpoint_health.py)
     on_disabled = "hold"         # or "dead_letter"
+    flow_control = [{origin = "https://orders.internal", rate_per_second = 50,
+                     parallelism = 5}]  # optional: defaults per origin (``flow_defaults``)
 
 The recipient controls (the last four) are ``config/recipients.py``'s: without
 ``email_domains`` a caller may not use the email channel, without ``sms_country_codes`` not
@@ -63,6 +65,7 @@ from trigger_service.config.endpoint_health import (
     EndpointPolicy,
     parse_endpoint_policy,
 )
+from trigger_service.config.flow_defaults import FlowDefault, parse_flow_defaults
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy, parse_recipients
 from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
@@ -132,6 +135,7 @@ class Caller:
     # Its share of a dispatcher's in-flight cap and claim slots against other callers'
     # (``dispatcher.fair_share``).
     weight: int = 1
+    flow_defaults: tuple[FlowDefault, ...] = ()  # per callback origin (``flow_defaults``)
 
     def allows_callback(self, url: CallbackUrl) -> bool:
         return self.callback_refusal(url) is None
@@ -325,7 +329,8 @@ class CallerRegistry:
                                   *_delivery_policy(table, where), *_limits(table, where),
                                   recipients=parse_recipients(table, where),
                                   endpoints=parse_endpoint_policy(table, where),
-                                  weight=weight))
+                                  weight=weight, flow_defaults=parse_flow_defaults(
+                                      table.get("flow_control"), where)))
         return cls(callers, _ops_users(data.get("ops", {}), source, seen_hashes))
 
     def by_token(self, token: str) -> Caller | None:

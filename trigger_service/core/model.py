@@ -29,6 +29,7 @@ from enum import StrEnum
 
 from ulid import ULID
 
+from trigger_service.core.flow import FlowControl
 from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.notify_plan import ChannelState, DeliveryPlan
 from trigger_service.core.recurrence import Recurrence
@@ -129,6 +130,9 @@ class Trigger:
     # jittered instant); past either it is dead-lettered ``expired``. None: no such bound.
     expires_at_ms: int | None = None
     max_lateness_s: int | None = None
+    # Flow control (issue 27, ``core.flow``): the trigger's own key and bounds; None: its
+    # caller's default for the callback's origin applies, if any (``config.callers``).
+    flow_control: FlowControl | None = None
 
     @property
     def acked(self) -> bool:

@@ -44,6 +44,7 @@ from trigger_service.http.routes import (
     inbox,
     ops,
     ops_callers,
+    ops_flow,
     ops_page,
     recipients,
     schedules,
@@ -169,6 +170,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     stats.add_routes(app)
     ops.add_routes(app)
     ops_callers.add_routes(app)
+    ops_flow.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)
     docs.add_routes(app)

@@ -22,6 +22,7 @@ from trigger_service.core.errors import (
     InvalidRequest,
     PayloadTooLarge,
 )
+from trigger_service.core.flow import parse_flow_control
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
@@ -34,7 +35,8 @@ from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 __all__ = ["parse_json_body"]  # routes parse bodies through this module
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
-                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS})
+                            *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS,
+                            "flowControl"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 _SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
@@ -80,7 +82,8 @@ def parse_register(
                            parse_jitter(body.get("jitterSeconds")),
                            parse_tags(body.get("tags")), parse_labels(body.get("labels")),
                            recipient, retime, floats, parse_expires_at(body.get("expiresAt")),
-                           parse_max_lateness(body.get("maxLatenessSeconds")))
+                           parse_max_lateness(body.get("maxLatenessSeconds")),
+                           parse_flow_control(body.get("flowControl")))
 
 
 def parse_jitter(value: object) -> int:

@@ -77,6 +77,14 @@ SERIES: dict[str, Series] = {
     "breaker_state": Series("gauge", "circuit per caller and callback origin: 0 closed, "
                             "1 half-open, 2 open (the worst over this host's dispatchers)",
                             ("caller", "origin"), mode="livemax"),
+    "flow_control_delay_seconds": Series(
+        "histogram", "flow control's delay: a send's start minus its due time, by key (the "
+        "first 20 keys a process meets; the others as _other)", ("key",),
+        buckets=FIRE_LAG_BUCKETS_S),
+    "flow_control_fail_open_total": Series(
+        "counter", "flow-control steps skipped because Redis failed (delivered anyway)"),
+    "flow_control_deferrals_total": Series(
+        "counter", "messages hidden on SQS until a flow-control slot far ahead"),
     "breakers_evicted_total": Series("counter", "idle circuits dropped for a caller's new "
                                      "origin (TRIGGER_BREAKER_MAX_ORIGINS)"),
     "queue_depth": Series("gauge", "approximate visible messages (main, dead_letter)",

@@ -10,6 +10,7 @@ from typing import Protocol
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
+from trigger_service.adapters.memory_flow import MemoryFlowBoard, MemoryFlowLimiter
 from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.memory_limits import (
     MemoryPendingQuota,
@@ -25,6 +26,7 @@ from trigger_service.core.addresses import HostResolver
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.crypto_ports import Resealer
 from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
+from trigger_service.core.flow_ports import FlowBoard, FlowLimiter
 from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -101,6 +103,10 @@ class Runtime:
     endpoint_health: EndpointHealthStore = field(default_factory=MemoryEndpointHealth)
     # The operators' events (a signed webhook when opened).
     ops_events: OpsEvents = field(default_factory=MemoryOpsEvents)
+    # Flow control per destination (issue 27): the dispatchers' shared limiter and the ops
+    # page's views (Redis when opened).
+    flow: FlowLimiter = field(default_factory=MemoryFlowLimiter)
+    flow_board: FlowBoard = field(default_factory=MemoryFlowBoard)
 
     @classmethod
     async def open(cls, settings: Settings) -> Runtime:
@@ -115,6 +121,7 @@ class Runtime:
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.ops_events import WebhookOpsEvents
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
+        from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
         from trigger_service.adapters.redis.lease import RedisLease
@@ -157,7 +164,9 @@ class Runtime:
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
                    endpoint_health=CassandraEndpointHealth.of(store),
-                   ops_events=WebhookOpsEvents(settings.endpoint_health, clock))
+                   ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
+                   flow=RedisFlowLimiter(redis),
+                   flow_board=RedisFlowBoard(redis, settings.sqs.queue))
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

@@ -190,3 +190,16 @@ def test_create_with_an_expiry_and_a_lateness() -> None:
     code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--expires-at",
                      "2027-03-14T09:00:00Z", "-o", "json")
     assert code == 0 and script.bodies()[0]["expiresAt"] == "2027-03-14T09:00:00+00:00"
+
+
+def test_create_with_flow_control() -> None:
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb", "--flow-key",
+                     "partner-a", "--flow-rate", "0.5", "--flow-parallelism", "3", "-o", "json")
+    assert code == 0
+    assert script.bodies()[0]["flowControl"] == {"key": "partner-a", "ratePerSecond": 0.5,
+                                                 "parallelism": 3}
+    script = Script(answers=[httpx.Response(201, json=CREATED)])
+    code, _ = invoke(script, "create", "--in", "1h", "--url", "http://x/cb",
+                     "--flow-rate", "5")
+    assert code == 2 and script.requests == []  # a usage error: nothing sent

@@ -166,6 +166,7 @@ class Trigger:
     # after its fire time (past either it is dead-lettered ``expired``); None: no such bound.
     expires_at: datetime | None = None
     max_lateness_s: int | None = None
+    flow_control: FlowControl | None = None  # its own (issue 27); None: none of its own
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -186,7 +187,8 @@ class Trigger:
             _opt_instant(d.get("scheduledAt")), d.get("recipient"), d.get("resolvedTimeZone"),
             raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}),
             catch_up=d.get("catchUp"), expires_at=_opt_instant(d.get("expiresAt")),
-            max_lateness_s=d.get("maxLatenessSeconds"))
+            max_lateness_s=d.get("maxLatenessSeconds"),
+            flow_control=FlowControl.from_json(d.get("flowControl")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,3 +250,28 @@ class SigningSecret:
     def from_json(cls, d: Mapping[str, Any]) -> SigningSecret:
         return cls(d["secret"], parse_instant(d["createdAt"]),
                    parse_instant(d["previousValidUntil"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class FlowControl:
+    """Flow control per destination (``flowControl``): the deliveries of every trigger with
+    the same ``key`` start at most ``rate_per_second`` a second, at most ``parallelism``
+    open at once (at least one of the two)."""
+
+    key: str
+    rate_per_second: float | None = None
+    parallelism: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key}
+        if self.rate_per_second is not None:
+            out["ratePerSecond"] = self.rate_per_second
+        if self.parallelism is not None:
+            out["parallelism"] = self.parallelism
+        return out
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any] | None) -> FlowControl | None:
+        if not d:
+            return None
+        return cls(d["key"], d.get("ratePerSecond"), d.get("parallelism"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from trigger_client.models import DstPolicy
+from trigger_client.models import DstPolicy, FlowControl
 from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
@@ -27,6 +27,7 @@ _API_NAMES = {
     "recipient": "recipient", "message": "message",
     "catch_up": "catchUp",
     "expires_at": "expiresAt", "max_lateness_s": "maxLatenessSeconds",
+    "flow_control": "flowControl",
 }
 
 
@@ -34,7 +35,7 @@ def _value(value: Any) -> Any:
     """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, DstPolicy | CatchUp):
+    if isinstance(value, DstPolicy | CatchUp | FlowControl):
         return value.to_json()
     if isinstance(value, tuple):
         return [_value(v) for v in value]
@@ -66,6 +67,7 @@ class TriggerFields(TypedDict, total=False):
     catch_up: CatchUp
     expires_at: datetime | str  # aware: no occurrence is sent after it
     max_lateness_s: int  # each occurrence sent at most this long after its time
+    flow_control: FlowControl  # per destination (issue 27)
 
 
 class PatchFields(TypedDict, total=False):
@@ -94,6 +96,7 @@ class PatchFields(TypedDict, total=False):
     catch_up: CatchUp | None
     expires_at: datetime | str | None
     max_lateness_s: int | None
+    flow_control: FlowControl | None  # replaces the whole object
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,6 +130,7 @@ class TriggerRequest:
     catch_up: CatchUp | None = None
     expires_at: datetime | str | None = None  # no occurrence is sent after it
     max_lateness_s: int | None = None  # each occurrence at most this late (>= 1)
+    flow_control: FlowControl | None = None  # per destination (issue 27)
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -149,6 +153,8 @@ class TriggerRequest:
             kw["dst_policy"] = DstPolicy.from_json(kw["dst_policy"])
         if isinstance(kw.get("catch_up"), Mapping):
             kw["catch_up"] = CatchUp.from_json(kw["catch_up"])
+        if isinstance(kw.get("flow_control"), Mapping):
+            kw["flow_control"] = FlowControl.from_json(kw["flow_control"])
         return cls.of(kw)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.adapters.cassandra.term_index import term_queries
 from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
+from trigger_service.core.flow import flow_from_json, flow_to_json
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.notify_plan import (
     plan_from_json,
@@ -178,6 +179,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         json.dumps(dict(t.labels), sort_keys=True) if t.labels else None,
         t.recipient, True if t.recipient_zone else None,
         t.expires_at_ms, t.max_lateness_s,
+        flow_to_json(t.flow_control) if t.flow_control else None,
     ), strict=True))
 
 
@@ -219,7 +221,8 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      idem_key, schedule, occurrence_index, occurrence_second, occurrence_seq, occurrences_fired,
      tzdata_version, revision, snoozed_from, plan, channel_states,
      acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
-     recipient_zone, expires_at_ms, max_lateness_s) = (row[c] for c in s.TRIGGER_COLUMNS)
+     recipient_zone, expires_at_ms, max_lateness_s, flow_control,
+     ) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
     return Trigger(
@@ -241,6 +244,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         labels=tuple(sorted(json.loads(labels).items())) if labels else (),
         recipient=recipient, recipient_zone=bool(recipient_zone),
         expires_at_ms=expires_at_ms, max_lateness_s=max_lateness_s,
+        flow_control=flow_from_json(flow_control) if flow_control else None,
     )
 
 

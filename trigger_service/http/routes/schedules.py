@@ -112,6 +112,9 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
         body["expiresAt"] = format_rfc3339_ms(t.expires_at_ms)
     if t.max_lateness_s is not None:
         body["maxLatenessSeconds"] = t.max_lateness_s
+    if t.flow_control is not None:
+        body["flowControl"] = {k: v for k, v in t.flow_control.to_json().items()
+                               if v is not None}
     rec = t.schedule
     if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
         return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}

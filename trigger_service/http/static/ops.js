@@ -180,7 +180,38 @@
       : el("p", { class: "muted" }, "No origin has a breaker yet (every origin closed)."));
   }
 
+  // Flow control per key (GET /v1/ops/flow): bounds, open now, the delay it added lately.
+  function secs(v) { return typeof v === "number" ? `${v.toFixed(v < 10 ? 2 : 1)} s` : dash; }
+
+  function renderFlow(f) {
+    const keys = Array.isArray(f.keys) ? f.keys : [];
+    $("flow-window").textContent = typeof f.windowS === "number" ? `(delays: last ${f.windowS} s)` : "";
+    $("flow").replaceChildren(keys.length
+      ? el("table", { class: "flow" },
+        el("thead", {}, el("tr", {}, ...["Key", "Rate /s", "Parallelism", "Open now", "Delay p50", "Delay max", "Starts"]
+          .map((h) => el("th", {}, h)))),
+        el("tbody", {}, ...keys.map((k) => el("tr", {},
+          el("td", { class: "url" }, text(k.key)),
+          el("td", {}, k.ratePerSecond == null ? dash : num(k.ratePerSecond)),
+          el("td", {}, k.parallelism == null ? dash : num(k.parallelism)),
+          el("td", {}, num(k.openNow)),
+          el("td", {}, secs(k.delayP50Seconds)),
+          el("td", {}, secs(k.delayMaxSeconds)),
+          el("td", {}, num(k.recentStarts))))))
+      : el("p", { class: "muted" }, "No flow-controlled delivery lately."));
+  }
+
+  async function loadFlow() {
+    try {
+      renderFlow((await api("GET", "/v1/ops/flow")) || {});
+    } catch (err) {
+      $("flow").replaceChildren(el("p", { class: "muted" },
+        `Could not load flow control: ${err instanceof ApiError ? err.describe() : err}`));
+    }
+  }
+
   async function loadOverview() {
+    loadFlow();
     try {
       renderOverview((await api("GET", "/v1/ops/overview")) || {});
       show($("overview-body"), true);

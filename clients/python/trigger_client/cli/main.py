@@ -36,7 +36,7 @@ from trigger_client.cli.jobs import Label, Poll, Recipient, Tag
 from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
 from trigger_client.client import TriggerClient
 from trigger_client.errors import ConnectionFailed, InvalidRequest, ServerError
-from trigger_client.models import CreatedTrigger, Trigger
+from trigger_client.models import CreatedTrigger, FlowControl, Trigger
 from trigger_client.requests import TriggerRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -67,6 +67,25 @@ ExpiresAt = Annotated[str | None, typer.Option(
 MaxLateness = Annotated[str | None, typer.Option(
     "--max-lateness", help="Send each occurrence at most this long after its time (30s, "
     "10m, 1h; whole seconds, at least 1s); later, it is dead-lettered 'expired'.")]
+
+
+FlowKey = Annotated[str | None, typer.Option(
+    "--flow-key", help="Flow control: deliveries sharing this key are paced together.")]
+FlowRate = Annotated[float | None, typer.Option(
+    "--flow-rate", help="Flow control: at most this many starts a second (0.5 allowed).")]
+FlowParallelism = Annotated[int | None, typer.Option(
+    "--flow-parallelism", help="Flow control: at most this many open at once.")]
+
+
+def flow_control(key: str | None, rate: float | None,
+                 parallelism: int | None) -> FlowControl | None:
+    """``--flow-key`` with ``--flow-rate`` and/or ``--flow-parallelism`` (ValueError for a
+    bound without a key); the API checks the bounds."""
+    if key is None:
+        if rate is not None or parallelism is not None:
+            raise ValueError("--flow-rate and --flow-parallelism need --flow-key")
+        return None
+    return FlowControl(key, rate, parallelism)
 
 
 @app.callback()
@@ -140,6 +159,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
            in_: In = None, at: At = None, tz: Tz = None, when: When = None,
            rrule: Rrule = None, cron: Cron = None, jitter: Jitter = None,
            expires_at: ExpiresAt = None, max_lateness: MaxLateness = None,
+           flow_key: FlowKey = None, flow_rate: FlowRate = None,
+           flow_parallelism: FlowParallelism = None,
            idempotency_key: Annotated[str | None, typer.Option(
                help="Default: a fresh one (printed when the outcome is unknown).")] = None,
            yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
@@ -150,7 +171,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
                            payload=read_payload(payload), rrule=rrule, cron=cron,
                            jitter_s=jitter_s(jitter), expires_at=instant(expires_at, tz),
                            max_lateness_s=None if max_lateness is None
-                           else round(parse_duration_s(max_lateness)))
+                           else round(parse_duration_s(max_lateness)),
+                           flow_control=flow_control(flow_key, flow_rate, flow_parallelism))
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
         # Always a key, and one the user can see: if the answer never settles (no answer,

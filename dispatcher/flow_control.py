@@ -1,0 +1,200 @@
+"""Flow control at delivery (issue 27): the deliveries that share a key are started at most
+``ratePerSecond`` per second, at most ``parallelism`` open at once, over every dispatcher
+(``core.flow``; the limiter is shared through Redis).
+
+Where it acts, and why there:
+
+1. ``reserve`` when the message is in hand near its due time, before the claim: the rate
+   slot (a herd is laid end to end from its due time, never refused). A slot far ahead
+   (beyond what the dispatcher holds in memory) sends the message back to SQS until shortly
+   before it (``Dispatcher.handle``); it comes back to the same slot (a reservation is
+   idempotent per occurrence and attempt). The claim is then taken ahead of the slot, not of
+   the due time, and its ``claimed_at_ms`` is the slot: a delivery spread far never holds a
+   claim that goes stale while it waits.
+2. ``admitted`` at the slot, before the caller's bulkhead: a lease on the key's semaphore and
+   the start counted in the rate's window (a start that a full parallelism delayed past its
+   slot never bunches with the ones on time). Released when the send has answered; a dead
+   dispatcher's lease ends by itself. Each delivery asks once at its slot (a herd on
+   schedule is admitted at once); those refused queue per key within a process and only the
+   head asks again, so a full key costs one Redis call per poll, not one per waiter.
+
+Fails open: a Redis error delivers without flow control (``flow_control_fail_open_total``).
+The delay flow control adds (start minus due time) is ``flow_control_delay_seconds{key}``:
+only the first ``LABELLED_KEYS`` keys a process meets get their own label, the rest share
+``_other`` (a key is the caller's to choose: unbounded). The ops page's "Flow control" panel
+reads the views ``publish`` puts on the ``FlowBoard``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import statistics
+from collections import OrderedDict, deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import structlog
+
+from trigger_service.config.flow_defaults import default_flow
+from trigger_service.config.live_callers import Callers
+from trigger_service.core.errors import AdapterError
+from trigger_service.core.flow import FlowControl, rate_window
+from trigger_service.core.flow_ports import Admission, FlowBoard, FlowLimiter, FlowView
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.ports import Clock, Metrics
+from trigger_service.platform.supervisor import every
+
+log = structlog.get_logger("dispatcher")
+
+POLL_MS = 10  # how often the head of a key's queue asks again while its parallelism is full
+LABELLED_KEYS = 20
+KEPT_KEYS = 500  # keys whose recent delays a process keeps (least recently used dropped)
+RECENT_S = 60  # the ops page's delays are over this window
+PUBLISH_EVERY_S = 1.0
+VIEW_TTL_S = 30
+
+
+@dataclass
+class _KeyStats:
+    flow: FlowControl
+    open: int = 0
+    recent: deque[tuple[int, float]] = field(default_factory=lambda: deque(maxlen=1000))
+
+
+class FlowGate:
+    def __init__(self, limiter: FlowLimiter, callers: Callers, clock: Clock, metrics: Metrics,
+                 *, lease_ms: int, board: FlowBoard | None = None, source: str = "") -> None:
+        """``lease_ms``: how long an admitted delivery holds its place if its dispatcher
+        dies (a callback timeout and a margin)."""
+        self._limiter = limiter
+        self._callers = callers
+        self._clock = clock
+        self._metrics = metrics
+        self._lease_ms = lease_ms
+        self._board = board
+        self.source = source
+        self._queues: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key → lock, users
+        self._stats: OrderedDict[str, _KeyStats] = OrderedDict()
+        self._labelled: set[str] = set()
+
+    def policy(self, t: Trigger) -> FlowControl | None:
+        """``t``'s own flow control, else its caller's default for its callback's origin."""
+        if t.flow_control is not None:
+            return t.flow_control
+        caller = self._callers.by_name(t.caller)
+        if caller is None:
+            return None
+        return default_flow(t.caller, caller.flow_defaults, t.callback_url)
+
+    async def reserve(self, t: Trigger) -> int:
+        """When ``t``'s delivery may start: its due time, or the rate slot reserved for it
+        (never earlier). Safe to repeat for one attempt (the same slot)."""
+        due_ms = t.due_at_ms()
+        fc = self.policy(t)
+        # Only a PENDING one gets a slot: a message seen again while its trigger is IN_FLIGHT
+        # (a duplicate, a claim being taken over) must not spend one at the herd's tail; the
+        # admission still bounds a takeover's start.
+        if fc is None or not fc.rate_per_second or t.status is not Status.PENDING:
+            return due_ms
+        member = f"{t.trigger_id}:{t.fire_at_ms}:{t.attempts}"
+        try:
+            return await self._limiter.reserve(fc.key, member, due_ms, fc.interval_ms,
+                                               self._clock.now_ms())
+        except AdapterError as e:
+            self._fail_open("reserve", fc, e)
+            return due_ms
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, t: Trigger, holder: str) -> AsyncIterator[None]:
+        """Wait until ``t``'s delivery may start under its key's bounds, hold its place for
+        the block (the send), then give it back. Without flow control: at once."""
+        fc = self.policy(t)
+        if fc is None:
+            yield
+            return
+        held = await self._admit(fc, holder)
+        stats = self._observe(fc, max(0, self._clock.now_ms() - t.due_at_ms()))
+        stats.open += 1
+        try:
+            yield
+        finally:
+            stats.open -= 1
+            if held:
+                try:
+                    await self._limiter.release(fc.key, holder)
+                except AdapterError:
+                    pass  # its lease ends by itself (``lease_ms``)
+
+    async def _admit(self, fc: FlowControl, holder: str) -> bool:
+        """True once admitted; False if Redis failed (delivered anyway: fail open). The
+        first ask is made at once (a herd on schedule is admitted without waiting for one
+        another); one refused waits in the key's local queue, whose head alone asks again."""
+        window = rate_window(fc.rate_per_second) if fc.rate_per_second else None
+
+        async def ask() -> tuple[Admission, int]:
+            return await self._limiter.admit(fc.key, holder, self._clock.now_ms(),
+                                             self._lease_ms, fc.parallelism, window)
+
+        lock, users = self._queues.setdefault(fc.key, (asyncio.Lock(), [0]))
+        users[0] += 1
+        try:
+            if (await ask())[0] is Admission.ADMITTED:
+                return True
+            async with lock:
+                while True:
+                    verdict, wait_ms = await ask()
+                    if verdict is Admission.ADMITTED:
+                        return True
+                    await self._clock.sleep_ms(
+                        min(wait_ms, POLL_MS) if verdict is Admission.FULL else wait_ms)
+        except AdapterError as e:
+            self._fail_open("admit", fc, e)
+            return False
+        finally:
+            users[0] -= 1
+            if not users[0]:
+                del self._queues[fc.key]
+
+    def _fail_open(self, what: str, fc: FlowControl, e: Exception) -> None:
+        self._metrics.inc("flow_control_fail_open_total")
+        log.warning("flow_control_fail_open", step=what, key=fc.key, error=str(e))
+
+    def _observe(self, fc: FlowControl, delay_ms: int) -> _KeyStats:
+        if fc.key in self._labelled or len(self._labelled) < LABELLED_KEYS:
+            self._labelled.add(fc.key)
+            label = fc.key
+        else:
+            label = "_other"
+        self._metrics.observe("flow_control_delay_seconds", delay_ms / 1000, key=label)
+        stats = self._stats.pop(fc.key, None) or _KeyStats(fc)
+        stats.flow = fc
+        stats.recent.append((self._clock.now_ms(), delay_ms / 1000))
+        self._stats[fc.key] = stats  # the most recently used last
+        if len(self._stats) > KEPT_KEYS:
+            for key, old in list(self._stats.items())[:len(self._stats) - KEPT_KEYS]:
+                if not old.open:
+                    del self._stats[key]
+        return stats
+
+    def views(self) -> list[FlowView]:
+        """Each key started in the last ``RECENT_S`` or open now, with its recent delays."""
+        since_ms = self._clock.now_ms() - RECENT_S * 1000
+        out = []
+        for key, s in self._stats.items():
+            delays = [d for at_ms, d in s.recent if at_ms >= since_ms]
+            if delays or s.open:
+                out.append(FlowView(key, s.flow.rate_per_second, s.flow.parallelism, s.open,
+                                    statistics.median(delays) if delays else 0.0,
+                                    max(delays, default=0.0), len(delays), self.source))
+        return out
+
+    async def publish(self) -> None:
+        """One round of the ops page's views. Raises ``CacheError``."""
+        views = self.views()
+        if self._board is not None and views:
+            await self._board.publish_flow(self.source, views, self._clock.now_ms(),
+                                           VIEW_TTL_S)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        await every(stop, PUBLISH_EVERY_S, self.publish, name="flow_report")

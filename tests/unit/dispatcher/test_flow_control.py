@@ -1,0 +1,171 @@
+"""Flow control at delivery (``dispatcher.flow_control``) on the in-memory limiter and the
+ManualClock: which bounds apply, a herd spread at the rate and never early, at most
+``parallelism`` open, a slot far ahead sent back to SQS with the claim timed at the slot, the
+delay metric's bounded labels, and failing open."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from dispatcher.flow_control import LABELLED_KEYS, FlowGate
+from tests.unit.dispatcher.fakes import CALLER, START_MS, VISIBILITY_S, Env, settle
+from trigger_service.adapters.memory_flow import MemoryFlowLimiter
+from trigger_service.config.callers import CallerRegistry
+from trigger_service.core.flow import FlowControl
+from trigger_service.core.model import Status
+
+pytestmark = pytest.mark.timeout(20)
+
+FLOW = FlowControl("partner", 10.0, 2)  # 10 starts a second, 2 open at once
+
+
+def gate(env: Env, limiter: MemoryFlowLimiter | None = None) -> FlowGate:
+    return FlowGate(limiter or MemoryFlowLimiter(), env.callers, env.clock, env.metrics,
+                    lease_ms=15_000)
+
+
+def callers_with_default() -> CallerRegistry:
+    return CallerRegistry.from_mapping({"callers": {CALLER: {
+        "token_sha256": "a" * 64, "callback_prefixes": ["https://orders.internal/"],
+        "flow_control": [{"origin": "https://orders.internal", "rate_per_second": 50,
+                          "parallelism": 5}]}}})
+
+
+async def test_the_triggers_own_wins_over_its_callers_default_for_the_origin() -> None:
+    env = Env(callers=callers_with_default())
+    g = gate(env)
+    plain = await env.add(1_000)
+    assert g.policy(plain) == FlowControl("orders|https://orders.internal:443", 50.0, 5)
+    own = await env.add(1_000, flow_control=FLOW)
+    assert g.policy(own) == FLOW
+    elsewhere = await env.add(1_000, callback_url="https://other.internal:8443/cb")
+    assert g.policy(elsewhere) is None
+    assert gate(Env()).policy(plain) is None  # no default in the callers file
+
+
+async def test_reservations_spread_a_herd_from_its_due_time_and_repeat() -> None:
+    env = Env()
+    g = gate(env)
+    herd = [await env.add(5_000, flow_control=FLOW) for _ in range(30)]
+    starts = [await g.reserve(t) for t in herd]
+    due = herd[0].fire_at_ms
+    assert starts == [due + 100 * i for i in range(30)]
+    assert await g.reserve(herd[7]) == starts[7]  # the same attempt: the same slot
+    retry = replace(env.row(herd[7]), attempts=1)
+    assert await g.reserve(retry) == due + 3_000  # a new attempt: a new slot
+    unlimited = await env.add(5_000)
+    assert await g.reserve(unlimited) == unlimited.fire_at_ms
+    in_flight = replace(env.row(herd[0]), status=Status.IN_FLIGHT, attempts=1)
+    assert await g.reserve(in_flight) == due  # no slot spent on a claimed one
+    assert await g.reserve(replace(env.row(herd[1]), attempts=2)) == due + 3_100
+
+
+async def test_at_most_parallelism_are_open_and_the_next_starts_when_one_ends() -> None:
+    env = Env()
+    g = gate(env)
+    t = await env.add(0, flow_control=FlowControl("p", None, 2))
+    release = asyncio.Event()
+    entered: list[int] = []
+
+    async def send(n: int) -> None:
+        async with g.admitted(t, f"h{n}"):
+            entered.append(n)
+            await release.wait()
+
+    tasks = [asyncio.create_task(send(n)) for n in range(3)]
+    await settle()
+    assert entered == [0, 1]
+    env.clock.advance_ms(50)
+    await settle()
+    assert entered == [0, 1]  # still full: it asks again, it does not get in
+    release.set()
+    await settle()
+    env.clock.advance_ms(10)
+    await asyncio.gather(*tasks)
+    assert entered == [0, 1, 2]
+
+
+async def _run_herd(env: Env, n: int) -> None:
+    d = env.dispatcher_with(flow=gate(env))
+    herd = [await env.add(2_000, flow_control=FLOW) for _ in range(n)]
+    await env.enqueue(*herd)
+    tasks = []
+    for _ in range(n // 10 + 1):
+        tasks += [asyncio.create_task(d.handle(m)) for m in await env.receive()]
+    await settle()
+    while not all(t.done() for t in tasks):
+        env.clock.advance_ms(5)
+        await settle()
+    await asyncio.gather(*tasks)
+
+
+async def test_a_herd_is_delivered_at_the_rate_never_early_and_once_each() -> None:
+    env = Env()
+    await _run_herd(env, 40)
+    times = sorted(c.at_ms for c in env.channel.calls)
+    assert len(env.channel.calls) == len({c.trigger_id for c in env.channel.calls}) == 40
+    due = times[0]
+    assert due == START_MS + 2_000  # never before the due time
+    # The rate: starts 100 ms apart from the due time (any 1 s holds at most 10).
+    assert times == [due + 100 * i for i in range(40)]
+    assert env.fired_count() == 40
+    assert env.metrics.observed("flow_control_delay_seconds")[-1] == pytest.approx(3.9)
+
+
+async def test_a_slot_far_ahead_goes_back_to_sqs_and_its_claim_is_timed_at_it() -> None:
+    env = Env()
+    d = env.dispatcher_with(flow=gate(env))
+    slow = FlowControl("slow", 0.04, None)  # one start every 25 s
+    first, second = [await env.add(1_000, flow_control=slow) for _ in range(2)]
+    await env.enqueue(first, second)
+    tasks = [asyncio.create_task(d.handle(m)) for m in await env.receive()]
+    await settle()
+    assert env.count("flow_control_deferrals_total") == 1
+    slot_ms = first.fire_at_ms + 25_000
+    # One is held for its due time; the other is back on SQS until the enqueue lead (3 s
+    # here) before its slot 25 s later, not held in memory.
+    held_ms = START_MS + VISIBILITY_S * 1000
+    later = next(t for t in (first, second) if env.queued(t) != [held_ms])
+    assert env.queued(later) == [slot_ms - 3_000]
+    env.clock.advance_ms(1_000)
+    await asyncio.gather(*tasks)
+    env.clock.set_ms(slot_ms - 3_000)
+    task = asyncio.create_task(d.handle((await env.receive())[0]))
+    await settle()
+    env.clock.set_ms(slot_ms - 1_000)  # the claim lead before the slot
+    await settle()
+    row = env.row(later)
+    assert row.status is Status.IN_FLIGHT and row.claimed_at_ms == slot_ms
+    env.clock.set_ms(slot_ms)
+    await task
+    assert [c.at_ms for c in env.channel.calls] == [first.fire_at_ms, slot_ms]
+
+
+async def test_only_the_first_keys_get_their_own_label() -> None:
+    """A key is the caller's to choose: the delay's label set stays bounded."""
+    env = Env()
+    g = gate(env)
+    for i in range(LABELLED_KEYS + 5):
+        t = await env.add(0, flow_control=FlowControl(f"k{i}", None, 1))
+        async with g.admitted(t, "h"):
+            pass
+    labels = {k for k in env.metrics.observations if k.startswith("flow_control_delay")}
+    assert len(labels) == LABELLED_KEYS + 1
+    assert 'flow_control_delay_seconds{key="_other"}' in labels
+    assert len(env.metrics.observations['flow_control_delay_seconds{key="_other"}']) == 5
+    assert {v.key for v in g.views()} == {f"k{i}" for i in range(LABELLED_KEYS + 5)}
+
+
+async def test_redis_away_means_delivered_without_flow_control() -> None:
+    env = Env()
+    limiter = MemoryFlowLimiter()
+    limiter.fail = True
+    g = gate(env, limiter)
+    t = await env.add(1_000, flow_control=FLOW)
+    assert await g.reserve(t) == t.fire_at_ms
+    async with g.admitted(t, "h"):
+        pass
+    assert env.count("flow_control_fail_open_total") == 2

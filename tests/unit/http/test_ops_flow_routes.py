@@ -1,0 +1,71 @@
+"""``GET /v1/ops/flow`` on in-memory fakes (every exchange checked against openapi.yaml):
+one row per key over every dispatcher's view, the busiest first, operators and viewers only,
+and an empty list while the board does not answer."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
+
+from tests.openapi_check import check_contract
+from tests.unit.app.support import NOW_MS, make_env
+from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
+from trigger_service.adapters.memory import MemoryLease
+from trigger_service.adapters.memory_flow import MemoryFlowBoard
+from trigger_service.core.flow_ports import FlowView
+from trigger_service.http.app import build_app
+from trigger_service.platform.wiring import Runtime
+
+Client = TestClient[web.Request, web.Application]
+
+
+@pytest.fixture
+async def board() -> MemoryFlowBoard:
+    return MemoryFlowBoard()
+
+
+@pytest.fixture
+async def client(board: MemoryFlowBoard) -> AsyncIterator[Client]:
+    env = make_env()
+    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                      flow_board=board)
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)
+    c: Client = TestClient(TestServer(app))
+    await c.start_server()
+    try:
+        yield c
+    finally:
+        await c.close()
+    contract.assert_clean()
+
+
+async def test_one_row_per_key_over_every_dispatcher_busiest_first(
+        client: Client, board: MemoryFlowBoard) -> None:
+    await board.publish_flow("d0", [FlowView("a", 100.0, 10, 3, 2.0, 9.5, 300),
+                                    FlowView("quiet", 0.5, None, 0, 0.0, 0.0, 1)], NOW_MS, 30)
+    await board.publish_flow("d1", [FlowView("a", 100.0, 10, 4, 1.0, 12.25, 100)], NOW_MS, 30)
+    resp = await client.get("/v1/ops/flow", headers=VIEWER)
+    assert resp.status == 200
+    body = await resp.json()
+    assert body["windowS"] == 60
+    assert body["keys"] == [
+        {"key": "a", "ratePerSecond": 100.0, "parallelism": 10, "openNow": 7,
+         "delayP50Seconds": 2.0, "delayMaxSeconds": 12.25, "recentStarts": 400,
+         "dispatchers": 2},
+        {"key": "quiet", "ratePerSecond": 0.5, "parallelism": None, "openNow": 0,
+         "delayP50Seconds": 0.0, "delayMaxSeconds": 0.0, "recentStarts": 1,
+         "dispatchers": 1}]
+
+
+async def test_operators_and_viewers_only_and_empty_without_the_board(
+        client: Client, board: MemoryFlowBoard) -> None:
+    assert (await client.get("/v1/ops/flow", headers=AUTH)).status == 403
+    assert (await client.get("/v1/ops/flow")).status == 401
+    board.fail = True
+    resp = await client.get("/v1/ops/flow", headers=OPERATOR)
+    assert resp.status == 200 and (await resp.json())["keys"] == []
