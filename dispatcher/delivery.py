@@ -254,7 +254,9 @@ class Delivery:
             # Someone is delivering it right now; look again once their claim would be stale.
             await self.visibility.defer_until(m, self._stale_at(t) + 1)
             return None
-        start_ms = max(self._clock.now_ms(), t.due_at_ms())  # the send's earliest start
+        # The send's earliest start: its due time, or its flow-control slot (a slot past
+        # the deadline expires it now rather than at the slot).
+        start_ms = max(self._clock.now_ms(), starts_ms)
         if expired(t, start_ms):  # past its deadline: dead-lettered, never sent
             await self.finishing.expire(m, t, start_ms, t.last_error)  # (a retry's: why)
             return None
