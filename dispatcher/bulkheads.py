@@ -1,0 +1,58 @@
+"""Per-caller bulkheads: at most ``max_concurrency`` (callers file; else the dispatcher's
+default) of one caller's sends run at once, so a slow receiver holds only its own caller's
+sends, never another caller's.
+
+Messages waiting for their caller's bulkhead are counted apart (``waiting``): they do not
+count against the dispatcher's in-flight limit (a slow caller must not stop every receive),
+and past ``max_waiting`` waiting for one caller the next is deferred instead (``full``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from trigger_service.config.live_callers import Callers
+
+
+class Bulkheads:
+    def __init__(self, callers: Callers, *, default_size: int, max_waiting: int) -> None:
+        self._callers = callers
+        self._default_size = default_size
+        self._max_waiting = max(1, max_waiting)
+        self._sems: dict[str, asyncio.Semaphore] = {}
+        self._waiting: dict[str, int] = {}
+
+    def of(self, caller: str) -> asyncio.Semaphore:
+        """The caller's semaphore, sized when first used."""
+        sem = self._sems.get(caller)
+        if sem is None:
+            c = self._callers.by_name(caller)
+            size = c.max_concurrency if c and c.max_concurrency else self._default_size
+            sem = self._sems[caller] = asyncio.Semaphore(size)
+        return sem
+
+    def full(self, caller: str) -> bool:
+        """True when ``max_waiting`` of the caller's messages wait already: defer another."""
+        return self._waiting.get(caller, 0) >= self._max_waiting
+
+    @property
+    def waiting(self) -> int:
+        """Messages waiting for a caller's bulkhead, over all callers."""
+        return sum(self._waiting.values())
+
+    @contextlib.asynccontextmanager
+    async def held(self, caller: str) -> AsyncIterator[None]:
+        """Wait for a place in ``caller``'s bulkhead (counted as waiting meanwhile) and hold
+        it for the block."""
+        sem = self.of(caller)
+        self._waiting[caller] = self._waiting.get(caller, 0) + 1
+        try:
+            await sem.acquire()
+        finally:
+            self._waiting[caller] -= 1
+        try:
+            yield
+        finally:
+            sem.release()
