@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import os
 import random
@@ -57,6 +58,7 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
+from trigger_service.core.errors import AdapterError
 from trigger_service.core.lag import LagTally
 from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
 from trigger_service.core.ports import (
@@ -74,6 +76,9 @@ log = structlog.get_logger("dispatcher")
 # A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
 # that starts late is given less time, down to this; with less left the claim is renewed.
 MIN_SEND_TIMEOUT_MS = 2_000
+# A send waiting for flow control renews its claim once less than MIN_SEND_TIMEOUT_MS and
+# this margin (more than ``flow_control.KEEP_EVERY_MS``) is left of it.
+KEEP_CLAIM_AHEAD_MS = 1_500
 # Outcomes recorded at once while sends are due: an outcome mostly waits (its write shares a
 # Paxos round with its wave's, waiting up to a few hundred ms for them), so the bound is on
 # the work after the wait, not on the waits.
@@ -115,6 +120,15 @@ def _partition(t: Trigger) -> tuple[int, int] | None:
     """The store partition of ``t``'s row, if known: claims of one share a Paxos round
     (``ClaimGate``)."""
     return None if t.home_at_ms is None else row_partition(t.home_at_ms, t.shard)
+
+
+@dataclass(slots=True)
+class _KeptClaim:
+    """A claim as kept fresh while its send waits for flow control."""
+
+    claimed: _Claimed
+    hidden_until_ms: int | None
+    lost: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,9 +311,17 @@ class Delivery:
                 return HELD_BACK
             return await self._store.get(claimed.trigger_id)
         # Flow control's place (before the bulkhead: a key at its bounds must not hold the
-        # caller's other sends), held until the send has answered.
-        async with (self.flow.admitted(claimed, claimed.claim_id or "")
+        # caller's other sends), held until the send has answered. A long wait for it keeps
+        # the claim fresh (renewed, the message kept hidden): a send that starts long after
+        # its claim's time is not taken over by another dispatcher meanwhile.
+        kept = _KeptClaim(c, hidden_until_ms)
+        async with (self.flow.admitted(claimed, claimed.claim_id or "",
+                                       lambda: self._keep_claim(m, kept))
                     if self.flow is not None else contextlib.nullcontext()):
+            if kept.lost:
+                return await self._store.get(claimed.trigger_id)
+            c, hidden_until_ms = kept.claimed, kept.hidden_until_ms
+            claimed = c.trigger
             self._sending += 1
             try:
                 self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
@@ -313,6 +335,29 @@ class Delivery:
                     self.bulkhead(claimed.caller).release()
             finally:
                 self._sending -= 1
+
+    async def _keep_claim(self, m: ReceivedMessage, kept: _KeptClaim) -> None:
+        """While a send waits for flow control: once its claim has less than a callback
+        timeout left before it goes stale, renew it (a new claim id and time, as
+        ``_send_in_bulkhead`` does) and keep the message hidden for it. A claim lost
+        meanwhile (taken over) is marked: the send is then not made."""
+        claimed = kept.claimed.trigger
+        left_ms = self._stale_at(claimed) - CLAIM_STALE_SLACK_MS // 2 - self._clock.now_ms()
+        if kept.lost or left_ms > MIN_SEND_TIMEOUT_MS + KEEP_CLAIM_AHEAD_MS:
+            return
+        renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
+                                      claimed_at_ms=self._clock.now_ms())
+        try:
+            if not await self._store.compare_and_set(claimed, renewed):
+                kept.lost = True
+                return
+            self._metrics.inc("claim_renewals_total")
+            kept.claimed = dataclasses.replace(kept.claimed, trigger=renewed)
+            if kept.hidden_until_ms is not None:
+                kept.hidden_until_ms = await self.visibility.keep_hidden(
+                    m, kept.hidden_until_ms, renewed.claimed_at_ms or 0)
+        except AdapterError as e:  # tried again at the next keep (or at the send)
+            log.warning("claim_keep_failed", trigger_id=claimed.trigger_id, error=str(e))
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None) -> Attempted | Trigger | None:
