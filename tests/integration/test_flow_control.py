@@ -84,7 +84,7 @@ async def create_herd(stack: Stack, url: str, due_ms: int) -> list[str]:
     for start in range(0, N, 1_000):
         items: list[dict[str, Any]] = [
             {"callbackUrl": url, "payload": {"i": i}, "fireAt": format_rfc3339_ms(due_ms),
-             "flowControl": flow} for i in range(start, start + 1_000)]
+             "flowControl": flow} for i in range(start, min(N, start + 1_000))]
         status, body = await post_batch(stack, items)
         assert status == 200
         assert {a["status"] for a in body["items"]} == {201}, body["items"][:3]

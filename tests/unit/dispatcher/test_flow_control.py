@@ -211,6 +211,37 @@ async def test_a_slot_far_ahead_goes_back_to_sqs_and_its_claim_is_timed_at_it() 
     assert [c.at_ms for c in env.channel.calls] == [first.fire_at_ms, slot_ms]
 
 
+async def test_a_long_wait_for_admission_keeps_the_claim_fresh() -> None:
+    """A send kept waiting by a full key (another dispatcher's sends) long past its claim's
+    time renews the claim while it waits, so no one takes it over; sent once, later."""
+    env = Env()
+    limiter = MemoryFlowLimiter()
+    d = env.dispatcher_with(flow=gate(env, limiter))
+    flow = FlowControl("busy", None, 1)
+    assert (await limiter.admit("busy", "elsewhere", env.clock.now_ms(), 60_000, 1, None)
+            )[0] is Admission.ADMITTED
+    t = await env.add(1_000, flow_control=flow)
+    await env.enqueue(t)
+    task = asyncio.create_task(d.handle((await env.receive())[0]))
+    claimed_at: set[int | None] = set()
+    for _ in range(300):  # 30 s waiting for the place
+        env.clock.advance_ms(100)
+        await settle()
+        row = env.row(t)
+        assert row.status is Status.IN_FLIGHT
+        stale_at = row.claim_stale_at_ms(int(env.settings.dispatch.callback_timeout_s * 1000))
+        assert env.clock.now_ms() < stale_at  # never stale: no one may take it over
+        claimed_at.add(row.claimed_at_ms)
+    assert len(claimed_at) > 3 and env.count("claim_renewals_total") == len(claimed_at) - 1
+    assert env.channel.calls == []
+    await limiter.release("busy", "elsewhere")
+    while not task.done():
+        env.clock.advance_ms(10)
+        await settle()
+    await task
+    assert len(env.channel.calls) == 1 and env.fired_count() == 1
+
+
 async def test_only_the_first_keys_get_their_own_label() -> None:
     """A key is the caller's to choose: the delay's label set stays bounded."""
     env = Env()
