@@ -32,8 +32,10 @@ RATE = 20
 PARALLELISM = 10
 HANDLER_S = 0.03  # a slow-ish receiver: 10 open at once allow ~330 a second, the rate 20
 # Arrivals are timed at the receiver, a network hop after the start the limiter counted:
-# a window this much shorter than 1 s absorbs that hop's jitter.
-HOP_MS = 20
+# a window this much shorter than 1 s absorbs that hop's jitter. On the loaded box the one
+# loop lags 0.1-0.5 s at times (measured), so the hop from admission to arrival varies by
+# more than a 50 ms interval: 20 ms here saw 21 arrivals in 980 ms once in three runs.
+HOP_MS = 100
 
 
 @dataclass
@@ -117,6 +119,7 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     assert spread_s <= N / RATE + 10  # and not far slower than the rate allows
     print(f"\nflow herd: {N} over {spread_s:.2f} s, first {times[0] - due_ms} ms after due, "
           f"max open {rec.max_open}, most in 1 s {most_in_a_window(times, 1_000)}, "
+          f"in 980 ms {most_in_a_window(times, 980)}, "
           f"{len(got) - N} duplicates")
     row = next(r for r in panel if r["key"] == f"partner-{stack.caller}")
     assert row["ratePerSecond"] == RATE and row["parallelism"] == PARALLELISM
