@@ -50,6 +50,7 @@ import structlog
 from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
 from dispatcher.breakers import Breakers
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
+from dispatcher.claim_keeping import ClaimKeeper, KeptClaim
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
 from dispatcher.flow_control import FlowGate
@@ -58,7 +59,6 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
 from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import AdapterError
 from trigger_service.core.lag import LagTally
 from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
 from trigger_service.core.ports import (
@@ -76,9 +76,6 @@ log = structlog.get_logger("dispatcher")
 # A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
 # that starts late is given less time, down to this; with less left the claim is renewed.
 MIN_SEND_TIMEOUT_MS = 2_000
-# A send waiting for flow control renews its claim once less than MIN_SEND_TIMEOUT_MS and
-# this margin (more than ``flow_control.KEEP_EVERY_MS``) is left of it.
-KEEP_CLAIM_AHEAD_MS = 1_500
 # Outcomes recorded at once while sends are due: an outcome mostly waits (its write shares a
 # Paxos round with its wave's, waiting up to a few hundred ms for them), so the bound is on
 # the work after the wait, not on the waits.
@@ -122,15 +119,6 @@ def _partition(t: Trigger) -> tuple[int, int] | None:
     return None if t.home_at_ms is None else row_partition(t.home_at_ms, t.shard)
 
 
-@dataclass(slots=True)
-class _KeptClaim:
-    """A claim as kept fresh while its send waits for flow control."""
-
-    claimed: _Claimed
-    hidden_until_ms: int | None
-    lost: bool = False
-
-
 @dataclass(frozen=True, slots=True)
 class _Claimed:
     before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
@@ -158,6 +146,9 @@ class Delivery:
         self._new_claim_id = claim_ids
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
         self.visibility = Visibility(deps.settings, deps.queue, deps.clock, deps.metrics)
+        self._keeper = ClaimKeeper(deps.store, self.visibility, deps.clock, deps.metrics,
+                                   claim_ids, int(self._d.callback_timeout_s * 1000),
+                                   MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, self._d), deps.clock, deps.metrics,
                                    self.name)
@@ -314,14 +305,14 @@ class Delivery:
         # caller's other sends), held until the send has answered. A long wait for it keeps
         # the claim fresh (renewed, the message kept hidden): a send that starts long after
         # its claim's time is not taken over by another dispatcher meanwhile.
-        kept = _KeptClaim(c, hidden_until_ms)
+        kept = KeptClaim(claimed, hidden_until_ms)
         async with (self.flow.admitted(claimed, claimed.claim_id or "",
-                                       lambda: self._keep_claim(m, kept))
+                                       lambda: self._keeper.keep(m, kept))
                     if self.flow is not None else contextlib.nullcontext()):
             if kept.lost:
                 return await self._store.get(claimed.trigger_id)
-            c, hidden_until_ms = kept.claimed, kept.hidden_until_ms
-            claimed = c.trigger
+            claimed, hidden_until_ms = kept.claimed, kept.hidden_until_ms
+            c = dataclasses.replace(c, trigger=claimed)
             self._sending += 1
             try:
                 self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
@@ -335,29 +326,6 @@ class Delivery:
                     self.bulkhead(claimed.caller).release()
             finally:
                 self._sending -= 1
-
-    async def _keep_claim(self, m: ReceivedMessage, kept: _KeptClaim) -> None:
-        """While a send waits for flow control: once its claim has less than a callback
-        timeout left before it goes stale, renew it (a new claim id and time, as
-        ``_send_in_bulkhead`` does) and keep the message hidden for it. A claim lost
-        meanwhile (taken over) is marked: the send is then not made."""
-        claimed = kept.claimed.trigger
-        left_ms = self._stale_at(claimed) - CLAIM_STALE_SLACK_MS // 2 - self._clock.now_ms()
-        if kept.lost or left_ms > MIN_SEND_TIMEOUT_MS + KEEP_CLAIM_AHEAD_MS:
-            return
-        renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
-                                      claimed_at_ms=self._clock.now_ms())
-        try:
-            if not await self._store.compare_and_set(claimed, renewed):
-                kept.lost = True
-                return
-            self._metrics.inc("claim_renewals_total")
-            kept.claimed = dataclasses.replace(kept.claimed, trigger=renewed)
-            if kept.hidden_until_ms is not None:
-                kept.hidden_until_ms = await self.visibility.keep_hidden(
-                    m, kept.hidden_until_ms, renewed.claimed_at_ms or 0)
-        except AdapterError as e:  # tried again at the next keep (or at the send)
-            log.warning("claim_keep_failed", trigger_id=claimed.trigger_id, error=str(e))
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None) -> Attempted | Trigger | None:
