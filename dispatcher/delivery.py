@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import enum
 import os
 import random
@@ -48,8 +49,11 @@ import structlog
 
 from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
 from dispatcher.breakers import Breakers
+from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
+from dispatcher.claim_keeping import ClaimKeeper, KeptClaim
 from dispatcher.endpoint_health import EndpointWatch
+from dispatcher.fair_share import caller_weights
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
 from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
 from dispatcher.flow_control import FlowGate
@@ -148,6 +152,9 @@ class Delivery:
         self._new_claim_id = claim_ids
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
         self.visibility = Visibility(deps.settings, deps.queue, deps.clock, deps.metrics)
+        self._keeper = ClaimKeeper(deps.store, self.visibility, deps.clock, deps.metrics,
+                                   claim_ids, int(self._d.callback_timeout_s * 1000),
+                                   MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, self._d), deps.clock, deps.metrics,
                                    self.name)
@@ -159,36 +166,17 @@ class Delivery:
         self._sending = 0  # sends due and not yet answered (_finish_slot)
         self._finish_slots = asyncio.Semaphore(FINISH_CONCURRENCY_WHILE_SENDING)
         self._wave = Waves()  # who may wait for company when recording an outcome
+        self.weight = caller_weights(callers)  # in fair shares (``fair_share``)
         self.gate = ClaimGate(deps.clock, min_lead_ms=self._d.claim_lead_ms,
                               max_lead_ms=self._d.claim_lead_max_ms,
                               concurrency=self._d.claim_concurrency,
                               weight=self.weight)
-        self._bulkheads: dict[str, asyncio.Semaphore] = {}
+        self.bulkheads = Bulkheads(callers, default_size=self._d.default_max_concurrency,
+                                   max_waiting=self._d.max_inflight)
         self.breakers = Breakers(deps.clock, deps.metrics, fail_max=self._d.breaker_fail_max,
                                  reset_s=self._d.breaker_reset_s,
                                  max_per_caller=self._d.breaker_max_origins)
         self.lag = LagTally()  # fire lag not yet published to the ops board
-        # Messages per caller waiting for its bulkhead. They do not count against the
-        # dispatcher's in-flight limit (a slow caller must not stop every receive); past
-        # max_inflight waiting for one caller they are deferred instead.
-        self._waiting: dict[str, int] = {}
-        self._max_waiting = max(1, self._d.max_inflight)
-
-    def weight(self, caller: str) -> int:
-        """The caller's weight in fair shares (``weight`` in the callers file; 1 for a
-        caller no longer in it)."""
-        c = self._callers.by_name(caller)
-        return c.weight if c is not None else 1
-
-    def bulkhead(self, caller: str) -> asyncio.Semaphore:
-        """The caller's concurrency limit (``max_concurrency`` in the callers file)."""
-        sem = self._bulkheads.get(caller)
-        if sem is None:
-            c = self._callers.by_name(caller)
-            size = (c.max_concurrency if c and c.max_concurrency
-                    else self._d.default_max_concurrency)
-            sem = self._bulkheads[caller] = asyncio.Semaphore(size)
-        return sem
 
     def breaker(self, caller: str, origin: str) -> CircuitBreaker | None:
         """The circuit of a caller's callbacks to an origin (``breaker.callback_origin``);
@@ -260,7 +248,9 @@ class Delivery:
         if expired(t, start_ms):  # past its deadline: dead-lettered, never sent
             await self.finishing.expire(m, t, start_ms, t.last_error)  # (a retry's: why)
             return None
-        if self._waiting.get(t.caller, 0) >= self._max_waiting:
+        if self.endpoints is not None and await self.endpoints.disabled_for(t):
+            return t  # disabled since the message was received: look again (it is held)
+        if self.bulkheads.full(t.caller):
             self._metrics.inc("bulkhead_deferrals_total")
             await self.visibility.defer(m, 1)
             return None
@@ -294,7 +284,7 @@ class Delivery:
     @property
     def waiting(self) -> int:
         """Messages waiting for a caller's bulkhead, over all callers."""
-        return sum(self._waiting.values())
+        return self.bulkheads.waiting
 
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
@@ -315,20 +305,21 @@ class Delivery:
                 return HELD_BACK
             return await self._store.get(claimed.trigger_id)
         # Flow control's place (before the bulkhead: a key at its bounds must not hold the
-        # caller's other sends), held until the send has answered.
-        async with (self.flow.admitted(claimed, claimed.claim_id or "")
+        # caller's other sends), held until the send has answered. A long wait for it keeps
+        # the claim fresh (renewed, the message kept hidden): a send that starts long after
+        # its claim's time is not taken over by another dispatcher meanwhile.
+        kept = KeptClaim(claimed, hidden_until_ms)
+        async with (self.flow.admitted(claimed, claimed.claim_id or "",
+                                       lambda: self._keeper.keep(m, kept))
                     if self.flow is not None else contextlib.nullcontext()):
+            if kept.lost:
+                return await self._store.get(claimed.trigger_id)
+            claimed, hidden_until_ms = kept.claimed, kept.hidden_until_ms
+            c = dataclasses.replace(c, trigger=claimed)
             self._sending += 1
             try:
-                self._waiting[claimed.caller] = self._waiting.get(claimed.caller, 0) + 1
-                try:
-                    await self.bulkhead(claimed.caller).acquire()
-                finally:
-                    self._waiting[claimed.caller] -= 1
-                try:
+                async with self.bulkheads.held(claimed.caller):
                     return await self._send_in_bulkhead(m, c, hidden_until_ms)
-                finally:
-                    self.bulkhead(claimed.caller).release()
             finally:
                 self._sending -= 1
 

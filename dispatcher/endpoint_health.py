@@ -104,6 +104,10 @@ class EndpointWatch:
         h = self._known.get((caller, origin))
         return h is not None and h.disabled_at_ms is not None
 
+    async def disabled_for(self, t: Trigger) -> bool:
+        """Is ``t``'s webhook endpoint disabled (notification channels have none)?"""
+        return t.plan is None and await self.disabled(t.caller, endpoint_origin(t.callback_url))
+
     # --- the attempts' outcomes -----------------------------------------------------------
     async def observe(self, t: Trigger, result: DeliveryResult) -> None:
         """Count one webhook attempt's answer (a refused URL says nothing of the origin).

@@ -26,6 +26,8 @@ from collections import Counter, deque
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from trigger_service.config.live_callers import Callers
+
 Weight = Callable[[str], int]
 
 
@@ -206,3 +208,12 @@ class FairSlots:
         if not queue:
             del self._queues[caller]
         fut.set_result(None)
+
+
+def caller_weights(callers: Callers) -> Callable[[str], int]:
+    """Each caller's weight in fair shares (``weight`` in the callers file; 1 for a caller
+    no longer in it), read at each use: a reloaded file applies at once."""
+    def weight(caller: str) -> int:
+        c = callers.by_name(caller)
+        return c.weight if c is not None else 1
+    return weight

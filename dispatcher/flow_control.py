@@ -16,7 +16,13 @@ Where it acts, and why there:
    slot never bunches with the ones on time). Released when the send has answered; a dead
    dispatcher's lease ends by itself. Each delivery asks once at its slot (a herd on
    schedule is admitted at once); those refused queue per key within a process and only the
-   head asks again, so a full key costs one Redis call per poll, not one per waiter.
+   first ``ASKERS`` of them (at most the key's parallelism) ask again, each at once when a
+   send of the key ends in this process, after ``POLL_MS`` while the key is full elsewhere,
+   or when its window's oldest start leaves it. Their asks share Redis round trips (the
+   limiter pipelines them), so a backlog drains up to ``ASKERS`` admissions per round trip,
+   not one (one at a time fell behind 100 a second on a busy loop, and the claims of those
+   waiting went stale), while a full key costs a few Redis calls per poll, not one per
+   waiter. A long wait keeps the caller's claim fresh (``keep``).
 
 Fails open: a Redis error delivers without flow control (``flow_control_fail_open_total``).
 The delay flow control adds (start minus due time) is ``flow_control_delay_seconds{key}``:
@@ -31,8 +37,9 @@ import asyncio
 import contextlib
 import statistics
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
@@ -47,12 +54,85 @@ from trigger_service.platform.supervisor import every
 
 log = structlog.get_logger("dispatcher")
 
-POLL_MS = 10  # how often the head of a key's queue asks again while its parallelism is full
+POLL_MS = 10  # how often a key's askers ask again while its parallelism is full elsewhere
+ASKERS = 16  # at most this many of a key's queued waiters in a process ask at once
+KEEP_EVERY_MS = 1_000  # how often a waiter's ``keep`` is called while it waits
 LABELLED_KEYS = 20
 KEPT_KEYS = 500  # keys whose recent delays a process keeps (least recently used dropped)
 RECENT_S = 60  # the ops page's delays are over this window
 PUBLISH_EVERY_S = 1.0
 VIEW_TTL_S = 30
+
+
+class _Waiter:
+    """Awaits what a waiter waits for while calling its ``keep`` every ``KEEP_EVERY_MS``
+    (the clock's time)."""
+
+    def __init__(self, clock: Clock, keep: Callable[[], Awaitable[None]] | None) -> None:
+        self._clock = clock
+        self._keep = keep
+        self._next_keep_ms = clock.now_ms() + KEEP_EVERY_MS
+
+    async def until(self, what: Awaitable[Any], timeout_ms: int | None = None
+                    ) -> bool:
+        """True once ``what`` is done; False after ``timeout_ms`` (``what`` cancelled)."""
+        if self._keep is None and timeout_ms is None:
+            await what
+            return True
+        end_ms = None if timeout_ms is None else self._clock.now_ms() + timeout_ms
+        task = asyncio.ensure_future(what)
+        try:
+            while not task.done():
+                limits = [x for x in (end_ms, self._next_keep_ms if self._keep else None)
+                          if x is not None]
+                timer = asyncio.ensure_future(self._clock.sleep_until_ms(min(limits)))
+                try:
+                    await asyncio.wait([task, timer], return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    timer.cancel()
+                if task.done():
+                    break
+                if self._keep is not None and self._clock.now_ms() >= self._next_keep_ms:
+                    await self._keep()
+                    self._next_keep_ms = self._clock.now_ms() + KEEP_EVERY_MS
+                if end_ms is not None and self._clock.now_ms() >= end_ms and not task.done():
+                    return False
+            task.result()
+            return True
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+class _Queue:
+    """A key's waiters in this process: ``askers`` bounds those asking Redis at once; those
+    of them refused for a full parallelism sleep in ``sleepers``, one woken per send of the
+    key ending here."""
+
+    def __init__(self, askers: int) -> None:
+        self.askers = asyncio.Semaphore(askers)
+        self.sleepers: deque[asyncio.Future[None]] = deque()
+        self.users = 0
+
+    def wake(self) -> None:
+        while self.sleepers:
+            sleeper = self.sleepers.popleft()
+            if not sleeper.done():
+                sleeper.set_result(None)
+                return
+
+    async def sleep(self, waiter: _Waiter) -> None:
+        """Until woken, or a poll (one per ``POLL_MS`` over all sleepers: a place freed
+        by another process is found as soon as by one head asking alone)."""
+        sleeper: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.sleepers.append(sleeper)
+        try:
+            await waiter.until(sleeper, POLL_MS * len(self.sleepers))
+        finally:
+            if sleeper in self.sleepers:
+                self.sleepers.remove(sleeper)
 
 
 @dataclass
@@ -74,7 +154,7 @@ class FlowGate:
         self._lease_ms = lease_ms
         self._board = board
         self.source = source
-        self._queues: dict[str, tuple[asyncio.Lock, list[int]]] = {}  # key → lock, users
+        self._queues: dict[str, _Queue] = {}
         self._stats: OrderedDict[str, _KeyStats] = OrderedDict()
         self._labelled: set[str] = set()
 
@@ -106,54 +186,75 @@ class FlowGate:
             return due_ms
 
     @contextlib.asynccontextmanager
-    async def admitted(self, t: Trigger, holder: str) -> AsyncIterator[None]:
+    async def admitted(self, t: Trigger, holder: str,
+                       keep: Callable[[], Awaitable[None]] | None = None
+                       ) -> AsyncIterator[None]:
         """Wait until ``t``'s delivery may start under its key's bounds, hold its place for
-        the block (the send), then give it back. Without flow control: at once."""
+        the block (the send), then give it back. Without flow control: at once. ``keep``
+        is awaited about every ``KEEP_EVERY_MS`` while the wait lasts (the caller keeps
+        its claim fresh: a send that starts long after its claim's time must not be taken
+        over); never once admitted."""
         fc = self.policy(t)
         if fc is None:
             yield
             return
-        held = await self._admit(fc, holder)
+        held = await self._admit(fc, holder, keep)
         stats = self._observe(fc, max(0, self._clock.now_ms() - t.due_at_ms()))
         stats.open += 1
         try:
             yield
         finally:
             stats.open -= 1
+            queue = self._queues.get(fc.key)
             if held:
                 try:
                     await self._limiter.release(fc.key, holder)
                 except AdapterError:
                     pass  # its lease ends by itself (``lease_ms``)
+            if queue is not None:
+                queue.wake()  # a place is free: this process's waiters ask at once
 
-    async def _admit(self, fc: FlowControl, holder: str) -> bool:
+    async def _admit(self, fc: FlowControl, holder: str,
+                     keep: Callable[[], Awaitable[None]] | None) -> bool:
         """True once admitted; False if Redis failed (delivered anyway: fail open). The
         first ask is made at once (a herd on schedule is admitted without waiting for one
-        another); one refused waits in the key's local queue, whose head alone asks again."""
+        another); one refused waits in the key's local queue, of which up to ``ASKERS``
+        ask again at once."""
         window = rate_window(fc.rate_per_second) if fc.rate_per_second else None
 
         async def ask() -> tuple[Admission, int]:
             return await self._limiter.admit(fc.key, holder, self._clock.now_ms(),
                                              self._lease_ms, fc.parallelism, window)
 
-        lock, users = self._queues.setdefault(fc.key, (asyncio.Lock(), [0]))
-        users[0] += 1
+        queue = self._queues.get(fc.key)
+        if queue is None:
+            queue = self._queues[fc.key] = _Queue(min(ASKERS, fc.parallelism or ASKERS))
+        queue.users += 1
+        waiter = _Waiter(self._clock, keep)
         try:
             if (await ask())[0] is Admission.ADMITTED:
                 return True
-            async with lock:
+            self._metrics.inc("flow_control_waits_total")
+            while not await waiter.until(queue.askers.acquire()):
+                pass
+            try:
                 while True:
                     verdict, wait_ms = await ask()
                     if verdict is Admission.ADMITTED:
                         return True
-                    await self._clock.sleep_ms(
-                        min(wait_ms, POLL_MS) if verdict is Admission.FULL else wait_ms)
+                    if verdict is Admission.FULL:
+                        # Woken by a send ending here, else asks again after a poll.
+                        await queue.sleep(waiter)
+                    else:  # the window: when its oldest start leaves it
+                        await waiter.until(self._clock.sleep_ms(wait_ms))
+            finally:
+                queue.askers.release()
         except AdapterError as e:
             self._fail_open("admit", fc, e)
             return False
         finally:
-            users[0] -= 1
-            if not users[0]:
+            queue.users -= 1
+            if not queue.users and self._queues.get(fc.key) is queue:
                 del self._queues[fc.key]
 
     def _fail_open(self, what: str, fc: FlowControl, e: Exception) -> None:

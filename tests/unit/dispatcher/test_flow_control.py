@@ -15,6 +15,7 @@ from tests.unit.dispatcher.fakes import CALLER, START_MS, VISIBILITY_S, Env, set
 from trigger_service.adapters.memory_flow import MemoryFlowLimiter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.flow import FlowControl
+from trigger_service.core.flow_ports import Admission
 from trigger_service.core.model import Status
 
 pytestmark = pytest.mark.timeout(20)
@@ -88,6 +89,72 @@ async def test_at_most_parallelism_are_open_and_the_next_starts_when_one_ends() 
     assert entered == [0, 1, 2]
 
 
+class RoundTrips(MemoryFlowLimiter):
+    """The in-memory limiter behind a network: each ask waits for the next round trip
+    (``trip``), as asks sharing Redis's pipelined round trips do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._trip = asyncio.Event()
+        self.asking = 0
+
+    async def admit(self, key: str, holder: str, now_ms: int, lease_ms: int,
+                    parallelism: int | None, window: tuple[int, int] | None
+                    ) -> tuple[Admission, int]:
+        self.asking += 1
+        try:
+            await self._trip.wait()
+        finally:
+            self.asking -= 1
+        return await super().admit(key, holder, now_ms, lease_ms, parallelism, window)
+
+    async def trip(self) -> None:
+        """One round trip: every ask made so far is answered."""
+        self._trip.set()
+        self._trip = asyncio.Event()
+        await settle()
+
+
+async def test_a_backlog_drains_several_admissions_per_round_trip_not_one() -> None:
+    """Waiters refused for a full key ask again side by side (up to the parallelism),
+    woken by the sends ending here: one round trip admits as many as there are places,
+    where one head asking alone admitted one per round trip (a busy loop then fell behind
+    the rate, and the claims of those waiting went stale)."""
+    env = Env()
+    limiter = RoundTrips()
+    g = gate(env, limiter)
+    t = await env.add(0, flow_control=FlowControl("p", None, 5))
+    release = asyncio.Event()
+    entered: list[int] = []
+
+    async def send(n: int) -> None:
+        async with g.admitted(t, f"h{n}"):
+            entered.append(n)
+            if n < 5:
+                await release.wait()
+
+    tasks = [asyncio.create_task(send(n)) for n in range(5)]
+    await settle()
+    await limiter.trip()
+    assert entered == [0, 1, 2, 3, 4]
+    tasks += [asyncio.create_task(send(n)) for n in range(5, 15)]
+    await settle()
+    await limiter.trip()  # all refused: the key is full
+    assert len(entered) == 5
+    release.set()  # the five sends end here
+    await settle()
+    env.clock.advance_ms(10)  # a poll's worth too
+    await settle()
+    assert limiter.asking == 5  # five ask at once, not one
+    await limiter.trip()
+    assert len(entered) == 10  # five places, five admitted in one round trip
+    while not all(task.done() for task in tasks):
+        env.clock.advance_ms(10)
+        await limiter.trip()
+    await asyncio.gather(*tasks)
+    assert sorted(entered) == list(range(15))
+
+
 async def _run_herd(env: Env, n: int) -> None:
     d = env.dispatcher_with(flow=gate(env))
     herd = [await env.add(2_000, flow_control=FLOW) for _ in range(n)]
@@ -142,6 +209,37 @@ async def test_a_slot_far_ahead_goes_back_to_sqs_and_its_claim_is_timed_at_it() 
     env.clock.set_ms(slot_ms)
     await task
     assert [c.at_ms for c in env.channel.calls] == [first.fire_at_ms, slot_ms]
+
+
+async def test_a_long_wait_for_admission_keeps_the_claim_fresh() -> None:
+    """A send kept waiting by a full key (another dispatcher's sends) long past its claim's
+    time renews the claim while it waits, so no one takes it over; sent once, later."""
+    env = Env()
+    limiter = MemoryFlowLimiter()
+    d = env.dispatcher_with(flow=gate(env, limiter))
+    flow = FlowControl("busy", None, 1)
+    assert (await limiter.admit("busy", "elsewhere", env.clock.now_ms(), 60_000, 1, None)
+            )[0] is Admission.ADMITTED
+    t = await env.add(1_000, flow_control=flow)
+    await env.enqueue(t)
+    task = asyncio.create_task(d.handle((await env.receive())[0]))
+    claimed_at: set[int | None] = set()
+    for _ in range(300):  # 30 s waiting for the place
+        env.clock.advance_ms(100)
+        await settle()
+        row = env.row(t)
+        assert row.status is Status.IN_FLIGHT
+        stale_at = row.claim_stale_at_ms(int(env.settings.dispatch.callback_timeout_s * 1000))
+        assert env.clock.now_ms() < stale_at  # never stale: no one may take it over
+        claimed_at.add(row.claimed_at_ms)
+    assert len(claimed_at) > 3 and env.count("claim_renewals_total") == len(claimed_at) - 1
+    assert env.channel.calls == []
+    await limiter.release("busy", "elsewhere")
+    while not task.done():
+        env.clock.advance_ms(10)
+        await settle()
+    await task
+    assert len(env.channel.calls) == 1 and env.fired_count() == 1
 
 
 async def test_only_the_first_keys_get_their_own_label() -> None:
