@@ -198,8 +198,8 @@ class FlowGate:
         if fc is None:
             yield
             return
-        held = await self._admit(fc, holder, keep)
-        stats = self._observe(fc, max(0, self._clock.now_ms() - t.due_at_ms()))
+        held, started_ms = await self._admit(fc, holder, keep)
+        stats = self._observe(fc, started_ms, max(0, started_ms - t.due_at_ms()))
         stats.open += 1
         try:
             yield
@@ -215,15 +215,19 @@ class FlowGate:
                 queue.wake()  # a place is free: this process's waiters ask at once
 
     async def _admit(self, fc: FlowControl, holder: str,
-                     keep: Callable[[], Awaitable[None]] | None) -> bool:
-        """True once admitted; False if Redis failed (delivered anyway: fail open). The
+                     keep: Callable[[], Awaitable[None]] | None) -> tuple[bool, int]:
+        """(True, the start the limiter counted) once admitted; (False, now) if Redis
+        failed (delivered anyway: fail open). The
         first ask is made at once (a herd on schedule is admitted without waiting for one
         another); one refused waits in the key's local queue, of which up to ``ASKERS``
         ask again at once."""
         window = rate_window(fc.rate_per_second) if fc.rate_per_second else None
 
+        asked_ms = [0]  # the time the last ask gave the limiter: the start it counts
+
         async def ask() -> tuple[Admission, int]:
-            return await self._limiter.admit(fc.key, holder, self._clock.now_ms(),
+            asked_ms[0] = self._clock.now_ms()
+            return await self._limiter.admit(fc.key, holder, asked_ms[0],
                                              self._lease_ms, fc.parallelism, window)
 
         queue = self._queues.get(fc.key)
@@ -233,7 +237,7 @@ class FlowGate:
         waiter = _Waiter(self._clock, keep)
         try:
             if (await ask())[0] is Admission.ADMITTED:
-                return True
+                return True, asked_ms[0]
             self._metrics.inc("flow_control_waits_total")
             while not await waiter.until(queue.askers.acquire()):
                 pass
@@ -241,7 +245,7 @@ class FlowGate:
                 while True:
                     verdict, wait_ms = await ask()
                     if verdict is Admission.ADMITTED:
-                        return True
+                        return True, asked_ms[0]
                     if verdict is Admission.FULL:
                         # Woken by a send ending here, else asks again after a poll.
                         await queue.sleep(waiter)
@@ -251,7 +255,7 @@ class FlowGate:
                 queue.askers.release()
         except AdapterError as e:
             self._fail_open("admit", fc, e)
-            return False
+            return False, self._clock.now_ms()
         finally:
             queue.users -= 1
             if not queue.users and self._queues.get(fc.key) is queue:
@@ -261,7 +265,7 @@ class FlowGate:
         self._metrics.inc("flow_control_fail_open_total")
         log.warning("flow_control_fail_open", step=what, key=fc.key, error=str(e))
 
-    def _observe(self, fc: FlowControl, delay_ms: int) -> _KeyStats:
+    def _observe(self, fc: FlowControl, started_ms: int, delay_ms: int) -> _KeyStats:
         if fc.key in self._labelled or len(self._labelled) < LABELLED_KEYS:
             self._labelled.add(fc.key)
             label = fc.key
@@ -270,13 +274,19 @@ class FlowGate:
         self._metrics.observe("flow_control_delay_seconds", delay_ms / 1000, key=label)
         stats = self._stats.pop(fc.key, None) or _KeyStats(fc)
         stats.flow = fc
-        stats.recent.append((self._clock.now_ms(), delay_ms / 1000))
+        stats.recent.append((started_ms, delay_ms / 1000))
         self._stats[fc.key] = stats  # the most recently used last
         if len(self._stats) > KEPT_KEYS:
             for key, old in list(self._stats.items())[:len(self._stats) - KEPT_KEYS]:
                 if not old.open:
                     del self._stats[key]
         return stats
+
+    def starts_ms(self, key: str) -> list[int]:
+        """The starts of ``key``'s deliveries this process made lately (at most the last
+        1,000), as the limiter counted them."""
+        stats = self._stats.get(key)
+        return [at_ms for at_ms, _ in stats.recent] if stats is not None else []
 
     def views(self) -> list[FlowView]:
         """Each key started in the last ``RECENT_S`` or open now, with its recent delays."""

@@ -31,11 +31,10 @@ N = 300
 RATE = 20
 PARALLELISM = 10
 HANDLER_S = 0.03  # a slow-ish receiver: 10 open at once allow ~330 a second, the rate 20
-# Arrivals are timed at the receiver, a network hop after the start the limiter counted:
-# a window this much shorter than 1 s absorbs that hop's jitter. On the loaded box the one
-# loop lags 0.1-0.5 s at times (measured), so the hop from admission to arrival varies by
-# more than a 50 ms interval: 20 ms here saw 21 arrivals in 980 ms once in three runs.
-HOP_MS = 100
+# The rate is checked on the starts the limiter counted (each dispatcher's record of the
+# time it gave Redis when admitted), not on arrivals: the receiver shares the loaded box's
+# one loop, which lags 0.1-0.5 s at times (measured), so arrivals bunch after a stall
+# (21 in 900 ms was seen with the starts at the rate).
 
 
 @dataclass
@@ -108,20 +107,25 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     panel = await ops_flow(stack)
     times = sorted(a.at_ms for a in rec.arrivals)
     got = [a.trigger_id for a in rec.arrivals]
+    key = f"partner-{stack.caller}"
+    starts = sorted(t for h in stack._dispatchers
+                    for t in (h.dispatcher.delivery.flow.starts_ms(key)
+                              if h.dispatcher.delivery.flow is not None else []))
     # Every one delivered (at least once: a receiver dedupes by X-Trigger-Id; a claim that
     # went stale on a starved machine may deliver one twice, and the bounds hold for all).
     assert sorted(set(got)) == sorted(ids)
     assert times[0] >= due_ms  # none before its due time
     assert rec.max_open <= PARALLELISM
-    assert most_in_a_window(times, 1_000 - HOP_MS) <= RATE
+    assert len(starts) >= N and starts[0] >= due_ms
+    assert most_in_a_window(starts, 1_000) <= RATE
     spread_s = (times[-1] - times[0]) / 1000
     assert spread_s >= (N - RATE) / RATE - 0.5  # ~N / RATE s: the rate, not faster
     assert spread_s <= N / RATE + 10  # and not far slower than the rate allows
     print(f"\nflow herd: {N} over {spread_s:.2f} s, first {times[0] - due_ms} ms after due, "
-          f"max open {rec.max_open}, most in 1 s {most_in_a_window(times, 1_000)}, "
-          f"in 980 ms {most_in_a_window(times, 980)}, "
+          f"max open {rec.max_open}, most started in 1 s {most_in_a_window(starts, 1_000)}, "
+          f"most arrived in 1 s {most_in_a_window(times, 1_000)}, "
           f"{len(got) - N} duplicates")
-    row = next(r for r in panel if r["key"] == f"partner-{stack.caller}")
+    row = next(r for r in panel if r["key"] == key)
     assert row["ratePerSecond"] == RATE and row["parallelism"] == PARALLELISM
     assert row["delayMaxSeconds"] >= 0.75 * N / RATE
 
