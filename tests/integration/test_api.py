@@ -39,7 +39,8 @@ async def test_register_get_and_list(stack: Stack) -> None:
                         "firedAt", "callbackUrl", "payload", "timeZone", "localTime", "rrule",
                         "cron", "dstPolicy", "exdates", "catchUp", "nextFireAt", "occurrencesFired",
                         "snoozedFrom", "channels", "acknowledged", "jitterSeconds", "scheduledAt",
-                        "tags", "labels", "recipient", "resolvedTimeZone"}
+                        "tags", "labels", "recipient", "resolvedTimeZone", "expiresAt",
+                        "maxLatenessSeconds", "flowControl"}
 
 
 async def test_fire_at_with_offset_is_stored_in_utc(stack: Stack) -> None:
