@@ -67,7 +67,7 @@ async def test_a_delivery_shows_its_fire_lag_and_its_origin_on_the_overview(
     assert isinstance(body["queues"]["deadLetter"], int)
     assert set(body["deadLetters"]["byReason"]) == {
         "max_attempts", "max_age", "gone", "callback_not_allowed", "budget_exhausted",
-        "recipient_deleted", "endpoint_disabled"}
+        "recipient_deleted", "expired", "endpoint_disabled"}
     resp = await stack.client.get("/v1/ops/overview", headers=stack.auth())
     assert resp.status == 403 and (await resp.json())["error"] == "forbidden"
 
