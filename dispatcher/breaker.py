@@ -16,10 +16,7 @@ does not finish (cancelled, or an error before its outcome) counts as neither (`
 
 from __future__ import annotations
 
-import functools
 from enum import StrEnum
-
-from yarl import URL
 
 from trigger_service.core.ports import Clock
 
@@ -32,16 +29,6 @@ class BreakerState(StrEnum):
 
 # For the ``breaker_state`` gauge: higher is worse (multiprocess mode keeps the max).
 STATE_CODES = {BreakerState.CLOSED: 0, BreakerState.HALF_OPEN: 1, BreakerState.OPEN: 2}
-
-
-@functools.lru_cache(maxsize=4096)
-def callback_origin(url: str) -> str:
-    """``scheme://host:port`` of a callback URL, the port always written (80 for http)."""
-    u = URL(url)
-    host = (u.host or "").lower()
-    if ":" in host:
-        host = f"[{host}]"  # IPv6
-    return f"{u.scheme}://{host}:{u.port}"
 
 
 class CircuitBreaker:

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from dispatcher.breaker import CircuitBreaker, TrialSlot, callback_origin
+from dispatcher.breaker import CircuitBreaker, TrialSlot
 from dispatcher.breakers import Breakers
 from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
@@ -74,6 +74,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
 )
 from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")
 

@@ -32,7 +32,6 @@ from trigger_service.core.endpoint_health import (
     OnDisabled,
     disable_due,
     disabled_event,
-    endpoint_origin,
     failed_again,
     first_failure,
     write_due,
@@ -48,6 +47,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
+from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")
 
@@ -106,7 +106,7 @@ class EndpointWatch:
 
     async def disabled_for(self, t: Trigger) -> bool:
         """Is ``t``'s webhook endpoint disabled (notification channels have none)?"""
-        return t.plan is None and await self.disabled(t.caller, endpoint_origin(t.callback_url))
+        return t.plan is None and await self.disabled(t.caller, callback_origin(t.callback_url))
 
     # --- the attempts' outcomes -----------------------------------------------------------
     async def observe(self, t: Trigger, result: DeliveryResult) -> None:
@@ -114,7 +114,7 @@ class EndpointWatch:
         Never raises for the store (logged: the next failure tries again)."""
         if result.refused or t.plan is not None:
             return
-        key = (t.caller, endpoint_origin(t.callback_url))
+        key = (t.caller, callback_origin(t.callback_url))
         try:
             if result.origin_failed:
                 await self._failed(key, result.error or f"HTTP {result.status_code}")
@@ -210,7 +210,7 @@ class EndpointHold:
     async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
         """Whether ``t`` (PENDING) was held here (the message is then dealt with)."""
         if t.plan is not None or not await self.watch.disabled(
-                t.caller, endpoint_origin(t.callback_url)):
+                t.caller, callback_origin(t.callback_url)):
             return False
         c = self._callers.by_name(t.caller)
         self._metrics.inc("endpoint_held_total", caller=t.caller)

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import ANY_RECIPIENT, Stack
-from trigger_service.core.endpoint_health import endpoint_origin, first_failure
+from trigger_service.core.endpoint_health import first_failure
 from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.urls import callback_origin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -35,7 +36,7 @@ async def _letters(stack: Stack) -> list[dict[str, Any]]:
 
 
 async def test_dead_lettered_while_disabled_then_replayed_once(stack: Stack) -> None:
-    origin = endpoint_origin(stack.receiver.base_url)
+    origin = callback_origin(stack.receiver.base_url)
     now_ms = int(time.time() * 1000)
     since_ms = now_ms - 1_000
     health = stack.runtime.endpoint_health  # as a dispatcher writes it after the failures

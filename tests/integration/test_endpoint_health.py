@@ -24,8 +24,9 @@ from typer.testing import CliRunner
 from tests.integration.conftest import Stack, serving
 from trigger_client import AsyncTriggerClient, TriggerClient
 from trigger_client.cli.main import app
-from trigger_service.core.endpoint_health import endpoint_origin, first_failure
+from trigger_service.core.endpoint_health import first_failure
 from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.urls import callback_origin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -93,7 +94,7 @@ async def test_a_success_resets_a_failing_endpoint(stack: Stack) -> None:
 
     assert await _until(failing, 10)
     [e] = await _endpoints(stack)
-    assert e["origin"] == endpoint_origin(stack.receiver.base_url) and e["failures"] >= 1
+    assert e["origin"] == callback_origin(stack.receiver.base_url) and e["failures"] >= 1
     assert e["lastError"] and e["disabledAt"] is None
     assert (await stack.wait_status(tid, "FIRED", 10))["status"] == "FIRED"
 
@@ -106,7 +107,7 @@ async def test_a_success_resets_a_failing_endpoint(stack: Stack) -> None:
 async def test_disabled_after_continuous_failure_then_held_then_replayed_once(
         stack: Stack, ops: OpsReceiver) -> None:
     stack.receiver.default_status = 503
-    origin = endpoint_origin(stack.receiver.base_url)
+    origin = callback_origin(stack.receiver.base_url)
     await stack.start_dispatcher(endpoints=True)
     # Failures spread over more than 3 s: three attempts each, a second apart.
     failing = [await _register(stack, ms) for ms in (300, 1_500, 3_000)]
@@ -185,7 +186,7 @@ async def test_the_enable_routes_refuse_bad_input(stack: Stack) -> None:
 
 async def _seed_disabled(stack: Stack) -> str:
     """A disabled record of the test caller's receiver, as a dispatcher writes it."""
-    origin = endpoint_origin(stack.receiver.base_url)
+    origin = callback_origin(stack.receiver.base_url)
     now_ms = int(time.time() * 1000)
     health = stack.runtime.endpoint_health
     h = await health.note_first_failure(first_failure(stack.caller, origin, now_ms - 9_000,

@@ -12,7 +12,8 @@ from playwright.async_api import Browser, expect
 
 from tests.integration.conftest import Stack
 from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
-from trigger_service.core.endpoint_health import endpoint_origin, failed_again, first_failure
+from trigger_service.core.endpoint_health import failed_again, first_failure
+from trigger_service.core.urls import callback_origin
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ async def test_operator_sees_a_disabled_endpoint_and_enables_it(
         stack: Stack, browser: Browser) -> None:  # noqa: F811 (the fixture imported)
     # The record a dispatcher would have written after days of 503s (the dispatcher's part:
     # tests/integration/test_endpoint_health.py).
-    origin = endpoint_origin(stack.receiver.base_url)
+    origin = callback_origin(stack.receiver.base_url)
     now_ms = int(time.time() * 1000)
     health = stack.runtime.endpoint_health
     h = await health.note_first_failure(first_failure(stack.caller, origin,

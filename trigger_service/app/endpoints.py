@@ -34,7 +34,6 @@ from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
     enabled_event,
-    endpoint_origin,
     origin_prefix,
 )
 from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
@@ -43,6 +42,7 @@ from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, ListCursor
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
+from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger(__name__)
 
@@ -127,4 +127,4 @@ class EndpointService:
 
 def _held_for(t: Trigger, origin: str, since_ms: int) -> bool:
     return (t.last_error == ENDPOINT_DISABLED and t.plan is None
-            and endpoint_origin(t.callback_url) == origin and t.due_at_ms() >= since_ms)
+            and callback_origin(t.callback_url) == origin and t.due_at_ms() >= since_ms)

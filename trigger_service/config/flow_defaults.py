@@ -14,26 +14,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from yarl import URL
-
+from trigger_service.core.endpoint_health import parse_origin
 from trigger_service.core.errors import ConfigError, InvalidRequest
 from trigger_service.core.flow import FlowControl, parse_flow_control
+from trigger_service.core.urls import callback_origin
 
 
 @dataclass(frozen=True, slots=True)
 class FlowDefault:
-    origin: str  # ``origin_of``'s form
+    origin: str  # ``core.urls.callback_origin``'s form
     rate_per_second: float | None
     parallelism: int | None
-
-
-def origin_of(url: str) -> str:
-    """``scheme://host:port`` of a URL, the port always written (the breakers' form)."""
-    u = URL(url)
-    host = (u.host or "").lower()
-    if ":" in host:
-        host = f"[{host}]"  # IPv6
-    return f"{u.scheme}://{host}:{u.port}"
 
 
 def parse_flow_defaults(raw: object, where: str) -> tuple[FlowDefault, ...]:
@@ -50,9 +41,9 @@ def parse_flow_defaults(raw: object, where: str) -> tuple[FlowDefault, ...]:
             raise ConfigError(f"{at}: a table of origin, rate_per_second, parallelism")
         origin = entry.get("origin")
         try:
-            if not isinstance(origin, str) or URL(origin).scheme not in ("http", "https"):
+            norm = parse_origin(origin) if isinstance(origin, str) else None
+            if norm is None:
                 raise ValueError(origin)
-            norm = origin_of(origin)
             fc = parse_flow_control({"key": "default", "ratePerSecond": entry.get(
                 "rate_per_second"), "parallelism": entry.get("parallelism")})
         except (ValueError, InvalidRequest) as e:
@@ -71,7 +62,7 @@ def default_flow(caller: str, defaults: tuple[FlowDefault, ...],
     if not defaults or not callback_url:
         return None
     try:
-        origin = origin_of(callback_url)
+        origin = callback_origin(callback_url)
     except ValueError:
         return None
     for d in defaults:

@@ -22,9 +22,9 @@ import hashlib
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Any
-from urllib.parse import urlsplit
 
 from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.urls import UrlError, normalise_callback_url
 
 # ``last_error`` of an occurrence held for a disabled endpoint (the marker the replay reads).
 ENDPOINT_DISABLED = "endpoint_disabled"
@@ -54,7 +54,7 @@ class EndpointHealth:
     a reset and a new first failure make another record)."""
 
     caller: str
-    origin: str  # ``endpoint_origin``
+    origin: str  # ``callback_origin``
     first_failure_at_ms: int
     last_failure_at_ms: int
     failures: int
@@ -71,17 +71,6 @@ class EndpointHealth:
         return self.caller, self.origin
 
 
-def endpoint_origin(url: str) -> str:
-    """``scheme://host:port`` of a (normalised) callback URL, the port always written, an
-    IPv6 host in brackets: the same string the dispatcher's breakers key on."""
-    u = urlsplit(url)
-    host = (u.hostname or "").lower()
-    if ":" in host:
-        host = f"[{host}]"
-    port = u.port or (443 if u.scheme == "https" else 80)
-    return f"{u.scheme}://{host}:{port}"
-
-
 def origin_prefix(origin: str) -> str:
     """The start of every stored callback URL on ``origin`` (a stored URL leaves a default
     port out): for matching dead letters' URLs."""
@@ -94,15 +83,14 @@ def origin_prefix(origin: str) -> str:
 def parse_origin(text: str) -> str | None:
     """An origin as given by a person (``https://host[:port]``, a trailing ``/`` allowed) in
     the form records use; None when it is not one."""
+    text = text.strip()
     try:
-        u = urlsplit(text.strip())
-        u.port  # noqa: B018 (raises ValueError on a bad port)
-    except ValueError:
+        u = normalise_callback_url(text)  # the form stored URLs, and so records, have
+    except UrlError:
         return None
-    if u.scheme not in ("http", "https") or not u.hostname or u.path not in ("", "/") \
-            or u.query or u.fragment or u.username or u.password:
+    if u.path != "/" or u.query or "#" in text:
         return None
-    return endpoint_origin(text.strip())
+    return u.origin
 
 
 def first_failure(caller: str, origin: str, now_ms: int, error: str | None) -> EndpointHealth:

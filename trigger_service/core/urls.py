@@ -32,6 +32,7 @@ import functools
 import ipaddress
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import idna
 
@@ -78,6 +79,12 @@ class CallbackUrl:
         return host if self.port == DEFAULT_PORTS[self.scheme] else f"{host}:{self.port}"
 
     @property
+    def origin(self) -> str:
+        """``scheme://host:port``, the port always written (``callback_origin``'s form)."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.scheme}://{host}:{self.port}"
+
+    @property
     def text(self) -> str:
         """The URL as stored and sent."""
         query = f"?{self.query}" if self.query else ""
@@ -85,6 +92,21 @@ class CallbackUrl:
 
     def __str__(self) -> str:
         return self.text
+
+
+@functools.lru_cache(maxsize=4096)
+def callback_origin(url: str) -> str:
+    """``scheme://host:port`` of a stored (normalised) callback URL, the port always
+    written, an IPv6 host in brackets (``CallbackUrl.origin`` of its normalised form): the
+    one form the breakers, endpoint health and flow-control defaults key on. Never raises
+    but for a bad port (``ValueError``): a channel-only trigger's empty URL has an origin
+    too. Cached: a herd shares its URL, and a delivery asks more than once."""
+    u = urlsplit(url)
+    host = (u.hostname or "").lower()
+    if ":" in host:
+        host = f"[{host}]"
+    port = u.port or (443 if u.scheme == "https" else 80)
+    return f"{u.scheme}://{host}:{port}"
 
 
 @functools.lru_cache(maxsize=4096)

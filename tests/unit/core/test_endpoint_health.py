@@ -11,28 +11,32 @@ from trigger_service.core.endpoint_health import (
     disable_due,
     disabled_event,
     enabled_event,
-    endpoint_origin,
     failed_again,
     first_failure,
     origin_prefix,
     parse_origin,
     write_due,
 )
+from trigger_service.core.urls import callback_origin
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
 
 
 def test_the_origin_always_writes_the_port_and_brackets_ipv6() -> None:
-    assert endpoint_origin("https://Hooks.Example.com/a?b=1") == "https://hooks.example.com:443"
-    assert endpoint_origin("http://127.0.0.1:9000/cb") == "http://127.0.0.1:9000"
-    assert endpoint_origin("http://[::1]:81/x") == "http://[::1]:81"
-    assert endpoint_origin("http://h/") == "http://h:80"
+    assert callback_origin("https://Hooks.Example.com/a?b=1") == "https://hooks.example.com:443"
+    assert callback_origin("http://127.0.0.1:9000/cb") == "http://127.0.0.1:9000"
+    assert callback_origin("http://[::1]:81/x") == "http://[::1]:81"
+    assert callback_origin("http://h/") == "http://h:80"
 
 
 def test_an_origin_given_by_a_person_is_read_or_refused() -> None:
     assert parse_origin("https://hooks.example.com") == "https://hooks.example.com:443"
     assert parse_origin("http://127.0.0.1:9000/") == "http://127.0.0.1:9000"
+    # The form records have (stored URLs are normalised): IDNA, a trailing dot, IPv6.
+    assert parse_origin("https://Hooks.Example.com.") == "https://hooks.example.com:443"
+    assert parse_origin("https://Bücher.example") == "https://xn--bcher-kva.example:443"
+    assert parse_origin("https://[2001:DB8::0:1]:8443") == "https://[2001:db8::1]:8443"
     for bad in ("hooks.example.com", "ftp://h", "https://h/path", "https://h:99999",
                 "https://u@h", "https://h?x=1", ""):
         assert parse_origin(bad) is None, bad

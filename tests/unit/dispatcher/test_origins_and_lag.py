@@ -6,12 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from dispatcher.breaker import callback_origin
 from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, breaker_of, failed
 from trigger_service.adapters.memory_board import MemoryOpsBoard
 from trigger_service.core.errors import CacheError
 from trigger_service.core.lag import window_slots
 from trigger_service.core.model import Status
+from trigger_service.core.urls import callback_origin
 
 
 def test_an_origin_is_scheme_host_and_port() -> None:
