@@ -68,6 +68,7 @@ class EndpointWatch:
         self._written_at_ms: dict[Key, int] = {}  # this process's last write of a record
         self._read_at_ms: int | None = None
         self._notifying: set[Key] = set()
+        self._writing: set[Key] = set()  # endpoints with a record write under way
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- reads ----------------------------------------------------------------------------
@@ -126,29 +127,49 @@ class EndpointWatch:
 
     async def _failed(self, key: Key, error: str) -> None:
         now_ms = self._clock.now_ms()
-        h = self._known.get(key)
-        if h is not None:
-            h = self._known[key] = failed_again(h, now_ms, error)
-            if write_due(self._written_at_ms.get(key, 0), now_ms, self._s.write_every_s * 1000):
-                self._written_at_ms[key] = now_ms
-                if not await self._store.note_failures(h):  # reset meanwhile: start again
-                    del self._known[key]
-                    h = None
-        if h is None:  # healthy → failing: the one write of the transition
+        known = self._known.get(key)
+        h = self._known[key] = (first_failure(*key, now_ms, error) if known is None
+                                else failed_again(known, now_ms, error))
+        if key in self._writing:
+            return  # its write is under way: this failure is counted in the record in memory
+        self._writing.add(key)
+        try:
+            await self._write_failure(key, known, h, now_ms, error)
+        finally:
+            self._writing.discard(key)
+
+    async def _write_failure(self, key: Key, known: EndpointHealth | None, h: EndpointHealth,
+                             now_ms: int, error: str) -> None:
+        """At most one at a time per endpoint (``_writing``): the failures of a herd that
+        answer together are one write, not one LWT each."""
+        if known is not None and write_due(self._written_at_ms.get(key, 0), now_ms,
+                                           self._s.write_every_s * 1000):
+            self._written_at_ms[key] = now_ms
+            if not await self._store.note_failures(h):  # reset meanwhile: start again
+                known = None
+        if known is None:  # healthy → failing: the one write of the transition
             stored = await self._store.note_first_failure(first_failure(*key, now_ms, error))
             if stored.first_failure_at_ms != now_ms:  # another dispatcher's record
                 stored = failed_again(stored, now_ms, error)
-            h = self._known[key] = stored
+            counted = self._known.get(key)  # with the failures seen during the write
+            h = self._known[key] = replace(stored, failures=max(
+                stored.failures, counted.failures if counted is not None else 0))
             self._written_at_ms[key] = now_ms
             self._metrics.inc("endpoint_failing_total", caller=key[0])
         if disable_due(h, now_ms, self._disable_after_ms(key[0])):
             await self._disable(h, now_ms)
 
     async def _succeeded(self, key: Key) -> None:
-        if await self._store.clear_failing(*key):
-            self._known.pop(key, None)
-            self._written_at_ms.pop(key, None)
-            log.info("endpoint_recovered", caller=key[0], origin=key[1])
+        if key in self._writing:
+            return  # a write is under way; the next success clears the record
+        self._writing.add(key)
+        try:
+            if await self._store.clear_failing(*key):
+                self._known.pop(key, None)
+                self._written_at_ms.pop(key, None)
+                log.info("endpoint_recovered", caller=key[0], origin=key[1])
+        finally:
+            self._writing.discard(key)
 
     def _disable_after_ms(self, caller: str) -> int:
         c = self._callers.by_name(caller)
@@ -209,8 +230,7 @@ class EndpointHold:
 
     async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
         """Whether ``t`` (PENDING) was held here (the message is then dealt with)."""
-        if t.plan is not None or not await self.watch.disabled(
-                t.caller, callback_origin(t.callback_url)):
+        if not await self.watch.disabled_for(t):
             return False
         c = self._callers.by_name(t.caller)
         self._metrics.inc("endpoint_held_total", caller=t.caller)

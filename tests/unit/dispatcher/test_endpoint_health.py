@@ -4,6 +4,7 @@ disables once with one event, and a disabled endpoint's due occurrences are held
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
 import pytest
@@ -13,7 +14,11 @@ from tests.unit.dispatcher.fakes import CALLER, OK, ORIGIN, OTHER_CALLER, Env, f
 from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.endpoint_health import ENDPOINT_DISABLED, EndpointState
+from trigger_service.core.endpoint_health import (
+    ENDPOINT_DISABLED,
+    EndpointHealth,
+    EndpointState,
+)
 from trigger_service.core.model import Status
 from trigger_service.core.ports import DeliveryResult
 
@@ -50,6 +55,28 @@ async def test_a_herd_of_failures_writes_at_the_transition_then_once_a_period(
     assert store.writes == 2
     [h] = await store.endpoint_health()
     assert h.failures == 201 and h.last_error == "timeout"
+
+
+class _SlowStore(MemoryEndpointHealth):
+    """Answers the first failure's write after other tasks ran (as a real LWT does)."""
+
+    async def note_first_failure(self, h: EndpointHealth) -> EndpointHealth:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        return await super().note_first_failure(h)
+
+
+async def test_failures_answering_together_make_one_write_and_are_all_counted(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = _SlowStore(), parts[1]
+    w = _watch(env, store, events)
+    t = await env.add(0)
+    await asyncio.gather(*(w.observe(t, failed()) for _ in range(50)))
+    assert store.writes == 1  # one transition write, not one LWT per concurrent failure
+    env.clock.advance_ms(10_000)
+    await w.observe(t, failed())
+    [h] = await store.endpoint_health()
+    assert h.failures == 51
 
 
 async def test_a_success_resets_the_record_and_costs_nothing_when_there_is_none(
