@@ -23,6 +23,7 @@ class Bulkheads:
         self._max_waiting = max(1, max_waiting)
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._waiting: dict[str, int] = {}
+        self._waiting_total = 0  # the sum of ``_waiting`` (asked on every message)
 
     def of(self, caller: str) -> asyncio.Semaphore:
         """The caller's semaphore, sized when first used."""
@@ -40,7 +41,7 @@ class Bulkheads:
     @property
     def waiting(self) -> int:
         """Messages waiting for a caller's bulkhead, over all callers."""
-        return sum(self._waiting.values())
+        return self._waiting_total
 
     @contextlib.asynccontextmanager
     async def held(self, caller: str) -> AsyncIterator[None]:
@@ -48,10 +49,12 @@ class Bulkheads:
         it for the block."""
         sem = self.of(caller)
         self._waiting[caller] = self._waiting.get(caller, 0) + 1
+        self._waiting_total += 1
         try:
             await sem.acquire()
         finally:
             self._waiting[caller] -= 1
+            self._waiting_total -= 1
         try:
             yield
         finally:

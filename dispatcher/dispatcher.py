@@ -119,8 +119,6 @@ class Dispatcher:
         loops = [self._receiving(stop)]
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
-        if self.delivery.flow is not None:
-            loops.append(self.delivery.flow.run(stop))
         try:
             await run_together(stop, loops)
         finally:

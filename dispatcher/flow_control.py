@@ -50,7 +50,6 @@ from trigger_service.core.flow import FlowControl, rate_window
 from trigger_service.core.flow_ports import Admission, FlowBoard, FlowLimiter, FlowView
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Metrics
-from trigger_service.platform.supervisor import every
 
 log = structlog.get_logger("dispatcher")
 
@@ -60,7 +59,6 @@ KEEP_EVERY_MS = 1_000  # how often a waiter's ``keep`` is called while it waits
 LABELLED_KEYS = 20
 KEPT_KEYS = 500  # keys whose recent delays a process keeps (least recently used dropped)
 RECENT_S = 60  # the ops page's delays are over this window
-PUBLISH_EVERY_S = 1.0
 VIEW_TTL_S = 30
 
 
@@ -239,8 +237,7 @@ class FlowGate:
             if (await ask())[0] is Admission.ADMITTED:
                 return True, asked_ms[0]
             self._metrics.inc("flow_control_waits_total")
-            while not await waiter.until(queue.askers.acquire()):
-                pass
+            await waiter.until(queue.askers.acquire())
             try:
                 while True:
                     verdict, wait_ms = await ask()
@@ -301,11 +298,11 @@ class FlowGate:
         return out
 
     async def publish(self) -> None:
-        """One round of the ops page's views. Raises ``CacheError``."""
+        """One round of the ops page's views (the dispatcher's ``OpsReporter`` calls it
+        with its own round). Raises ``CacheError``."""
+        if self._board is None:
+            return
         views = self.views()
-        if self._board is not None and views:
+        if views:
             await self._board.publish_flow(self.source, views, self._clock.now_ms(),
                                            VIEW_TTL_S)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await every(stop, PUBLISH_EVERY_S, self.publish, name="flow_report")

@@ -1,7 +1,7 @@
 """What a dispatcher tells the ops page and Prometheus about its circuits and fire lag, every
 ``PUBLISH_EVERY_S``: each (caller, origin) circuit's state (the ``breaker_state`` gauge and
-the ``OpsBoard``), the circuits it dropped since (deleted from the board), and the fire lag
-tallied since the last round (the ``OpsBoard``).
+the ``OpsBoard``), the circuits it dropped since (deleted from the board), the fire lag
+tallied since the last round (the ``OpsBoard``), and flow control's keys (``FlowGate``).
 
 Safe to lose: a failed publication is logged by the loop and the lag tally is put back for
 the next round; breaker entries expire ``OPS_BREAKER_TTL_S`` after a dispatcher stops
@@ -65,6 +65,8 @@ class OpsReporter:
             except BaseException:
                 self._delivery.lag.put_back(lag)
                 raise
+        if self._delivery.flow is not None:  # flow control's keys, in the same round
+            await self._delivery.flow.publish()
 
     async def run(self, stop: asyncio.Event) -> None:
         await every(stop, PUBLISH_EVERY_S, self.publish, name="ops_report")

@@ -69,17 +69,14 @@ class MemoryFlowLimiter:
                 self._starts[key] = starts
                 return Admission.TOO_SOON, max(1, starts[0] + window_ms - now_ms)
         leases[holder] = now_ms + lease_ms
-        bisect.insort(starts, now_ms)
-        self._starts[key] = starts
+        if window is not None:  # (as the script: starts are kept only for a rate)
+            bisect.insort(starts, now_ms)
+            self._starts[key] = starts
         return Admission.ADMITTED, 0
 
     async def release(self, key: str, holder: str) -> None:
         self._check()
         self._leases.get(key, {}).pop(holder, None)
-
-    def open_now(self, key: str, now_ms: int) -> int:
-        """Leases of ``key`` open at ``now_ms`` (for tests)."""
-        return sum(1 for u in self._leases.get(key, {}).values() if u > now_ms)
 
 
 class MemoryFlowBoard:

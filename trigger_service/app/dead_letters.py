@@ -143,7 +143,9 @@ class DeadLetterService:
             next_attempt_at_ms=None, fired_at_ms=None, fire_at_ms=at_ms, jitter_s=0,
             occurrence_seq=t.occurrence_seq - 1, revision=(t.revision or 0) + 1,
             route=route_for(at_ms, now_ms, self._s.direct_max_delay_s),
-            expires_at_ms=t.expires_at_ms if (t.expires_at_ms or at_ms) >= at_ms else None)
+            # A passed expiresAt is dropped: a replay fires when asked.
+            expires_at_ms=None if t.expires_at_ms is not None and t.expires_at_ms < at_ms
+            else t.expires_at_ms)
         if not await self._store.advance(t, new, self._s.index_ttl_s(at_ms, now_ms), now_ms):
             raise AlreadyReplayed(f"dead letter {d.id} is being replayed")
         if new.route is Route.DIRECT:

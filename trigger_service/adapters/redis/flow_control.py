@@ -149,7 +149,8 @@ class RedisFlowLimiter:
 
     async def release(self, key: str, holder: str) -> None:
         try:
-            await self._r.zrem(schema.flow_key(key, "leases"), holder)
+            # In the turn's pipeline with the admissions: a herd's sends end together.
+            await self._pipe.run(lambda p: p.zrem(schema.flow_key(key, "leases"), holder))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis flow release failed: {e}") from e
 

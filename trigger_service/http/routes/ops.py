@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.lag import LAG_WINDOW_S, percentile_s, window_slots
 from trigger_service.core.ops_ports import BreakerView
@@ -25,9 +26,7 @@ from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
 
-DEAD_LETTER_REASONS = ("max_attempts", "max_age", "gone", "callback_not_allowed",
-                       "budget_exhausted", "recipient_deleted", "expired",
-                       "endpoint_disabled")
+DEAD_LETTER_REASONS = tuple(r.value for r in DeadLetterReason)  # each counted, 0 or more
 _SEVERITY = {"closed": 0, "half_open": 1, "open": 2}
 _SQS_TIMEOUT_S = 3
 
