@@ -45,20 +45,32 @@ class ClaimKeeper:
     callback_timeout_ms: int
     min_send_timeout_ms: int
 
+    def left_ms(self, claimed: Trigger) -> int:
+        """How long a send of ``claimed`` may still take before its claim could go stale
+        (half the slack kept for clock skew)."""
+        return (claimed.claim_stale_at_ms(self.callback_timeout_ms)
+                - CLAIM_STALE_SLACK_MS // 2 - self.clock.now_ms())
+
+    async def renew(self, claimed: Trigger) -> Trigger | None:
+        """The claim renewed (a new claim id and time, so a taker who read the old one
+        cannot apply); None when it was lost meanwhile. Raises ``AdapterError``."""
+        renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self.new_claim_id(),
+                                      claimed_at_ms=self.clock.now_ms())
+        if not await self.store.compare_and_set(claimed, renewed):
+            return None
+        self.metrics.inc("claim_renewals_total")
+        return renewed
+
     async def keep(self, m: ReceivedMessage, kept: KeptClaim) -> None:
         """Renew ``kept``'s claim if it has little time left (else nothing)."""
         claimed = kept.claimed
-        left_ms = (claimed.claim_stale_at_ms(self.callback_timeout_ms)
-                   - CLAIM_STALE_SLACK_MS // 2 - self.clock.now_ms())
-        if kept.lost or left_ms > self.min_send_timeout_ms + KEEP_AHEAD_MS:
+        if kept.lost or self.left_ms(claimed) > self.min_send_timeout_ms + KEEP_AHEAD_MS:
             return
-        renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self.new_claim_id(),
-                                      claimed_at_ms=self.clock.now_ms())
         try:
-            if not await self.store.compare_and_set(claimed, renewed):
+            renewed = await self.renew(claimed)
+            if renewed is None:
                 kept.lost = True
                 return
-            self.metrics.inc("claim_renewals_total")
             kept.claimed = renewed
             if kept.hidden_until_ms is not None:
                 kept.hidden_until_ms = await self.visibility.keep_hidden(

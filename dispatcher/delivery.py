@@ -64,7 +64,7 @@ from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.deadlines import expired
 from trigger_service.core.lag import LagTally
-from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger, row_partition
+from trigger_service.core.model import Status, Trigger, row_partition
 from trigger_service.core.ports import (
     Channel,
     Clock,
@@ -330,17 +330,15 @@ class Delivery:
         # A send that starts late (the bulkhead, a busy CPU) gets what is left of its claim;
         # with less than MIN_SEND_TIMEOUT_MS left the claim is renewed first (a new claim
         # id, so a taker who read the old one cannot apply).
-        left_ms = self._stale_at(claimed) - CLAIM_STALE_SLACK_MS // 2 - self._clock.now_ms()
+        left_ms = self._keeper.left_ms(claimed)
         timeout_s = min(self._d.callback_timeout_s, left_ms / 1000)
         # (Notification channels keep their own timeouts: any time lost renews.)
         floor_ms = (MIN_SEND_TIMEOUT_MS if claimed.plan is None
                     else int(self._d.callback_timeout_s * 1000))
         if left_ms < floor_ms:
-            renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
-                                          claimed_at_ms=self._clock.now_ms())
-            if not await self._store.compare_and_set(claimed, renewed):
+            renewed = await self._keeper.renew(claimed)
+            if renewed is None:
                 return await self._store.get(claimed.trigger_id)
-            self._metrics.inc("claim_renewals_total")
             claimed, timeout_s = renewed, self._d.callback_timeout_s
         if hidden_until_ms is not None:
             await self.visibility.keep_hidden(m, hidden_until_ms, claimed.claimed_at_ms or 0)
