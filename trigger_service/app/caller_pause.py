@@ -24,7 +24,7 @@ from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotFound
 from trigger_service.core.model import Status
 from trigger_service.core.pause_ports import CallerPauses
-from trigger_service.core.ports import Clock, ListCursor
+from trigger_service.core.ports import Clock
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 
@@ -56,15 +56,7 @@ class CallerPauseService:
         await self._store.resume_caller(caller)
         log.warning("caller_resumed", caller=caller)
         await self._clock.sleep_ms(RESUME_SETTLE_MS)
-        ids: list[str] = []
-        cursor: ListCursor | None = None
-        while True:
-            page = await self._triggers.list_triggers(caller, status=Status.PAUSED,
-                                                      limit=_PAGE, cursor=cursor)
-            ids += [t.trigger_id for t in page.triggers]
-            cursor = page.next_cursor
-            if cursor is None:
-                break
+        ids = await self._jobs.paused_ids(caller)
         return await self._jobs.start_over(caller, JobAction.RESUME,
                                            TriggerFilter(status=Status.PAUSED), ids,
                                            policy.value if policy else None)

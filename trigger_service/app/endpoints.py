@@ -39,7 +39,7 @@ from trigger_service.core.endpoint_health import (
 from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.errors import NothingToReplay
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, ListCursor
+from trigger_service.core.ports import Clock
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 from trigger_service.core.urls import callback_origin
@@ -97,23 +97,13 @@ class EndpointService:
             return Enabled(caller, origin, cleared)
         # A dispatcher holding the old copy would hold the replayed occurrences again.
         await self._clock.sleep_ms(self._s.refresh_s * 1000 + SETTLE_MARGIN_MS)
-        ids = await self._held_ids(caller, origin, replay_since_ms)
+        ids = await self._jobs.paused_ids(
+            caller, lambda t: _held_for(t, origin, replay_since_ms))
         job = (await self._jobs.start_over(caller, JobAction.RESUME,
                                            TriggerFilter(status=Status.PAUSED), ids)
                if ids else None)
         return Enabled(caller, origin, cleared, job,
                        await self._replay_letters(caller, origin, replay_since_ms))
-
-    async def _held_ids(self, caller: str, origin: str, since_ms: int) -> list[str]:
-        ids: list[str] = []
-        cursor: ListCursor | None = None
-        while True:
-            page = await self._triggers.list_triggers(caller, status=Status.PAUSED,
-                                                      limit=_PAGE, cursor=cursor)
-            ids += [t.trigger_id for t in page.triggers if _held_for(t, origin, since_ms)]
-            cursor = page.next_cursor
-            if cursor is None:
-                return ids
 
     async def _replay_letters(self, caller: str, origin: str, since_ms: int
                               ) -> ReplayJob | None:

@@ -13,7 +13,7 @@ paused caller (``app.caller_pause``) is such a job too, over the caller's PAUSED
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import structlog
 from ulid import ULID
@@ -24,7 +24,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.dead_letters import ItemState
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
-from trigger_service.core.model import Trigger
+from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, ListCursor
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import (
@@ -85,6 +85,20 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
                  action=action.value, total=job.total)
         self.kick(job.job_id)
         return job
+
+    async def paused_ids(self, caller: str,
+                         keep: Callable[[Trigger], bool] = lambda t: True) -> list[str]:
+        """The ids of ``caller``'s PAUSED triggers that ``keep`` accepts, paged to the end
+        (what a resume job is made of: an operator's caller resume, an endpoint's enable)."""
+        ids: list[str] = []
+        cursor: ListCursor | None = None
+        while True:
+            page = await self._triggers.list_triggers(caller, status=Status.PAUSED,
+                                                      limit=_PAGE, cursor=cursor)
+            ids += [t.trigger_id for t in page.triggers if keep(t)]
+            cursor = page.next_cursor
+            if cursor is None:
+                return ids
 
     async def _matching(self, caller: str, flt: TriggerFilter) -> list[str]:
         ids: list[str] = []
