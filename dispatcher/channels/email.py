@@ -25,11 +25,10 @@ from email.utils import format_datetime, parseaddr
 
 import aiosmtplib
 
-from dispatcher.channels.provider_http import MAX_ERROR_LEN
+from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import SmtpSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
 from trigger_service.core.ports import Clock
-from trigger_service.core.timing import ms_to_datetime
 
 # What a Message-ID's left part may hold (RFC 5322's atext and dots); anything else in an id
 # becomes "_" so the header stays valid and the same id always gives the same Message-ID.
@@ -105,9 +104,6 @@ class EmailNotifier:
         self._envelope_from = parseaddr(settings.from_address)[1]
         self._slots = asyncio.Semaphore(settings.max_connections)
 
-    def _now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
-
     async def open(self) -> None:
         """Nothing to open: each message has its own SMTP session."""
 
@@ -128,7 +124,7 @@ class EmailNotifier:
             return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
         try:
             msg = build_email(spec, occ, from_address=self._settings.from_address,
-                              now=self._now())
+                              now=clock_now(self._clock))
         except ValueError as e:  # the email package refused a header: no retry changes it
             return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
         mid = str(msg["Message-ID"])

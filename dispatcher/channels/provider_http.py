@@ -59,6 +59,11 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+def clock_now(clock: Clock | None) -> datetime:
+    """The time now by ``clock`` (the system's when there is none), as an aware datetime."""
+    return ms_to_datetime(clock.now_ms()) if clock else datetime.now(UTC)
+
+
 class ProviderHttp:
     """One provider's HTTP session. ``post`` returns an ``HttpAnswer`` for any status, or a
     transient ``ChannelOutcome`` when no answer came (timeout, refused or lost connection)."""
@@ -69,9 +74,6 @@ class ProviderHttp:
         self._clock = clock
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-
-    def now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
 
     async def open(self) -> None:
         if self._session is None:
@@ -92,7 +94,8 @@ class ProviderHttp:
             async with self._session.post(url, headers=headers, data=data, json=json_body,
                                           allow_redirects=False) as resp:
                 raw = await resp.content.read(_MAX_ANSWER_BYTES)
-                retry_after = (retry_after_s(resp.headers.get("Retry-After"), self.now())
+                retry_after = (retry_after_s(resp.headers.get("Retry-After"),
+                                             clock_now(self._clock))
                                if resp.status == 429 or resp.status >= 500 else None)
                 return HttpAnswer(resp.status, _json_object(raw),
                                   raw[:MAX_ERROR_LEN].decode("utf-8", "replace"), retry_after)

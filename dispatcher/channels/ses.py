@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 from email.utils import parseaddr
 from typing import Any
 
@@ -35,11 +34,10 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from dispatcher.channels.email import build_email
-from dispatcher.channels.provider_http import MAX_ERROR_LEN
+from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
 from trigger_service.core.ports import Clock
-from trigger_service.core.timing import ms_to_datetime
 
 TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException",
                              "ServiceUnavailable", "InternalFailure", "RequestTimeout"})
@@ -66,9 +64,6 @@ class SesEmailNotifier:
         self._stack: AsyncExitStack | None = None
         self._client: Any = None
 
-    def _now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
-
     async def open(self) -> None:
         """Make the SES client (no request: SES being unreachable fails sends, not start)."""
         if self._client is not None:
@@ -94,7 +89,7 @@ class SesEmailNotifier:
             return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
         assert self._client is not None, "open() first"
         try:
-            msg = build_email(spec, occ, from_address=self._from, now=self._now())
+            msg = build_email(spec, occ, from_address=self._from, now=clock_now(self._clock))
             raw = msg.as_bytes()
         except ValueError as e:  # the email package refused a header: no retry changes it
             return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
