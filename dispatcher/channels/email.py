@@ -78,6 +78,23 @@ def build_email(spec: EmailSpec, occ: Occurrence, *, from_address: str,
     return msg
 
 
+def bad_message(e: ValueError) -> ChannelOutcome:
+    """The email package refused a header: permanent, no retry changes it."""
+    return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+
+
+def prepare(spec: ChannelSpec, occ: Occurrence, from_address: str,
+            now: datetime) -> EmailMessage | ChannelOutcome:
+    """The message to send for an email channel, or the permanent outcome when ``spec`` is
+    not one or the message cannot be made (what the SMTP and SES notifiers share)."""
+    if not isinstance(spec, EmailSpec):
+        return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
+    try:
+        return build_email(spec, occ, from_address=from_address, now=now)
+    except ValueError as e:
+        return bad_message(e)
+
+
 def _response_outcome(code: int, message: str, mid: str) -> ChannelOutcome:
     return ChannelOutcome(False, permanent=500 <= code < 600, provider_code=str(code),
                           provider_message_id=mid,
@@ -120,13 +137,10 @@ class EmailNotifier:
                                password=(s.password or None) if s.user else None)
 
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
-        if not isinstance(spec, EmailSpec):
-            return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
-        try:
-            msg = build_email(spec, occ, from_address=self._settings.from_address,
-                              now=clock_now(self._clock))
-        except ValueError as e:  # the email package refused a header: no retry changes it
-            return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+        msg = prepare(spec, occ, self._settings.from_address, clock_now(self._clock))
+        if isinstance(msg, ChannelOutcome):
+            return msg
+        assert isinstance(spec, EmailSpec)  # prepare made a message
         mid = str(msg["Message-ID"])
         try:
             async with self._slots, self._client() as smtp:

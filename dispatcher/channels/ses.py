@@ -33,7 +33,7 @@ import aioboto3
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dispatcher.channels.email import build_email
+from dispatcher.channels.email import bad_message, prepare
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
@@ -85,14 +85,15 @@ class SesEmailNotifier:
         self._stack, self._client = None, None
 
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
-        if not isinstance(spec, EmailSpec):
-            return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
+        msg = prepare(spec, occ, self._from, clock_now(self._clock))
+        if isinstance(msg, ChannelOutcome):
+            return msg
+        assert isinstance(spec, EmailSpec)  # prepare made a message
         assert self._client is not None, "open() first"
         try:
-            msg = build_email(spec, occ, from_address=self._from, now=clock_now(self._clock))
             raw = msg.as_bytes()
-        except ValueError as e:  # the email package refused a header: no retry changes it
-            return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+        except ValueError as e:
+            return bad_message(e)
         mid = str(msg["Message-ID"])
         request: dict[str, Any] = {"Source": self._source, "Destinations": list(spec.to),
                                    "RawMessage": {"Data": raw}}

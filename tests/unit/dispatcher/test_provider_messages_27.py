@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from dispatcher.channels.email import EmailNotifier
 from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.provider_http import HttpAnswer
 from dispatcher.channels.ses import SesEmailNotifier, ses_error_outcome
@@ -20,6 +21,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.channels import (
     ChannelOutcome,
     ChannelType,
+    EmailSpec,
     Occurrence,
     TelegramSpec,
     parse_channels,
@@ -144,6 +146,18 @@ def test_ses_errors_are_classified(code: str, status: int, permanent: bool) -> N
     out = ses_error_outcome(code, "why", status, "<m@x>")
     assert not out.ok and out.permanent is permanent and out.provider_code == code
     assert out.error == f"SES {code}: why" and out.provider_message_id == "<m@x>"
+
+
+async def test_both_email_notifiers_refuse_a_message_they_cannot_make_for_good() -> None:
+    settings = Settings.from_env({"TRIGGER_EMAIL_TRANSPORT": "ses"})
+    bad = EmailSpec(("a@x.example",), "s", "t", reply_to="a@x.example\nBcc: b@y.example")
+    for notifier in (EmailNotifier(settings.smtp),
+                     SesEmailNotifier(settings.email, settings.smtp.from_address)):
+        out = await notifier.send(bad, OCC)
+        assert not out.ok and out.permanent and out.error is not None
+        assert out.error.startswith("bad message: Header values may not contain linefeed")
+        out = await notifier.send(TelegramSpec(42, "hi"), OCC)
+        assert not out.ok and out.permanent and out.error == "not an email channel: telegram"
 
 
 # --- settings --------------------------------------------------------------------------------
