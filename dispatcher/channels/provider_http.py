@@ -38,7 +38,23 @@ class HttpAnswer:
     @property
     def transient(self) -> bool:
         """429 and 5xx: the provider may accept the same request later."""
-        return self.status == 429 or self.status >= 500
+        return transient_status(self.status)
+
+
+def transient_status(status: int) -> bool:
+    """429 and 5xx: the provider may accept the same request later."""
+    return status == 429 or status >= 500
+
+
+def failed_outcome(status: int, detail: str | None, *, transient: bool, provider_code: str,
+                   retry_after_s: float | None) -> ChannelOutcome:
+    """A provider's error answer as an outcome: ``HTTP {status}: {detail}`` (cut to
+    ``MAX_ERROR_LEN``), permanent unless ``transient``, and only a transient one waits
+    ``retry_after_s``."""
+    error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    return ChannelOutcome(False, permanent=not transient, provider_code=provider_code,
+                          error=error[:MAX_ERROR_LEN],
+                          retry_after_s=retry_after_s if transient else None)
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -96,7 +112,7 @@ class ProviderHttp:
                 raw = await resp.content.read(_MAX_ANSWER_BYTES)
                 retry_after = (retry_after_s(resp.headers.get("Retry-After"),
                                              clock_now(self._clock))
-                               if resp.status == 429 or resp.status >= 500 else None)
+                               if transient_status(resp.status) else None)
                 return HttpAnswer(resp.status, _json_object(raw),
                                   raw[:MAX_ERROR_LEN].decode("utf-8", "replace"), retry_after)
         except TimeoutError:

@@ -112,6 +112,21 @@ def test_telegram_answers_are_classified(status: int, body: dict[str, object] | 
         assert str(body["description"]) in (out.error or "")
 
 
+@pytest.mark.parametrize(("status", "code", "permanent", "wait_s"), [
+    (200, 429, False, 3.0),  # the body's error_code says transient
+    (503, 400, False, 3.0),  # the HTTP status says transient
+    (400, 500, False, 3.0),
+    (200, 400, True, None),  # neither: permanent, and no wait even when one was given
+])
+def test_telegram_is_transient_when_either_status_says_so(status: int, code: int,
+                                                          permanent: bool,
+                                                          wait_s: float | None) -> None:
+    body = {"ok": False, "error_code": code, "description": "x" * 600}
+    out = telegram_outcome(answer(status, body, retry_after=3), 42)
+    assert not out.ok and out.permanent is permanent and out.retry_after_s == wait_s
+    assert out.provider_code == str(code) and out.error == f"HTTP {code}: {'x' * 600}"[:500]
+
+
 def test_a_migrated_group_names_its_new_chat() -> None:
     body = {"ok": False, "error_code": 400, "description": "Bad Request: group chat was "
             "upgraded to a supergroup chat", "parameters": {"migrate_to_chat_id": -1009}}
