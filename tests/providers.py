@@ -28,6 +28,7 @@ import re
 import secrets
 import time
 from collections import defaultdict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from email import message_from_bytes, policy
 from email.message import EmailMessage
@@ -132,6 +133,27 @@ class _Simulator:
     def app(self) -> web.Application:
         raise NotImplementedError
 
+    async def _json_send(self, request: web.Request,
+                         check: Callable[[web.Request, dict[str, Any]], Reply | None],
+                         bad_json: Reply, key: Callable[[dict[str, Any]], str],
+                         accept: Callable[[dict[str, Any]], Reply]) -> web.Response:
+        """A JSON request's answer: ``bad_json`` when the body is not JSON, else ``check``'s
+        refusal, else the script of the recipient ``key`` names, else ``accept``'s (which
+        records the accepted message)."""
+        body: dict[str, Any] = {}
+        try:
+            parsed = json.loads(await request.read())
+            body = parsed if isinstance(parsed, dict) else {}
+            reply = check(request, body)
+        except ValueError:
+            reply = bad_json
+        if reply is None:
+            reply = self._scripted(key(body))
+            if reply is None:
+                reply = accept(body)
+        self._record(request, body, reply.status)
+        return await reply.response()
+
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on ``host:port`` (0: any free port); returns the base URL."""
         self._runner = web.AppRunner(self.app())
@@ -210,31 +232,25 @@ class PushSimulator(_Simulator):
         return app
 
     async def _send(self, request: web.Request) -> web.Response:
-        body: dict[str, Any] = {}
-        try:
-            parsed = json.loads(await request.read())
-            body = parsed if isinstance(parsed, dict) else {}
-            reply = self._check(request, parsed)
-        except ValueError:
-            reply = fcm_error(400, "INVALID_ARGUMENT", None, "Invalid JSON payload received.")
-        if reply is None:
-            message = body["message"]
-            reply = self._scripted(message["token"])
-            if reply is None:
-                name = f"projects/{self.project}/messages/0:{secrets.token_hex(8)}"
-                self.messages.append({**message, "name": name})
-                reply = Reply(200, {"name": name})
-        self._record(request, body, reply.status)
-        return await reply.response()
+        return await self._json_send(
+            request, self._check,
+            fcm_error(400, "INVALID_ARGUMENT", None, "Invalid JSON payload received."),
+            lambda body: str(body["message"]["token"]), self._accept)
 
-    def _check(self, request: web.Request, body: object) -> Reply | None:
+    def _accept(self, body: dict[str, Any]) -> Reply:
+        message = body["message"]
+        name = f"projects/{self.project}/messages/0:{secrets.token_hex(8)}"
+        self.messages.append({**message, "name": name})
+        return Reply(200, {"name": name})
+
+    def _check(self, request: web.Request, body: dict[str, Any]) -> Reply | None:
         if request.headers.get("Authorization") != f"Bearer {self.bearer}":
             return fcm_error(401, "UNAUTHENTICATED", None,
                              "Request had invalid authentication credentials.")
         if request.match_info["project"] != self.project:
             return fcm_error(403, "PERMISSION_DENIED", "SENDER_ID_MISMATCH",
                              "Permission denied on the project.")
-        message = body.get("message") if isinstance(body, dict) else None
+        message = body.get("message")
         if not isinstance(message, dict) or not isinstance(message.get("token"), str):
             return fcm_error(400, "INVALID_ARGUMENT", "INVALID_ARGUMENT", "message.token")
         data = message.get("data", {})
@@ -270,23 +286,16 @@ class TelegramSimulator(_Simulator):
         return app
 
     async def _send(self, request: web.Request) -> web.Response:
-        body: dict[str, Any] = {}
-        try:
-            parsed = json.loads(await request.read())
-            body = parsed if isinstance(parsed, dict) else {}
-            reply = self._check(request, body)
-        except ValueError:
-            reply = telegram_error(400, "Bad Request: can't parse JSON")
-        if reply is None:
-            reply = self._scripted(str(body["chat_id"]))
-            if reply is None:
-                message_id = len(self.messages) + 1
-                self.messages.append({**body, "message_id": message_id})
-                reply = Reply(200, {"ok": True, "result": {
-                    "message_id": message_id, "date": int(time.time()),
-                    "chat": {"id": body["chat_id"]}, "text": body["text"]}})
-        self._record(request, body, reply.status)
-        return await reply.response()
+        return await self._json_send(request, self._check,
+                                     telegram_error(400, "Bad Request: can't parse JSON"),
+                                     lambda body: str(body["chat_id"]), self._accept)
+
+    def _accept(self, body: dict[str, Any]) -> Reply:
+        message_id = len(self.messages) + 1
+        self.messages.append({**body, "message_id": message_id})
+        return Reply(200, {"ok": True, "result": {
+            "message_id": message_id, "date": int(time.time()),
+            "chat": {"id": body["chat_id"]}, "text": body["text"]}})
 
     def _check(self, request: web.Request, body: dict[str, Any]) -> Reply | None:
         if request.match_info["token"] != self.token:

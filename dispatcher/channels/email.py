@@ -25,11 +25,10 @@ from email.utils import format_datetime, parseaddr
 
 import aiosmtplib
 
-from dispatcher.channels.provider_http import MAX_ERROR_LEN
+from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import SmtpSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
 from trigger_service.core.ports import Clock
-from trigger_service.core.timing import ms_to_datetime
 
 # What a Message-ID's left part may hold (RFC 5322's atext and dots); anything else in an id
 # becomes "_" so the header stays valid and the same id always gives the same Message-ID.
@@ -79,6 +78,23 @@ def build_email(spec: EmailSpec, occ: Occurrence, *, from_address: str,
     return msg
 
 
+def bad_message(e: ValueError) -> ChannelOutcome:
+    """The email package refused a header: permanent, no retry changes it."""
+    return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+
+
+def prepare(spec: ChannelSpec, occ: Occurrence, from_address: str,
+            now: datetime) -> EmailMessage | ChannelOutcome:
+    """The message to send for an email channel, or the permanent outcome when ``spec`` is
+    not one or the message cannot be made (what the SMTP and SES notifiers share)."""
+    if not isinstance(spec, EmailSpec):
+        return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
+    try:
+        return build_email(spec, occ, from_address=from_address, now=now)
+    except ValueError as e:
+        return bad_message(e)
+
+
 def _response_outcome(code: int, message: str, mid: str) -> ChannelOutcome:
     return ChannelOutcome(False, permanent=500 <= code < 600, provider_code=str(code),
                           provider_message_id=mid,
@@ -105,9 +121,6 @@ class EmailNotifier:
         self._envelope_from = parseaddr(settings.from_address)[1]
         self._slots = asyncio.Semaphore(settings.max_connections)
 
-    def _now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
-
     async def open(self) -> None:
         """Nothing to open: each message has its own SMTP session."""
 
@@ -124,13 +137,10 @@ class EmailNotifier:
                                password=(s.password or None) if s.user else None)
 
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
-        if not isinstance(spec, EmailSpec):
-            return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
-        try:
-            msg = build_email(spec, occ, from_address=self._settings.from_address,
-                              now=self._now())
-        except ValueError as e:  # the email package refused a header: no retry changes it
-            return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+        msg = prepare(spec, occ, self._settings.from_address, clock_now(self._clock))
+        if isinstance(msg, ChannelOutcome):
+            return msg
+        assert isinstance(spec, EmailSpec)  # prepare made a message
         mid = str(msg["Message-ID"])
         try:
             async with self._slots, self._client() as smtp:

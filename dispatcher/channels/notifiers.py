@@ -12,7 +12,6 @@ from trigger_service.core.channels import ChannelOutcome, ChannelSpec, ChannelTy
 from trigger_service.core.notify_ports import Notifier
 from trigger_service.core.ports import Clock
 
-INBOX_NOT_CONFIGURED = "inbox not configured"
 NOT_CONFIGURED = "not configured"
 
 

@@ -38,7 +38,23 @@ class HttpAnswer:
     @property
     def transient(self) -> bool:
         """429 and 5xx: the provider may accept the same request later."""
-        return self.status == 429 or self.status >= 500
+        return transient_status(self.status)
+
+
+def transient_status(status: int) -> bool:
+    """429 and 5xx: the provider may accept the same request later."""
+    return status == 429 or status >= 500
+
+
+def failed_outcome(status: int, detail: str | None, *, transient: bool, provider_code: str,
+                   retry_after_s: float | None) -> ChannelOutcome:
+    """A provider's error answer as an outcome: ``HTTP {status}: {detail}`` (cut to
+    ``MAX_ERROR_LEN``), permanent unless ``transient``, and only a transient one waits
+    ``retry_after_s``."""
+    error = f"HTTP {status}" + (f": {detail}" if detail else "")
+    return ChannelOutcome(False, permanent=not transient, provider_code=provider_code,
+                          error=error[:MAX_ERROR_LEN],
+                          retry_after_s=retry_after_s if transient else None)
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
@@ -59,6 +75,11 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+def clock_now(clock: Clock | None) -> datetime:
+    """The time now by ``clock`` (the system's when there is none), as an aware datetime."""
+    return ms_to_datetime(clock.now_ms()) if clock else datetime.now(UTC)
+
+
 class ProviderHttp:
     """One provider's HTTP session. ``post`` returns an ``HttpAnswer`` for any status, or a
     transient ``ChannelOutcome`` when no answer came (timeout, refused or lost connection)."""
@@ -69,9 +90,6 @@ class ProviderHttp:
         self._clock = clock
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-
-    def now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
 
     async def open(self) -> None:
         if self._session is None:
@@ -92,8 +110,9 @@ class ProviderHttp:
             async with self._session.post(url, headers=headers, data=data, json=json_body,
                                           allow_redirects=False) as resp:
                 raw = await resp.content.read(_MAX_ANSWER_BYTES)
-                retry_after = (retry_after_s(resp.headers.get("Retry-After"), self.now())
-                               if resp.status == 429 or resp.status >= 500 else None)
+                retry_after = (retry_after_s(resp.headers.get("Retry-After"),
+                                             clock_now(self._clock))
+                               if transient_status(resp.status) else None)
                 return HttpAnswer(resp.status, _json_object(raw),
                                   raw[:MAX_ERROR_LEN].decode("utf-8", "replace"), retry_after)
         except TimeoutError:

@@ -24,7 +24,12 @@ from __future__ import annotations
 from typing import Any
 
 from dispatcher.channels.fcm_auth import ServiceAccountTokens, TokenUnavailable
-from dispatcher.channels.provider_http import MAX_ERROR_LEN, HttpAnswer, ProviderHttp
+from dispatcher.channels.provider_http import (
+    MAX_ERROR_LEN,
+    HttpAnswer,
+    ProviderHttp,
+    failed_outcome,
+)
 from trigger_service.config.providers import PushSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, PushSpec
 from trigger_service.core.clock import SystemClock
@@ -82,10 +87,9 @@ def push_outcome(answer: HttpAnswer) -> ChannelOutcome:
     error = body.get("error")
     message = error.get("message") if isinstance(error, dict) else None
     detail = message if isinstance(message, str) else answer.text
-    text = f"HTTP {answer.status}" + (f": {detail}" if detail else "")
-    return ChannelOutcome(False, permanent=permanent, provider_code=code or str(answer.status),
-                          error=text[:MAX_ERROR_LEN],
-                          retry_after_s=None if permanent else answer.retry_after_s)
+    return failed_outcome(answer.status, detail, transient=not permanent,
+                          provider_code=code or str(answer.status),
+                          retry_after_s=answer.retry_after_s)
 
 
 class PushNotifier:

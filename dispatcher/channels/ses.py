@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 from contextlib import AsyncExitStack
-from datetime import UTC, datetime
 from email.utils import parseaddr
 from typing import Any
 
@@ -34,12 +33,11 @@ import aioboto3
 from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
-from dispatcher.channels.email import build_email
-from dispatcher.channels.provider_http import MAX_ERROR_LEN
+from dispatcher.channels.email import bad_message, prepare
+from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
 from trigger_service.core.ports import Clock
-from trigger_service.core.timing import ms_to_datetime
 
 TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException",
                              "ServiceUnavailable", "InternalFailure", "RequestTimeout"})
@@ -66,9 +64,6 @@ class SesEmailNotifier:
         self._stack: AsyncExitStack | None = None
         self._client: Any = None
 
-    def _now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
-
     async def open(self) -> None:
         """Make the SES client (no request: SES being unreachable fails sends, not start)."""
         if self._client is not None:
@@ -90,14 +85,15 @@ class SesEmailNotifier:
         self._stack, self._client = None, None
 
     async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
-        if not isinstance(spec, EmailSpec):
-            return ChannelOutcome(False, permanent=True, error=f"not an email channel: {spec.type}")
+        msg = prepare(spec, occ, self._from, clock_now(self._clock))
+        if isinstance(msg, ChannelOutcome):
+            return msg
+        assert isinstance(spec, EmailSpec)  # prepare made a message
         assert self._client is not None, "open() first"
         try:
-            msg = build_email(spec, occ, from_address=self._from, now=self._now())
             raw = msg.as_bytes()
-        except ValueError as e:  # the email package refused a header: no retry changes it
-            return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
+        except ValueError as e:
+            return bad_message(e)
         mid = str(msg["Message-ID"])
         request: dict[str, Any] = {"Source": self._source, "Destinations": list(spec.to),
                                    "RawMessage": {"Data": raw}}

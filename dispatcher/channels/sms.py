@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 
-from dispatcher.channels.provider_http import MAX_ERROR_LEN, HttpAnswer, ProviderHttp
+from dispatcher.channels.provider_http import HttpAnswer, ProviderHttp, failed_outcome
 from trigger_service.config.providers import SmsSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, SmsSpec
 from trigger_service.core.ports import Clock
@@ -35,10 +35,9 @@ def sms_outcome(answer: HttpAnswer) -> ChannelOutcome:
     code = body.get("code")
     message = body.get("message")
     detail = message if isinstance(message, str) else answer.text
-    error = f"HTTP {answer.status}" + (f": {detail}" if detail else "")
-    return ChannelOutcome(False, permanent=not answer.transient,
+    return failed_outcome(answer.status, detail, transient=answer.transient,
                           provider_code=str(code) if code is not None else str(answer.status),
-                          error=error[:MAX_ERROR_LEN], retry_after_s=answer.retry_after_s)
+                          retry_after_s=answer.retry_after_s)
 
 
 class SmsNotifier:

@@ -23,7 +23,12 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from dispatcher.channels.provider_http import MAX_ERROR_LEN, HttpAnswer, ProviderHttp
+from dispatcher.channels.provider_http import (
+    HttpAnswer,
+    ProviderHttp,
+    failed_outcome,
+    transient_status,
+)
 from trigger_service.config.providers import TelegramSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, TelegramSpec
 from trigger_service.core.ports import Clock
@@ -75,15 +80,13 @@ def telegram_outcome(answer: HttpAnswer, chat_id: int | str) -> ChannelOutcome:
     migrated = params.get("migrate_to_chat_id")
     if migrated is not None:
         detail = f"{detail} (the chat is now {migrated})"
-    transient = status == 429 or status >= 500 or answer.transient
     if isinstance(retry_after, int | float) and not isinstance(retry_after, bool):
         wait_s: float | None = max(0.0, float(retry_after))
     else:
         wait_s = answer.retry_after_s
-    error = f"HTTP {status}" + (f": {detail}" if detail else "")
-    return ChannelOutcome(False, permanent=not transient, provider_code=str(status),
-                          error=error[:MAX_ERROR_LEN],
-                          retry_after_s=wait_s if transient else None)
+    # Transient when either status says so: the body's error_code or the HTTP answer's.
+    return failed_outcome(status, detail, transient=transient_status(status) or answer.transient,
+                          provider_code=str(status), retry_after_s=wait_s)
 
 
 class TelegramNotifier:

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from dispatcher.channels.fcm_auth import FCM_SCOPE
 from dispatcher.channels.push import PushNotifier
-from tests.providers import PushSimulator
+from tests.providers import PushSimulator, _Simulator
 from trigger_service.config.providers import PushSettings
 from trigger_service.core.channels import Occurrence, PushSpec
 from trigger_service.core.clock import ManualClock
@@ -41,32 +41,29 @@ def _b64(segment: str) -> bytes:
     return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
 
 
-class TokenEndpoint:
+class TokenEndpoint(_Simulator):
     """Google's OAuth2 token endpoint for the JWT-bearer grant, as far as a client sees it.
     Each grant whose assertion verifies gets a new token ``sa-token-<n>`` (and becomes the
     FCM simulator's only accepted bearer); ``refuse`` scripts the next answers."""
 
     def __init__(self, public_key: rsa.RSAPublicKey, fcm: PushSimulator,
                  expires_in_s: int) -> None:
+        super().__init__()
         self.public_key, self.fcm, self.expires_in_s = public_key, fcm, expires_in_s
         self.url = ""
         self.issued: list[str] = []
         self.claims: list[dict[str, Any]] = []
         self.refusals: list[tuple[int, dict[str, str]]] = []
-        self._runner: web.AppRunner | None = None
 
-    async def start(self) -> str:
+    def app(self) -> web.Application:
         app = web.Application()
         app.router.add_post("/token", self._token)
-        self._runner = web.AppRunner(app)
-        await self._runner.setup()
-        await web.TCPSite(self._runner, "127.0.0.1", 0).start()
-        self.url = f"http://127.0.0.1:{self._runner.addresses[0][1]}/token"
-        return self.url
+        return app
 
-    async def stop(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on ``host:port``; returns the token URL (``url``)."""
+        self.url = f"{await super().start(host, port)}/token"
+        return self.url
 
     async def _token(self, request: web.Request) -> web.Response:
         form = await request.post()

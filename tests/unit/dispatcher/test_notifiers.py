@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.channels.notifiers import INBOX_NOT_CONFIGURED, Notifiers
+from dispatcher.channels.notifiers import NOT_CONFIGURED, Notifiers
 from trigger_service.adapters.memory_notifier import MemoryNotifier
 from trigger_service.config.settings import Settings
 from trigger_service.core.channels import (
@@ -36,7 +36,7 @@ async def test_each_channel_goes_to_the_notifier_of_its_type() -> None:
 async def test_without_an_inbox_notifier_an_inbox_channel_fails_permanently() -> None:
     notifiers = Notifiers(MemoryNotifier(), MemoryNotifier(), MemoryNotifier())
     out = await notifiers.send(SPECS[3], OCC)
-    assert not out.ok and out.permanent and out.error == INBOX_NOT_CONFIGURED
+    assert not out.ok and out.permanent and out.error == f"inbox {NOT_CONFIGURED}"
 
 
 async def test_outcomes_are_passed_through_and_scripts_go_by_recipient_then_type() -> None:

@@ -1,11 +1,13 @@
 """The issue-27 providers' pure parts: a Telegram channel (parsing, the message, what each
-Bot API answer means), SES's error classes, and the settings that choose them (the adapters
-against real servers: tests/integration/test_provider_channels.py)."""
+Bot API answer means), SES's error classes, what both email notifiers refuse, and the
+settings that choose them (the adapters against real servers:
+tests/integration/test_provider_channels.py)."""
 
 from __future__ import annotations
 
 import pytest
 
+from dispatcher.channels.email import EmailNotifier
 from dispatcher.channels.notifiers import Notifiers
 from dispatcher.channels.provider_http import HttpAnswer
 from dispatcher.channels.ses import SesEmailNotifier, ses_error_outcome
@@ -20,6 +22,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.channels import (
     ChannelOutcome,
     ChannelType,
+    EmailSpec,
     Occurrence,
     TelegramSpec,
     parse_channels,
@@ -110,6 +113,21 @@ def test_telegram_answers_are_classified(status: int, body: dict[str, object] | 
         assert str(body["description"]) in (out.error or "")
 
 
+@pytest.mark.parametrize(("status", "code", "permanent", "wait_s"), [
+    (200, 429, False, 3.0),  # the body's error_code says transient
+    (503, 400, False, 3.0),  # the HTTP status says transient
+    (400, 500, False, 3.0),
+    (200, 400, True, None),  # neither: permanent, and no wait even when one was given
+])
+def test_telegram_is_transient_when_either_status_says_so(status: int, code: int,
+                                                          permanent: bool,
+                                                          wait_s: float | None) -> None:
+    body = {"ok": False, "error_code": code, "description": "x" * 600}
+    out = telegram_outcome(answer(status, body, retry_after=3), 42)
+    assert not out.ok and out.permanent is permanent and out.retry_after_s == wait_s
+    assert out.provider_code == str(code) and out.error == f"HTTP {code}: {'x' * 600}"[:500]
+
+
 def test_a_migrated_group_names_its_new_chat() -> None:
     body = {"ok": False, "error_code": 400, "description": "Bad Request: group chat was "
             "upgraded to a supergroup chat", "parameters": {"migrate_to_chat_id": -1009}}
@@ -144,6 +162,18 @@ def test_ses_errors_are_classified(code: str, status: int, permanent: bool) -> N
     out = ses_error_outcome(code, "why", status, "<m@x>")
     assert not out.ok and out.permanent is permanent and out.provider_code == code
     assert out.error == f"SES {code}: why" and out.provider_message_id == "<m@x>"
+
+
+async def test_both_email_notifiers_refuse_a_message_they_cannot_make_for_good() -> None:
+    settings = Settings.from_env({"TRIGGER_EMAIL_TRANSPORT": "ses"})
+    bad = EmailSpec(("a@x.example",), "s", "t", reply_to="a@x.example\nBcc: b@y.example")
+    for notifier in (EmailNotifier(settings.smtp),
+                     SesEmailNotifier(settings.email, settings.smtp.from_address)):
+        out = await notifier.send(bad, OCC)
+        assert not out.ok and out.permanent and out.error is not None
+        assert out.error.startswith("bad message: Header values may not contain linefeed")
+        out = await notifier.send(TelegramSpec(42, "hi"), OCC)
+        assert not out.ok and out.permanent and out.error == "not an email channel: telegram"
 
 
 # --- settings --------------------------------------------------------------------------------
