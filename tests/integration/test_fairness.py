@@ -28,12 +28,10 @@ pytestmark = pytest.mark.integration
 HERD = 1000
 FEW = 20
 A_ANSWER_S = 0.05
-# B's p99 lateness bound. B's 20 are received past the cap as soon as they are visible, and
-# claimed and sent with A's first wave, not after A's herd: what is left is the dispatcher's
-# one event loop starting A's first wave of sends (50 at once, each a few ms of CPU on a busy
-# 2-core machine) around B's 20, and B's claims sharing the LWT slots with A's. It fails if
-# B waits for A's herd: A's 800 not held are received only after the held 200 are sent.
-B_P99_BOUND_MS = 1500
+# No wall-clock bound (the machine's speed is not the behaviour): B's 20 are received past
+# the cap as soon as they are visible, and claimed and sent with A's first wave, not after
+# A's herd, so all of B's arrive before half of A's herd. It fails if B waits for A's herd:
+# A's 800 not held are received only after the held 200 are sent, and B's came with A's last.
 DUE_IN_MS = 25_000  # registration (3 batch requests) is over well before
 
 
@@ -84,5 +82,7 @@ async def test_a_herd_does_not_hold_back_another_callers_deliveries_due_with_it(
               "b_max_ms": max(b_late), "a_p50_ms": pct(a_late, 0.5),
               "a_last_ms": max(a_late)}
     print(f"fairness: {report}")
-    assert report["b_p99_ms"] <= B_P99_BOUND_MS, report
+    # B's last arrival is before A's median one, B's p99 lateness below A's p50.
+    assert report["b_max_ms"] < report["a_p50_ms"], report
+    assert report["b_p99_ms"] < report["a_p50_ms"], report
     await d.close()
