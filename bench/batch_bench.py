@@ -51,18 +51,23 @@ def idle_cpu(seconds: float) -> dict[str, float]:
 
 
 async def register_batches(session: aiohttp.ClientSession, fire_times: list[int],
-                           tag: str) -> tuple[dict[str, int], float, int, list[float]]:
-    """Every trigger in batches; {trigger_id: fire_at_ms}, seconds, refused items and the
+                           tag: str | None, *, token: str = TOKEN,
+                           clients: int = BATCH_CLIENTS, path: str = "cb",
+                           ) -> tuple[dict[str, int], float, int, list[float]]:
+    """Every trigger in batches (``clients`` requests at once, as ``token``'s caller), item
+    ``i`` to the receiver's ``/{path}/{i}``, with the idempotency key ``bench-{tag}-{i}``
+    (none if ``tag`` is None); {trigger_id: fire_at_ms}, seconds, refused items and the
     requests' latencies (ms)."""
     bodies: list[dict[str, Any]] = [
-        {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/cb/{i}", "payload": {"i": i},
-         "fireAt": iso_ms(at), "idempotencyKey": f"bench-{tag}-{i}"}
+        {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/{path}/{i}", "payload": {"i": i},
+         "fireAt": iso_ms(at),
+         **({"idempotencyKey": f"bench-{tag}-{i}"} if tag is not None else {})}
         for i, at in enumerate(fire_times)]
     chunks = [bodies[i:i + BATCH_ITEMS] for i in range(0, len(bodies), BATCH_ITEMS)]
     registered: dict[str, int] = {}
     refused = 0
     latencies: list[float] = []
-    headers = {"Authorization": f"Bearer {TOKEN}"}
+    headers = {"Authorization": f"Bearer {token}"}
 
     async def client() -> None:
         nonlocal refused
@@ -84,7 +89,7 @@ async def register_batches(session: aiohttp.ClientSession, fire_times: list[int]
                     refused += 1
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(client() for _ in range(BATCH_CLIENTS)))
+    await asyncio.gather(*(client() for _ in range(clients)))
     return registered, time.perf_counter() - t0, refused, latencies
 
 

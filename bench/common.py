@@ -169,7 +169,12 @@ def summarize(due: dict[str, int], arrivals: Iterable[Arrival]) -> tuple[dict[st
                                                                           list[int]]:
     """Delivered / missing / duplicates / early and the lag percentiles (ms) of the first
     arrival per id; also the lags themselves (for plots)."""
-    first, total = first_arrivals(due, arrivals)
+    return summarize_first(due, *first_arrivals(due, arrivals))
+
+
+def summarize_first(due: dict[str, int], first: dict[str, int],
+                    total: int) -> tuple[dict[str, Any], list[int]]:
+    """``summarize`` from ``first_arrivals``' answer (for a caller that also needs it)."""
     lags = [first[t] - due[t] for t in first]
     return {
         "delivered": len(first),

@@ -17,47 +17,29 @@ from typing import Any
 
 import aiohttp
 
+from bench.batch_bench import register_batches
 from bench.common import (
-    API,
-    RECEIVER_PORT,
     TOKEN,
     first_arrivals,
-    iso_ms,
+    lag_stats,
     now_ms,
-    pct,
     reset_receiver,
-    summarize,
+    summarize_first,
     wait_for_arrivals,
 )
 
 B_TOKEN = "bench-b-token"  # config/callers.dev.toml's bench-b: public, development only
 B_COUNT = 20
 A_ANSWER_MS = 50
-BATCH_ITEMS = 1000
 
 
 async def register(session: aiohttp.ClientSession, token: str, path: str, n: int,
                    due_ms: int) -> tuple[dict[str, int], int]:
-    """``n`` triggers due at ``due_ms``, 1,000 a batch request, one request at a time (so
-    that A's messages are all sent before B's): {trigger_id: due_ms} and refused items."""
-    registered: dict[str, int] = {}
-    refused = 0
-    for start in range(0, n, BATCH_ITEMS):
-        items = [{"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/{path}/{i}",
-                  "payload": {"i": i}, "fireAt": iso_ms(due_ms)}
-                 for i in range(start, min(n, start + BATCH_ITEMS))]
-        async with session.post(f"{API}/v1/triggers/batch", json={"items": items},
-                                headers={"Authorization": f"Bearer {token}"}) as resp:
-            answer = await resp.json()
-        if resp.status != 200:
-            print(f"[fairness] {resp.status}: {answer}", flush=True)
-            refused += len(items)
-            continue
-        for item in answer["items"]:
-            if item["status"] == 201:
-                registered[item["triggerId"]] = due_ms
-            else:
-                refused += 1
+    """``n`` triggers due at ``due_ms`` (no idempotency key), 1,000 a batch request, one
+    request at a time (so that A's messages are all sent before B's): {trigger_id: due_ms}
+    and refused items."""
+    registered, _, refused, _ = await register_batches(session, [due_ms] * n, None,
+                                                       token=token, clients=1, path=path)
     return registered, refused
 
 
@@ -78,16 +60,14 @@ async def fairness_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any
           f"{(due_ms - now_ms()) / 1000:.0f}s", flush=True)
     due = herd | few
     arrivals = await wait_for_arrivals(session, len(due), due_ms, patience_ms=180_000)
-    summary, _ = summarize(due, arrivals)
-    first, _ = first_arrivals(due, arrivals)
+    first, total = first_arrivals(due, arrivals)
+    summary, _ = summarize_first(due, first, total)
     b_late, a_late = lateness(few, first), lateness(herd, first)
+    b_stats, a_stats = lag_stats(b_late), lag_stats(a_late)
     return {"mode": "fairness", "triggers": n + B_COUNT, "registered": len(due),
             "registration_errors": refused_a + refused_b,
             "registration_per_s": round(len(due) / reg_s, 1), **summary,
             "a_triggers": n, "b_triggers": B_COUNT, "a_answer_ms": A_ANSWER_MS,
             "b_delivered": len(b_late), "a_delivered": len(a_late),
-            "b_lateness_ms": {"p50": round(pct(b_late, 0.5), 1),
-                              "p99": round(pct(b_late, 0.99), 1),
-                              "max": max(b_late, default=None)},
-            "a_lateness_ms": {"p50": round(pct(a_late, 0.5), 1),
-                              "last": max(a_late, default=None)}}
+            "b_lateness_ms": {k: b_stats[k] for k in ("p50", "p99", "max")},
+            "a_lateness_ms": {"p50": a_stats["p50"], "last": a_stats["max"]}}

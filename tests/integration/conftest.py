@@ -13,7 +13,7 @@ import json
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Collection, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -192,14 +192,17 @@ class Stack:
                                       headers={**self.auth(), **headers})
         return resp.status, await resp.json(), resp.headers
 
-    async def wait_status(self, trigger_id: str, status: str, timeout_s: float = 5) -> Any:
-        """GET the trigger until it has ``status`` (or the time is up); return the last view."""
+    async def wait_status(self, trigger_id: str, status: str | Collection[str],
+                          timeout_s: float = 5) -> Any:
+        """GET the trigger until it has ``status`` (one, or any of several) or the time is
+        up; return the last view."""
+        wanted = {status} if isinstance(status, str) else set(status)
         deadline = time.monotonic() + timeout_s
         while True:
             resp = await self.client.get(f"/v1/triggers/{trigger_id}", headers=self.auth())
             assert resp.status == 200, await resp.text()
             view = await resp.json()
-            if view["status"] == status or time.monotonic() >= deadline:
+            if view["status"] in wanted or time.monotonic() >= deadline:
                 return view
             await asyncio.sleep(0.1)
 

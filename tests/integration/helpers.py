@@ -7,7 +7,7 @@ import asyncio
 import json
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -69,6 +69,18 @@ async def lease_owners(client: aioredis.Redis, group: str,
     """Who holds each shard's lease right now (``{owner}:{fence}``), read straight from Redis."""
     values = await client.mget([schema.lease_key(group, s) for s in shards])
     return dict(zip(shards, values, strict=True))
+
+
+async def until(pred: Callable[[], Awaitable[bool]], timeout_s: float = 20,
+                interval_s: float = 0.1) -> bool:
+    """Whether ``pred()`` came true within ``timeout_s`` (asked every ``interval_s``, and once
+    more when the time is up)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if await pred():
+            return True
+        await asyncio.sleep(interval_s)
+    return bool(await pred())
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ import asyncio
 import io
 import json
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from tests.integration.conftest import Stack
 from tests.integration.test_cli import cli
 from tests.integration.test_sdk import base_url
 from trigger_client import AsyncTriggerClient, TriggerClient, TriggerRequest
+from trigger_service.core.timing import format_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 
@@ -28,11 +30,30 @@ OTHER_BODY_AS = {502: 5, 998: 6}  # item -> the earlier item whose key it reuses
 NEAR = range(0, 40)
 
 
-async def post_batch(stack: Stack, items: list[Any]) -> tuple[int, Any]:
+async def post_batch(stack: Stack, items: list[Any],
+                     token: str | None = None) -> tuple[int, Any]:
+    """One batch request (as ``token``'s caller, the stack's by default): status and body."""
     raw = io.BytesIO(json.dumps({"items": items}).encode())
     resp = await stack.client.post("/v1/triggers/batch", data=raw, headers={
-        **stack.auth(), "Content-Type": "application/json"})
+        **stack.auth(token), "Content-Type": "application/json"})
     return resp.status, await resp.json()
+
+
+async def create_due_at(stack: Stack, n: int, due_ms: int, url: Callable[[int], str], *,
+                        token: str | None = None, **extra: Any) -> list[str]:
+    """``n`` triggers due at ``due_ms`` through the batch route (1,000 a request, one request
+    at a time), item ``i`` to ``url(i)`` with payload ``{"i": i}`` and ``extra``; their ids
+    (each item must be created)."""
+    ids: list[str] = []
+    for start in range(0, n, 1_000):
+        items = [{"callbackUrl": url(i), "payload": {"i": i},
+                  "fireAt": format_rfc3339_ms(due_ms), **extra}
+                 for i in range(start, min(n, start + 1_000))]
+        status, body = await post_batch(stack, items, token=token)
+        assert status == 200, body
+        assert {a["status"] for a in body["items"]} == {201}, body["items"][:3]
+        ids += [a["triggerId"] for a in body["items"]]
+    return ids
 
 
 def thousand(stack: Stack, run: str) -> list[dict[str, Any]]:

@@ -19,6 +19,7 @@ import pytest
 from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import Notifiers
 from tests.integration.conftest import Stack
+from tests.integration.helpers import until as until  # (test_budgets imports it from here)
 from tests.providers import (
     PushSimulator,
     Reply,
@@ -106,15 +107,6 @@ async def view(stack: Stack, tid: str) -> Any:
     return await resp.json()
 
 
-async def until(pred: Any, timeout_s: float = 20) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await pred():
-            return True
-        await asyncio.sleep(0.05)
-    return bool(await pred())
-
-
 async def test_a_four_channel_reminder_reaches_every_channel_once(
         stack: Stack, providers: Providers) -> None:
     resp = await stack.client.get("/v1/inbox/ada/stream", headers=stack.auth())
@@ -130,7 +122,7 @@ async def test_a_four_channel_reminder_reaches_every_channel_once(
     message = json.loads(line[5:])
     resp.close()
     assert message["triggerId"] == tid and message["title"] == "Standup"
-    assert await until(lambda: _fired(stack, tid))
+    assert await until(lambda: _fired(stack, tid), 20)
     got = await view(stack, tid)
     assert [(c["type"], c["status"]) for c in got["channels"]] == [
         ("email", "DELIVERED"), ("sms", "DELIVERED"), ("push", "DELIVERED"),
@@ -156,7 +148,7 @@ async def test_permanent_provider_errors_take_one_attempt_each(
     providers.push.script("gone-token", fcm_error(404, "NOT_FOUND", "UNREGISTERED"))
     tid = await create(stack, channels=four(stack, "gone-token", "+15005550001"),
                        delaySeconds=1)
-    assert await until(lambda: _fired(stack, tid))
+    assert await until(lambda: _fired(stack, tid), 20)
     await asyncio.sleep(2.5)  # (no retry comes: the backoff here is 1 s)
     got = await view(stack, tid)
     assert got["status"] == "FAILED"
@@ -193,10 +185,10 @@ def ladder(stack: Stack) -> list[dict[str, Any]]:
 async def test_escalation_acknowledged_after_step_one_never_sends_step_two(
         stack: Stack, providers: Providers) -> None:
     tid = await create(stack, channels=ladder(stack), escalation=ESCALATION, delaySeconds=1)
-    assert await until(lambda: _count(providers.push.requests, 1))
+    assert await until(lambda: _count(providers.push.requests, 1), 20)
     resp = await stack.client.post(f"/v1/triggers/{tid}/ack", headers=stack.auth())
     assert resp.status == 200, await resp.text()
-    assert await until(lambda: _fired(stack, tid))
+    assert await until(lambda: _fired(stack, tid), 20)
     await asyncio.sleep(1)
     got = await view(stack, tid)
     assert [c["status"] for c in got["channels"]] == ["DELIVERED", "SKIPPED"]
@@ -220,7 +212,7 @@ async def test_a_channel_in_quiet_hours_is_deferred_and_shown_so(
     if now_local.tm_hour == 23 and now_local.tm_min >= 58:
         pytest.skip("too close to the end of the quiet window")
     tid = await create(stack, channels=chans, delaySeconds=1)
-    assert await until(lambda: _count(providers.smtp.messages, 1))
+    assert await until(lambda: _count(providers.smtp.messages, 1), 20)
     await asyncio.sleep(1)
     got = await view(stack, tid)
     sms = got["channels"][1]

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.helpers import until
 from trigger_service.core.timing import format_rfc3339_ms
 
 pytestmark = pytest.mark.integration
@@ -32,14 +33,18 @@ async def _create(stack: Stack, **fields: Any) -> str:
 
 async def _letters(stack: Stack, count: int, timeout_s: float = 20) -> list[dict[str, Any]]:
     """The caller's dead letters, once ``count`` are listed (or the time is up)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
+    items: list[dict[str, Any]] = []
+
+    async def listed() -> bool:
+        nonlocal items
         resp = await stack.client.get(DL, headers=stack.auth(), params={"limit": "500"})
         page = await resp.json()
         assert resp.status == 200, page
-        if len(page["items"]) >= count or time.monotonic() > deadline:
-            return list(page["items"])
-        await asyncio.sleep(0.1)
+        items = list(page["items"])
+        return len(items) >= count
+
+    await until(listed, timeout_s)
+    return items
 
 
 def _expired(handle_metrics: dict[str, int], caller: str) -> int:

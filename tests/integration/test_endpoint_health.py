@@ -22,6 +22,7 @@ from standardwebhooks.webhooks import Webhook
 from typer.testing import CliRunner
 
 from tests.integration.conftest import Stack, serving
+from tests.integration.helpers import until
 from trigger_client import AsyncTriggerClient, TriggerClient
 from trigger_client.cli.main import app
 from trigger_service.core.endpoint_health import first_failure
@@ -62,15 +63,6 @@ def extra_env(ops: OpsReceiver) -> dict[str, str]:
             "TRIGGER_OPS_EVENTS_SECRET": OPS_SECRET}
 
 
-async def _until(pred: Any, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await pred():
-            return True
-        await asyncio.sleep(0.1)
-    return bool(await pred())
-
-
 async def _endpoints(stack: Stack) -> list[dict[str, Any]]:
     resp = await stack.client.get("/v1/endpoints", headers=stack.auth())
     assert resp.status == 200, await resp.text()
@@ -92,7 +84,7 @@ async def test_a_success_resets_a_failing_endpoint(stack: Stack) -> None:
     async def failing() -> bool:
         return [e["state"] for e in await _endpoints(stack)] == ["failing"]
 
-    assert await _until(failing, 10)
+    assert await until(failing, 10)
     [e] = await _endpoints(stack)
     assert e["origin"] == callback_origin(stack.receiver.base_url) and e["failures"] >= 1
     assert e["lastError"] and e["disabledAt"] is None
@@ -101,7 +93,7 @@ async def test_a_success_resets_a_failing_endpoint(stack: Stack) -> None:
     async def healthy() -> bool:
         return await _endpoints(stack) == []
 
-    assert await _until(healthy, 5)
+    assert await until(healthy, 5)
 
 
 async def test_disabled_after_continuous_failure_then_held_then_replayed_once(
@@ -115,7 +107,7 @@ async def test_disabled_after_continuous_failure_then_held_then_replayed_once(
     async def disabled_event() -> bool:
         return bool(ops.of_type("endpoint.disabled"))
 
-    assert await _until(disabled_event, 20)
+    assert await until(disabled_event, 20)
     raw, headers = next((r, h) for r, h in ops.events
                         if json.loads(r)["type"] == "endpoint.disabled")
     event = Webhook(OPS_SECRET).verify(raw, headers)  # raises unless signed with the secret
@@ -137,6 +129,9 @@ async def test_disabled_after_continuous_failure_then_held_then_replayed_once(
     await asyncio.sleep(1.5)
     late = [(a.trigger_id, a.attempt, a.at_ms) for a in stack.receiver.arrivals[before:]]
     assert not late, (late, failing)  # the failing ones' retries are held too
+    for tid in failing:  # each was sent (and failed) before the disable, or is held by it
+        view = await stack.wait_status(tid, "PAUSED", 0)
+        assert stack.receiver.for_trigger(tid) or view["status"] == "PAUSED", (tid, view)
 
     stack.receiver.default_status = 200
     resp = await stack.client.post("/v1/endpoints/enable", headers=stack.auth(),
@@ -154,10 +149,9 @@ async def test_disabled_after_continuous_failure_then_held_then_replayed_once(
     async def enabled_event() -> bool:
         return bool(ops.of_type("endpoint.enabled"))
 
-    assert await _until(enabled_event, 10)
+    assert await until(enabled_event, 10)
     [on] = ops.of_type("endpoint.enabled")
     assert on["data"]["by"] == f"caller:{stack.caller}" and on["data"]["origin"] == origin
-    assert failing  # (their own outcomes: dead letters or held retries, not asserted here)
 
 
 async def test_the_enable_routes_refuse_bad_input(stack: Stack) -> None:

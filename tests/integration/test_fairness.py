@@ -13,28 +13,25 @@ the dispatcher share this process's one event loop: much more on a busy machine)
 from __future__ import annotations
 
 import asyncio
-import io
-import json
 import time
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 from aiohttp import web
 
+from bench.common import pct
 from tests.integration.conftest import Receiver, Stack, serving
+from tests.integration.test_batch import create_due_at
 
 pytestmark = pytest.mark.integration
 
 HERD = 1000
 FEW = 20
 A_ANSWER_S = 0.05
-# B's p99 lateness bound. B's 20 are received past the cap as soon as they are visible, and
-# claimed and sent with A's first wave, not after A's herd: what is left is the dispatcher's
-# one event loop starting A's first wave of sends (50 at once, each a few ms of CPU on a busy
-# 2-core machine) around B's 20, and B's claims sharing the LWT slots with A's. It fails if
-# B waits for A's herd: A's 800 not held are received only after the held 200 are sent.
-B_P99_BOUND_MS = 1500
+# No wall-clock bound (the machine's speed is not the behaviour): B's 20 are received past
+# the cap as soon as they are visible, and claimed and sent with A's first wave, not after
+# A's herd, so all of B's arrive before half of A's herd. It fails if B waits for A's herd:
+# A's 800 not held are received only after the held 200 are sent, and B's came with A's last.
 DUE_IN_MS = 25_000  # registration (3 batch requests) is over well before
 
 
@@ -60,39 +57,15 @@ async def receiver() -> AsyncIterator[Receiver]:
     assert not rec.violations, "\n".join(rec.violations)
 
 
-def iso_ms(ms: int) -> str:
-    t = time.gmtime(ms // 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", t) + f".{ms % 1000:03d}Z"
-
-
-async def register(stack: Stack, token: str, path: str, n: int, due_ms: int) -> set[str]:
-    """``n`` triggers due at ``due_ms`` through the batch route; their ids."""
-    ids: set[str] = set()
-    for start in range(0, n, 1000):
-        items = [{"callbackUrl": stack.receiver.base_url + f"{path}/{i}", "payload": {"i": i},
-                  "fireAt": iso_ms(due_ms)} for i in range(start, min(n, start + 1000))]
-        resp = await stack.client.post(
-            "/v1/triggers/batch", data=io.BytesIO(json.dumps({"items": items}).encode()),
-            headers={**stack.auth(token), "Content-Type": "application/json"})
-        body: Any = await resp.json()
-        assert resp.status == 200, body
-        assert {a["status"] for a in body["items"]} == {201}, body["items"][:3]
-        ids |= {a["triggerId"] for a in body["items"]}
-    return ids
-
-
-def quantile(values: list[int], p: float) -> int:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(p * len(s)))]
-
-
 async def test_a_herd_does_not_hold_back_another_callers_deliveries_due_with_it(
         stack: Stack) -> None:
     d = await stack.start_dispatcher(max_inflight=200, receivers=16)
     due_ms = time.time_ns() // 1_000_000 + DUE_IN_MS
+    base = stack.receiver.base_url
     # A's herd is registered (and sent to the queue) first, B's few after it.
-    herd = await register(stack, stack.token, "a", HERD, due_ms)
-    few = await register(stack, stack.token + "-other", "b", FEW, due_ms)
+    herd = set(await create_due_at(stack, HERD, due_ms, lambda i: f"{base}a/{i}"))
+    few = set(await create_due_at(stack, FEW, due_ms, lambda i: f"{base}b/{i}",
+                                  token=stack.token + "-other"))
     rec = stack.receiver
     done = await rec.wait_for(lambda: len({a.trigger_id for a in rec.arrivals}) >= HERD + FEW,
                               timeout_s=DUE_IN_MS / 1000 + 60)
@@ -105,9 +78,11 @@ async def test_a_herd_does_not_hold_back_another_callers_deliveries_due_with_it(
     b_late = [first[t] - due_ms for t in few]
     a_late = [first[t] - due_ms for t in herd]
     assert min(b_late + a_late) >= 0  # never early
-    report = {"b_p50_ms": quantile(b_late, 0.5), "b_p99_ms": quantile(b_late, 0.99),
-              "b_max_ms": max(b_late), "a_p50_ms": quantile(a_late, 0.5),
+    report = {"b_p50_ms": pct(b_late, 0.5), "b_p99_ms": pct(b_late, 0.99),
+              "b_max_ms": max(b_late), "a_p50_ms": pct(a_late, 0.5),
               "a_last_ms": max(a_late)}
     print(f"fairness: {report}")
-    assert report["b_p99_ms"] <= B_P99_BOUND_MS, report
+    # B's last arrival is before A's median one, B's p99 lateness below A's p50.
+    assert report["b_max_ms"] < report["a_p50_ms"], report
+    assert report["b_p99_ms"] < report["a_p50_ms"], report
     await d.close()

@@ -16,10 +16,9 @@ from aiohttp import web
 from playwright.async_api import Browser, expect
 
 from tests.integration.conftest import Receiver, Stack, serving
-from tests.integration.test_batch import post_batch
+from tests.integration.test_batch import create_due_at
 from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
 from trigger_service.core.flow_ports import FlowView
-from trigger_service.core.timing import format_rfc3339_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(170)]
 
@@ -81,16 +80,7 @@ def most_in_a_window(times_ms: list[int], window_ms: int) -> int:
 async def create_herd(stack: Stack, url: str, due_ms: int) -> list[str]:
     flow = {"key": f"partner-{stack.caller}", "ratePerSecond": RATE,
             "parallelism": PARALLELISM}
-    ids: list[str] = []
-    for start in range(0, N, 1_000):
-        items: list[dict[str, Any]] = [
-            {"callbackUrl": url, "payload": {"i": i}, "fireAt": format_rfc3339_ms(due_ms),
-             "flowControl": flow} for i in range(start, min(N, start + 1_000))]
-        status, body = await post_batch(stack, items)
-        assert status == 200
-        assert {a["status"] for a in body["items"]} == {201}, body["items"][:3]
-        ids += [a["triggerId"] for a in body["items"]]
-    return ids
+    return await create_due_at(stack, N, due_ms, lambda _i: url, flowControl=flow)
 
 
 async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(

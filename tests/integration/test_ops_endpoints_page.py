@@ -30,20 +30,23 @@ async def test_operator_sees_a_disabled_endpoint_and_enables_it(
     h = failed_again(h, now_ms - 60_000, "HTTP 503 Service Unavailable", 4_211)
     assert await health.note_failures(h) and await health.mark_disabled(h, now_ms - 60_000)
     console = await Console.open(browser, stack, DESKTOP)
-    page = console.page
-    await console.sign_in(stack.token + "-ops")
-    row = page.locator("#ep-rows tr", has_text=stack.caller)
-    await expect(row).to_have_count(1)
-    await expect(row.locator("td").nth(1)).to_have_text(origin)
-    await expect(row.locator("td").nth(2)).to_have_text("disabled")
-    await expect(row.locator("td").nth(4)).to_have_text("4,212")
-    await expect(row.locator("td").nth(5)).to_have_text("HTTP 503 Service Unavailable")
-    await console.shot("ops-endpoints.png", full_page=True)
-    await page.fill("#ep-since", "2026-01-01T00:00:00")
-    await row.locator("button").click()
-    await console.confirm()
-    await expect(row).to_have_count(0)
-    await expect(page.locator("#notice")).to_contain_text(f"{origin} enabled for {stack.caller}")
-    await console.shot("ops-endpoint-enabled.png", full_page=True)
-    assert await health.endpoint_health(stack.caller) == []
-    await console.close()
+    try:
+        page = console.page
+        await console.sign_in(stack.token + "-ops")
+        row = page.locator("#ep-rows tr", has_text=stack.caller)
+        await expect(row).to_have_count(1)
+        await expect(row.locator("td").nth(1)).to_have_text(origin)
+        await expect(row.locator("td").nth(2)).to_have_text("disabled")
+        await expect(row.locator("td").nth(4)).to_have_text("4,212")
+        await expect(row.locator("td").nth(5)).to_have_text("HTTP 503 Service Unavailable")
+        await console.shot("ops-endpoints.png", full_page=True)
+        await page.fill("#ep-since", "2026-01-01T00:00:00")
+        await row.locator("button").click()
+        await console.confirm()
+        await expect(row).to_have_count(0)
+        await expect(page.locator("#notice")).to_contain_text(
+            f"{origin} enabled for {stack.caller}")
+        await console.shot("ops-endpoint-enabled.png", full_page=True)
+        assert await health.endpoint_health(stack.caller) == []
+    finally:
+        await console.close()

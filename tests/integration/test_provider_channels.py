@@ -8,9 +8,7 @@ stack's SQS endpoint (the same LocalStack)."""
 
 from __future__ import annotations
 
-import asyncio
 import os
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from email import message_from_string, policy
@@ -24,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from dispatcher.channels.notifiers import Notifiers
 from tests.integration.conftest import Stack
+from tests.integration.helpers import until
 from tests.providers import TelegramSimulator, telegram_error
 from trigger_service.core.channels import EmailSpec, Occurrence
 
@@ -99,12 +98,7 @@ async def view(stack: Stack, tid: str) -> Any:
 
 
 async def finished(stack: Stack, tid: str, timeout_s: float = 30) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        got = await view(stack, tid)
-        if got["status"] in ("FIRED", "FAILED") or time.monotonic() > deadline:
-            return got
-        await asyncio.sleep(0.1)
+    return await stack.wait_status(tid, ("FIRED", "FAILED"), timeout_s)
 
 
 async def sent_emails(endpoint: str) -> list[dict[str, Any]]:
@@ -155,12 +149,12 @@ async def test_a_blocked_bot_fails_the_channel_for_good_in_one_attempt(
     assert (throttled["status"], throttled["attempts"]) == ("DELIVERED", 2)
     assert [r.status for r in providers.telegram.requests if r.body["chat_id"] == 777] == [403]
     # FAILED is written before the dead letter is listed: it may follow a moment later.
-    deadline = time.monotonic() + 10
-    while True:
-        resp = await stack.client.get(f"/v1/dead-letters/{tid}.1", headers=stack.auth())
-        if resp.status != 404 or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.2)
+    async def listed() -> bool:
+        return (await stack.client.get(f"/v1/dead-letters/{tid}.1",
+                                       headers=stack.auth())).status != 404
+
+    await until(listed, 10, interval_s=0.2)
+    resp = await stack.client.get(f"/v1/dead-letters/{tid}.1", headers=stack.auth())
     assert resp.status == 200 and "403" in (await resp.json())["lastError"]
 
 

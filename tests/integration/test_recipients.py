@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.helpers import until
 from tests.integration.test_channels import Providers, stand_by
 from trigger_service.core.timing import parse_rfc3339_ms
 
@@ -38,15 +39,6 @@ async def view(stack: Stack, tid: str) -> Any:
 
 async def _moved_on(stack: Stack, tid: str) -> bool:
     return bool((await view(stack, tid))["occurrencesFired"] == 1)
-
-
-async def until(pred: Any, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if await pred():
-            return True
-        await asyncio.sleep(0.1)
-    return bool(await pred())
 
 
 async def test_a_daily_reminder_follows_its_recipient_from_new_york_to_tokyo(

@@ -6,9 +6,8 @@ would. The sync client runs in a worker thread (the API shares this test's event
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -16,6 +15,7 @@ import redis
 
 from dispatcher.channels.inbox import InboxNotifier
 from tests.integration.conftest import SIGNING_SECRETS, Stack
+from tests.integration.helpers import until
 from trigger_client import (
     AsyncTriggerClient,
     Conflict,
@@ -51,15 +51,6 @@ async def sync_sdk(stack: Stack) -> AsyncIterator[TriggerClient]:
     client = TriggerClient(base_url(stack), stack.token)
     yield client
     await asyncio.to_thread(client.close)
-
-
-async def until(check: Callable[[], Awaitable[bool]], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not await check():
-        if time.monotonic() > deadline:
-            return False
-        await asyncio.sleep(0.1)
-    return True
 
 
 async def test_create_sync_and_async_get_cancel_and_a_replayed_key(
