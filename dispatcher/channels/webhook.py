@@ -28,7 +28,7 @@ import asyncio
 import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC
 from email.utils import parsedate_to_datetime
 
 import aiohttp
@@ -37,11 +37,12 @@ from standardwebhooks.webhooks import Webhook
 from yarl import URL
 
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
+from dispatcher.channels.provider_http import clock_now
 from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
-from trigger_service.core.timing import format_rfc3339_ms, ms_to_datetime
+from trigger_service.core.timing import format_rfc3339_ms
 from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
 
 log = structlog.get_logger(__name__)
@@ -84,15 +85,12 @@ class WebhookChannel:
         self._guarded: aiohttp.ClientSession | None = None
         self._trusted: aiohttp.ClientSession | None = None
 
-    def _now(self) -> datetime:
-        return ms_to_datetime(self._clock.now_ms()) if self._clock else datetime.now(UTC)
-
     async def signature_headers(self, trigger: Trigger, body: str) -> dict[str, str]:
         """The Standard Webhooks headers for ``body`` (none if the caller has no secret)."""
         secrets = await self._secrets_for(trigger.caller)
         if not secrets:
             return {}
-        now = self._now().replace(microsecond=0)
+        now = clock_now(self._clock).replace(microsecond=0)
         sigs = []
         for secret in secrets:
             signer = self._signers.get(secret)
@@ -116,7 +114,7 @@ class WebhookChannel:
             return None
         if when.tzinfo is None:
             when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - self._now()).total_seconds())
+        return max(0.0, (when - clock_now(self._clock)).total_seconds())
 
     def _new_session(self, *, guard: bool) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(
