@@ -42,6 +42,7 @@ from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
+from trigger_service.core.signing import webhook_headers
 from trigger_service.core.timing import format_rfc3339_ms
 from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
 
@@ -90,16 +91,13 @@ class WebhookChannel:
         secrets = await self._secrets_for(trigger.caller)
         if not secrets:
             return {}
-        now = clock_now(self._clock).replace(microsecond=0)
-        sigs = []
+        signers = []
         for secret in secrets:
             signer = self._signers.get(secret)
             if signer is None:
                 signer = self._signers[secret] = Webhook(secret)
-            sigs.append(signer.sign(trigger.occurrence_id, now, body))
-        return {"webhook-id": trigger.occurrence_id,
-                "webhook-timestamp": str(int(now.timestamp())),
-                "webhook-signature": " ".join(sigs)}
+            signers.append(signer)
+        return webhook_headers(signers, trigger.occurrence_id, clock_now(self._clock), body)
 
     def retry_after_s(self, value: str | None) -> float | None:
         """``Retry-After`` as seconds from now: a number, or an HTTP date."""

@@ -15,6 +15,7 @@ from standardwebhooks.webhooks import Webhook
 from trigger_service.config.endpoint_health import EndpointHealthSettings
 from trigger_service.core.endpoint_health import OpsEvent
 from trigger_service.core.ports import Clock
+from trigger_service.core.signing import webhook_headers
 from trigger_service.core.timing import ms_to_datetime
 
 log = structlog.get_logger(__name__)
@@ -50,11 +51,9 @@ class WebhookOpsEvents:
     async def _post(self, event: OpsEvent) -> bool:
         assert self._signer is not None
         body = json.dumps(event.body(), separators=(",", ":"))
-        now = ms_to_datetime(self._clock.now_ms()).replace(microsecond=0)
-        headers = {"content-type": "application/json", "webhook-id": event.event_id,
-                   "webhook-timestamp": str(int(now.timestamp())),
-                   "webhook-signature": self._signer.sign(event.event_id, now, body),
-                   "User-Agent": "trigger-service-ops/0.1"}
+        headers = {"content-type": "application/json", "User-Agent": "trigger-service-ops/0.1",
+                   **webhook_headers([self._signer], event.event_id,
+                                     ms_to_datetime(self._clock.now_ms()), body)}
         try:
             async with aiohttp.ClientSession(
                     timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as session, \

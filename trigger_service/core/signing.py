@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import secrets as random
 from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
 
 
 def new_secret() -> str:
@@ -30,3 +32,19 @@ def active_secrets(stored: Sequence[tuple[int, str]], file_secrets: Sequence[str
     if newer_created_ms is None or now_ms < newer_created_ms + overlap_ms:
         out += list(file_secrets)
     return out
+
+
+class Signer(Protocol):
+    """A Standard Webhooks signer (``standardwebhooks.webhooks.Webhook``)."""
+
+    def sign(self, msg_id: str, timestamp: datetime, data: str) -> str: ...
+
+
+def webhook_headers(signers: Sequence[Signer], msg_id: str, now: datetime, body: str
+                    ) -> dict[str, str]:
+    """The Standard Webhooks headers of ``body`` sent as ``msg_id`` at ``now`` (whole
+    seconds, as the header carries them), one signature per signer: what a callback and an
+    operators' event are signed with."""
+    now = now.replace(microsecond=0)
+    return {"webhook-id": msg_id, "webhook-timestamp": str(int(now.timestamp())),
+            "webhook-signature": " ".join(s.sign(msg_id, now, body) for s in signers)}
