@@ -28,8 +28,6 @@ async def _spawn(stack: Stack, port: int, workers: int) -> asyncio.subprocess.Pr
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
 
 
-
-
 async def _stop(*procs: asyncio.subprocess.Process) -> None:
     for p in procs:
         if p.returncode is None:
@@ -79,7 +77,9 @@ async def test_two_api_workers_share_the_port_and_outlive_each_other(stack: Stac
             await _create(stack, url)
         first.send_signal(signal.SIGKILL)
         await first.wait()
-        # The port is still served: by the second process alone now.
+        # The port is still served: by the second process alone now (once it has finished
+        # starting, which on a loaded machine can take longer than the 3 s above).
+        await wait_ready(url, second)
         for _ in range(10):
             await _create(stack, url)
 
