@@ -4,7 +4,8 @@ sends, never another caller's.
 
 Messages waiting for their caller's bulkhead are counted apart (``waiting``): they do not
 count against the dispatcher's in-flight limit (a slow caller must not stop every receive),
-and past ``max_waiting`` waiting for one caller the next is deferred instead (``full``).
+and past ``max_waiting`` waiting for one caller the next is deferred instead (``full``),
+until about its turn by the caller's pace (``pace``: the sends started here per second).
 """
 
 from __future__ import annotations
@@ -13,12 +14,17 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
+from dispatcher.fair_share import DrainPace
 from trigger_service.config.live_callers import Callers
+from trigger_service.core.ports import Clock
 
 
 class Bulkheads:
-    def __init__(self, callers: Callers, *, default_size: int, max_waiting: int) -> None:
+    def __init__(self, callers: Callers, clock: Clock, *, default_size: int,
+                 max_waiting: int) -> None:
         self._callers = callers
+        self._clock = clock
+        self.pace = DrainPace()
         self._default_size = default_size
         self._max_waiting = max(1, max_waiting)
         self._sems: dict[str, asyncio.Semaphore] = {}
@@ -38,6 +44,12 @@ class Bulkheads:
         """True when ``max_waiting`` of the caller's messages wait already: defer another."""
         return self._waiting.get(caller, 0) >= self._max_waiting
 
+    def come_back_ms(self, caller: str, receive_count: int) -> int:
+        """When a message of ``caller`` deferred because it is ``full`` comes back: at about
+        its turn, behind those waiting (``DrainPace.come_back_ms``)."""
+        return self.pace.come_back_ms(caller, self._clock.now_ms(),
+                                      self._waiting.get(caller, 0), receive_count)
+
     @property
     def waiting(self) -> int:
         """Messages waiting for a caller's bulkhead, over all callers."""
@@ -55,6 +67,7 @@ class Bulkheads:
         finally:
             self._waiting[caller] -= 1
             self._waiting_total -= 1
+        self.pace.started(caller, self._clock.now_ms())
         try:
             yield
         finally:

@@ -172,7 +172,8 @@ class Delivery:
                               max_lead_ms=self._d.claim_lead_max_ms,
                               concurrency=self._d.claim_concurrency,
                               weight=self.weight)
-        self.bulkheads = Bulkheads(callers, default_size=self._d.default_max_concurrency,
+        self.bulkheads = Bulkheads(callers, deps.clock,
+                                   default_size=self._d.default_max_concurrency,
                                    max_waiting=self._d.max_inflight)
         self.breakers = Breakers(deps.clock, deps.metrics, fail_max=self._d.breaker_fail_max,
                                  reset_s=self._d.breaker_reset_s,
@@ -253,7 +254,8 @@ class Delivery:
             return t  # disabled since the message was received: look again (it is held)
         if self.bulkheads.full(t.caller):
             self._metrics.inc("bulkhead_deferrals_total")
-            await self.visibility.defer(m, 1)
+            await self.visibility.defer_until(
+                m, self.bulkheads.come_back_ms(t.caller, m.receive_count))
             return None
         breaker = self.breaker(t.caller, callback_origin(t.callback_url))
         # No circuit to be had (every one of the caller's is in trouble): as if open.

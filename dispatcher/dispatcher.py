@@ -8,7 +8,8 @@ deleted, and counted when it is a duplicate of a fired trigger.
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
 keeps receiving, so that another caller's messages behind a herd on the queue are found; a
 message is held only if its caller is under its share of the cap, else it is hidden again on
-SQS for a while (``_defer_over_share``) and comes back no earlier. So at most twice
+SQS for a while (``_defer_over_share``: a herd's excess until about its turn, by the
+caller's pace) and comes back no earlier. So at most twice
 ``max_inflight`` are in hand. A message whose body names its caller
 (``ReceivedMessage.caller``) is hidden without a read of its row.
 """
@@ -24,7 +25,7 @@ import structlog
 from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
-from dispatcher.fair_share import Shares
+from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore
 from dispatcher.flow_control import FlowGate
@@ -51,12 +52,6 @@ _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
 _FULL_RECEIVE = 10  # SQS's most messages per receive
-# A message of a caller over its fair share is hidden this long, doubled with each receive
-# up to FAIR_DEFER_MAX_S: long enough that a herd's excess is not received again and again
-# while its held messages are sent, short enough that it is not held back much longer than
-# the dispatcher needs to make room.
-FAIR_DEFER_S = 1
-FAIR_DEFER_MAX_S = 8
 
 
 class Dispatcher:
@@ -232,9 +227,7 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
-        if m.caller is not None and not self.shares.admits(m.caller, self.delivery.waiting):
-            # Hidden without reading its row: the body names its caller.
-            await self._defer_over_share(m, m.caller, m.fire_at_ms)
+        if m.caller is not None and await self._deferred_unread(m, m.caller):
             return
         hidden_until_ms = self._visibility.hidden_until_ms()
         t = None
@@ -313,6 +306,21 @@ class Dispatcher:
                  status=t.status.value if t else None)
         await self._visibility.delete(m)
 
+    async def _deferred_unread(self, m: ReceivedMessage, caller: str) -> bool:
+        """Hide ``m``, whose body names its ``caller``, without reading its row if it could
+        not be held: the caller is over its share, or it is due and its caller's queue for
+        the bulkhead is full (then it comes back at about its turn)."""
+        if not self.shares.admits(caller, self.delivery.waiting):
+            await self._defer_over_share(m, caller, m.fire_at_ms)
+            return True
+        bulkheads = self.delivery.bulkheads
+        if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller):
+            self._metrics.inc("bulkhead_deferrals_total")
+            await self._visibility.defer_until(m, bulkheads.come_back_ms(caller,
+                                                                         m.receive_count))
+            return True
+        return False
+
     async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
         """The dispatcher is full and ``caller`` holds its share of it: hide the message
         (due at ``due_ms``) rather than hold it. One due later than the caller's earliest
@@ -320,8 +328,8 @@ class Dispatcher:
         are sent) is hidden for half the time left, at least ``FAIR_DEFER_S``. One due no
         later (a herd: its held messages are due with it) is hidden until ``FAIR_DEFER_S``
         after its due time: no room is made before, and the receives meanwhile pass over
-        it, once, to what is behind it. One due already waits ``FAIR_DEFER_S``, doubled
-        with each receive, up to ``FAIR_DEFER_MAX_S``."""
+        it, once, to what is behind it. One due already comes back at about its turn, behind
+        the caller's messages in hand (``DrainPace``)."""
         self._metrics.inc("fair_share_deferrals_total", caller=caller)
         ahead_ms = due_ms - self._clock.now_ms()
         earliest_ms = self.shares.earliest_due_ms(caller)
@@ -331,8 +339,9 @@ class Dispatcher:
         if ahead_ms > 0:
             await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
             return
-        doublings = min(max(0, m.receive_count - 1), 3)
-        await self._visibility.defer(m, min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << doublings))
+        pace = self.delivery.bulkheads.pace
+        await self._visibility.defer_until(m, pace.come_back_ms(
+            caller, self._clock.now_ms(), self.shares.in_hand(caller), m.receive_count))
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""

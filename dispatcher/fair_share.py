@@ -14,8 +14,13 @@ A caller's weight is ``weight`` in the callers file (default 1): with weights 2 
 first caller gets two slots, and two thirds of the cap, for each one the second gets, while
 both want more than that; a caller that wants less leaves the rest to the others.
 
-Pure: counts and an order, no I/O and no clock (``FairSlots`` hands out slots to asyncio
-waiters, nothing else).
+A message that cannot be held now (its caller is over its share, or has a full queue for
+its bulkhead) is hidden back on SQS until about its turn (``DrainPace``): the caller's
+messages ahead of it, over the rate its sends start. A herd's excess is then received about
+twice, not every second or so until its turn comes.
+
+Pure: counts and an order, no I/O and no clock (times are passed in; ``FairSlots`` hands out
+slots to asyncio waiters, nothing else).
 """
 
 from __future__ import annotations
@@ -208,6 +213,78 @@ class FairSlots:
         if not queue:
             del self._queues[caller]
         fut.set_result(None)
+
+
+# Without a pace, a message that cannot be held waits FAIR_DEFER_S, doubled with each
+# receive up to FAIR_DEFER_MAX_S: long enough that it is not received again and again, short
+# enough that it is not held back much longer than the dispatcher needs to make room.
+FAIR_DEFER_S = 1
+FAIR_DEFER_MAX_S = 8
+
+
+def short_wait_s(receive_count: int) -> int:
+    """The wait without a pace of a message received ``receive_count`` times."""
+    return min(FAIR_DEFER_MAX_S, FAIR_DEFER_S << min(max(0, receive_count - 1), 3))
+
+
+class DrainPace:
+    """Each caller's pace (sends started per second, measured over windows of ``window_ms``)
+    and, from it, when to bring back a message that cannot be held now: its turn.
+
+    The first message deferred comes back when half of those ahead of it have started;
+    each next one ``1/rate`` after the one before, so a herd's excess returns at the rate it
+    is sent, never all at once. A turn is at most ``max_ms`` ahead (the rate may rise).
+    Without a measured rate (nothing of the caller started in the last two windows) there
+    is no turn: the caller of ``turn_ms`` falls back to a short wait."""
+
+    def __init__(self, window_ms: int = 5_000, max_ms: int = 60_000) -> None:
+        self._window_ms = window_ms
+        self._max_ms = max_ms
+        # caller -> [window start, sends started in it, the last full window's rate per ms]
+        self._windows: dict[str, list[float]] = {}
+        self._next_ms: dict[str, float] = {}  # caller -> the next free turn
+
+    def started(self, caller: str, now_ms: int) -> None:
+        """One send of ``caller`` started at ``now_ms``."""
+        w = self._windows.get(caller)
+        if w is None:
+            self._windows[caller] = [now_ms, 1, 0.0]
+            return
+        if now_ms - w[0] >= self._window_ms:
+            w[2] = w[1] / (now_ms - w[0])
+            w[0], w[1] = now_ms, 0
+        w[1] += 1
+
+    def rate_per_s(self, caller: str, now_ms: int) -> float | None:
+        """Sends of ``caller`` started per second lately (None: none measured)."""
+        w = self._windows.get(caller)
+        if w is None:
+            return None
+        elapsed_ms = now_ms - w[0]
+        if elapsed_ms >= 2 * self._window_ms:
+            return None  # nothing started for two windows: no pace to go by
+        if elapsed_ms >= self._window_ms or not w[2]:
+            # The current window (once it is at least a second old) when it is complete or
+            # when there is no earlier one.
+            return w[1] * 1000 / elapsed_ms if elapsed_ms >= 1000 else None
+        return w[2] * 1000
+
+    def come_back_ms(self, caller: str, now_ms: int, ahead: int, receive_count: int) -> int:
+        """``turn_ms``, or without a pace ``short_wait_s`` from now."""
+        turn = self.turn_ms(caller, now_ms, ahead)
+        return turn if turn is not None else now_ms + short_wait_s(receive_count) * 1000
+
+    def turn_ms(self, caller: str, now_ms: int, ahead: int) -> int | None:
+        """When a message of ``caller`` with ``ahead`` of its messages before it should come
+        back (None: no pace measured). Each call takes a turn."""
+        rate = self.rate_per_s(caller, now_ms)
+        if rate is None:
+            return None
+        per_ms = 1000 / rate
+        turn = min(max(now_ms + ahead * per_ms / 2, self._next_ms.get(caller, 0.0)),
+                   now_ms + self._max_ms)
+        self._next_ms[caller] = turn + per_ms
+        return int(turn)
 
 
 def caller_weights(callers: Callers) -> Callable[[str], int]:

@@ -10,6 +10,7 @@ import pytest
 
 from dispatcher.delivery import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
+    CALLER,
     OTHER_CALLER,
     Env,
     breaker_of,
@@ -18,7 +19,7 @@ from tests.unit.dispatcher.fakes import (
 )
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import ReceivedMessage
+from trigger_service.core.ports import OutgoingMessage, ReceivedMessage
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -103,6 +104,39 @@ async def test_a_caller_past_its_waiting_cap_defers_only_its_own_messages(env: E
     assert env.row(other).status is Status.FIRED
     fired = [t for t in slow if env.row(t).status is Status.FIRED]
     assert len(fired) == 4 and all(env.row(t).attempts == 0 for t in slow if t not in fired)
+
+
+async def test_past_a_full_bulkhead_a_herd_comes_back_at_its_turns_unread(env: Env) -> None:
+    """A due message naming its caller, whose queue for the bulkhead is full, is hidden
+    without a read of its row: until about its turn by the caller's pace (the messages
+    waiting, over the sends started per second), each next one a send later."""
+    env.callers = make_callers(orders_max_concurrency=1)
+    env.with_dispatch(max_inflight=6)
+    env.channel.gate = asyncio.Event()
+    d = env.dispatcher()
+    now_ms = env.clock.now_ms()
+    for ago_ms in (4000, 3000, 2000, 1000):  # four sends over the last four seconds
+        d.delivery.bulkheads.pace.started(CALLER, now_ms - ago_ms)
+    held = [await env.add(0) for _ in range(7)]
+    await env.enqueue(*held)
+    tasks = []
+    for m in await env.receive():
+        tasks.append(asyncio.create_task(d.handle(m)))
+        await settle()
+    assert len(env.channel.calls) == 1 and d.delivery.waiting == 6  # the fifth send
+    herd = [await env.add(0) for _ in range(2)]
+    await env.queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0, caller=CALLER)
+                               for t in herd])
+    env.store.failures["get"] = StoreError("cassandra down")  # a read would fail
+    for m in await env.receive():
+        await d.handle(m)
+    assert env.count("bulkhead_deferrals_total") == 2
+    # 5 sends in 4 s: one each 800 ms. Six wait: the first comes back when three have
+    # started (2.4 s, in whole seconds on SQS: 3 s), the next a send later (3.2 s: 4 s).
+    assert [env.queued(t) for t in herd] == [[now_ms + 3000], [now_ms + 4000]]
+    del env.store.failures["get"]
+    env.channel.gate.set()
+    await asyncio.gather(*tasks)
 
 
 async def test_a_delivery_that_starts_after_a_long_wait_keeps_its_message_hidden(

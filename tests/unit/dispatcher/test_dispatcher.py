@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from dispatcher.dispatcher import FAIR_DEFER_S
+from dispatcher.fair_share import FAIR_DEFER_S
 from tests.unit.dispatcher.fakes import (
     CALLER,
     CLAIM_LEAD_MS,

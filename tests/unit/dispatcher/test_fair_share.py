@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from dispatcher.claim_gate import ClaimGate
-from dispatcher.fair_share import FairSlots, RoundRobin, Shares
+from dispatcher.fair_share import DrainPace, FairSlots, RoundRobin, Shares, short_wait_s
 from tests.unit.dispatcher.fakes import settle
 from trigger_service.core.clock import ManualClock
 
@@ -200,3 +200,33 @@ def test_the_earliest_due_time_held_follows_enter_and_leave() -> None:
     s.leave(held[2])
     s.leave(held[0])
     assert s.earliest_due_ms("a") is None and s.total == 0
+
+
+def test_without_a_pace_a_message_waits_a_second_doubled_per_receive_up_to_eight() -> None:
+    pace = DrainPace()
+    assert pace.turn_ms("a", 10_000, ahead=50) is None
+    assert [short_wait_s(n) for n in (1, 2, 3, 4, 9)] == [1, 2, 4, 8, 8]
+    assert pace.come_back_ms("a", 10_000, ahead=50, receive_count=3) == 14_000
+
+
+def test_turns_follow_the_callers_pace_one_send_apart() -> None:
+    pace = DrainPace(window_ms=5_000, max_ms=60_000)
+    for at_ms in range(0, 2000, 100):  # 20 sends in 2 s: 10 a second
+        pace.started("a", at_ms)
+    assert pace.rate_per_s("a", 2000) == 10.0
+    assert pace.rate_per_s("b", 2000) is None
+    # 40 ahead: the first back when half of them have started (2 s), then each 100 ms on.
+    assert [pace.turn_ms("a", 2000, ahead=40) for _ in range(3)] == [4000, 4100, 4200]
+    # Later, with fewer ahead, never before the turns already handed out.
+    assert pace.turn_ms("a", 2500, ahead=2) == 4300
+
+
+def test_a_turn_is_at_most_max_ahead_and_a_stale_pace_is_none() -> None:
+    pace = DrainPace(window_ms=5_000, max_ms=60_000)
+    pace.started("a", 0)
+    pace.started("a", 4000)
+    pace.started("a", 5000)  # a new window: the last one's rate, 2 in 5 s, applies
+    assert pace.rate_per_s("a", 6000) == 0.4
+    assert pace.turn_ms("a", 6000, ahead=1000) == 66_000
+    assert pace.turn_ms("a", 6000, ahead=1000) == 66_000
+    assert pace.rate_per_s("a", 15_000) is None  # nothing started for two windows
