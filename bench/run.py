@@ -16,7 +16,8 @@ if targets are missed (it is a measurement).
 The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
 ``bench/modes.py``, ``batch`` (``POST /v1/triggers/batch``) in ``bench/batch_bench.py``,
 ``fairness`` (caller A's herd of 20,000 and caller B's 20 due at one instant: B's
-lateness) in ``bench/fairness_bench.py``.
+lateness) and ``fairness-capped`` (the same, A's herd deferred on SQS) in
+``bench/fairness_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -79,6 +80,11 @@ MODES: dict[str, dict[str, Any]] = {
     "batch": {"n": 20000, "env": {}},
     # bench/fairness_bench.py: caller A's herd of N, caller B's 20, due at one instant
     "fairness": {"n": 20000, "env": {}},
+    # The same with A at 5 deliveries at once and a dispatcher cap of 500: most of A's herd
+    # is deferred on SQS (over its share, or past its full bulkhead queue) until its turn.
+    "fairness-capped": {"n": 5000, "env": {
+        "TRIGGER_DISPATCH_MAX_INFLIGHT": "500",
+        "TRIGGER_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -174,6 +180,7 @@ NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, 
     "register": modes.register_mode, "sustained": modes.sustained_mode,
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
     "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
+    "fairness-capped": fairness_bench.fairness_mode,
 }
 
 
@@ -192,6 +199,7 @@ async def run_one(mode: str, n: int) -> dict[str, Any]:
         try:
             if mode in NEW_MODES:
                 result = await NEW_MODES[mode](session, n)
+                result["mode"] = mode  # (two modes share the fairness run)
             else:
                 result, _ = await measure_mode(mode, n, session)
         finally:
