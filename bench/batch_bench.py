@@ -53,14 +53,15 @@ def idle_cpu(seconds: float) -> dict[str, float]:
 async def register_batches(session: aiohttp.ClientSession, fire_times: list[int],
                            tag: str | None, *, token: str = TOKEN,
                            clients: int = BATCH_CLIENTS, path: str = "cb",
+                           extra: dict[str, Any] | None = None,
                            ) -> tuple[dict[str, int], float, int, list[float]]:
     """Every trigger in batches (``clients`` requests at once, as ``token``'s caller), item
     ``i`` to the receiver's ``/{path}/{i}``, with the idempotency key ``bench-{tag}-{i}``
-    (none if ``tag`` is None); {trigger_id: fire_at_ms}, seconds, refused items and the
-    requests' latencies (ms)."""
+    (none if ``tag`` is None) and ``extra``'s fields; {trigger_id: fire_at_ms}, seconds,
+    refused items and the requests' latencies (ms)."""
     bodies: list[dict[str, Any]] = [
         {"callbackUrl": f"http://127.0.0.1:{RECEIVER_PORT}/{path}/{i}", "payload": {"i": i},
-         "fireAt": iso_ms(at),
+         "fireAt": iso_ms(at), **(extra or {}),
          **({"idempotencyKey": f"bench-{tag}-{i}"} if tag is not None else {})}
         for i, at in enumerate(fire_times)]
     chunks = [bodies[i:i + BATCH_ITEMS] for i in range(0, len(bodies), BATCH_ITEMS)]

@@ -1,10 +1,11 @@
 """A callback receiver for the benchmark: records when each callback arrives.
 
 Runs as its own process so the benchmark's registration load cannot delay the timestamps.
-``GET /stats`` → ``{"arrivals": N}``; ``GET /dump`` → every arrival as
+``GET /stats`` → ``{"arrivals": N, "max_open": M}``; ``GET /dump`` → every arrival as
 ``[trigger_id, attempt, arrival_ms, occurrence_id]``; ``POST /reset`` forgets everything.
 ``POST /slow/<ms>/...`` answers ``ms`` milliseconds after recording the arrival (a slow
-receiver: ``make bench``'s ``fairness`` herd).
+receiver: ``make bench``'s ``fairness`` herd and ``flow``); ``max_open`` is the most such
+requests open at once since the reset.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import time
 from aiohttp import web
 
 arrivals: list[tuple[str, int, int, str]] = []
+slow_open = {"now": 0, "max": 0}
 
 
 async def callback(request: web.Request) -> web.Response:
@@ -28,13 +30,18 @@ async def callback(request: web.Request) -> web.Response:
 
 
 async def slow_callback(request: web.Request) -> web.Response:
-    answer = await callback(request)
-    await asyncio.sleep(int(request.match_info["ms"]) / 1000)
-    return answer
+    slow_open["now"] += 1
+    slow_open["max"] = max(slow_open["max"], slow_open["now"])
+    try:
+        answer = await callback(request)
+        await asyncio.sleep(int(request.match_info["ms"]) / 1000)
+        return answer
+    finally:
+        slow_open["now"] -= 1
 
 
 async def stats(request: web.Request) -> web.Response:
-    return web.json_response({"arrivals": len(arrivals)})
+    return web.json_response({"arrivals": len(arrivals), "max_open": slow_open["max"]})
 
 
 async def dump(request: web.Request) -> web.Response:
@@ -43,6 +50,7 @@ async def dump(request: web.Request) -> web.Response:
 
 async def reset(request: web.Request) -> web.Response:
     arrivals.clear()
+    slow_open["max"] = slow_open["now"]
     return web.json_response({"ok": True})
 
 

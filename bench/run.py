@@ -17,7 +17,8 @@ The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
 ``bench/modes.py``, ``batch`` (``POST /v1/triggers/batch``) in ``bench/batch_bench.py``,
 ``fairness`` (caller A's herd of 20,000 and caller B's 20 due at one instant: B's
 lateness) and ``fairness-capped`` (the same, A's herd deferred on SQS) in
-``bench/fairness_bench.py``.
+``bench/fairness_bench.py``, ``flow`` (2,000 due at one instant for one flow-control key at
+100/s and 10 open: how they were spread) in ``bench/flow_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -42,7 +43,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import batch_bench, cassandra_work, fairness_bench, modes
+from bench import batch_bench, cassandra_work, fairness_bench, flow_bench, modes
 from bench.common import (
     API,
     CONCURRENCY,
@@ -82,6 +83,8 @@ MODES: dict[str, dict[str, Any]] = {
     "fairness": {"n": 20000, "env": {}},
     # The same with A at 5 deliveries at once and a dispatcher cap of 500: most of A's herd
     # is deferred on SQS (over its share, or past its full bulkhead queue) until its turn.
+    # bench/flow_bench.py: N due at one instant for one flow-control key, 100/s, 10 open
+    "flow": {"n": 2000, "env": {}},
     "fairness-capped": {"n": 5000, "env": {
         "TRIGGER_DISPATCH_MAX_INFLIGHT": "500",
         "TRIGGER_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
@@ -180,7 +183,7 @@ NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, 
     "register": modes.register_mode, "sustained": modes.sustained_mode,
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
     "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
-    "fairness-capped": fairness_bench.fairness_mode,
+    "fairness-capped": fairness_bench.fairness_mode, "flow": flow_bench.flow_mode,
 }
 
 

@@ -8,6 +8,7 @@ import os
 
 from bench.common import summarize
 from bench.cpu import COMPONENTS, CpuMeter, cpu_ticks, per_1000
+from bench.flow_bench import most_in_window
 from bench.modes import lateness, timeline
 from bench.peers import report
 
@@ -25,6 +26,13 @@ def test_summary_counts_first_arrivals_duplicates_early_and_missing() -> None:
 def test_timeline_buckets_first_arrivals_by_second_of_the_window() -> None:
     first = {"a": 10_000, "b": 10_999, "c": 11_000, "d": 13_500, "late": 20_000}
     assert timeline(first, 10_000, 14_000) == [2, 1, 0, 1]
+
+
+def test_the_most_in_any_second_slides_across_calendar_seconds() -> None:
+    # 4 within [600, 1599], though no calendar second holds more than 2.
+    assert most_in_window([600, 900, 1100, 1300, 2600]) == 4
+    assert most_in_window([0, 1000, 2000]) == 1
+    assert most_in_window([]) == 0
 
 
 def test_lateness_counts_only_those_due_after_the_purge_and_late_by_more_than_a_second() -> None:
