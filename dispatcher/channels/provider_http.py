@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -58,14 +59,18 @@ def failed_outcome(status: int, detail: str | None, *, transient: bool, provider
 
 
 def retry_after_s(value: str | None, now: datetime) -> float | None:
-    """``Retry-After`` as seconds from ``now``: a number of seconds, or an HTTP date."""
+    """``Retry-After`` as seconds from ``now``: a number of seconds (RFC 9110 says whole;
+    a fraction is taken too, a negative one as 0), or an HTTP date. None when absent or
+    unreadable (``nan`` and ``inf`` included). The one parser of every channel's answer."""
     if not value:
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        seconds = float(value)
     except ValueError:
         pass
+    else:
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError):

@@ -28,8 +28,6 @@ import asyncio
 import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC
-from email.utils import parsedate_to_datetime
 
 import aiohttp
 import structlog
@@ -37,7 +35,7 @@ from standardwebhooks.webhooks import Webhook
 from yarl import URL
 
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
-from dispatcher.channels.provider_http import clock_now
+from dispatcher.channels.provider_http import clock_now, retry_after_s
 from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
@@ -100,19 +98,8 @@ class WebhookChannel:
         return webhook_headers(signers, trigger.occurrence_id, clock_now(self._clock), body)
 
     def retry_after_s(self, value: str | None) -> float | None:
-        """``Retry-After`` as seconds from now: a number, or an HTTP date."""
-        if not value:
-            return None
-        value = value.strip()
-        if value.isdigit():
-            return float(value)
-        try:
-            when = parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            return None
-        if when.tzinfo is None:
-            when = when.replace(tzinfo=UTC)
-        return max(0.0, (when - clock_now(self._clock)).total_seconds())
+        """``Retry-After`` as seconds from now (``provider_http.retry_after_s``)."""
+        return retry_after_s(value, clock_now(self._clock))
 
     def _new_session(self, *, guard: bool) -> aiohttp.ClientSession:
         connector = aiohttp.TCPConnector(

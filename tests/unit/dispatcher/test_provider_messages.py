@@ -139,3 +139,4 @@ def test_retry_after_in_seconds_or_as_a_date() -> None:
     assert retry_after_s("Mon, 23 Nov 2026 11:00:00 GMT", NOW) == 0.0
     assert retry_after_s("-3", NOW) == 0.0
     assert retry_after_s("soon", NOW) is None and retry_after_s(None, NOW) is None
+    assert retry_after_s("nan", NOW) is None and retry_after_s("inf", NOW) is None
