@@ -107,11 +107,6 @@ def wall_of(at_ms: int, tz: zoneinfo.ZoneInfo) -> datetime:
     return ms_to_datetime(at_ms).astimezone(tz).replace(tzinfo=None)
 
 
-def wall_as_utc_ms(wall: datetime) -> int:
-    """``wall`` read as if it were UTC: a monotone key for comparing wall times."""
-    return datetime_to_ms(wall.replace(tzinfo=UTC))
-
-
 # An instant is its wall time minus the zone's UTC offset, and offsets lie within
 # [-12 h, +14 h]: a wall time later than W always resolves to an instant after W - 14 h.
 MAX_UTC_OFFSET = timedelta(hours=14)

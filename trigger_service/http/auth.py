@@ -47,10 +47,6 @@ def caller_of(request: web.Request) -> Caller:
     return request[CALLER_KEY]
 
 
-def principal_of(request: web.Request) -> Principal:
-    return request[PRINCIPAL_KEY]
-
-
 def require_ops(request: web.Request, *, write: bool = False) -> Principal:
     """An operator (or, when ``write`` is false, a viewer); callers get 403."""
     p = request[PRINCIPAL_KEY]
