@@ -9,7 +9,7 @@ claim id and time, as the send itself renews a late one) and the message kept hi
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -54,7 +54,7 @@ class ClaimKeeper:
     async def renew(self, claimed: Trigger) -> Trigger | None:
         """The claim renewed (a new claim id and time, so a taker who read the old one
         cannot apply); None when it was lost meanwhile. Raises ``AdapterError``."""
-        renewed = claimed.with_status(Status.IN_FLIGHT, claim_id=self.new_claim_id(),
+        renewed = replace(claimed, status=Status.IN_FLIGHT, claim_id=self.new_claim_id(),
                                       claimed_at_ms=self.clock.now_ms())
         if not await self.store.compare_and_set(claimed, renewed):
             return None

@@ -43,7 +43,7 @@ import os
 import random
 import socket
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import structlog
 
@@ -270,7 +270,7 @@ class Delivery:
         # The claim's time is when the POST starts: now, or the start (the due time, or the
         # flow-control slot) if that is later (a claim is taken ahead, by the gate's lead).
         # Never the time before a wait.
-        claimed = t.with_status(Status.IN_FLIGHT, claim_id=self._new_claim_id(),
+        claimed = replace(t, status=Status.IN_FLIGHT, claim_id=self._new_claim_id(),
                                 claimed_at_ms=max(self._clock.now_ms(), starts_ms),
                                 attempts=t.attempts + 1)
         if not await self._store.compare_and_set(t, claimed):

@@ -262,7 +262,7 @@ class FanOut:
                     m, current, DeliveryResult(True, None, None), ctx)
             return
         next_ms = min(s.due_at_ms for s in states if not s.status.done)
-        new = current.with_status(Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
+        new = replace(current, status=Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
                                   channel_states=states)
         if await self._store.compare_and_set(stored, new):
             log.info("channels_waiting", **ctx, next_at_ms=next_ms,

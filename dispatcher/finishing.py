@@ -4,7 +4,7 @@ and the message dealt with (through ``Visibility``). ``Finishing`` is one of the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import structlog
@@ -248,7 +248,7 @@ class Finishing:
         if expired(t, now_ms + delay_s * 1000):  # the retry would start past the deadline
             await self.expire(m, t, now_ms + delay_s * 1000, error)
             return
-        new = t.with_status(Status.PENDING, claim_id=None, last_error=error,
+        new = replace(t, status=Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):
             log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)

@@ -10,6 +10,8 @@ dispatcher looks at the row again.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import structlog
 
 from dispatcher.endpoint_health import EndpointHold
@@ -104,7 +106,7 @@ class Holding:
             return False
         if nxt is None:
             applied = await self._store.compare_and_set(
-                t, t.with_status(Status.CANCELLED, last_error=SERIES_ENDED),
+                t, replace(t, status=Status.CANCELLED, last_error=SERIES_ENDED),
                 ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
         else:
             applied = await self._store.advance(

@@ -43,7 +43,7 @@ async def test_the_first_pending_page_is_full_with_a_long_history_behind_it(stor
         await store.create(t, INDEX_TTL_S)
     for i, t in enumerate(history):
         done = Status.CANCELLED if i % 3 == 0 else Status.FIRED
-        assert await store.compare_and_set(t, t.with_status(done), ttl_s=INDEX_TTL_S)
+        assert await store.compare_and_set(t, replace(t, status=done), ttl_s=INDEX_TTL_S)
     first = await store.list_by_caller(caller, start=START, last_month=LAST, limit=2,
                                        status=Status.PENDING)
     assert [t.trigger_id for t in first.triggers] == _ids(pending)[:2]
@@ -65,31 +65,31 @@ async def test_the_open_listing_is_exact_under_every_move(store: Store) -> None:
     now_ms = a.created_at_ms
 
     # Cancel: gone.
-    assert await store.compare_and_set(a, a.with_status(Status.CANCELLED), ttl_s=INDEX_TTL_S)
+    assert await store.compare_and_set(a, replace(a, status=Status.CANCELLED), ttl_s=INDEX_TTL_S)
     # An edit to another time, two hours later: listed once, there.
     b2 = replace(b, fire_at_ms=at + 2 * HOUR_MS, revision=1)
     assert await store.advance(b, b2, INDEX_TTL_S, now_ms)
     # A claim: IN_FLIGHT, not PENDING; then a retry: PENDING again, at its time.
-    c_claimed = c.with_status(Status.IN_FLIGHT, claim_id="k1", claimed_at_ms=now_ms,
+    c_claimed = replace(c, status=Status.IN_FLIGHT, claim_id="k1", claimed_at_ms=now_ms,
                               attempts=1)
     assert await store.compare_and_set(c, c_claimed)
     in_flight = await _pages(store, caller, 10, Status.IN_FLIGHT)
     assert [i for p in in_flight for i in p] == [c.trigger_id]
-    c_retry = c_claimed.with_status(Status.PENDING, claim_id=None,
+    c_retry = replace(c_claimed, status=Status.PENDING, claim_id=None,
                                     next_attempt_at_ms=c.fire_at_ms + 5_000)
     assert await store.compare_and_set(c_claimed, c_retry)
     # A series' step: claimed, then moved to its next occurrence a day later.
-    d_claimed = d.with_status(Status.IN_FLIGHT, claim_id="k2", claimed_at_ms=now_ms,
+    d_claimed = replace(d, status=Status.IN_FLIGHT, claim_id="k2", claimed_at_ms=now_ms,
                               attempts=1)
     assert await store.compare_and_set(d, d_claimed)
-    d_next = d_claimed.with_status(Status.PENDING, claim_id=None, attempts=0,
+    d_next = replace(d_claimed, status=Status.PENDING, claim_id=None, attempts=0,
                                    fire_at_ms=d.fire_at_ms + 24 * HOUR_MS,
                                    occurrence_seq=1)
     assert await store.advance(d_claimed, d_next, INDEX_TTL_S, now_ms)
     # Fired (and, as after expiry or the last retry, failed): gone.
-    assert await store.compare_and_set(e, e.with_status(Status.FIRED, fired_at_ms=now_ms),
+    assert await store.compare_and_set(e, replace(e, status=Status.FIRED, fired_at_ms=now_ms),
                                        ttl_s=INDEX_TTL_S)
-    f_failed = f.with_status(Status.FAILED, last_error="expired")
+    f_failed = replace(f, status=Status.FAILED, last_error="expired")
     assert await store.compare_and_set(f, f_failed, ttl_s=INDEX_TTL_S)
     # A move that loses its race (the row changed meanwhile) lists nothing at its time.
     stale = replace(b, fire_at_ms=at + 3 * HOUR_MS, revision=7)
@@ -100,7 +100,7 @@ async def test_the_open_listing_is_exact_under_every_move(store: Store) -> None:
         pages = await _pages(store, caller, limit, Status.PENDING)
         assert [i for p in pages for i in p] == expected, f"limit {limit}"
     # A failed one brought back (a replay): listed again, at its new time.
-    f_back = f_failed.with_status(Status.PENDING, fire_at_ms=at + 5 * HOUR_MS,
+    f_back = replace(f_failed, status=Status.PENDING, fire_at_ms=at + 5 * HOUR_MS,
                                   revision=1, last_error=None)
     assert await store.advance(f_failed, f_back, INDEX_TTL_S, now_ms)
     pages = await _pages(store, caller, 10, Status.PENDING)
@@ -123,7 +123,7 @@ async def test_the_open_listing_cursor_is_stable_under_changes_behind_it(store: 
                                        status=Status.PENDING)
     assert [t.trigger_id for t in first.triggers] == _ids(ts)[:5]
     for t in first.triggers[:3]:
-        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED), ttl_s=60)
+        assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED), ttl_s=60)
     await store.create(make_trigger(caller, at - HOUR_MS, shard=99), INDEX_TTL_S)
     assert first.next_cursor is not None
     rest: list[str] = []

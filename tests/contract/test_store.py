@@ -71,7 +71,7 @@ async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: S
     t = make_trigger(caller, utc_ms(2031, 1, 1, 0, 0, 30), shard=shard)
     await _create(store, t, t)
     assert await store.get(t.trigger_id) == t
-    cancelled = t.with_status(Status.CANCELLED, last_error="cancelled by caller")
+    cancelled = replace(t, status=Status.CANCELLED, last_error="cancelled by caller")
     assert await store.compare_and_set(t, cancelled)
     await _create(store, t)
     assert await store.get(t.trigger_id) == cancelled
@@ -103,8 +103,8 @@ async def test_compare_and_set_applies_only_when_status_claim_attempts_and_revis
 ) -> None:
     t = make_trigger(unique("caller-"), utc_ms(2031, 2, 3), shard=_shard())
     await _create(store, t)
-    claimed = t.with_status(Status.IN_FLIGHT, claim_id="claim-1", claimed_at_ms=t.created_at_ms)
-    for stale in (t.with_status(Status.IN_FLIGHT), replace(t, claim_id="claim-0"),
+    claimed = replace(t, status=Status.IN_FLIGHT, claim_id="claim-1", claimed_at_ms=t.created_at_ms)
+    for stale in (replace(t, status=Status.IN_FLIGHT), replace(t, claim_id="claim-0"),
                   replace(t, attempts=1), replace(t, trigger_id=new_trigger_id(1))):
         assert not await store.compare_and_set(stale, replace(claimed, trigger_id=stale.trigger_id))
     assert await store.get(t.trigger_id) == t
@@ -118,14 +118,14 @@ async def test_compare_and_set_applies_only_when_status_claim_attempts_and_revis
     assert await store.compare_and_set(moved, claimed)
     assert not await store.compare_and_set(moved, replace(moved, last_error="x"))
     assert await store.get(t.trigger_id) == claimed
-    retry = claimed.with_status(Status.PENDING, attempts=1, last_error="HTTP 503",
+    retry = replace(claimed, status=Status.PENDING, attempts=1, last_error="HTTP 503",
                                 claim_id=None, claimed_at_ms=None,
                                 next_attempt_at_ms=t.fire_at_ms + 10_000)
     assert await store.compare_and_set(claimed, retry)
     assert await store.get(t.trigger_id) == retry
-    fired = retry.with_status(Status.IN_FLIGHT, claim_id="claim-2", claimed_at_ms=t.fire_at_ms)
+    fired = replace(retry, status=Status.IN_FLIGHT, claim_id="claim-2", claimed_at_ms=t.fire_at_ms)
     assert await store.compare_and_set(retry, fired)
-    done = fired.with_status(Status.FIRED, fired_at_ms=t.fire_at_ms + 10_050, last_error=None)
+    done = replace(fired, status=Status.FIRED, fired_at_ms=t.fire_at_ms + 10_050, last_error=None)
     assert await store.compare_and_set(fired, done, ttl_s=3_600)
     assert await store.get(t.trigger_id) == done
 
@@ -166,7 +166,7 @@ async def test_list_without_an_open_status_is_newest_created_first_and_filters_s
     assert page.triggers == expected
     assert page.next_cursor is None
     for t in expected[1::2]:
-        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+        assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED))
     cancelled = await store.list_by_caller(caller, start=NEWEST, last_month=MAR, limit=100,
                                            status=Status.CANCELLED)
     assert [t.trigger_id for t in cancelled.triggers] == [t.trigger_id for t in expected[1::2]]
@@ -203,7 +203,7 @@ async def test_list_by_caller_paginates_until_none_without_duplicates_or_gaps(
         pages = await _all_pages(store, caller, limit, None)
         assert [t for p in pages for t in p] == expected, f"limit {limit}"
     for t in expected[:3]:
-        assert await store.compare_and_set(t, t.with_status(Status.FIRED, fired_at_ms=1))
+        assert await store.compare_and_set(t, replace(t, status=Status.FIRED, fired_at_ms=1))
     by_fire = sorted(expected[3:], key=lambda t: (t.fire_at_ms, t.trigger_id))
     for limit in (1, 2):
         pages = await _all_pages(store, caller, limit, Status.PENDING)
@@ -236,7 +236,7 @@ async def test_a_keyed_row_round_trips_its_record_and_keeps_it_through_transitio
     assert await store.get(t.trigger_id) == t
     moved = replace(t, fire_at_ms=t.fire_at_ms + 86_400_000, occurrence_seq=1)
     assert await store.compare_and_set(t, moved)
-    done = moved.with_status(Status.CANCELLED)
+    done = replace(moved, status=Status.CANCELLED)
     assert await store.compare_and_set(moved, done, ttl_s=3_600)
     got = await store.get(t.trigger_id)
     assert got == done and got.registered_fire_at_ms == t.fire_at_ms
@@ -251,7 +251,7 @@ async def test_create_if_absent_writes_one_row_then_answers_it(store: Store) -> 
     assert await store.create_if_absent(other, INDEX_TTL_S) == t
     await _create(store, other)  # a plain create cannot change a row Paxos wrote
     assert await store.get(t.trigger_id) == t
-    cancelled = t.with_status(Status.CANCELLED)
+    cancelled = replace(t, status=Status.CANCELLED)
     assert await store.compare_and_set(t, cancelled)
     assert await store.create_if_absent(other, INDEX_TTL_S) == cancelled
 
@@ -360,7 +360,7 @@ async def test_a_list_call_reads_a_bounded_number_of_rows_then_goes_on_with_a_cu
     the row budget the page ends early (even empty) with a cursor, and paging still finds
     all. (The open statuses read an index of open triggers: ``test_open_index``.)"""
     caller, expected = await _listing(store)
-    fired = [t.with_status(Status.FIRED, fired_at_ms=1) for t in expected[6:]]
+    fired = [replace(t, status=Status.FIRED, fired_at_ms=1) for t in expected[6:]]
     for t, done in zip(expected[6:], fired, strict=True):
         assert await store.compare_and_set(t, done)
     bounded: Any = store

@@ -61,7 +61,7 @@ async def test_the_rows_decide_status_and_the_other_parts(store: Store) -> None:
     made = await _tagged(store, caller, 6, tags=("a",))
     cancelled = made[:2]
     for t in cancelled:
-        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+        assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED))
     # An edit that drops the tag: its entry stays, the row says no.
     edited = replace(made[2], tags=("b",), revision=1)
     assert await store.advance(made[2], edited, INDEX_TTL_S, made[2].created_at_ms + 1)
@@ -78,7 +78,7 @@ async def test_a_page_reads_a_bounded_number_of_entries(store: Store) -> None:
     caller = unique("caller-")
     made = await _tagged(store, caller, 9, tags=("a",))
     for t in made[1:]:
-        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+        assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED))
     saved, store.list_max_rows = store.list_max_rows, 3  # type: ignore[attr-defined]
     try:
         first = await store.list_by_filter(caller, TriggerFilter(tag="a", status=Status.PENDING),

@@ -20,7 +20,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
@@ -133,7 +133,7 @@ async def _one_round(store: CassandraStore, ledger: Ledger, worker: int) -> None
     if ledger.settled:
         older = random.choice(ledger.settled)
         assert _matches(await store.get(older), older, ledger), f"{older} lost its last write"
-    claimed = t.with_status(Status.IN_FLIGHT, claim_id=uuid.uuid4().hex,
+    claimed = replace(t, status=Status.IN_FLIGHT, claim_id=uuid.uuid4().hex,
                             claimed_at_ms=SystemClock().now_ms())
     try:
         applied = await store.compare_and_set(t, claimed)

@@ -62,7 +62,7 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
     tombstone_free(store, t.trigger_id)
     created = cells(store, t.trigger_id, "payload", "status")
 
-    claimed = t.with_status(Status.IN_FLIGHT, claim_id="c1", claimed_at_ms=t.fire_at_ms,
+    claimed = replace(t, status=Status.IN_FLIGHT, claim_id="c1", claimed_at_ms=t.fire_at_ms,
                             attempts=1)
     assert await store.compare_and_set(t, claimed)
     after_claim = cells(store, t.trigger_id, "payload", "status", "claim_id")
@@ -70,7 +70,7 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
     assert after_claim["wt_status"] > created["wt_status"]
     assert after_claim["claim_id"] == "c1" and after_claim["ttl_payload"] is None
 
-    fired = claimed.with_status(Status.FIRED, fired_at_ms=t.fire_at_ms + 5, claim_id=None)
+    fired = replace(claimed, status=Status.FIRED, fired_at_ms=t.fire_at_ms + 5, claim_id=None)
     assert await store.compare_and_set(claimed, fired, ttl_s=3600)
     done = cells(store, t.trigger_id, "payload", "status", "claim_id", "fired_at_ms")
     # Every cell that has a value carries the TTL (the row goes as a whole); the claim is gone.
@@ -164,13 +164,13 @@ async def test_conditional_writes_to_one_partition_share_a_paxos_round(
     await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in wave))
     rounds = spy_conditional(store, monkeypatch)
     got = [await read(store, t.trigger_id) for t in wave]
-    claimed = [t.with_status(Status.IN_FLIGHT, claim_id=f"c{i}", claimed_at_ms=fire_ms,
+    claimed = [replace(t, status=Status.IN_FLIGHT, claim_id=f"c{i}", claimed_at_ms=fire_ms,
                              attempts=1) for i, t in enumerate(wave)]
     assert all(await asyncio.gather(*(store.compare_and_set(old, new) for old, new
                                       in zip(got, claimed, strict=True))))
     assert sum(rounds) == 12 and len(rounds) < 12 and max(rounds) > 1
     rounds.clear()
-    fired = [c.with_status(Status.FIRED, fired_at_ms=fire_ms + 7, claim_id=None)
+    fired = [replace(c, status=Status.FIRED, fired_at_ms=fire_ms + 7, claim_id=None)
              for c in claimed]
     assert all(await asyncio.gather(*(store.compare_and_set(c, f, ttl_s=3600) for c, f
                                       in zip(claimed, fired, strict=True))))
@@ -189,12 +189,12 @@ async def test_a_batch_that_loses_on_some_rows_applies_the_others(
     await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in wave))
     got = [await read(store, t.trigger_id) for t in wave]
     for t in got[:2]:
-        assert await store.compare_and_set(t, t.with_status(Status.CANCELLED))
+        assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED))
     rounds = spy_conditional(store, monkeypatch)
-    claims = [t.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=fire_ms, attempts=1)
+    claims = [replace(t, status=Status.IN_FLIGHT, claim_id="c", claimed_at_ms=fire_ms, attempts=1)
               for t in wave]
     # got[2] twice: a claim and a cancel of the same row, computed from the same read.
-    cancel_2 = wave[2].with_status(Status.CANCELLED)
+    cancel_2 = replace(wave[2], status=Status.CANCELLED)
     results = await asyncio.gather(
         *(store.compare_and_set(old, new) for old, new in zip(got, claims, strict=True)),
         store.compare_and_set(got[2], cancel_2))
@@ -245,17 +245,17 @@ async def test_a_row_of_an_earlier_release_is_read_and_moved_where_it_is(
     page = await store.list_by_caller(caller, start=NEWEST, last_month=203112, limit=10,
                                       status=None)
     assert page.triggers == [old]
-    claimed = got.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
+    claimed = replace(got, status=Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
     assert await store.compare_and_set(got, claimed)
     assert not await store.compare_and_set(got, claimed)  # the state moved on
-    fired = claimed.with_status(Status.FIRED, fired_at_ms=2, claim_id=None)
+    fired = replace(claimed, status=Status.FIRED, fired_at_ms=2, claim_id=None)
     assert await store.compare_and_set(claimed, fired, ttl_s=3600)
     assert await store.get(old.trigger_id) == fired
 
     new = make_trigger(caller, utc_ms(2031, 8, 2, 9))
     await store.create(new, INDEX_TTL_S)
     unread = replace(new, home_at_ms=None)  # as built, not as read
-    assert await store.compare_and_set(unread, unread.with_status(Status.CANCELLED))
+    assert await store.compare_and_set(unread, replace(unread, status=Status.CANCELLED))
     assert (await read(store, new.trigger_id)).status is Status.CANCELLED
     assert pointer(store, new.trigger_id)[schema.COL_STATUS] is None
 
@@ -281,7 +281,7 @@ async def test_a_series_of_an_earlier_release_moves_at_its_next_step(
     pointer to it, in one step that applies once; from then on it is this release's."""
     old = await legacy_row(store, unique("legacy-"), utc_ms(2031, 9, 1, 9))
     assert old.home_at_ms is None
-    stepped = old.with_status(Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
+    stepped = replace(old, status=Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
                               revision=(old.revision or 0) + 1)
     assert await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
     where = pointer(store, old.trigger_id)
@@ -295,7 +295,7 @@ async def test_a_series_of_an_earlier_release_moves_at_its_next_step(
     now = await read(store, old.trigger_id)
     assert now == stepped and now.home_at_ms == stepped.fire_at_ms
     assert not await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
-    claimed = now.with_status(Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
+    claimed = replace(now, status=Status.IN_FLIGHT, claim_id="c", claimed_at_ms=1, attempts=1)
     assert await store.compare_and_set(now, claimed)
     assert await store.get_at(old.trigger_id, stepped.fire_at_ms, old.shard) == claimed
 
@@ -305,9 +305,9 @@ async def test_a_step_of_an_earlier_release_that_loses_leaves_no_row_behind(
     """A cancel ordered before the step's move: the step loses, the whole row stays
     cancelled where it is, and the row made for the move is gone again."""
     old = await legacy_row(store, unique("legacy-"), utc_ms(2031, 9, 2, 9))
-    assert await store.compare_and_set(old, old.with_status(Status.CANCELLED,
+    assert await store.compare_and_set(old, replace(old, status=Status.CANCELLED,
                                                             revision=(old.revision or 0) + 1))
-    stepped = old.with_status(Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
+    stepped = replace(old, status=Status.PENDING, fire_at_ms=old.fire_at_ms + DAY_MS,
                               revision=(old.revision or 0) + 1)
     assert not await store.advance(old, stepped, INDEX_TTL_S, stepped.created_at_ms)
     assert pointer(store, old.trigger_id)[schema.COL_STATUS] == Status.CANCELLED.value
@@ -321,7 +321,7 @@ async def test_a_copy_without_its_home_steps_where_its_pointer_says(
     t = make_trigger(unique("homeless-"), utc_ms(2031, 9, 3, 9))
     await store.create(t, INDEX_TTL_S)
     unread = replace(t, home_at_ms=None)
-    stepped = unread.with_status(Status.PENDING, fire_at_ms=t.fire_at_ms + DAY_MS,
+    stepped = replace(unread, status=Status.PENDING, fire_at_ms=t.fire_at_ms + DAY_MS,
                                  revision=(t.revision or 0) + 1)
     assert await store.advance(unread, stepped, INDEX_TTL_S, stepped.created_at_ms)
     assert pointer(store, t.trigger_id)[schema.COL_HOME_AT_MS] == t.fire_at_ms
@@ -362,14 +362,14 @@ async def test_the_open_index_holds_exactly_the_open_triggers_and_forgets_empty_
     assert open_entries(store, caller, hour) == sorted([a.trigger_id, b.trigger_id,
                                                           c.trigger_id])
     assert open_hours(store, caller) == [hour]
-    assert await store.compare_and_set(a, a.with_status(Status.CANCELLED), ttl_s=60)
-    claimed = b.with_status(Status.IN_FLIGHT, claim_id="k", claimed_at_ms=1, attempts=1)
+    assert await store.compare_and_set(a, replace(a, status=Status.CANCELLED), ttl_s=60)
+    claimed = replace(b, status=Status.IN_FLIGHT, claim_id="k", claimed_at_ms=1, attempts=1)
     assert await store.compare_and_set(b, claimed)  # still open: the entry stays
     moved = replace(c, fire_at_ms=at + hour_ms, revision=1)
     assert await store.advance(c, moved, INDEX_TTL_S, created_ms)
     assert open_entries(store, caller, hour) == [b.trigger_id]
     assert open_entries(store, caller, hour + 1) == [c.trigger_id]
-    assert await store.compare_and_set(claimed, claimed.with_status(Status.FIRED),
+    assert await store.compare_and_set(claimed, replace(claimed, status=Status.FIRED),
                                        ttl_s=60)
     assert open_entries(store, caller, hour) == []
     page = await store.list_by_caller(caller, start=(203106, -(2**63), ""),
@@ -391,7 +391,7 @@ async def test_the_backfill_indexes_the_triggers_of_an_earlier_release(
     old = [make_trigger(caller, at + i * 60_000, shard=i) for i in range(4)]
     for t in old:
         await store.create(t, INDEX_TTL_S)
-    assert await store.compare_and_set(old[3], old[3].with_status(Status.FIRED), ttl_s=60)
+    assert await store.compare_and_set(old[3], replace(old[3], status=Status.FIRED), ttl_s=60)
     fired = await store.get(old[3].trigger_id)
     assert fired is not None
     ks, hour = KEYSPACE, at // 3_600_000

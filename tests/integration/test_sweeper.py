@@ -11,6 +11,7 @@ import signal
 import sys
 import time
 from collections.abc import AsyncIterator
+from dataclasses import replace
 
 import pytest
 
@@ -234,7 +235,7 @@ async def test_reconciler_recovers_a_row_with_no_sqs_message(stack: Stack) -> No
     leaked, fresh, done = row(-3_000), row(10_000), row(-3_000)
     for t in (leaked, fresh, done):
         await store.create(t, 3600)
-    assert await store.compare_and_set(done, done.with_status(Status.CANCELLED), ttl_s=60)
+    assert await store.compare_and_set(done, replace(done, status=Status.CANCELLED), ttl_s=60)
     metrics = InMemoryMetrics()
     reconciler = Reconciler(stack.settings, store, stack.runtime.queue, SystemClock(), metrics)
     report = await reconciler.run_once()

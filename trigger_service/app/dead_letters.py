@@ -138,7 +138,7 @@ class DeadLetterService:
                 ttl_s=self._s.retention_s)
             raise AlreadyReplayed(f"dead letter {d.id} was replayed already "
                                   f"(the trigger is {t.status.value})")
-        new = t.with_status(
+        new = replace(t, status=
             Status.PENDING, attempts=0, claim_id=None, claimed_at_ms=None,
             next_attempt_at_ms=None, fired_at_ms=None, fire_at_ms=at_ms, jitter_s=0,
             occurrence_seq=t.occurrence_seq - 1, revision=(t.revision or 0) + 1,

@@ -249,7 +249,7 @@ class TriggerService:
 
     async def _cancel(self, caller: str, trigger_id: str) -> Trigger:
         async def apply(t: Trigger) -> Trigger | None:
-            new = t.with_status(Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
+            new = replace(t, status=Status.CANCELLED, next_attempt_at_ms=None, claim_id=None)
             ttl_s = self._s.terminal_ttl_s(t.registered_fire_at_ms, self._clock.now_ms())
             if not await self._catalog.compare_and_set(t, new, ttl_s=ttl_s):
                 return None

@@ -188,10 +188,6 @@ class Trigger:
         one (what a store keeps when it creates it)."""
         return self if self.home_at_ms is not None else replace(self, home_at_ms=self.fire_at_ms)
 
-    def with_status(self, status: Status, **changes: object) -> Trigger:
-        """A copy in ``status`` with ``changes`` applied (the value itself never changes)."""
-        return replace(self, status=status, **changes)  # type: ignore[arg-type]
-
 
 def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: int,
                claim_grace_ms: int = 0) -> bool:

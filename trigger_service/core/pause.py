@@ -13,6 +13,8 @@ that says so).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from trigger_service.core import series
 from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, is_missed
 from trigger_service.core.model import Status, Trigger, route_for
@@ -23,7 +25,7 @@ NOTHING_LEFT = "resumed after its last occurrence: none left to fire under its c
 
 def paused(t: Trigger) -> Trigger:
     """``t`` (PENDING) paused: a new revision, so a copy read before cannot be claimed."""
-    return t.with_status(Status.PAUSED, revision=(t.revision or 0) + 1)
+    return replace(t, status=Status.PAUSED, revision=(t.revision or 0) + 1)
 
 
 def resumed(t: Trigger, *, now_ms: int, policy: CatchUpPolicy | None, horizon_days: int,
@@ -35,15 +37,15 @@ def resumed(t: Trigger, *, now_ms: int, policy: CatchUpPolicy | None, horizon_da
     bumped = (t.revision or 0) + 1
     if t.schedule is None or not t.schedule.recurring:
         if policy is CatchUpPolicy.NONE and is_missed(t.fire_at_ms, now_ms, tolerance_ms):
-            return t.with_status(Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
+            return replace(t, status=Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
                                  last_error=MISSED_WHILE_PAUSED), Pick(None, 0, 1)
-        return t.with_status(Status.PENDING, revision=bumped, route=route_for(
+        return replace(t, status=Status.PENDING, revision=bumped, route=route_for(
             t.due_at_ms(), now_ms, direct_max_delay_s)), Pick(None)
     nxt, chosen = series.catch_up(t, now_ms=now_ms, horizon_days=horizon_days,
                                   direct_max_delay_s=direct_max_delay_s, policy=policy,
                                   tolerance_ms=tolerance_ms)
     if nxt is None:
-        return t.with_status(Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
+        return replace(t, status=Status.CANCELLED, revision=bumped, next_attempt_at_ms=None,
                              last_error=NOTHING_LEFT), chosen
-    return nxt.with_status(Status.PENDING, revision=bumped, route=route_for(
+    return replace(nxt, status=Status.PENDING, revision=bumped, route=route_for(
         nxt.due_at_ms(), now_ms, direct_max_delay_s)), chosen

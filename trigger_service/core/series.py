@@ -173,11 +173,11 @@ def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: 
 def finished(t: Trigger, *, fired: bool, now_ms: int, error: str | None) -> Trigger:
     """The terminal state of ``t`` once its last occurrence finished."""
     if fired:
-        return t.with_status(Status.FIRED, fired_at_ms=now_ms, claim_id=None,
+        return replace(t, status=Status.FIRED, fired_at_ms=now_ms, claim_id=None,
                              next_attempt_at_ms=None, last_error=None,
                              occurrence_seq=t.occurrence_seq + 1,
                              occurrences_fired=t.occurrences_fired + 1)
-    return t.with_status(Status.FAILED, claim_id=None, last_error=error,
+    return replace(t, status=Status.FAILED, claim_id=None, last_error=error,
                          next_attempt_at_ms=None, occurrence_seq=t.occurrence_seq + 1)
 
 

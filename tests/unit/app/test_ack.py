@@ -31,7 +31,7 @@ async def test_ack_bumps_the_revision_so_a_stale_claim_loses() -> None:
     before = env.store.triggers[tid]
     acked = await env.service.ack("orders", tid, None)
     assert acked.acked and acked.revision == (before.revision or 0) + 1
-    claimed = before.with_status(Status.IN_FLIGHT, claim_id="c", attempts=1)
+    claimed = replace(before, status=Status.IN_FLIGHT, claim_id="c", attempts=1)
     assert not await env.store.compare_and_set(before, claimed)  # the dispatcher's stale copy
     assert (await env.service.ack("orders", tid, None)) == acked  # idempotent
     with pytest.raises(NotFound):
@@ -42,13 +42,13 @@ async def test_ack_waits_for_a_step_in_flight() -> None:
     env = make_env()
     tid = await with_channels(env)
     t = env.store.triggers[tid]
-    env.store.triggers[tid] = t.with_status(Status.IN_FLIGHT, claim_id="c", attempts=1)
+    env.store.triggers[tid] = replace(t, status=Status.IN_FLIGHT, claim_id="c", attempts=1)
     task = asyncio.ensure_future(env.service.ack("orders", tid, None))
     for _ in range(5):
         await asyncio.sleep(0)
         env.clock.advance_ms(25)
     assert not task.done()
-    env.store.triggers[tid] = t.with_status(Status.PENDING, attempts=1)  # the step finished
+    env.store.triggers[tid] = replace(t, status=Status.PENDING, attempts=1)  # the step finished
     for _ in range(10):
         await asyncio.sleep(0)
         env.clock.advance_ms(25)

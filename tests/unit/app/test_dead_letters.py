@@ -103,7 +103,7 @@ async def test_a_letter_whose_trigger_was_revived_by_a_crashed_replay_is_not_rev
     d = await dead(env)
     t = env.store.triggers[d.trigger_id]
     # The revival applied, then the process died before marking the letter.
-    env.store.triggers[d.trigger_id] = t.with_status(Status.PENDING, attempts=0,
+    env.store.triggers[d.trigger_id] = replace(t, status=Status.PENDING, attempts=0,
                                                      occurrence_seq=t.occurrence_seq - 1)
     with pytest.raises(AlreadyReplayed):
         await service(env).replay(None, d.id)

@@ -49,7 +49,7 @@ async def test_pause_is_idempotent_and_listed_as_paused() -> None:
 async def test_a_finished_trigger_cannot_be_paused_or_resumed(status: Status) -> None:
     env = make_env()
     t = await _one_time(env, 60_000)
-    env.store.triggers[t.trigger_id] = t.with_status(status)
+    env.store.triggers[t.trigger_id] = replace(t, status=status)
     for call in (env.service.pause("orders", t.trigger_id),
                  env.service.resume("orders", t.trigger_id, None)):
         with pytest.raises(NotEditable) as e:
@@ -60,7 +60,7 @@ async def test_a_finished_trigger_cannot_be_paused_or_resumed(status: Status) ->
 async def test_a_one_time_trigger_being_delivered_cannot_be_paused() -> None:
     env = make_env()
     t = await _one_time(env, 0)
-    env.store.triggers[t.trigger_id] = t.with_status(Status.IN_FLIGHT, claim_id="c")
+    env.store.triggers[t.trigger_id] = replace(t, status=Status.IN_FLIGHT, claim_id="c")
     with pytest.raises(NotEditable):
         await env.service.pause("orders", t.trigger_id)
 
@@ -68,7 +68,7 @@ async def test_a_one_time_trigger_being_delivered_cannot_be_paused() -> None:
 async def test_a_series_pause_waits_for_the_occurrence_in_flight() -> None:
     env = make_env()
     t = await _series(env)
-    env.store.triggers[t.trigger_id] = t.with_status(Status.IN_FLIGHT, claim_id="c")
+    env.store.triggers[t.trigger_id] = replace(t, status=Status.IN_FLIGHT, claim_id="c")
     task = asyncio.ensure_future(env.service.pause("orders", t.trigger_id))
     with pytest.raises(AssertionError, match="still running"):
         await drive(env.clock, task, max_steps=10)

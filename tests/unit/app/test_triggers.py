@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -167,7 +168,7 @@ async def test_get_malformed_id_is_not_found_without_reading_the_store(bad_id: s
 async def test_cancel_pending_is_cancelled_and_idempotent() -> None:
     env = make_env()
     t = await register(env, 2 * DAY_MS)
-    env.store.triggers[t.trigger_id] = t.with_status(Status.PENDING, attempts=1,
+    env.store.triggers[t.trigger_id] = replace(t, status=Status.PENDING, attempts=1,
                                                      next_attempt_at_ms=NOW_MS + 60_000)
     first = await env.service.cancel("orders", t.trigger_id)
     assert first.status is Status.CANCELLED and first.next_attempt_at_ms is None
@@ -181,7 +182,7 @@ async def test_cancel_pending_is_cancelled_and_idempotent() -> None:
 async def test_cancel_in_flight_or_finished_is_not_cancellable(status: Status) -> None:
     env = make_env()
     t = await register(env, 1_000)
-    moved = t.with_status(status, attempts=1)
+    moved = replace(t, status=status, attempts=1)
     env.store.triggers[t.trigger_id] = moved
     with pytest.raises(NotCancellable) as e:
         await env.service.cancel("orders", t.trigger_id)
@@ -205,7 +206,7 @@ class ClaimedDuringCancel(RecordingStore):
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
-        self.triggers[old.trigger_id] = old.with_status(Status.IN_FLIGHT, claim_id="c1")
+        self.triggers[old.trigger_id] = replace(old, status=Status.IN_FLIGHT, claim_id="c1")
         return await super().compare_and_set(old, new, ttl_s=ttl_s, patient=patient)
 
 

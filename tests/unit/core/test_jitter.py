@@ -64,7 +64,7 @@ def test_a_trigger_keeps_its_scheduled_instant_through_its_states() -> None:
     t = quarter_hourly(3600)
     assert t.scheduled_at_ms == NOW_MS
     assert NOW_MS <= t.fire_at_ms <= NOW_MS + 3_600_000
-    claimed = t.with_status(Status.IN_FLIGHT, claim_id="c", attempts=1)
+    claimed = replace(t, status=Status.IN_FLIGHT, claim_id="c", attempts=1)
     assert claimed.scheduled_at_ms == NOW_MS and claimed.occurrence_key[0] == NOW_MS
     # Finishing counts the occurrence (occurrence_seq + 1); fire_at_ms is still that one's.
     for done in (series.finished(claimed, fired=True, now_ms=t.fire_at_ms, error=None),
@@ -78,7 +78,7 @@ def steps(t: Trigger, count: int, *, late_ms: int = 0) -> list[Trigger]:
     (jittered) fire time."""
     out = [t]
     while len(out) < count:
-        cur = out[-1].with_status(Status.IN_FLIGHT, claim_id="c")
+        cur = replace(out[-1], status=Status.IN_FLIGHT, claim_id="c")
         nxt = series.next_after(cur, fired=True, now_ms=cur.fire_at_ms + late_ms,
                                 horizon_days=366, direct_max_delay_s=900)
         assert nxt is not None

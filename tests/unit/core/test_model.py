@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -95,5 +97,5 @@ def test_status_terminal_and_due_time() -> None:
     assert {s for s in Status if s.terminal} == {Status.FIRED, Status.FAILED, Status.CANCELLED}
     t = Trigger("trg_x", "c", "http://x/", "null", 1000, 0, 0, Route.DIRECT)
     assert t.due_at_ms() == 1000
-    later = t.with_status(Status.PENDING, next_attempt_at_ms=5000, attempts=1)
+    later = replace(t, status=Status.PENDING, next_attempt_at_ms=5000, attempts=1)
     assert later.due_at_ms() == 5000 and t.attempts == 0  # frozen: the original is unchanged

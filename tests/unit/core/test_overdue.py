@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Any
+
 import pytest
 
 from trigger_service.config.settings import Settings
@@ -12,9 +15,9 @@ GRACE_MS = 3_600_000
 TIMEOUT_MS = int(Settings().dispatch.callback_timeout_s * 1000)
 
 
-def trig(status: Status, fire_ago_ms: int, **kw: object) -> Trigger:
+def trig(status: Status, fire_ago_ms: int, **kw: Any) -> Trigger:
     t = Trigger("trg_x", "c", "http://x/", "null", NOW - fire_ago_ms, 0, 0, Route.DIRECT)
-    return t.with_status(status, **kw)
+    return replace(t, status=status, **kw)
 
 
 @pytest.mark.parametrize(

@@ -202,7 +202,7 @@ class Env:
 
     def set_row(self, t: Trigger, status: Status, **changes: Any) -> Trigger:
         """Change the stored row behind the dispatcher's back (another process did it)."""
-        new = self.row(t).with_status(status, **changes)
+        new = replace(self.row(t), status=status, **changes)
         self.store.triggers[t.trigger_id] = new
         return new
 

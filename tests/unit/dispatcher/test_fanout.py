@@ -5,6 +5,7 @@ acknowledgement, a dispatcher dying between two channels."""
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import time
 
 from tests.unit.dispatcher.fakes import START_MS, VISIBILITY_S, Env
@@ -111,7 +112,7 @@ async def test_escalation_acknowledged_after_step_one_skips_step_two(env: Env) -
     await env.enqueue(t)
     await run(env, t)
     row = env.row(t)
-    env.store.triggers[t.trigger_id] = row.with_status(  # what POST …/ack writes
+    env.store.triggers[t.trigger_id] = replace(row, status=  # what POST …/ack writes
         Status.PENDING, acked_seq=row.occurrence_seq, revision=(row.revision or 0) + 1)
     await run(env, t, rounds=3)
     row = env.row(t)

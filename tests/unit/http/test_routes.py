@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -298,7 +298,7 @@ async def test_cancel_answers_200_then_409_once_in_flight(api: Api) -> None:
         assert await resp.json() == {"triggerId": tid, "status": "CANCELLED"}
     other = await api.created_id()
     t = api.env.store.triggers[other]
-    api.env.store.triggers[other] = t.with_status(Status.IN_FLIGHT, claim_id="c1")
+    api.env.store.triggers[other] = replace(t, status=Status.IN_FLIGHT, claim_id="c1")
     resp = await api.client.delete(f"/v1/triggers/{other}", headers=AUTH)
     body = await assert_error(resp, 409, "not_cancellable", extras=["status"])
     assert body["status"] == "IN_FLIGHT"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
+from typing import Any
 
 import pytest
 
@@ -50,7 +51,7 @@ def rig() -> Rig:
 
 async def put(store: MemoryStore, fire_at_ms: int, *, shard: int = 0,
               route: Route = Route.DIRECT, status: Status = Status.PENDING,
-              **changes: object) -> Trigger:
+              **changes: Any) -> Trigger:
     """A trigger created before its fire time, then moved to ``status`` with ``changes``."""
     created_ms = fire_at_ms - 60_000
     while shard_of(trigger_id := new_trigger_id(created_ms), SHARDS) != shard:
@@ -59,7 +60,7 @@ async def put(store: MemoryStore, fire_at_ms: int, *, shard: int = 0,
                 created_ms, shard, route)
     await store.create(t, 3600)
     if status is not Status.PENDING or changes:
-        moved = t.with_status(status, **changes)
+        moved = replace(t, status=status, **changes)
         assert await store.compare_and_set(t, moved)
         return moved
     return t
@@ -182,7 +183,7 @@ async def test_a_leak_is_resent_each_pass_until_it_moves_on(rig: Rig) -> None:
     await rig.reconciler.run_once()
     await rig.reconciler.run_once()
     assert rig.sent_ids() == [t.trigger_id, t.trigger_id]
-    assert await rig.store.compare_and_set(t, t.with_status(Status.FIRED))
+    assert await rig.store.compare_and_set(t, replace(t, status=Status.FIRED))
     assert (await rig.reconciler.run_once()).reinjected == 0
     assert len(rig.queue.sent) == 2
 
@@ -240,7 +241,7 @@ async def test_an_open_trigger_holds_the_cursor_until_it_finishes(rig: Rig) -> N
     rig.clock.advance_ms(2 * 3_600_000 + 1)  # the retry was lost too: now it is a leak
     assert (await rig.reconciler.run_once()).reinjected == 1
     assert rig.sent_ids() == [waiting.trigger_id]
-    assert await rig.store.compare_and_set(waiting, waiting.with_status(Status.FIRED))
+    assert await rig.store.compare_and_set(waiting, replace(waiting, status=Status.FIRED))
     await rig.reconciler.run_once()
     cursor = (await rig.store.load_cursors(rig.reconciler.cursor_group))[0]
     assert cursor == rig.clock.now_ms() - GRACE_MS

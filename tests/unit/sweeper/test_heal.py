@@ -50,7 +50,7 @@ class World:
         await self.store.create(t, 3600)
         if changes:
             t = self.store.triggers[t.trigger_id]  # as stored (with its home)
-            self.store.triggers[t.trigger_id] = t.with_status(
+            self.store.triggers[t.trigger_id] = replace(t, status=
                 changes.pop("status", Status.PENDING), **changes)  # type: ignore[arg-type]
         return self.store.triggers[t.trigger_id]
 
@@ -108,7 +108,7 @@ async def test_what_the_scan_reads_does_not_grow_with_what_is_stored(stored: int
     w = World()
     for _ in range(stored):
         first = await w.add(0)
-        nxt = first.with_status(Status.PENDING, fire_at_ms=first.fire_at_ms + 86_400_000,
+        nxt = replace(first, status=Status.PENDING, fire_at_ms=first.fire_at_ms + 86_400_000,
                                 revision=(first.revision or 0) + 1)
         assert await w.store.advance(first, nxt, 3600, w.clock.now_ms())
     w.clock.advance_ms(GRACE_MS + 1)
@@ -159,7 +159,7 @@ async def test_a_trigger_that_fires_in_time_stops_being_watched() -> None:
     w.clock.advance_ms(GRACE_MS // 2)
     await w.scan.run_once([0])  # not yet scanned (the scan stops at now - grace)
     w.clock.advance_ms(GRACE_MS)
-    w.store.triggers[t.trigger_id] = t.with_status(Status.FIRED)
+    w.store.triggers[t.trigger_id] = replace(t, status=Status.FIRED)
     report = await w.scan.run_once([0])
     assert report.resent == 0 and report.watched == 0
 
@@ -183,7 +183,7 @@ async def test_a_stale_claim_is_resent_and_a_live_one_is_not() -> None:
                        claimed_at_ms=START_MS, attempts=1)
     stale_at = dead.claim_stale_at_ms(TIMEOUT_MS)
     w.clock.set_ms(stale_at + GRACE_MS + 1)
-    w.store.triggers[live.trigger_id] = live.with_status(
+    w.store.triggers[live.trigger_id] = replace(live, status=
         Status.IN_FLIGHT, claimed_at_ms=w.clock.now_ms())  # taken over just now
     await w.scan.run_once([0, 1])
     assert w.resent() == [dead.trigger_id]

@@ -83,7 +83,7 @@ async def put(store: MemoryStore, fire_at_ms: int, *, shard: int = 0,
 
 
 async def set_status(store: MemoryStore, t: Trigger, status: Status) -> None:
-    assert await store.compare_and_set(t, t.with_status(status))
+    assert await store.compare_and_set(t, replace(t, status=status))
 
 
 async def settle(rounds: int = 20) -> None:
