@@ -28,6 +28,7 @@ import aiosmtplib
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import SmtpSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
 # What a Message-ID's left part may hold (RFC 5322's atext and dots); anything else in an id
@@ -117,7 +118,7 @@ class EmailNotifier:
 
     def __init__(self, settings: SmtpSettings, *, clock: Clock | None = None) -> None:
         self._settings = settings
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._envelope_from = parseaddr(settings.from_address)[1]
         self._slots = asyncio.Semaphore(settings.max_connections)
 

@@ -19,6 +19,7 @@ from typing import Any
 import aiohttp
 
 from trigger_service.core.channels import ChannelOutcome
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 from trigger_service.core.timing import ms_to_datetime
 
@@ -80,9 +81,10 @@ def retry_after_s(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def clock_now(clock: Clock | None) -> datetime:
-    """The time now by ``clock`` (the system's when there is none), as an aware datetime."""
-    return ms_to_datetime(clock.now_ms()) if clock else datetime.now(UTC)
+def clock_now(clock: Clock) -> datetime:
+    """The time now by ``clock``, as an aware datetime (a channel built without a clock
+    has the system's ``SystemClock``: every now comes from a Clock)."""
+    return ms_to_datetime(clock.now_ms())
 
 
 class ProviderHttp:
@@ -92,7 +94,7 @@ class ProviderHttp:
     def __init__(self, timeout_s: float, *, clock: Clock | None = None,
                  max_connections: int = 100) -> None:
         self._timeout_s = timeout_s
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
 

@@ -37,6 +37,7 @@ from dispatcher.channels.email import bad_message, prepare
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
 from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
 TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException",
@@ -59,7 +60,7 @@ class SesEmailNotifier:
         self._settings = settings
         self._from = from_address
         self._source = parseaddr(from_address)[1]
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._slots = asyncio.Semaphore(settings.ses_max_connections)
         self._stack: AsyncExitStack | None = None
         self._client: Any = None

@@ -37,6 +37,7 @@ from yarl import URL
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
 from dispatcher.channels.provider_http import clock_now, retry_after_s
 from trigger_service.core.addresses import forbidden_address, forbidden_name
+from trigger_service.core.clock import SystemClock
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, DeliveryResult
@@ -77,7 +78,7 @@ class WebhookChannel:
         self._lookup = lookup
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
-        self._clock = clock
+        self._clock: Clock = clock if clock is not None else SystemClock()
         self._secrets_for = secrets_for
         self._signers: dict[str, Webhook] = {}
         self._max_connections = max_connections
