@@ -171,10 +171,22 @@ class Dispatcher:
         messages = await self._queue.receive(
             max_messages=min(_FULL_RECEIVE, free), wait_s=self._d.wait_time_s,
             visibility_s=self._visibility.receive_s)
+        deferrals = []
         for m in messages:
+            at_ms = self._unread_deferral_ms(m, m.caller) if m.caller is not None else None
+            if at_ms is not None:
+                deferrals.append((m, at_ms))
+                continue
             task = asyncio.create_task(self._handle_safely(m))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        if deferrals:
+            # A herd's excess, hidden again in one request per receive (this poll waits for
+            # it: the receives go no faster than the excess is passed over).
+            try:
+                await self._visibility.defer_many_until(deferrals)
+            except AdapterError as e:  # they come back when their receive ends
+                log.warning("deferral_failed", messages=len(deferrals), error=str(e))
         return len(messages)
 
     async def drain(self, timeout_s: float | None = None) -> None:
@@ -227,8 +239,11 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
-        if m.caller is not None and await self._deferred_unread(m, m.caller):
-            return
+        if m.caller is not None:
+            at_ms = self._unread_deferral_ms(m, m.caller)
+            if at_ms is not None:
+                await self._visibility.defer_until(m, at_ms)
+                return
         hidden_until_ms = self._visibility.hidden_until_ms()
         t = None
         if m.home_at_ms is not None and m.shard is not None:
@@ -264,7 +279,8 @@ class Dispatcher:
                 return
             if not held:
                 if not self.shares.admits(t.caller, self.delivery.waiting):
-                    await self._defer_over_share(m, t.caller, due_ms)
+                    await self._visibility.defer_until(
+                        m, self._over_share_until_ms(m, t.caller, due_ms))
                     return
                 held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
@@ -306,42 +322,38 @@ class Dispatcher:
                  status=t.status.value if t else None)
         await self._visibility.delete(m)
 
-    async def _deferred_unread(self, m: ReceivedMessage, caller: str) -> bool:
-        """Hide ``m``, whose body names its ``caller``, without reading its row if it could
-        not be held: the caller is over its share, or it is due and its caller's queue for
-        the bulkhead is full (then it comes back at about its turn)."""
+    def _unread_deferral_ms(self, m: ReceivedMessage, caller: str) -> int | None:
+        """Until when to hide ``m``, whose body names its ``caller``, without reading its row,
+        if it cannot be held (None: it can): the caller is over its share, or it is due and
+        its caller's queue for the bulkhead is full (then it comes back at about its
+        turn)."""
         if not self.shares.admits(caller, self.delivery.waiting):
-            await self._defer_over_share(m, caller, m.fire_at_ms)
-            return True
+            return self._over_share_until_ms(m, caller, m.fire_at_ms)
         bulkheads = self.delivery.bulkheads
         if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller):
             self._metrics.inc("bulkhead_deferrals_total")
-            await self._visibility.defer_until(m, bulkheads.come_back_ms(caller,
-                                                                         m.receive_count))
-            return True
-        return False
+            return bulkheads.come_back_ms(caller, m.receive_count)
+        return None
 
-    async def _defer_over_share(self, m: ReceivedMessage, caller: str, due_ms: int) -> None:
-        """The dispatcher is full and ``caller`` holds its share of it: hide the message
-        (due at ``due_ms``) rather than hold it. One due later than the caller's earliest
-        held message (by a second or more: room is made for it before it is due, as those
-        are sent) is hidden for half the time left, at least ``FAIR_DEFER_S``. One due no
-        later (a herd: its held messages are due with it) is hidden until ``FAIR_DEFER_S``
+    def _over_share_until_ms(self, m: ReceivedMessage, caller: str, due_ms: int) -> int:
+        """The dispatcher is full and ``caller`` holds its share of it: until when to hide
+        the message (due at ``due_ms``) rather than hold it. One due later than the
+        caller's earliest held message (by a second or more: room is made for it before it
+        is due, as those are sent) for half the time left, at least ``FAIR_DEFER_S``. One
+        due no later (a herd: its held messages are due with it) until ``FAIR_DEFER_S``
         after its due time: no room is made before, and the receives meanwhile pass over
-        it, once, to what is behind it. One due already comes back at about its turn, behind
-        the caller's messages in hand (``DrainPace``)."""
+        it, once, to what is behind it. One due already until about its turn, behind the
+        caller's messages in hand (``DrainPace``)."""
         self._metrics.inc("fair_share_deferrals_total", caller=caller)
-        ahead_ms = due_ms - self._clock.now_ms()
+        now_ms = self._clock.now_ms()
+        ahead_ms = due_ms - now_ms
         earliest_ms = self.shares.earliest_due_ms(caller)
         if ahead_ms > 0 and earliest_ms is not None and earliest_ms <= due_ms - 1000:
-            await self._visibility.defer(m, max(FAIR_DEFER_S, ahead_ms // 2000))
-            return
+            return now_ms + max(FAIR_DEFER_S, ahead_ms // 2000) * 1000
         if ahead_ms > 0:
-            await self._visibility.defer_until(m, due_ms + FAIR_DEFER_S * 1000)
-            return
-        pace = self.delivery.bulkheads.pace
-        await self._visibility.defer_until(m, pace.come_back_ms(
-            caller, self._clock.now_ms(), self.shares.in_hand(caller), m.receive_count))
+            return due_ms + FAIR_DEFER_S * 1000
+        return self.delivery.bulkheads.pace.come_back_ms(
+            caller, now_ms, self.shares.in_hand(caller), m.receive_count)
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until just before it is due (or hand it back now if stopping)."""

@@ -71,7 +71,7 @@ class Visibility:
 
     async def defer(self, m: ReceivedMessage, delay_s: int) -> None:
         """Show ``m`` again in ``delay_s`` without spending the redrive budget."""
-        if m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S:
+        if self._in_place(m, delay_s):
             # Batched with concurrent deferrals (a herd's put-backs, an open circuit's).
             await self._queue.change_visibility_many(
                 [VisibilityChange(m.receipt_handle, delay_s)])
@@ -84,7 +84,35 @@ class Visibility:
 
     async def defer_until(self, m: ReceivedMessage, at_ms: int) -> None:
         """Show ``m`` again at ``at_ms`` or just after (rounded up: never earlier)."""
-        await self.defer(m, max(1, ceil_div(at_ms - self._clock.now_ms(), 1000)))
+        await self.defer(m, self._delay_s(at_ms))
+
+    async def defer_many_until(self, deferrals: list[tuple[ReceivedMessage, int]]) -> None:
+        """``defer_until`` for each (message, time) at once: those hidden again go in one
+        request (a receive's worth of a herd's excess costs one call, not one each), those
+        due a fresh copy are replaced one by one. Raises ``AdapterError`` if any failed
+        (the others are done; a failed one only comes back when its receive ends)."""
+        changes, fresh = [], []
+        for m, at_ms in deferrals:
+            delay_s = self._delay_s(at_ms)
+            if self._in_place(m, delay_s):
+                changes.append(VisibilityChange(m.receipt_handle, delay_s))
+            else:
+                fresh.append((m, delay_s))
+        results = await asyncio.gather(
+            *([self._queue.change_visibility_many(changes)] if changes else []),
+            *(self.defer(m, delay_s) for m, delay_s in fresh), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+
+    def _delay_s(self, at_ms: int) -> int:
+        return max(1, ceil_div(at_ms - self._clock.now_ms(), 1000))
+
+    @staticmethod
+    def _in_place(m: ReceivedMessage, delay_s: int) -> bool:
+        """Hidden again as it is, rather than replaced by a fresh copy (one received fewer
+        than ``REFRESH_AFTER_RECEIVES`` times, or hidden longer than a copy's delay can)."""
+        return m.receive_count < REFRESH_AFTER_RECEIVES or delay_s > SQS_MAX_DELAY_S
 
     async def show_before(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide ``m`` until the enqueue lead before ``due_ms`` (a retry, a channel due later,

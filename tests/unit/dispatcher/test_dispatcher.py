@@ -448,6 +448,25 @@ async def test_a_trickle_is_received_by_one_long_poll(env: Env) -> None:
     await run
 
 
+async def test_a_receive_of_a_herds_excess_is_hidden_again_in_one_request(env: Env) -> None:
+    env.with_dispatch(max_inflight=2)
+    herd = [await env.add(10_000) for _ in range(12)]
+    await env.queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0, caller=CALLER)
+                               for t in herd])
+    d = env.dispatcher()
+    assert await d.run_once() == 2  # its share, held
+    await settle()
+    calls = len(env.queue.visibility_calls)
+    # Full: the next receive's ten are over the caller's share, hidden again unread, in one
+    # request, and no task holds them.
+    assert await d.run_once() == 10
+    assert d.inflight == 2 and deferrals(env) == 10
+    assert env.queue.visibility_calls[calls:] == [10]
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert len(env.channel.calls) == 2
+
+
 async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read(
         env: Env) -> None:
     env.with_dispatch(max_inflight=1)
