@@ -239,19 +239,22 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
+        held: list[tuple[str, int]] = []  # counted in its caller's share while it is held
         if m.caller is not None:
             at_ms = self._unread_deferral_ms(m, m.caller)
             if at_ms is not None:
                 await self._visibility.defer_until(m, at_ms)
                 return
-        hidden_until_ms = self._visibility.hidden_until_ms()
-        t = None
-        if m.home_at_ms is not None and m.shard is not None:
-            t = await self._store.get_at(m.trigger_id, m.home_at_ms, m.shard)
-        if t is None:
-            t = await self._store.get(m.trigger_id)
-        held: list[tuple[str, int]] = []  # counted in its caller's share while it is held
+            # Counted from now, not from after the read: while rows are read (slowly, under
+            # a herd) the receives must not admit more of the caller than its share.
+            held.append(self.shares.enter(m.caller, m.fire_at_ms))
         try:
+            hidden_until_ms = self._visibility.hidden_until_ms()
+            t = None
+            if m.home_at_ms is not None and m.shard is not None:
+                t = await self._store.get_at(m.trigger_id, m.home_at_ms, m.shard)
+            if t is None:
+                t = await self._store.get(m.trigger_id)
             await self._hold_and_deliver(m, t, hidden_until_ms, held)
         finally:
             for entry in held:
@@ -282,6 +285,9 @@ class Dispatcher:
                     await self._visibility.defer_until(
                         m, self._over_share_until_ms(m, t.caller, due_ms))
                     return
+                held.append(self.shares.enter(t.caller, due_ms))
+            elif held[0] != (t.caller, due_ms):  # counted before the read: now as read
+                self.shares.leave(held.pop())
                 held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)

@@ -24,7 +24,7 @@ from tests.unit.dispatcher.fakes import (
 )
 from trigger_service.adapters.memory import DeadLetter
 from trigger_service.core.errors import QueueError, StoreError
-from trigger_service.core.model import Status, new_trigger_id
+from trigger_service.core.model import Status, Trigger, new_trigger_id
 from trigger_service.core.ports import OutgoingMessage
 
 # A regression that leaves a task waiting on the ManualClock would otherwise hang.
@@ -465,6 +465,32 @@ async def test_a_receive_of_a_herds_excess_is_hidden_again_in_one_request(env: E
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
     assert len(env.channel.calls) == 2
+
+
+async def test_a_message_naming_its_caller_counts_in_its_share_while_its_row_is_read(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    env.with_dispatch(max_inflight=2)
+    herd = [await env.add(10_000) for _ in range(4)]
+    await env.queue.send_many([OutgoingMessage(t.trigger_id, t.fire_at_ms, 0, caller=CALLER)
+                               for t in herd])
+    reads = asyncio.Event()
+    read = env.store.get
+
+    async def slow_read(trigger_id: str) -> Trigger | None:
+        await reads.wait()  # a store slow under a herd
+        return await read(trigger_id)
+
+    monkeypatch.setattr(env.store, "get", slow_read)
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    assert d.shares.in_hand(CALLER) == 2  # counted, their rows not read yet
+    assert await d.run_once() == 2
+    assert deferrals(env) == 2 and d.inflight == 2  # the next two: over the share
+    reads.set()
+    env.clock.set_ms(START_MS + 10_000)
+    await d.drain()
+    assert len(env.channel.calls) == 2 and d.shares.in_hand(CALLER) == 0
 
 
 async def test_a_message_naming_a_caller_over_its_share_is_hidden_without_a_read(
