@@ -15,6 +15,7 @@ import pytest
 from aiohttp import web
 from playwright.async_api import Browser, expect
 
+from bench.flow_bench import most_in_window
 from tests.integration.conftest import Receiver, Stack, serving
 from tests.integration.test_batch import create_due_at
 from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
@@ -68,15 +69,6 @@ def extra_env() -> dict[str, str]:
     return {"TRIGGER_ENQUEUE_LEAD_S": "5", "TRIGGER_CALLBACK_TIMEOUT_S": "5"}
 
 
-def most_in_a_window(times_ms: list[int], window_ms: int) -> int:
-    best, lo = 0, 0
-    for hi, t in enumerate(times_ms):
-        while t - times_ms[lo] >= window_ms:
-            lo += 1
-        best = max(best, hi - lo + 1)
-    return best
-
-
 async def create_herd(stack: Stack, url: str, due_ms: int) -> list[str]:
     flow = {"key": f"partner-{stack.caller}", "ratePerSecond": RATE,
             "parallelism": PARALLELISM}
@@ -107,13 +99,13 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     assert times[0] >= due_ms  # none before its due time
     assert rec.max_open <= PARALLELISM
     assert len(starts) >= N and starts[0] >= due_ms
-    assert most_in_a_window(starts, 1_000) <= RATE
+    assert most_in_window(starts, 1_000) <= RATE
     spread_s = (times[-1] - times[0]) / 1000
     assert spread_s >= (N - RATE) / RATE - 0.5  # ~N / RATE s: the rate, not faster
     assert spread_s <= N / RATE + 10  # and not far slower than the rate allows
     print(f"\nflow herd: {N} over {spread_s:.2f} s, first {times[0] - due_ms} ms after due, "
-          f"max open {rec.max_open}, most started in 1 s {most_in_a_window(starts, 1_000)}, "
-          f"most arrived in 1 s {most_in_a_window(times, 1_000)}, "
+          f"max open {rec.max_open}, most started in 1 s {most_in_window(starts, 1_000)}, "
+          f"most arrived in 1 s {most_in_window(times, 1_000)}, "
           f"{len(got) - N} duplicates")
     row = next(r for r in panel if r["key"] == key)
     assert row["ratePerSecond"] == RATE and row["parallelism"] == PARALLELISM
