@@ -109,6 +109,26 @@ async def test_the_rate_window_holds_starts_that_came_late(limiter: FlowLimiter)
     assert verdict is Admission.ADMITTED
 
 
+async def test_an_ask_behind_a_counted_start_waits_for_it(limiter: FlowLimiter) -> None:
+    """Asks can arrive out of order (several processes, pipelines on several connections):
+    one timed before a start already counted waits until that start, so no window ever
+    holds more than its count."""
+    key = unique("k")
+    window = rate_window(2)  # 2 starts in any 1000 ms
+    for h in ("a", "b"):
+        assert (await limiter.admit(key, h, T0, LEASE_MS, None, window)
+                )[0] is Admission.ADMITTED
+    # T0 + 1000: a and b have left its window (and are forgotten).
+    assert (await limiter.admit(key, "c", T0 + 1000, LEASE_MS, None, window)
+            )[0] is Admission.ADMITTED
+    # Timed at T0 + 500 but arriving after c's ask: admitted, it would be the third start
+    # within [T0, T0 + 999]. It waits for c's time instead.
+    assert await limiter.admit(key, "d", T0 + 500, LEASE_MS, None, window) == (
+        Admission.TOO_SOON, 500)
+    verdict, _ = await limiter.admit(key, "d", T0 + 1000, LEASE_MS, None, window)
+    assert verdict is Admission.ADMITTED
+
+
 async def test_concurrent_reservations_never_share_a_slot(limiter: FlowLimiter) -> None:
     key = unique("k")
     starts = await asyncio.gather(*(limiter.reserve(key, f"m{i}", T0, 10.0, T0)

@@ -65,6 +65,9 @@ class MemoryFlowLimiter:
         if window is not None:
             count, window_ms = window
             starts = [s for s in starts if s > now_ms - window_ms]
+            if starts and starts[-1] > now_ms:  # behind a start counted: wait for it
+                self._starts[key] = starts
+                return Admission.TOO_SOON, starts[-1] - now_ms
             if len(starts) >= count:
                 self._starts[key] = starts
                 return Admission.TOO_SOON, max(1, starts[0] + window_ms - now_ms)

@@ -22,6 +22,10 @@ from trigger_service.core.flow_ports import Admission, FlowView
 # its last slot or lease.
 KEEP_MS = 600_000
 
+# The admission (``_ADMIT``) never counts a start before one already counted: an ask whose
+# time is behind the latest start (asks from several processes, or pipelines, arrive out of
+# order) waits until that start, so each admission sees every earlier start in its window
+# (a later ask's trim had dropped starts an earlier one still needed: 21 in one second).
 # KEYS: runs zset (member: start as text, score: start), run ends hash (member → end),
 # reserved zset (member → start ms). ARGV: member, at ms, width ms, now ms, keep ms.
 # Runs are the reserved slots laid end to end (a herd is one run): the earliest gap at or
@@ -89,6 +93,10 @@ local count = tonumber(ARGV[5])
 local window = tonumber(ARGV[6])
 if count > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now - window)
+  local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')
+  if last[2] and tonumber(last[2]) > now then
+    return {3, math.max(1, tonumber(last[2]) - now)}
+  end
   if redis.call('ZCARD', KEYS[2]) >= count then
     local oldest = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')
     return {3, math.max(1, tonumber(oldest[2]) + window - now)}
