@@ -67,18 +67,37 @@ class EndpointWatch:
         self._known: dict[Key, EndpointHealth] = {}  # as last read, or written here since
         self._written_at_ms: dict[Key, int] = {}  # this process's last write of a record
         self._read_at_ms: int | None = None
+        self._reading: asyncio.Future[None] | None = None  # the read under way
         self._notifying: set[Key] = set()
         self._writing: set[Key] = set()  # endpoints with a record write under way
         self._tasks: set[asyncio.Task[None]] = set()
 
     # --- reads ----------------------------------------------------------------------------
     async def refresh(self, *, force: bool = False) -> None:
-        """Read the records if the copy is older than ``refresh_s`` (or ``force``)."""
+        """Read the records if the copy is older than ``refresh_s`` (or ``force``). One read
+        at a time, shared: a caller meanwhile waits for its answer, not the copy before it
+        (which can be older than ``refresh_s``: an endpoint enabled since would be taken for
+        disabled); ``force`` reads again after a read under way."""
+        reading = self._reading
+        if reading is not None:
+            await asyncio.shield(reading)
+            if not force:
+                return
         now_ms = self._clock.now_ms()
         if (not force and self._read_at_ms is not None
                 and now_ms - self._read_at_ms < self._s.refresh_s * 1000):
             return
-        self._read_at_ms = now_ms  # one read a period, however many ask meanwhile
+        if self._reading is None:  # (else another caller started one meanwhile: shared)
+            self._read_at_ms = now_ms
+            self._reading = asyncio.ensure_future(self._read(now_ms))
+            self._reading.add_done_callback(self._read_done)
+        await asyncio.shield(self._reading)
+
+    def _read_done(self, read: asyncio.Future[None]) -> None:
+        if self._reading is read:
+            self._reading = None
+
+    async def _read(self, now_ms: int) -> None:
         try:
             rows = await self._store.endpoint_health()
         except AdapterError as e:

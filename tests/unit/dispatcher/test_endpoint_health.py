@@ -207,3 +207,38 @@ async def test_a_callers_own_disable_after_s_overrides_the_setting(
     await w.observe(t, failed())
     await w.drain()
     assert (await store.endpoint_health())[0].state is EndpointState.DISABLED
+
+
+class _GatedReads(MemoryEndpointHealth):
+    """Reads wait for ``gate`` (a store slow under load)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+        self.gate.set()
+        self.reads = 0
+
+    async def endpoint_health(self, caller: str | None = None) -> list[EndpointHealth]:
+        self.reads += 1
+        await self.gate.wait()
+        return await super().endpoint_health(caller)
+
+
+async def test_a_caller_during_a_read_waits_for_its_answer_not_the_older_copy(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = _GatedReads(), parts[1]
+    await _disable(env, store, events)
+    w = _watch(env, store, events)
+    assert await w.disabled(CALLER, ORIGIN)  # the copy: disabled
+    assert await store.clear(CALLER, ORIGIN) is not None  # enabled (by the API)
+    env.clock.advance_ms(2_000)  # the copy is old: the next ask reads
+    store.gate.clear()
+    reads = store.reads
+    first = asyncio.ensure_future(w.disabled(CALLER, ORIGIN))
+    second = asyncio.ensure_future(w.disabled(CALLER, ORIGIN))  # asks while it reads
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not second.done()  # not answered from the copy before the read
+    store.gate.set()
+    assert await first is False and await second is False
+    assert store.reads == reads + 1  # one read, shared
