@@ -8,7 +8,7 @@ deleted, and counted when it is a duplicate of a fired trigger.
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
 keeps receiving, so that another caller's messages behind a herd on the queue are found; a
 message is held only if its caller is under its share of the cap, else it is hidden again on
-SQS for a while (``_defer_over_share``: a herd's excess until about its turn, by the
+SQS for a while (``_over_share_until_ms``: a herd's excess until about its turn, by the
 caller's pace) and comes back no earlier. So at most twice
 ``max_inflight`` are in hand. A message whose body names its caller
 (``ReceivedMessage.caller``) is hidden without a read of its row.
