@@ -46,6 +46,8 @@ from bench.common import (
     summarize,
     wait_for_arrivals,
 )
+from trigger_service.adapters import schema
+from trigger_service.config.sqs import SqsSettings
 
 REGISTER_CLIENTS = 64
 SUSTAINED_RATE_PER_S = 1000
@@ -130,7 +132,8 @@ async def sustained_mode(session: aiohttp.ClientSession, n: int) -> dict[str, An
 
 
 def purge_main_queue() -> str:
-    """``PurgeQueue`` on ``TRIGGER_SQS_QUEUE`` (LocalStack, the service's own settings)."""
+    """``PurgeQueue`` on each lane of ``TRIGGER_SQS_QUEUE`` (LocalStack, the service's own
+    settings)."""
     env = os.environ
     client = boto3.client(
         "sqs", endpoint_url=env.get("TRIGGER_SQS_ENDPOINT", "http://127.0.0.1:4566"),
@@ -138,7 +141,9 @@ def purge_main_queue() -> str:
         aws_access_key_id=env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
         aws_secret_access_key=env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))
     name = env.get("TRIGGER_SQS_QUEUE", "triggers")
-    client.purge_queue(QueueUrl=client.get_queue_url(QueueName=name)["QueueUrl"])
+    for lane in range(int(env.get("TRIGGER_SQS_LANES", SqsSettings().lanes))):
+        lane_name = schema.sqs_lane_queue(name, lane)
+        client.purge_queue(QueueUrl=client.get_queue_url(QueueName=lane_name)["QueueUrl"])
     return name
 
 

@@ -11,7 +11,9 @@ message is held only if its caller is under its share of the cap, else it is hid
 SQS for a while (``_over_share_until_ms``: a herd's excess until about its turn, by the
 caller's pace) and comes back no earlier. So at most twice
 ``max_inflight`` are in hand. A message whose body names its caller
-(``ReceivedMessage.caller``) is hidden without a read of its row.
+(``ReceivedMessage.caller``) is hidden without a read of its row. What the dispatcher has
+not received it cannot share out: each caller's messages are in its lane of the queue
+(``core.lanes``), and every lane has a long poll of its own (``_receiving``).
 """
 
 from __future__ import annotations
@@ -103,6 +105,7 @@ class Dispatcher:
         self.shares = Shares(self._d.max_inflight, self.delivery.weight)
         self._stopping = asyncio.Event()
         self._polls = 0
+        self._lane_polls: dict[int, int] = {}
         self.max_polls = 0  # the most long polls that ran at once
         self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
                          if board is not None else None)
@@ -121,41 +124,47 @@ class Dispatcher:
             await self.drain()
 
     async def _receiving(self, stop: asyncio.Event) -> None:
-        """As many long polls as keep their batches full, at most ``receivers``: one always;
-        a receive that comes back full starts another, and one that comes back less than
-        half full ends its poll (never the last). A herd is received by many polls at once;
-        a trickle by one, ten messages a call where it can, not one message per poll."""
+        """As many long polls as keep their batches full, at most ``receivers`` in all: one
+        always on each of the queue's lanes (``core.lanes``: a caller's herd is in its lane,
+        another caller's messages are received from theirs at once); a receive that comes
+        back full starts another on its lane, and one that comes back less than half full
+        ends its poll (never its lane's last). A herd is received by many polls at once; a
+        trickle by one, ten messages a call where it can, not one message per poll."""
         async with asyncio.TaskGroup() as polls:
-            def start() -> None:
+            def start(lane: int) -> None:
                 self._polls += 1
+                self._lane_polls[lane] = self._lane_polls.get(lane, 0) + 1
                 self.max_polls = max(self.max_polls, self._polls)
-                polls.create_task(self._receive_loop(stop, start))
-            start()
+                polls.create_task(self._receive_loop(stop, lane, start))
+            for lane in range(self._queue.lanes):
+                start(lane)
 
-    async def _receive_loop(self, stop: asyncio.Event, start_another: Callable[[], None]
-                            ) -> None:
+    async def _receive_loop(self, stop: asyncio.Event, lane: int,
+                            start_another: Callable[[int], None]) -> None:
         try:
             while not stop.is_set():
                 try:
-                    received = await self.run_once()
+                    received = await self.run_once(lane)
                 except AdapterError as e:
-                    log.warning("receive_failed", error=str(e))
+                    log.warning("receive_failed", lane=lane, error=str(e))
                     await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
                     continue
                 if received >= _FULL_RECEIVE and self._polls < self._d.receivers:
-                    start_another()
-                elif received < _FULL_RECEIVE // 2 and self._polls > 1:
+                    start_another(lane)
+                elif received < _FULL_RECEIVE // 2 and self._lane_polls[lane] > 1:
                     return
         finally:
             self._polls -= 1
+            self._lane_polls[lane] -= 1
 
     @property
     def polls(self) -> int:
-        """Long polls running now."""
+        """Long polls running now (over all lanes)."""
         return self._polls
 
-    async def run_once(self) -> int:
-        """One receive: start handling every message received; return how many."""
+    async def run_once(self, lane: int = 0) -> int:
+        """One receive from ``lane``: start handling every message received; return how
+        many."""
         # Messages waiting for their caller's bulkhead do not count: one slow caller must
         # not stop receives for every other.
         held = len(self._tasks) - self.delivery.waiting
@@ -170,7 +179,7 @@ class Dispatcher:
             free = _FULL_RECEIVE
         messages = await self._queue.receive(
             max_messages=min(_FULL_RECEIVE, free), wait_s=self._d.wait_time_s,
-            visibility_s=self._visibility.receive_s)
+            visibility_s=self._visibility.receive_s, lane=lane)
         deferrals = []
         for m in messages:
             at_ms = self._unread_deferral_ms(m, m.caller) if m.caller is not None else None

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench.chaos.config import ROOT, VAR, RunConfig
+from trigger_service.adapters import schema
 from trigger_service.config.callers import hash_token
+from trigger_service.config.sqs import SqsSettings
 from trigger_service.config.stores import CassandraSettings
 
 RUN_DIR = ROOT / "var" / "run"
@@ -259,7 +261,9 @@ class Stack:
             region_name=self.env.get("TRIGGER_SQS_REGION", "us-east-1"),
             aws_access_key_id=self.env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
             aws_secret_access_key=self.env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))
-        for name in (self.env["TRIGGER_SQS_QUEUE"], self.env["TRIGGER_SQS_DLQ"]):
+        lanes = int(self.env.get("TRIGGER_SQS_LANES", SqsSettings().lanes))
+        main = [schema.sqs_lane_queue(self.env["TRIGGER_SQS_QUEUE"], i) for i in range(lanes)]
+        for name in (*main, self.env["TRIGGER_SQS_DLQ"]):
             try:
                 url = client.get_queue_url(QueueName=name)["QueueUrl"]
             except client.exceptions.QueueDoesNotExist:

@@ -80,8 +80,12 @@ def make_trigger(caller: str, fire_at_ms: int, *, shard: int = 0, route: Route =
 
 
 async def receive_now(queue: DeliveryQueue, visibility_s: int = 30) -> list[ReceivedMessage]:
-    """What is visible right now (no long poll)."""
-    return await queue.receive(max_messages=10, wait_s=0, visibility_s=visibility_s)
+    """What is visible right now on every lane (no long poll)."""
+    got: list[ReceivedMessage] = []
+    for lane in range(queue.lanes):
+        got += await queue.receive(max_messages=10, wait_s=0, visibility_s=visibility_s,
+                                   lane=lane)
+    return got
 
 
 async def receive_within(queue: DeliveryQueue, timeout_s: float, *, visibility_s: int = 30,
@@ -91,8 +95,9 @@ async def receive_within(queue: DeliveryQueue, timeout_s: float, *, visibility_s
     got: list[ReceivedMessage] = []
     while True:
         remaining = deadline - time.monotonic()
-        got += await queue.receive(max_messages=10, wait_s=1 if remaining >= 1 else 0,
-                                   visibility_s=visibility_s)
+        got += await receive_now(queue, visibility_s)
+        if len(got) < want and remaining >= 1:
+            got += await queue.receive(max_messages=10, wait_s=1, visibility_s=visibility_s)
         if len(got) >= want or time.monotonic() >= deadline:
             return got
         await asyncio.sleep(0.05)

@@ -10,6 +10,7 @@ import pytest
 
 from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
 from trigger_service.core.errors import QueueError
+from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import OutgoingMessage, VisibilityChange
 
 FIRE_AT_MS = 1_924_992_000_000
@@ -151,3 +152,56 @@ async def test_a_messages_caller_comes_back_with_it_and_is_none_when_not_sent(
     await q.replace(r.receipt_handle, named)
     again = await receive_within(q, 3)
     assert [(m.trigger_id, m.caller) for m in again] == [(named.trigger_id, "orders")]
+
+
+async def test_each_callers_messages_are_received_from_its_lane_only(
+    queue: QueueUnderTest,
+) -> None:
+    """Lanes (``core.lanes``): a caller's messages go to its lane, one without a caller to
+    lane 0, and a receive of one lane gets nothing of another's."""
+    q = queue.queue
+    assert q.lanes == 3
+    callers = ["dev", "chaos", "bench-b", None]  # lanes 0, 1, 2 and 0
+    assert [lane_of(c, 3) for c in callers] == [0, 1, 2, 0]
+    sent = {OutgoingMessage(unique("trg_"), FIRE_AT_MS, 0, caller=c).trigger_id: c
+            for c in callers}
+    await q.send_many([OutgoingMessage(t, FIRE_AT_MS, 0, caller=c) for t, c in sent.items()])
+    by_lane: dict[int, set[str]] = {0: set(), 1: set(), 2: set()}
+    for _ in range(30):
+        for lane in range(3):
+            got = await q.receive(max_messages=10, wait_s=0, visibility_s=30, lane=lane)
+            by_lane[lane] |= {m.trigger_id for m in got}
+        if sum(map(len, by_lane.values())) >= len(sent):
+            break
+        await asyncio.sleep(0.1)
+    assert by_lane == {lane: {t for t, c in sent.items() if lane_of(c, 3) == lane}
+                       for lane in range(3)}
+    with pytest.raises(QueueError):
+        await q.receive(max_messages=10, wait_s=0, visibility_s=30, lane=3)
+
+
+async def test_receipts_of_every_lane_hide_show_and_delete_their_own_message(
+    queue: QueueUnderTest,
+) -> None:
+    """A receipt names its lane: a visibility change (one at a time, or many of several
+    lanes in one call) and a delete reach the queue the message came from."""
+    q = queue.queue
+    messages = [OutgoingMessage(unique("trg_"), FIRE_AT_MS, 0, caller=c)
+                for c in ("dev", "chaos", "bench-b")]
+    await q.send_many(messages)
+    got = await receive_within(q, 5, want=3, visibility_s=1)
+    assert len(got) == 3
+    await q.change_visibility_many([VisibilityChange(r.receipt_handle, 30) for r in got])
+    await asyncio.sleep(2.5)  # past the 1 s they were received with
+    assert await receive_now(q) == []
+    first = got[0]
+    await q.change_visibility(first.receipt_handle, 0)
+    [again] = await receive_within(q, 3, visibility_s=1)
+    assert again.trigger_id == first.trigger_id
+    await q.change_visibility_many([VisibilityChange(r.receipt_handle, 0) for r in got[1:]])
+    rest = await receive_within(q, 3, want=2, visibility_s=1)
+    assert sorted(r.trigger_id for r in rest) == sorted(r.trigger_id for r in got[1:])
+    for r in [again, *rest]:
+        await q.delete(r.receipt_handle)
+    await asyncio.sleep(2.5)  # past the 1 s they were received with: deleted, not hidden
+    assert await receive_now(q) == []

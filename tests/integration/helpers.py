@@ -47,17 +47,26 @@ class SqsAdmin:
             WaitTimeSeconds=1, VisibilityTimeout=0)
         return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
 
+    def lane_queues(self) -> list[str]:
+        """The main queue's lanes (``core.lanes``), lane 0 first."""
+        return [schema.sqs_lane_queue(self._settings.queue, lane)
+                for lane in range(self._settings.lanes)]
+
     async def receive_main(self, visibility_s: int) -> list[dict[str, Any]]:
-        """Receive from the main queue as a dispatcher that crashes would: nothing deleted."""
-        resp = await self._client.receive_message(
-            QueueUrl=await self.url(self._settings.queue), MaxNumberOfMessages=10,
-            WaitTimeSeconds=1, VisibilityTimeout=visibility_s)
-        return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
+        """Receive from the main queue (each lane, up to 10 from each) as a dispatcher that
+        crashes would: nothing deleted."""
+        bodies: list[dict[str, Any]] = []
+        for name in self.lane_queues():
+            resp = await self._client.receive_message(
+                QueueUrl=await self.url(name), MaxNumberOfMessages=10,
+                WaitTimeSeconds=0 if bodies else 1, VisibilityTimeout=visibility_s)
+            bodies += [json.loads(m["Body"]) for m in resp.get("Messages") or []]
+        return bodies
 
     async def delete_queues(self) -> None:
         """Delete the test's queues; one already gone is fine (a process re-creating the
         queues may race with a test deleting them)."""
-        for name in (self._settings.queue, self._settings.dlq, self._settings.redrive_queue):
+        for name in (*self.lane_queues(), self._settings.dlq, self._settings.redrive_queue):
             try:
                 await self._client.delete_queue(QueueUrl=await self.url(name))
             except self._client.exceptions.QueueDoesNotExist:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from trigger_service.adapters.memory_failing import Failing
 from trigger_service.core.errors import QueueError
+from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import (
     Clock,
     OutgoingMessage,
@@ -31,6 +32,7 @@ class _Message:
     home_at_ms: int | None = None
     shard: int | None = None
     caller: str | None = None
+    lane: int = 0
 
 
 @dataclass
@@ -45,11 +47,14 @@ class MemoryQueue(Failing):
     injected clock. ``redrive()`` moves a message to the redrive queue as SQS's policy would.
 
     ``receive`` never long-polls (it yields to the loop once and returns what is visible).
+    With ``lanes`` > 1 a message goes to its caller's lane (``core.lanes``) and is received
+    only from it.
     """
 
-    def __init__(self, clock: Clock) -> None:
+    def __init__(self, clock: Clock, lanes: int = 1) -> None:
         super().__init__()
         self._clock = clock
+        self.lanes = lanes
         self._ids = itertools.count(1)
         self.messages: list[_Message] = []
         self.dead_letters: list[DeadLetter] = []
@@ -72,13 +77,17 @@ class MemoryQueue(Failing):
             self.messages.append(_Message(m.trigger_id, m.fire_at_ms,
                                           now_ms + max(0, min(SQS_MAX_DELAY_S, m.delay_s)) * 1000,
                                           f"m{next(self._ids)}", home_at_ms=m.home_at_ms,
-                                          shard=m.shard, caller=m.caller))
+                                          shard=m.shard, caller=m.caller,
+                                          lane=lane_of(m.caller, self.lanes)))
 
     async def receive(
-        self, *, max_messages: int, wait_s: int, visibility_s: int
+        self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
     ) -> list[ReceivedMessage]:
         self._enter("receive")
-        return await self._receive_from(self.messages, max_messages, visibility_s)
+        if not 0 <= lane < self.lanes:
+            raise QueueError(f"no lane {lane} (of {self.lanes})")
+        return await self._receive_from([m for m in self.messages if m.lane == lane],
+                                        max_messages, visibility_s)
 
     async def _receive_from(self, queue: list[_Message], max_messages: int,
                             visibility_s: int) -> list[ReceivedMessage]:

@@ -176,6 +176,7 @@ messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
   in an earlier release's body, or for a row of one). The dispatcher may receive it early
   (SQS delays are whole seconds) and holds it until ``fireAtMs``.
 - DLQ body: the same JSON plus ``"reason"``. A redriven message is a main-queue body.
+- The main queue is ``TRIGGER_SQS_LANES`` queues (``sqs_lane_queue``, ``core.lanes``).
 """
 
 from __future__ import annotations
@@ -473,3 +474,7 @@ SQS_MAX_DELAY_S: Final = 900
 SQS_MAX_VISIBILITY_S: Final = 43_200
 SQS_MAX_BATCH: Final = 10
 SQS_RETENTION_S: Final = 1_209_600
+
+
+def sqs_lane_queue(queue: str, lane: int) -> str:  # lane 0 is the main queue itself
+    return queue if lane == 0 else f"{queue}-lane-{lane}"

@@ -10,11 +10,18 @@ through a ``Batcher`` (a lone call goes at once; under load a call waits at most
 about an eighth of a message sent alone). Every request is counted by operation
 (``sqs_calls_total``) and the messages each carries observed (``sqs_batch_messages``).
 Retries live here too, in one layer: botocore's standard mode.
+
+The main queue is ``TRIGGER_SQS_LANES`` queues (``core.lanes``): a message goes to its
+caller's lane, ``receive`` reads the lane it is asked for, and a receipt handed out for lane
+``i`` > 0 names its lane (``~i~`` before SQS's handle, which is base64 and has no ``~``), so
+deletes and visibility changes go to the queue the message came from. Each lane has its own
+batchers: a batch request names one queue.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
@@ -26,9 +33,18 @@ from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from trigger_service.adapters import schema
-from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
+from trigger_service.adapters.batching import Batcher, ItemErrors
+from trigger_service.adapters.sqs_wire import (
+    clamp_visibility,
+    decode_message,
+    encode_body,
+    entry_errors,
+    queue_missing,
+    split_receipt,
+)
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.errors import QueueError
+from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import (
     Clock,
     Metrics,
@@ -37,9 +53,6 @@ from trigger_service.core.ports import (
     VisibilityChange,
 )
 
-# What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
-_MISSING_QUEUE_CODES = frozenset({
-    "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"})
 # A batch entry whose receipt is no longer valid: that message is gone (or was received
 # again): deleting it has nothing left to do.
 _RECEIPT_GONE = frozenset({"ReceiptHandleIsInvalid"})
@@ -49,21 +62,13 @@ log = structlog.get_logger(__name__)
 
 
 class QueueUrls(NamedTuple):
-    main: str
+    main: str  # lane 0
     dlq: str
     redrive: str
+    lanes: tuple[str, ...] = ()  # every lane's queue, lane 0 first
 
-
-def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
-                shard: int | None = None, caller: str | None = None) -> str:
-    body: dict[str, int | str] = {schema.MSG_TRIGGER_ID: trigger_id,
-                                  schema.MSG_FIRE_AT_MS: fire_at_ms}
-    if home_at_ms is not None and shard is not None:
-        body[schema.MSG_HOME_AT_MS] = home_at_ms
-        body[schema.MSG_SHARD] = shard
-    if caller is not None:
-        body[schema.MSG_CALLER] = caller
-    return json.dumps(body)
+    def lane(self, lane: int) -> str:
+        return self.lanes[lane] if self.lanes else self.main
 
 
 class SqsQueue:
@@ -86,17 +91,24 @@ class SqsQueue:
         self._metrics = metrics
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
-        self._sender: Batcher[OutgoingMessage] = Batcher(
-            self._send_batch, clock, max_batch=schema.SQS_MAX_BATCH,
-            linger_ms=settings.send_linger_ms)
+        lanes = range(max(1, settings.lanes))
+        self._senders: list[Batcher[OutgoingMessage]] = [Batcher(
+            functools.partial(self._send_batch, lane), clock, max_batch=schema.SQS_MAX_BATCH,
+            linger_ms=settings.send_linger_ms) for lane in lanes]
         # Not eager: nobody waits for a delete (the dispatcher lets it go in the background),
         # so a delete always waits for company, up to the linger: full batches at any rate.
-        self._deleter: Batcher[str] = Batcher(
-            self._delete_batch, clock, max_batch=schema.SQS_MAX_BATCH,
-            linger_ms=settings.delete_linger_ms, eager=False)
-        self._rehider: Batcher[VisibilityChange] = Batcher(
-            self._change_visibility_batch, clock, max_batch=schema.SQS_MAX_BATCH,
-            linger_ms=settings.visibility_linger_ms)
+        self._deleters: list[Batcher[str]] = [Batcher(
+            functools.partial(self._delete_batch, lane), clock,
+            max_batch=schema.SQS_MAX_BATCH, linger_ms=settings.delete_linger_ms, eager=False)
+            for lane in lanes]
+        self._rehiders: list[Batcher[VisibilityChange]] = [Batcher(
+            functools.partial(self._change_visibility_batch, lane), clock,
+            max_batch=schema.SQS_MAX_BATCH, linger_ms=settings.visibility_linger_ms)
+            for lane in lanes]
+
+    @property
+    def lanes(self) -> int:
+        return len(self._senders)
 
     @property
     def urls(self) -> QueueUrls:
@@ -144,9 +156,9 @@ class SqsQueue:
     async def close(self) -> None:
         """Flush the sends, deletes and visibility changes still waiting for company, then
         disconnect."""
-        await self._sender.drain()
-        await self._deleter.drain()
-        await self._rehider.drain()
+        for batchers in (self._senders, self._deleters, self._rehiders):
+            for batcher in batchers:
+                await batcher.drain()
         await self._stack.aclose()
 
     async def _call(self, what: str, op: Callable[[], Awaitable[T]], *, operation: str,
@@ -161,7 +173,7 @@ class SqsQueue:
         try:
             return await self._counted(op, operation, messages)
         except ClientError as e:
-            if not _queue_missing(e):
+            if not queue_missing(e):
                 raise QueueError(f"sqs {what} failed: {e}") from e
         except (BotoCoreError, OSError) as e:
             raise QueueError(f"sqs {what} failed: {e}") from e
@@ -191,19 +203,26 @@ class SqsQueue:
                 raise QueueError(f"sqs queues could not be re-created: {e}") from e
             self._generation += 1
 
+    def _lane_of(self, message: OutgoingMessage) -> int:
+        return lane_of(message.caller, self.lanes)
+
     async def send(self, message: OutgoingMessage) -> None:
-        await self._sender.submit(message)
+        await self._senders[self._lane_of(message)].submit(message)
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
-        chunks = [messages[i:i + schema.SQS_MAX_BATCH]
-                  for i in range(0, len(messages), schema.SQS_MAX_BATCH)]
-        results = await asyncio.gather(*(self._send_batch(c) for c in chunks))
+        by_lane: dict[int, list[OutgoingMessage]] = {}
+        for m in messages:
+            by_lane.setdefault(self._lane_of(m), []).append(m)
+        chunks = [(lane, ms[i:i + schema.SQS_MAX_BATCH]) for lane, ms in by_lane.items()
+                  for i in range(0, len(ms), schema.SQS_MAX_BATCH)]
+        results = await asyncio.gather(*(self._send_batch(lane, c) for lane, c in chunks))
         failed = [e for errors in results for e in errors.values()]
         if failed:
             raise QueueError(f"sqs send: {len(failed)} of {len(messages)} failed: {failed[0]}")
 
-    async def _send_batch(self, batch: Sequence[OutgoingMessage]) -> ItemErrors:
-        """One SendMessageBatch (at most 10); the entries SQS refused, by position."""
+    async def _send_batch(self, lane: int, batch: Sequence[OutgoingMessage]) -> ItemErrors:
+        """One SendMessageBatch (at most 10) to ``lane``; the entries SQS refused, by
+        position."""
         entries = [{
             "Id": str(i),
             "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard,
@@ -211,17 +230,20 @@ class SqsQueue:
             "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
-            QueueUrl=self.urls.main, Entries=entries), operation="send", messages=len(entries))
-        return _entry_errors("send", resp, len(entries))
+            QueueUrl=self.urls.lane(lane), Entries=entries), operation="send",
+            messages=len(entries))
+        return entry_errors("send", resp, len(entries))
 
     async def receive(
-        self, *, max_messages: int, wait_s: int, visibility_s: int
+        self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
     ) -> list[ReceivedMessage]:
-        return await self._receive("receive", lambda: self.urls.main, max_messages, wait_s,
-                                   visibility_s)
+        if not 0 <= lane < self.lanes:
+            raise QueueError(f"sqs receive: no lane {lane} (of {self.lanes})")
+        return await self._receive("receive", lambda: self.urls.lane(lane), max_messages,
+                                   wait_s, visibility_s, lane)
 
     async def _receive(self, what: str, url: Callable[[], str], max_messages: int,
-                       wait_s: int, visibility_s: int) -> list[ReceivedMessage]:
+                       wait_s: int, visibility_s: int, lane: int = 0) -> list[ReceivedMessage]:
         """One ReceiveMessage on the queue ``url()`` names (read per call: a re-created
         queue has a new URL). The main queue's are observed by how many messages came."""
         operation = what.replace(" ", "_")
@@ -232,21 +254,26 @@ class SqsQueue:
             VisibilityTimeout=visibility_s,
             MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
         ), operation=operation)
-        got = [_received(m) for m in resp.get("Messages") or []]
+        got = [decode_message(m, lane) for m in resp.get("Messages") or []]
         if operation == "receive":
             self._metrics.observe("sqs_batch_messages", len(got), operation=operation)
         return got
 
     async def delete(self, receipt_handle: str) -> None:
-        await self._deleter.submit(receipt_handle)
+        lane, handle = self._unwrap(receipt_handle)
+        await self._deleters[lane].submit(handle)
 
-    async def _delete_batch(self, receipt_handles: Sequence[str]) -> ItemErrors:
-        """One DeleteMessageBatch (the batcher cuts at 10). A receipt already gone is fine."""
+    def _unwrap(self, receipt_handle: str) -> tuple[int, str]:
+        return split_receipt(receipt_handle, self.lanes)
+
+    async def _delete_batch(self, lane: int, receipt_handles: Sequence[str]) -> ItemErrors:
+        """One DeleteMessageBatch on ``lane`` (the batcher cuts at 10). A receipt already
+        gone is fine."""
         entries = [{"Id": str(j), "ReceiptHandle": h} for j, h in enumerate(receipt_handles)]
         resp = await self._call("delete", lambda: self._client.delete_message_batch(
-            QueueUrl=self.urls.main, Entries=entries), operation="delete",
+            QueueUrl=self.urls.lane(lane), Entries=entries), operation="delete",
             messages=len(entries))
-        return _entry_errors("delete", resp, len(entries), ignore=_RECEIPT_GONE)
+        return entry_errors("delete", resp, len(entries), ignore=_RECEIPT_GONE)
 
     async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
         # Send first: a crash in between leaves two copies (deduplicated by the claim LWT),
@@ -255,27 +282,36 @@ class SqsQueue:
         await self.delete(receipt_handle)
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
+        lane, handle = self._unwrap(receipt_handle)
         await self._call("change visibility", lambda: self._client.change_message_visibility(
-            QueueUrl=self.urls.main, ReceiptHandle=receipt_handle,
-            VisibilityTimeout=_visibility(visibility_s),
+            QueueUrl=self.urls.lane(lane), ReceiptHandle=handle,
+            VisibilityTimeout=clamp_visibility(visibility_s),
         ), operation="change_visibility", messages=1)
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
-        failed = [e for e in await self._rehider.submit_many(changes) if e is not None]
+        by_lane: dict[int, list[VisibilityChange]] = {}
+        for c in changes:
+            lane, handle = self._unwrap(c.receipt_handle)
+            by_lane.setdefault(lane, []).append(VisibilityChange(handle, c.visibility_s))
+        answers = await asyncio.gather(*(self._rehiders[lane].submit_many(cs)
+                                         for lane, cs in by_lane.items()))
+        failed = [e for errors in answers for e in errors if e is not None]
         if failed:
             raise QueueError(f"sqs change visibility: {len(failed)} of {len(changes)} "
                              f"failed: {failed[0]}") from failed[0]
 
-    async def _change_visibility_batch(self, changes: Sequence[VisibilityChange]) -> ItemErrors:
-        """One ChangeMessageVisibilityBatch (the batcher cuts at 10)."""
+    async def _change_visibility_batch(self, lane: int, changes: Sequence[VisibilityChange]
+                                       ) -> ItemErrors:
+        """One ChangeMessageVisibilityBatch on ``lane`` (the batcher cuts at 10)."""
         entries = [{"Id": str(j), "ReceiptHandle": c.receipt_handle,
-                    "VisibilityTimeout": _visibility(c.visibility_s)}
+                    "VisibilityTimeout": clamp_visibility(c.visibility_s)}
                    for j, c in enumerate(changes)]
         resp = await self._call(
             "change visibility", lambda: self._client.change_message_visibility_batch(
-                QueueUrl=self.urls.main, Entries=entries), operation="change_visibility",
+                QueueUrl=self.urls.lane(lane), Entries=entries),
+            operation="change_visibility",
             messages=len(entries))
-        return _entry_errors("change visibility", resp, len(entries))
+        return entry_errors("change visibility", resp, len(entries))
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         body = json.loads(encode_body(trigger_id, fire_at_ms))
@@ -299,7 +335,8 @@ class SqsQueue:
                 raise
 
     async def visible_backlog(self) -> int:
-        return await self._visible("backlog", self.urls.main)
+        lanes = self.urls.lanes or (self.urls.main,)
+        return sum(await asyncio.gather(*(self._visible("backlog", url) for url in lanes)))
 
     async def dead_letter_backlog(self) -> int:
         return await self._visible("dlq backlog", self.urls.dlq)
@@ -314,58 +351,11 @@ class SqsQueue:
             QueueUrl=self.urls.main, AttributeNames=["QueueArn"]), operation="attributes")
 
 
-def _visibility(visibility_s: int) -> int:
-    return max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s))
-
-
-def _entry_errors(what: str, resp: dict[str, Any], count: int,
-                  ignore: frozenset[str] = frozenset()) -> ItemErrors:
-    """The entries a batch request reports as failed (``Failed``, by ``Id``: their position),
-    each as its own ``QueueError``; codes in ``ignore`` count as done."""
-    errors: dict[int, Exception] = {}
-    for f in resp.get("Failed") or []:
-        if f.get("Code") in ignore:
-            continue
-        try:
-            position = int(f["Id"])
-        except (KeyError, TypeError, ValueError):
-            position = -1
-        error = QueueError(f"sqs {what}: entry refused: {f.get('Code')} {f.get('Message', '')}")
-        if not 0 <= position < count:
-            # An answer we cannot place: fail the whole batch rather than lose one.
-            return dict.fromkeys(range(count), error)
-        errors[position] = error
-    return errors or NO_ERRORS
-
-
-def _queue_missing(e: ClientError) -> bool:
-    return e.response.get("Error", {}).get("Code") in _MISSING_QUEUE_CODES
-
-
-def _received(m: dict[str, Any]) -> ReceivedMessage:
-    try:
-        body = json.loads(m["Body"])
-        trigger_id = str(body[schema.MSG_TRIGGER_ID])
-        fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
-    except (ValueError, KeyError, TypeError):
-        trigger_id, fire_at_ms = "", 0  # the dispatcher dead-letters malformed bodies
-        body = {}
-    home_at_ms, shard = body.get(schema.MSG_HOME_AT_MS), body.get(schema.MSG_SHARD)
-    where = ((home_at_ms, shard) if isinstance(home_at_ms, int) and isinstance(shard, int)
-             else (None, None))  # an earlier release's body, or not parsed: `get` finds it
-    return ReceivedMessage(
-        message_id=m["MessageId"], receipt_handle=m["ReceiptHandle"], trigger_id=trigger_id,
-        fire_at_ms=fire_at_ms,
-        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
-        home_at_ms=where[0], shard=where[1],
-        caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None)
-
-
 async def ensure_queues(
     client: Any, settings: SqsSettings, *, visibility_timeout_s: int
 ) -> QueueUrls:
-    """Create the dead-letter and redrive queues and the main queue (with its redrive policy)
-    if missing; return their URLs.
+    """Create the dead-letter and redrive queues and the main queue's lanes (each with the
+    redrive policy) if missing; return their URLs.
 
     CreateQueue is idempotent for identical attributes; the main queue's attributes are set
     again afterwards so a changed setting takes effect on an existing queue.
@@ -384,12 +374,17 @@ async def ensure_queues(
             "deadLetterTargetArn": redrive_arn, "maxReceiveCount": str(settings.max_receive_count),
         }),
     }
+    lanes = tuple([await _ensure_queue(client, schema.sqs_lane_queue(settings.queue, lane),
+                                       attrs) for lane in range(max(1, settings.lanes))])
+    return QueueUrls(lanes[0], dlq_url, redrive_url, lanes)
+
+
+async def _ensure_queue(client: Any, name: str, attrs: dict[str, str]) -> str:
     try:
-        queue_url = (await client.create_queue(
-            QueueName=settings.queue, Attributes=attrs))["QueueUrl"]
+        queue_url = str((await client.create_queue(QueueName=name, Attributes=attrs))["QueueUrl"])
     except ClientError as e:
         if "QueueAlreadyExists" not in str(e) and "QueueNameExists" not in str(e):
             raise
-        queue_url = (await client.get_queue_url(QueueName=settings.queue))["QueueUrl"]
+        queue_url = str((await client.get_queue_url(QueueName=name))["QueueUrl"])
     await client.set_queue_attributes(QueueUrl=queue_url, Attributes=attrs)
-    return QueueUrls(queue_url, dlq_url, redrive_url)
+    return queue_url

@@ -318,8 +318,9 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_DISPATCHERS", ("dispatch", "processes"), _pos_int,
              "dispatcher processes `make up` starts"),
     Variable("TRIGGER_DISPATCH_RECEIVERS", ("dispatch", "receivers"), _pos_int,
-             "the most concurrent SQS long-polls per dispatcher process (one runs always; "
-             "another starts while receives come back full)"),
+             "the most concurrent SQS long-polls per dispatcher process (one runs always "
+             "on each lane, even past this; another starts on a lane while its receives come "
+             "back full)"),
     Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int,
              "messages a dispatcher holds or delivers at once"),
     Variable("TRIGGER_DISPATCH_WAIT_S", ("dispatch", "wait_time_s"), _pos_int,

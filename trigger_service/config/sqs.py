@@ -12,6 +12,7 @@ from trigger_service.config.parsers import pos_int as _pos_int
 
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 _linger_ms = int_up_to(1000)  # a wait added to calls under load: past 1 s, a mistake
+_lanes = int_up_to(64)  # each lane is a long poll per dispatcher: past 64, a mistake
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,9 @@ class SqsSettings:
     # SQS sends an API process has started in the background and not yet seen answered: past
     # it, a registration leaves its durable row to the due-scan (app.triggers.enqueue).
     max_background_sends: int = 10_000
+    # The main queue is this many queues, a caller's messages in one (core.lanes): one
+    # caller's herd does not stand in front of another caller's messages on SQS.
+    lanes: int = 8
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
@@ -68,6 +72,11 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "waits: nobody waits for a delete)"),
     ("TRIGGER_SQS_VISIBILITY_LINGER_MS", ("sqs", "visibility_linger_ms"), _linger_ms,
              "the same for a batched visibility change (ChangeMessageVisibilityBatch)"),
+    ("TRIGGER_SQS_LANES", ("sqs", "lanes"), _lanes,
+             "the main queue is this many SQS queues (lanes), each caller's messages in one "
+             "by a hash of its name, each lane with its own long poll in every dispatcher: one "
+             "caller's herd does not queue in front of another's. Lowering it leaves the "
+             "dropped lanes' messages to the due-scan: drain them first"),
     ("TRIGGER_SQS_MAX_BACKGROUND_SENDS", ("sqs", "max_background_sends"), _pos_int,
              "SQS sends an API process may have pending in the background (after answering); "
              "past it a trigger is left to the due-scan (`enqueue_overflow_total`)"),

@@ -94,7 +94,6 @@ class TriggerStates(Protocol):
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         """``get`` for each id, concurrently, in order. Raises ``StoreError``."""
-        ...
 
     async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
                           ) -> list[Trigger | None]:
@@ -115,9 +114,8 @@ class TriggerStates(Protocol):
         """Write ``new`` iff status, claim_id, attempts and revision still equal ``old``'s;
         with ``ttl_s`` the row then expires after that long (terminal states). ``patient``:
         the caller can wait a few hundred ms for the write to share its Paxos round with
-        others (an outcome nobody waits for).
-        Returns whether it applied. Raises ``StoreError`` (outcome unknown on a timeout).
-        """
+        others (an outcome nobody waits for). Returns whether it applied. Raises
+        ``StoreError`` (outcome unknown on a timeout)."""
         ...
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
@@ -137,8 +135,7 @@ class TriggerCatalog(TriggerStates, Protocol):
 
         Idempotent: repeating the call with the same trigger rewrites identical cells and can
         never undo a later transition (nor can a create of another trigger with the same id:
-        every creation cell is older than every transition's). Raises ``StoreError``.
-        """
+        every creation cell is older than every transition's). Raises ``StoreError``."""
         ...
 
     async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
@@ -146,8 +143,7 @@ class TriggerCatalog(TriggerStates, Protocol):
         if this call wrote it, else the trigger that is there (concurrent calls with one id
         write one row). The index entries are written either way (an entry whose row holds
         another fire time is skipped by every reader). Raises ``StoreError`` (a timeout
-        leaves the outcome unknown: ``get`` tells).
-        """
+        leaves the outcome unknown: ``get`` tells)."""
         ...
 
     async def list_by_caller(
@@ -257,10 +253,14 @@ class QueueDepth(Protocol):
 
 
 class DeliveryQueue(Protocol):
+    @property
+    def lanes(self) -> int: ...  # the queue's lanes (core.lanes), each received on its own
+
     async def receive(
-        self, *, max_messages: int, wait_s: int, visibility_s: int
+        self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
     ) -> list[ReceivedMessage]:
-        """Long-poll for up to ``max_messages``; each stays hidden ``visibility_s``."""
+        """Long-poll ``lane`` for up to ``max_messages``; each stays hidden ``visibility_s``.
+        Its receipts name the lane: the methods below take them as they come."""
         ...
 
     async def delete(self, receipt_handle: str) -> None:

@@ -23,7 +23,9 @@ from tests.unit.dispatcher.fakes import (
     settle,
 )
 from trigger_service.adapters.memory import DeadLetter
+from trigger_service.adapters.memory_queue import MemoryQueue
 from trigger_service.core.errors import QueueError, StoreError
+from trigger_service.core.lanes import lane_of
 from trigger_service.core.model import Status, Trigger, new_trigger_id
 from trigger_service.core.ports import OutgoingMessage
 
@@ -536,3 +538,28 @@ async def test_a_message_due_after_the_callers_held_ones_comes_back_before_it_is
     await d.drain()
     assert env.channel.ids() == [held.trigger_id, later.trigger_id]
     assert env.channel.calls[-1].at_ms == START_MS + 10_000  # on time
+
+
+async def test_every_lane_has_a_poll_and_a_herds_lane_gets_the_extra_ones(env: Env) -> None:
+    """``core.lanes``: one caller's herd in its lane does not stand in front of another
+    caller's message in another lane; each lane is polled, even past ``receivers``."""
+    env.queue = MemoryQueue(env.clock, lanes=3)
+    assert {lane_of(CALLER, 3), lane_of(OTHER_CALLER, 3)} == {0, 2}
+    env.with_dispatch(receivers=4)
+    herd = [await env.add(5_000) for _ in range(60)]
+    other = await env.add(5_000, caller=OTHER_CALLER,
+                          callback_url="https://billing.internal/cb")
+    await env.queue.send_many([OutgoingMessage.of(t, 0) for t in [*herd, other]])
+    d, stop = env.dispatcher(), asyncio.Event()
+    run = asyncio.create_task(d.run(stop))
+    await settle()
+    assert d.inflight == 61  # the other caller's one among them
+    assert d.max_polls == 4  # one on each lane, and the herd's lane one more
+    assert d.polls == 3  # the empty receives ended the extra ones, never a lane's last
+    env.clock.set_ms(other.fire_at_ms)
+    await settle()
+    assert env.row(other).status is Status.FIRED
+    assert all(env.row(t).status is Status.FIRED for t in herd)
+    stop.set()
+    await run
+    assert d.polls == 0

@@ -1,0 +1,101 @@
+"""What goes over the wire to SQS and comes back: message bodies (``schema.MSG_*``),
+receipts that name their lane (``core.lanes``), and the failed entries of a batch answer.
+``adapters.sqs`` makes the requests; this module only shapes and reads them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.batching import NO_ERRORS, ItemErrors
+from trigger_service.core.errors import QueueError
+from trigger_service.core.ports import ReceivedMessage
+
+# What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
+_MISSING_QUEUE_CODES = frozenset({
+    "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"})
+# A receipt for lane i > 0 is ``~i~`` and SQS's handle (base64: it has no ``~``); lane 0's
+# is SQS's own, as before lanes.
+_LANE_MARK = "~"
+
+
+def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
+                shard: int | None = None, caller: str | None = None) -> str:
+    body: dict[str, int | str] = {schema.MSG_TRIGGER_ID: trigger_id,
+                                  schema.MSG_FIRE_AT_MS: fire_at_ms}
+    if home_at_ms is not None and shard is not None:
+        body[schema.MSG_HOME_AT_MS] = home_at_ms
+        body[schema.MSG_SHARD] = shard
+    if caller is not None:
+        body[schema.MSG_CALLER] = caller
+    return json.dumps(body)
+
+
+def lane_receipt(lane: int, handle: str) -> str:
+    """The receipt handed out for SQS's ``handle`` of a message received from ``lane``."""
+    return f"{_LANE_MARK}{lane}{_LANE_MARK}{handle}" if lane else handle
+
+
+def split_receipt(receipt: str, lanes: int) -> tuple[int, str]:
+    """The lane a ``lane_receipt`` names and SQS's handle; ``QueueError`` for a lane not
+    among ``lanes`` (the setting was lowered since the message was received)."""
+    if not receipt.startswith(_LANE_MARK):
+        return 0, receipt
+    _, lane, handle = receipt.split(_LANE_MARK, 2)
+    if not lane.isdigit() or int(lane) >= lanes:
+        raise QueueError(f"sqs: a receipt for lane {lane!r} (there are {lanes})")
+    return int(lane), handle
+
+
+def clamp_visibility(visibility_s: int) -> int:
+    return max(0, min(schema.SQS_MAX_VISIBILITY_S, visibility_s))
+
+
+def entry_errors(what: str, resp: dict[str, Any], count: int,
+                 ignore: frozenset[str] = frozenset()) -> ItemErrors:
+    """The entries a batch request reports as failed (``Failed``, by ``Id``: their position),
+    each as its own ``QueueError``; codes in ``ignore`` count as done."""
+    errors: dict[int, Exception] = {}
+    for f in resp.get("Failed") or []:
+        if f.get("Code") in ignore:
+            continue
+        try:
+            position = int(f["Id"])
+        except (KeyError, TypeError, ValueError):
+            position = -1
+        error = QueueError(f"sqs {what}: entry refused: {f.get('Code')} {f.get('Message', '')}")
+        if not 0 <= position < count:
+            # An answer we cannot place: fail the whole batch rather than lose one.
+            return dict.fromkeys(range(count), error)
+        errors[position] = error
+    return errors or NO_ERRORS
+
+
+def queue_missing(e: ClientError) -> bool:
+    return e.response.get("Error", {}).get("Code") in _MISSING_QUEUE_CODES
+
+
+def decode_message(m: dict[str, Any], lane: int = 0) -> ReceivedMessage:
+    try:
+        body = json.loads(m["Body"])
+        trigger_id = str(body[schema.MSG_TRIGGER_ID])
+        fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
+    except (ValueError, KeyError, TypeError):
+        trigger_id, fire_at_ms = "", 0  # the dispatcher dead-letters malformed bodies
+        body = {}
+    home_at_ms, shard = body.get(schema.MSG_HOME_AT_MS), body.get(schema.MSG_SHARD)
+    where = ((home_at_ms, shard) if isinstance(home_at_ms, int) and isinstance(shard, int)
+             else (None, None))  # an earlier release's body, or not parsed: `get` finds it
+    return ReceivedMessage(
+        message_id=m["MessageId"],
+        receipt_handle=lane_receipt(lane, m["ReceiptHandle"]),
+        trigger_id=trigger_id,
+        fire_at_ms=fire_at_ms,
+        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
+        home_at_ms=where[0], shard=where[1],
+        caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None)
+
+

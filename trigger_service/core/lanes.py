@@ -1,0 +1,26 @@
+"""Queue lanes: the main queue is ``lanes`` SQS queues, and each caller's messages go to one.
+
+Why: SQS (and LocalStack, strictly: oldest first) hands out a standard queue's visible
+messages roughly in the order they were sent. One caller's herd of 20,000 due at an instant
+sits ahead of another caller's 20 due at the same instant, and a dispatcher can reach those
+20 only by receiving (and hiding again) most of the herd first: tens of seconds at
+LocalStack's few hundred receives a second. Fair shares inside the dispatcher cannot help
+with what it has not received. With lanes, each lane has its own long poll in every
+dispatcher, so the 20 are received as soon as they are visible; a herd's lane gets the
+extra polls.
+
+A caller's lane is a stable hash of its name (the same in every process and release);
+messages without a caller (an earlier release's) go to lane 0, the queue named by
+``TRIGGER_SQS_QUEUE``. Two callers may share a lane; more lanes make that rarer.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+
+def lane_of(caller: str | None, lanes: int) -> int:
+    """The lane (0 .. ``lanes`` - 1) of ``caller``'s messages; 0 for no caller."""
+    if caller is None or lanes <= 1:
+        return 0
+    return zlib.crc32(caller.encode()) % lanes
