@@ -21,7 +21,7 @@ export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
 endif
 
 .PHONY: help install up down status test unit migrate receiver bench bench-peers bench-profile bench-scale \
-	bench-wheel chaos chaos-short fuzz check clean-data
+	bench-wheel chaos chaos-short fuzz check docs clean-data
 
 help:
 	@echo "make up       install what is missing, start Cassandra, SQS, Redis, the service and a sample receiver"
@@ -37,10 +37,11 @@ help:
 	@echo "make chaos    faults during load: 3,000 triggers, a fault every 5 s (bench/results/chaos-*.json)"
 	@echo "make chaos-short  the same, short: 500 triggers, each fault once (run by make test)"
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
-	@echo "make check    ruff + mypy --strict (packages, bench/chaos, tests and the Python SDK)"
+	@echo "make check    ruff + mypy --strict (packages, bench/chaos, tests and the Python SDK) + make docs"
+	@echo "make docs     build the docs site (mkdocs-material, --strict) into var/site/"
 	@echo
 	@echo "CASSANDRA_NODES=3 (with up, test, migrate, status) runs a local 3-node Cassandra ring on"
-	@echo "127.0.0.1-3 instead of the single node, replication factor 3 (README: 'A 3-node ring')."
+	@echo "127.0.0.1-3 instead of the single node, replication factor 3 (docs/operations/storage.md: 'A 3-node ring')."
 	@echo "Stop one node: CASSANDRA_NODES=3 CASSANDRA_NODE=2 infra/down.sh cassandra;"
 	@echo "start it again: make up CASSANDRA_NODES=3 (or infra/up.sh cassandra). make down stops all."
 
@@ -139,10 +140,15 @@ chaos: install
 chaos-short: install
 	@$(PY) -m bench.chaos --short
 
-check: $(STAMP)
+check: $(STAMP) docs
 	@$(PY) -m ruff check .
 	@$(PY) -m mypy --strict trigger_service dispatcher sweeper reconciler bench/chaos tests \
 		clients/python/trigger_client
+
+# The docs site (docs/, mkdocs.yml) into var/site/; --strict: a broken link, a missing page or
+# an unknown anchor fails. Open var/site/index.html.
+docs: $(STAMP)
+	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 clean-data: down
 	@infra/reset-data.sh

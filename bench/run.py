@@ -1,6 +1,6 @@
 """``make bench``: end-to-end delivery benchmarks against the stack ``make up`` started.
 
-Modes (sized like the peer measurements in the README):
+Modes (sized like the peer measurements in docs/measuring.md):
 
 - ``spread``: 2,000 triggers registered through the HTTP API, fire times uniform over 30 s;
 - ``burst``:  5,000 triggers all due at the same instant;

@@ -11,7 +11,7 @@
 # Twilio-format SMS API on 9201, an FCM-format push API on 9202 and a Telegram-format Bot API on
 # 9203 (unless TRIGGER_TELEGRAM_BASE_URL is set), each printing what it gets
 # to var/log/providers.log) runs unless TRIGGER_SMTP_HOST, TRIGGER_SMS_BASE_URL or
-# TRIGGER_PUSH_BASE_URL is set: then the real providers are used (README "Channels: providers").
+# TRIGGER_PUSH_BASE_URL is set: then the real providers are used (docs/channels.md "Providers").
 # Metrics: every process writes prometheus_client's multiprocess files to
 # PROMETHEUS_MULTIPROC_DIR (var/prometheus, emptied when no process of ours runs), so the API's
 # /metrics shows the whole host; the Nth dispatcher / sweeper also serves its own /metrics on
@@ -111,7 +111,7 @@ app_up() {
     ensure_dirs
     [[ -x "$PYTHON" ]] || die "no $PYTHON: run 'make install' first"
     reset_metrics_dir
-    # The development key-encryption key (var/encryption.keys; README "Encryption at rest"),
+    # The development key-encryption key (var/encryption.keys; docs/operations/security.md "Encryption at rest"),
     # made once: a new one would leave every secret sealed before unreadable.
     (cd "$REPO_ROOT" && "$PYTHON" -m trigger_service.platform.keys add --if-missing) ||
         die "could not create the encryption key file"

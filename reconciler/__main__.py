@@ -5,8 +5,8 @@ the redrive mirror (poison messages SQS moved aside become FAILED triggers and d
 occurrences resolved with older zone rules are resolved again and moved); the long-running
 reconciler also runs one at start, so a deployment with a newer ``tzdata`` catches up.
 ``--reencrypt``: one pass that seals every signing secret, and every trigger row's payload
-and plan, still in clear or under an older key under the current key (README "Encryption at
-rest"); exits 1 if a value could not be opened.
+and plan, still in clear or under an older key under the current key
+(docs/operations/security.md, "Encryption at rest"); exits 1 if a value could not be opened.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ processes): a one-time trigger from its registration until its fire time; a recu
 from its registration until it is cancelled. Registration reserves the new trigger's place
 before anything is written (a failed write gives it back; an idempotent replay writes nothing
 and takes none), cancel gives it back. It is an approximation, kept honest by what it cannot
-drift on, and documented in the README ("Rate limits"):
+drift on, and documented in docs/operations/limits.md ("Rate limits"):
 
 - a one-time trigger stops counting at its fire time, not when its retries end, and an edit
   that moves it later does not move its count;

@@ -14,7 +14,7 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     max_age_s = 3600             # optional: give up this long after the fire time
     rate_per_s = 50              # optional: requests per second (a token bucket shared by
     burst = 100                  #   every API process; burst defaults to ceil(rate_per_s))
-    max_pending = 100000         # optional: triggers counted at once (README "Rate limits")
+    max_pending = 100000         # optional: triggers counted at once (docs/operations/limits.md)
     email_domains = ["example.com", "*.example.org"]  # email channel recipients (else none)
     sms_country_codes = ["1", "44"]  # SMS channel numbers (else none); "*": any, in both
     trusted = false              # optional: true sends HTML email bodies unsanitised

@@ -1,6 +1,6 @@
 """Settings of encryption at rest (section ``encryption`` of ``settings.Settings``);
-``ENCRYPTION_VARIABLES`` are their rows of ``settings.VARIABLES``. README "Encryption at
-rest" says how to rotate."""
+``ENCRYPTION_VARIABLES`` are their rows of ``settings.VARIABLES``.
+docs/operations/security.md ("Encryption at rest") says how to rotate."""
 
 from __future__ import annotations
 

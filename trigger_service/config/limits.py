@@ -52,7 +52,7 @@ class LimitSettings:
 LIMIT_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_ENV", ("limits", "env"), _env,
      "development or production: production (and any listener off loopback, whatever this "
-     "says) refuses to start with development credentials (README \"Production\")"),
+     "says) refuses to start with development credentials (docs/operations/production.md)"),
     ("TRIGGER_HEADER_TIMEOUT_S", ("limits", "header_timeout_s"), _pos_float,
      "a new connection must have sent a whole request head within this, else 408 and closed"),
     ("TRIGGER_BODY_TIMEOUT_S", ("limits", "body_timeout_s"), _pos_float,

@@ -19,10 +19,10 @@ Refused (this module: who may get in; ``production_deps``: what the service conn
 - ``TRIGGER_PUBLIC_URL`` on loopback (acknowledgement links would point at the reader's own
   machine) or not ``https://`` (the links carry signed tokens).
 
-``production_needs.PRODUCTION_NEEDS`` lists every variable these checks read, for the README.
-A token's entropy cannot be read off its hash, so it is not checked: the README asks for
-tokens of at least 32 random bytes and this module refuses only the tokens known to be
-public.
+``production_needs.PRODUCTION_NEEDS`` lists every variable these checks read, for
+docs/operations/production.md. A token's entropy cannot be read off its hash, so it is not
+checked: that page asks for tokens of at least 32 random bytes and this module refuses only
+the tokens known to be public.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from trigger_service.config.settings import REPO_ROOT, ApiSettings, Settings
 from trigger_service.core.errors import ConfigError
 
 DEV_CALLERS_FILE = REPO_ROOT / "config" / "callers.dev.toml"
-# Tokens printed in the README and used by the development tooling.
+# Tokens printed in the docs and used by the development tooling.
 DEV_TOKENS = ("dev-token", "ops-token", "viewer-token")
 MIN_ACK_SECRET_CHARS = 32
 

@@ -1,7 +1,7 @@
 """What a production deployment must set: every variable the production check
 (``config.production``, ``config.production_deps``) reads, with what it needs there. The
-README's "Production" table is generated from this list (``production_table()``), and unit
-tests keep the README, this list, ``settings.VARIABLES`` and the check's messages in step.
+docs/operations/production.md's table is generated from this list (``production_table()``), and unit
+tests keep that page, this list, ``settings.VARIABLES`` and the check's messages in step.
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
 
 
 def production_table() -> str:
-    """The README's production table (``python -c 'from trigger_service.config.production_needs
-    import *; print(production_table())'``), in ``settings.VARIABLES`` order."""
+    """The table of ``docs/operations/production.md`` (``infra/dev/settings_table.py``
+    writes it there), in ``settings.VARIABLES`` order."""
     needs = dict(PRODUCTION_NEEDS)
     rows = ["| variable | default | production needs |", "|---|---|---|"]
     rows += [f"| `{v.name}` | `{v.default}` | {needs[v.name]} |"

@@ -1,10 +1,11 @@
 """One frozen ``Settings``, read from ``TRIGGER_*`` environment variables in ``main()`` only.
 
 Each setting is written once: its default is the dataclass field's, and ``VARIABLES`` maps a
-variable name onto that field with a parser and a help line (the README's table is made from
-the same list, and a unit test keeps them in step). A bad value fails at start-up with a
-``ConfigError`` naming the variable. The infra scripts read the same names (they take the
-ports from ``TRIGGER_CASSANDRA_PORT``, ``TRIGGER_SQS_ENDPOINT`` and ``TRIGGER_REDIS_URL``).
+variable name onto that field with a parser and a help line (the table of
+docs/operations/settings.md is made from the same list, and a unit test keeps them in
+step). A bad value fails at start-up with a ``ConfigError`` naming the variable. The infra
+scripts read the same names (they take the ports from ``TRIGGER_CASSANDRA_PORT``,
+``TRIGGER_SQS_ENDPOINT`` and ``TRIGGER_REDIS_URL``).
 """
 
 from __future__ import annotations
@@ -358,8 +359,9 @@ VARIABLES: tuple[Variable, ...] = (
 
 
 def markdown_table() -> str:
-    """The README's settings table (``python -c 'from trigger_service.config.settings import *;
-    print(markdown_table())'``); a unit test keeps the README in step with ``VARIABLES``."""
+    """The table of ``docs/operations/settings.md`` (``python -c 'from
+    trigger_service.config.settings import *; print(markdown_table())'``); a unit test keeps
+    the page in step with ``VARIABLES``."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     rows += [f"| `{v.name}` | `{v.default}` | {v.help} |" for v in VARIABLES]
     return "\n".join(rows)

@@ -32,7 +32,7 @@ class SqsSettings:
     # errors it knows to be transient), this many attempts per call in all.
     max_attempts: int = 3
     # The longest a message waits for company in a batch request (a lone one goes at once);
-    # README "SQS batches" says why these values.
+    # docs/architecture.md "SQS batches" says why these values.
     send_linger_ms: int = 20
     delete_linger_ms: int = 250
     visibility_linger_ms: int = 20

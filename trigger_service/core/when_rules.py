@@ -152,7 +152,8 @@ def parse_rule(text: str) -> Rule:
             return replace(rule, count=count, until=until)
     raise _bad(f"{text!r} is not a recurring phrase this API reads; it takes e.g. "
                "'every weekday at 9am', 'every monday and thursday at 18:00', 'every 15 "
-               "minutes', 'every month on the 1st at 9am' (README: Natural-language times)")
+               "minutes', 'every month on the 1st at 9am' (docs/reminders.md, Natural-language "
+               "times)")
 
 
 def _bad(message: str) -> InvalidRequest:

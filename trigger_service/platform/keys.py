@@ -4,7 +4,7 @@ missing).
 
 ``--if-missing``: only when the file does not exist (what ``make up`` runs, so a fresh
 checkout has a key). Without ``--current`` the key goes last: it unwraps but does not wrap
-yet; README "Encryption at rest" gives the rotation's steps.
+yet; docs/operations/security.md "Encryption at rest" gives the rotation's steps.
 """
 
 from __future__ import annotations

@@ -1,19 +1,28 @@
-"""The README documents every setting (it is what operators read)."""
+"""The docs site documents every setting (it is what operators read), with tables generated
+from ``settings.VARIABLES`` and ``production_needs`` (the pages hold their output; these
+tests fail when a page and the code disagree)."""
 
 from __future__ import annotations
 
 from trigger_service.config.production_needs import production_table
-from trigger_service.config.settings import REPO_ROOT, VARIABLES
+from trigger_service.config.settings import REPO_ROOT, VARIABLES, markdown_table
+
+DOCS = REPO_ROOT / "docs"
 
 
-def test_readme_lists_every_setting_with_its_default() -> None:
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert readme.index("make up") < readme.index("## API")
+def test_settings_page_holds_the_generated_table_of_every_setting() -> None:
+    page = (DOCS / "operations" / "settings.md").read_text()
+    assert markdown_table() in page
     for v in VARIABLES:
-        assert f"| `{v.name}` | `{v.default}` |" in readme, v.name
+        assert f"| `{v.name}` | `{v.default}` |" in page, v.name
 
 
-def test_readme_production_table_is_generated_from_the_production_needs() -> None:
+def test_production_page_holds_the_generated_production_table() -> None:
+    page = (DOCS / "operations" / "production.md").read_text()
+    assert production_table() in page
+
+
+def test_readme_starts_with_the_two_commands_and_stays_short() -> None:
     readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("### Production"):]
-    assert production_table() in section[:section.index("\n## ")]
+    assert readme.index("make up") < readme.index("make test") < readme.index("## Five-minute")
+    assert readme.count("\n") <= 300

@@ -1,4 +1,4 @@
-"""Why ``dispatcher/breaker.py`` and not pybreaker (README "Circuit breaking"): pybreaker
+"""Why ``dispatcher/breaker.py`` and not pybreaker (docs/delivery.md "Circuit breaking"): pybreaker
 1.4.1 guarding an awaited call the way it documents (``with breaker.calling(): await ...``),
 next to ours guarding the same call as ``Delivery`` does. Each test asserts what pybreaker
 really does, so it fails (and the decision is looked at again) when pybreaker changes."""

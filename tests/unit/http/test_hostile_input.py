@@ -1,6 +1,6 @@
 """Hostile input, table-driven, on the in-memory fakes: every input below, sent to every
 endpoint that takes it, answers a 4xx in the one error shape naming the field, never a
-500 or a 503 (the README's "Bad input" lists the limits)."""
+500 or a 503 (docs/operations/limits.md "Bad input" lists the limits)."""
 
 from __future__ import annotations
 
