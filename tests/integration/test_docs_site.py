@@ -6,6 +6,7 @@ offline) or a script error. Screenshots go to ``var/screenshots/docs-*.png``."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -30,7 +31,8 @@ __all__ = ["chromium_browser"]  # the fixture, shared with the API reference's t
 @pytest.fixture
 async def site(tmp_path: Path) -> AsyncIterator[str]:
     """The built site, served on a free local port: its base URL."""
-    done = subprocess.run(
+    done = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir",
          str(tmp_path)],
         cwd=REPO_ROOT, capture_output=True, text=True, timeout=300,
