@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dispatcher.channels.caller_policy import CallerPolicyNotifiers, policies_of
 from dispatcher.channels.inbox import InboxNotifier
-from dispatcher.channels.notifiers import Notifiers
+from dispatcher.channels.notifiers import NotifierRouter
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
 from dispatcher.flow_control import FlowGate
@@ -25,7 +25,7 @@ async def build(runtime: Runtime) -> Component:
     s = runtime.settings
     inbox = InboxNotifier(runtime.store, runtime.inbox_bus, runtime.clock, runtime.metrics,
                           s.inbox.retention_days * 86_400)
-    notifiers = Notifiers.from_settings(s, clock=runtime.clock, inbox=inbox)
+    notifiers = NotifierRouter.from_settings(s, clock=runtime.clock, inbox=inbox)
     await notifiers.open()
     policed = CallerPolicyNotifiers(notifiers, policies_of(runtime.callers), runtime.budget,
                                     runtime.clock, runtime.metrics)

@@ -32,7 +32,7 @@ from dispatcher.recipients import SendTimeProfiles, plan_for, resolved
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
 from trigger_service.core.ack_links import make_token
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
@@ -59,11 +59,11 @@ class Notifiers(Protocol):
     """Sends one channel's message (email, SMS, push, inbox); never raises for a provider's
     failure (that is the outcome)."""
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome: ...
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome: ...
 
 
 class _Unconfigured:
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         return ChannelOutcome(False, permanent=True, error=f"{spec.type.value}: not configured")
 
 
@@ -186,7 +186,7 @@ class FanOut:
         api = self._s.api
         token = make_token(api.ack_secret, t.trigger_id, t.occurrence_seq,
                            t.fire_at_ms + api.ack_link_ttl_s * 1000)
-        occ = Occurrence(t.trigger_id, t.occurrence_id, t.caller, i, t.fire_at_ms,
+        occ = OccurrenceNotice(t.trigger_id, t.occurrence_id, t.caller, i, t.fire_at_ms,
                          f"{api.public_url.rstrip('/')}/ack/{token}")
         spec = t.plan.channels[i]
         if t.recipient is not None:

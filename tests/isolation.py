@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from ulid import ULID
 
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason
 from trigger_service.core.inbox import message_for
 from trigger_service.core.model import new_trigger_id
@@ -91,7 +91,7 @@ async def seed(t: Tenants) -> Ids:
                         DeadLetterReason.MAX_ATTEMPTS, "HTTP 500", 3, now_ms, now_ms,
                         t.callback_url)
     await t.runtime.store.put_dead_letter(letter, 3600)
-    occurrence = Occurrence(trigger_id, f"{trigger_id}.1", t.a_caller, 0, now_ms)
+    occurrence = OccurrenceNotice(trigger_id, f"{trigger_id}.1", t.a_caller, 0, now_ms)
     message = message_for(InboxSpec(RECIPIENT, SECRET, "body", None), occurrence, now_ms)
     assert await t.runtime.store.put_inbox_message(message, 3600) is not None
     resp = await t.client.put(f"/v1/recipients/{RECIPIENT}", headers=t.auth(t.a_token),
@@ -110,7 +110,7 @@ def unknown_ids(now_ms: int) -> Ids:
     trigger_id = new_trigger_id(now_ms)
     return Ids(trigger_id, f"{trigger_id}.1", f"job_{ULID()}", f"nobody-{uuid.uuid4().hex[:8]}",
                message_for(InboxSpec("x", "t", "b", None),
-                           Occurrence(trigger_id, f"{trigger_id}.1", "x", 0, now_ms),
+                           OccurrenceNotice(trigger_id, f"{trigger_id}.1", "x", 0, now_ms),
                            now_ms).message_id, f"tjob_{ULID()}")
 
 

@@ -25,7 +25,7 @@ import structlog
 from dispatcher.fanout import BUDGET_EXHAUSTED, Notifiers
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.errors import CacheError
 from trigger_service.core.limit_ports import SendBudget, utc_day
 from trigger_service.core.ports import Clock, Metrics
@@ -54,7 +54,7 @@ class CallerPolicyNotifiers:
         self._clock = clock
         self._metrics = metrics
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         """``inner``'s outcome, or a permanent ``recipient_not_allowed`` or
         ``budget_exhausted`` one without sending."""
         policy = self._policy_of(occ.caller)

@@ -27,7 +27,7 @@ import aiosmtplib
 
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import SmtpSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, OccurrenceNotice
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
@@ -37,7 +37,7 @@ _NOT_ATEXT = re.compile(r"[^A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]")
 _BODY_END = re.compile(r"</body\s*>", re.IGNORECASE)
 
 
-def message_id(occ: Occurrence, from_address: str) -> str:
+def message_id(occ: OccurrenceNotice, from_address: str) -> str:
     """``<{occurrence_id}.{channel_index}@{domain of From}>``: stable across retries."""
     domain = parseaddr(from_address)[1].rpartition("@")[2] or "localhost"
     return f"<{_NOT_ATEXT.sub('_', occ.occurrence_id)}.{occ.channel_index}@{domain}>"
@@ -52,7 +52,7 @@ def _with_ack_link(page: str, url: str) -> str:
     return page[:at] + link + page[at:]
 
 
-def build_email(spec: EmailSpec, occ: Occurrence, *, from_address: str,
+def build_email(spec: EmailSpec, occ: OccurrenceNotice, *, from_address: str,
                 now: datetime) -> EmailMessage:
     """The message: text, and an HTML alternative when the channel has one; the ack link
     (when the occurrence has one) at the end of both."""
@@ -68,7 +68,7 @@ def build_email(spec: EmailSpec, occ: Occurrence, *, from_address: str,
     # RFC 3834: a reminder is machine-sent, so vacation responders stay quiet.
     msg["Auto-Submitted"] = "auto-generated"
     msg["X-Trigger-Id"] = occ.trigger_id
-    msg["X-Trigger-Occurrence-Id"] = occ.occurrence_id
+    msg["X-Trigger-OccurrenceNotice-Id"] = occ.occurrence_id
     text = spec.text
     if occ.ack_url:
         text = f"{text.rstrip()}\n\nAcknowledge: {occ.ack_url}\n"
@@ -84,7 +84,7 @@ def bad_message(e: ValueError) -> ChannelOutcome:
     return ChannelOutcome(False, permanent=True, error=f"bad message: {e}"[:MAX_ERROR_LEN])
 
 
-def prepare(spec: ChannelSpec, occ: Occurrence, from_address: str,
+def prepare(spec: ChannelSpec, occ: OccurrenceNotice, from_address: str,
             now: datetime) -> EmailMessage | ChannelOutcome:
     """The message to send for an email channel, or the permanent outcome when ``spec`` is
     not one or the message cannot be made (what the SMTP and SES notifiers share)."""
@@ -137,7 +137,7 @@ class EmailNotifier:
                                username=s.user or None,
                                password=(s.password or None) if s.user else None)
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         msg = prepare(spec, occ, self._settings.from_address, clock_now(self._clock))
         if isinstance(msg, ChannelOutcome):
             return msg

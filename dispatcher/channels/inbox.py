@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import structlog
 
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, InboxSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, InboxSpec, OccurrenceNotice
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.inbox import message_for
 from trigger_service.core.inbox_ports import InboxBus, InboxStore
@@ -45,7 +45,7 @@ class InboxNotifier:
     async def close(self) -> None:
         """Nothing to close (see ``open``)."""
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         """Store, then publish. Safe to repeat for the same occurrence and channel."""
         if not isinstance(spec, InboxSpec):
             return ChannelOutcome(ok=False, permanent=True, provider_code="wrong_channel",

@@ -1,4 +1,4 @@
-"""``Notifiers``: one ``Notifier`` that hands each channel to the adapter of its type."""
+"""``NotifierRouter``: one ``Notifier`` that hands each channel to the adapter of its type."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from dispatcher.channels.ses import SesEmailNotifier
 from dispatcher.channels.sms import SmsNotifier
 from dispatcher.channels.telegram import TelegramNotifier
 from trigger_service.config.settings import Settings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, ChannelType, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, ChannelType, OccurrenceNotice
 from trigger_service.core.notify_ports import Notifier
 from trigger_service.core.ports import Clock
 
 NOT_CONFIGURED = "not configured"
 
 
-class Notifiers:
+class NotifierRouter:
     """Routes a ``ChannelSpec`` by its ``type`` to the email, SMS, push, inbox or Telegram
     notifier.
 
@@ -35,7 +35,7 @@ class Notifiers:
 
     @classmethod
     def from_settings(cls, settings: Settings, *, clock: Clock | None = None,
-                      inbox: Notifier | None = None) -> Notifiers:
+                      inbox: Notifier | None = None) -> NotifierRouter:
         """The provider adapters configured by ``settings`` (email through SMTP or SES, by
         ``TRIGGER_EMAIL_TRANSPORT``); raises ``ConfigError`` for a setting an adapter cannot
         use (an unreadable push service-account file)."""
@@ -64,7 +64,7 @@ class Notifiers:
         if first is not None:
             raise first
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         notifier = self._by_type.get(spec.type)
         if notifier is None:
             return ChannelOutcome(False, permanent=True,

@@ -31,7 +31,7 @@ from dispatcher.channels.provider_http import (
     failed_outcome,
 )
 from trigger_service.config.providers import PushSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, PushSpec
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice, PushSpec
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
@@ -41,7 +41,7 @@ PERMANENT_CODES = frozenset({"UNREGISTERED", "INVALID_ARGUMENT", "NOT_FOUND",
                              "PERMISSION_DENIED", "UNAUTHENTICATED"})
 
 
-def push_message(spec: PushSpec, occ: Occurrence) -> dict[str, Any]:
+def push_message(spec: PushSpec, occ: OccurrenceNotice) -> dict[str, Any]:
     """The request body. ``data`` is the channel's own, then what lets the app act on the
     occurrence (ours win over a caller's key of the same name: they describe this send)."""
     data = dict(spec.data)
@@ -121,7 +121,7 @@ class PushNotifier:
     async def close(self) -> None:
         await self._http.close()
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         if not isinstance(spec, PushSpec):
             return ChannelOutcome(False, permanent=True, error=f"not a push channel: {spec.type}")
         body = push_message(spec, occ)

@@ -36,7 +36,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.channels.email import bad_message, prepare
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, OccurrenceNotice
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.ports import Clock
 
@@ -85,7 +85,7 @@ class SesEmailNotifier:
             await self._stack.aclose()
         self._stack, self._client = None, None
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         msg = prepare(spec, occ, self._from, clock_now(self._clock))
         if isinstance(msg, ChannelOutcome):
             return msg

@@ -16,11 +16,11 @@ import base64
 
 from dispatcher.channels.provider_http import HttpAnswer, ProviderHttp, failed_outcome
 from trigger_service.config.providers import SmsSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, SmsSpec
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice, SmsSpec
 from trigger_service.core.ports import Clock
 
 
-def sms_body(spec: SmsSpec, occ: Occurrence) -> str:
+def sms_body(spec: SmsSpec, occ: OccurrenceNotice) -> str:
     """The text sent: the channel's own, then the acknowledgement link when there is one."""
     return spec.text + (f" Ack: {occ.ack_url}" if occ.ack_url else "")
 
@@ -59,7 +59,7 @@ class SmsNotifier:
     async def close(self) -> None:
         await self._http.close()
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         if not isinstance(spec, SmsSpec):
             return ChannelOutcome(False, permanent=True, error=f"not an sms channel: {spec.type}")
         form = {"To": spec.to, "From": self._settings.from_number, "Body": sms_body(spec, occ)}

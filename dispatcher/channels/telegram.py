@@ -30,7 +30,12 @@ from dispatcher.channels.provider_http import (
     transient_status,
 )
 from trigger_service.config.providers import TelegramSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence, TelegramSpec
+from trigger_service.core.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    OccurrenceNotice,
+    TelegramSpec,
+)
 from trigger_service.core.ports import Clock
 
 # What MarkdownV2 needs escaped anywhere in text, and legacy Markdown's few entity starters.
@@ -50,7 +55,7 @@ def _escaped(text: str, parse_mode: str | None) -> str:
     return text
 
 
-def telegram_message(spec: TelegramSpec, occ: Occurrence) -> dict[str, Any]:
+def telegram_message(spec: TelegramSpec, occ: OccurrenceNotice) -> dict[str, Any]:
     """The request body: the channel's text, then the acknowledgement link when there is one
     (escaped for the parse mode; the caller's own text is sent as written)."""
     text = spec.text
@@ -111,7 +116,7 @@ class TelegramNotifier:
             return replace(outcome, error=outcome.error.replace(self._token, REDACTED))
         return outcome
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         if not isinstance(spec, TelegramSpec):
             return ChannelOutcome(False, permanent=True,
                                   error=f"not a telegram channel: {spec.type}")

@@ -19,13 +19,13 @@ from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory import (
+from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.inbox import MemoryInboxBus
+from trigger_service.adapters.memory.store import (
     MemoryLease,
     MemoryQueue,
     MemoryStore,
 )
-from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
-from trigger_service.adapters.memory_inbox import MemoryInboxBus
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener

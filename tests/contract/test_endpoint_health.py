@@ -12,7 +12,7 @@ import pytest
 from tests.contract.support import unique
 from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth
+from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth
 from trigger_service.core.endpoint_health import EndpointState, failed_again, first_failure
 from trigger_service.core.endpoint_health_ports import EndpointHealthStore
 

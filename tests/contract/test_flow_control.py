@@ -10,7 +10,7 @@ import pytest
 
 from tests.contract.conftest import REDIS_URL, _impls
 from tests.contract.support import unique
-from trigger_service.adapters.memory_flow import MemoryFlowBoard, MemoryFlowLimiter
+from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimiter
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
 from trigger_service.core.flow import rate_window

@@ -10,7 +10,7 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 
 from tests.contract.support import Store, unique, utc_ms
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.inbox import InboxMessage, message_for
 from trigger_service.core.inbox_ports import InboxBus
 from trigger_service.core.model import new_trigger_id
@@ -23,7 +23,7 @@ def msg(caller: str, recipient: str = "ada", *, k: int = 0, title: str = "Standu
         data: str | None = '{"room":"4.1"}', now_ms: int = T0) -> InboxMessage:
     """The k-th occurrence's message (fire times a minute apart: ids sort by k)."""
     tid = new_trigger_id(T0)
-    occ = Occurrence(tid, f"{tid}.{k}", caller, 0, T0 + k * 60_000)
+    occ = OccurrenceNotice(tid, f"{tid}.{k}", caller, 0, T0 + k * 60_000)
     return message_for(InboxSpec(recipient, title, "in 5 minutes \u2713", data), occ, now_ms)
 
 

@@ -11,7 +11,7 @@ import pytest
 from tests.contract.conftest import REDIS_URL, _impls
 from tests.contract.support import unique
 from trigger_service.adapters import schema
-from trigger_service.adapters.memory_limits import (
+from trigger_service.adapters.memory.limits import (
     MemoryPendingQuota,
     MemoryRateLimiter,
     MemorySendBudget,

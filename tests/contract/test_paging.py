@@ -20,7 +20,7 @@ from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, uni
 from tests.keys import fixture_cipher
 from tests.unit.reconciler.test_rezone import HOUR_MS, RIGHT_MS, wall_clock_trigger
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory import MemoryQueue
+from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.config.settings import Settings
 from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.clock import SystemClock

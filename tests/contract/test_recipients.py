@@ -18,7 +18,7 @@ from tests.keys import fixture_cipher
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory_recipients import MemoryRecipients
+from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.channels import ChannelType
 from trigger_service.core.crypto_ports import is_sealed

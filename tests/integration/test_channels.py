@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from dispatcher.channels.inbox import InboxNotifier
-from dispatcher.channels.notifiers import Notifiers
+from dispatcher.channels.notifiers import NotifierRouter
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until as until  # (test_budgets imports it from here)
 from tests.providers import (
@@ -46,7 +46,7 @@ class Providers:
     smtp: SmtpSink
     sms: SmsSimulator
     push: PushSimulator
-    notifiers: Notifiers
+    notifiers: NotifierRouter
     env: dict[str, str]  # what points a dispatcher process at them
 
 
@@ -65,7 +65,7 @@ async def stand_by(stack: Stack) -> AsyncIterator[Providers]:
     client = open_from_settings(s.redis)
     inbox = InboxNotifier(stack.runtime.store, RedisInboxBus(client), SystemClock(),
                           InMemoryMetrics(), s.inbox.retention_days * 86_400)
-    notifiers = Notifiers.from_settings(s, inbox=inbox)
+    notifiers = NotifierRouter.from_settings(s, inbox=inbox)
     await notifiers.open()
     p = Providers(smtp, sms, push, notifiers, {
         "TRIGGER_SMTP_HOST": "127.0.0.1", "TRIGGER_SMTP_PORT": str(port),

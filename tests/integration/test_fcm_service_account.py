@@ -23,13 +23,13 @@ from dispatcher.channels.fcm_auth import FCM_SCOPE
 from dispatcher.channels.push import PushNotifier
 from tests.providers import PushSimulator, _Simulator
 from trigger_service.config.providers import PushSettings
-from trigger_service.core.channels import Occurrence, PushSpec
+from trigger_service.core.channels import OccurrenceNotice, PushSpec
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import ConfigError
 
 pytestmark = pytest.mark.integration
 
-OCC = Occurrence("01JTRIGGER", "01JTRIGGER.1", "dev", 0, 1_700_000_000_000)
+OCC = OccurrenceNotice("01JTRIGGER", "01JTRIGGER.1", "dev", 0, 1_700_000_000_000)
 SPEC = PushSpec("device-token-1", "Standup", "in 5 minutes")
 CLIENT_EMAIL = "reminders@trigger-dev.iam.gserviceaccount.com"
 KEY_ID = "k1"

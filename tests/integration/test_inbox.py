@@ -20,7 +20,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -48,10 +48,10 @@ async def inbox(stack: Stack) -> AsyncIterator[InboxNotifier]:
         await api_bus.close()
 
 
-def occurrence(stack: Stack, k: int = 0) -> Occurrence:
+def occurrence(stack: Stack, k: int = 0) -> OccurrenceNotice:
     now_ms = SystemClock().now_ms()
     tid = new_trigger_id(now_ms)
-    return Occurrence(tid, f"{tid}.{k}", stack.caller, 0, now_ms,
+    return OccurrenceNotice(tid, f"{tid}.{k}", stack.caller, 0, now_ms,
                       ack_url=f"http://127.0.0.1:8080/v1/ack/{tid}")
 
 

@@ -20,7 +20,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.limits import RedisStreamSlots
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -61,10 +61,10 @@ async def notifier(stack: Stack) -> AsyncIterator[InboxNotifier]:
         await client.aclose()
 
 
-def occurrence(caller: str) -> Occurrence:
+def occurrence(caller: str) -> OccurrenceNotice:
     now_ms = SystemClock().now_ms()
     tid = new_trigger_id(now_ms)
-    return Occurrence(tid, f"{tid}.0", caller, 0, now_ms)
+    return OccurrenceNotice(tid, f"{tid}.0", caller, 0, now_ms)
 
 
 @asynccontextmanager

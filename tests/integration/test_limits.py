@@ -16,8 +16,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.openapi_check import check_contract
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory import MemoryLease, MemoryQueue
-from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.store import MemoryLease, MemoryQueue
 from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.limits import RedisPendingQuota, RedisRateLimiter
 from trigger_service.app.quota import QuotaGate

@@ -20,11 +20,11 @@ import aiohttp
 import pytest
 from botocore.exceptions import ClientError
 
-from dispatcher.channels.notifiers import Notifiers
+from dispatcher.channels.notifiers import NotifierRouter
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until
 from tests.providers import TelegramSimulator, telegram_error
-from trigger_service.core.channels import EmailSpec, Occurrence
+from trigger_service.core.channels import EmailSpec, OccurrenceNotice
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +68,7 @@ async def providers(stack: Stack) -> AsyncIterator[Providers]:
     s = stack.settings
     s = replace(s, telegram=replace(s.telegram, base_url=url, bot_token=telegram.token),
                 email=replace(s.email, ses_endpoint_url=endpoint))
-    notifiers = Notifiers.from_settings(s)
+    notifiers = NotifierRouter.from_settings(s)
     await notifiers.open()
     await stack.start_dispatcher(notifiers=notifiers)
     try:
@@ -183,13 +183,13 @@ async def test_an_address_ses_refuses_fails_the_email_for_good(
         stack: Stack, providers: Providers, ses: str) -> None:
     # A From that is not verified: SES refuses the message itself (MessageRejected, 400).
     s = stack.settings
-    notifiers = Notifiers.from_settings(replace(
+    notifiers = NotifierRouter.from_settings(replace(
         s, smtp=replace(s.smtp, from_address="nobody@unverified.example"),
         email=replace(s.email, ses_endpoint_url=ses)))
     await notifiers.open()
     try:
         out = await notifiers.send(EmailSpec(("ada@example.com",), "s", "t"),
-                                   Occurrence("01JT", "01JT.1", "dev", 0, 0))
+                                   OccurrenceNotice("01JT", "01JT.1", "dev", 0, 0))
     finally:
         await notifiers.close()
     assert not out.ok and out.permanent and out.provider_code == "MessageRejected"

@@ -12,7 +12,7 @@ from dataclasses import replace
 import pytest
 
 from dispatcher.channels.email import EmailNotifier
-from dispatcher.channels.notifiers import Notifiers
+from dispatcher.channels.notifiers import NotifierRouter
 from dispatcher.channels.push import PushNotifier
 from dispatcher.channels.sms import SmsNotifier
 from tests.providers import (
@@ -25,12 +25,12 @@ from tests.providers import (
     twilio_error,
 )
 from trigger_service.config.providers import PushSettings, SmsSettings, SmtpSettings
-from trigger_service.core.channels import EmailSpec, InboxSpec, Occurrence, PushSpec, SmsSpec
+from trigger_service.core.channels import EmailSpec, InboxSpec, OccurrenceNotice, PushSpec, SmsSpec
 
 pytestmark = pytest.mark.integration
 
 ACK = "https://reminders.example/ack/t1.1?sig=abc&exp=99"
-OCC = Occurrence("01JTRIGGER", "01JTRIGGER.1", "dev", 0, 1_700_000_000_000, ACK)
+OCC = OccurrenceNotice("01JTRIGGER", "01JTRIGGER.1", "dev", 0, 1_700_000_000_000, ACK)
 PHONE = "+4915112345678"
 TOKEN = "device-token-1"
 
@@ -311,7 +311,7 @@ async def test_email_non_ascii_address_without_smtputf8_is_permanent(sink: SmtpS
 # --- routing -----------------------------------------------------------------------------
 async def test_notifiers_route_each_type_and_refuse_an_unconfigured_inbox(
         sink: SmtpSink, sms_sim: SmsSimulator, push_sim: PushSimulator) -> None:
-    notifiers = Notifiers(EmailNotifier(smtp_settings(sink)),
+    notifiers = NotifierRouter(EmailNotifier(smtp_settings(sink)),
                           SmsNotifier(SmsSettings(base_url=sms_sim.base_url)),
                           PushNotifier(PushSettings(base_url=push_sim.base_url)))
     await notifiers.open()

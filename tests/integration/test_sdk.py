@@ -28,7 +28,7 @@ from trigger_client import (
 from trigger_client.receiver import Deduplicator, verify
 from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -176,7 +176,7 @@ async def test_the_inbox_stream_iterator_gets_a_message(stack: Stack,
     try:
         assert await until(subscribed, 10)
         tid = new_trigger_id(SystemClock().now_ms())
-        occ = Occurrence(tid, f"{tid}.1", stack.caller, 0, SystemClock().now_ms(),
+        occ = OccurrenceNotice(tid, f"{tid}.1", stack.caller, 0, SystemClock().now_ms(),
                          ack_url="http://127.0.0.1:8080/ack/x")
         sent = await notifier.send(InboxSpec("ada", "Standup", "in 5 minutes", None), occ)
         message = await asyncio.wait_for(first, 10)

@@ -107,7 +107,7 @@ ChannelSpec = EmailSpec | SmsSpec | PushSpec | InboxSpec | TelegramSpec
 
 
 @dataclass(frozen=True, slots=True)
-class Occurrence:
+class OccurrenceNotice:
     """What every channel's message is about: one occurrence of one trigger."""
 
     trigger_id: str

@@ -5,7 +5,7 @@ limiter every dispatcher shares, and the board where they publish what the ops p
 port               used by                                     implementations
 =================  ==========================================  ===============================
 ``FlowLimiter``    dispatcher (``dispatcher.flow_control``)    adapters.redis.flow_control,
-                                                               adapters.memory_flow
+                                                               adapters.memory.flow
 ``FlowBoard``      dispatcher (publishes), API (ops page)      the same two
 =================  ==========================================  ===============================
 

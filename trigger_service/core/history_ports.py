@@ -5,7 +5,7 @@
 port                   used by                             implementations
 =====================  ==================================  ====================================
 ``AttemptLog``         dispatcher (write), API (read)      adapters.cassandra.dead_letters,
-``DeadLetterIndex``    dispatcher, reconciler, API         adapters.memory_dead_letters
+``DeadLetterIndex``    dispatcher, reconciler, API         adapters.memory.dead_letters
 ``ReplayJobStore``     API (bulk replay)
 =====================  ==================================  ====================================
 """

@@ -18,7 +18,7 @@ from typing import Any
 
 from ulid import ULID
 
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.timing import format_rfc3339_ms
 
 MESSAGE_ID_PREFIX = "msg_"
@@ -76,7 +76,7 @@ class InboxMessage:
         }
 
 
-def message_for(spec: InboxSpec, occ: Occurrence, now_ms: int) -> InboxMessage:
+def message_for(spec: InboxSpec, occ: OccurrenceNotice, now_ms: int) -> InboxMessage:
     """The message an inbox channel stores for one occurrence; ``occ.ack_url`` goes into the
     data as ``ackUrl`` (data that is not a JSON object is kept under ``value``)."""
     data_json = spec.data_json

@@ -4,9 +4,9 @@
 port                   used by                             implementations
 =====================  ==================================  ====================================
 ``InboxStore``         dispatcher (write), API             adapters.cassandra.inbox,
-                                                           adapters.memory_inbox
+                                                           adapters.memory.inbox
 ``InboxBus``           dispatcher (publish), API (stream)  adapters.redis.inbox_bus,
-                                                           adapters.memory_inbox
+                                                           adapters.memory.inbox
 =====================  ==================================  ====================================
 
 Every message is scoped by (caller, recipient): nothing here reads across callers.

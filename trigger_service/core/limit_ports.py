@@ -4,10 +4,10 @@ request-rate token bucket and a quota of pending triggers, shared by every API p
 =====================  ==================================  ====================================
 port                   used by                             implementations
 =====================  ==================================  ====================================
-``RateLimiter``        API (a middleware after auth)       adapters.redis.limits, memory_limits
-``PendingQuota``       API (registration, cancel)          adapters.redis.limits, memory_limits
-``StreamSlots``        API (inbox streams)                 adapters.redis.limits, memory_limits
-``SendBudget``         API (registration), dispatcher      adapters.redis.limits, memory_limits
+``RateLimiter``        API (a middleware after auth)       adapters.redis.limits, memory.limits
+``PendingQuota``       API (registration, cancel)          adapters.redis.limits, memory.limits
+``StreamSlots``        API (inbox streams)                 adapters.redis.limits, memory.limits
+``SendBudget``         API (registration), dispatcher      adapters.redis.limits, memory.limits
 =====================  ==================================  ====================================
 
 Both raise ``CacheError`` when their store fails; the API then lets the request through

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 
 
 class Notifier(Protocol):
@@ -35,6 +35,6 @@ class Notifier(Protocol):
         """Release it; idempotent."""
         ...
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         """Send once and report what the provider said."""
         ...

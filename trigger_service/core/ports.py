@@ -16,14 +16,14 @@ port                   used by                             implementations
 ``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
 ``IdempotencyCache``,  (in ``core.idempotency_ports``: what orders a key's requests, and
 ``LegacyIdempotency``  the earlier releases' key records; adapters.redis.idempotency,
-                       adapters.cassandra.store, memory_idempotency, memory)
+                       adapters.cassandra.store, memory.idempotency, memory)
 ``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
-``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory_dead_letters)
+``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory.dead_letters)
 ``ReplayJobStore``
 ``Metrics``            everyone                            platform.metrics (prometheus_client)
-``OpsBoard``           (in ``core.ops_ports``; adapters.redis.ops_board, memory_board)
+``OpsBoard``           (in ``core.ops_ports``; adapters.redis.ops_board, memory.board)
 ``InboxStore``,        (in ``core.inbox_ports``: the in-app inbox and its live fan-out;
-``InboxBus``           adapters.cassandra.inbox, adapters.redis.inbox_bus, memory_inbox)
+``InboxBus``           adapters.cassandra.inbox, adapters.redis.inbox_bus, memory.inbox)
 ``Pingable``           readiness checks                    every networked adapter
 =====================  ==================================  ====================================
 

@@ -1,6 +1,6 @@
 """The recipient store's port (issue 26): profiles per caller, the index of each person's
 triggers, and the zone changes not yet carried to them. Implemented by
-``adapters.memory_recipients`` (tests) and ``adapters.cassandra.recipients``."""
+``adapters.memory.recipients`` (tests) and ``adapters.cassandra.recipients``."""
 
 from __future__ import annotations
 

@@ -8,17 +8,17 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from trigger_service.adapters.dns import LoopResolver
-from trigger_service.adapters.memory_board import MemoryOpsBoard
-from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
-from trigger_service.adapters.memory_flow import MemoryFlowBoard, MemoryFlowLimiter
-from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.adapters.memory_limits import (
+from trigger_service.adapters.memory.board import MemoryOpsBoard
+from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
+from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimiter
+from trigger_service.adapters.memory.inbox import MemoryInboxBus
+from trigger_service.adapters.memory.limits import (
     MemoryPendingQuota,
     MemoryRateLimiter,
     MemorySendBudget,
     MemoryStreamSlots,
 )
-from trigger_service.adapters.memory_recipients import MemoryRecipients
+from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.config.live_callers import Callers, LiveCallers
 from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings

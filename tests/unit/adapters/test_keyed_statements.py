@@ -17,8 +17,8 @@ from trigger_service.adapters.cassandra.indexes import WrittenUntil
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import all_statements
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory import MemoryQueue
-from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.clock import ManualClock, SystemClock

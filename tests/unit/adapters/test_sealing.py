@@ -12,7 +12,7 @@ from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import creation_values
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
-from trigger_service.adapters.memory import MemoryStore
+from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.signing import SigningSecrets
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.crypto_ports import is_sealed

@@ -6,8 +6,8 @@ import asyncio
 import json
 from dataclasses import dataclass, field
 
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
-from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService

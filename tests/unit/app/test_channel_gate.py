@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trigger_service.adapters.memory_limits import MemorySendBudget
+from trigger_service.adapters.memory.limits import MemorySendBudget
 from trigger_service.app.recipients import ChannelGate, vet_recipients
 from trigger_service.config.callers import CallbackPrefix, Caller
 from trigger_service.config.recipients import RecipientPolicy, sanitise_html

@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.app.support import SETTINGS, Env, make_env, request
-from trigger_service.adapters.memory import MemoryQueue
+from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import ConfigError, QueueError

@@ -12,8 +12,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS, make_env
-from trigger_service.adapters.memory import MemoryQueue
-from trigger_service.adapters.memory_recipients import MemoryRecipients
+from trigger_service.adapters.memory.recipients import MemoryRecipients
+from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.config.callers import CallbackPrefix, Caller

@@ -17,7 +17,7 @@ from tests.unit.app.support import (
     make_env,
     request,
 )
-from trigger_service.adapters.memory_dns import StaticResolver
+from trigger_service.adapters.memory.dns import StaticResolver
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.app.schedules import TimeRequest
 from trigger_service.config.callers import CallerRegistry, hash_token

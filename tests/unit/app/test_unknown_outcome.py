@@ -17,7 +17,7 @@ from tests.unit.app.support import (
     make_env,
     request,
 )
-from trigger_service.adapters.memory_limits import MemoryPendingQuota
+from trigger_service.adapters.memory.limits import MemoryPendingQuota
 from trigger_service.app.creation import UNKNOWN_OUTCOME_ATTEMPTS
 from trigger_service.app.idempotency import Registered
 from trigger_service.app.quota import QuotaGate

@@ -15,10 +15,10 @@ from typing import Any
 from dispatcher.breaker import CircuitBreaker
 from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.dispatcher import Dispatcher
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, Occurrence
+from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
 from trigger_service.core.ports import DeliveryResult, OutgoingMessage, ReceivedMessage
@@ -123,7 +123,7 @@ class ScriptedNotifiers:
         self.sent: list[tuple[str, str, int, str | None]] = []
         self.on_send: Callable[[str], None] | None = None
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         kind = spec.type.value
         self.sent.append((kind, occ.occurrence_id, self._clock.now_ms(), occ.ack_url))
         if self.on_send is not None:

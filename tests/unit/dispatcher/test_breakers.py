@@ -15,7 +15,7 @@ from tests.unit.dispatcher.fakes import (
     breaker_of,
     failed,
 )
-from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Status

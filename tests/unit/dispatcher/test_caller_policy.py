@@ -14,13 +14,13 @@ from dispatcher.channels.caller_policy import (
 )
 from dispatcher.fanout import BUDGET_EXHAUSTED
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env
-from trigger_service.adapters.memory_limits import MemorySendBudget
+from trigger_service.adapters.memory.limits import MemorySendBudget
 from trigger_service.config.recipients import RecipientPolicy
 from trigger_service.core.channels import (
     ChannelOutcome,
     ChannelType,
     EmailSpec,
-    Occurrence,
+    OccurrenceNotice,
     SmsSpec,
 )
 from trigger_service.core.dead_letters import DeadLetterReason
@@ -125,7 +125,7 @@ async def test_an_untrusted_callers_html_is_sanitised_before_sending(env: Env) -
     seen: list[str | None] = []
     original = env.notifiers.send
 
-    async def spy(spec: EmailSpec | SmsSpec, occ: Occurrence) -> ChannelOutcome:
+    async def spy(spec: EmailSpec | SmsSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         seen.append(spec.html if isinstance(spec, EmailSpec) else None)
         return await original(spec, occ)
 

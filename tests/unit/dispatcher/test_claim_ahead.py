@@ -15,8 +15,8 @@ import pytest
 
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from tests.unit.dispatcher.fakes import Env, failed, make_callers, settle
-from trigger_service.adapters.memory import MemoryStore
-from trigger_service.adapters.memory_idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
+from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.channels import PushSpec

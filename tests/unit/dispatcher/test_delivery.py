@@ -20,7 +20,7 @@ from tests.unit.dispatcher.fakes import (
     make_callers,
     settle,
 )
-from trigger_service.adapters.memory import DeadLetter
+from trigger_service.adapters.memory.queue import QueuedDeadLetter
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.model import Status, Trigger
 
@@ -115,7 +115,7 @@ async def test_last_attempt_failure_marks_failed_and_dead_letters(
     row = env.row(t)
     assert (row.status, row.attempts, row.last_error) == (Status.FAILED, 3, error)
     assert row.claim_id is None and row.next_attempt_at_ms is None
-    assert env.queue.dead_letters == [DeadLetter(t.trigger_id, t.fire_at_ms, reason)]
+    assert env.queue.dead_letters == [QueuedDeadLetter(t.trigger_id, t.fire_at_ms, reason)]
     assert env.count('dead_lettered_total{reason="max_attempts"}') == 1
     assert env.count(FAILED_ATTEMPTS) == 1
     assert env.queued(t) == []
@@ -137,7 +137,7 @@ async def test_dead_letter_survives_a_failed_dead_letter_send(env: Env) -> None:
     env.clock.set_ms(RECEIVE_VISIBLE_AT)
     assert await d.run_once() == 1
     await d.drain()
-    assert env.queue.dead_letters == [DeadLetter(t.trigger_id, t.fire_at_ms, "HTTP 500")]
+    assert env.queue.dead_letters == [QueuedDeadLetter(t.trigger_id, t.fire_at_ms, "HTTP 500")]
 
 
 # --- lost claims ------------------------------------------------------------------------------
@@ -426,5 +426,5 @@ async def test_delete_failure_after_final_failure_is_swallowed(env: Env) -> None
     env.queue.failures["delete"] = QueueError("sqs down")
     await deliver_now(env, t)
     assert env.row(t).status is Status.FAILED
-    assert env.queue.dead_letters == [DeadLetter(t.trigger_id, t.fire_at_ms, "HTTP 500")]
+    assert env.queue.dead_letters == [QueuedDeadLetter(t.trigger_id, t.fire_at_ms, "HTTP 500")]
     assert env.queued(t) == [RECEIVE_VISIBLE_AT]

@@ -22,8 +22,7 @@ from tests.unit.dispatcher.fakes import (
     Env,
     settle,
 )
-from trigger_service.adapters.memory import DeadLetter
-from trigger_service.adapters.memory_queue import MemoryQueue
+from trigger_service.adapters.memory.queue import MemoryQueue, QueuedDeadLetter
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.model import Status, Trigger, new_trigger_id
@@ -116,7 +115,7 @@ async def test_message_for_unknown_trigger_is_dropped(env: Env) -> None:
 async def test_malformed_message_is_dead_lettered_and_deleted(env: Env) -> None:
     await env.queue.send(OutgoingMessage("", 0, 0))
     await env.dispatcher().handle(await env.receive_one())
-    assert env.queue.dead_letters == [DeadLetter("", 0, "malformed message body")]
+    assert env.queue.dead_letters == [QueuedDeadLetter("", 0, "malformed message body")]
     assert env.queue.messages == []
     assert "get" not in env.store.calls
 

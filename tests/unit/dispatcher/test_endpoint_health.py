@@ -11,7 +11,7 @@ import pytest
 
 from dispatcher.endpoint_health import NOTIFY_GRACE_MS, EndpointWatch
 from tests.unit.dispatcher.fakes import CALLER, OK, ORIGIN, OTHER_CALLER, Env, failed
-from trigger_service.adapters.memory_endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
+from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.endpoint_health import (

@@ -12,7 +12,7 @@ import pytest
 
 from dispatcher.flow_control import LABELLED_KEYS, FlowGate
 from tests.unit.dispatcher.fakes import CALLER, START_MS, VISIBILITY_S, Env, settle
-from trigger_service.adapters.memory_flow import MemoryFlowLimiter
+from trigger_service.adapters.memory.flow import MemoryFlowLimiter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.flow import FlowControl
 from trigger_service.core.flow_ports import Admission

@@ -10,7 +10,7 @@ import pytest
 
 from dispatcher.holding import PAUSED_CALLERS_REFRESH_MS, SERIES_ENDED, PausedCallers
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env, settle
-from trigger_service.adapters.memory_pauses import MemoryCallerPauses
+from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 from trigger_service.core.catchup import CatchUp, CatchUpPolicy
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger

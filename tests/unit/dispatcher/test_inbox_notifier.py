@@ -8,9 +8,9 @@ import json
 from structlog.testing import capture_logs
 
 from dispatcher.channels.inbox import PUBLISH_FAILURES, STORE_FAILED, InboxNotifier
-from trigger_service.adapters.memory import MemoryStore
-from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.core.channels import ChannelOutcome, InboxSpec, Occurrence, SmsSpec
+from trigger_service.adapters.memory.inbox import MemoryInboxBus
+from trigger_service.adapters.memory.store import MemoryStore
+from trigger_service.core.channels import ChannelOutcome, InboxSpec, OccurrenceNotice, SmsSpec
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError, StoreError
 from trigger_service.core.inbox import message_id
@@ -18,7 +18,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000
 SPEC = InboxSpec("ada", "Standup", "in 5 minutes", '{"room":"4.1"}')
-OCC = Occurrence("trg_1", "trg_1.0", "orders", 2, NOW_MS, ack_url="https://x.example/ack?t=1")
+OCC = OccurrenceNotice("trg_1", "trg_1.0", "orders", 2, NOW_MS, ack_url="https://x.example/ack?t=1")
 MID = message_id("trg_1.0", 2, NOW_MS)
 
 

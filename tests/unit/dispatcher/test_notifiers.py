@@ -4,27 +4,27 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.channels.notifiers import NOT_CONFIGURED, Notifiers
-from trigger_service.adapters.memory_notifier import MemoryNotifier
+from dispatcher.channels.notifiers import NOT_CONFIGURED, NotifierRouter
+from trigger_service.adapters.memory.notifier import MemoryNotifier
 from trigger_service.config.settings import Settings
 from trigger_service.core.channels import (
     ChannelOutcome,
     EmailSpec,
     InboxSpec,
-    Occurrence,
+    OccurrenceNotice,
     PushSpec,
     SmsSpec,
 )
 from trigger_service.core.errors import ConfigError
 
-OCC = Occurrence("t", "t.1", "dev", 0, 0)
+OCC = OccurrenceNotice("t", "t.1", "dev", 0, 0)
 SPECS = (EmailSpec(("a@x.example",), "s", "t"), SmsSpec("+4915112345678", "t"),
          PushSpec("tok", "t", "b"), InboxSpec("ann", "t", "b"))
 
 
 async def test_each_channel_goes_to_the_notifier_of_its_type() -> None:
     email, sms, push, inbox = (MemoryNotifier() for _ in range(4))
-    notifiers = Notifiers(email, sms, push, inbox)
+    notifiers = NotifierRouter(email, sms, push, inbox)
     await notifiers.open()
     outs = [await notifiers.send(spec, OCC) for spec in SPECS]
     await notifiers.close()
@@ -34,7 +34,7 @@ async def test_each_channel_goes_to_the_notifier_of_its_type() -> None:
 
 
 async def test_without_an_inbox_notifier_an_inbox_channel_fails_permanently() -> None:
-    notifiers = Notifiers(MemoryNotifier(), MemoryNotifier(), MemoryNotifier())
+    notifiers = NotifierRouter(MemoryNotifier(), MemoryNotifier(), MemoryNotifier())
     out = await notifiers.send(SPECS[3], OCC)
     assert not out.ok and out.permanent and out.error == f"inbox {NOT_CONFIGURED}"
 
@@ -43,7 +43,7 @@ async def test_outcomes_are_passed_through_and_scripts_go_by_recipient_then_type
     sms = MemoryNotifier()
     sms.script("+4915112345678", ChannelOutcome(False, True, "21211"))
     sms.script("sms", ChannelOutcome(False, retry_after_s=3))
-    notifiers = Notifiers(MemoryNotifier(), sms, MemoryNotifier())
+    notifiers = NotifierRouter(MemoryNotifier(), sms, MemoryNotifier())
     outs = [await notifiers.send(SPECS[1], OCC) for _ in range(3)]
     assert [(o.ok, o.permanent, o.provider_code) for o in outs] == [
         (False, True, "21211"), (False, False, None), (True, False, None)]
@@ -57,12 +57,12 @@ class Broken(MemoryNotifier):
 async def test_close_closes_every_notifier_even_when_one_fails() -> None:
     email, push = Broken(), MemoryNotifier()
     with pytest.raises(RuntimeError):
-        await Notifiers(email, MemoryNotifier(), push).close()
+        await NotifierRouter(email, MemoryNotifier(), push).close()
     assert push.closed
 
 
 def test_from_settings_builds_the_providers_and_refuses_a_credentials_file() -> None:
-    Notifiers.from_settings(Settings())
+    NotifierRouter.from_settings(Settings())
     push = replace(Settings().push, credentials_file="/etc/sa.json")
     with pytest.raises(ConfigError, match="TRIGGER_PUSH_CREDENTIALS_FILE"):
-        Notifiers.from_settings(replace(Settings(), push=push))
+        NotifierRouter.from_settings(replace(Settings(), push=push))

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, breaker_of, failed
-from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.core.errors import CacheError
 from trigger_service.core.lag import window_slots
 from trigger_service.core.model import Status

@@ -12,11 +12,11 @@ from dispatcher.channels.provider_http import HttpAnswer, retry_after_s
 from dispatcher.channels.push import push_message, push_outcome
 from dispatcher.channels.sms import sms_body, sms_outcome
 from trigger_service.config.providers import SmtpSettings
-from trigger_service.core.channels import EmailSpec, Occurrence, PushSpec, SmsSpec
+from trigger_service.core.channels import EmailSpec, OccurrenceNotice, PushSpec, SmsSpec
 
 ACK = "https://r.example/ack?t=1&sig=x"
-OCC = Occurrence("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)
-NO_ACK = Occurrence("01JT", "01JT.3", "dev", 2, 1_700_000_000_000)
+OCC = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)
+NO_ACK = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 1_700_000_000_000)
 NOW = datetime(2026, 11, 23, 12, 0, 5, tzinfo=UTC)
 
 
@@ -37,7 +37,7 @@ def test_starttls_is_required_when_set_and_used_when_offered_otherwise(
 def test_message_id_is_the_occurrence_and_channel_at_the_from_domain() -> None:
     assert message_id(OCC, "reminders@rem.example") == "<01JT.3.2@rem.example>"
     assert message_id(OCC, "Reminders <r@x.example>") == "<01JT.3.2@x.example>"
-    odd = Occurrence("t", "t:1 <a>", "dev", 0, 0)
+    odd = OccurrenceNotice("t", "t:1 <a>", "dev", 0, 0)
     assert message_id(odd, "r@x.example") == "<t_1__a_.0@x.example>"
     assert message_id(OCC, "r@x.example") == message_id(NO_ACK, "r@x.example")
 

@@ -7,7 +7,7 @@ import pytest
 
 from tests.unit.dispatcher.fakes import CALLER, START_MS, Env, breaker_of, failed
 from tests.unit.dispatcher.test_delivery import deliver_now
-from trigger_service.adapters.memory import DeadLetter
+from trigger_service.adapters.memory.queue import QueuedDeadLetter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.model import Status
 from trigger_service.core.ports import DeliveryResult
@@ -28,7 +28,8 @@ async def test_410_gone_dead_letters_at_once(env: Env) -> None:
     await deliver_now(env, t)
     row = env.row(t)
     assert (row.status, row.attempts) == (Status.FAILED, 1)
-    assert env.queue.dead_letters == [DeadLetter(t.trigger_id, t.fire_at_ms, "gone: HTTP 410")]
+    assert env.queue.dead_letters == [
+        QueuedDeadLetter(t.trigger_id, t.fire_at_ms, "gone: HTTP 410")]
 
 
 @pytest.mark.parametrize(("retry_after_s", "backoff_s", "expected_s"), [

@@ -9,12 +9,12 @@ import asyncio
 from datetime import datetime, time
 
 from tests.unit.dispatcher.fakes import CALLER, Env
-from trigger_service.adapters.memory_recipients import MemoryRecipients
+from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.core.channels import (
     ChannelOutcome,
     ChannelSpec,
     ChannelType,
-    Occurrence,
+    OccurrenceNotice,
     PushSpec,
     SmsSpec,
 )
@@ -32,7 +32,7 @@ class Recording:
     def __init__(self) -> None:
         self.specs: list[ChannelSpec] = []
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         self.specs.append(spec)
         return ChannelOutcome(True, provider_message_id="m-1")
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from dispatcher.channels.email import EmailNotifier
-from dispatcher.channels.notifiers import Notifiers
+from dispatcher.channels.notifiers import NotifierRouter
 from dispatcher.channels.provider_http import HttpAnswer
 from dispatcher.channels.ses import SesEmailNotifier, ses_error_outcome
 from dispatcher.channels.telegram import (
@@ -23,7 +23,7 @@ from trigger_service.core.channels import (
     ChannelOutcome,
     ChannelType,
     EmailSpec,
-    Occurrence,
+    OccurrenceNotice,
     TelegramSpec,
     parse_channels,
     spec_to_json,
@@ -31,7 +31,7 @@ from trigger_service.core.channels import (
 from trigger_service.core.errors import ConfigError, InvalidRequest
 
 ACK = "https://r.example/ack/t1.1?sig=a_b&exp=9"
-OCC = Occurrence("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)
+OCC = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)
 
 
 def answer(status: int, body: dict[str, object] | None = None,
@@ -82,7 +82,7 @@ def test_the_ack_link_is_appended_as_literal_text_for_each_parse_mode() -> None:
     assert md.startswith("*Pills*\n\nAcknowledge: https://r\\.example/ack/t1\\.1?sig\\=a\\_b")
     legacy = telegram_message(TelegramSpec(42, "Pills", "Markdown"), OCC)["text"]
     assert legacy.endswith("sig=a\\_b&exp=9")
-    no_ack = Occurrence("01JT", "01JT.3", "dev", 2, 0)
+    no_ack = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 0)
     assert telegram_message(TelegramSpec("@chan_name", "Pills"), no_ack)["text"] == "Pills"
 
 
@@ -183,7 +183,8 @@ def test_the_email_transport_chooses_the_email_notifier() -> None:
                              "TRIGGER_SES_SECRET_ACCESS_KEY": "hidden-secret"})
     assert ses.email.ses_endpoint_url == "http://127.0.0.1:4599"
     assert "hidden-secret" not in repr(ses)
-    assert isinstance(Notifiers.from_settings(ses)._by_type[ChannelType.EMAIL], SesEmailNotifier)
+    router = NotifierRouter.from_settings(ses)
+    assert isinstance(router._by_type[ChannelType.EMAIL], SesEmailNotifier)
     with pytest.raises(ConfigError, match="TRIGGER_EMAIL_TRANSPORT"):
         Settings.from_env({"TRIGGER_EMAIL_TRANSPORT": "sendmail"})
     assert Settings.from_env({"TRIGGER_SES_ENDPOINT": ""}).email.ses_endpoint_url == ""
@@ -195,9 +196,9 @@ def test_a_missing_service_account_file_stops_start_up() -> None:
 
 
 async def test_without_a_bot_token_a_telegram_channel_fails_for_good() -> None:
-    notifiers = Notifiers.from_settings(Settings.from_env({}))
+    notifiers = NotifierRouter.from_settings(Settings.from_env({}))
     out = await notifiers.send(TelegramSpec(42, "hi"), OCC)
     assert not out.ok and out.permanent and out.error == "telegram not configured"
-    configured = Notifiers.from_settings(Settings.from_env({
+    configured = NotifierRouter.from_settings(Settings.from_env({
         "TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35}))
     assert isinstance(configured._by_type[ChannelType.TELEGRAM], TelegramNotifier)

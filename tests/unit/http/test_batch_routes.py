@@ -15,8 +15,8 @@ from tests.api_server import ApiTestServer
 from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, make_env
 from tests.unit.http.test_routes import AUTH, BODY, JSON, OPERATOR, Api, Client, assert_error
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.http.app import build_app

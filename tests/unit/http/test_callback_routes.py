@@ -17,8 +17,8 @@ from structlog.testing import capture_logs
 from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
 from tests.unit.http.test_routes import assert_error
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_dns import StaticResolver
+from trigger_service.adapters.memory.dns import StaticResolver
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.callbacks import REFUSAL, vet_callback_host
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import CallbackNotAllowed

@@ -12,9 +12,9 @@ import pytest
 from aiohttp import ClientResponse
 
 from tests.unit.http.test_routes import AUTH, MS_Z, OPERATOR, OTHER, Api, assert_error
-from trigger_service.adapters.memory_inbox import MemoryInboxBus
+from trigger_service.adapters.memory.inbox import MemoryInboxBus
 from trigger_service.config.inbox import InboxSettings
-from trigger_service.core.channels import InboxSpec, Occurrence
+from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.errors import CacheError
 from trigger_service.core.inbox import InboxMessage, message_for
 
@@ -31,7 +31,7 @@ def bus(api: Api) -> MemoryInboxBus:
 async def put(api: Api, k: int, *, caller: str = "orders", recipient: str = "ada",
               data: str | None = '{"a":[1]}') -> InboxMessage:
     now = api.env.clock.now_ms()
-    occ = Occurrence("trg_x", f"trg_x.{k}", caller, 0, now + k * 1000)
+    occ = OccurrenceNotice("trg_x", f"trg_x.{k}", caller, 0, now + k * 1000)
     m = message_for(InboxSpec(recipient, f"title {k}", "body", data), occ, now)
     stored = await api.env.store.put_inbox_message(m, 3600)
     assert stored is not None

@@ -14,8 +14,8 @@ import pytest
 
 from tests.unit.http.test_inbox_routes import BOX, Sse, put
 from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
-from trigger_service.adapters.memory_inbox import MemoryInboxBus
-from trigger_service.adapters.memory_limits import MemoryStreamSlots
+from trigger_service.adapters.memory.inbox import MemoryInboxBus
+from trigger_service.adapters.memory.limits import MemoryStreamSlots
 from trigger_service.config.inbox import InboxSettings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError

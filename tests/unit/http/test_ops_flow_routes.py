@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_flow import MemoryFlowBoard
+from trigger_service.adapters.memory.flow import MemoryFlowBoard
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.core.flow_ports import FlowView
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime

@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
-from trigger_service.adapters.memory import MemoryLease
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime

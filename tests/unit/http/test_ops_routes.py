@@ -12,8 +12,8 @@ from aiohttp.test_utils import TestClient, TestServer
 from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, Env, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_board import MemoryOpsBoard
+from trigger_service.adapters.memory.board import MemoryOpsBoard
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.core.errors import CacheError, QueueError
 from trigger_service.core.lag import BUCKETS, bucket_of, slot_of
 from trigger_service.core.ops_ports import BreakerView

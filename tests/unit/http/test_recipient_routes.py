@@ -15,8 +15,8 @@ from tests.api_server import ApiTestServer
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_limits import MemorySendBudget
+from trigger_service.adapters.memory.limits import MemorySendBudget
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.channels import EmailSpec
 from trigger_service.core.limit_ports import utc_day

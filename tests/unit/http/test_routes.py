@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from tests.api_server import ApiTestServer
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
-from trigger_service.adapters.memory import MemoryLease
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import CacheError, QueueError, StoreError
 from trigger_service.core.model import Status, new_trigger_id

@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, Env, make_env
-from trigger_service.adapters.memory import MemoryLease
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token

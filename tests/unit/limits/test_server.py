@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 
 from tests.unit.app.support import make_env
-from trigger_service.adapters.memory import MemoryLease
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.limits import LimitSettings
 from trigger_service.http.app import build_app

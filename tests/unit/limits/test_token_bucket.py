@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trigger_service.adapters.memory_limits import MemoryPendingQuota, MemoryRateLimiter
+from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
 from trigger_service.core.limit_ports import BucketRule, Decision, take_token, take_tokens

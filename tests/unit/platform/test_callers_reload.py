@@ -14,7 +14,7 @@ from structlog.testing import capture_logs
 
 from tests.unit.app.support import make_env
 from tests.unit.config.test_live_callers import write
-from trigger_service.adapters.memory import MemoryLease
+from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.live_callers import LiveCallers
 from trigger_service.platform.process import watch_callers
 from trigger_service.platform.wiring import Runtime

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from trigger_service.adapters.memory import MemoryStore
+from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.core.errors import StoreError
 from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.metrics import InMemoryMetrics

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from reconciler.reconciler import PassReport, Reconciler
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError, StoreError

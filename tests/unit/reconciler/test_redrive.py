@@ -8,7 +8,8 @@ import pytest
 
 from reconciler.redrive import RedriveMirror
 from tests.unit.reconciler.test_reconciler import NOW_MS, SETTINGS, put
-from trigger_service.adapters.memory import DeadLetter, MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.queue import QueuedDeadLetter
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status
@@ -37,7 +38,7 @@ async def test_a_live_trigger_becomes_failed_and_dead_lettered(parts: Parts,
     row = await store.get(t.trigger_id)
     assert row is not None and row.status is Status.FAILED
     assert row.last_error == REASON and row.claim_id is None
-    assert queue.dead_letters == [DeadLetter(t.trigger_id, t.fire_at_ms, REASON)]
+    assert queue.dead_letters == [QueuedDeadLetter(t.trigger_id, t.fire_at_ms, REASON)]
     assert queue.redriven == []
     assert metrics.snapshot()["redriven_messages_total"] == 1
 
@@ -58,7 +59,7 @@ async def test_an_unknown_trigger_or_a_malformed_body_is_removed(parts: Parts) -
     queue.redrive("no-such-trigger", NOW_MS)
     queue.redrive("", 0)
     assert await mirror.run_once() == 2
-    assert queue.dead_letters == [DeadLetter("", 0, "malformed message body (redriven)")]
+    assert queue.dead_letters == [QueuedDeadLetter("", 0, "malformed message body (redriven)")]
     assert queue.redriven == []
 
 

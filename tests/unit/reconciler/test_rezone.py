@@ -7,7 +7,7 @@ from datetime import datetime
 
 from reconciler.rezone import Rezoner
 from tests.unit.reconciler.test_reconciler import NOW_MS, SETTINGS
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 from trigger_service.core.recurrence import Recurrence, RuleKind

@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from sweeper.heal import DueScan
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreError

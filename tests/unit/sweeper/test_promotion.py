@@ -19,7 +19,7 @@ from tests.unit.sweeper.test_sweeper import (
     settle,
     start,
 )
-from trigger_service.adapters.memory import MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger

@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import pytest
 
 from sweeper.sweeper import Sweeper
-from trigger_service.adapters.memory import MemoryLease, MemoryQueue, MemoryStore
+from trigger_service.adapters.memory.store import MemoryLease, MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
 from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError, StoreError

@@ -11,7 +11,7 @@ from trigger_service.core.channels import (
     ChannelSpec,
     EmailSpec,
     InboxSpec,
-    Occurrence,
+    OccurrenceNotice,
     PushSpec,
     SmsSpec,
     TelegramSpec,
@@ -39,7 +39,7 @@ class MemoryNotifier:
     (``"sms"``); the recipient's come first, and once both are used up a send succeeds with
     a provider message id of ``mem-<n>``."""
 
-    sent: list[tuple[ChannelSpec, Occurrence]] = field(default_factory=list)
+    sent: list[tuple[ChannelSpec, OccurrenceNotice]] = field(default_factory=list)
     scripts: dict[str, deque[ChannelOutcome]] = field(
         default_factory=lambda: defaultdict(deque))
     opened: bool = False
@@ -54,7 +54,7 @@ class MemoryNotifier:
     async def close(self) -> None:
         self.closed = True
 
-    async def send(self, spec: ChannelSpec, occ: Occurrence) -> ChannelOutcome:
+    async def send(self, spec: ChannelSpec, occ: OccurrenceNotice) -> ChannelOutcome:
         self.sent.append((spec, occ))
         for key in (recipient_of(spec), spec.type.value):
             queue = self.scripts.get(key)

@@ -1,5 +1,5 @@
 """In-memory fakes of every port, for unit tests: same contracts, no I/O, time from a Clock
-(the idempotency cache's is in ``memory_idempotency``).
+(the idempotency cache's is in ``memory.idempotency``).
 
 The contract tests (``tests/contract``) run the same checks against these and the real
 adapters. Each fake can be told to fail: ``fake.failures["get"] = StoreError("down")`` makes
@@ -12,15 +12,14 @@ import bisect
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 
-from trigger_service.adapters.memory_dead_letters import MemoryDeadLetters
-from trigger_service.adapters.memory_failing import Failing as Failing
-from trigger_service.adapters.memory_inbox import MemoryInbox
-from trigger_service.adapters.memory_pauses import MemoryCallerPauses
+from trigger_service.adapters.memory.dead_letters import MemoryDeadLetters
+from trigger_service.adapters.memory.failing import Failing as Failing
+from trigger_service.adapters.memory.inbox import MemoryInbox
+from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 
 # The queue's fake lives in its own module; tests import every fake from here.
-from trigger_service.adapters.memory_queue import DeadLetter as DeadLetter
-from trigger_service.adapters.memory_queue import MemoryQueue as MemoryQueue
-from trigger_service.adapters.memory_trigger_jobs import MemoryTriggerJobs
+from trigger_service.adapters.memory.queue import MemoryQueue as MemoryQueue
+from trigger_service.adapters.memory.trigger_jobs import MemoryTriggerJobs
 from trigger_service.core.crypto_ports import ResealReport
 from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (

@@ -4,7 +4,7 @@ and ``done`` entries, with TTLs on an injected clock), for unit tests and the co
 
 from __future__ import annotations
 
-from trigger_service.adapters.memory_failing import Failing
+from trigger_service.adapters.memory.failing import Failing
 from trigger_service.core.idempotency_ports import CachedKey
 from trigger_service.core.ports import Clock
 

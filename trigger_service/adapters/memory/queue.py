@@ -9,7 +9,7 @@ import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from trigger_service.adapters.memory_failing import Failing
+from trigger_service.adapters.memory.failing import Failing
 from trigger_service.core.errors import QueueError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import (
@@ -36,7 +36,10 @@ class _Message:
 
 
 @dataclass
-class DeadLetter:
+class QueuedDeadLetter:
+    """What ``send_dead_letter`` put on the fake's dead-letter queue (an SQS message, not the
+    listed ``core.dead_letters.DeadLetter``)."""
+
     trigger_id: str
     fire_at_ms: int
     reason: str
@@ -57,7 +60,7 @@ class MemoryQueue(Failing):
         self.lanes = lanes
         self._ids = itertools.count(1)
         self.messages: list[_Message] = []
-        self.dead_letters: list[DeadLetter] = []
+        self.dead_letters: list[QueuedDeadLetter] = []
         self.redriven: list[_Message] = []
         self.sent: list[OutgoingMessage] = []
         # Messages per send_many and per change_visibility_many call, in call order (a
@@ -142,7 +145,7 @@ class MemoryQueue(Failing):
 
     async def send_dead_letter(self, trigger_id: str, fire_at_ms: int, reason: str) -> None:
         self._enter("send_dead_letter")
-        self.dead_letters.append(DeadLetter(trigger_id, fire_at_ms, reason))
+        self.dead_letters.append(QueuedDeadLetter(trigger_id, fire_at_ms, reason))
 
     def redrive(self, trigger_id: str, fire_at_ms: int, receive_count: int = 50) -> None:
         """Put a message on the redrive queue, as SQS does after ``receive_count`` receives."""
