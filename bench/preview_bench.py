@@ -21,15 +21,15 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-from trigger_service.core.recurrence import (
+from trigger_service.core.time.recurrence import (
     Recurrence,
     RuleKind,
     first_occurrences,
     next_occurrence,
     parse_rule,
 )
-from trigger_service.core.timing import parse_rfc3339_ms
-from trigger_service.core.zones import DstPolicy, Overlap, load_zone
+from trigger_service.core.time.timing import parse_rfc3339_ms
+from trigger_service.core.time.zones import DstPolicy, Overlap, load_zone
 
 ZONE = "America/New_York"
 START = datetime(2027, 1, 1, 9, 0)

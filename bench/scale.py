@@ -44,7 +44,7 @@ from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
-from trigger_service.core.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
 
 DAY_MS = 86_400_000
 CALLER = "dev"

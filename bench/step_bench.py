@@ -1,4 +1,4 @@
-"""Micro-benchmark: one series step (``core.series.next_after``, what the dispatcher computes
+"""Micro-benchmark: one series step (``core.time.series.next_after``, what the dispatcher computes
 when an occurrence finishes) against the series' age, in-process, no I/O.
 
 Usage::
@@ -24,9 +24,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from trigger_service.core.model import Route, Trigger
-from trigger_service.core.recurrence import Recurrence, RuleKind
-from trigger_service.core.series import next_after
-from trigger_service.core.timing import datetime_to_ms
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.series import next_after
+from trigger_service.core.time.timing import datetime_to_ms
 
 ZONE = "America/New_York"
 NOW = datetime(2026, 11, 26, 17, 0)  # wall time in ZONE, a whole minute (a past DST change)

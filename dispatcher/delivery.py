@@ -63,7 +63,6 @@ from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.deadlines import expired
-from trigger_service.core.lag import LagTally
 from trigger_service.core.model import Status, Trigger, row_partition
 from trigger_service.core.ports import (
     Channel,
@@ -73,7 +72,8 @@ from trigger_service.core.ports import (
     Metrics,
     ReceivedMessage,
 )
-from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.time.lag import LagTally
 from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")

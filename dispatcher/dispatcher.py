@@ -37,13 +37,13 @@ from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
-from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ops_ports import OpsBoard
-from trigger_service.core.pause_ports import CallerPauses
 from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
-from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
+from trigger_service.core.ports.ops import OpsBoard
+from trigger_service.core.ports.pause import CallerPauses
+from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")

@@ -36,7 +36,6 @@ from trigger_service.core.endpoint_health import (
     first_failure,
     write_due,
 )
-from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Trigger
 from trigger_service.core.pause import paused
@@ -47,6 +46,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
+from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")

@@ -31,12 +31,12 @@ from dispatcher.finishing import DispatchStore, Finishing
 from dispatcher.recipients import SendTimeProfiles, plan_for, resolved
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
-from trigger_service.core.ack_links import make_token
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import (
+from trigger_service.core.notify.ack_links import make_token
+from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
+from trigger_service.core.notify.plan import (
     HTTP,
     ChannelState,
     ChannelStatus,

@@ -12,7 +12,6 @@ import structlog
 from dispatcher.visibility import Visibility
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import DispatchSettings, Settings
-from trigger_service.core import series
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -22,7 +21,6 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.deadlines import expired, expiry_error
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import (
     Clock,
@@ -33,7 +31,9 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     TriggerStates,
 )
-from trigger_service.core.timing import ceil_div, retry_backoff_s, sqs_delay_s
+from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex
+from trigger_service.core.time import series
+from trigger_service.core.time.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 

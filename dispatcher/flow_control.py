@@ -47,9 +47,9 @@ from trigger_service.config.flow_defaults import default_flow
 from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.flow import FlowControl, rate_window
-from trigger_service.core.flow_ports import Admission, FlowBoard, FlowLimiter, FlowView
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.flow import Admission, FlowBoard, FlowLimiter, FlowView
 
 log = structlog.get_logger("dispatcher")
 

@@ -1,7 +1,7 @@
 """What stops a due occurrence before its claim: its caller paused by an operator (the
 trigger is turned PAUSED instead of delivered), its endpoint disabled
 (``dispatcher.endpoint_health``), or the series' catch-up policy passing over a late
-occurrence (``core.catchup``: the series moves on without delivering it).
+occurrence (``core.time.catchup``: the series moves on without delivering it).
 
 Both are LWTs on the row as read, like the claim they replace: if one loses (a cancel, an
 edit, another dispatcher), nothing is done here and the claim that follows loses too, so the
@@ -18,14 +18,14 @@ from dispatcher.endpoint_health import EndpointHold
 from dispatcher.finishing import DispatchStore
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
-from trigger_service.core import series
-from trigger_service.core.catchup import is_missed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.pause import paused
-from trigger_service.core.pause_ports import CallerPauses
 from trigger_service.core.ports import Clock, Metrics, OutgoingMessage, ReceivedMessage
-from trigger_service.core.timing import sqs_delay_s
+from trigger_service.core.ports.pause import CallerPauses
+from trigger_service.core.time import series
+from trigger_service.core.time.catchup import is_missed
+from trigger_service.core.time.timing import sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 

@@ -17,8 +17,8 @@ import socket
 
 from dispatcher.breaker import STATE_CODES
 from dispatcher.delivery import Delivery
-from trigger_service.core.ops_ports import BreakerView, OpsBoard
 from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.ops import BreakerView, OpsBoard
 from trigger_service.platform.supervisor import every
 
 PUBLISH_EVERY_S = 1.0

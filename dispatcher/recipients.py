@@ -19,11 +19,11 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import replace
 
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec
 from trigger_service.core.model import Trigger
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec
+from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import Clock
-from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.recipient_profiles import NO_ADDRESS, RecipientProfile, resolve_spec
 
 PROFILE_CACHE_MS = 2_000

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from trigger_service.config.live_callers import Callers
+from trigger_service.core.notify.signing import active_secrets
 from trigger_service.core.ports import Clock, SecretStore
-from trigger_service.core.signing import active_secrets
 
 
 class SecretBook:

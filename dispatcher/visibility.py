@@ -27,7 +27,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     VisibilityChange,
 )
-from trigger_service.core.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
+from trigger_service.core.time.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
 
 REFRESH_AFTER_RECEIVES = 10
 # Time to write an outcome after a send that took the whole callback timeout.

@@ -18,9 +18,7 @@ from typing import Protocol
 import structlog
 
 from trigger_service.config.settings import Settings
-from trigger_service.core import series
 from trigger_service.core.dead_letters import letter_for_failed
-from trigger_service.core.history_ports import DeadLetterIndex
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import (
     Clock,
@@ -29,6 +27,8 @@ from trigger_service.core.ports import (
     RedriveQueue,
     TriggerStates,
 )
+from trigger_service.core.ports.history import DeadLetterIndex
+from trigger_service.core.time import series
 from trigger_service.platform.supervisor import every
 
 

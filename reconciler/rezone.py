@@ -34,9 +34,9 @@ from trigger_service.core.ports import (
     TriggerStates,
     ZoneIndex,
 )
-from trigger_service.core.series import same_occurrence
-from trigger_service.core.timing import sqs_delay_s
-from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.core.time.series import same_occurrence
+from trigger_service.core.time.timing import sqs_delay_s
+from trigger_service.core.time.zones import TZDATA_VERSION
 
 log = structlog.get_logger("reconciler")
 

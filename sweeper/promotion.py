@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Enqueuer, OutgoingMessage, TriggerStates
-from trigger_service.core.timing import SQS_MAX_BATCH, sqs_delay_s
+from trigger_service.core.time.timing import SQS_MAX_BATCH, sqs_delay_s
 
 # Bounds on concurrent requests, shared by every promotion of the sweeper, so that a hot
 # minute cannot starve the lease upkeep on the same event loop.

@@ -34,7 +34,7 @@ import heapq
 from operator import itemgetter
 from typing import Generic, NamedTuple, TypeVar
 
-from trigger_service.core.timing import ceil_div as _ceil_div
+from trigger_service.core.time.timing import ceil_div as _ceil_div
 
 T = TypeVar("T")
 # Expired is immutable, so an Expired[str] may stand in for an Expired[object].

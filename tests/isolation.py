@@ -22,10 +22,10 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 from ulid import ULID
 
-from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason
-from trigger_service.core.inbox import message_for
 from trigger_service.core.model import new_trigger_id
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.notify.inbox import message_for
 from trigger_service.platform.wiring import Runtime
 
 RECIPIENT = "ada"

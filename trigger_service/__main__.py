@@ -10,7 +10,7 @@ from aiohttp import web
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.when import warm_up
+from trigger_service.core.time.when import warm_up
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import JOBS_KEY, RECIPIENTS_KEY, TRIGGER_JOBS_KEY
 from trigger_service.http.server import GuardedAppRunner

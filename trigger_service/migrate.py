@@ -19,8 +19,8 @@ from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import TriggerError
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.logs import configure_logging
 
 LISTING_VERSIONS = {14, 15}  # the listing indexes, filled from the earlier listing

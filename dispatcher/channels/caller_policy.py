@@ -25,10 +25,10 @@ import structlog
 from dispatcher.fanout import BUDGET_EXHAUSTED, Notifiers
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import SendBudget, utc_day
+from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.limit import SendBudget, utc_day
 
 log = structlog.get_logger("dispatcher")
 

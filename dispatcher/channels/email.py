@@ -27,9 +27,14 @@ import aiosmtplib
 
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import SmtpSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, OccurrenceNotice
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    EmailSpec,
+    OccurrenceNotice,
+)
 from trigger_service.core.ports import Clock
+from trigger_service.core.time.clock import SystemClock
 
 # What a Message-ID's left part may hold (RFC 5322's atext and dots); anything else in an id
 # becomes "_" so the header stays valid and the same id always gives the same Message-ID.

@@ -3,7 +3,7 @@
 aiohttp connects to the addresses its resolver returns, so a resolver that checks each
 address and returns only checked ones leaves no DNS-rebinding window: the address dialled is
 the address classified, never a second lookup's. A name with any forbidden address
-(``core/addresses.py``) is refused as a whole (a name that mixes public and loopback
+(``core/notify/addresses.py``) is refused as a whole (a name that mixes public and loopback
 addresses is not one to half-trust); the refusal is an ``AddressRefused``, which aiohttp
 hands back as the ``os_error`` of a ``ClientConnectorDNSError``.
 
@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from trigger_service.core.addresses import forbidden_address
+from trigger_service.core.notify.addresses import forbidden_address
 from trigger_service.core.urls import IPAddress
 
 # (family, address, port) of each answer, like getaddrinfo's.

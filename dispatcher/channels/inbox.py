@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import structlog
 
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, InboxSpec, OccurrenceNotice
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.inbox import message_for
-from trigger_service.core.inbox_ports import InboxBus, InboxStore
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    InboxSpec,
+    OccurrenceNotice,
+)
+from trigger_service.core.notify.inbox import message_for
 from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.inbox import InboxBus, InboxStore
 
 log = structlog.get_logger(__name__)
 

@@ -8,9 +8,14 @@ from dispatcher.channels.ses import SesEmailNotifier
 from dispatcher.channels.sms import SmsNotifier
 from dispatcher.channels.telegram import TelegramNotifier
 from trigger_service.config.settings import Settings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, ChannelType, OccurrenceNotice
-from trigger_service.core.notify_ports import Notifier
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    ChannelType,
+    OccurrenceNotice,
+)
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.notify import Notifier
 
 NOT_CONFIGURED = "not configured"
 

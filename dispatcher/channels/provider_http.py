@@ -18,10 +18,10 @@ from typing import Any
 
 import aiohttp
 
-from trigger_service.core.channels import ChannelOutcome
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.notify.channels import ChannelOutcome
 from trigger_service.core.ports import Clock
-from trigger_service.core.timing import ms_to_datetime
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import ms_to_datetime
 
 MAX_ERROR_LEN = 500
 _MAX_ANSWER_BYTES = 64 * 1024  # providers' answers are small JSON objects

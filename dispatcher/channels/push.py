@@ -31,9 +31,14 @@ from dispatcher.channels.provider_http import (
     failed_outcome,
 )
 from trigger_service.config.providers import PushSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice, PushSpec
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    OccurrenceNotice,
+    PushSpec,
+)
 from trigger_service.core.ports import Clock
+from trigger_service.core.time.clock import SystemClock
 
 TRANSIENT_CODES = frozenset({"UNAVAILABLE", "INTERNAL", "QUOTA_EXCEEDED", "RESOURCE_EXHAUSTED"})
 PERMANENT_CODES = frozenset({"UNREGISTERED", "INVALID_ARGUMENT", "NOT_FOUND",

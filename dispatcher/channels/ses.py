@@ -36,9 +36,14 @@ from botocore.exceptions import BotoCoreError, ClientError
 from dispatcher.channels.email import bad_message, prepare
 from dispatcher.channels.provider_http import MAX_ERROR_LEN, clock_now
 from trigger_service.config.providers import EmailSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, EmailSpec, OccurrenceNotice
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    EmailSpec,
+    OccurrenceNotice,
+)
 from trigger_service.core.ports import Clock
+from trigger_service.core.time.clock import SystemClock
 
 TRANSIENT_CODES = frozenset({"Throttling", "ThrottlingException", "TooManyRequestsException",
                              "ServiceUnavailable", "InternalFailure", "RequestTimeout"})

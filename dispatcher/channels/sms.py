@@ -16,7 +16,12 @@ import base64
 
 from dispatcher.channels.provider_http import HttpAnswer, ProviderHttp, failed_outcome
 from trigger_service.config.providers import SmsSettings
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice, SmsSpec
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    OccurrenceNotice,
+    SmsSpec,
+)
 from trigger_service.core.ports import Clock
 
 

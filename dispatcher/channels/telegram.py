@@ -30,7 +30,7 @@ from dispatcher.channels.provider_http import (
     transient_status,
 )
 from trigger_service.config.providers import TelegramSettings
-from trigger_service.core.channels import (
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     ChannelSpec,
     OccurrenceNotice,

@@ -36,13 +36,13 @@ from yarl import URL
 
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
 from dispatcher.channels.provider_http import clock_now, retry_after_s
-from trigger_service.core.addresses import forbidden_address, forbidden_name
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.model import Trigger
+from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
+from trigger_service.core.notify.signing import webhook_headers
 from trigger_service.core.ports import Clock, DeliveryResult
-from trigger_service.core.signing import webhook_headers
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
 
 log = structlog.get_logger(__name__)

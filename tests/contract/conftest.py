@@ -33,10 +33,10 @@ from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.config.stores import CassandraSettings, RedisSettings
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.idempotency_ports import IdempotencyCache
-from trigger_service.core.inbox_ports import InboxBus
 from trigger_service.core.ports import Lease
+from trigger_service.core.ports.idempotency import IdempotencyCache
+from trigger_service.core.ports.inbox import InboxBus
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 KEYSPACE = os.environ.get("TRIGGER_CONTRACT_KEYSPACE", "triggers_contract")

@@ -13,10 +13,6 @@ from typing import Protocol
 
 import pytest
 
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
-from trigger_service.core.idempotency_ports import IdempotencyStore
-from trigger_service.core.inbox_ports import InboxStore
 from trigger_service.core.model import Route, Trigger, new_trigger_id
 from trigger_service.core.ports import (
     CounterStore,
@@ -27,7 +23,11 @@ from trigger_service.core.ports import (
     SweepCursors,
     TriggerCatalog,
 )
+from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.ports.idempotency import IdempotencyStore
+from trigger_service.core.ports.inbox import InboxStore
 from trigger_service.core.tags import FilteredListing
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.trigger_jobs import TriggerJobStore
 
 INDEX_TTL_S = 3_600  # index entries written by the contract tests expire after an hour

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from tests.contract.support import unique
-from trigger_service.core.idempotency_ports import CachedKey, IdempotencyCache
+from trigger_service.core.ports.idempotency import CachedKey, IdempotencyCache
 
 FIRE_AT_MS = 1_924_992_000_000
 

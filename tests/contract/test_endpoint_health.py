@@ -14,7 +14,7 @@ from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpoint
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth
 from trigger_service.core.endpoint_health import EndpointState, failed_again, first_failure
-from trigger_service.core.endpoint_health_ports import EndpointHealthStore
+from trigger_service.core.ports.endpoint_health import EndpointHealthStore
 
 T0 = 1_700_000_000_000
 ORIGIN = "https://hooks.example.com:443"

@@ -14,7 +14,7 @@ from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimi
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
 from trigger_service.core.flow import rate_window
-from trigger_service.core.flow_ports import Admission, FlowBoard, FlowLimiter, FlowView
+from trigger_service.core.ports.flow import Admission, FlowBoard, FlowLimiter, FlowView
 
 T0 = 1_800_000_000_000
 LEASE_MS = 10_000

@@ -10,10 +10,10 @@ from contextlib import AsyncExitStack
 from dataclasses import replace
 
 from tests.contract.support import Store, unique, utc_ms
-from trigger_service.core.channels import InboxSpec, OccurrenceNotice
-from trigger_service.core.inbox import InboxMessage, message_for
-from trigger_service.core.inbox_ports import InboxBus
 from trigger_service.core.model import new_trigger_id
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.notify.inbox import InboxMessage, message_for
+from trigger_service.core.ports.inbox import InboxBus
 
 T0 = utc_ms(2031, 3, 10, 12, 0, 0, 0)
 TTL_S = 3_600

@@ -15,8 +15,8 @@ from tests.keys import service_settings
 from trigger_service.adapters.crypto.envelope import EnvelopeCipher, new_data_key
 from trigger_service.adapters.crypto.keyfile import KeyFile, add_key
 from trigger_service.adapters.crypto.kms import KmsKeys
-from trigger_service.core.crypto_ports import KeySource
 from trigger_service.core.errors import CipherError
+from trigger_service.core.ports.crypto import KeySource
 
 
 async def kms_key_id() -> str:

@@ -24,7 +24,7 @@ from trigger_service.adapters.redis.limits import (
     RedisSendBudget,
     RedisStreamSlots,
 )
-from trigger_service.core.limit_ports import (
+from trigger_service.core.ports.limit import (
     BucketRule,
     PendingQuota,
     RateLimiter,

@@ -23,7 +23,6 @@ from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.config.settings import Settings
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -35,7 +34,8 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.model import Status, new_trigger_id
 from trigger_service.core.ports import SecretStore, ZoneIndex
-from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.zones import TZDATA_VERSION
 from trigger_service.platform.metrics import InMemoryMetrics
 
 T0 = utc_ms(2031, 3, 10, 12)

@@ -20,10 +20,10 @@ from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.channels import ChannelType
-from trigger_service.core.crypto_ports import is_sealed
-from trigger_service.core.notify_plan import QuietHours
-from trigger_service.core.recipient_ports import LinkedTrigger, RecipientStore, ZoneChange
+from trigger_service.core.notify.channels import ChannelType
+from trigger_service.core.notify.plan import QuietHours
+from trigger_service.core.ports.crypto import is_sealed
+from trigger_service.core.ports.recipient import LinkedTrigger, RecipientStore, ZoneChange
 from trigger_service.core.recipient_profiles import RecipientProfile
 
 

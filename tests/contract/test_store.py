@@ -16,9 +16,9 @@ from tests.contract.support import (
     unique,
     utc_ms,
 )
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
 from trigger_service.core.ports import NEWEST, BucketEntry, ListCursor
+from trigger_service.core.ports.idempotency import IdempotencyRecord
 
 
 def _shard() -> int:

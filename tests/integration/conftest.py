@@ -50,9 +50,9 @@ from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.settings import Settings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import ApiError
 from trigger_service.core.model import Status
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.http.app import build_app
 from trigger_service.platform.metrics import InMemoryMetrics
 from trigger_service.platform.wiring import Runtime

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 

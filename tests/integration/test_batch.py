@@ -17,7 +17,7 @@ from tests.integration.conftest import Stack
 from tests.integration.test_cli import cli
 from tests.integration.test_sdk import base_url
 from trigger_client import AsyncTriggerClient, TriggerClient, TriggerRequest
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 

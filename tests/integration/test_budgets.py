@@ -21,8 +21,8 @@ from tests.integration.test_channels import (  # noqa: F401 (fixtures)
 )
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.limits import RedisSendBudget
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.limit_ports import seconds_to_next_day, utc_day
+from trigger_service.core.ports.limit import seconds_to_next_day, utc_day
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

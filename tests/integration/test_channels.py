@@ -32,8 +32,8 @@ from tests.providers import (
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_from_settings
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import parse_rfc3339_ms
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

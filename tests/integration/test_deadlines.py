@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.integration.conftest import SIGNING_SECRETS, Stack
 from trigger_service.core.ports import OutgoingMessage
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 

@@ -25,10 +25,10 @@ from trigger_service.adapters.crypto.envelope import EnvelopeCipher
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.crypto_ports import is_sealed
 from trigger_service.core.model import Trigger
-from trigger_service.core.notify_plan import parse_plan
+from trigger_service.core.notify.plan import parse_plan
+from trigger_service.core.ports.crypto import is_sealed
+from trigger_service.core.time.clock import SystemClock
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.conftest import ANY_RECIPIENT, Stack
 from trigger_service.core.endpoint_health import first_failure
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.urls import callback_origin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

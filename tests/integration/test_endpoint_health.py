@@ -26,7 +26,7 @@ from tests.integration.helpers import until
 from trigger_client import AsyncTriggerClient, TriggerClient
 from trigger_client.cli.main import app
 from trigger_service.core.endpoint_health import first_failure
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.urls import callback_origin
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]

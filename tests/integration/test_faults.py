@@ -12,10 +12,10 @@ from tests.integration.conftest import Stack
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

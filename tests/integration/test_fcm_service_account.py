@@ -23,9 +23,9 @@ from dispatcher.channels.fcm_auth import FCM_SCOPE
 from dispatcher.channels.push import PushNotifier
 from tests.providers import PushSimulator, _Simulator
 from trigger_service.config.providers import PushSettings
-from trigger_service.core.channels import OccurrenceNotice, PushSpec
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.notify.channels import OccurrenceNotice, PushSpec
+from trigger_service.core.time.clock import ManualClock
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from bench.flow_bench import most_in_window
 from tests.integration.conftest import Receiver, Stack, serving
 from tests.integration.test_batch import create_due_at
 from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
-from trigger_service.core.flow_ports import FlowView
+from trigger_service.core.ports.flow import FlowView
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(170)]
 

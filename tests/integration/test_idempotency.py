@@ -28,7 +28,6 @@ from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import StoreError
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
     Route,
     Trigger,
@@ -36,7 +35,8 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http.parsing import request_hash
 
 pytestmark = pytest.mark.integration

@@ -20,9 +20,9 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.redis.client import open_client
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.limits import RedisStreamSlots
-from trigger_service.core.channels import InboxSpec, OccurrenceNotice
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import new_trigger_id
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

@@ -25,7 +25,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.limits import LimitSettings
 from trigger_service.config.settings import Settings
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.http.app import build_app
 from trigger_service.http.server import GuardedAppRunner
 from trigger_service.platform.metrics import InMemoryMetrics

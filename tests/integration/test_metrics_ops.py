@@ -13,7 +13,7 @@ import pytest
 from tests.integration.conftest import Receiver, Stack, serving
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.ops_board import RedisOpsBoard
-from trigger_service.core.ops_ports import BreakerView
+from trigger_service.core.ports.ops import BreakerView
 
 pytestmark = pytest.mark.integration
 

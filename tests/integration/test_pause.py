@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 

@@ -24,7 +24,7 @@ from dispatcher.channels.notifiers import NotifierRouter
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until
 from tests.providers import TelegramSimulator, telegram_error
-from trigger_service.core.channels import EmailSpec, OccurrenceNotice
+from trigger_service.core.notify.channels import EmailSpec, OccurrenceNotice
 
 pytestmark = pytest.mark.integration
 

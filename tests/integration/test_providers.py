@@ -25,7 +25,13 @@ from tests.providers import (
     twilio_error,
 )
 from trigger_service.config.providers import PushSettings, SmsSettings, SmtpSettings
-from trigger_service.core.channels import EmailSpec, InboxSpec, OccurrenceNotice, PushSpec, SmsSpec
+from trigger_service.core.notify.channels import (
+    EmailSpec,
+    InboxSpec,
+    OccurrenceNotice,
+    PushSpec,
+    SmsSpec,
+)
 
 pytestmark = pytest.mark.integration
 

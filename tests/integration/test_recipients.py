@@ -17,7 +17,7 @@ import pytest
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until
 from tests.integration.test_channels import Providers, stand_by
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 __all__ = ["stand_by"]  # the providers fixture

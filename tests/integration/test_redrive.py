@@ -9,7 +9,7 @@ import pytest
 
 from reconciler.redrive import RedriveMirror
 from tests.integration.conftest import Stack
-from trigger_service.core.clock import SystemClock
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

@@ -15,9 +15,9 @@ import pytest
 
 from reconciler.rezone import Rezoner
 from tests.integration.conftest import Stack
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.timing import parse_rfc3339_ms
-from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import parse_rfc3339_ms
+from trigger_service.core.time.zones import TZDATA_VERSION
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

@@ -32,9 +32,9 @@ from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
+from trigger_service.core.time.clock import SystemClock
 
 pytestmark = pytest.mark.integration
 

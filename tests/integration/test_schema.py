@@ -12,8 +12,8 @@ from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.migrate import migrate, schema_files, schema_lock
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import StoreError
+from trigger_service.core.time.clock import SystemClock
 
 pytestmark = pytest.mark.integration
 

@@ -25,9 +25,9 @@ from trigger_service.adapters.redis.lease import RedisLease
 from trigger_service.adapters.redis.limits import RedisRateLimiter
 from trigger_service.config.settings import Settings
 from trigger_service.config.stores import CassandraSettings, RedisSettings
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import CacheError, StoreError
-from trigger_service.core.limit_ports import BucketRule
+from trigger_service.core.ports.limit import BucketRule
+from trigger_service.core.time.clock import SystemClock
 
 # The secure Cassandra takes about a minute to start on a small machine: its first test
 # waits for it, so this module's tests get more than the default per-test timeout.

@@ -12,7 +12,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
 

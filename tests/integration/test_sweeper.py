@@ -18,9 +18,9 @@ import pytest
 from reconciler.reconciler import Reconciler
 from tests.integration.conftest import Stack
 from tests.integration.helpers import lease_owners
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration

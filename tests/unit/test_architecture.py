@@ -15,10 +15,12 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("trigger_service", "dispatcher", "sweeper", "reconciler")
-MAX_MODULE_LINES = 400
-# Modules whose point is to hold one kind of thing in one place (every stored name), so that
-# splitting them by length would scatter what a reader looks for together.
-WHOLE_BY_DESIGN = {"trigger_service/adapters/schema.py": 480}
+# Size is a signal, not a rule to split by: a module past SOFT_MODULE_LINES is listed by
+# test_modules_past_the_soft_size_are_few (look whether it holds two ideas; split by idea, not
+# by length); past MAX_MODULE_LINES it fails (it certainly holds more than one).
+SOFT_MODULE_LINES = 400
+MAX_MODULE_LINES = 600
+MAX_SOFT_OVERS = 5  # how many may be past the signal at once
 MAX_FUNCTION_LINES = 60
 
 
@@ -47,12 +49,17 @@ def ours(name: str) -> bool:
 @pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_module_and_function_sizes(path: Path) -> None:
     text = path.read_text()
-    cap = WHOLE_BY_DESIGN.get(str(path.relative_to(ROOT)), MAX_MODULE_LINES)
-    assert len(text.splitlines()) <= cap
+    assert len(text.splitlines()) <= MAX_MODULE_LINES
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             length = (node.end_lineno or node.lineno) - node.lineno + 1
             assert length <= MAX_FUNCTION_LINES, f"{node.name}: {length} lines"
+
+
+def test_modules_past_the_soft_size_are_few() -> None:
+    over = {str(p.relative_to(ROOT)): n for p in sources()
+            if (n := len(p.read_text().splitlines())) > SOFT_MODULE_LINES}
+    assert len(over) <= MAX_SOFT_OVERS, over
 
 
 def test_few_loose_modules_at_the_top_of_trigger_service() -> None:
@@ -107,7 +114,7 @@ def third_party(path: Path) -> set[str]:
 def test_core_imports_no_io_library() -> None:
     # Third-party imports the core may have, all pure computation: ULIDs, the zone rules'
     # data, RRULE and cron expansion, IDNA host names, dateparser (its `when` reading is given
-    # the base time and zone: core/when.py).
+    # the base time and zone: core/time/when.py).
     for path in (ROOT / "trigger_service" / "core").rglob("*.py"):
         assert third_party(path) <= {"ulid", "tzdata", "dateutil", "croniter", "idna",
                                      "dateparser"}, path

@@ -14,9 +14,9 @@ from standardwebhooks.webhooks import Webhook
 
 from trigger_service.config.endpoint_health import EndpointHealthSettings
 from trigger_service.core.endpoint_health import OpsEvent
+from trigger_service.core.notify.signing import webhook_headers
 from trigger_service.core.ports import Clock
-from trigger_service.core.signing import webhook_headers
-from trigger_service.core.timing import ms_to_datetime
+from trigger_service.core.time.timing import ms_to_datetime
 
 log = structlog.get_logger(__name__)
 

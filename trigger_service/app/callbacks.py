@@ -15,8 +15,8 @@ from __future__ import annotations
 import structlog
 
 from trigger_service.config.callers import Caller
-from trigger_service.core.addresses import HostResolver, forbidden_address
 from trigger_service.core.errors import CallbackNotAllowed
+from trigger_service.core.notify.addresses import HostResolver, forbidden_address
 from trigger_service.core.urls import UrlError, normalise_callback_url
 
 log = structlog.get_logger(__name__)

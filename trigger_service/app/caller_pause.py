@@ -20,12 +20,12 @@ import structlog
 
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotFound
 from trigger_service.core.model import Status
-from trigger_service.core.pause_ports import CallerPauses
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.tags import TriggerFilter
+from trigger_service.core.time.catchup import CatchUpPolicy
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 
 log = structlog.get_logger(__name__)

@@ -45,9 +45,9 @@ from trigger_service.core.errors import (
     NotReplayable,
     QuotaExceeded,
 )
-from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.model import Route, Status, Trigger, route_for
 from trigger_service.core.ports import Clock, Metrics, TriggerStates
+from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
 
 log = structlog.get_logger(__name__)
 

@@ -36,10 +36,10 @@ from trigger_service.core.endpoint_health import (
     enabled_event,
     origin_prefix,
 )
-from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
 from trigger_service.core.errors import NothingToReplay
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 from trigger_service.core.urls import callback_origin

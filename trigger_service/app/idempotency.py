@@ -77,14 +77,14 @@ from trigger_service.core.errors import (
     QuotaExceeded,
     StoreError,
 )
-from trigger_service.core.idempotency_ports import (
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports import Clock, Metrics, TriggerStates
+from trigger_service.core.ports.idempotency import (
     CachedKey,
     IdempotencyCache,
     IdempotencyRecord,
     LegacyIdempotency,
 )
-from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Clock, Metrics, TriggerStates
 
 log = structlog.get_logger(__name__)
 

@@ -13,11 +13,11 @@ import structlog
 
 from trigger_service.app.settling import ROUNDS, settle
 from trigger_service.config.settings import Settings
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotEditable
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.pause import paused, resumed
 from trigger_service.core.ports import Clock, Metrics, TriggerCatalog
+from trigger_service.core.time.catchup import CatchUpPolicy
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """A caller's ``max_pending``: how many of its triggers may wait to fire at once.
 
-What counts (``core.limit_ports.PendingQuota``, a Redis sorted set shared by the API
+What counts (``core.ports.limit.PendingQuota``, a Redis sorted set shared by the API
 processes): a one-time trigger from its registration until its fire time; a recurring series
 from its registration until it is cancelled. Registration reserves the new trigger's place
 before anything is written (a failed write gives it back; an idempotent replay writes nothing
@@ -23,9 +23,9 @@ from collections.abc import Callable
 import structlog
 
 from trigger_service.core.errors import CacheError, QuotaExceeded
-from trigger_service.core.limit_ports import PendingQuota
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Metrics
+from trigger_service.core.ports.limit import PendingQuota
 
 log = structlog.get_logger(__name__)
 

@@ -10,7 +10,7 @@ from dataclasses import replace
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.core.errors import RecipientNotFound
 from trigger_service.core.model import Trigger
-from trigger_service.core.recipient_ports import LinkedTrigger, RecipientStore
+from trigger_service.core.ports.recipient import LinkedTrigger, RecipientStore
 
 
 async def bind_recipient(recipients: RecipientStore | None, caller: str,

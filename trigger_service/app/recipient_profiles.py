@@ -5,7 +5,7 @@ change of a profile means for that person's triggers. No HTTP here.
   like a trigger's channels: ``422 recipient_not_allowed`` naming ``email`` or ``phone``.
 - A changed ``timeZone`` moves every pending occurrence of the person's floating triggers
   (``"timeZone": "recipient"``) to the same wall time in the new zone, DST policy respected
-  (``core.series.same_occurrence``, the rezone pass's step). Durably: the PUT records the
+  (``core.time.series.same_occurrence``, the rezone pass's step). Durably: the PUT records the
   change before it writes the profile, re-resolves at once, and forgets the change once
   every open trigger of the person is on the new zone; a crash (or a trigger in flight, or
   a lost LWT) leaves the change recorded, and ``run_once`` (every second in each API
@@ -26,13 +26,12 @@ import structlog
 
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
-from trigger_service.core import series
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason, truncate
 from trigger_service.core.errors import AdapterError, NotFound, RecipientNotAllowed
-from trigger_service.core.history_ports import DeadLetterIndex
 from trigger_service.core.model import Route, Status, Trigger, route_for
 from trigger_service.core.ports import Clock, Enqueuer, Metrics, OutgoingMessage, TriggerStates
-from trigger_service.core.recipient_ports import RecipientStore, ZoneChange
+from trigger_service.core.ports.history import DeadLetterIndex
+from trigger_service.core.ports.recipient import RecipientStore, ZoneChange
 from trigger_service.core.recipient_profiles import (
     RECIPIENT_DELETED,
     RecipientProfile,
@@ -40,8 +39,9 @@ from trigger_service.core.recipient_profiles import (
     deleted_error,
     parse_profile,
 )
-from trigger_service.core.timing import sqs_delay_s
-from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.core.time import series
+from trigger_service.core.time.timing import sqs_delay_s
+from trigger_service.core.time.zones import TZDATA_VERSION
 
 log = structlog.get_logger(__name__)
 
@@ -175,7 +175,7 @@ class RecipientService:
         at_ms = max(occ.at_ms, now_ms) if occ is not None else t.scheduled_at_ms
         new = replace(t, schedule=rec, tzdata_version=TZDATA_VERSION,
                       revision=(t.revision or 0) + 1)
-        if occ is not None:  # jittered as the occurrence is (``core.jitter``)
+        if occ is not None:  # jittered as the occurrence is (``core.time.jitter``)
             new = replace(new, occurrence_index=occ.index, occurrence_second=occ.second,
                           attempts=0, next_attempt_at_ms=None, channel_states=(),
                           last_error=None).jittered(at_ms)

@@ -28,11 +28,11 @@ from dataclasses import replace
 import structlog
 
 from trigger_service.config.callers import Caller
-from trigger_service.core.channels import has_address
 from trigger_service.core.errors import CacheError, QuotaExceeded, RecipientNotAllowed
-from trigger_service.core.limit_ports import SendBudget, seconds_to_next_day, utc_day
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.channels import has_address
+from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.limit import SendBudget, seconds_to_next_day, utc_day
 
 log = structlog.get_logger(__name__)
 

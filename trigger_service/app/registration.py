@@ -11,9 +11,9 @@ from trigger_service.config.settings import ApiSettings
 from trigger_service.core.deadlines import check_expiry
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.flow import FlowControl
-from trigger_service.core.notify_plan import DeliveryPlan
-from trigger_service.core.recurrence import Occurrence, Recurrence
+from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.tags import Labels
+from trigger_service.core.time.recurrence import Occurrence, Recurrence
 
 # The time fields read again for a recipient (issue 26): in its zone (None: the request's
 # own, the time does not float) with its locale (``when``'s date order; None: no hint).

@@ -18,8 +18,8 @@ from trigger_service.app.job_rounds import LEASE_MS, POLL_S, JobRounds
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import ItemState, JobItem
 from trigger_service.core.errors import AlreadyReplayed, ApiError
-from trigger_service.core.history_ports import ReplayJobStore
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.history import ReplayJobStore
 
 __all__ = ["LEASE_MS", "POLL_S", "ReplayJobRunner"]
 

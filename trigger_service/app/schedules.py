@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from trigger_service.core.catchup import CatchUp
 from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
-from trigger_service.core.recurrence import (
+from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.recurrence import (
     Occurrence,
     Recurrence,
     RuleKind,
@@ -19,9 +19,9 @@ from trigger_service.core.recurrence import (
     parse_rule,
     shortest_interval_s,
 )
-from trigger_service.core.series import first_occurrence, first_step, search_limit
-from trigger_service.core.timing import DAY_MS, WALL_MAX_MS, WALL_MIN_MS, datetime_to_ms
-from trigger_service.core.zones import (
+from trigger_service.core.time.series import first_occurrence, first_step, search_limit
+from trigger_service.core.time.timing import DAY_MS, WALL_MAX_MS, WALL_MIN_MS, datetime_to_ms
+from trigger_service.core.time.zones import (
     MAX_UTC_OFFSET,
     UTC_ZONE,
     DstPolicy,

@@ -1,5 +1,5 @@
 """Rotating a caller's signing secret (``POST /v1/signing-secrets/rotate``); which secrets
-sign is :func:`trigger_service.core.signing.active_secrets`. A secret is shown once, in the
+sign is :func:`trigger_service.core.notify.signing.active_secrets`. A secret is shown once, in the
 rotation's answer, and never logged."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import structlog
 
+from trigger_service.core.notify.signing import active_secrets, new_secret
 from trigger_service.core.ports import Clock, SecretStore
-from trigger_service.core.signing import active_secrets, new_secret
 
 log = structlog.get_logger(__name__)
 

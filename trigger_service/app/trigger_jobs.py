@@ -21,12 +21,12 @@ from ulid import ULID
 from trigger_service.app.job_rounds import JobRounds
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.dead_letters import ItemState
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, ListCursor
 from trigger_service.core.tags import TriggerFilter
+from trigger_service.core.time.catchup import CatchUpPolicy
 from trigger_service.core.trigger_jobs import (
     MAX_JOB_ITEMS,
     MAX_OPEN_TRIGGER_JOBS,

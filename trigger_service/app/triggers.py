@@ -28,12 +28,7 @@ from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_r
 from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
-from trigger_service.core.addresses import HostResolver
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
-from trigger_service.core.idempotency_ports import IdempotencyCache, LegacyIdempotency
-from trigger_service.core.jitter import jitter_offset_ms
-from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import (
     Route,
     Status,
@@ -45,7 +40,8 @@ from trigger_service.core.model import (
     route_for,
     shard_of,
 )
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.addresses import HostResolver
+from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import (
     NEWEST,
     Clock,
@@ -54,10 +50,14 @@ from trigger_service.core.ports import (
     ListPage,
     Metrics,
 )
-from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.ports.idempotency import IdempotencyCache, LegacyIdempotency
+from trigger_service.core.ports.limit import SendBudget
+from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.tags import FilteredCatalog, TriggerFilter
-from trigger_service.core.timing import DAY_MS
-from trigger_service.core.zones import TZDATA_VERSION
+from trigger_service.core.time.catchup import CatchUpPolicy
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.timing import DAY_MS
+from trigger_service.core.time.zones import TZDATA_VERSION
 
 log = structlog.get_logger(__name__)
 

@@ -43,7 +43,7 @@ with the prefix's path on a segment boundary, all compared on the normalised URL
 
 A prefix may be broad: ``"https://"`` (the scheme alone) admits any host on the scheme's
 default port. Through a broad prefix a callback may only reach public addresses: IP literals
-and names that are loopback, private, link-local and the like (``core/addresses.py``) are
+and names that are loopback, private, link-local and the like (``core/notify/addresses.py``) are
 refused unless a prefix that admits the URL names its host (the SSRF guard, issue 13).
 """
 
@@ -67,8 +67,8 @@ from trigger_service.config.endpoint_health import (
 )
 from trigger_service.config.flow_defaults import FlowDefault, parse_flow_defaults
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy, parse_recipients
-from trigger_service.core.addresses import forbidden_address, forbidden_name
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
 from trigger_service.core.urls import (
     DEFAULT_PORTS,
     CallbackUrl,

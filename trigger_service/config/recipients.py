@@ -32,8 +32,8 @@ from dataclasses import dataclass, replace
 
 import nh3
 
-from trigger_service.core.channels import ChannelSpec, ChannelType, EmailSpec, SmsSpec
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.notify.channels import ChannelSpec, ChannelType, EmailSpec, SmsSpec
 
 ANY = "*"
 _DOMAIN_RE = re.compile(r"^(\*\.)?[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?(\.[a-z0-9]([a-z0-9-]{0,61}"

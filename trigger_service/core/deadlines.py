@@ -7,7 +7,7 @@ A trigger may carry either bound, or both (the earlier one wins):
   has no occurrence whose fire time is after it (it ends there, as at its rule's end);
 - ``max_lateness_s`` (``maxLatenessSeconds``): each occurrence is sent at most this long
   after its fire time. The fire time is the jittered instant (``Trigger.fire_at_ms``), as
-  ``core.catchup`` counts lateness: jitter is part of when it was meant to fire.
+  ``core.time.catchup`` counts lateness: jitter is part of when it was meant to fire.
 
 An occurrence is **expired** at ``at_ms`` (the instant a send would start: now, or a retry's
 start) when ``at_ms`` is after its deadline. The dispatcher checks before the claim and
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from trigger_service.core.errors import ExpiresBeforeFire, InvalidRequest
 from trigger_service.core.model import Trigger
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 
 MAX_LATENESS_MAX_S = 366 * 86_400  # a year: any longer is no deadline at all
 DEADLINE_FIELDS = ("expiresAt", "maxLatenessSeconds")  # a create or PATCH body's

@@ -24,7 +24,7 @@ from enum import StrEnum
 from typing import Any
 
 from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.urls import UrlError, normalise_callback_url
 
 # ``last_error`` of an occurrence held for a disabled endpoint (the marker the replay reads).

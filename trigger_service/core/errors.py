@@ -256,7 +256,7 @@ class CacheError(AdapterError):
 
 
 class CipherError(StoreError):
-    """A stored value could not be sealed or opened (``core.crypto_ports``): its key is not
+    """A stored value could not be sealed or opened (``core.ports.crypto``): its key is not
     known here, it was altered, or the key service failed. A ``StoreError``, so every reader
     treats it as a store that cannot answer (retried, or 503 at the API)."""
 

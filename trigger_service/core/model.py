@@ -30,10 +30,10 @@ from enum import StrEnum
 from ulid import ULID
 
 from trigger_service.core.flow import FlowControl
-from trigger_service.core.jitter import jitter_offset_ms
-from trigger_service.core.notify_plan import ChannelState, DeliveryPlan
-from trigger_service.core.recurrence import Recurrence
-from trigger_service.core.timing import ms_to_datetime
+from trigger_service.core.notify.plan import ChannelState, DeliveryPlan
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.recurrence import Recurrence
+from trigger_service.core.time.timing import ms_to_datetime
 
 TRIGGER_ID_PREFIX = "trg_"
 CLAIM_STALE_SLACK_MS = 2_000
@@ -159,7 +159,7 @@ class Trigger:
 
     @property
     def jitter_ms(self) -> int:
-        """How far ``fire_at_ms`` is after the scheduled instant (``core.jitter``)."""
+        """How far ``fire_at_ms`` is after the scheduled instant (``core.time.jitter``)."""
         return jitter_offset_ms(f"{self.trigger_id}.{self.fire_seq}", self.jitter_s)
 
     @property

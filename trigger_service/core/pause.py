@@ -3,7 +3,7 @@ argument; the use cases (``app.pausing``) write it by LWT.
 
 A paused trigger keeps its current occurrence (``fire_at_ms``): the occurrences that came due
 while it was paused are that one and the ones after it up to the resume, so no pause time
-needs storing. Resuming picks among them by the catch-up policy (``core.catchup``):
+needs storing. Resuming picks among them by the catch-up policy (``core.time.catchup``):
 ``all`` the first missed (the rest follow in a row, as each step fires the next missed one),
 ``latest`` the most recent missed, ``none`` the first not yet due; occurrences more than the
 series' window late never fire. A one-time trigger whose time passed while paused fires at
@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from trigger_service.core import series
-from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, is_missed
 from trigger_service.core.model import Status, Trigger, route_for
+from trigger_service.core.time import series
+from trigger_service.core.time.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, is_missed
 
 MISSED_WHILE_PAUSED = "its time passed while it was paused; resumed with policy none"
 NOTHING_LEFT = "resumed after its last occurrence: none left to fire under its catch-up policy"

@@ -28,7 +28,8 @@ from dataclasses import dataclass, replace
 from datetime import time
 from typing import Any
 
-from trigger_service.core.channels import (
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.notify.channels import (
     _E164_RE,
     _EMAIL_RE,
     _RECIPIENT_RE,
@@ -44,9 +45,8 @@ from trigger_service.core.channels import (
     TelegramSpec,
     is_telegram_chat,
 )
-from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.notify_plan import QuietHours, parse_quiet_hours
-from trigger_service.core.zones import load_zone
+from trigger_service.core.notify.plan import QuietHours, parse_quiet_hours
+from trigger_service.core.time.zones import load_zone
 
 PROFILE_FIELDS = frozenset({"timeZone", "quietHours", "email", "phone", "pushTokens", "inbox",
                             "channels", "locale", "telegram"})
@@ -66,7 +66,8 @@ def deleted_error(recipient_id: str) -> str:
 
 
 def is_recipient_id(value: object) -> bool:
-    """The inbox recipient id rules (``core.channels``): 1 to 200 of letters, digits, _.:@+-"""
+    """The inbox recipient id rules (``core.notify.channels``): 1 to 200 of letters, digits,
+    _.:@+-"""
     return isinstance(value, str) and bool(_RECIPIENT_RE.match(value))
 
 

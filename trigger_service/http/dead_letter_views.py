@@ -18,7 +18,7 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http.parsing import parse_limit
 
 FILTERS = ("reason", "since", "until", "callbackPrefix", "caller")

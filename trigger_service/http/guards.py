@@ -22,9 +22,9 @@ from trigger_service.core.errors import (
     RateLimited,
     UnsupportedMediaType,
 )
-from trigger_service.core.idempotency_ports import IdempotencyCache
-from trigger_service.core.limit_ports import BucketRule, Decision, RateLimiter
 from trigger_service.core.ports import Metrics
+from trigger_service.core.ports.idempotency import IdempotencyCache
+from trigger_service.core.ports.limit import BucketRule, Decision, RateLimiter
 from trigger_service.http.keys import CALLER_KEY, REQUEST_ID_KEY
 from trigger_service.http.parsing import parse_idempotency_key
 

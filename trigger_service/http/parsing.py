@@ -24,7 +24,7 @@ from trigger_service.core.errors import (
 )
 from trigger_service.core.flow import parse_flow_control
 from trigger_service.core.model import Status, is_trigger_id
-from trigger_service.core.notify_plan import PLAN_FIELDS, parse_plan
+from trigger_service.core.notify.plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports import ListCursor
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags

@@ -2,7 +2,7 @@
 ``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``; or ``when`` with ``timeZone``
 and ``dstPolicy``; a series' ``catchUp`` with either) → a ``TimeRequest``, or an
 ``InvalidRequest`` naming the field. Shapes only: zones, rules and the horizon are checked by
-``app.schedules.plan``; a ``when`` phrase is read into the other fields by ``core.when``.
+``app.schedules.plan``; a ``when`` phrase is read into the other fields by ``core.time.when``.
 Pure: the current time is passed in."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from datetime import datetime
 from typing import Any
 
 from trigger_service.app.schedules import TimeRequest
-from trigger_service.core.catchup import parse_catch_up
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.recurrence import RuleKind
-from trigger_service.core.timing import parse_rfc3339_ms
-from trigger_service.core.when import MAX_WHEN_LEN, resolve_when
-from trigger_service.core.zones import DstPolicy, Gap, Overlap
+from trigger_service.core.time.catchup import parse_catch_up
+from trigger_service.core.time.recurrence import RuleKind
+from trigger_service.core.time.timing import parse_rfc3339_ms
+from trigger_service.core.time.when import MAX_WHEN_LEN, resolve_when
+from trigger_service.core.time.zones import DstPolicy, Gap, Overlap
 
 INSTANT_FIELDS = ("delaySeconds", "fireAt", "localTime")
 TIME_FIELDS = frozenset({*INSTANT_FIELDS, "timeZone", "rrule", "cron", "dstPolicy", "exdates",
@@ -72,7 +72,7 @@ def parse_time_fields(body: dict[str, Any], now_ms: int, *,
 
 def parse_when(body: dict[str, Any], now_ms: int, *, locale: str | None = None) -> TimeRequest:
     """``when`` (+ ``timeZone``, ``dstPolicy``) read at ``now_ms`` into the fields it stands
-    for (``core.when``; ``locale`` a hint for a numeric date's order); errors name ``when``
+    for (``core.time.when``; ``locale`` a hint for a numeric date's order); errors name ``when``
     (or ``timeZone``)."""
     text = body["when"]
     if not isinstance(text, str) or not 1 <= len(text) <= MAX_WHEN_LEN:

@@ -6,13 +6,13 @@ import json
 from typing import Any
 
 from trigger_service.app.idempotency import Registered
-from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import initial_states
+from trigger_service.core.notify.plan import initial_states
 from trigger_service.core.ports import ListPage
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
-from trigger_service.core.recurrence import Recurrence, RuleKind
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.http.parsing import encode_cursor
 
 

@@ -38,7 +38,7 @@ from prometheus_client import (
 )
 from prometheus_client import Counter as PromCounter
 
-from trigger_service.core.lag import FIRE_LAG_BUCKETS_S
+from trigger_service.core.time.lag import FIRE_LAG_BUCKETS_S
 
 NAMESPACE = "trigger"
 CONTENT_TYPE = CONTENT_TYPE_LATEST

@@ -22,17 +22,7 @@ from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.config.live_callers import Callers, LiveCallers
 from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
-from trigger_service.core.addresses import HostResolver
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.crypto_ports import Resealer
-from trigger_service.core.endpoint_health_ports import EndpointHealthStore, OpsEvents
-from trigger_service.core.flow_ports import FlowBoard, FlowLimiter
-from trigger_service.core.history_ports import AttemptLog, DeadLetterIndex, ReplayJobStore
-from trigger_service.core.idempotency_ports import IdempotencyCache, IdempotencyStore
-from trigger_service.core.inbox_ports import InboxBus, InboxStore
-from trigger_service.core.limit_ports import PendingQuota, RateLimiter, SendBudget, StreamSlots
-from trigger_service.core.ops_ports import OpsBoard
-from trigger_service.core.pause_ports import CallerPauses
+from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.ports import (
     Clock,
     CounterStore,
@@ -49,8 +39,18 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
-from trigger_service.core.recipient_ports import RecipientStore
+from trigger_service.core.ports.crypto import Resealer
+from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
+from trigger_service.core.ports.flow import FlowBoard, FlowLimiter
+from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.ports.idempotency import IdempotencyCache, IdempotencyStore
+from trigger_service.core.ports.inbox import InboxBus, InboxStore
+from trigger_service.core.ports.limit import PendingQuota, RateLimiter, SendBudget, StreamSlots
+from trigger_service.core.ports.ops import OpsBoard
+from trigger_service.core.ports.pause import CallerPauses
+from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.tags import FilteredListing
+from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.trigger_jobs import TriggerJobStore
 from trigger_service.platform.metrics import PrometheusMetrics
 

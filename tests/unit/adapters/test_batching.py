@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.time.clock import ManualClock
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -14,8 +14,8 @@ import pytest
 from trigger_service.adapters.crypto.envelope import EnvelopeCipher
 from trigger_service.adapters.crypto.keyfile import KeyFile, add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
-from trigger_service.core.crypto_ports import SEALED_PREFIX, is_sealed
 from trigger_service.core.errors import CipherError, ConfigError
+from trigger_service.core.ports.crypto import SEALED_PREFIX, is_sealed
 
 SECRET = "whsec_" + base64.b64encode(b"s" * 32).decode()
 

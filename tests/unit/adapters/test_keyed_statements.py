@@ -21,8 +21,8 @@ from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.clock import ManualClock, SystemClock
 from trigger_service.core.errors import CacheError
+from trigger_service.core.time.clock import ManualClock, SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 KEYSPACE = "ks"

@@ -14,9 +14,9 @@ from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
 from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.signing import SigningSecrets
-from trigger_service.core.clock import ManualClock
-from trigger_service.core.crypto_ports import is_sealed
 from trigger_service.core.model import Route, Trigger
+from trigger_service.core.ports.crypto import is_sealed
+from trigger_service.core.time.clock import ManualClock
 
 PAYLOAD = schema.TRIGGER_COLUMNS.index("payload")
 PLAN = schema.TRIGGER_COLUMNS.index("plan")

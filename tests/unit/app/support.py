@@ -12,11 +12,11 @@ from trigger_service.app.quota import QuotaGate
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
-from trigger_service.core.addresses import HostResolver
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import StoreTimeout
-from trigger_service.core.limit_ports import SendBudget
 from trigger_service.core.model import Trigger
+from trigger_service.core.notify.addresses import HostResolver
+from trigger_service.core.ports.limit import SendBudget
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20.000Z

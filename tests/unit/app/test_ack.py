@@ -11,11 +11,11 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.app.support import NOW_MS, Env, make_env, request
-from trigger_service.core.ack_links import key_id, make_token, read_token
-from trigger_service.core.channels import SmsSpec
 from trigger_service.core.errors import InvalidRequest, NotEditable, NotFound
 from trigger_service.core.model import Status
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.ack_links import key_id, make_token, read_token
+from trigger_service.core.notify.channels import SmsSpec
+from trigger_service.core.notify.plan import DeliveryPlan
 
 PLAN = DeliveryPlan((SmsSpec("+4915112345678", "go"),))
 

@@ -9,11 +9,11 @@ from trigger_service.adapters.memory.limits import MemorySendBudget
 from trigger_service.app.recipients import ChannelGate, vet_recipients
 from trigger_service.config.callers import CallbackPrefix, Caller
 from trigger_service.config.recipients import RecipientPolicy, sanitise_html
-from trigger_service.core.channels import ChannelType, EmailSpec, PushSpec, SmsSpec
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QuotaExceeded, RecipientNotAllowed
-from trigger_service.core.limit_ports import utc_day
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.channels import ChannelType, EmailSpec, PushSpec, SmsSpec
+from trigger_service.core.notify.plan import DeliveryPlan
+from trigger_service.core.ports.limit import utc_day
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z: 6,400 s before the next UTC midnight

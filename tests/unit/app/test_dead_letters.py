@@ -12,7 +12,6 @@ import pytest
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.replay_jobs import ReplayJobRunner
-from trigger_service.core import series
 from trigger_service.core.dead_letters import (
     DeadLetter,
     DeadLetterQuery,
@@ -23,7 +22,8 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.errors import AlreadyReplayed, NotFound, NotReplayable
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
-from trigger_service.core.recurrence import Recurrence
+from trigger_service.core.time import series
+from trigger_service.core.time.recurrence import Recurrence
 
 ALL = DeadLetterQuery(None, 0, NOW_MS + 10**9)
 

@@ -24,7 +24,6 @@ from trigger_service.adapters.memory.limits import MemoryPendingQuota
 from trigger_service.app.creation import UNKNOWN_OUTCOME_ATTEMPTS
 from trigger_service.app.idempotency import CACHE_MAX_MS, Registered
 from trigger_service.app.quota import QuotaGate
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import (
     CacheError,
     IdempotencyKeyReused,
@@ -32,7 +31,6 @@ from trigger_service.core.errors import (
     QuotaExceeded,
     StoreError,
 )
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
     Route,
     Status,
@@ -42,6 +40,8 @@ from trigger_service.core.model import (
     shard_of,
 )
 from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.time.clock import ManualClock
 
 DELAY_MS = 600_000
 DAY_MS = 86_400_000

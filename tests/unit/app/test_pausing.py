@@ -10,10 +10,10 @@ import pytest
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, drive, make_env
 from tests.unit.core.test_catchup import HOUR, series_trigger
 from trigger_service.app.registration import NewTrigger
-from trigger_service.core.catchup import CatchUp, CatchUpPolicy
 from trigger_service.core.errors import NotEditable
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
 from trigger_service.core.pause import MISSED_WHILE_PAUSED
+from trigger_service.core.time.catchup import CatchUp, CatchUpPolicy
 
 
 async def _one_time(env: Env, delay_ms: int) -> Trigger:

@@ -38,7 +38,7 @@ from trigger_service.core.model import (
     shard_of,
 )
 from trigger_service.core.ports import OutgoingMessage
-from trigger_service.core.timing import DAY_MS
+from trigger_service.core.time.timing import DAY_MS
 
 DIRECT_MAX_MS = SETTINGS.direct_max_delay_s * 1000
 LEAD_S = SETTINGS.sqs.enqueue_lead_s

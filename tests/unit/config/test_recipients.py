@@ -9,8 +9,8 @@ import pytest
 
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.recipients import RecipientPolicy, parse_recipients
-from trigger_service.core.channels import ChannelType
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.notify.channels import ChannelType
 
 DEV_FILE = Path(__file__).resolve().parents[3] / "config" / "callers.dev.toml"
 POLICY = RecipientPolicy(("example.com", "*.example.org"), ("1", "44"))

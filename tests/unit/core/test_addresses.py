@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from trigger_service.core.addresses import forbidden_address, forbidden_name
+from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
 
 
 @pytest.mark.parametrize(("address", "why"), [

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trigger_service.core.anchors import (
+from trigger_service.core.time.anchors import (
     Anchor,
     Tracker,
     bound_wall,
@@ -25,7 +25,7 @@ from trigger_service.core.anchors import (
     fixed_step,
     usable,
 )
-from trigger_service.core.recurrence import (
+from trigger_service.core.time.recurrence import (
     Recurrence,
     RuleKind,
     instances,
@@ -33,10 +33,10 @@ from trigger_service.core.recurrence import (
     parse_rule,
     wall_instances,
 )
-from trigger_service.core.series import step_schedule as step
-from trigger_service.core.timing import datetime_to_ms
-from trigger_service.core.zone_offsets import offset_bounds
-from trigger_service.core.zones import DstPolicy, Gap, Overlap, load_zone, resolve
+from trigger_service.core.time.series import step_schedule as step
+from trigger_service.core.time.timing import datetime_to_ms
+from trigger_service.core.time.zone_offsets import offset_bounds
+from trigger_service.core.time.zones import DstPolicy, Gap, Overlap, load_zone, resolve
 
 Key = tuple[int, int, bool]
 

@@ -1,4 +1,4 @@
-"""The catch-up policy (core.catchup) and pause/resume values (core.pause), on a manual
+"""The catch-up policy (core.time.catchup) and pause/resume values (core.pause), on a manual
 clock: every policy, the window, the tolerance, and the series' steps that use them."""
 
 from __future__ import annotations
@@ -8,8 +8,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from trigger_service.core import series
-from trigger_service.core.catchup import (
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.pause import MISSED_WHILE_PAUSED, paused, resumed
+from trigger_service.core.time import series
+from trigger_service.core.time.catchup import (
     MISSED_TOLERANCE_MS,
     CatchUp,
     CatchUpPolicy,
@@ -17,11 +20,8 @@ from trigger_service.core.catchup import (
     parse_policy,
     pick,
 )
-from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.model import Route, Status, Trigger
-from trigger_service.core.pause import MISSED_WHILE_PAUSED, paused, resumed
-from trigger_service.core.recurrence import Occurrence, Recurrence, RuleKind, parse_rule
-from trigger_service.core.zones import load_zone
+from trigger_service.core.time.recurrence import Occurrence, Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.zones import load_zone
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000  # on the hour
 HOUR = 3_600_000

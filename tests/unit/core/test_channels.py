@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from trigger_service.core.channels import (
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.notify.channels import (
     EmailSpec,
     InboxSpec,
     PushSpec,
@@ -12,7 +13,6 @@ from trigger_service.core.channels import (
     parse_channels,
     spec_to_json,
 )
-from trigger_service.core.errors import InvalidRequest
 
 GOOD = [
     {"type": "email", "to": ["a@example.com", "b.c+d@mail.example.org"], "subject": "Hi",

@@ -8,8 +8,6 @@ from datetime import UTC, datetime
 
 import pytest
 
-from trigger_service.core import series
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.deadlines import (
     check_expiry,
     deadline_ms,
@@ -19,10 +17,12 @@ from trigger_service.core.deadlines import (
     parse_max_lateness,
 )
 from trigger_service.core.errors import ExpiresBeforeFire, InvalidRequest
-from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.model import Route, Trigger
-from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
-from trigger_service.core.zones import load_zone
+from trigger_service.core.time import series
+from trigger_service.core.time.catchup import CatchUpPolicy
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.zones import load_zone
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000  # on the hour
 HOUR = 3_600_000

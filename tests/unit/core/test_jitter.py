@@ -9,12 +9,12 @@ from datetime import datetime
 
 import pytest
 
-from trigger_service.core import series
-from trigger_service.core.jitter import jitter_offset_ms
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
-from trigger_service.core.recurrence import Recurrence, RuleKind
-from trigger_service.core.timing import DAY_MS, parse_rfc3339_ms
-from trigger_service.core.zones import DstPolicy
+from trigger_service.core.time import series
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.timing import DAY_MS, parse_rfc3339_ms
+from trigger_service.core.time.zones import DstPolicy
 
 NOW_MS = parse_rfc3339_ms("2027-03-12T12:00:00Z")
 ID = "trg_01HF7YAT008N6MGYNT0J0TPEHG"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from trigger_service.core.lag import (
+from trigger_service.core.time.lag import (
     BUCKETS,
     FIRE_LAG_BUCKETS_S,
     LAG_SLOT_S,

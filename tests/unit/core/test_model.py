@@ -18,7 +18,7 @@ from trigger_service.core.model import (
     next_month,
     shard_of,
 )
-from trigger_service.core.timing import (
+from trigger_service.core.time.timing import (
     datetime_to_ms,
     format_rfc3339_ms,
     ms_to_datetime,

@@ -1,5 +1,5 @@
 """Recipient profiles and a recipient's channels, pure (core/recipient_profiles.py,
-core/notify_plan.py): parsing, storage round trips, and the send-time address."""
+core/notify/plan.py): parsing, storage round trips, and the send-time address."""
 
 from __future__ import annotations
 
@@ -7,9 +7,15 @@ from datetime import time
 
 import pytest
 
-from trigger_service.core.channels import ChannelType, EmailSpec, InboxSpec, SmsSpec, TelegramSpec
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.notify_plan import parse_plan, plan_from_json, plan_to_json
+from trigger_service.core.notify.channels import (
+    ChannelType,
+    EmailSpec,
+    InboxSpec,
+    SmsSpec,
+    TelegramSpec,
+)
+from trigger_service.core.notify.plan import parse_plan, plan_from_json, plan_to_json
 from trigger_service.core.recipient_profiles import (
     parse_profile,
     profile_from_json,

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.recurrence import (
+from trigger_service.core.time.recurrence import (
     Recurrence,
     RuleKind,
     first_occurrences,
@@ -18,8 +18,8 @@ from trigger_service.core.recurrence import (
     shortest_interval_s,
     wall_instances,
 )
-from trigger_service.core.timing import format_rfc3339_ms
-from trigger_service.core.zones import DstPolicy, Gap, Overlap, load_zone, resolve
+from trigger_service.core.time.timing import format_rfc3339_ms
+from trigger_service.core.time.zones import DstPolicy, Gap, Overlap, load_zone, resolve
 
 NY = "America/New_York"
 LIMIT = datetime(2040, 1, 1)
@@ -173,7 +173,7 @@ def test_shortest_interval_of_a_rule() -> None:
 
 
 def test_a_one_time_wall_time_far_ahead_is_found() -> None:
-    from trigger_service.core.series import first_occurrence
+    from trigger_service.core.time.series import first_occurrence
     r = Recurrence(RuleKind.ONCE, "", NY, datetime(2030, 3, 11, 9, 0), DstPolicy())
     occ = first_occurrence(r, not_before_ms=-(2**62), horizon_days=3660)
     assert occ is not None and format_rfc3339_ms(occ.at_ms) == "2030-03-11T13:00:00.000Z"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from trigger_service.core.signing import active_secrets, new_secret
+from trigger_service.core.notify.signing import active_secrets, new_secret
 
 OVERLAP_MS = 86_400_000
 FILE = ["whsec_file"]

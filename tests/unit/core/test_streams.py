@@ -8,7 +8,7 @@ import random
 import pytest
 
 from trigger_service.core.errors import TooManyStreams
-from trigger_service.core.streams import StreamCaps, StreamGate
+from trigger_service.core.notify.streams import StreamCaps, StreamGate
 
 NOW_MS = 1_700_000_000_000
 CAPS = StreamCaps(max_streams=3, max_per_caller=2, lifetime_ms=600_000)

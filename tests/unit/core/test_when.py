@@ -1,4 +1,4 @@
-"""``core.when``: phrases → the exact instant (and RRULE) at a fixed clock, across zones and
+"""``core.time.when``: phrases → the exact instant (and RRULE) at a fixed clock, across zones and
 the DST nights of New York and Berlin in both directions; ambiguity and refusals."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trigger_service.core.errors import InvalidRequest, NonexistentLocalTime
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
-from trigger_service.core.when import MAX_WHEN_LEN, resolve_when
-from trigger_service.core.zones import DstPolicy, Gap, Overlap
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.when import MAX_WHEN_LEN, resolve_when
+from trigger_service.core.time.zones import DstPolicy, Gap, Overlap
 
 NY, BERLIN, TOKYO = "America/New_York", "Europe/Berlin", "Asia/Tokyo"
 SYDNEY, KOLKATA, UTC = "Australia/Sydney", "Asia/Kolkata", "UTC"

@@ -1,4 +1,4 @@
-"""``core.when``'s newer grammar: several times a day ("at 9am and 5pm"), ``until DATE``
+"""``core.time.when``'s newer grammar: several times a day ("at 9am and 5pm"), ``until DATE``
 (inclusive, in the trigger's zone) and ``for N times``, alone and with what existed; each
 form's occurrences are checked, not only its RRULE, and each refusal is a 400 naming when."""
 
@@ -10,9 +10,9 @@ import pytest
 
 from trigger_service.app.schedules import TimeRequest, schedule_of
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.recurrence import RuleKind, occurrences
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
-from trigger_service.core.when import resolve_when
+from trigger_service.core.time.recurrence import RuleKind, occurrences
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.when import resolve_when
 
 NY, BERLIN, UTC = "America/New_York", "Europe/Berlin", "UTC"
 WED = parse_rfc3339_ms("2027-06-09T10:00:00Z")  # 06:00 in New York, 12:00 in Berlin

@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.timing import datetime_to_ms, format_rfc3339_ms
-from trigger_service.core.zones import (
+from trigger_service.core.time.timing import datetime_to_ms, format_rfc3339_ms
+from trigger_service.core.time.zones import (
     TZDATA_VERSION,
     DstPolicy,
     Gap,

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from dispatcher.breaker import BreakerState, CircuitBreaker
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.time.clock import ManualClock
 
 
 def test_breaker_opens_after_consecutive_failures_and_half_opens() -> None:

@@ -17,8 +17,8 @@ from tests.unit.dispatcher.fakes import (
 )
 from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.config.callers import CallerRegistry
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Status
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 

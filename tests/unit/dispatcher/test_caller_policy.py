@@ -16,17 +16,17 @@ from dispatcher.fanout import BUDGET_EXHAUSTED
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env
 from trigger_service.adapters.memory.limits import MemorySendBudget
 from trigger_service.config.recipients import RecipientPolicy
-from trigger_service.core.channels import (
+from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     ChannelType,
     EmailSpec,
     OccurrenceNotice,
     SmsSpec,
 )
-from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.limit_ports import utc_day
-from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.plan import DeliveryPlan
+from trigger_service.core.ports.limit import utc_day
 
 EMAIL = EmailSpec(("a@example.com",), "s", "t")
 SMS = SmsSpec("+4915112345678", "t")

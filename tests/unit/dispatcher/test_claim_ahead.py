@@ -19,13 +19,13 @@ from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
-from trigger_service.core.channels import PushSpec
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import NotCancellable, NotEditable
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import DeliveryPlan
-from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
-from trigger_service.core.zones import load_zone
+from trigger_service.core.notify.channels import PushSpec
+from trigger_service.core.notify.plan import DeliveryPlan
+from trigger_service.core.time.clock import ManualClock
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.zones import load_zone
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -10,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 
 from tests.unit.dispatcher.fakes import CALLER, START_MS, Env, failed, settle
-from trigger_service.core.catchup import CatchUp
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
-from trigger_service.core.zones import load_zone
+from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.zones import load_zone
 
 pytestmark = pytest.mark.timeout(10)
 HOUR = 3_600_000

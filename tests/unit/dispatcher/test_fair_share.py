@@ -11,7 +11,7 @@ import pytest
 from dispatcher.claim_gate import ClaimGate
 from dispatcher.fair_share import DrainPace, FairSlots, RoundRobin, Shares, short_wait_s
 from tests.unit.dispatcher.fakes import settle
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.time.clock import ManualClock
 
 WEIGHTS = {"a": 1, "b": 1, "heavy": 2}
 

@@ -9,21 +9,21 @@ from dataclasses import replace
 from datetime import time
 
 from tests.unit.dispatcher.fakes import START_MS, VISIBILITY_S, Env
-from trigger_service.core.channels import (
+from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     EmailSpec,
     InboxSpec,
     PushSpec,
     SmsSpec,
 )
-from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import (
+from trigger_service.core.notify.plan import (
     DeliveryPlan,
     EscalationStep,
     QuietHours,
 )
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 EMAIL = EmailSpec(("a@example.com",), "s", "t")
 SMS = SmsSpec("+4915112345678", "t")

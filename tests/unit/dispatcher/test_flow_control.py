@@ -15,8 +15,8 @@ from tests.unit.dispatcher.fakes import CALLER, START_MS, VISIBILITY_S, Env, set
 from trigger_service.adapters.memory.flow import MemoryFlowLimiter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.flow import FlowControl
-from trigger_service.core.flow_ports import Admission
 from trigger_service.core.model import Status
+from trigger_service.core.ports.flow import Admission
 
 pytestmark = pytest.mark.timeout(20)
 

@@ -11,11 +11,11 @@ import pytest
 from dispatcher.holding import PAUSED_CALLERS_REFRESH_MS, SERIES_ENDED, PausedCallers
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env, settle
 from trigger_service.adapters.memory.pauses import MemoryCallerPauses
-from trigger_service.core.catchup import CatchUp, CatchUpPolicy
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
-from trigger_service.core.zones import load_zone
+from trigger_service.core.time.catchup import CatchUp, CatchUpPolicy
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.zones import load_zone
 
 pytestmark = pytest.mark.timeout(10)
 HOUR = 3_600_000

@@ -10,10 +10,15 @@ from structlog.testing import capture_logs
 from dispatcher.channels.inbox import PUBLISH_FAILURES, STORE_FAILED, InboxNotifier
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
 from trigger_service.adapters.memory.store import MemoryStore
-from trigger_service.core.channels import ChannelOutcome, InboxSpec, OccurrenceNotice, SmsSpec
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError, StoreError
-from trigger_service.core.inbox import message_id
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    InboxSpec,
+    OccurrenceNotice,
+    SmsSpec,
+)
+from trigger_service.core.notify.inbox import message_id
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000

@@ -7,7 +7,8 @@ import pytest
 from dispatcher.channels.notifiers import NOT_CONFIGURED, NotifierRouter
 from trigger_service.adapters.memory.notifier import MemoryNotifier
 from trigger_service.config.settings import Settings
-from trigger_service.core.channels import (
+from trigger_service.core.errors import ConfigError
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     EmailSpec,
     InboxSpec,
@@ -15,7 +16,6 @@ from trigger_service.core.channels import (
     PushSpec,
     SmsSpec,
 )
-from trigger_service.core.errors import ConfigError
 
 OCC = OccurrenceNotice("t", "t.1", "dev", 0, 0)
 SPECS = (EmailSpec(("a@x.example",), "s", "t"), SmsSpec("+4915112345678", "t"),

@@ -9,8 +9,8 @@ import contextlib
 from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, breaker_of, failed
 from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.core.errors import CacheError
-from trigger_service.core.lag import window_slots
 from trigger_service.core.model import Status
+from trigger_service.core.time.lag import window_slots
 from trigger_service.core.urls import callback_origin
 
 

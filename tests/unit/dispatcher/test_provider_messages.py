@@ -12,7 +12,7 @@ from dispatcher.channels.provider_http import HttpAnswer, retry_after_s
 from dispatcher.channels.push import push_message, push_outcome
 from dispatcher.channels.sms import sms_body, sms_outcome
 from trigger_service.config.providers import SmtpSettings
-from trigger_service.core.channels import EmailSpec, OccurrenceNotice, PushSpec, SmsSpec
+from trigger_service.core.notify.channels import EmailSpec, OccurrenceNotice, PushSpec, SmsSpec
 
 ACK = "https://r.example/ack?t=1&sig=x"
 OCC = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)

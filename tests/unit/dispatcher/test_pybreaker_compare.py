@@ -12,7 +12,7 @@ import pybreaker
 import pytest
 
 from dispatcher.breaker import BreakerState, CircuitBreaker
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.time.clock import ManualClock
 
 CONCURRENT = 5
 

@@ -10,7 +10,9 @@ from datetime import datetime, time
 
 from tests.unit.dispatcher.fakes import CALLER, Env
 from trigger_service.adapters.memory.recipients import MemoryRecipients
-from trigger_service.core.channels import (
+from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.core.model import Status, Trigger
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     ChannelSpec,
     ChannelType,
@@ -18,11 +20,14 @@ from trigger_service.core.channels import (
     PushSpec,
     SmsSpec,
 )
-from trigger_service.core.dead_letters import DeadLetterReason
-from trigger_service.core.model import Status, Trigger
-from trigger_service.core.notify_plan import ChannelStatus, DeliveryPlan, QuietHours, parse_plan
+from trigger_service.core.notify.plan import (
+    ChannelStatus,
+    DeliveryPlan,
+    QuietHours,
+    parse_plan,
+)
 from trigger_service.core.recipient_profiles import RecipientProfile
-from trigger_service.core.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
 
 PROFILE = RecipientProfile("ada", "UTC", phone="+15551230000", push_tokens=("tok-ada",),
                            preference=(ChannelType.PUSH, ChannelType.SMS))

@@ -14,7 +14,7 @@ from tests.unit.dispatcher.test_fanout import EMAIL
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.model import Status
-from trigger_service.core.notify_plan import DeliveryPlan
+from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import DeliveryResult
 
 pytestmark = pytest.mark.timeout(10)

@@ -19,7 +19,8 @@ from dispatcher.channels.telegram import (
 )
 from trigger_service.config.providers import TelegramSettings
 from trigger_service.config.settings import Settings
-from trigger_service.core.channels import (
+from trigger_service.core.errors import ConfigError, InvalidRequest
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     ChannelType,
     EmailSpec,
@@ -28,7 +29,6 @@ from trigger_service.core.channels import (
     parse_channels,
     spec_to_json,
 )
-from trigger_service.core.errors import ConfigError, InvalidRequest
 
 ACK = "https://r.example/ack/t1.1?sig=a_b&exp=9"
 OCC = OccurrenceNotice("01JT", "01JT.3", "dev", 2, 1_700_000_000_000, ACK)

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, BODY, MS_Z, Api, assert_error
-from trigger_service.core.ack_links import make_token
 from trigger_service.core.errors import StoreError
+from trigger_service.core.notify.ack_links import make_token
 
 INBOX = {"channels": [{"type": "inbox", "recipient": "ada", "title": "Standup",
                        "body": "In 5 minutes", "data": {"room": 4}}],

@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, Api, assert_error
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 
 HOUR_MS = 3_600_000
 IN_AN_HOUR = {"callbackUrl": CALLBACK, "delaySeconds": 3600}

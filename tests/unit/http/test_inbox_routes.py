@@ -14,9 +14,9 @@ from aiohttp import ClientResponse
 from tests.unit.http.test_routes import AUTH, MS_Z, OPERATOR, OTHER, Api, assert_error
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
 from trigger_service.config.inbox import InboxSettings
-from trigger_service.core.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.errors import CacheError
-from trigger_service.core.inbox import InboxMessage, message_for
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.notify.inbox import InboxMessage, message_for
 
 BOX = "/v1/inbox/ada"
 

@@ -17,8 +17,8 @@ from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
 from trigger_service.adapters.memory.limits import MemoryStreamSlots
 from trigger_service.config.inbox import InboxSettings
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.http.routes.inbox import GATE_KEY
 
 LIFETIME_S = 600

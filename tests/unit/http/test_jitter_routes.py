@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, Api, assert_error
-from trigger_service.core.jitter import jitter_offset_ms
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.jitter import jitter_offset_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 
 HOUR_MS = 3_600_000
 

@@ -15,7 +15,7 @@ from tests.unit.app.support import NOW_MS, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
 from trigger_service.adapters.memory.flow import MemoryFlowBoard
 from trigger_service.adapters.memory.store import MemoryLease
-from trigger_service.core.flow_ports import FlowView
+from trigger_service.core.ports.flow import FlowView
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 

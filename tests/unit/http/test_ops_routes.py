@@ -15,8 +15,8 @@ from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
 from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.core.errors import CacheError, QueueError
-from trigger_service.core.lag import BUCKETS, bucket_of, slot_of
-from trigger_service.core.ops_ports import BreakerView
+from trigger_service.core.ports.ops import BreakerView
+from trigger_service.core.time.lag import BUCKETS, bucket_of, slot_of
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.http.readiness import READY_CACHE_MS, Readiness
 
 NOW_MS = 1_700_000_000_000

@@ -18,8 +18,8 @@ from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
 from trigger_service.adapters.memory.limits import MemorySendBudget
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
-from trigger_service.core.channels import EmailSpec
-from trigger_service.core.limit_ports import utc_day
+from trigger_service.core.notify.channels import EmailSpec
+from trigger_service.core.ports.limit import utc_day
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 

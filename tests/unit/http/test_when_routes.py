@@ -8,8 +8,8 @@ from typing import Any
 
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, Api, assert_error
-from trigger_service.core.recurrence import RuleKind
-from trigger_service.core.timing import parse_rfc3339_ms
+from trigger_service.core.time.recurrence import RuleKind
+from trigger_service.core.time.timing import parse_rfc3339_ms
 
 NY = "America/New_York"
 WEEKDAYS_9 = "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9;BYMINUTE=0;BYSECOND=0"

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import BucketRule, Decision, take_token, take_tokens
+from trigger_service.core.ports.limit import BucketRule, Decision, take_token, take_tokens
+from trigger_service.core.time.clock import ManualClock
 
 RULE = BucketRule(rate_per_s=2.0, burst=3)
 

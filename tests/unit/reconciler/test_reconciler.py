@@ -11,10 +11,10 @@ import pytest
 from reconciler.reconciler import PassReport, Reconciler
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 from trigger_service.core.ports import BucketEntry, OutgoingMessage
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000

@@ -10,9 +10,9 @@ from reconciler.redrive import RedriveMirror
 from tests.unit.reconciler.test_reconciler import NOW_MS, SETTINGS, put
 from trigger_service.adapters.memory.queue import QueuedDeadLetter
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status
+from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
 REASON = "poison message: moved by SQS after 51 receives"

@@ -8,11 +8,11 @@ from datetime import datetime
 from reconciler.rezone import Rezoner
 from tests.unit.reconciler.test_reconciler import NOW_MS, SETTINGS
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.recurrence import Recurrence, RuleKind
-from trigger_service.core.timing import parse_rfc3339_ms
-from trigger_service.core.zones import TZDATA_VERSION, DstPolicy
+from trigger_service.core.time.clock import ManualClock
+from trigger_service.core.time.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.timing import parse_rfc3339_ms
+from trigger_service.core.time.zones import TZDATA_VERSION, DstPolicy
 from trigger_service.platform.metrics import InMemoryMetrics
 
 HOUR_MS = 3_600_000

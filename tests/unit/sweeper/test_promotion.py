@@ -20,10 +20,10 @@ from tests.unit.sweeper.test_sweeper import (
     start,
 )
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.time.clock import ManualClock
 
 FIRE_MS = 1_700_000_100_000  # 100 s after the rig's start: read into the wheel at once
 

@@ -11,11 +11,11 @@ import pytest
 from sweeper.sweeper import Sweeper
 from trigger_service.adapters.memory.store import MemoryLease, MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
-from trigger_service.core.clock import ManualClock
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
 from trigger_service.core.ports import OutgoingMessage
-from trigger_service.core.timing import sqs_delay_s
+from trigger_service.core.time.clock import ManualClock
+from trigger_service.core.time.timing import sqs_delay_s
 from trigger_service.platform.metrics import InMemoryMetrics
 
 START_MS = 1_700_000_000_000

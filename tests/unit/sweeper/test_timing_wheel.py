@@ -18,7 +18,7 @@ from sweeper import timing_wheel
 from sweeper.timing_wheel import Expired, TimingWheel
 from sweeper.wheel_driver import WheelDriver
 from tests.unit.sweeper.wheel_invariants import check_invariants
-from trigger_service.core.clock import ManualClock
+from trigger_service.core.time.clock import ManualClock
 
 START_MS = 1_700_000_000_000  # a multiple of every tick used here
 SECOND_MS = 1_000

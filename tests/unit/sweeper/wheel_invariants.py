@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweeper.timing_wheel import TimingWheel
-from trigger_service.core.timing import ceil_div as _ceil_div
+from trigger_service.core.time.timing import ceil_div as _ceil_div
 
 
 def check_invariants(wheel: TimingWheel[Any]) -> None:

@@ -1,6 +1,6 @@
 """``EndpointHealthStore`` on Cassandra (``endpoint_health``, infra/cql/021), on the session of
 ``CassandraStore`` (its statements are prepared with the store's). One partition: the rows
-are the origins failing now. Every write is an LWT (``core.endpoint_health_ports``)."""
+are the origins failing now. Every write is an LWT (``core.ports.endpoint_health``)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
-from trigger_service.core.inbox import InboxMessage, InboxPage
+from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 
 _ABOVE_ALL = "~"  # sorts after every message id ("msg_...")
 _READ_ROWS = 200

@@ -24,8 +24,8 @@ from trigger_service.adapters.cassandra.statements import (
     decode_request,
     encode_request,
 )
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Trigger
+from trigger_service.core.ports.idempotency import IdempotencyRecord
 
 
 class LegacyRows:

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.sealing import RowSealer
-from trigger_service.core.crypto_ports import is_sealed
-from trigger_service.core.recipient_ports import MAX_LINKED, LinkedTrigger, ZoneChange
+from trigger_service.core.ports.crypto import is_sealed
+from trigger_service.core.ports.recipient import MAX_LINKED, LinkedTrigger, ZoneChange
 from trigger_service.core.recipient_profiles import (
     RecipientProfile,
     profile_from_json,

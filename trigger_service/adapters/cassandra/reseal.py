@@ -19,8 +19,8 @@ import structlog
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.sealing import RowSealer, column_context
-from trigger_service.core.crypto_ports import ResealReport
 from trigger_service.core.errors import CipherError
+from trigger_service.core.ports.crypto import ResealReport
 
 log = structlog.get_logger(__name__)
 

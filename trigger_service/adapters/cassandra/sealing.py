@@ -1,4 +1,4 @@
-"""Which stored values are sealed (``core.crypto_ports.Cipher``) and under which context.
+"""Which stored values are sealed (``core.ports.crypto.Cipher``) and under which context.
 
 Signing secrets always; a trigger row's ``SEALED_COLUMNS`` (the payload, and the plan that
 holds the channels' addresses) when ``TRIGGER_ENCRYPT_PAYLOADS`` is on. Reads open whatever
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from trigger_service.adapters import schema as s
-from trigger_service.core.crypto_ports import Cipher, is_sealed
+from trigger_service.core.ports.crypto import Cipher, is_sealed
 
 Row = dict[str, Any]
 # Positions of the sealed columns in the statements' values (TRIGGER_COLUMNS order).

@@ -22,13 +22,13 @@ from trigger_service.adapters.cassandra.term_index import term_queries
 from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
 from trigger_service.core.flow import flow_from_json, flow_to_json
 from trigger_service.core.model import Route, Status, Trigger
-from trigger_service.core.notify_plan import (
+from trigger_service.core.notify.plan import (
     plan_from_json,
     plan_to_json,
     states_from_json,
     states_to_json,
 )
-from trigger_service.core.recurrence import Recurrence
+from trigger_service.core.time.recurrence import Recurrence
 
 
 def all_statements(keyspace: str) -> dict[str, str]:

@@ -37,13 +37,13 @@ from trigger_service.adapters.cassandra.statements import (
 )
 from trigger_service.adapters.cassandra.term_index import TermIndex, TermListing, term_writes
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.clock import SystemClock
-from trigger_service.core.crypto_ports import Cipher
 from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import Route, Status, Trigger, bucket_minute
 from trigger_service.core.ports import BucketEntry, Clock, ListCursor, ListPage
+from trigger_service.core.ports.crypto import Cipher
+from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.time.clock import SystemClock
 
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
 # and answers a short page with a cursor, rather than reading a caller's whole history.

@@ -1,2 +1,2 @@
-"""Encryption at rest (``core.crypto_ports``): the envelope cipher and its key sources, one
+"""Encryption at rest (``core.ports.crypto``): the envelope cipher and its key sources, one
 module each; ``keyring.open_cipher`` builds the one a process uses from its settings."""

@@ -1,5 +1,5 @@
 """``EnvelopeCipher``: AES-256-GCM under one data key per process, wrapped once by the
-current key-encryption key (``core.crypto_ports.KeySource``).
+current key-encryption key (``core.ports.crypto.KeySource``).
 
 A sealed value is ``enc1:`` and the unpadded url-safe base64 of::
 
@@ -28,8 +28,8 @@ import structlog
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from trigger_service.core.crypto_ports import SEALED_PREFIX, KeySource, is_sealed
 from trigger_service.core.errors import CipherError
+from trigger_service.core.ports.crypto import SEALED_PREFIX, KeySource, is_sealed
 
 log = structlog.get_logger(__name__)
 

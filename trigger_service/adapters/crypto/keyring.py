@@ -9,7 +9,7 @@ from trigger_service.adapters.crypto.keyfile import KeyFile
 from trigger_service.adapters.crypto.kms import KmsKeys
 from trigger_service.config.encryption import EncryptionSettings
 from trigger_service.config.sqs import SqsSettings
-from trigger_service.core.crypto_ports import KeySource
+from trigger_service.core.ports.crypto import KeySource
 
 
 async def open_cipher(enc: EncryptionSettings, sqs: SqsSettings) -> EnvelopeCipher:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trigger_service.core.lag import BUCKETS
-from trigger_service.core.ops_ports import BreakerView
+from trigger_service.core.ports.ops import BreakerView
+from trigger_service.core.time.lag import BUCKETS
 
 
 class MemoryOpsBoard:

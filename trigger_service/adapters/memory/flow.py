@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from trigger_service.core.errors import CacheError
 from trigger_service.core.flow import EPSILON_MS, earliest_gap
-from trigger_service.core.flow_ports import Admission, FlowView
+from trigger_service.core.ports.flow import Admission, FlowView
 
 # A member's slot is remembered this long after its start (as on Redis).
 KEEP_RESERVED_MS = 600_000

@@ -5,8 +5,8 @@ and ``done`` entries, with TTLs on an injected clock), for unit tests and the co
 from __future__ import annotations
 
 from trigger_service.adapters.memory.failing import Failing
-from trigger_service.core.idempotency_ports import CachedKey
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.idempotency import CachedKey
 
 # The claim's lifetime, as Redis' (adapters.schema.IDEM_LOCK_TTL_MS).
 _IDEM_LOCK_TTL_MS = 10_000

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 from trigger_service.adapters.inbox_fanout import Fanout
 from trigger_service.core.errors import CacheError
-from trigger_service.core.inbox import InboxMessage, InboxPage
+from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 
 _Key = tuple[str, str]  # (caller, recipient)
 

@@ -4,10 +4,10 @@ the Redis scripts."""
 
 from __future__ import annotations
 
-from trigger_service.core.clock import SystemClock
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import BucketRule, Decision, take_token, take_tokens
 from trigger_service.core.ports import Clock
+from trigger_service.core.ports.limit import BucketRule, Decision, take_token, take_tokens
+from trigger_service.core.time.clock import SystemClock
 
 
 class MemoryRateLimiter:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from trigger_service.core.channels import (
+from trigger_service.core.notify.channels import (
     ChannelOutcome,
     ChannelSpec,
     EmailSpec,

@@ -18,7 +18,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     VisibilityChange,
 )
-from trigger_service.core.timing import SQS_MAX_DELAY_S
+from trigger_service.core.time.timing import SQS_MAX_DELAY_S
 
 
 @dataclass

@@ -3,7 +3,7 @@ no TTLs, nothing shared)."""
 
 from __future__ import annotations
 
-from trigger_service.core.recipient_ports import (
+from trigger_service.core.ports.recipient import (
     MAX_LINKED,
     LinkedTrigger,
     ZoneChange,

@@ -20,8 +20,6 @@ from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory.queue import MemoryQueue as MemoryQueue
 from trigger_service.adapters.memory.trigger_jobs import MemoryTriggerJobs
-from trigger_service.core.crypto_ports import ResealReport
-from trigger_service.core.idempotency_ports import IdempotencyRecord
 from trigger_service.core.model import (
     Status,
     Trigger,
@@ -36,6 +34,8 @@ from trigger_service.core.ports import (
     ListCursor,
     ListPage,
 )
+from trigger_service.core.ports.crypto import ResealReport
+from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 

@@ -16,7 +16,7 @@ from redis.exceptions import RedisError
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
-from trigger_service.core.flow_ports import Admission, FlowView
+from trigger_service.core.ports.flow import Admission, FlowView
 
 # A member's slot is remembered this long after its start; every key lives this long after
 # its last slot or lease.
@@ -79,7 +79,7 @@ return slot
 """
 # KEYS: leases zset (holder → until ms), starts zset (holder → admitted at ms).
 # ARGV: holder, now ms, lease ms, parallelism (0: none), count (0: no rate), window ms.
-# Returns {verdict (core.flow_ports.Admission), ms to wait}.
+# Returns {verdict (core.ports.flow.Admission), ms to wait}.
 _ADMIT = """
 local now = tonumber(ARGV[2])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)

@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
-from trigger_service.core.idempotency_ports import CachedKey
+from trigger_service.core.ports.idempotency import CachedKey
 
 
 class RedisIdempotencyCache:

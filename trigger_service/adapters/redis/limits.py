@@ -16,11 +16,11 @@ from redis.exceptions import RedisError
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
-from trigger_service.core.limit_ports import BucketRule, Decision
+from trigger_service.core.ports.limit import BucketRule, Decision
 
 # KEYS[1] bucket hash {tokens, ms}; ARGV: rate per second, burst, key TTL in ms, how many
 # tokens are wanted. Returns {taken, ms until the next whole token (0 when all were taken)}.
-# Same arithmetic as core.limit_ports.take_tokens (and take_token: one wanted).
+# Same arithmetic as core.ports.limit.take_tokens (and take_token: one wanted).
 _TAKE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

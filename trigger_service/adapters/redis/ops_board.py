@@ -11,8 +11,8 @@ from redis.exceptions import RedisError
 
 from trigger_service.adapters import schema
 from trigger_service.core.errors import CacheError
-from trigger_service.core.lag import BUCKETS
-from trigger_service.core.ops_ports import BreakerView
+from trigger_service.core.ports.ops import BreakerView
+from trigger_service.core.time.lag import BUCKETS
 
 
 class RedisOpsBoard:

@@ -7,9 +7,9 @@ import html
 
 from aiohttp import web
 
-from trigger_service.core.ack_links import read_token
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound
 from trigger_service.core.model import Trigger
+from trigger_service.core.notify.ack_links import read_token
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 from trigger_service.http.parsing import parse_json_body

@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import dead_letter_views as views
 from trigger_service.http.auth import scope_of
 from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY

@@ -10,7 +10,7 @@ from aiohttp import web
 from trigger_service.app.endpoints import Enabled, EndpointService
 from trigger_service.core.endpoint_health import EndpointHealth, parse_origin
 from trigger_service.core.errors import InvalidRequest, NotFound
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing
 from trigger_service.http.auth import caller_of, require_ops
 from trigger_service.http.keys import JOBS_KEY, RUNTIME_KEY

@@ -10,7 +10,7 @@ message stored between the two is seen once, never lost. The bus carries message
 each is read from the store within the stream's own (caller, recipient), so a forged or
 foreign id sends nothing.
 
-Streams are capped per caller and per API process (``core.streams.StreamGate``), and per
+Streams are capped per caller and per API process (``core.notify.streams.StreamGate``), and per
 caller across the processes (``StreamSlots``, Redis): one more is 429 ``too_many_streams``
 with ``Retry-After``. Each ends after its maximum lifetime (one reaper task per process):
 the first thing a stream sends is a ``retry:`` hint, its last (at the end of its lifetime) a
@@ -33,7 +33,7 @@ from aiohttp import web
 from aiohttp_sse import EventSourceResponse, sse_response
 
 from trigger_service.core.errors import AdapterError, InvalidRequest, NotFound, TooManyStreams
-from trigger_service.core.inbox import (
+from trigger_service.core.notify.inbox import (
     DEFAULT_LIST_LIMIT,
     MAX_LIST_LIMIT,
     REPLAY_MAX,
@@ -44,9 +44,9 @@ from trigger_service.core.inbox import (
     is_message_id,
     is_recipient,
 )
-from trigger_service.core.inbox_ports import InboxStore
-from trigger_service.core.streams import StreamCaps, StreamGate, StreamTicket
-from trigger_service.core.timing import seconds_until
+from trigger_service.core.notify.streams import StreamCaps, StreamGate, StreamTicket
+from trigger_service.core.ports.inbox import InboxStore
+from trigger_service.core.time.timing import seconds_until
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime

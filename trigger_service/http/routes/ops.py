@@ -17,9 +17,9 @@ from aiohttp import web
 
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.lag import LAG_WINDOW_S, percentile_s, window_slots
-from trigger_service.core.ops_ports import BreakerView
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.ports.ops import BreakerView
+from trigger_service.core.time.lag import LAG_WINDOW_S, percentile_s, window_slots
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.http.auth import require_ops
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime

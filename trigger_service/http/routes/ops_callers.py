@@ -9,7 +9,7 @@ from aiohttp import web
 
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.core.errors import NotFound
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.trigger_jobs import TriggerJob
 from trigger_service.http.auth import require_ops
 from trigger_service.http.keys import RUNTIME_KEY

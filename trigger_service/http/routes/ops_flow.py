@@ -12,7 +12,7 @@ import structlog
 from aiohttp import web
 
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.flow_ports import FlowView
+from trigger_service.core.ports.flow import FlowView
 from trigger_service.http.auth import require_ops
 from trigger_service.http.keys import RUNTIME_KEY
 

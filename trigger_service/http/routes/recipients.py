@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from trigger_service.core.errors import InvalidRequest, NotFound
-from trigger_service.core.recipient_ports import MAX_RECIPIENT_LIST
+from trigger_service.core.ports.recipient import MAX_RECIPIENT_LIST
 from trigger_service.core.recipient_profiles import is_recipient_id, profile_view
 from trigger_service.http import parsing
 from trigger_service.http.auth import caller_of, require_ops

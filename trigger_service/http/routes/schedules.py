@@ -11,10 +11,10 @@ from aiohttp import web
 from trigger_service.app.schedules import plan, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger, keyed_trigger_id
-from trigger_service.core.notify_plan import PREFERRED, parse_plan, plan_to_json
+from trigger_service.core.notify.plan import PREFERRED, parse_plan, plan_to_json
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
-from trigger_service.core.recurrence import RuleKind
-from trigger_service.core.timing import format_rfc3339_ms, parse_rfc3339_ms
+from trigger_service.core.time.recurrence import RuleKind
+from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from trigger_service.app.signing import SigningSecrets
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
 

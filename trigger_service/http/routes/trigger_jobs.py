@@ -7,10 +7,10 @@ from typing import Any
 
 from aiohttp import web
 
-from trigger_service.core.catchup import CatchUpPolicy
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.tags import parse_filter
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.time.catchup import CatchUpPolicy
+from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import TRIGGER_JOBS_KEY

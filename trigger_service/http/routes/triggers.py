@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from trigger_service.core.catchup import CatchUpPolicy, parse_policy
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.jitter import jitter_offset_ms
+from trigger_service.core.time.catchup import CatchUpPolicy, parse_policy
+from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from trigger_service.core.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
+from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
 
 
 class Notifier(Protocol):

@@ -25,7 +25,7 @@ from enum import StrEnum
 import tzdata
 
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.timing import datetime_to_ms, ms_to_datetime
+from trigger_service.core.time.timing import datetime_to_ms, ms_to_datetime
 
 UTC_ZONE = "UTC"
 # The IANA release of the zone rules in use (e.g. "2026f"), recorded with each wall-clock

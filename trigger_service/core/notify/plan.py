@@ -19,9 +19,9 @@ from datetime import datetime, time, timedelta
 from enum import StrEnum
 from typing import Any
 
-from trigger_service.core.channels import ChannelSpec, parse_channels, spec_to_json
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.zones import DstPolicy, load_zone, resolve, wall_of
+from trigger_service.core.notify.channels import ChannelSpec, parse_channels, spec_to_json
+from trigger_service.core.time.zones import DstPolicy, load_zone, resolve, wall_of
 
 MAX_ESCALATION_S = 86_400  # a step stays within the reconciler's 48 h look-back
 PLAN_FIELDS = ("channels", "escalation", "quietHours", "message")  # a plan's request fields

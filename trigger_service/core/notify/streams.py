@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from itertools import count
 
 from trigger_service.core.errors import TooManyStreams
-from trigger_service.core.timing import seconds_until
+from trigger_service.core.time.timing import seconds_until
 
 # A stream's lifetime ends within its last tenth, at random: streams opened together (after a
 # deploy, say) then do not all reconnect at the same moment.

@@ -18,8 +18,8 @@ from typing import Any
 
 from ulid import ULID
 
-from trigger_service.core.channels import InboxSpec, OccurrenceNotice
-from trigger_service.core.timing import format_rfc3339_ms
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.time.timing import format_rfc3339_ms
 
 MESSAGE_ID_PREFIX = "msg_"
 MESSAGE_ID_RE = re.compile(r"^msg_[0-9A-HJKMNP-TV-Z]{26}$")
@@ -112,7 +112,7 @@ def decode_cursor(cursor: str) -> str | None:
     return text if is_message_id(text) else None
 
 
-# The same rule as an inbox channel's ``recipient`` (``core.channels``).
+# The same rule as an inbox channel's ``recipient`` (``core.notify.channels``).
 _RECIPIENT_RE = re.compile(r"^[A-Za-z0-9_.:@+-]{1,200}$")
 
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from trigger_service.core.errors import InvalidRequest
 
 if TYPE_CHECKING:  # (recurrence imports this module: a Recurrence holds its CatchUp)
-    from trigger_service.core.recurrence import Occurrence
+    from trigger_service.core.time.recurrence import Occurrence
 
 # How late an occurrence may be and still count as on time (not missed): a dispatcher's
 # claim lead, a busy queue or a sweeper's promotion delay make a few seconds normal.

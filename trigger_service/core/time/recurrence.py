@@ -8,13 +8,13 @@ The order of operations is the contract:
    if it matches the rule (python-dateutil's reading, not RFC 5545's ``compatible`` one);
    invalid dates (Feb 30) never appear; COUNT and UNTIL count these wall instances;
 2. ``exdates`` (wall times) are left out — each still used its COUNT;
-3. each remaining wall time is resolved by :func:`trigger_service.core.zones.resolve`: none
+3. each remaining wall time is resolved by :func:`trigger_service.core.time.zones.resolve`: none
    (a gap under ``skip``), one, or two instants (an overlap under ``both``).
 
 Occurrences come out in instant order. Shifting a gap can move an instant past the next wall
 time's instant, so expansion buffers until no later wall time can resolve earlier (the zone's
-largest UTC offset, :mod:`trigger_service.core.zone_offsets`). A schedule may carry an
-:class:`~trigger_service.core.anchors.Anchor`: expansion for a cursor (or a lower bound) the
+largest UTC offset, :mod:`trigger_service.core.time.zone_offsets`). A schedule may carry an
+:class:`~trigger_service.core.time.anchors.Anchor`: expansion for a cursor (or a lower bound) the
 anchor is usable for starts there instead of DTSTART, with the same results. Each occurrence
 is identified by ``(at_ms, index, second)``: its instant, its wall instance's index (0 = the
 first the rule yields) and whether it is the later instant of an overlap fired twice; a
@@ -39,7 +39,8 @@ from typing import Any
 from croniter import CroniterBadDateError, croniter
 from dateutil.rrule import rrule, rrulestr
 
-from trigger_service.core.anchors import (
+from trigger_service.core.errors import InvalidRequest
+from trigger_service.core.time.anchors import (
     NO_BOUND,
     Anchor,
     bound_wall,
@@ -47,11 +48,10 @@ from trigger_service.core.anchors import (
     fast_forward,
     usable,
 )
-from trigger_service.core.catchup import CatchUp
-from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.timing import datetime_to_ms
-from trigger_service.core.zone_offsets import offset_bounds
-from trigger_service.core.zones import (
+from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.timing import datetime_to_ms
+from trigger_service.core.time.zone_offsets import offset_bounds
+from trigger_service.core.time.zones import (
     DstPolicy,
     Gap,
     Overlap,
@@ -87,7 +87,7 @@ class Recurrence:
     dtstart: datetime
     dst: DstPolicy = field(default_factory=DstPolicy)
     exdates: tuple[datetime, ...] = ()
-    catch_up: CatchUp = field(default_factory=CatchUp)  # a recurring rule's (core.catchup)
+    catch_up: CatchUp = field(default_factory=CatchUp)  # a recurring rule's (core.time.catchup)
     anchor: Anchor | None = field(default=None, compare=False)
 
     @property

@@ -11,7 +11,7 @@ expression matches the same minutes from any start.
 
 What an anchor leaves out are the wall times before it, so it may only be used for a cursor
 none of them can reach: with ``lo`` the zone's smallest UTC offset
-(:func:`trigger_service.core.zone_offsets.offset_bounds`), a wall time ``W`` resolves to at
+(:func:`trigger_service.core.time.zone_offsets.offset_bounds`), a wall time ``W`` resolves to at
 most ``W - lo``, so every wall time before ``anchor`` resolves strictly before
 ``anchor - lo``. :func:`usable` checks that bound against the cursor; a series re-anchors at
 each step on the latest instance that satisfies it (:class:`Tracker`).
@@ -27,8 +27,8 @@ from typing import Any
 
 from croniter import croniter
 
-from trigger_service.core.timing import ms_to_datetime
-from trigger_service.core.zone_offsets import offset_bounds
+from trigger_service.core.time.timing import ms_to_datetime
+from trigger_service.core.time.zone_offsets import offset_bounds
 
 # Rules whose instances are DTSTART plus whole steps (no BY* part narrows or multiplies them):
 # an anchor for any time is computed, not expanded to.

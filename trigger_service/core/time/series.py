@@ -6,7 +6,7 @@ occurrence fields); finishing one and scheduling the next is a single LWT on tha
 crash at any point neither loses the series nor fires an occurrence twice beyond what
 at-least-once delivery allows.
 
-Each step re-anchors the schedule (:mod:`trigger_service.core.anchors`) on the latest wall
+Each step re-anchors the schedule (:mod:`trigger_service.core.time.anchors`) on the latest wall
 instance usable for the occurrence it moved to, so the next step expands from there: its cost
 depends on the rule's frequency, not on the series' age. A schedule stored without an anchor
 is expanded from DTSTART once, then anchored.
@@ -18,11 +18,11 @@ import itertools
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
-from trigger_service.core.anchors import Tracker
-from trigger_service.core.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
 from trigger_service.core.deadlines import beyond_expiry
 from trigger_service.core.model import Status, Trigger, route_for
-from trigger_service.core.recurrence import (
+from trigger_service.core.time.anchors import Tracker
+from trigger_service.core.time.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
+from trigger_service.core.time.recurrence import (
     Occurrence,
     Recurrence,
     RuleKind,
@@ -30,8 +30,8 @@ from trigger_service.core.recurrence import (
     lower_bound,
     occurrences,
 )
-from trigger_service.core.timing import DAY_MS, datetime_to_ms
-from trigger_service.core.zones import TZDATA_VERSION, resolve, wall_of
+from trigger_service.core.time.timing import DAY_MS, datetime_to_ms
+from trigger_service.core.time.zones import TZDATA_VERSION, resolve, wall_of
 
 
 def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
@@ -110,7 +110,7 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     """The trigger moved on to its next occurrence once the current one finished (``fired``,
     or given up on), or None when the schedule has no more. Occurrences missed meanwhile (a
     long retry, a series that was stuck) are fired or passed over by the series' catch-up
-    policy (``core.catchup``; the default fires those up to a day late, in order). The cursor
+    policy (``core.time.catchup``; the default fires those up to a day late, in order). The cursor
     is the scheduled instant (``Trigger.occurrence_key``): jitter never changes which
     occurrences a series steps through, and lateness is counted from the jittered instant.
     A next occurrence firing after the trigger's ``expires_at_ms`` is none (``core.deadlines``).

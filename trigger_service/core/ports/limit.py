@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Protocol
 
-from trigger_service.core.timing import DAY_MS, ms_to_datetime, seconds_until
+from trigger_service.core.time.timing import DAY_MS, ms_to_datetime, seconds_until
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,7 +32,7 @@ phrase                                             RRULE
   the pairs of BYHOUR and BYMINUTE would otherwise add times nobody asked for (``9:30 and 5pm``).
 - ``DATE`` is ``2027-03-01``, ``march 1`` / ``mar 1st`` / ``1 march`` with an optional year
   (without one: the next such day from today); ``until`` and ``for N times`` end any rule
-  (one of the two: RFC 5545 forbids both). The UNTIL is made by :mod:`core.when`, which
+  (one of the two: RFC 5545 forbids both). The UNTIL is made by :mod:`core.time.when`, which
   knows the zone and today (:attr:`Rule.until`).
 - Weekday sets and month days need ``at TIME`` (no silent midnight). A rule without a time
   of day starts one period after now (``every 15 minutes`` at 12:00:40 → 12:15, 12:30, …;
@@ -70,7 +70,7 @@ class Rule:
     freq: Freq
     interval: int
     anchored: bool  # has BYHOUR/BYMINUTE: the time of day comes from the rule
-    count: int | None = None  # "for N times": COUNT (not in ``rrule``: see core.when)
+    count: int | None = None  # "for N times": COUNT (not in ``rrule``: see core.time.when)
     until: UntilDate | None = None  # "until DATE": the last day, in the trigger's zone
 
     @property

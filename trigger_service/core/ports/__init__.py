@@ -1,31 +1,53 @@
-"""The boundaries, one ``typing.Protocol`` each, split by who uses them.
+"""The boundaries: every ``typing.Protocol`` of the service lives in this package, the
+trigger store's, the queue's and the delivery's here and the others in one module per group.
 
-=====================  ==================================  ====================================
-port                   used by                             implementations
-=====================  ==================================  ====================================
-``Clock``              everyone                            ``core.clock`` (system, manual)
-``TriggerStates``      API, dispatcher, sweeper, reconciler adapters.cassandra.store, memory
-``TriggerCatalog``     API (create, list)                  adapters.cassandra.store, memory
-``DueIndex``           sweeper, reconciler                 adapters.cassandra.store, memory
-``SweepCursors``       sweeper                             adapters.cassandra.store, memory
-``Enqueuer``           API, sweeper, reconciler            adapters.sqs, memory
-``QueueDepth``         sweeper (the due-scan)              adapters.sqs, memory
-``DeliveryQueue``      dispatcher                          adapters.sqs, memory
-``Lease``              sweeper                             adapters.redis.lease, memory
-``Channel``            dispatcher                          dispatcher.channels.webhook
-``CounterStore``       every process (durable counters)    adapters.cassandra.store, memory
-``IdempotencyCache``,  (in ``core.idempotency_ports``: what orders a key's requests, and
-``LegacyIdempotency``  the earlier releases' key records; adapters.redis.idempotency,
-                       adapters.cassandra.store, memory.idempotency, memory)
-``AttemptLog``,        (in ``core.history_ports``: the attempt history, dead letters and
-``DeadLetterIndex``,   replay jobs; adapters.cassandra.dead_letters, memory.dead_letters)
+=========================  ============================  =========================================
+port (module)              used by                       implementations (fakes: adapters.memory)
+=========================  ============================  =========================================
+``Clock``                  everyone                      ``core.time.clock`` (system, manual)
+``Pingable``               readiness checks              every networked adapter
+``TriggerStates``          every process                 adapters.cassandra.store; memory.store
+``TriggerCatalog``         API (create, list)            adapters.cassandra.store; memory.store
+``ZoneIndex``              reconciler (re-zoning)        adapters.cassandra.store
+``DueIndex``               sweeper, reconciler           adapters.cassandra.store; memory.store
+``SweepCursors``           sweeper                       adapters.cassandra.store; memory.store
+``CounterStore``           every process                 adapters.cassandra.store; memory.store
+``Enqueuer``               API, sweeper, reconciler      adapters.sqs; memory.queue
+``QueueDepth``             sweeper (due-scan), ops page  adapters.sqs; memory.queue
+``DeliveryQueue``          dispatcher                    adapters.sqs; memory.queue
+``RedriveQueue``           reconciler                    adapters.sqs; memory.queue
+``Lease``                  sweeper, jobs                 adapters.redis.lease; memory.store
+``Channel``                dispatcher                    dispatcher.channels.webhook
+``SecretStore``            API, dispatcher               adapters.cassandra.secrets
+``Metrics``                everyone                      platform.metrics (prometheus_client)
+``KeySource``, ``Cipher``,  every process that reads      adapters.crypto (key file, KMS envelope),
+``Resealer`` (crypto)      payloads or secrets           adapters.cassandra.reseal
+``IdempotencyStore``,      API                           adapters.cassandra.store,
+``IdempotencyCache``,                                    adapters.redis.idempotency;
+``LegacyIdempotency``                                    memory.store, memory.idempotency
+(idempotency)
+``AttemptLog``,            dispatcher, reconciler, API   adapters.cassandra.dead_letters;
+``DeadLetterIndex``,                                     memory.dead_letters
 ``ReplayJobStore``
-``Metrics``            everyone                            platform.metrics (prometheus_client)
-``OpsBoard``           (in ``core.ops_ports``; adapters.redis.ops_board, memory.board)
-``InboxStore``,        (in ``core.inbox_ports``: the in-app inbox and its live fan-out;
-``InboxBus``           adapters.cassandra.inbox, adapters.redis.inbox_bus, memory.inbox)
-``Pingable``           readiness checks                    every networked adapter
-=====================  ==================================  ====================================
+(history)
+``InboxStore``,            API, dispatcher               adapters.cassandra.inbox,
+``InboxBus`` (inbox)                                     adapters.redis.inbox_bus; memory.inbox
+``RateLimiter``,           API, dispatcher               adapters.redis.limits; memory.limits
+``PendingQuota``,
+``StreamSlots``,
+``SendBudget`` (limit)
+``FlowLimiter``,           dispatcher, ops page          adapters.redis.flow_control; memory.flow
+``FlowBoard`` (flow)
+``EndpointHealthStore``,   dispatcher, API               adapters.cassandra.endpoint_health,
+``OpsEvents``                                            adapters.ops_events;
+(endpoint_health)                                        memory.endpoint_health
+``OpsBoard`` (ops)         dispatcher, ops page          adapters.redis.ops_board; memory.board
+``CallerPauses`` (pause)   API, dispatcher               adapters.cassandra.pauses; memory.pauses
+``RecipientStore``         API, dispatcher               adapters.cassandra.recipients;
+(recipient)                                              memory.recipients
+``Notifier`` (notify)      dispatcher                    dispatcher.channels (email, ses, sms,
+                                                         push, telegram, inbox); memory.notifier
+=========================  ============================  =========================================
 
 Every method that talks to a dependency raises the adapter's ``AdapterError`` subclass
 (``StoreError``, ``QueueError``, ``CacheError``) and nothing else on the dependency's failure.

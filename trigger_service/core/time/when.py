@@ -9,9 +9,9 @@ A phrase is read one of three ways, and :class:`Resolved` says which:
   zone needed (with ``timeZone`` too, the instant is the same). Behaves as ``fireAt``.
 - **wall clock** (anything else dateparser reads: "tomorrow 9am", "next friday 17:30",
   "march 4th at 9:15pm", "in 2 months"): a wall time in ``timeZone`` (required), read by
-  dateparser with the zone's wall time now as its base and resolved by ``core.zones`` like a
+  dateparser with the zone's wall time now as its base and resolved by ``core.time.zones`` like a
   ``localTime``. Behaves as ``localTime`` + ``timeZone``.
-- **recurring** ("every …", "daily at 7:30"): :mod:`trigger_service.core.when_rules`'s grammar
+- **recurring** ("every …", "daily at 7:30"): :mod:`trigger_service.core.time.when_rules`'s grammar
   → an RRULE; DTSTART is the rule's first occurrence from now. Behaves as ``localTime`` (that
   first occurrence's wall time) + ``timeZone`` (UTC for zone-free rules) + ``rrule``.
 
@@ -36,7 +36,7 @@ the argument, ``TIMEZONE="UTC"`` and naive results (so it never consults the loc
 the base is already the zone's wall time), ``PREFER_DATES_FROM="future"``, and only its
 ``relative-time`` and ``absolute-time`` parsers (no epoch timestamps, no "0930"). It does
 not convert zones itself because its conversion picks one instant of an overlap silently;
-:mod:`trigger_service.core.zones` resolves wall times here as everywhere else.
+:mod:`trigger_service.core.time.zones` resolves wall times here as everywhere else.
 """
 
 from __future__ import annotations
@@ -49,12 +49,12 @@ from datetime import UTC, datetime
 import dateparser
 from dateparser.timezone_parser import pop_tz_offset_from_string
 
-from trigger_service.core import when_rules
 from trigger_service.core.errors import InvalidRequest, NonexistentLocalTime
-from trigger_service.core.recurrence import Recurrence, RuleKind, parse_rule
-from trigger_service.core.series import first_occurrence
-from trigger_service.core.timing import datetime_to_ms, format_rfc3339_ms, ms_to_datetime
-from trigger_service.core.zones import (
+from trigger_service.core.time import when_rules
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.series import first_occurrence
+from trigger_service.core.time.timing import datetime_to_ms, format_rfc3339_ms, ms_to_datetime
+from trigger_service.core.time.zones import (
     UTC_ZONE,
     DstPolicy,
     Gap,

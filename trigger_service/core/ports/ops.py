@@ -34,7 +34,7 @@ class OpsBoard(Protocol):
     async def read_breakers(self, now_ms: int) -> list[BreakerView]: ...  # live entries
 
     async def add_lag(self, slots: dict[int, list[int]]) -> None:
-        """Add fire-lag bucket counts per slot (``core.lag``); kept for the lag window."""
+        """Add fire-lag bucket counts per slot (``core.time.lag``); kept for the lag window."""
         ...
 
     async def read_lag(self, slots: Sequence[int]) -> list[int]: ...  # summed over slots

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager
 from typing import Protocol
 
-from trigger_service.core.inbox import InboxMessage, InboxPage
+from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 
 
 class InboxStore(Protocol):
