@@ -104,8 +104,7 @@ class Dispatcher:
         self._handling: dict[tuple[str, int], str] = {}
         self.shares = Shares(self._d.max_inflight, self.delivery.weight)
         self._stopping = asyncio.Event()
-        self._polls = 0
-        self._lane_polls: dict[int, int] = {}
+        self._lane_polls: dict[int, int] = {}  # lane -> long polls running on it
         self.max_polls = 0  # the most long polls that ran at once
         self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
                          if board is not None else None)
@@ -132,9 +131,8 @@ class Dispatcher:
         trickle by one, ten messages a call where it can, not one message per poll."""
         async with asyncio.TaskGroup() as polls:
             def start(lane: int) -> None:
-                self._polls += 1
                 self._lane_polls[lane] = self._lane_polls.get(lane, 0) + 1
-                self.max_polls = max(self.max_polls, self._polls)
+                self.max_polls = max(self.max_polls, self.polls)
                 polls.create_task(self._receive_loop(stop, lane, start))
             for lane in range(self._queue.lanes):
                 start(lane)
@@ -149,18 +147,17 @@ class Dispatcher:
                     log.warning("receive_failed", lane=lane, error=str(e))
                     await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
                     continue
-                if received >= _FULL_RECEIVE and self._polls < self._d.receivers:
+                if received >= _FULL_RECEIVE and self.polls < self._d.receivers:
                     start_another(lane)
                 elif received < _FULL_RECEIVE // 2 and self._lane_polls[lane] > 1:
                     return
         finally:
-            self._polls -= 1
             self._lane_polls[lane] -= 1
 
     @property
     def polls(self) -> int:
         """Long polls running now (over all lanes)."""
-        return self._polls
+        return sum(self._lane_polls.values())
 
     async def run_once(self, lane: int = 0) -> int:
         """One receive from ``lane``: start handling every message received; return how

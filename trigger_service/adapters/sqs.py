@@ -335,8 +335,8 @@ class SqsQueue:
                 raise
 
     async def visible_backlog(self) -> int:
-        lanes = self.urls.lanes or (self.urls.main,)
-        return sum(await asyncio.gather(*(self._visible("backlog", url) for url in lanes)))
+        return sum(await asyncio.gather(*(self._visible("backlog", self.urls.lane(lane))
+                                          for lane in range(self.lanes))))
 
     async def dead_letter_backlog(self) -> int:
         return await self._visible("dlq backlog", self.urls.dlq)
