@@ -163,3 +163,10 @@ def parse_json_body(raw: bytes) -> Any:
     if _may_hold_lone_surrogate(text):
         _check_surrogates(body)
     return body
+
+
+def parse_optional_json_body(raw: bytes) -> Any | None:
+    """``None`` for an empty body (no bytes at all), else as ``parse_json_body``. Whitespace
+    is not empty: a body of spaces under ``application/json`` is malformed JSON, as any
+    JSON reader (and the OpenAPI checker) sees it."""
+    return parse_json_body(raw) if raw else None

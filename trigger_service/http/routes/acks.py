@@ -12,7 +12,7 @@ from trigger_service.core.model import Trigger
 from trigger_service.core.notify.ack_links import read_token
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.parsing import parse_json_body
+from trigger_service.http.parsing import parse_optional_json_body
 
 
 def _ack_view(t: Trigger) -> dict[str, object]:
@@ -29,10 +29,9 @@ def _seq_of(trigger_id: str, occurrence_id: object) -> int:
 
 async def ack(request: web.Request) -> web.Response:
     trigger_id = request.match_info["id"]
-    raw = await request.read()
+    body = parse_optional_json_body(await request.read())
     seq = None
-    if raw.strip():
-        body = parse_json_body(raw)
+    if body is not None:
         if not isinstance(body, dict) or set(body) - {"occurrenceId"}:
             raise InvalidRequest("body: {\"occurrenceId\"} or nothing")
         if body.get("occurrenceId") is not None:

@@ -13,7 +13,7 @@ from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import dead_letter_views as views
 from trigger_service.http.auth import scope_of
 from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY
-from trigger_service.http.parsing import parse_json_body
+from trigger_service.http.parsing import parse_optional_json_body
 
 
 async def list_letters(request: web.Request) -> web.Response:
@@ -34,10 +34,9 @@ async def get_letter(request: web.Request) -> web.Response:
 
 
 async def _optional_body(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    if not raw.strip():
+    body = parse_optional_json_body(await request.read())
+    if body is None:
         return {}
-    body = parse_json_body(raw)
     if not isinstance(body, dict):
         raise InvalidRequest("body: a JSON object")
     return body

@@ -42,7 +42,7 @@ def enabled_view(e: Enabled) -> dict[str, Any]:
 def parse_enable(raw: bytes) -> tuple[str, int | None]:
     """``{"origin": "https://host[:port]", "replaySince"?: RFC 3339}``. Raises
     ``InvalidRequest``."""
-    body = parsing.parse_json_body(raw) if raw.strip() else None
+    body = parsing.parse_optional_json_body(raw)
     if not isinstance(body, dict):
         raise InvalidRequest("body: must be a JSON object such as {\"origin\": "
                              "\"https://hooks.example.com\"}")

@@ -58,7 +58,8 @@ async def resume_trigger(request: web.Request) -> web.Response:
 def resume_policy(raw: bytes) -> CatchUpPolicy | None:
     """The policy of a resume body: none (an empty body or ``{}``: the series' own), or
     ``{"policy": "all" | "latest" | "none"}``. Raises ``InvalidRequest``."""
-    body = parsing.parse_json_body(raw) if raw.strip() else {}
+    body = parsing.parse_optional_json_body(raw)
+    body = {} if body is None else body
     if not isinstance(body, dict):
         raise InvalidRequest("body: must be a JSON object such as {\"policy\": \"latest\"}")
     extra = sorted(set(body) - {"policy"})
