@@ -25,7 +25,7 @@ TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 # component -> (PID-file name patterns under var/run, command-line markers); a process matches a
 # marker when every word of it is in its command line.
 COMPONENTS: dict[str, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {
-    # api-N and dispatcher-N: as many as TRIGGER_API_WORKERS / TRIGGER_DISPATCHERS started
+    # api-N and dispatcher-N: as many as TRIGGER_API_WORKERS / TRIGGER_DISPATCH_PROCESSES started
     "api": (("api", "api-*"), (("-m", "trigger_service"),)),
     "dispatcher": (("dispatcher-*",), (("-m", "dispatcher"),)),
     "sweeper": (("sweeper-*",), (("-m", "sweeper"),)),

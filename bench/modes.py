@@ -8,7 +8,7 @@
   max), whether the rate was held, lag p50/p99. ``--scale`` shortens the window, not the rate.
 - ``sqs-purge``: a spread run (2,000 over 30 s) whose main SQS queue is purged halfway through
   the fire window: the messages not yet received are gone; the sweepers' due-scan re-sends
-  whatever is still PENDING ``TRIGGER_OVERDUE_GRACE_S`` after its time. Reports how many
+  whatever is still PENDING ``TRIGGER_HEAL_OVERDUE_GRACE_S`` after its time. Reports how many
   arrived late and how late.
 - ``sweeper-kill``: a ``long`` run (40-70 s out, every trigger through the sweepers) with
   ``sweeper-1`` SIGKILLed halfway through its sweeping; ``sweeper-2`` takes its shards over
@@ -136,7 +136,7 @@ def purge_main_queue() -> str:
     settings)."""
     env = os.environ
     client = boto3.client(
-        "sqs", endpoint_url=env.get("TRIGGER_SQS_ENDPOINT", "http://127.0.0.1:4566"),
+        "sqs", endpoint_url=env.get("TRIGGER_SQS_ENDPOINT_URL", "http://127.0.0.1:4566"),
         region_name=env.get("TRIGGER_SQS_REGION", "us-east-1"),
         aws_access_key_id=env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
         aws_secret_access_key=env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))

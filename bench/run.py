@@ -71,7 +71,7 @@ MODES: dict[str, dict[str, Any]] = {
     "long": {"n": 2000, "env": SWEEP_ENV},
     "hot": {"n": 20000, "env": SWEEP_ENV},
     # 1,000 series, each every 2 s for a minute (30 occurrences): 30,000 deliveries.
-    "recurring": {"n": 1000, "env": {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1"}},
+    "recurring": {"n": 1000, "env": {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1"}},
     # bench/modes.py
     "register": {"n": 5000, "env": {}},
     "sustained": {"n": 60000, "env": {}},
@@ -87,7 +87,7 @@ MODES: dict[str, dict[str, Any]] = {
     "flow": {"n": 2000, "env": {}},
     "fairness-capped": {"n": 5000, "env": {
         "TRIGGER_DISPATCH_MAX_INFLIGHT": "500",
-        "TRIGGER_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
+        "TRIGGER_API_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000

@@ -56,7 +56,7 @@ async def load(n: int, settings: Settings) -> dict[str, Any]:
     """``n`` pending reminders through the store adapter; returns the rate."""
     store = await CassandraStore.connect(
         settings.cassandra, await open_cipher(settings.encryption, settings.sqs),
-        seal_payloads=settings.encryption.encrypt_payloads)
+        seal_payloads=settings.encryption.payloads)
     rng = random.Random(7)
     start = now_ms()
     series = Recurrence(RuleKind.RRULE, "FREQ=DAILY;BYHOUR=9;BYMINUTE=0;BYSECOND=0",

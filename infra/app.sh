@@ -15,7 +15,7 @@
 # Metrics: every process writes prometheus_client's multiprocess files to
 # PROMETHEUS_MULTIPROC_DIR (var/prometheus, emptied when no process of ours runs), so the API's
 # /metrics shows the whole host; the Nth dispatcher / sweeper also serves its own /metrics on
-# TRIGGER_DISPATCHER_METRICS_PORT / TRIGGER_SWEEPER_METRICS_PORT + N - 1 (0: none).
+# TRIGGER_DISPATCH_METRICS_PORT / TRIGGER_SWEEP_METRICS_PORT + N - 1 (0: none).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -25,8 +25,10 @@ API_PORT="${TRIGGER_API_PORT:-8080}"
 RECEIVER_PORT="${RECEIVER_PORT:-9000}"
 RECEIVER_SCRIPT="$REPO_ROOT/infra/sample_receiver.py"
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$VAR_DIR/prometheus}"
-DISPATCHER_METRICS_PORT="${TRIGGER_DISPATCHER_METRICS_PORT:-9101}"
-SWEEPER_METRICS_PORT="${TRIGGER_SWEEPER_METRICS_PORT:-9111}"
+# (The names before this release, TRIGGER_DISPATCHER_METRICS_PORT, TRIGGER_SWEEPER_METRICS_PORT
+# and TRIGGER_DISPATCHERS, are still read: deprecated aliases, as in the service.)
+DISPATCHER_METRICS_PORT="${TRIGGER_DISPATCH_METRICS_PORT:-${TRIGGER_DISPATCHER_METRICS_PORT:-9101}}"
+SWEEPER_METRICS_PORT="${TRIGGER_SWEEP_METRICS_PORT:-${TRIGGER_SWEEPER_METRICS_PORT:-9111}}"
 SANDBOX_SMS_PORT="${SANDBOX_SMS_PORT:-9201}"
 SANDBOX_PUSH_PORT="${SANDBOX_PUSH_PORT:-9202}"
 SANDBOX_SMTP_PORT="${SANDBOX_SMTP_PORT:-1025}"
@@ -45,11 +47,11 @@ if [[ -z "${TRIGGER_SMTP_HOST:-}${TRIGGER_SMS_BASE_URL:-}${TRIGGER_PUSH_BASE_URL
 fi
 
 # API processes sharing the port (SO_REUSEPORT; the kernel spreads connections over them):
-# TRIGGER_API_WORKERS, 0 or unset for one per core. Dispatcher processes: TRIGGER_DISPATCHERS.
+# TRIGGER_API_WORKERS, 0 or unset for one per core. Dispatcher processes: TRIGGER_DISPATCH_PROCESSES.
 API_WORKERS="${TRIGGER_API_WORKERS:-0}"
 ((API_WORKERS > 0)) || API_WORKERS="$(nproc)"
 export TRIGGER_API_WORKERS="$API_WORKERS"
-DISPATCHERS="${TRIGGER_DISPATCHERS:-1}"
+DISPATCHERS="${TRIGGER_DISPATCH_PROCESSES:-${TRIGGER_DISPATCHERS:-1}}"
 
 # name:module, in start order (stopped in reverse). "receiver" runs a script, not a module.
 # The first API process is "api" (its readiness is the stack's), the others api-2 ... api-N.
@@ -67,10 +69,10 @@ app_command() {
         echo "$PYTHON" -m tests.providers "$SANDBOX_SMS_PORT" "$SANDBOX_PUSH_PORT" \
             "$SANDBOX_SMTP_PORT" "$SANDBOX_TELEGRAM_PORT"
     elif [[ "$1" == dispatcher-* ]]; then
-        echo env "TRIGGER_DISPATCHER_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
+        echo env "TRIGGER_DISPATCH_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
             "$PYTHON" -m "$2"
     elif [[ "$1" == sweeper-* ]]; then
-        echo env "TRIGGER_SWEEPER_METRICS_PORT=$(nth_port "$SWEEPER_METRICS_PORT" "$1")" \
+        echo env "TRIGGER_SWEEP_METRICS_PORT=$(nth_port "$SWEEPER_METRICS_PORT" "$1")" \
             "$PYTHON" -m "$2"
     else
         echo "$PYTHON" -m "$2"

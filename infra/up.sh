@@ -5,7 +5,7 @@
 # whose PID file names a live process of ours is left alone (only waited for). Prints one line
 # per service when it is ready; on a timeout prints the end of that service's log and exits 1.
 # Ports come from the service's settings: TRIGGER_CASSANDRA_PORT (9042), the port of
-# TRIGGER_SQS_ENDPOINT (4566) and of TRIGGER_REDIS_URL (6379); and CASSANDRA_STORAGE_PORT (7000).
+# TRIGGER_SQS_ENDPOINT_URL (4566) and of TRIGGER_REDIS_URL (6379); and CASSANDRA_STORAGE_PORT (7000).
 # Timeouts (s): CASSANDRA_START_TIMEOUT (180), LOCALSTACK_START_TIMEOUT (90), REDIS_START_TIMEOUT (10).
 # PYTHON: interpreter with cassandra-driver for Cassandra's readiness check (.venv/bin/python).
 # A local Cassandra ring: CASSANDRA_NODES=3 (node i on 127.0.0.i, var/run/cassandra-<i>.pid) starts

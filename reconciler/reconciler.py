@@ -76,7 +76,7 @@ class Reconciler:
         self._metrics = metrics
 
     def is_leak(self, t: Trigger, now_ms: int) -> bool:
-        grace_ms = self._s.sweep.reconcile_grace_s * 1000
+        grace_ms = self._s.reconcile.grace_s * 1000
         return is_overdue(t, now_ms, grace_ms=grace_ms, claim_grace_ms=grace_ms,
                           callback_timeout_ms=int(self._s.dispatch.callback_timeout_s * 1000))
 
@@ -89,14 +89,14 @@ class Reconciler:
         fails is logged, counted (``reconcile_shard_failures_total``) and reported; the
         cursors cannot be read: raises ``StoreError``."""
         now_ms = self._clock.now_ms()
-        sw = self._s.sweep
-        to_ms = now_ms - sw.reconcile_grace_s * 1000
-        oldest_ms = now_ms - sw.reconcile_lookback_h * 3_600_000
+        rc = self._s.reconcile
+        to_ms = now_ms - rc.grace_s * 1000
+        oldest_ms = now_ms - rc.lookback_h * 3_600_000
         cursors = await self._store.load_cursors(self.cursor_group)
         slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
 
         async def one(shard: int) -> tuple[int, int] | None:
-            start_ms = cursors.get(shard, to_ms - sw.reconcile_window_s * 1000)
+            start_ms = cursors.get(shard, to_ms - rc.window_s * 1000)
             try:
                 async with slots:
                     return await self._shard(shard, max(start_ms, oldest_ms), to_ms, now_ms)
@@ -137,4 +137,4 @@ class Reconciler:
 
     async def run(self, stop: asyncio.Event) -> None:
         """A pass now, then one every ``TRIGGER_RECONCILE_INTERVAL_S``, until ``stop``."""
-        await every(stop, self._s.sweep.reconcile_interval_s, self.run_once, name="reconcile")
+        await every(stop, self._s.reconcile.interval_s, self.run_once, name="reconcile")

@@ -1,7 +1,7 @@
 """The due-scan: each sweeper heals its own shards within seconds.
 
 Every ``TRIGGER_HEAL_INTERVAL_S`` it reads the due index of each owned shard from where it
-left off up to ``now - TRIGGER_OVERDUE_GRACE_S`` (both routes: DIRECT triggers have no other
+left off up to ``now - TRIGGER_HEAL_OVERDUE_GRACE_S`` (both routes: DIRECT triggers have no other
 fast net) and the rows of what it found (where each entry says the row is), plus those of the
 triggers it watches whose time to be looked at again has come. A trigger that is overdue
 (``core.model.is_overdue``: PENDING past the grace, or IN_FLIGHT with a claim stale past it)
@@ -92,8 +92,8 @@ class _Part:
 class DueScan:
     def __init__(self, settings: Settings, store: HealStore, queue: HealQueue, clock: Clock,
                  metrics: Metrics) -> None:
-        self._grace_ms = settings.sweep.overdue_grace_s * 1000
-        self._lookback_ms = settings.sweep.heal_lookback_s * 1000
+        self._grace_ms = settings.heal.overdue_grace_s * 1000
+        self._lookback_ms = settings.heal.lookback_s * 1000
         self._timeout_ms = int(settings.dispatch.callback_timeout_s * 1000)
         self._store = store
         self._queue = queue

@@ -336,7 +336,7 @@ class Sweeper:
                 # sweeper takes the shards over, so a failing step just retries next round.
                 every(stop, self._sw.lease_ttl_s / 3, self.maintain_leases, name="lease"),
                 every(stop, self._sw.interval_s, self._sweep_and_save, name="sweep"),
-                every(stop, self._sw.heal_interval_s, self.heal, name="heal"),
+                every(stop, self._s.heal.interval_s, self.heal, name="heal"),
                 self._driver.run(stop),
             ])
         finally:

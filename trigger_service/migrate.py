@@ -21,7 +21,7 @@ from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import TriggerError
 from trigger_service.core.time.clock import SystemClock
-from trigger_service.platform.logs import configure_logging
+from trigger_service.platform.logs import configure_logging, log_notices
 
 LISTING_VERSIONS = {14, 15}  # the listing indexes, filled from the earlier listing
 
@@ -29,7 +29,7 @@ LISTING_VERSIONS = {14, 15}  # the listing indexes, filled from the earlier list
 async def _backfill(settings: Settings) -> int:
     cipher = await open_cipher(settings.encryption, settings.sqs)  # the backfill reads rows
     store = await CassandraStore.connect(settings.cassandra, cipher,
-                                         seal_payloads=settings.encryption.encrypt_payloads)
+                                         seal_payloads=settings.encryption.payloads)
     try:
         return await backfill_listings(store, settings, SystemClock().now_ms())
     finally:
@@ -44,6 +44,7 @@ def main() -> None:
     try:
         settings = Settings.from_env()
         configure_logging(settings.log_level, settings.log_format)
+        log_notices("migrate", settings.notices)
         applied = migrate(settings.cassandra, SystemClock().now_ms())
         print(f"migrate: keyspace {settings.cassandra.keyspace}: "
               + (f"applied {applied}" if applied else "up to date"))

@@ -25,7 +25,7 @@ ISOLATION_ENV = {
 TIER_ENV = {
     # The processes stack.APPS expects (infra/app.sh's default would follow the core count).
     "TRIGGER_API_WORKERS": "2",
-    "TRIGGER_DISPATCHERS": "1",
+    "TRIGGER_DISPATCH_PROCESSES": "1",
     "TRIGGER_DIRECT_MAX_DELAY_S": "20",
     "TRIGGER_SWEEP_HORIZON_S": "10",
     "TRIGGER_SWEEP_INTERVAL_S": "1",
@@ -38,7 +38,7 @@ TIER_ENV = {
 # not about the machine's speed (the full form keeps the defaults). The callback timeout
 # stays: shorter, a loaded dispatcher times out on answers that did arrive, and retries them.
 SHORT_ENV = {
-    "TRIGGER_OVERDUE_GRACE_S": "5",
+    "TRIGGER_HEAL_OVERDUE_GRACE_S": "5",
     "TRIGGER_HEAL_INTERVAL_S": "2",
 }
 
@@ -95,7 +95,7 @@ def process_env(cfg: RunConfig, ring_nodes: int) -> dict[str, str]:
     env.update(TIER_ENV)
     env["TRIGGER_API_PORT"] = str(cfg.api_port)
     env["TRIGGER_API_HOST"] = "127.0.0.1"
-    env["TRIGGER_CALLERS_FILE"] = str(cfg.callers_file)
+    env["TRIGGER_API_CALLERS_FILE"] = str(cfg.callers_file)
     if cfg.short:
         for name, value in SHORT_ENV.items():
             env.setdefault(name, value)  # the caller's own setting wins

@@ -257,7 +257,7 @@ class Stack:
         import botocore.session
 
         client = botocore.session.get_session().create_client(
-            "sqs", endpoint_url=self.env.get("TRIGGER_SQS_ENDPOINT", "http://127.0.0.1:4566"),
+            "sqs", endpoint_url=self.env.get("TRIGGER_SQS_ENDPOINT_URL", "http://127.0.0.1:4566"),
             region_name=self.env.get("TRIGGER_SQS_REGION", "us-east-1"),
             aws_access_key_id=self.env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
             aws_secret_access_key=self.env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))

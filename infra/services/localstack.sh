@@ -5,7 +5,7 @@
 # separate venv in .cache/localstack-venv, re-installed when requirements.txt changes.
 
 # The port comes from the service's own setting, so one variable moves both.
-LOCALSTACK_PORT="$(url_port "${TRIGGER_SQS_ENDPOINT:-}" 4566)"
+LOCALSTACK_PORT="$(url_port "${TRIGGER_SQS_ENDPOINT_URL:-${TRIGGER_SQS_ENDPOINT:-}}" 4566)"
 LOCALSTACK_VENV="$CACHE_DIR/localstack-venv"
 LOCALSTACK_REQS="$REPO_ROOT/localstack/requirements.txt"
 LOCALSTACK_ENV_FILE="$REPO_ROOT/localstack/localstack.env"

@@ -239,7 +239,7 @@ async def test_a_dispatcher_killed_between_two_channels_resends_only_the_unrecor
     p = stand_by
     p.sms.script(PHONE, slow(Reply(201, {"sid": "SMslow"}), 30))
     env = {**os.environ, **stack.env, **p.env, "TRIGGER_DISPATCH_RECEIVERS": "1",
-           "TRIGGER_DISPATCHER_METRICS_PORT": "0"}
+           "TRIGGER_DISPATCH_METRICS_PORT": "0"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "dispatcher", env=env,
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)

@@ -29,7 +29,7 @@ def port_open(port: int) -> bool:
 
 
 def sqs_port() -> int:
-    endpoint = os.environ.get("TRIGGER_SQS_ENDPOINT", "http://127.0.0.1:4566")
+    endpoint = os.environ.get("TRIGGER_SQS_ENDPOINT_URL", "http://127.0.0.1:4566")
     return int(endpoint.rsplit(":", 1)[1].split("/")[0])
 
 

@@ -21,7 +21,7 @@ N = 60
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_ENQUEUE_LEAD_S": "10"}
+    return {"TRIGGER_SQS_ENQUEUE_LEAD_S": "10"}
 
 
 async def status_of(stack: Stack, tid: str) -> str:

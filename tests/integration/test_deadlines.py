@@ -21,8 +21,8 @@ DL = "/v1/dead-letters"
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_RETRY_BACKOFF_S": "1",
-            "TRIGGER_MAX_ATTEMPTS": "10"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_DISPATCH_RETRY_BACKOFF_S": "1",
+            "TRIGGER_DISPATCH_MAX_ATTEMPTS": "10"}
 
 
 async def _create(stack: Stack, **fields: Any) -> str:

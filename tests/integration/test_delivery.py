@@ -109,7 +109,7 @@ async def test_timeouts_and_connection_errors_count_as_failed_attempts(stack: St
     _, body, _ = await stack.post(stack.body(delaySeconds=0))
     tid = body["triggerId"]
     stack.receiver.script[tid] = ["hang", 200]
-    stack.receiver.hang_s = 3  # longer than TRIGGER_CALLBACK_TIMEOUT_S=2
+    stack.receiver.hang_s = 3  # longer than TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S=2
     rec = stack.receiver
     assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 30)
     assert [a.attempt for a in rec.for_trigger(tid)] == [1, 2]

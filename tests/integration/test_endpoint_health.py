@@ -57,10 +57,11 @@ async def ops() -> AsyncIterator[OpsReceiver]:
 
 @pytest.fixture
 def extra_env(ops: OpsReceiver) -> dict[str, str]:
-    return {"TRIGGER_ENDPOINT_DISABLE_AFTER_S": "3", "TRIGGER_ENDPOINT_HEALTH_WRITE_S": "1",
+    return {"TRIGGER_ENDPOINT_HEALTH_DISABLE_AFTER_S": "3",
+            "TRIGGER_ENDPOINT_HEALTH_WRITE_EVERY_S": "1",
             "TRIGGER_ENDPOINT_HEALTH_REFRESH_S": "1",
-            "TRIGGER_OPS_EVENTS_URL": f"http://127.0.0.1:{ops.port}/ops",
-            "TRIGGER_OPS_EVENTS_SECRET": OPS_SECRET}
+            "TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL": f"http://127.0.0.1:{ops.port}/ops",
+            "TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET": OPS_SECRET}
 
 
 async def _endpoints(stack: Stack) -> list[dict[str, Any]]:

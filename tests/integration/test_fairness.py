@@ -38,7 +38,7 @@ DUE_IN_MS = 25_000  # registration (3 batch requests) is over well before
 @pytest.fixture
 def extra_env() -> dict[str, str]:
     # As in production: messages are visible (and held) well ahead of their due time.
-    return {"TRIGGER_ENQUEUE_LEAD_S": "10", "TRIGGER_CALLBACK_TIMEOUT_S": "10"}
+    return {"TRIGGER_SQS_ENQUEUE_LEAD_S": "10", "TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S": "10"}
 
 
 class SlowForA(Receiver):

@@ -41,7 +41,7 @@ async def test_a_deleted_queue_is_recreated_by_the_api_and_the_dispatcher(stack:
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_OVERDUE_GRACE_S": "2", "TRIGGER_HEAL_INTERVAL_S": "0.5",
+    return {"TRIGGER_HEAL_OVERDUE_GRACE_S": "2", "TRIGGER_HEAL_INTERVAL_S": "0.5",
             "TRIGGER_SHARDS": "4"}
 
 

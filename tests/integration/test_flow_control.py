@@ -66,7 +66,7 @@ async def receiver() -> AsyncIterator[Receiver]:
 @pytest.fixture
 def extra_env() -> dict[str, str]:
     # Messages shown 5 s early: the herd's slots are reserved before its due time.
-    return {"TRIGGER_ENQUEUE_LEAD_S": "5", "TRIGGER_CALLBACK_TIMEOUT_S": "5"}
+    return {"TRIGGER_SQS_ENQUEUE_LEAD_S": "5", "TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S": "5"}
 
 
 async def create_herd(stack: Stack, url: str, due_ms: int) -> list[str]:

@@ -83,7 +83,7 @@ async def test_a_failing_origin_does_not_defer_another_origin(
     assert {x["origin"]: x["state"] for x in body["breakers"]} == {
         origin(stack.receiver): "open"}
     # A retry claimed before the circuit opened may still post (the claim is taken up to
-    # TRIGGER_CLAIM_LEAD_MS early); after that the failing origin gets nothing.
+    # TRIGGER_DISPATCH_CLAIM_LEAD_MS early); after that the failing origin gets nothing.
     await asyncio.sleep(1.5)
     attempts = len(stack.receiver.arrivals)
     _, ok, _ = await stack.post({"callbackUrl": healthy.base_url + "cb", "payload": {},

@@ -2,8 +2,8 @@
 Redis): a series paused over three occurrences then resumed under each policy, and an
 outage (no dispatcher running) across three occurrences under each catch-up policy.
 
-The series fire every 10 s; the catch-up tolerance is 1 s here (``TRIGGER_CATCH_UP_TOLERANCE_S``)
-so that "missed" is reached in seconds, not minutes."""
+The series fire every 10 s; the catch-up tolerance is 1 s here
+(``TRIGGER_API_CATCH_UP_TOLERANCE_S``) so that "missed" is reached in seconds, not minutes."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ FIRED_AT_ONCE = {"all": [1, 2, 3], "latest": [3], "none": []}
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_CATCH_UP_TOLERANCE_S": "1"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_API_CATCH_UP_TOLERANCE_S": "1"}
 
 
 async def _series(stack: Stack, policy: str, first_ms: int) -> str:

@@ -23,13 +23,13 @@ from trigger_service.config.settings import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
-EVERY_PROBLEM = ("TRIGGER_CALLERS_FILE is the development file", "development token hash",
-                 "TRIGGER_ACK_SECRET", "TRIGGER_METRICS_TOKEN", "TRIGGER_PUBLIC_URL",
+EVERY_PROBLEM = ("TRIGGER_API_CALLERS_FILE is the development file", "development token hash",
+                 "TRIGGER_API_ACK_SECRET", "TRIGGER_METRICS_TOKEN", "TRIGGER_API_PUBLIC_URL",
                  "TRIGGER_CASSANDRA_REPLICATION_FACTOR", "TRIGGER_CASSANDRA_USERNAME",
-                 "TRIGGER_CASSANDRA_TLS_CA_FILE", "TRIGGER_SQS_ENDPOINT",
+                 "TRIGGER_CASSANDRA_TLS_CA_FILE", "TRIGGER_SQS_ENDPOINT_URL",
                  "TRIGGER_SQS_ACCESS_KEY_ID", "TRIGGER_SQS_SECRET_ACCESS_KEY",
                  "TRIGGER_REDIS_URL", "TRIGGER_SMS_ACCOUNT_SID", "TRIGGER_SMS_AUTH_TOKEN",
-                 "TRIGGER_SMS_FROM", "TRIGGER_PUSH_PROJECT", "TRIGGER_PUSH_BEARER",
+                 "TRIGGER_SMS_FROM_NUMBER", "TRIGGER_PUSH_PROJECT", "TRIGGER_PUSH_BEARER",
                  "TRIGGER_ENCRYPTION_KEY_FILE")
 
 
@@ -40,18 +40,23 @@ async def test_a_process_off_loopback_with_the_development_defaults_refuses_to_s
     # Only the development defaults (the dev callers file among them) and one listener off
     # loopback; TRIGGER_ENV unset.
     env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGER_")}
-    env |= {listener: "0.0.0.0", "TRIGGER_API_PORT": str(free_port())}
+    # One name of the previous release, TRIGGER_DISPATCHERS: still read, with one warning.
+    env |= {listener: "0.0.0.0", "TRIGGER_API_PORT": str(free_port()), "TRIGGER_DISPATCHERS": "2"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", module, env=env, cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
-        _, err = await asyncio.wait_for(proc.communicate(), timeout=60)
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=60)
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
     text = err.decode()
     assert proc.returncode == 2, text
+    warnings = [json.loads(line) for line in (out + err).decode().splitlines()
+                if "setting_deprecated" in line]
+    assert [(w["level"], "TRIGGER_DISPATCH_PROCESSES" in w["detail"]) for w in warnings] == [
+        ("warning", True)]
     assert f"{listener}=0.0.0.0 off loopback" in text
     missing = [p for p in EVERY_PROBLEM if p not in text]
     assert not missing, text
@@ -101,7 +106,7 @@ class Api:
 async def api_process(stack: Stack, callers: Path) -> AsyncIterator[Api]:
     port = free_port()
     env = {**os.environ, **stack.env, "TRIGGER_API_PORT": str(port),
-           "TRIGGER_CALLERS_FILE": str(callers), "TRIGGER_LOG_LEVEL": "INFO",
+           "TRIGGER_API_CALLERS_FILE": str(callers), "TRIGGER_LOG_LEVEL": "INFO",
            "TRIGGER_LOG_FORMAT": "json"}
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "trigger_service", env=env, cwd=REPO_ROOT,

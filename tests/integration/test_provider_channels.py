@@ -3,8 +3,8 @@ a Telegram channel to the Bot-API-format simulator, and email through Amazon SES
 LocalStack (``ses`` in ``localstack/localstack.env``'s SERVICES), read back from LocalStack's
 ``/_aws/ses`` endpoint.
 
-SES is LocalStack's at ``TRIGGER_SES_ENDPOINT`` when that is set in the environment, else the
-stack's SQS endpoint (the same LocalStack)."""
+SES is LocalStack's at ``TRIGGER_EMAIL_SES_ENDPOINT_URL`` when that is set in the environment, else
+the stack's SQS endpoint (the same LocalStack)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ SENDER = "reminders@ses-test.example"
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_SMTP_FROM": f"Reminders <{SENDER}>"}
+    return {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_SMTP_FROM_ADDRESS": f"Reminders <{SENDER}>"}
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Providers:
 
 
 def ses_endpoint(stack: Stack) -> str:
-    return os.environ.get("TRIGGER_SES_ENDPOINT") or stack.settings.sqs.endpoint_url
+    return os.environ.get("TRIGGER_EMAIL_SES_ENDPOINT_URL") or stack.settings.sqs.endpoint_url
 
 
 async def verify_sender(stack: Stack, endpoint: str) -> None:

@@ -27,8 +27,8 @@ EVERY_2S = "FREQ=SECONDLY;INTERVAL=2;COUNT=4"
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_RETRY_BACKOFF_S": "1",
-            "TRIGGER_MAX_ATTEMPTS": "2"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1", "TRIGGER_DISPATCH_RETRY_BACKOFF_S": "1",
+            "TRIGGER_DISPATCH_MAX_ATTEMPTS": "2"}
 
 
 async def create(stack: Stack, **fields: Any) -> str:

@@ -22,7 +22,7 @@ EVERY_2S = "FREQ=SECONDLY;INTERVAL=2"
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1"}
 
 
 def wall_index(at_ms: int, start: datetime) -> int:

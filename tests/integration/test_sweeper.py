@@ -35,7 +35,7 @@ def extra_env() -> dict[str, str]:
         "TRIGGER_SWEEP_HORIZON_S": "4",
         "TRIGGER_SWEEP_INTERVAL_S": "1",
         "TRIGGER_SWEEP_PROMOTE_AHEAD_S": "2",
-        "TRIGGER_LEASE_TTL_S": "2",
+        "TRIGGER_SWEEP_LEASE_TTL_S": "2",
         "TRIGGER_SWEEP_LOOKBACK_S": "5",
         "TRIGGER_SHARDS": "8",
         "TRIGGER_RECONCILE_GRACE_S": "1",

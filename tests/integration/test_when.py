@@ -21,7 +21,7 @@ WEEKDAYS_9 = "FREQ=WEEKLY;BYDAY=MO,TU,WE,TH,FR;BYHOUR=9;BYMINUTE=0;BYSECOND=0"
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1"}
 
 
 def now_ms() -> int:

@@ -26,7 +26,7 @@ LAG_MS = 5_000
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
-    return {"TRIGGER_MIN_RECURRENCE_INTERVAL_S": "1"}
+    return {"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1"}
 
 
 def now_ms() -> int:

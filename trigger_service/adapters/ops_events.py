@@ -1,7 +1,7 @@
-"""``OpsEvents`` as a signed webhook (``TRIGGER_OPS_EVENTS_URL``): the event's JSON POSTed
-with Standard Webhooks headers (``webhook-id`` the event's id, stable across retries so the
-receiver dedupes; signed with ``TRIGGER_OPS_EVENTS_SECRET`` by the same signer as every
-callback). Without a URL the event is only logged. Events are rare (an endpoint disabled or
+"""``OpsEvents`` as a signed webhook (``TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL``): the event's JSON
+POSTed with Standard Webhooks headers (``webhook-id`` the event's id, stable across retries so the
+receiver dedupes; signed with ``TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET`` by the same signer as
+every callback). Without a URL the event is only logged. Events are rare (an endpoint disabled or
 enabled): one short-lived session a send."""
 
 from __future__ import annotations

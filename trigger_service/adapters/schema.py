@@ -83,7 +83,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           ``zoned_versions``: a few releases (written once a day a process).
 - ``idempotency``         (``caller``, ``idem_key``) → the key records of releases before keyed
                           rows (request hash, trigger id, the request). Only read now; empty
-                          (and droppable) ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` + the idempotency
+                          (and droppable) ``TRIGGER_API_MAX_FIRE_AHEAD_DAYS`` + the idempotency
                           retention after the last such release stopped. 1 row per partition.
 - ``sweep_cursors``       per (sweeper group, shard): every SWEEP trigger due at or before
                           ``promoted_until_ms`` has been handed to SQS (or found finished).
@@ -93,7 +93,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           /v1/stats``): each process adds its deltas every few seconds. 1 row.
 - ``attempts``            (``trigger_id``) → every delivery attempt by (``occurrence_id``,
                           ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
-                          Size: ≤ 6 (``TRIGGER_MAX_ATTEMPTS``) for a one-time trigger; a
+                          Size: ≤ 6 (``TRIGGER_DISPATCH_MAX_ATTEMPTS``) for a one-time trigger; a
                           series' occurrences in retention times 6 (a minutely one: 260,000).
 - ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
 - ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first, under the
@@ -120,7 +120,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           Size: a recipient's messages in that retention (not the rate's).
 - ``recipients``          (``caller``, ``part`` = crc32(id) mod ``RECIPIENT_PARTS``) → each
                           recipient profile by ``recipient_id`` (its JSON sealed like a payload
-                          when ``TRIGGER_ENCRYPT_PAYLOADS``). Size: a caller's people / 16.
+                          when ``TRIGGER_ENCRYPTION_PAYLOADS``). Size: a caller's people / 16.
 - ``recipient_triggers``  (``caller``, ``recipient_id``) → that person's triggers by id, with
                           their home and shard; the index TTL of the trigger. Size: one
                           person's reminders (a series once): tens to a few thousand.
@@ -135,9 +135,9 @@ Redis:
 (``{group}`` below is literal braces around the group's name: a Redis Cluster hash tag, so
 all of a group's keys share one slot.)
 
-- ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_LEASE_TTL_S``: the shard's
-  sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE only
-  by the holder, compared before every promotion.
+- ``lease:{group}:shard:{n}`` string ``{owner}:{fence}``, PX ``TRIGGER_SWEEP_LEASE_TTL_S``: the
+  shard's sweeper. Taken with SET NX (Lua, atomically with the fence INCR), renewed with PEXPIRE
+  only by the holder, compared before every promotion.
 - ``lease:{group}:fence:{n}`` integer, no TTL: the fencing token, incremented on each acquisition.
 - ``sweeper:{group}:members`` zset: sweeper id → last heartbeat ms (shares of the shards).
 - ``idem:{caller}:{key}`` string (JSON) ``{"state": "pending"|"done", "hash", "triggerId",
@@ -214,7 +214,7 @@ ENDPOINT_HEALTH_COLUMNS: Final = ("first_failure_at_ms", "last_failure_at_ms", "
                                   "last_error", "disabled_at_ms", "notified_at_ms")
 COL_ORIGIN: Final = "origin"
 COL_SECRET: Final = "secret"
-SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPT_PAYLOADS
+SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPTION_PAYLOADS
 TABLE_ZONED: Final = "zoned_triggers"
 TABLE_ZONED_VERSIONS: Final = "zoned_versions"
 COL_TZDATA_VERSION: Final = "tzdata_version"

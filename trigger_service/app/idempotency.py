@@ -58,7 +58,7 @@ What is promised, and where it is weaker:
 The ``idempotency`` table is only read now (``LegacyIdempotency``), and only while it holds
 anything (asked once a minute per process). Its records expire by
 their TTL (their trigger's first fire time + the retention at the time); it can be dropped,
-and the read with it, once it is empty: at the latest ``TRIGGER_MAX_FIRE_AHEAD_DAYS`` +
+and the read with it, once it is empty: at the latest ``TRIGGER_API_MAX_FIRE_AHEAD_DAYS`` +
 ``TRIGGER_IDEMPOTENCY_RETENTION_S`` after the last release that wrote it stopped.
 """
 

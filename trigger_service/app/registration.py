@@ -71,7 +71,7 @@ def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     ``ExpiresBeforeFire``."""
     if req.jitter_s > api.max_jitter_s:
         raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} "
-                             "(TRIGGER_MAX_JITTER_S)", field="jitterSeconds")
+                             "(TRIGGER_API_MAX_JITTER_S)", field="jitterSeconds")
     planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
                    min_interval_s=api.min_recurrence_interval_s)
     check_expiry(req.expires_at_ms, planned.fire_at_ms)

@@ -182,7 +182,7 @@ def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
     occ, rec = first.occurrence, first.schedule
     if occ is None:
         raise InvalidRequest(f"{field_name}: no occurrence within {horizon_days} days "
-                             "(TRIGGER_MAX_FIRE_AHEAD_DAYS)", field=field_name)
+                             "(TRIGGER_API_MAX_FIRE_AHEAD_DAYS)", field=field_name)
     _within_horizon(occ.at_ms, now_ms, horizon_days, field_name)
     return Planned(occ.at_ms, rec, occ)
 
@@ -192,7 +192,7 @@ def _check_interval(rec: Recurrence, limit: datetime, min_interval_s: int) -> No
     if shortest is not None and shortest < min_interval_s:
         raise InvalidRequest(
             f"{rec.kind.value}: occurrences {shortest:g} s apart; at least {min_interval_s} s "
-            "(TRIGGER_MIN_RECURRENCE_INTERVAL_S) is required", field=rec.kind.value)
+            "(TRIGGER_API_MIN_RECURRENCE_INTERVAL_S) is required", field=rec.kind.value)
 
 
 def _within_horizon(at_ms: int, now_ms: int, horizon_days: int, field_name: str) -> None:

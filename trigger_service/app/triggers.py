@@ -230,8 +230,8 @@ class TriggerService:
         The race with a dispatcher is decided by Paxos, not by clocks: the cancel is an LWT
         conditioned on the row being PENDING as read, the claim an LWT conditioned on the
         same, so exactly one of them applies. Once claimed (at most the claim lead before the
-        fire time: ``TRIGGER_CLAIM_LEAD_MS``, more when many are due at once, up to
-        ``TRIGGER_CLAIM_LEAD_MAX_MS``) a one-time trigger is being delivered and cannot be
+        fire time: ``TRIGGER_DISPATCH_CLAIM_LEAD_MS``, more when many are due at once, up to
+        ``TRIGGER_DISPATCH_CLAIM_LEAD_MAX_MS``) a one-time trigger is being delivered and cannot be
         cancelled. A series whose occurrence is being delivered is waited for (briefly,
         as an edit is): the series is cancelled after that occurrence finished, so none
         fires after the answer. Raises ``NotCancellable`` for a trigger in flight (a series

@@ -1,6 +1,6 @@
 """Callers: who may use the API, with which token, and where their callbacks may point.
 
-The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
+The callers file (``TRIGGER_API_CALLERS_FILE``) is TOML with one table per caller::
 
     [callers.orders]
     token_sha256 = "<hex sha-256 of the bearer token>"   # or a list: both valid (rotation)
@@ -9,8 +9,8 @@ The callers file (``TRIGGER_CALLERS_FILE``) is TOML with one table per caller::
     max_concurrency = 100        # optional: the caller's delivery bulkhead
     weight = 2                   # optional: its fair share in a dispatcher (default 1)
     signing_secrets = ["whsec_…"]  # optional: Standard Webhooks secrets, the current first
-    max_attempts = 5             # optional, else TRIGGER_MAX_ATTEMPTS
-    retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_RETRY_BACKOFF_S
+    max_attempts = 5             # optional, else TRIGGER_DISPATCH_MAX_ATTEMPTS
+    retry_backoff_s = [1, 5, 30] # optional, else TRIGGER_DISPATCH_RETRY_BACKOFF_S
     max_age_s = 3600             # optional: give up this long after the fire time
     rate_per_s = 50              # optional: requests per second (a token bucket shared by
     burst = 100                  #   every API process; burst defaults to ceil(rate_per_s))
@@ -297,7 +297,7 @@ class CallerRegistry:
         try:
             data = tomllib.loads(Path(path).read_text())
         except (OSError, tomllib.TOMLDecodeError) as e:
-            raise ConfigError(f"TRIGGER_CALLERS_FILE {path}: {e}") from e
+            raise ConfigError(f"TRIGGER_API_CALLERS_FILE {path}: {e}") from e
         return cls.from_mapping(data, source=str(path))
 
     @classmethod

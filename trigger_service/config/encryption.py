@@ -25,19 +25,19 @@ class EncryptionSettings:
     kms_key_id: str = ""
     # Empty: the SQS endpoint (LocalStack serves both); region and credentials are SQS's.
     kms_endpoint_url: str = ""
-    encrypt_payloads: bool = False
+    payloads: bool = False
 
 
 ENCRYPTION_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_ENCRYPTION_KEY_FILE", ("encryption", "key_file"), Path,
      "key-encryption keys (`<id> <base64 32 bytes>` a line, the first wraps); signing "
-     "secrets are always sealed with it unless TRIGGER_KMS_KEY_ID is set"),
-    ("TRIGGER_KMS_KEY_ID", ("encryption", "kms_key_id"), str,
+     "secrets are always sealed with it unless TRIGGER_ENCRYPTION_KMS_KEY_ID is set"),
+    ("TRIGGER_ENCRYPTION_KMS_KEY_ID", ("encryption", "kms_key_id"), str,
      "AWS KMS key (id, ARN or alias) that wraps the data keys instead of the key file "
      "(the file's keys still unwrap older values)"),
-    ("TRIGGER_KMS_ENDPOINT", ("encryption", "kms_endpoint_url"), str,
-     "KMS endpoint (empty: TRIGGER_SQS_ENDPOINT; region and credentials are SQS's)"),
-    ("TRIGGER_ENCRYPT_PAYLOADS", ("encryption", "encrypt_payloads"), flag,
+    ("TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL", ("encryption", "kms_endpoint_url"), str,
+     "KMS endpoint (empty: TRIGGER_SQS_ENDPOINT_URL; region and credentials are SQS's)"),
+    ("TRIGGER_ENCRYPTION_PAYLOADS", ("encryption", "payloads"), flag,
      "also seal triggers' payloads and channel addresses (plans); rows written before "
      "stay readable, `python -m reconciler --reencrypt` seals them"),
 )

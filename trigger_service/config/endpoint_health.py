@@ -3,7 +3,7 @@
 policy from the callers file (``core.endpoint_health``)::
 
     [callers.orders]
-    disable_after_s = 86400      # optional, else TRIGGER_ENDPOINT_DISABLE_AFTER_S
+    disable_after_s = 86400      # optional, else TRIGGER_ENDPOINT_HEALTH_DISABLE_AFTER_S
     on_disabled = "hold"         # or "dead_letter" (default hold)
 """
 
@@ -35,10 +35,11 @@ class EndpointHealthSettings:
     def validate(self) -> None:
         """Raises ``ConfigError`` naming the variable."""
         if self.ops_events_url and not self.ops_events_url.startswith(("http://", "https://")):
-            raise ConfigError("TRIGGER_OPS_EVENTS_URL must be an http(s) URL")
+            raise ConfigError("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL must be an http(s) URL")
         if self.ops_events_url and not _is_secret(self.ops_events_secret):
-            raise ConfigError("TRIGGER_OPS_EVENTS_SECRET must be a 'whsec_<base64>' secret "
-                              "when TRIGGER_OPS_EVENTS_URL is set (events are signed)")
+            raise ConfigError("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET must be a "
+                              "'whsec_<base64>' secret when "
+                              "TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL is set (events are signed)")
 
 
 def _is_secret(text: str) -> bool:
@@ -49,16 +50,17 @@ def _is_secret(text: str) -> bool:
 
 
 ENDPOINT_HEALTH_VARIABLES: tuple[Row, ...] = (
-    ("TRIGGER_ENDPOINT_DISABLE_AFTER_S", ("endpoint_health", "disable_after_s"), at_least_one,
+    ("TRIGGER_ENDPOINT_HEALTH_DISABLE_AFTER_S", ("endpoint_health", "disable_after_s"),
+     at_least_one,
      "an endpoint (caller, callback origin) failing without a break this long is disabled "
      "(a caller's disable_after_s overrides it)"),
-    ("TRIGGER_ENDPOINT_HEALTH_WRITE_S", ("endpoint_health", "write_every_s"), at_least_one,
+    ("TRIGGER_ENDPOINT_HEALTH_WRITE_EVERY_S", ("endpoint_health", "write_every_s"), at_least_one,
      "a failing endpoint's record is rewritten at most this often per dispatcher"),
     ("TRIGGER_ENDPOINT_HEALTH_REFRESH_S", ("endpoint_health", "refresh_s"), at_least_one,
      "each dispatcher reads the endpoint records this often (disabled ones are held)"),
-    ("TRIGGER_OPS_EVENTS_URL", ("endpoint_health", "ops_events_url"), str,
+    ("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL", ("endpoint_health", "ops_events_url"), str,
      "operators' webhook for endpoint.disabled / endpoint.enabled events (empty: log only)"),
-    ("TRIGGER_OPS_EVENTS_SECRET", ("endpoint_health", "ops_events_secret"), str,
+    ("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET", ("endpoint_health", "ops_events_secret"), str,
      "the Standard Webhooks secret (whsec_...) the operators' events are signed with"),
 )
 

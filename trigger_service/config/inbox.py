@@ -19,8 +19,8 @@ Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 class InboxSettings:
     retention_days: int = 90
     heartbeat_s: float = 15.0
-    # Each open stream holds one of the process's TRIGGER_MAX_CONNECTIONS slots: the caps keep
-    # most of them for other requests (validate() holds max_streams to half of them at most).
+    # Each open stream holds one of the process's TRIGGER_LIMITS_MAX_CONNECTIONS slots: the caps
+    # keep most of them for other requests (validate() holds max_streams to half of them at most).
     max_streams: int = 500
     max_streams_per_caller: int = 50
     # A stream ends (cleanly, after a retry: hint) within the last tenth of this, spread so
@@ -34,7 +34,7 @@ class InboxSettings:
             raise ConfigError("TRIGGER_INBOX_RETENTION_DAYS must be >= 1")
         if self.max_streams > max_connections // 2:
             raise ConfigError("TRIGGER_INBOX_MAX_STREAMS must be at most half of "
-                              "TRIGGER_MAX_CONNECTIONS (the other requests need slots too)")
+                              "TRIGGER_LIMITS_MAX_CONNECTIONS (the other requests need slots too)")
         if self.max_streams_per_caller > self.max_streams:
             raise ConfigError("TRIGGER_INBOX_MAX_STREAMS_PER_CALLER must be at most "
                               "TRIGGER_INBOX_MAX_STREAMS")
@@ -46,8 +46,8 @@ INBOX_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_INBOX_HEARTBEAT_S", ("inbox", "heartbeat_s"), _pos_float,
      "an inbox stream sends a comment line this often, so proxies keep it open"),
     ("TRIGGER_INBOX_MAX_STREAMS", ("inbox", "max_streams"), at_least_one,
-     "open inbox streams per API process (at most half of TRIGGER_MAX_CONNECTIONS); one more "
-     "is answered 429 too_many_streams"),
+     "open inbox streams per API process (at most half of TRIGGER_LIMITS_MAX_CONNECTIONS); one "
+     "more is answered 429 too_many_streams"),
     ("TRIGGER_INBOX_MAX_STREAMS_PER_CALLER", ("inbox", "max_streams_per_caller"), at_least_one,
      "open inbox streams of one caller, counted across the API processes (Redis; each "
      "process also holds it to this alone); one more is answered 429 too_many_streams"),

@@ -6,7 +6,7 @@ quotas live in the callers file (``config.callers``)."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from trigger_service.config.parsers import at_least_one
@@ -18,7 +18,7 @@ ENVIRONMENTS = ("development", "production")
 MAX_KEEPALIVE_S = 75.0
 
 
-def _env(raw: str) -> str:
+def env_kind(raw: str) -> str:
     if raw not in ENVIRONMENTS:
         raise ValueError(f"one of {', '.join(ENVIRONMENTS)}")
     return raw
@@ -33,7 +33,6 @@ def _keepalive(raw: str) -> float:
 
 @dataclass(frozen=True)
 class LimitSettings:
-    env: str = "development"
     header_timeout_s: float = 10.0
     body_timeout_s: float = 30.0
     keepalive_timeout_s: float = 30.0
@@ -41,34 +40,22 @@ class LimitSettings:
     max_line_bytes: int = 8190
     max_field_bytes: int = 8190
     max_headers: int = 64
-    # Kept out of repr so a logged Settings never shows it.
-    metrics_token: str = field(default="", repr=False)
-
-    @property
-    def production(self) -> bool:
-        return self.env == "production"
 
 
 LIMIT_VARIABLES: tuple[Row, ...] = (
-    ("TRIGGER_ENV", ("limits", "env"), _env,
-     "development or production: production (and any listener off loopback, whatever this "
-     "says) refuses to start with development credentials (docs/operations/production.md)"),
-    ("TRIGGER_HEADER_TIMEOUT_S", ("limits", "header_timeout_s"), _pos_float,
+    ("TRIGGER_LIMITS_HEADER_TIMEOUT_S", ("limits", "header_timeout_s"), _pos_float,
      "a new connection must have sent a whole request head within this, else 408 and closed"),
-    ("TRIGGER_BODY_TIMEOUT_S", ("limits", "body_timeout_s"), _pos_float,
+    ("TRIGGER_LIMITS_BODY_TIMEOUT_S", ("limits", "body_timeout_s"), _pos_float,
      "a request body must have arrived whole within this, else 408 and closed"),
-    ("TRIGGER_KEEPALIVE_TIMEOUT_S", ("limits", "keepalive_timeout_s"), _keepalive,
+    ("TRIGGER_LIMITS_KEEPALIVE_TIMEOUT_S", ("limits", "keepalive_timeout_s"), _keepalive,
      "an idle keep-alive connection (or one slow to send its next request) is closed after "
      "this; at most 75"),
-    ("TRIGGER_MAX_CONNECTIONS", ("limits", "max_connections"), at_least_one,
+    ("TRIGGER_LIMITS_MAX_CONNECTIONS", ("limits", "max_connections"), at_least_one,
      "open connections per API process; one more is answered 503 and closed"),
-    ("TRIGGER_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
+    ("TRIGGER_LIMITS_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
-    ("TRIGGER_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,
+    ("TRIGGER_LIMITS_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,
      "longest header value; longer is 431"),
-    ("TRIGGER_MAX_HEADERS", ("limits", "max_headers"), at_least_one,
+    ("TRIGGER_LIMITS_MAX_HEADERS", ("limits", "max_headers"), at_least_one,
      "most header lines in a request; more is 400"),
-    ("TRIGGER_METRICS_TOKEN", ("limits", "metrics_token"), str,
-     "when set, the API's /metrics needs Authorization: Bearer <it> (and so do the "
-     "dispatchers' and sweepers' /metrics ports)"),
 )

@@ -86,5 +86,5 @@ def _checked(path: Path, vet: Vet | None) -> CallerRegistry:
     registry = CallerRegistry.load(path)
     problems = vet(registry) if vet else []
     if problems:
-        raise ConfigError(f"TRIGGER_CALLERS_FILE {path}: " + "; ".join(problems))
+        raise ConfigError(f"TRIGGER_API_CALLERS_FILE {path}: " + "; ".join(problems))
     return registry

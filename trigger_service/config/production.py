@@ -10,13 +10,13 @@ and chaos runs) nothing is checked.
 
 Refused (this module: who may get in; ``production_deps``: what the service connects to):
 
-- the development callers file (``config/callers.dev.toml``) as ``TRIGGER_CALLERS_FILE``;
+- the development callers file (``config/callers.dev.toml``) as ``TRIGGER_API_CALLERS_FILE``;
 - any caller or ops token whose hash is one of the development tokens' (those in the
   development callers file, and ``dev-token``, ``ops-token``, ``viewer-token``): their
   tokens are public. A callers file reloaded on SIGHUP is held to the same rule;
-- the default ``TRIGGER_ACK_SECRET``, or one shorter than 32 characters;
+- the default ``TRIGGER_API_ACK_SECRET``, or one shorter than 32 characters;
 - ``/metrics`` reachable on a non-loopback address without ``TRIGGER_METRICS_TOKEN``;
-- ``TRIGGER_PUBLIC_URL`` on loopback (acknowledgement links would point at the reader's own
+- ``TRIGGER_API_PUBLIC_URL`` on loopback (acknowledgement links would point at the reader's own
   machine) or not ``https://`` (the links carry signed tokens).
 
 ``production_needs.PRODUCTION_NEEDS`` lists every variable these checks read, for
@@ -67,7 +67,7 @@ def listeners_off_loopback(settings: Settings) -> list[str]:
 
 def production_reason(settings: Settings) -> str | None:
     """Why the production check applies to ``settings`` (``None``: it does not)."""
-    if settings.limits.production:
+    if settings.production:
         return "TRIGGER_ENV=production"
     public = listeners_off_loopback(settings)
     if public:
@@ -80,7 +80,7 @@ def callers_problems(callers: CallerRegistry) -> list[str]:
     public = callers.token_hashes() & dev_token_hashes()
     if not public:
         return []
-    return [f"TRIGGER_CALLERS_FILE holds {len(public)} development token hash(es) "
+    return [f"TRIGGER_API_CALLERS_FILE holds {len(public)} development token hash(es) "
             "(dev-token, ops-token, ...): give every caller its own token"]
 
 
@@ -93,23 +93,23 @@ def _access_problems(settings: Settings) -> list[str]:
     api = settings.api
     problems: list[str] = []
     if Path(api.callers_file).resolve() == DEV_CALLERS_FILE.resolve():
-        problems.append("TRIGGER_CALLERS_FILE is the development file (its tokens are public)")
+        problems.append("TRIGGER_API_CALLERS_FILE is the development file (its tokens are public)")
     if api.ack_secret == ApiSettings.ack_secret or len(api.ack_secret) < MIN_ACK_SECRET_CHARS:
-        problems.append(f"TRIGGER_ACK_SECRET must be set to a secret of at least "
+        problems.append(f"TRIGGER_API_ACK_SECRET must be set to a secret of at least "
                         f"{MIN_ACK_SECRET_CHARS} characters")
     if any(len(k) < MIN_ACK_SECRET_CHARS or k == ApiSettings.ack_secret
            for k in api.ack_previous_secrets):
-        problems.append(f"TRIGGER_ACK_PREVIOUS_SECRETS: every key must be a secret of at "
+        problems.append(f"TRIGGER_API_ACK_PREVIOUS_SECRETS: every key must be a secret of at "
                         f"least {MIN_ACK_SECRET_CHARS} characters")
-    if not settings.limits.metrics_token:
+    if not settings.metrics_token:
         problems += [f"{listener} serves /metrics off loopback: set TRIGGER_METRICS_TOKEN"
                      for listener in listeners_off_loopback(settings)]
     url = urlsplit(api.public_url)
     if is_loopback(url.hostname or ""):
-        problems.append(f"TRIGGER_PUBLIC_URL={api.public_url} is on loopback: acknowledgement "
+        problems.append(f"TRIGGER_API_PUBLIC_URL={api.public_url} is on loopback: acknowledgement "
                         "links would point at the reader's own machine")
     if url.scheme != "https":
-        problems.append("TRIGGER_PUBLIC_URL must be https:// (acknowledgement links carry "
+        problems.append("TRIGGER_API_PUBLIC_URL must be https:// (acknowledgement links carry "
                         "signed tokens)")
     return problems
 

@@ -85,10 +85,10 @@ def _sqs(settings: Settings) -> list[str]:
     except ValueError:
         port = None  # a bad port fails at connect; here only LocalStack's matters
     if is_loopback(url.hostname or "") or port == LOCALSTACK_PORT:
-        problems.append(f"TRIGGER_SQS_ENDPOINT={s.endpoint_url} is LocalStack's: set the "
+        problems.append(f"TRIGGER_SQS_ENDPOINT_URL={s.endpoint_url} is LocalStack's: set the "
                         "region's SQS endpoint (https://sqs.<region>.amazonaws.com)")
     elif url.scheme != "https":
-        problems.append(f"TRIGGER_SQS_ENDPOINT={s.endpoint_url} must be https://")
+        problems.append(f"TRIGGER_SQS_ENDPOINT_URL={s.endpoint_url} must be https://")
     if s.access_key_id == LOCALSTACK_CREDENTIAL:
         problems.append("TRIGGER_SQS_ACCESS_KEY_ID is LocalStack's 'test'")
     if s.secret_access_key == LOCALSTACK_CREDENTIAL:
@@ -107,14 +107,14 @@ def _ses(settings: Settings) -> list[str]:
     except ValueError:
         port = None
     if e.ses_endpoint_url and (is_loopback(url.hostname or "") or port == LOCALSTACK_PORT):
-        problems.append(f"TRIGGER_SES_ENDPOINT={e.ses_endpoint_url} is LocalStack's: set it "
-                        "empty (the region's SES endpoint) or to an https:// one")
+        problems.append(f"TRIGGER_EMAIL_SES_ENDPOINT_URL={e.ses_endpoint_url} is LocalStack's: "
+                        "set it empty (the region's SES endpoint) or to an https:// one")
     elif e.ses_endpoint_url and url.scheme != "https":
-        problems.append(f"TRIGGER_SES_ENDPOINT={e.ses_endpoint_url} must be https://")
+        problems.append(f"TRIGGER_EMAIL_SES_ENDPOINT_URL={e.ses_endpoint_url} must be https://")
     if e.ses_access_key_id == LOCALSTACK_CREDENTIAL:
-        problems.append("TRIGGER_SES_ACCESS_KEY_ID is LocalStack's 'test'")
+        problems.append("TRIGGER_EMAIL_SES_ACCESS_KEY_ID is LocalStack's 'test'")
     if e.ses_secret_access_key == LOCALSTACK_CREDENTIAL:
-        problems.append("TRIGGER_SES_SECRET_ACCESS_KEY is LocalStack's 'test'")
+        problems.append("TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY is LocalStack's 'test'")
     return problems
 
 
@@ -138,7 +138,7 @@ def _providers(settings: Settings) -> list[str]:
          "the development token"),
         ("TRIGGER_SMS_ACCOUNT_SID", sms.account_sid == DEV_SMS_ACCOUNT_SID,
          "Twilio's test account"),
-        ("TRIGGER_SMS_FROM", sms.from_number == DEV_SMS_FROM, "Twilio's test number"),
+        ("TRIGGER_SMS_FROM_NUMBER", sms.from_number == DEV_SMS_FROM, "Twilio's test number"),
         # A service-account file replaces the bearer: the bearer is then unused.
         ("TRIGGER_PUSH_BEARER", push.bearer == PushSettings.bearer and not push.credentials_file,
          "the development token"),
@@ -168,11 +168,11 @@ def _encryption(e: EncryptionSettings) -> list[str]:
         return []
     if e.key_file.resolve() == EncryptionSettings.key_file.resolve():
         return [f"TRIGGER_ENCRYPTION_KEY_FILE={e.key_file} is the development key file (made "
-                "by make up, beside the code): set TRIGGER_KMS_KEY_ID, or a key file of your "
-                "own (python -m trigger_service.platform.keys add)"]
+                "by make up, beside the code): set TRIGGER_ENCRYPTION_KMS_KEY_ID, or a key file "
+                "of your own (python -m trigger_service.platform.keys add)"]
     if not e.key_file.is_file():
         return [f"TRIGGER_ENCRYPTION_KEY_FILE={e.key_file}: no such file (and no "
-                "TRIGGER_KMS_KEY_ID)"]
+                "TRIGGER_ENCRYPTION_KMS_KEY_ID)"]
     return []
 
 

@@ -5,7 +5,7 @@ Twilio's REST API for SMS, FCM HTTP v1 for push, the Telegram Bot API. Part of
 
 Every setting has a development default, so pointing ``TRIGGER_SMTP_HOST``/``_PORT``,
 ``TRIGGER_SMS_BASE_URL``, ``TRIGGER_PUSH_BASE_URL`` and ``TRIGGER_TELEGRAM_BASE_URL`` at local
-simulators (or ``TRIGGER_SES_ENDPOINT`` at LocalStack, the default) is enough to deliver.
+simulators (or ``TRIGGER_EMAIL_SES_ENDPOINT_URL`` at LocalStack, the default) is enough to deliver.
 Secrets (SMTP password, SES secret key, Twilio auth token, FCM bearer, the bot token) are left
 out of ``repr`` so a logged ``Settings`` never shows them.
 """
@@ -47,7 +47,7 @@ class SmtpSettings:
 @dataclass(frozen=True)
 class EmailSettings:
     """Which transport sends email channels, and Amazon SES's connection (the From address
-    is ``TRIGGER_SMTP_FROM`` for both transports). SES defaults to LocalStack like SQS."""
+    is ``TRIGGER_SMTP_FROM_ADDRESS`` for both transports). SES defaults to LocalStack like SQS."""
 
     transport: str = "smtp"  # one of EMAIL_TRANSPORTS
     ses_endpoint_url: str = "http://127.0.0.1:4566"  # "": the region's AWS endpoint
@@ -139,7 +139,7 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_SMTP_STARTTLS", ("smtp", "starttls"), flag,
      "true: STARTTLS is required before AUTH (the server must offer it); false: used "
      "whenever the server offers it"),
-    ("TRIGGER_SMTP_FROM", ("smtp", "from_address"), _address,
+    ("TRIGGER_SMTP_FROM_ADDRESS", ("smtp", "from_address"), _address,
      "From of every email; its domain ends each Message-ID"),
     ("TRIGGER_SMTP_TIMEOUT_S", ("smtp", "timeout_s"), _seconds,
      "per SMTP command (connect, each reply)"),
@@ -151,7 +151,7 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
      "Twilio account SID (the URL's account and the basic-auth user)"),
     ("TRIGGER_SMS_AUTH_TOKEN", ("sms", "auth_token"), str,
      "Twilio auth token (basic-auth password; never logged)"),
-    ("TRIGGER_SMS_FROM", ("sms", "from_number"), str,
+    ("TRIGGER_SMS_FROM_NUMBER", ("sms", "from_number"), str,
      "sender: an E.164 number of the account"),
     ("TRIGGER_SMS_TIMEOUT_S", ("sms", "timeout_s"), _seconds, "per SMS request"),
     ("TRIGGER_PUSH_BASE_URL", ("push", "base_url"), _base_url,
@@ -165,16 +165,16 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_PUSH_TIMEOUT_S", ("push", "timeout_s"), _seconds, "per push request"),
     ("TRIGGER_EMAIL_TRANSPORT", ("email", "transport"), _transport,
      "how email channels are sent: smtp (TRIGGER_SMTP_*) or ses (Amazon SES, TRIGGER_SES_*)"),
-    ("TRIGGER_SES_ENDPOINT", ("email", "ses_endpoint_url"), _endpoint,
+    ("TRIGGER_EMAIL_SES_ENDPOINT_URL", ("email", "ses_endpoint_url"), _endpoint,
      "SES endpoint (LocalStack locally); empty: the region's AWS endpoint"),
-    ("TRIGGER_SES_REGION", ("email", "ses_region"), str, "SES region"),
-    ("TRIGGER_SES_ACCESS_KEY_ID", ("email", "ses_access_key_id"), str, "SES key id"),
-    ("TRIGGER_SES_SECRET_ACCESS_KEY", ("email", "ses_secret_access_key"), str,
+    ("TRIGGER_EMAIL_SES_REGION", ("email", "ses_region"), str, "SES region"),
+    ("TRIGGER_EMAIL_SES_ACCESS_KEY_ID", ("email", "ses_access_key_id"), str, "SES key id"),
+    ("TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY", ("email", "ses_secret_access_key"), str,
      "SES secret (never logged)"),
-    ("TRIGGER_SES_CONFIGURATION_SET", ("email", "ses_configuration_set"), str,
+    ("TRIGGER_EMAIL_SES_CONFIGURATION_SET", ("email", "ses_configuration_set"), str,
      "SES configuration set of every email; empty: none"),
-    ("TRIGGER_SES_TIMEOUT_S", ("email", "ses_timeout_s"), _seconds, "per SES request"),
-    ("TRIGGER_SES_MAX_CONNECTIONS", ("email", "ses_max_connections"), at_least_one,
+    ("TRIGGER_EMAIL_SES_TIMEOUT_S", ("email", "ses_timeout_s"), _seconds, "per SES request"),
+    ("TRIGGER_EMAIL_SES_MAX_CONNECTIONS", ("email", "ses_max_connections"), at_least_one,
      "SES requests in flight at once per dispatcher"),
     ("TRIGGER_TELEGRAM_BASE_URL", ("telegram", "base_url"), _base_url,
      "Telegram Bot API for telegram channels"),

@@ -5,7 +5,7 @@ variable name onto that field with a parser and a help line (the table of
 docs/operations/settings.md is made from the same list, and a unit test keeps them in
 step). A bad value fails at start-up with a ``ConfigError`` naming the variable. The infra
 scripts read the same names (they take the ports from ``TRIGGER_CASSANDRA_PORT``,
-``TRIGGER_SQS_ENDPOINT`` and ``TRIGGER_REDIS_URL``).
+``TRIGGER_SQS_ENDPOINT_URL`` and ``TRIGGER_REDIS_URL``).
 """
 
 from __future__ import annotations
@@ -17,13 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trigger_service.config.aliases import translate
 from trigger_service.config.encryption import ENCRYPTION_VARIABLES, EncryptionSettings
 from trigger_service.config.endpoint_health import (
     ENDPOINT_HEALTH_VARIABLES,
     EndpointHealthSettings,
 )
 from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
-from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings
+from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings, env_kind
 from trigger_service.config.parsers import int_list as _int_list
 from trigger_service.config.parsers import pos_float as _pos_float
 from trigger_service.config.parsers import pos_int as _pos_int
@@ -43,7 +44,12 @@ from trigger_service.config.stores import (
     CassandraSettings,
     RedisSettings,
 )
-from trigger_service.config.sweep import SWEEP_VARIABLES, SweepSettings
+from trigger_service.config.sweep import (
+    SWEEP_VARIABLES,
+    HealSettings,
+    ReconcileSettings,
+    SweepSettings,
+)
 from trigger_service.core.errors import ConfigError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
@@ -119,6 +125,12 @@ class Settings:
     log_level: str = "INFO"
     log_format: str = "json"
     metrics_host: str = "127.0.0.1"
+    # Kept out of repr so a logged Settings never shows it.
+    metrics_token: str = field(default="", repr=False)
+    env: str = "development"
+    # What reading the environment has to say once at start-up (deprecated names); not a
+    # variable of its own. Each process logs them (platform.process).
+    notices: tuple[str, ...] = field(default=(), compare=False)
     # prometheus_client's own PROMETHEUS_MULTIPROC_DIR (not a TRIGGER_ variable): with it the
     # API's /metrics sums every process of the host (infra/app.sh sets it).
     metrics_multiproc_dir: Path | None = None
@@ -128,6 +140,8 @@ class Settings:
     redis: RedisSettings = field(default_factory=RedisSettings)
     dispatch: DispatchSettings = field(default_factory=DispatchSettings)
     sweep: SweepSettings = field(default_factory=SweepSettings)
+    heal: HealSettings = field(default_factory=HealSettings)
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
     smtp: SmtpSettings = field(default_factory=SmtpSettings)
     sms: SmsSettings = field(default_factory=SmsSettings)
     push: PushSettings = field(default_factory=PushSettings)
@@ -137,6 +151,10 @@ class Settings:
     endpoint_health: EndpointHealthSettings = field(default_factory=EndpointHealthSettings)
     email: EmailSettings = field(default_factory=EmailSettings)
     telegram: TelegramSettings = field(default_factory=TelegramSettings)
+
+    @property
+    def production(self) -> bool:
+        return self.env == "production"
 
     @property
     def retention_s(self) -> int:
@@ -164,8 +182,10 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail."""
-        env = os.environ if env is None else env
+        """Build settings from ``env`` (default ``os.environ``); unknown TRIGGER_* fail. A
+        name of the previous release is read as its new name (``config.aliases``), with a
+        line in ``notices``."""
+        env, notices = translate(os.environ if env is None else env)
         retired = sorted(k for k in env if k in RETIRED_VARIABLES)
         if retired:
             raise ConfigError("; ".join(f"{k} is retired: {RETIRED_VARIABLES[k]}"
@@ -189,7 +209,7 @@ class Settings:
         if env.get(MULTIPROC_ENV):
             top["metrics_multiproc_dir"] = Path(env[MULTIPROC_ENV])
         sections = {name: kind(**values.get(name, {})) for name, kind in _SECTIONS.items()}
-        settings = cls(**top, **sections)
+        settings = cls(**top, **sections, notices=notices)
         settings.validate()
         return settings
 
@@ -200,9 +220,9 @@ class Settings:
         if self.shards < 1:
             raise ConfigError("TRIGGER_SHARDS must be >= 1")
         if self.dispatch.max_attempts < 1:
-            raise ConfigError("TRIGGER_MAX_ATTEMPTS must be >= 1")
+            raise ConfigError("TRIGGER_DISPATCH_MAX_ATTEMPTS must be >= 1")
         if not self.dispatch.retry_backoff_s:
-            raise ConfigError("TRIGGER_RETRY_BACKOFF_S needs at least one value")
+            raise ConfigError("TRIGGER_DISPATCH_RETRY_BACKOFF_S needs at least one value")
         sw = self.sweep
         if sw.horizon_s + 1 > self.direct_max_delay_s:
             # A SWEEP trigger (fire time > now + direct max) must land beyond what any sweeper
@@ -213,8 +233,8 @@ class Settings:
             # Each trigger must be scanned before its promotion time.
             raise ConfigError("TRIGGER_SWEEP_HORIZON_S must exceed TRIGGER_SWEEP_INTERVAL_S "
                               "by at least TRIGGER_SWEEP_PROMOTE_AHEAD_S")
-        if sw.heal_lookback_s < sw.overdue_grace_s:
-            raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_OVERDUE_GRACE_S")
+        if self.heal.lookback_s < self.heal.overdue_grace_s:
+            raise ConfigError("TRIGGER_HEAL_LOOKBACK_S must be >= TRIGGER_HEAL_OVERDUE_GRACE_S")
         self.inbox.validate(self.limits.max_connections)
         if self.redis.max_connections < 1:
             raise ConfigError("TRIGGER_REDIS_MAX_CONNECTIONS must be >= 1")
@@ -227,6 +247,7 @@ class Settings:
 _SECTIONS: dict[str, type[Any]] = {
     "api": ApiSettings, "cassandra": CassandraSettings, "sqs": SqsSettings,
     "redis": RedisSettings, "dispatch": DispatchSettings, "sweep": SweepSettings,
+    "heal": HealSettings, "reconcile": ReconcileSettings,
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
     "limits": LimitSettings, "encryption": EncryptionSettings,
     "endpoint_health": EndpointHealthSettings, "email": EmailSettings,
@@ -265,30 +286,33 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_API_PORT", ("api", "port"), _pos_int, "API listen port"),
     Variable("TRIGGER_API_WORKERS", ("api", "workers"), _pos_int,
              "API processes sharing the port (SO_REUSEPORT); 0: one per core"),
-    Variable("TRIGGER_CALLERS_FILE", ("api", "callers_file"), Path,
+    Variable("TRIGGER_API_CALLERS_FILE", ("api", "callers_file"), Path,
              "TOML file of callers (tokens, callback prefixes)"),
-    Variable("TRIGGER_PAYLOAD_MAX_BYTES", ("api", "payload_max_bytes"), _pos_int,
+    Variable("TRIGGER_API_PAYLOAD_MAX_BYTES", ("api", "payload_max_bytes"), _pos_int,
              "largest serialized payload accepted"),
-    Variable("TRIGGER_MAX_FIRE_AHEAD_DAYS", ("api", "max_fire_ahead_days"), _pos_int,
+    Variable("TRIGGER_API_MAX_FIRE_AHEAD_DAYS", ("api", "max_fire_ahead_days"), _pos_int,
              "furthest fire time accepted, in days from now; a recurring rule's next "
              "occurrence is looked for this far after the previous one"),
-    Variable("TRIGGER_MIN_RECURRENCE_INTERVAL_S", ("api", "min_recurrence_interval_s"),
+    Variable("TRIGGER_API_MIN_RECURRENCE_INTERVAL_S", ("api", "min_recurrence_interval_s"),
              _pos_int, "a rule whose occurrences come closer than this is refused"),
-    Variable("TRIGGER_MAX_JITTER_S", ("api", "max_jitter_s"), _pos_int,
+    Variable("TRIGGER_API_MAX_JITTER_S", ("api", "max_jitter_s"), _pos_int,
              "largest jitterSeconds accepted (each occurrence fires up to this late, on "
              "purpose); 0 refuses any jitter"),
-    Variable("TRIGGER_CATCH_UP_TOLERANCE_S", ("api", "catch_up_tolerance_s"), _pos_int,
+    Variable("TRIGGER_API_CATCH_UP_TOLERANCE_S", ("api", "catch_up_tolerance_s"), _pos_int,
              "how late a series' occurrence may be and still fire on time: later, it is "
              "missed, and fires or not by the series' catch-up policy"),
-    Variable("TRIGGER_PUBLIC_URL", ("api", "public_url"), str,
+    Variable("TRIGGER_API_PUBLIC_URL", ("api", "public_url"), str,
              "the API's address as people reach it: acknowledgement links start with it"),
-    Variable("TRIGGER_ACK_SECRET", ("api", "ack_secret"), str,
+    Variable("TRIGGER_API_ACK_SECRET", ("api", "ack_secret"), str,
              "HMAC key of the acknowledgement links (set your own in production)"),
-    Variable("TRIGGER_ACK_PREVIOUS_SECRETS", ("api", "ack_previous_secrets"), _str_list,
+    Variable("TRIGGER_API_ACK_PREVIOUS_SECRETS", ("api", "ack_previous_secrets"), _str_list,
              "comma list of earlier acknowledgement link keys: their links still verify, "
              "none is signed with them (keep one until its last link expired)"),
-    Variable("TRIGGER_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
+    Variable("TRIGGER_API_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
              "how long an acknowledgement link works after its occurrence's fire time"),
+    Variable("TRIGGER_ENV", ("", "env"), env_kind,
+             "development or production: production (and any listener off loopback, whatever this "
+             "says) refuses to start with development credentials (docs/operations/production.md)"),
     Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,
              "bucket sub-shards per minute (stable hash of the id modulo this)"),
     Variable("TRIGGER_RETENTION_DAYS", ("", "retention_days"), _pos_int,
@@ -303,20 +327,21 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in CASSANDRA_VARIABLES),
     *(Variable(*row) for row in SQS_VARIABLES),
     *(Variable(*row) for row in REDIS_VARIABLES),
-    Variable("TRIGGER_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
+    Variable("TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
              "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
-    Variable("TRIGGER_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
+    Variable("TRIGGER_DISPATCH_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
              "a received message stays hidden for the callback timeout plus this; after that a "
              "crashed dispatcher's message reappears"),
-    Variable("TRIGGER_RETRY_AFTER_MAX_S", ("dispatch", "retry_after_max_s"), _pos_int,
+    Variable("TRIGGER_DISPATCH_RETRY_AFTER_MAX_S", ("dispatch", "retry_after_max_s"), _pos_int,
              "a receiver's Retry-After (429/503) delays the next attempt by at most this"),
-    Variable("TRIGGER_SECRET_ROTATION_OVERLAP_S", ("dispatch", "secret_rotation_overlap_s"),
-             _pos_int, "after a rotation the previous signing secret still signs this long"),
-    Variable("TRIGGER_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
+    Variable("TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S",
+             ("dispatch", "secret_rotation_overlap_s"), _pos_int,
+             "after a rotation the previous signing secret still signs this long"),
+    Variable("TRIGGER_DISPATCH_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
              "delay before attempt 2, 3, ...; the last value repeats"),
-    Variable("TRIGGER_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,
+    Variable("TRIGGER_DISPATCH_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,
              "attempts before FAILED and the DLQ"),
-    Variable("TRIGGER_DISPATCHERS", ("dispatch", "processes"), _pos_int,
+    Variable("TRIGGER_DISPATCH_PROCESSES", ("dispatch", "processes"), _pos_int,
              "dispatcher processes `make up` starts"),
     Variable("TRIGGER_DISPATCH_RECEIVERS", ("dispatch", "receivers"), _pos_int,
              "the most concurrent SQS long-polls per dispatcher process (one runs always "
@@ -324,29 +349,33 @@ VARIABLES: tuple[Variable, ...] = (
              "back full)"),
     Variable("TRIGGER_DISPATCH_MAX_INFLIGHT", ("dispatch", "max_inflight"), _pos_int,
              "messages a dispatcher holds or delivers at once"),
-    Variable("TRIGGER_DISPATCH_WAIT_S", ("dispatch", "wait_time_s"), _pos_int,
+    Variable("TRIGGER_DISPATCH_WAIT_TIME_S", ("dispatch", "wait_time_s"), _pos_int,
              "SQS long-poll wait"),
-    Variable("TRIGGER_CLAIM_LEAD_MS", ("dispatch", "claim_lead_ms"), _pos_int,
+    Variable("TRIGGER_DISPATCH_CLAIM_LEAD_MS", ("dispatch", "claim_lead_ms"), _pos_int,
              "a lone trigger's claim LWT (PENDING→IN_FLIGHT) runs this long before its fire "
              "time"),
-    Variable("TRIGGER_CLAIM_LEAD_MAX_MS", ("dispatch", "claim_lead_max_ms"), _pos_int,
+    Variable("TRIGGER_DISPATCH_CLAIM_LEAD_MAX_MS", ("dispatch", "claim_lead_max_ms"), _pos_int,
              "with a backlog of held triggers claims start earlier, by the measured cost of "
              "each claim ahead, up to this long before the fire time"),
-    Variable("TRIGGER_CLAIM_CONCURRENCY", ("dispatch", "claim_concurrency"), _pos_int,
+    Variable("TRIGGER_DISPATCH_CLAIM_CONCURRENCY", ("dispatch", "claim_concurrency"), _pos_int,
              "claim LWTs one dispatcher keeps in flight at once"),
-    Variable("TRIGGER_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"), _pos_int,
+    Variable("TRIGGER_DISPATCH_DEFAULT_MAX_CONCURRENCY", ("dispatch", "default_max_concurrency"),
+             _pos_int,
              "bulkhead size for a caller that does not set max_concurrency"),
-    Variable("TRIGGER_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,
+    Variable("TRIGGER_DISPATCH_BREAKER_FAIL_MAX", ("dispatch", "breaker_fail_max"), _pos_int,
              "consecutive failures (5xx, 429, timeouts, refused connections) that open a "
              "callback origin's circuit"),
-    Variable("TRIGGER_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
+    Variable("TRIGGER_DISPATCH_BREAKER_RESET_S", ("dispatch", "breaker_reset_s"), _pos_float,
              "how long an open circuit stays open before one trial call"),
-    Variable("TRIGGER_BREAKER_MAX_ORIGINS", ("dispatch", "breaker_max_origins"), _pos_int,
+    Variable("TRIGGER_DISPATCH_BREAKER_MAX_ORIGINS", ("dispatch", "breaker_max_origins"), _pos_int,
              "circuits (one per callback origin) a dispatcher keeps per caller; a new origin "
              "over it drops the caller's least recently used closed one"),
     Variable("TRIGGER_METRICS_HOST", ("", "metrics_host"), str,
              "listen address of the dispatcher's and sweeper's /metrics ports"),
-    Variable("TRIGGER_DISPATCHER_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,
+    Variable("TRIGGER_METRICS_TOKEN", ("", "metrics_token"), str,
+             "when set, the API's /metrics needs Authorization: Bearer <it> (and so do the "
+             "dispatchers' and sweepers' /metrics ports)"),
+    Variable("TRIGGER_DISPATCH_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,
              "a dispatcher's own /metrics port, 0 = none (infra/app.sh gives its Nth "
              "dispatcher this + N - 1)"),
     *(Variable(*row) for row in SWEEP_VARIABLES),

@@ -45,7 +45,7 @@ class SqsSettings:
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
-    ("TRIGGER_SQS_ENDPOINT", ("sqs", "endpoint_url"), str,
+    ("TRIGGER_SQS_ENDPOINT_URL", ("sqs", "endpoint_url"), str,
              "SQS endpoint (LocalStack locally)"),
     ("TRIGGER_SQS_REGION", ("sqs", "region"), str, "SQS region"),
     ("TRIGGER_SQS_ACCESS_KEY_ID", ("sqs", "access_key_id"), str, "SQS key id"),
@@ -55,7 +55,7 @@ SQS_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_SQS_REDRIVE_QUEUE", ("sqs", "redrive_queue"), str,
              "where SQS's redrive policy moves a poison message; the reconciler marks its "
              "trigger FAILED and dead-letters it"),
-    ("TRIGGER_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
+    ("TRIGGER_SQS_ENQUEUE_LEAD_S", ("sqs", "enqueue_lead_s"), _pos_int,
              "messages are made visible this many seconds before the fire time; the dispatcher "
              "holds them to the millisecond"),
     ("TRIGGER_SQS_MAX_RECEIVE_COUNT", ("sqs", "max_receive_count"), _pos_int,

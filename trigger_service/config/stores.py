@@ -62,7 +62,7 @@ CASSANDRA_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_CASSANDRA_LOCAL_DC", ("cassandra", "local_dc"), str,
      "this process's data centre: token- and DC-aware routing, LOCAL_QUORUM and "
      "LOCAL_SERIAL there"),
-    ("TRIGGER_CASSANDRA_TIMEOUT_S", ("cassandra", "request_timeout_s"), pos_float,
+    ("TRIGGER_CASSANDRA_REQUEST_TIMEOUT_S", ("cassandra", "request_timeout_s"), pos_float,
      "per-request timeout"),
     ("TRIGGER_CASSANDRA_FETCH_SIZE", ("cassandra", "fetch_size"), pos_int,
      "rows per page of a read (every read pages to its end; big sets are processed "

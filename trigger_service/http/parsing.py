@@ -37,7 +37,7 @@ __all__ = ["parse_json_body", "parse_optional_json_body"]  # routes parse bodies
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
                             *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS,
                             "flowControl"})
-JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_MAX_JITTER_S) is checked later
+JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_API_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 _SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
 MAX_IDEMPOTENCY_KEY_LEN = 255

@@ -1,18 +1,18 @@
 """The API's listening side: aiohttp's HTTP server with deadlines for slow clients, a cap on
 open connections, and its own error answers in the API's JSON shape.
 
-- **Request head deadline** (``TRIGGER_HEADER_TIMEOUT_S``): a new connection that has not
+- **Request head deadline** (``TRIGGER_LIMITS_HEADER_TIMEOUT_S``): a new connection that has not
   sent a whole request line and headers within it gets ``408 request_timeout`` and is closed
   (a slowloris client holds a connection for this long at most). On a kept-alive connection
   the keep-alive timeout bounds the wait for the next request, partial head included
   (aiohttp closes a connection still waiting for a whole request when it runs out).
 - **Body deadline**: ``http.guards.body_deadline_middleware`` (then at most ``LINGER_S``
   more to drain what is left before the connection closes).
-- **Idle keep-alive** (``TRIGGER_KEEPALIVE_TIMEOUT_S``, at most 75 s): aiohttp's own.
-- **Connection cap** (``TRIGGER_MAX_CONNECTIONS``): one connection over it is answered
+- **Idle keep-alive** (``TRIGGER_LIMITS_KEEPALIVE_TIMEOUT_S``, at most 75 s): aiohttp's own.
+- **Connection cap** (``TRIGGER_LIMITS_MAX_CONNECTIONS``): one connection over it is answered
   ``503 too_many_connections`` at once and closed, without reading it; the kernel's listen
   backlog (1024) holds connections that arrive faster than they are accepted.
-- **Head sizes** (``TRIGGER_MAX_LINE_BYTES``, ``_FIELD_BYTES``, ``_HEADERS``): aiohttp's
+- **Head sizes** (``TRIGGER_LIMITS_MAX_LINE_BYTES``, ``_FIELD_BYTES``, ``_HEADERS``): aiohttp's
   parser limits; over them the answer is ``431 headers_too_large`` (a line or a value) or
   ``400 invalid_request`` (too many headers, or anything else malformed), as JSON.
 """

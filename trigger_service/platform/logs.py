@@ -65,3 +65,10 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=True,
     )
+
+
+def log_notices(name: str, notices: tuple[str, ...]) -> None:
+    """One ``setting_deprecated`` warning per old setting name the environment used."""
+    log = structlog.get_logger(name)
+    for notice in notices:
+        log.warning("setting_deprecated", detail=notice)

@@ -86,7 +86,7 @@ SERIES: dict[str, Series] = {
     "flow_control_deferrals_total": Series(
         "counter", "messages hidden on SQS until a flow-control slot far ahead"),
     "breakers_evicted_total": Series("counter", "idle circuits dropped for a caller's new "
-                                     "origin (TRIGGER_BREAKER_MAX_ORIGINS)"),
+                                     "origin (TRIGGER_DISPATCH_BREAKER_MAX_ORIGINS)"),
     "queue_depth": Series("gauge", "approximate visible messages (main, dead_letter)",
                           ("queue",), mode="mostrecent"),
     "sweeper_shards_owned": Series("gauge", "shard leases a sweeper holds", ("sweeper",)),

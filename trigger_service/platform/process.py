@@ -26,7 +26,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError, ConfigError, TriggerError
 from trigger_service.platform.counters import CounterFlusher
 from trigger_service.platform.heap import settle_heap
-from trigger_service.platform.logs import configure_logging
+from trigger_service.platform.logs import configure_logging, log_notices
 from trigger_service.platform.metrics import CONTENT_TYPE, metrics_authorized
 from trigger_service.platform.supervisor import Runner, every, supervise
 from trigger_service.platform.wiring import Runtime
@@ -115,7 +115,7 @@ def metrics_server(runtime: Runtime, port: int) -> Runner:
 
     async def page(request: web.Request) -> web.Response:
         if not metrics_authorized(request.headers.get("Authorization", ""),
-                                  runtime.settings.limits.metrics_token):
+                                  runtime.settings.metrics_token):
             return web.json_response({"error": "unauthorized",
                                       "message": "missing or wrong metrics token"}, status=401)
         return web.Response(body=runtime.metrics.exposition(),
@@ -153,11 +153,12 @@ def run_process(name: str, serve: Callable[[Settings], Coroutine[Any, Any, int]]
     """Build the settings, configure logging, run ``serve`` and exit with its code."""
     try:
         settings = Settings.from_env()
+        configure_logging(settings.log_level, settings.log_format)
+        log_notices(name, settings.notices)  # before the check, which may refuse to start
         check_production(settings)
     except TriggerError as e:
         print(f"{name}: {e}", file=sys.stderr)
         sys.exit(2)
-    configure_logging(settings.log_level, settings.log_format)
     try:
         sys.exit(uvloop.run(serve(settings)))
     except TriggerError as e:

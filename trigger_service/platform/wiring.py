@@ -143,7 +143,7 @@ class Runtime:
         # One KMS call at most (this process's data key), before anything is connected.
         cipher = await open_cipher(settings.encryption, settings.sqs)
         store = await CassandraStore.connect(
-            settings.cassandra, cipher, seal_payloads=settings.encryption.encrypt_payloads)
+            settings.cassandra, cipher, seal_payloads=settings.encryption.payloads)
         try:
             queue = await SqsQueue.connect(
                 settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,

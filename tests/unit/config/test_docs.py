@@ -4,8 +4,10 @@ tests fail when a page and the code disagree)."""
 
 from __future__ import annotations
 
-from trigger_service.config.production_needs import production_table
+from trigger_service.config.aliases import renamed_table
+from trigger_service.config.production_needs import PRODUCTION_NEEDS, production_table
 from trigger_service.config.settings import REPO_ROOT, VARIABLES, markdown_table
+from trigger_service.config.tuning import tuning_table
 
 DOCS = REPO_ROOT / "docs"
 
@@ -15,6 +17,15 @@ def test_settings_page_holds_the_generated_table_of_every_setting() -> None:
     assert markdown_table() in page
     for v in VARIABLES:
         assert f"| `{v.name}` | `{v.default}` |" in page, v.name
+
+
+def test_settings_page_holds_the_tuning_table_by_process_and_the_renamed_names() -> None:
+    page = (DOCS / "operations" / "settings.md").read_text()
+    assert tuning_table() in page and renamed_table() in page
+    tuning = tuning_table()
+    must = {name for name, _ in PRODUCTION_NEEDS}
+    for v in VARIABLES:  # every setting is in exactly one of the two tables
+        assert (f"| `{v.name}` |" in tuning) != (v.name in must), v.name
 
 
 def test_production_page_holds_the_generated_production_table() -> None:

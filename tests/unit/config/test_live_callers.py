@@ -50,7 +50,7 @@ def test_a_missing_file_on_reload_keeps_the_callers_in_use(tmp_path: Path) -> No
     path = write(tmp_path / "callers.toml", "tok")
     live = LiveCallers.load(path)
     path.unlink()
-    with pytest.raises(ConfigError, match="TRIGGER_CALLERS_FILE"):
+    with pytest.raises(ConfigError, match="TRIGGER_API_CALLERS_FILE"):
         live.reload()
     assert live.principal("tok") is not None
 

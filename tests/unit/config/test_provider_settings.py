@@ -18,7 +18,7 @@ def test_provider_variables_are_read() -> None:
     s = Settings.from_env({
         "TRIGGER_SMTP_HOST": "smtp.example.com", "TRIGGER_SMTP_PORT": "587",
         "TRIGGER_SMTP_USER": "u", "TRIGGER_SMTP_PASSWORD": "p", "TRIGGER_SMTP_STARTTLS": "true",
-        "TRIGGER_SMTP_FROM": "Reminders <r@example.com>",
+        "TRIGGER_SMTP_FROM_ADDRESS": "Reminders <r@example.com>",
         "TRIGGER_SMS_BASE_URL": "http://127.0.0.1:9101/", "TRIGGER_SMS_AUTH_TOKEN": "tok",
         "TRIGGER_PUSH_PROJECT": "p1", "TRIGGER_PUSH_BEARER": "ya29.x"})
     assert s.smtp.port == 587 and s.smtp.starttls and s.smtp.from_address.endswith(">")
@@ -35,7 +35,7 @@ def test_secrets_never_appear_in_the_settings_repr() -> None:
 
 @pytest.mark.parametrize("name, value", [
     ("TRIGGER_SMTP_PORT", "70000"), ("TRIGGER_SMTP_STARTTLS", "maybe"),
-    ("TRIGGER_SMTP_FROM", "nobody"), ("TRIGGER_SMS_BASE_URL", "api.twilio.com"),
+    ("TRIGGER_SMTP_FROM_ADDRESS", "nobody"), ("TRIGGER_SMS_BASE_URL", "api.twilio.com"),
     ("TRIGGER_PUSH_TIMEOUT_S", "0"), ("TRIGGER_SMTP_MAX_CONNECTIONS", "0"),
     ("TRIGGER_PUSH_CREDENTIALS_FILE", "/etc/sa.json"),
 ])

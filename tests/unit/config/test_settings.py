@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from trigger_service.config.aliases import RENAMED
 from trigger_service.config.settings import VARIABLES, Settings
 from trigger_service.core.errors import ConfigError
 
@@ -12,7 +13,7 @@ def test_settings_defaults_and_errors() -> None:
     assert s.dispatch.max_attempts == 6 and s.direct_max_delay_s == 900
     assert s.dispatch.visibility_timeout_s > s.dispatch.callback_timeout_s
     for env in ({"TRIGGER_SHARDS": "x"}, {"TRIGGER_DIRECT_MAX_DELAY_S": "901"},
-                {"TRIGGER_NOPE": "1"}, {"TRIGGER_RETRY_BACKOFF_S": "1,-2"},
+                {"TRIGGER_NOPE": "1"}, {"TRIGGER_DISPATCH_RETRY_BACKOFF_S": "1,-2"},
                 {"TRIGGER_LOG_FORMAT": "xml"}):
         with pytest.raises(ConfigError) as e:
             Settings.from_env(env)
@@ -62,7 +63,7 @@ def test_stream_caps_stay_well_below_the_connection_cap() -> None:
     assert d.inbox.max_streams * 2 <= d.limits.max_connections
     for env, named in (
             ({"TRIGGER_INBOX_MAX_STREAMS": "1001"}, "TRIGGER_INBOX_MAX_STREAMS"),
-            ({"TRIGGER_MAX_CONNECTIONS": "100"}, "TRIGGER_INBOX_MAX_STREAMS"),
+            ({"TRIGGER_LIMITS_MAX_CONNECTIONS": "100"}, "TRIGGER_INBOX_MAX_STREAMS"),
             ({"TRIGGER_INBOX_MAX_STREAMS": "10"}, "TRIGGER_INBOX_MAX_STREAMS_PER_CALLER"),
             ({"TRIGGER_INBOX_MAX_STREAMS": "0"}, "TRIGGER_INBOX_MAX_STREAMS"),
             ({"TRIGGER_INBOX_STREAM_MAX_LIFETIME_S": "0"},
@@ -79,3 +80,32 @@ def test_triggerctls_variables_are_not_unknown_settings_but_a_typo_is() -> None:
     assert Settings.from_env(env).api.port == Settings().api.port
     with pytest.raises(ConfigError, match="TRIGGER_API_PROT"):
         Settings.from_env({"TRIGGER_API_PROT": "1"})
+
+
+def test_every_name_is_trigger_section_field() -> None:
+    # The top level (no section) is the few settings every process shares.
+    for v in VARIABLES:
+        section, attr = v.target
+        assert v.name == "TRIGGER_" + "_".join(x.upper() for x in (section, attr) if x), v.name
+
+
+def test_an_old_name_still_works_once_with_a_notice_and_the_new_name_wins() -> None:
+    s = Settings.from_env({"TRIGGER_CALLBACK_TIMEOUT_S": "4", "TRIGGER_DISPATCHERS": "3"})
+    assert s.dispatch.callback_timeout_s == 4 and s.dispatch.processes == 3
+    assert len(s.notices) == 2
+    assert "TRIGGER_CALLBACK_TIMEOUT_S is deprecated" in s.notices[0]
+    assert "TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S" in s.notices[0]
+    both = Settings.from_env({"TRIGGER_MAX_ATTEMPTS": "2", "TRIGGER_DISPATCH_MAX_ATTEMPTS": "4"})
+    assert both.dispatch.max_attempts == 4
+    assert both.notices == ("TRIGGER_MAX_ATTEMPTS is deprecated and ignored: "
+                            "TRIGGER_DISPATCH_MAX_ATTEMPTS is set too",)
+    assert Settings.from_env({}).notices == ()
+    # An old name's bad value is named by the new name it stands for.
+    with pytest.raises(ConfigError, match="TRIGGER_DISPATCH_MAX_ATTEMPTS"):
+        Settings.from_env({"TRIGGER_MAX_ATTEMPTS": "x"})
+
+
+def test_every_old_name_maps_onto_a_setting_and_none_is_still_in_use() -> None:
+    names = {v.name for v in VARIABLES}
+    assert set(RENAMED.values()) <= names
+    assert not set(RENAMED) & names

@@ -35,7 +35,7 @@ async def test_410_gone_dead_letters_at_once(env: Env) -> None:
 @pytest.mark.parametrize(("retry_after_s", "backoff_s", "expected_s"), [
     (4, 1, 4),  # the receiver's wait wins over a shorter backoff
     (0.2, 1, 1),  # never sooner than the backoff
-    (10_000, 1, 3600),  # capped by TRIGGER_RETRY_AFTER_MAX_S
+    (10_000, 1, 3600),  # capped by TRIGGER_DISPATCH_RETRY_AFTER_MAX_S
     (None, 7, 7),
 ])
 async def test_retry_after_sets_the_next_attempt(env: Env, retry_after_s: float | None,

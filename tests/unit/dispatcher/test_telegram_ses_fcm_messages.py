@@ -179,15 +179,15 @@ async def test_both_email_notifiers_refuse_a_message_they_cannot_make_for_good()
 # --- settings --------------------------------------------------------------------------------
 def test_the_email_transport_chooses_the_email_notifier() -> None:
     ses = Settings.from_env({"TRIGGER_EMAIL_TRANSPORT": "ses",
-                             "TRIGGER_SES_ENDPOINT": "http://127.0.0.1:4599/",
-                             "TRIGGER_SES_SECRET_ACCESS_KEY": "hidden-secret"})
+                             "TRIGGER_EMAIL_SES_ENDPOINT_URL": "http://127.0.0.1:4599/",
+                             "TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY": "hidden-secret"})
     assert ses.email.ses_endpoint_url == "http://127.0.0.1:4599"
     assert "hidden-secret" not in repr(ses)
     router = NotifierRouter.from_settings(ses)
     assert isinstance(router._by_type[ChannelType.EMAIL], SesEmailNotifier)
     with pytest.raises(ConfigError, match="TRIGGER_EMAIL_TRANSPORT"):
         Settings.from_env({"TRIGGER_EMAIL_TRANSPORT": "sendmail"})
-    assert Settings.from_env({"TRIGGER_SES_ENDPOINT": ""}).email.ses_endpoint_url == ""
+    assert Settings.from_env({"TRIGGER_EMAIL_SES_ENDPOINT_URL": ""}).email.ses_endpoint_url == ""
 
 
 def test_a_missing_service_account_file_stops_start_up() -> None:

@@ -73,7 +73,7 @@ async def test_the_window_is_bounded_by_the_setting_and_shaped(api: Api) -> None
         assert (await assert_error(resp, 400, "invalid_request"))["field"] == "jitterSeconds"
     _, _, resp = await api.post({"callbackUrl": CALLBACK, "delaySeconds": 60,
                                  "jitterSeconds": 3601})
-    assert "0 to 3600 (TRIGGER_MAX_JITTER_S)" in (await resp.json())["message"]
+    assert "0 to 3600 (TRIGGER_API_MAX_JITTER_S)" in (await resp.json())["message"]
     status, _, _ = await api.post({"callbackUrl": CALLBACK, "delaySeconds": 60,
                                    "jitterSeconds": 3600})
     assert status == 201

@@ -113,7 +113,7 @@ async def test_refusals_name_when_or_time_zone(api: Api) -> None:
         ({"when": "every day at 9am", "rrule": "FREQ=DAILY", "timeZone": NY}, "when", "not both"),
         ({"when": "tomorrow 9am"}, "timeZone", "required"),
         ({"when": "yesterday", "timeZone": NY}, "when", "2023-11-13T22:13:20.000Z"),
-        ({"when": "every 30 seconds"}, "when", "TRIGGER_MIN_RECURRENCE_INTERVAL_S"),
+        ({"when": "every 30 seconds"}, "when", "TRIGGER_API_MIN_RECURRENCE_INTERVAL_S"),
         ({"when": "december 25 2040 at 9am", "timeZone": NY}, "when", "days ahead"),
         ({"when": "whenever you like", "timeZone": NY}, "when", "cannot read"),
         ({"when": 42}, "when", "phrase"),

@@ -30,16 +30,17 @@ def prod_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")  # only its existence is checked
     return {
-        "TRIGGER_ENV": "production", "TRIGGER_CALLERS_FILE": str(callers_file(tmp_path)),
-        "TRIGGER_ACK_SECRET": "s" * 40, "TRIGGER_PUBLIC_URL": "https://reminders.example.com",
+        "TRIGGER_ENV": "production", "TRIGGER_API_CALLERS_FILE": str(callers_file(tmp_path)),
+        "TRIGGER_API_ACK_SECRET": "s" * 40, "TRIGGER_API_PUBLIC_URL": "https://reminders.example.com",
         "TRIGGER_CASSANDRA_REPLICATION_FACTOR": "3", "TRIGGER_CASSANDRA_USERNAME": "trigger",
         "TRIGGER_CASSANDRA_PASSWORD": "p" * 24, "TRIGGER_CASSANDRA_TLS_CA_FILE": str(ca),
-        "TRIGGER_SQS_ENDPOINT": "https://sqs.eu-west-1.amazonaws.com",
+        "TRIGGER_SQS_ENDPOINT_URL": "https://sqs.eu-west-1.amazonaws.com",
         "TRIGGER_SQS_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE",
         "TRIGGER_SQS_SECRET_ACCESS_KEY": "x" * 40,
         "TRIGGER_REDIS_URL": "rediss://trigger:redispass@redis.internal:6380/0",
         "TRIGGER_SMS_ACCOUNT_SID": "AC" + "1" * 32, "TRIGGER_SMS_AUTH_TOKEN": "t" * 32,
-        "TRIGGER_SMS_FROM": "+447700900123", "TRIGGER_PUSH_PROJECT": "reminders-prod",
-        "TRIGGER_PUSH_BEARER": "ya29." + "b" * 40, "TRIGGER_KMS_KEY_ID": "alias/reminders",
+        "TRIGGER_SMS_FROM_NUMBER": "+447700900123", "TRIGGER_PUSH_PROJECT": "reminders-prod",
+        "TRIGGER_PUSH_BEARER": "ya29." + "b" * 40,
+        "TRIGGER_ENCRYPTION_KMS_KEY_ID": "alias/reminders",
         **extra,
     }

@@ -206,8 +206,7 @@ async def test_metrics_need_the_token_when_one_is_set(api: Api) -> None:
     assert (await api.client.get("/metrics")).status == 200  # none set: open (loopback)
     assert api.client.app is not None
     runtime = api.client.app[RUNTIME_KEY]
-    limits = replace(runtime.settings.limits, metrics_token="m-token")
-    runtime.settings = replace(runtime.settings, limits=limits)
+    runtime.settings = replace(runtime.settings, metrics_token="m-token")
     await error_of(await api.client.get("/metrics"), 401, "unauthorized")
     bad = {"Authorization": "Bearer wrong"}
     await error_of(await api.client.get("/metrics", headers=bad), 401, "unauthorized")

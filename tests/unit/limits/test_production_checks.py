@@ -22,28 +22,29 @@ from trigger_service.core.errors import ConfigError
 
 DEV_KEY_FILE = EncryptionSettings.key_file
 # Email through SES with AWS's own endpoint and real credentials (the problems below change one).
-SES_FIT = {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_SES_ENDPOINT": "",
-           "TRIGGER_SES_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE",
-           "TRIGGER_SES_SECRET_ACCESS_KEY": "x" * 40}
+SES_FIT = {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_EMAIL_SES_ENDPOINT_URL": "",
+           "TRIGGER_EMAIL_SES_ACCESS_KEY_ID": "AKIAEXAMPLEEXAMPLE",
+           "TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY": "x" * 40}
 # (the variables changed from a fit production configuration, the variable every problem
 # found must name)
 PROBLEMS: list[tuple[dict[str, str], str]] = [
-    ({"TRIGGER_CALLERS_FILE": str(DEV_CALLERS_FILE)}, "TRIGGER_CALLERS_FILE"),
-    ({"TRIGGER_ACK_SECRET": "short"}, "TRIGGER_ACK_SECRET"),
+    ({"TRIGGER_API_CALLERS_FILE": str(DEV_CALLERS_FILE)}, "TRIGGER_API_CALLERS_FILE"),
+    ({"TRIGGER_API_ACK_SECRET": "short"}, "TRIGGER_API_ACK_SECRET"),
     ({"TRIGGER_API_HOST": "0.0.0.0"}, "TRIGGER_METRICS_TOKEN"),
-    ({"TRIGGER_PUBLIC_URL": "https://localhost:8080"}, "TRIGGER_PUBLIC_URL"),
-    ({"TRIGGER_PUBLIC_URL": "https://127.0.0.1"}, "TRIGGER_PUBLIC_URL"),
-    ({"TRIGGER_PUBLIC_URL": "http://reminders.example.com"}, "TRIGGER_PUBLIC_URL"),
+    ({"TRIGGER_API_PUBLIC_URL": "https://localhost:8080"}, "TRIGGER_API_PUBLIC_URL"),
+    ({"TRIGGER_API_PUBLIC_URL": "https://127.0.0.1"}, "TRIGGER_API_PUBLIC_URL"),
+    ({"TRIGGER_API_PUBLIC_URL": "http://reminders.example.com"}, "TRIGGER_API_PUBLIC_URL"),
     ({"TRIGGER_CASSANDRA_REPLICATION_FACTOR": "1"}, "TRIGGER_CASSANDRA_REPLICATION_FACTOR"),
     ({"TRIGGER_CASSANDRA_REPLICATION_FACTOR": "2"}, "TRIGGER_CASSANDRA_REPLICATION_FACTOR"),
     ({"TRIGGER_CASSANDRA_USERNAME": ""}, "TRIGGER_CASSANDRA_USERNAME"),
     ({"TRIGGER_CASSANDRA_PASSWORD": ""}, "TRIGGER_CASSANDRA_PASSWORD"),
     ({"TRIGGER_CASSANDRA_TLS_CA_FILE": ""}, "TRIGGER_CASSANDRA_TLS_CA_FILE"),
     ({"TRIGGER_CASSANDRA_TLS_CA_FILE": "/nonexistent/ca.pem"}, "TRIGGER_CASSANDRA_TLS_CA_FILE"),
-    ({"TRIGGER_SQS_ENDPOINT": "http://127.0.0.1:4566"}, "TRIGGER_SQS_ENDPOINT"),
-    ({"TRIGGER_SQS_ENDPOINT": "https://localhost:9324"}, "TRIGGER_SQS_ENDPOINT"),
-    ({"TRIGGER_SQS_ENDPOINT": "https://localstack.internal:4566"}, "TRIGGER_SQS_ENDPOINT"),
-    ({"TRIGGER_SQS_ENDPOINT": "http://sqs.eu-west-1.amazonaws.com"}, "TRIGGER_SQS_ENDPOINT"),
+    ({"TRIGGER_SQS_ENDPOINT_URL": "http://127.0.0.1:4566"}, "TRIGGER_SQS_ENDPOINT_URL"),
+    ({"TRIGGER_SQS_ENDPOINT_URL": "https://localhost:9324"}, "TRIGGER_SQS_ENDPOINT_URL"),
+    ({"TRIGGER_SQS_ENDPOINT_URL": "https://localstack.internal:4566"}, "TRIGGER_SQS_ENDPOINT_URL"),
+    ({"TRIGGER_SQS_ENDPOINT_URL": "http://sqs.eu-west-1.amazonaws.com"},
+     "TRIGGER_SQS_ENDPOINT_URL"),
     ({"TRIGGER_SQS_ACCESS_KEY_ID": "test"}, "TRIGGER_SQS_ACCESS_KEY_ID"),
     ({"TRIGGER_SQS_SECRET_ACCESS_KEY": "test"}, "TRIGGER_SQS_SECRET_ACCESS_KEY"),
     ({"TRIGGER_REDIS_URL": "rediss://redis.internal:6380/0"}, "TRIGGER_REDIS_URL"),
@@ -53,22 +54,25 @@ PROBLEMS: list[tuple[dict[str, str], str]] = [
     ({"TRIGGER_SMTP_USER": "mailer", "TRIGGER_SMTP_PASSWORD": "pw"}, "TRIGGER_SMTP_STARTTLS"),
     ({"TRIGGER_SMS_ACCOUNT_SID": "AC" + "0" * 32}, "TRIGGER_SMS_ACCOUNT_SID"),
     ({"TRIGGER_SMS_AUTH_TOKEN": "dev-sms-token"}, "TRIGGER_SMS_AUTH_TOKEN"),
-    ({"TRIGGER_SMS_FROM": "+15005550006"}, "TRIGGER_SMS_FROM"),
+    ({"TRIGGER_SMS_FROM_NUMBER": "+15005550006"}, "TRIGGER_SMS_FROM_NUMBER"),
     ({"TRIGGER_SMS_BASE_URL": "http://sms.internal"}, "TRIGGER_SMS_BASE_URL"),
     ({"TRIGGER_PUSH_PROJECT": "trigger-dev"}, "TRIGGER_PUSH_PROJECT"),
     ({"TRIGGER_PUSH_BEARER": "dev-push-token"}, "TRIGGER_PUSH_BEARER"),
     ({"TRIGGER_PUSH_BASE_URL": "http://fcm.internal"}, "TRIGGER_PUSH_BASE_URL"),
-    ({**SES_FIT, "TRIGGER_SES_ENDPOINT": "http://127.0.0.1:4566"}, "TRIGGER_SES_ENDPOINT"),
-    ({**SES_FIT, "TRIGGER_SES_ENDPOINT": "http://ses.internal"}, "TRIGGER_SES_ENDPOINT"),
-    ({**SES_FIT, "TRIGGER_SES_ACCESS_KEY_ID": "test"}, "TRIGGER_SES_ACCESS_KEY_ID"),
-    ({**SES_FIT, "TRIGGER_SES_SECRET_ACCESS_KEY": "test"}, "TRIGGER_SES_SECRET_ACCESS_KEY"),
+    ({**SES_FIT, "TRIGGER_EMAIL_SES_ENDPOINT_URL": "http://127.0.0.1:4566"},
+     "TRIGGER_EMAIL_SES_ENDPOINT_URL"),
+    ({**SES_FIT, "TRIGGER_EMAIL_SES_ENDPOINT_URL": "http://ses.internal"},
+     "TRIGGER_EMAIL_SES_ENDPOINT_URL"),
+    ({**SES_FIT, "TRIGGER_EMAIL_SES_ACCESS_KEY_ID": "test"}, "TRIGGER_EMAIL_SES_ACCESS_KEY_ID"),
+    ({**SES_FIT, "TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY": "test"},
+     "TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY"),
     ({"TRIGGER_TELEGRAM_BOT_TOKEN": "123456789:dev-telegram-token"},
      "TRIGGER_TELEGRAM_BOT_TOKEN"),
     ({"TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35,
       "TRIGGER_TELEGRAM_BASE_URL": "http://tg.internal"}, "TRIGGER_TELEGRAM_BASE_URL"),
-    ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": str(DEV_KEY_FILE)},
+    ({"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": str(DEV_KEY_FILE)},
      "TRIGGER_ENCRYPTION_KEY_FILE"),
-    ({"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": "/nonexistent/keys"},
+    ({"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": "/nonexistent/keys"},
      "TRIGGER_ENCRYPTION_KEY_FILE"),
 ]
 
@@ -99,7 +103,8 @@ def test_every_production_need_is_checked_and_every_check_is_a_listed_need() -> 
     SES_FIT,
     {"TRIGGER_TELEGRAM_BOT_TOKEN": "42:" + "b" * 35},
     {"TRIGGER_PUSH_BEARER": "dev-push-token", "TRIGGER_PUSH_CREDENTIALS_FILE": __file__},
-    {"TRIGGER_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__},  # a file of one's own
+    # a file of one's own
+    {"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__},
     {"TRIGGER_API_HOST": "10.0.0.4", "TRIGGER_METRICS_TOKEN": "m" * 32},
 ])
 def test_what_production_accepts(tmp_path: Path, change: dict[str, str]) -> None:
@@ -123,14 +128,14 @@ def test_a_message_never_shows_the_redis_password(tmp_path: Path) -> None:
 def test_a_listener_off_loopback_runs_the_check_without_trigger_env(
         env: dict[str, str], named: str) -> None:
     settings = Settings.from_env(env)  # TRIGGER_ENV unset: development
-    assert not settings.limits.production
+    assert not settings.production
     assert named in (production_reason(settings) or "")
     with pytest.raises(ConfigError) as e:
         check_production(settings)
     text = str(e.value)
     assert text.startswith(named) and "off loopback" in text
-    for variable in ("TRIGGER_CALLERS_FILE", "TRIGGER_ACK_SECRET", "TRIGGER_PUBLIC_URL",
-                     "TRIGGER_CASSANDRA_REPLICATION_FACTOR", "TRIGGER_SQS_ENDPOINT",
+    for variable in ("TRIGGER_API_CALLERS_FILE", "TRIGGER_API_ACK_SECRET", "TRIGGER_API_PUBLIC_URL",
+                     "TRIGGER_CASSANDRA_REPLICATION_FACTOR", "TRIGGER_SQS_ENDPOINT_URL",
                      "TRIGGER_REDIS_URL", "TRIGGER_SMS_AUTH_TOKEN", "TRIGGER_PUSH_BEARER",
                      "TRIGGER_METRICS_TOKEN"):
         assert variable in text

@@ -94,7 +94,7 @@ def test_multiprocess_mode_sums_every_process_of_the_host(tmp_path: Path) -> Non
 
 def test_settings_take_the_multiprocess_dir_and_the_metrics_ports() -> None:
     s = Settings.from_env({"PROMETHEUS_MULTIPROC_DIR": "/tmp/prom",
-                           "TRIGGER_SWEEPER_METRICS_PORT": "0"})
+                           "TRIGGER_SWEEP_METRICS_PORT": "0"})
     assert s.metrics_multiproc_dir == Path("/tmp/prom")
     assert (s.dispatch.metrics_port, s.sweep.metrics_port) == (9101, 0)
     assert Settings.from_env({}).metrics_multiproc_dir is None

@@ -20,8 +20,8 @@ from trigger_service.platform.metrics import InMemoryMetrics
 NOW_MS = 1_700_000_000_000
 SHARDS = 4
 SETTINGS = replace(Settings(), shards=SHARDS)
-GRACE_MS = SETTINGS.sweep.reconcile_grace_s * 1000
-WINDOW_MS = SETTINGS.sweep.reconcile_window_s * 1000
+GRACE_MS = SETTINGS.reconcile.grace_s * 1000
+WINDOW_MS = SETTINGS.reconcile.window_s * 1000
 TO_MS = NOW_MS - GRACE_MS  # the newest fire time a pass reads
 FROM_MS = TO_MS - WINDOW_MS  # the window's older end
 TIMEOUT_MS = int(SETTINGS.dispatch.callback_timeout_s * 1000)
@@ -248,7 +248,7 @@ async def test_an_open_trigger_holds_the_cursor_until_it_finishes(rig: Rig) -> N
 
 
 async def test_a_cursor_never_falls_back_further_than_the_lookback(rig: Rig) -> None:
-    lookback_ms = SETTINGS.sweep.reconcile_lookback_h * 3_600_000
+    lookback_ms = SETTINGS.reconcile.lookback_h * 3_600_000
     await rig.store.save_cursor(rig.reconciler.cursor_group, 0, NOW_MS - 10 * lookback_ms,
                                 "reconciler", 0)
     too_old = await put(rig.store, NOW_MS - lookback_ms - 60_000)

@@ -201,7 +201,7 @@ async def test_a_shard_is_read_from_where_it_left_off_and_only_owned_shards() ->
 
 
 async def test_a_new_owner_starts_the_lookback_back_and_forget_drops_a_shard() -> None:
-    settings = replace(SETTINGS, sweep=replace(SETTINGS.sweep, heal_lookback_s=60))
+    settings = replace(SETTINGS, heal=replace(SETTINGS.heal, lookback_s=60))
     w = World(settings)
     old = await w.add(0)
     w.clock.advance_ms(120_000)

@@ -2,7 +2,7 @@
 session and sealer of ``CassandraStore`` (its statements are prepared with the store's).
 
 A profile is one row, its JSON sealed (context: table, caller, id) when payloads are sealed
-(``TRIGGER_ENCRYPT_PAYLOADS``: the profile holds the same kind of data as a plan, the
+(``TRIGGER_ENCRYPTION_PAYLOADS``: the profile holds the same kind of data as a plan, the
 addresses); a read opens whatever is sealed, whatever the setting.
 """
 

@@ -1,7 +1,7 @@
 """Which stored values are sealed (``core.ports.crypto.Cipher``) and under which context.
 
 Signing secrets always; a trigger row's ``SEALED_COLUMNS`` (the payload, and the plan that
-holds the channels' addresses) when ``TRIGGER_ENCRYPT_PAYLOADS`` is on. Reads open whatever
+holds the channels' addresses) when ``TRIGGER_ENCRYPTION_PAYLOADS`` is on. Reads open whatever
 is sealed, whatever the setting, and take an unsealed value as it is (rows written before).
 A value's context is its table, row and column, so a sealed value copied to another row
 does not open.

@@ -13,8 +13,8 @@ from trigger_service.core.ports.crypto import KeySource
 
 
 async def open_cipher(enc: EncryptionSettings, sqs: SqsSettings) -> EnvelopeCipher:
-    """With ``TRIGGER_KMS_KEY_ID``: KMS wraps, and the key file (if there) unwraps what it
-    wrapped before; else the key file alone, which must exist. One KMS call. Raises
+    """With ``TRIGGER_ENCRYPTION_KMS_KEY_ID``: KMS wraps, and the key file (if there) unwraps what
+    it wrapped before; else the key file alone, which must exist. One KMS call. Raises
     ``ConfigError`` (the key file) or ``CipherError`` (KMS)."""
     sources: list[KeySource] = []
     if enc.kms_key_id:

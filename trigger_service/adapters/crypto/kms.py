@@ -1,4 +1,4 @@
-"""``KmsKeys``: the key-encryption key is an AWS KMS key (``TRIGGER_KMS_KEY_ID``); a data
+"""``KmsKeys``: the key-encryption key is an AWS KMS key (``TRIGGER_ENCRYPTION_KMS_KEY_ID``); a data
 key is wrapped with KMS ``Encrypt`` and unwrapped with ``Decrypt``. LocalStack serves KMS
 for ``make up`` and the tests.
 

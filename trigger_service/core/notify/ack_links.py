@@ -3,10 +3,10 @@ SMS itself. The link names one occurrence (trigger id and occurrence number) and
 signed with HMAC-SHA256; nothing else is needed to use it. Pure: no I/O, the time is passed in.
 
 Keys rotate without breaking the links already sent (issue 25): a link is
-``<key id>.<body>.<signature>``, signed under ``TRIGGER_ACK_SECRET`` (the current key) and
+``<key id>.<body>.<signature>``, signed under ``TRIGGER_API_ACK_SECRET`` (the current key) and
 verified under the key its id names, the current one or one of
-``TRIGGER_ACK_PREVIOUS_SECRETS`` (kept as long as the links made under them should work: at
-most the occurrence's fire time + ``TRIGGER_ACK_LINK_TTL_S``). The key id is derived from the
+``TRIGGER_API_ACK_PREVIOUS_SECRETS`` (kept as long as the links made under them should work: at
+most the occurrence's fire time + ``TRIGGER_API_ACK_LINK_TTL_S``). The key id is derived from the
 key (an HMAC of a constant, not the key's own hash), so a key keeps its id when it moves from
 current to previous. A link made before key ids (``<body>.<signature>``) verifies under the
 current key only, as it always did.

@@ -2,8 +2,8 @@
 
 A caller's secrets, newest first, are the ones made by rotation (stored), then the callers
 file's ``signing_secrets``. The newest always signs; each older one keeps signing until
-``TRIGGER_SECRET_ROTATION_OVERLAP_S`` after the one made next, so a receiver moves to the new
-secret at its own pace (it verifies with either meanwhile).
+``TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S`` after the one made next, so a receiver moves to the
+new secret at its own pace (it verifies with either meanwhile).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The open inbox streams of one API process, and their caps (``StreamGate``).
 
-Each stream holds one of the process's connection slots (``TRIGGER_MAX_CONNECTIONS``) for as
+Each stream holds one of the process's connection slots (``TRIGGER_LIMITS_MAX_CONNECTIONS``) for as
 long as it is open, so streams are capped per caller and per process, and each lives at most
 a maximum lifetime: then the server ends it and the client reconnects (``Last-Event-ID``
 replays what it missed). The counts are this process's own; the caller's count across the

@@ -4,7 +4,7 @@ fire them (an outage, a pause, a long retry). Pure: every "now" is an argument.
 Definitions (the contract, the same everywhere the series steps):
 
 - an occurrence is **missed** if it is more than the tolerance late (``MISSED_TOLERANCE_MS``,
-  60 s; ``TRIGGER_CATCH_UP_TOLERANCE_S``) when it is
+  60 s; ``TRIGGER_API_CATCH_UP_TOLERANCE_S``) when it is
   looked at: when the series steps after an occurrence finished, when a dispatcher is about
   to deliver it (its first attempt), or when the trigger is resumed;
 - a missed occurrence more than ``window_s`` late **never fires**, whatever the policy;

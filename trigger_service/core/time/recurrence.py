@@ -316,7 +316,7 @@ def next_occurrence(rec: Recurrence, after: tuple[int, int, bool] | None,
 
 def shortest_interval_s(rec: Recurrence, limit: datetime) -> float | None:
     """The smallest gap between the rule's first wall instances (None with fewer than two):
-    what ``TRIGGER_MIN_RECURRENCE_INTERVAL_S`` is checked against."""
+    what ``TRIGGER_API_MIN_RECURRENCE_INTERVAL_S`` is checked against."""
     prev: datetime | None = None
     best: float | None = None
     for n, wall in enumerate(wall_instances(rec, limit)):

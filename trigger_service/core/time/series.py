@@ -36,7 +36,7 @@ from trigger_service.core.time.zones import TZDATA_VERSION, resolve, wall_of
 
 def search_limit(rec: Recurrence, from_ms: int, horizon_days: int) -> datetime:
     """The latest wall time looked at: ``horizon_days`` after ``from_ms`` (the horizon of
-    ``TRIGGER_MAX_FIRE_AHEAD_DAYS``; a rule with nothing before it counts as ended)."""
+    ``TRIGGER_API_MAX_FIRE_AHEAD_DAYS``; a rule with nothing before it counts as ended)."""
     return wall_of(from_ms + horizon_days * DAY_MS, rec.zone)
 
 

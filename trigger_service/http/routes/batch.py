@@ -32,7 +32,7 @@ from trigger_service.http.guards import request_id_of, take_items
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
 
 BATCH_PATH = "/v1/triggers/batch"
-# A thousand items of a few hundred bytes to a few KiB each (TRIGGER_PAYLOAD_MAX_BYTES).
+# A thousand items of a few hundred bytes to a few KiB each (TRIGGER_API_PAYLOAD_MAX_BYTES).
 BATCH_MAX_BODY_BYTES = 8 * 1024 * 1024
 ITEM_KEY_FIELD = "idempotencyKey"
 

@@ -34,7 +34,7 @@ async def metrics(request: web.Request) -> web.Response:
     (the dispatchers' fire lag too). Queue depths are read from SQS for each scrape."""
     runtime = request.app[RUNTIME_KEY]
     if not metrics_authorized(request.headers.get("Authorization", ""),
-                              runtime.settings.limits.metrics_token):
+                              runtime.settings.metrics_token):
         raise Unauthorized("missing or wrong metrics token")
     await queue_depths(runtime)
     return web.Response(body=runtime.metrics.exposition(aggregate=True),

@@ -60,7 +60,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     req = parse_time_fields(body, now_ms)
     jitter_s = parsing.parse_jitter(body.get("jitterSeconds"))
     if jitter_s > api.max_jitter_s:
-        raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} (TRIGGER_MAX_JITTER_S)",
+        raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} (TRIGGER_API_MAX_JITTER_S)",
                              field="jitterSeconds")
     instants = preview(req, count=count, after_ms=after_ms,
                        now_ms=now_ms, horizon_days=api.max_fire_ahead_days,

@@ -1,5 +1,5 @@
 """``POST /v1/signing-secrets/rotate``: a new current signing secret for the calling caller,
-shown once; the previous ones keep signing for ``TRIGGER_SECRET_ROTATION_OVERLAP_S``."""
+shown once; the previous ones keep signing for ``TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,95 @@
+"""The setting names of the release before this one, accepted for this release only.
+
+Every variable is now ``TRIGGER_<SECTION>_<FIELD>``: the section is the process (or
+dependency, or provider) that reads it and the field its attribute there, so a name says where
+it acts. Each old name below still works: its value goes to the new name, and each process
+logs one ``setting_deprecated`` warning per old name at start-up. When both are set, the new
+name wins and the warning says the old one was ignored. The next release removes this table
+(the old names then fail as unknown settings).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+RENAMED: Mapping[str, str] = {
+    "TRIGGER_CALLERS_FILE": "TRIGGER_API_CALLERS_FILE",
+    "TRIGGER_PAYLOAD_MAX_BYTES": "TRIGGER_API_PAYLOAD_MAX_BYTES",
+    "TRIGGER_MAX_FIRE_AHEAD_DAYS": "TRIGGER_API_MAX_FIRE_AHEAD_DAYS",
+    "TRIGGER_MIN_RECURRENCE_INTERVAL_S": "TRIGGER_API_MIN_RECURRENCE_INTERVAL_S",
+    "TRIGGER_MAX_JITTER_S": "TRIGGER_API_MAX_JITTER_S",
+    "TRIGGER_CATCH_UP_TOLERANCE_S": "TRIGGER_API_CATCH_UP_TOLERANCE_S",
+    "TRIGGER_PUBLIC_URL": "TRIGGER_API_PUBLIC_URL",
+    "TRIGGER_ACK_SECRET": "TRIGGER_API_ACK_SECRET",
+    "TRIGGER_ACK_PREVIOUS_SECRETS": "TRIGGER_API_ACK_PREVIOUS_SECRETS",
+    "TRIGGER_ACK_LINK_TTL_S": "TRIGGER_API_ACK_LINK_TTL_S",
+    "TRIGGER_CASSANDRA_TIMEOUT_S": "TRIGGER_CASSANDRA_REQUEST_TIMEOUT_S",
+    "TRIGGER_SQS_ENDPOINT": "TRIGGER_SQS_ENDPOINT_URL",
+    "TRIGGER_ENQUEUE_LEAD_S": "TRIGGER_SQS_ENQUEUE_LEAD_S",
+    "TRIGGER_CALLBACK_TIMEOUT_S": "TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S",
+    "TRIGGER_VISIBILITY_SLACK_S": "TRIGGER_DISPATCH_VISIBILITY_SLACK_S",
+    "TRIGGER_RETRY_AFTER_MAX_S": "TRIGGER_DISPATCH_RETRY_AFTER_MAX_S",
+    "TRIGGER_SECRET_ROTATION_OVERLAP_S": "TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S",
+    "TRIGGER_RETRY_BACKOFF_S": "TRIGGER_DISPATCH_RETRY_BACKOFF_S",
+    "TRIGGER_MAX_ATTEMPTS": "TRIGGER_DISPATCH_MAX_ATTEMPTS",
+    "TRIGGER_DISPATCHERS": "TRIGGER_DISPATCH_PROCESSES",
+    "TRIGGER_DISPATCH_WAIT_S": "TRIGGER_DISPATCH_WAIT_TIME_S",
+    "TRIGGER_CLAIM_LEAD_MS": "TRIGGER_DISPATCH_CLAIM_LEAD_MS",
+    "TRIGGER_CLAIM_LEAD_MAX_MS": "TRIGGER_DISPATCH_CLAIM_LEAD_MAX_MS",
+    "TRIGGER_CLAIM_CONCURRENCY": "TRIGGER_DISPATCH_CLAIM_CONCURRENCY",
+    "TRIGGER_DEFAULT_MAX_CONCURRENCY": "TRIGGER_DISPATCH_DEFAULT_MAX_CONCURRENCY",
+    "TRIGGER_BREAKER_FAIL_MAX": "TRIGGER_DISPATCH_BREAKER_FAIL_MAX",
+    "TRIGGER_BREAKER_RESET_S": "TRIGGER_DISPATCH_BREAKER_RESET_S",
+    "TRIGGER_BREAKER_MAX_ORIGINS": "TRIGGER_DISPATCH_BREAKER_MAX_ORIGINS",
+    "TRIGGER_DISPATCHER_METRICS_PORT": "TRIGGER_DISPATCH_METRICS_PORT",
+    "TRIGGER_LEASE_TTL_S": "TRIGGER_SWEEP_LEASE_TTL_S",
+    "TRIGGER_WHEEL_TICK_MS": "TRIGGER_SWEEP_TICK_MS",
+    "TRIGGER_SWEEPER_METRICS_PORT": "TRIGGER_SWEEP_METRICS_PORT",
+    "TRIGGER_OVERDUE_GRACE_S": "TRIGGER_HEAL_OVERDUE_GRACE_S",
+    "TRIGGER_SMTP_FROM": "TRIGGER_SMTP_FROM_ADDRESS",
+    "TRIGGER_SMS_FROM": "TRIGGER_SMS_FROM_NUMBER",
+    "TRIGGER_SES_ENDPOINT": "TRIGGER_EMAIL_SES_ENDPOINT_URL",
+    "TRIGGER_SES_REGION": "TRIGGER_EMAIL_SES_REGION",
+    "TRIGGER_SES_ACCESS_KEY_ID": "TRIGGER_EMAIL_SES_ACCESS_KEY_ID",
+    "TRIGGER_SES_SECRET_ACCESS_KEY": "TRIGGER_EMAIL_SES_SECRET_ACCESS_KEY",
+    "TRIGGER_SES_CONFIGURATION_SET": "TRIGGER_EMAIL_SES_CONFIGURATION_SET",
+    "TRIGGER_SES_TIMEOUT_S": "TRIGGER_EMAIL_SES_TIMEOUT_S",
+    "TRIGGER_SES_MAX_CONNECTIONS": "TRIGGER_EMAIL_SES_MAX_CONNECTIONS",
+    "TRIGGER_HEADER_TIMEOUT_S": "TRIGGER_LIMITS_HEADER_TIMEOUT_S",
+    "TRIGGER_BODY_TIMEOUT_S": "TRIGGER_LIMITS_BODY_TIMEOUT_S",
+    "TRIGGER_KEEPALIVE_TIMEOUT_S": "TRIGGER_LIMITS_KEEPALIVE_TIMEOUT_S",
+    "TRIGGER_MAX_CONNECTIONS": "TRIGGER_LIMITS_MAX_CONNECTIONS",
+    "TRIGGER_MAX_LINE_BYTES": "TRIGGER_LIMITS_MAX_LINE_BYTES",
+    "TRIGGER_MAX_FIELD_BYTES": "TRIGGER_LIMITS_MAX_FIELD_BYTES",
+    "TRIGGER_MAX_HEADERS": "TRIGGER_LIMITS_MAX_HEADERS",
+    "TRIGGER_KMS_KEY_ID": "TRIGGER_ENCRYPTION_KMS_KEY_ID",
+    "TRIGGER_KMS_ENDPOINT": "TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL",
+    "TRIGGER_ENCRYPT_PAYLOADS": "TRIGGER_ENCRYPTION_PAYLOADS",
+    "TRIGGER_ENDPOINT_DISABLE_AFTER_S": "TRIGGER_ENDPOINT_HEALTH_DISABLE_AFTER_S",
+    "TRIGGER_ENDPOINT_HEALTH_WRITE_S": "TRIGGER_ENDPOINT_HEALTH_WRITE_EVERY_S",
+    "TRIGGER_OPS_EVENTS_URL": "TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL",
+    "TRIGGER_OPS_EVENTS_SECRET": "TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET",
+}
+
+
+def translate(env: Mapping[str, str]) -> tuple[dict[str, str], tuple[str, ...]]:
+    """``env`` with each old name's value under its new name (the new name's own value wins),
+    and one warning per old name found, in name order."""
+    out = {k: v for k, v in env.items() if k not in RENAMED}
+    notices = []
+    for old in sorted(k for k in env if k in RENAMED):
+        new = RENAMED[old]
+        if new in env:
+            notices.append(f"{old} is deprecated and ignored: {new} is set too")
+        else:
+            out[new] = env[old]
+            notices.append(f"{old} is deprecated: rename it {new} (the old name goes in "
+                           "the next release)")
+    return out, tuple(notices)
+
+
+def renamed_table() -> str:
+    """The "renamed in this release" table of docs/operations/settings.md."""
+    rows = ["| old name (deprecated) | new name |", "|---|---|"]
+    rows += [f"| `{old}` | `{new}` |" for old, new in sorted(RENAMED.items())]
+    return "\n".join(rows)
