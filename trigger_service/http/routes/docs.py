@@ -11,6 +11,7 @@ nodes only).
 
 from __future__ import annotations
 
+import functools
 import json
 from importlib.resources import files
 from typing import Any
@@ -29,13 +30,28 @@ _ASSETS = {
 _FILES_KEY = web.AppKey("docs_files", dict)
 
 
+# libyaml's safe loader when PyYAML was built with it (the pure-Python one takes 0.3 s for
+# the document, several seconds under a tracer); both build no objects from tags.
+_SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 def load_spec() -> dict[str, Any]:
-    """The OpenAPI document as data (``yaml.safe_load``: no tags that build objects)."""
+    """The OpenAPI document as data (a safe loader: no tags that build objects); a new dict
+    on each call, the caller's to change."""
     text = files("trigger_service").joinpath("openapi.yaml").read_text(encoding="utf-8")
-    spec = yaml.safe_load(text)
+    spec = yaml.load(text, Loader=_SafeLoader)
     if not isinstance(spec, dict):
         raise ValueError("openapi.yaml: not a mapping")
     return spec
+
+
+@functools.cache
+def _files() -> dict[str, bytes]:
+    """What the routes serve, read and converted once per process (the package's files do
+    not change while it runs)."""
+    spec_json = json.dumps(load_spec(), ensure_ascii=False, separators=(",", ":"))
+    return {"openapi.json": spec_json.encode(),
+            **{name: _static(name) for name in ("docs.html", *_ASSETS)}}
 
 
 def _static(name: str) -> bytes:
@@ -70,9 +86,7 @@ def add_routes(app: web.Application) -> None:
     """``GET /openapi.json``, ``GET /docs`` and ``GET /docs/static/{name}``; reads (and
     converts) the files now. ``json.dumps`` refuses what YAML reads as a date or a set, so
     an unquoted timestamp in the document fails here rather than reaching a client."""
-    spec_json = json.dumps(load_spec(), ensure_ascii=False, separators=(",", ":"))
-    app[_FILES_KEY] = {"openapi.json": spec_json.encode(),
-                       **{name: _static(name) for name in ("docs.html", *_ASSETS)}}
+    app[_FILES_KEY] = _files()
     app.router.add_get("/openapi.json", openapi_json)
     app.router.add_get("/docs", docs_page)
     app.router.add_get(STATIC_PREFIX + "{name}", docs_asset)
