@@ -38,7 +38,7 @@ async def build(runtime: Runtime) -> Component:
                             notifiers=policed, recipients=runtime.recipients,
                             pauses=runtime.store,
                             endpoints=(runtime.endpoint_health, runtime.ops_events),
-                            flow=flow)
+                            flow=flow, tracing=runtime.tracing)
 
     async def close() -> None:
         await channel.close()

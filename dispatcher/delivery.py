@@ -43,9 +43,11 @@ import os
 import random
 import socket
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
 
 import structlog
+from opentelemetry.trace import Span, SpanKind, StatusCode
 
 from dispatcher.breaker import CircuitBreaker, TrialSlot
 from dispatcher.breakers import Breakers
@@ -74,6 +76,7 @@ from trigger_service.core.ports import (
 )
 from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.time.lag import LagTally
+from trigger_service.core.trace_context import Tracing
 from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")
@@ -110,6 +113,8 @@ class DispatchDeps:
     queue: DeliveryQueue
     clock: Clock
     metrics: Metrics
+    # Spans of each occurrence's claim, send and outcome (issue 28); export off by default.
+    tracing: Tracing = field(default_factory=Tracing)
 
 
 def new_claim_id() -> str:
@@ -148,6 +153,7 @@ class Delivery:
         self._store = deps.store
         self._clock = deps.clock
         self._metrics = deps.metrics
+        self._tracing = deps.tracing
         self._channel = channel
         self._callers = callers
         self._new_claim_id = claim_ids
@@ -201,7 +207,16 @@ class Delivery:
         given back; the caller hands the message back), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it. ``starts_ms``: when the send starts (``starts_at``; None:
-        the due time); the claim is taken ahead of it."""
+        the due time); the claim is taken ahead of it. One ``trigger.deliver`` span of
+        ``t``'s occurrence (``core.trace_context``) holds the claim's, send's and outcome's."""
+        with self._tracing.step("trigger.deliver", t, attributes={
+                "messaging.message.id": m.message_id,
+                "messaging.message.receive_count": m.receive_count}):
+            return await self._claim_and_deliver(m, t, hidden_until_ms, stopping, starts_ms)
+
+    async def _claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
+                                 hidden_until_ms: int | None, stopping: asyncio.Event | None,
+                                 starts_ms: int | None) -> Trigger | HeldBack | None:
         starts_ms = t.due_at_ms() if starts_ms is None else starts_ms
         with contextlib.ExitStack() as held:  # the breaker slot, from the claim to the answer
             async with self.gate.turn(starts_ms, stopping, _partition(t), t.caller) as go:
@@ -217,7 +232,9 @@ class Delivery:
                 # The history and the outcome are independent writes: side by side.
                 history = asyncio.ensure_future(self.finishing.record_attempt(outcome))
                 try:
-                    await self.finishing.record_outcome(m, outcome, patient=mates.waiting)
+                    with self._tracing.child("trigger.outcome", attributes={
+                            "trigger.delivered": outcome.result.ok}):
+                        await self.finishing.record_outcome(m, outcome, patient=mates.waiting)
                 finally:
                     await history
             return None
@@ -273,7 +290,10 @@ class Delivery:
         claimed = replace(t, status=Status.IN_FLIGHT, claim_id=self._new_claim_id(),
                                 claimed_at_ms=max(self._clock.now_ms(), starts_ms),
                                 attempts=t.attempts + 1)
-        if not await self._store.compare_and_set(t, claimed):
+        with self._tracing.child("trigger.claim") as span:
+            won = await self._store.compare_and_set(t, claimed)
+            span.set_attribute("trigger.claim.applied", won)
+        if not won:
             return await self._lost_claim(m, t)
         if t.status is Status.IN_FLIGHT:
             self._metrics.inc("claim_takeovers_total")
@@ -354,9 +374,13 @@ class Delivery:
             return Attempted(claimed, DeliveryResult(
                 False, None, "callback URL not allowed for this caller any more"),
                 started_ms, 0, refused=True)
-        result = await self._channel.deliver(
-            claimed, claimed.attempts,
-            None if timeout_s >= self._d.callback_timeout_s else timeout_s)
+        with self._tracing.child("trigger.send", SpanKind.CLIENT, {
+                "server.address": _host_of(claimed.callback_url)}) as span:
+            # Current inside: the channel sends its traceparent with the callback.
+            result = await self._channel.deliver(
+                claimed, claimed.attempts,
+                None if timeout_s >= self._d.callback_timeout_s else timeout_s)
+            _annotate(span, result)
         # Only answers that show the origin in trouble open its breaker: a 4xx (410 too)
         # means it is up and answering. A refused address says nothing about it (the slot
         # is given back unsettled).
@@ -397,3 +421,15 @@ class Delivery:
             await self.visibility.defer_until(m, self._stale_at(current) + 1)
             return None
         return current
+
+
+def _host_of(url: str) -> str:
+    return urlsplit(url).hostname or ""
+
+
+def _annotate(span: Span, result: DeliveryResult) -> None:
+    """The answer on the send's span (the status code; on a failure its error)."""
+    if result.status_code is not None:
+        span.set_attribute("http.response.status_code", result.status_code)
+    if not result.ok:
+        span.set_status(StatusCode.ERROR, (result.error or "failed")[:200])

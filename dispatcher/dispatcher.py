@@ -44,6 +44,7 @@ from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsE
 from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
@@ -74,6 +75,7 @@ class Dispatcher:
         pauses: CallerPauses | None = None,
         endpoints: tuple[EndpointHealthStore, OpsEvents] | None = None,
         flow: FlowGate | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
@@ -81,8 +83,9 @@ class Dispatcher:
         ``pauses``: the operators' paused callers (None: no caller is ever paused here).
         ``endpoints``: the endpoint health records and the operators' events (None: no
         endpoint is ever disabled here).
-        ``flow``: flow control per destination (None: none)."""
-        deps = DispatchDeps(settings, store, queue, clock, metrics)
+        ``flow``: flow control per destination (None: none).
+        ``tracing``: spans of each occurrence's steps (None: export off)."""
+        deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing())
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)
                           if endpoints is not None else None)

@@ -15,6 +15,7 @@ left are absorbed by the dispatcher's claim LWT).
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Enqueuer, OutgoingMessage, TriggerStates
 from trigger_service.core.time.timing import SQS_MAX_BATCH, sqs_delay_s
+from trigger_service.core.trace_context import Tracing
 
 # Bounds on concurrent requests, shared by every promotion of the sweeper, so that a hot
 # minute cannot starve the lease upkeep on the same event loop.
@@ -52,7 +54,9 @@ class Outcome:
 
 class Promoter:
     def __init__(self, store: TriggerStates, queue: Enqueuer, clock: Clock,
-                 enqueue_lead_s: int) -> None:
+                 enqueue_lead_s: int, tracing: Tracing | None = None) -> None:
+        """``tracing``: a ``trigger.promote`` span per trigger sent (None: export off)."""
+        self._tracing = tracing or Tracing()
         self._store = store
         self._queue = queue
         self._clock = clock
@@ -86,6 +90,7 @@ class Promoter:
         try:
             async with self._sends:
                 now_ms = self._clock.now_ms()
+                start_ns = time.time_ns()
                 await self._queue.send_many([
                     OutgoingMessage(d.trigger_id, d.fire_at_ms,
                                     sqs_delay_s(d.fire_at_ms, now_ms, self._lead_s),
@@ -94,4 +99,9 @@ class Promoter:
                     for d, t in group])
         except AdapterError as e:
             return Outcome(failed=frozenset(d.trigger_id for d, _ in group), error=str(e))
+        if self._tracing.recording:  # one SendMessageBatch: each trigger's span is its time
+            end_ns = time.time_ns()
+            for _, t in group:
+                self._tracing.record("trigger.promote", t, start_ns, end_ns,
+                                     {"messaging.batch.message_count": len(group)})
         return Outcome(sent=len(group))

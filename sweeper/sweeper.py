@@ -47,6 +47,7 @@ from trigger_service.core.ports import (
     SweepCursors,
     TriggerStates,
 )
+from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import every, run_together
 
 log = structlog.get_logger("sweeper")
@@ -100,7 +101,10 @@ class Sweeper:
         metrics: Metrics,
         *,
         owner: str | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
+        """``tracing``: a ``trigger.promote`` span per trigger promoted (None: export
+        off)."""
         self._s = settings
         self._sw = settings.sweep
         self._store = store
@@ -117,7 +121,7 @@ class Sweeper:
         self._sweep_lock = asyncio.Lock()
         self._promotions: set[asyncio.Task[None]] = set()
         self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)
-        self._promoter = Promoter(store, queue, clock, settings.sqs.enqueue_lead_s)
+        self._promoter = Promoter(store, queue, clock, settings.sqs.enqueue_lead_s, tracing)
 
     @property
     def owned(self) -> set[int]:

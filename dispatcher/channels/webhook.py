@@ -43,6 +43,7 @@ from trigger_service.core.notify.signing import webhook_headers
 from trigger_service.core.ports import Clock, DeliveryResult
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.time.timing import format_rfc3339_ms
+from trigger_service.core.trace_context import inject
 from trigger_service.core.urls import CallbackUrl, UrlError, normalise_callback_url
 
 log = structlog.get_logger(__name__)
@@ -153,6 +154,7 @@ class WebhookChannel:
             "X-Trigger-Attempt": str(attempt),
             **await self.signature_headers(trigger, body),
         }
+        inject(headers)  # the send's W3C traceparent (the caller's own with export off)
         try:
             async with session.post(
                 _yarl_url(url.text), data=body.encode(), headers=headers,

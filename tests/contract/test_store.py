@@ -66,6 +66,19 @@ async def test_deadlines_round_trip_and_can_be_removed(store: Store) -> None:
     assert await store.get(t.trigger_id) == plain  # the cells are gone: no deadline
 
 
+async def test_the_registering_traceparent_round_trips(store: Store) -> None:
+    parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    t = replace(make_trigger(unique("caller-"), utc_ms(2031, 5, 6, 8), shard=_shard()),
+                trace_parent=parent)
+    await _create(store, t)
+    got = await store.get(t.trigger_id)
+    assert got == t and got is not None and got.trace_parent == parent
+    claimed = replace(t, status=Status.IN_FLIGHT, claim_id="c1", attempts=1)
+    assert await store.compare_and_set(t, claimed)
+    again = await store.get(t.trigger_id)
+    assert again is not None and again.trace_parent == parent  # a claim keeps it
+
+
 async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: Store) -> None:
     caller, shard = unique("caller-"), _shard()
     t = make_trigger(caller, utc_ms(2031, 1, 1, 0, 0, 30), shard=shard)

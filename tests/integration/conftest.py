@@ -241,7 +241,7 @@ class Stack:
                        recipients=self.runtime.recipients, pauses=self.runtime.store,
                        endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)
                                   if endpoints else None),
-                       flow=flow)
+                       flow=flow, tracing=self.runtime.tracing)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
         handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
@@ -255,7 +255,7 @@ class Stack:
                            self.settings.sweep.group)
         metrics = InMemoryMetrics()
         sw = Sweeper(self.settings, self.runtime.store, self.runtime.queue, lease, SystemClock(),
-                     metrics)
+                     metrics, tracing=self.runtime.tracing)
         stop = asyncio.Event()
         task = asyncio.create_task(sw.run(stop)) if run else None
         handle = SweeperHandle(sw, stop, task, redis, metrics)

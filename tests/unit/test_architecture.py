@@ -8,7 +8,7 @@ import importlib.metadata
 import re
 import sys
 import tomllib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -114,10 +114,13 @@ def third_party(path: Path) -> set[str]:
 def test_core_imports_no_io_library() -> None:
     # Third-party imports the core may have, all pure computation: ULIDs, the zone rules'
     # data, RRULE and cron expansion, IDNA host names, dateparser (its `when` reading is given
-    # the base time and zone: core/time/when.py).
+    # the base time and zone: core/time/when.py), and OpenTelemetry's API (contexts and ids:
+    # core/trace_context.py; its SDK and exporters, which do I/O, are platform's).
     for path in (ROOT / "trigger_service" / "core").rglob("*.py"):
         assert third_party(path) <= {"ulid", "tzdata", "dateutil", "croniter", "idna",
-                                     "dateparser"}, path
+                                     "dateparser", "opentelemetry"}, path
+        assert not [i for i in imports(path)
+                    if i.startswith(("opentelemetry.sdk", "opentelemetry.exporter"))], path
 
 
 def declared() -> set[str]:
@@ -126,8 +129,24 @@ def declared() -> set[str]:
             for d in project["dependencies"]}
 
 
+def distributions_of(module: str, dists: Mapping[str, list[str]]) -> set[str]:
+    """The distributions that ship ``module``: its top-level package's, narrowed by their
+    files when several share it (a namespace package such as ``opentelemetry``)."""
+    candidates = dists[module.split(".")[0]]
+    if len(candidates) == 1:
+        return set(candidates)
+    if "." not in module:  # `from opentelemetry import trace`: the names say, not the module
+        return set()
+    path = module.replace(".", "/")
+    return {d for d in candidates
+            if any(str(f) == path + ".py" or str(f).startswith(path + "/")
+                   for f in importlib.metadata.files(d) or ())}
+
+
 def test_every_third_party_import_is_declared_and_every_dependency_used() -> None:
     dists = importlib.metadata.packages_distributions()
-    used = {d.lower() for p in sources() for top in third_party(p) for d in dists[top]}
+    used = {d.lower() for p in sources() for i in imports(p)
+            if not ours(i) and i.split(".")[0] not in sys.stdlib_module_names
+            for d in distributions_of(i, dists)}
     assert used - declared() == set(), "imported but not declared"
     assert declared() - used == set(), "declared but not imported"

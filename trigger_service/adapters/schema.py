@@ -299,6 +299,7 @@ TRIGGER_COLUMNS: Final = (
     "recipient", "recipient_zone",
     "expires_at_ms", "max_lateness_s",  # deadlines (issue 27): unset without one
     "flow_control",  # JSON (issue 27, core.flow); unset without
+    "trace_parent",  # W3C traceparent (issue 28, core.trace_context); unset without
 )
 # recipients, recipient_triggers, recipient_zone_changes (issue 26)
 TABLE_RECIPIENTS: Final = "recipients"

@@ -58,6 +58,7 @@ from trigger_service.core.time.catchup import CatchUpPolicy
 from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.core.time.timing import DAY_MS
 from trigger_service.core.time.zones import TZDATA_VERSION
+from trigger_service.core.trace_context import current_traceparent, mark
 
 log = structlog.get_logger(__name__)
 
@@ -144,6 +145,7 @@ class TriggerService:
         ``OutcomeUnknown`` (written or not: a retry with the key settles it)."""
         trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
                           snoozed_from=snoozed_from)
+        mark({"trigger.id": trigger.trigger_id, "trigger.caller": caller})
         writer = self._writer
         await link_recipient(self.recipients, trigger, self.index_ttl_s(trigger))
 
@@ -190,7 +192,7 @@ class TriggerService:
             home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
             recipient=req.recipient, recipient_zone=req.recipient_zone,
             expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
-            flow_control=req.flow_control,
+            flow_control=req.flow_control, trace_parent=current_traceparent(),
         )
 
     def index_ttl_s(self, t: Trigger) -> int:

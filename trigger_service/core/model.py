@@ -133,6 +133,9 @@ class Trigger:
     # Flow control (issue 27, ``core.flow``): the trigger's own key and bounds; None: its
     # caller's default for the callback's origin applies, if any (``config.callers``).
     flow_control: FlowControl | None = None
+    # Traces (issue 28, ``core.trace_context``): the W3C ``traceparent`` of the registering
+    # request's span (the caller's own when export is off); None: the request had none.
+    trace_parent: str | None = None
 
     @property
     def acked(self) -> bool:

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from opentelemetry.trace import StatusCode
 
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.dead_letters import DeadLetterService
@@ -124,10 +125,31 @@ def timing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamRes
     return middleware
 
 
+def tracing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamResponse]]:
+    """A server span per request, named by route pattern, a child of the request's W3C
+    ``traceparent`` (with export off, that context is current: ``core.trace_context``);
+    outside the error middleware, so it records the final status."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else "unmatched"
+        with runtime.tracing.serve(f"{request.method} {route}", request.headers, {
+                "http.request.method": request.method, "http.route": route}) as span:
+            response = await handler(request)
+            span.set_attribute("http.response.status_code", response.status)
+            if response.status >= 500:
+                span.set_status(StatusCode.ERROR)
+            return response
+
+    return middleware
+
+
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
     app = web.Application(
-        middlewares=[timing_middleware(runtime), request_id_middleware, errors_middleware,
+        middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
+                     request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers),
                      rate_limit_middleware(runtime.limiter, runtime.metrics, runtime.cache),
                      body_deadline_middleware(

@@ -15,6 +15,7 @@ from collections.abc import MutableMapping
 from typing import Any
 
 import structlog
+from opentelemetry import trace
 
 REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(r"token|secret|passw|authorization|cookie|api[_-]?key|credential",
@@ -44,6 +45,17 @@ def redact(_logger: Any, _method: str, event: MutableMapping[str, Any]
     return event
 
 
+def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]
+                  ) -> MutableMapping[str, Any]:
+    """``trace_id`` and ``span_id`` of the current span (W3C hex), when there is one: a log
+    line of a request or an occurrence step names its trace (``core.trace_context``)."""
+    ctx = trace.get_current_span().get_span_context()
+    if ctx.is_valid:
+        event.setdefault("trace_id", format(ctx.trace_id, "032x"))
+        event.setdefault("span_id", format(ctx.span_id, "016x"))
+    return event
+
+
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
     for noisy in ("cassandra", "botocore", "aiobotocore", "aiohttp.access"):
@@ -55,6 +67,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
+            add_trace_ids,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,

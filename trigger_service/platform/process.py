@@ -52,7 +52,7 @@ Build = Callable[[Runtime], Awaitable[Component]]
 async def serve_component(name: str, settings: Settings, build: Build) -> int:
     """Open the runtime, build the component, supervise it until SIGTERM, close everything."""
     log = structlog.get_logger(name)
-    runtime = await Runtime.open(settings)
+    runtime = await Runtime.open(settings, "api" if name == "trigger_service" else name)
     counters = CounterFlusher(runtime.metrics, runtime.store)
     component: Component | None = None
     unwatch = watch_callers(runtime)

@@ -3,9 +3,12 @@ typed by the core's ports, so components never see a concrete adapter."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from opentelemetry.sdk.trace import TracerProvider
 
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory.board import MemoryOpsBoard
@@ -51,8 +54,10 @@ from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.tags import FilteredListing
 from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.trace_context import Tracing
 from trigger_service.core.trigger_jobs import TriggerJobStore
 from trigger_service.platform.metrics import PrometheusMetrics
+from trigger_service.platform.tracing import open_tracing
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
@@ -107,11 +112,14 @@ class Runtime:
     # page's views (Redis when opened).
     flow: FlowLimiter = field(default_factory=MemoryFlowLimiter)
     flow_board: FlowBoard = field(default_factory=MemoryFlowBoard)
+    # Spans of requests and occurrences (issue 28): export off unless OTEL_* say otherwise.
+    tracing: Tracing = field(default_factory=Tracing)
 
     @classmethod
-    async def open(cls, settings: Settings) -> Runtime:
+    async def open(cls, settings: Settings, process: str = "service") -> Runtime:
         """Load the callers and the encryption keys, connect Cassandra (its schema must be
-        current), SQS (ensuring the queues) and Redis. Raises ``ConfigError``, ``StoreError``
+        current), SQS (ensuring the queues) and Redis; trace export as the ``OTEL_*``
+        variables say, spans named for ``process``. Raises ``ConfigError``, ``StoreError``
         (``CipherError``: KMS) or ``QueueError``."""
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
@@ -135,6 +143,7 @@ class Runtime:
         from trigger_service.adapters.sqs import SqsQueue
 
         callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
+        tracing, provider = open_tracing(process)
         metrics = PrometheusMetrics(settings.metrics_multiproc_dir)
         clock = SystemClock()
         # First: it connects lazily (nothing to close if a later step fails), and a bad TLS
@@ -159,14 +168,14 @@ class Runtime:
                    clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
-                            metrics.close],
+                            metrics.close, _flushing(provider)],
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
                    endpoint_health=CassandraEndpointHealth.of(store),
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
                    flow=RedisFlowLimiter(redis),
-                   flow_board=RedisFlowBoard(redis, settings.sqs.queue))
+                   flow_board=RedisFlowBoard(redis, settings.sqs.queue), tracing=tracing)
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""
@@ -176,3 +185,11 @@ class Runtime:
         """Close every adapter (the queue flushes what it still batches)."""
         for close in self.closers:
             await close()
+
+
+def _flushing(provider: TracerProvider | None) -> Callable[[], Awaitable[None]]:
+    """A closer that sends the spans still queued (in a thread: the exporter blocks)."""
+    async def close() -> None:
+        if provider is not None:
+            await asyncio.to_thread(provider.shutdown)
+    return close

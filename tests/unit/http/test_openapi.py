@@ -98,9 +98,12 @@ def _subclasses(cls: type[ApiError]) -> list[type[ApiError]]:
 
 def test_the_webhook_documents_the_callback_and_its_signature_headers() -> None:
     hook = spec()["webhooks"]["callback"]["post"]
-    headers = {p["name"] for p in hook["parameters"] if p["in"] == "header"}
+    shared = spec()["components"]["parameters"]
+    params = [shared[p["$ref"].rsplit("/", 1)[1]] if "$ref" in p else p
+              for p in hook["parameters"]]
+    headers = {p["name"] for p in params if p["in"] == "header"}
     assert headers == {"X-Trigger-Id", "X-Trigger-Occurrence-Id", "X-Trigger-Attempt",
-                       "webhook-id", "webhook-timestamp", "webhook-signature"}
+                       "webhook-id", "webhook-timestamp", "webhook-signature", "traceparent"}
 
 
 async def test_a_real_signed_callback_conforms_to_the_webhook(api: Api) -> None:
