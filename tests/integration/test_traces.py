@@ -3,7 +3,8 @@ an OTLP/HTTP collector receives it from the real exporter, holds every step from
 the callback (the request, the promotion, the claim, the send, the outcome), and the callback
 carries the send's ``traceparent``. With export off the callback still carries the caller's.
 
-TRIGGER_DIRECT_MAX_DELAY_S is 6 s here so that a trigger 8 s out goes through the sweeper.
+TRIGGER_DIRECT_MAX_DELAY_S is 6 s here (tests/integration/test_sweeper.py's settings) so that
+a trigger 8 s out goes through the sweeper.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 
 from tests.integration.conftest import Stack, serving
+from tests.integration.test_sweeper import extra_env
 from trigger_service.core.model import Route
 from trigger_service.platform.tracing import open_tracing
 
@@ -28,19 +30,7 @@ pytestmark = pytest.mark.integration
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
-
-
-@pytest.fixture
-def extra_env() -> dict[str, str]:
-    return {
-        "TRIGGER_DIRECT_MAX_DELAY_S": "6",
-        "TRIGGER_SWEEP_HORIZON_S": "4",
-        "TRIGGER_SWEEP_INTERVAL_S": "1",
-        "TRIGGER_SWEEP_PROMOTE_AHEAD_S": "2",
-        "TRIGGER_SWEEP_LEASE_TTL_S": "2",
-        "TRIGGER_SWEEP_LOOKBACK_S": "5",
-        "TRIGGER_SHARDS": "8",
-    }
+__all__ = ["extra_env"]  # the sweeper tests' settings: a sweep 1 s apart
 
 
 @dataclass(frozen=True)

@@ -98,16 +98,8 @@ class Tracing:
               attributes: Mapping[str, Any] | None = None) -> Iterator[trace.Span]:
         """The server span of a request that carried ``headers`` (a child of their
         ``traceparent``), current inside the block; with export off, their context is."""
-        parent = extract(headers)
-        if self._tracer is None:
-            token = otel_context.attach(parent)
-            try:
-                yield trace.get_current_span(parent)
-            finally:
-                otel_context.detach(token)
-            return
-        with self._tracer.start_as_current_span(name, context=parent, kind=SpanKind.SERVER,
-                                                attributes=dict(attributes or {})) as span:
+        with self._span(name, extract(headers), SpanKind.SERVER, (),
+                        dict(attributes or {})) as span:
             yield span
 
     @contextlib.contextmanager
@@ -116,6 +108,14 @@ class Tracing:
         """A span of ``t``'s current occurrence, current inside the block (the trigger's
         stored context is, with export off)."""
         parent, links = occurrence_parent(t)
+        with self._span(name, parent, kind, links, _attributes(t, attributes)) as span:
+            yield span
+
+    @contextlib.contextmanager
+    def _span(self, name: str, parent: otel_context.Context, kind: SpanKind,
+              links: tuple[Link, ...], attributes: dict[str, Any]) -> Iterator[trace.Span]:
+        """A span under ``parent``, current inside the block; with export off, ``parent``
+        itself is current (what the callback and the log lines then carry)."""
         if self._tracer is None:
             token = otel_context.attach(parent)
             try:
@@ -123,9 +123,8 @@ class Tracing:
             finally:
                 otel_context.detach(token)
             return
-        with self._tracer.start_as_current_span(
-                name, context=parent, kind=kind, links=links,
-                attributes=_attributes(t, attributes)) as span:
+        with self._tracer.start_as_current_span(name, context=parent, kind=kind, links=links,
+                                                attributes=attributes) as span:
             yield span
 
     @contextlib.contextmanager
