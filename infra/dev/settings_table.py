@@ -14,15 +14,17 @@ from trigger_service.config.production_needs import production_table
 from trigger_service.config.settings import REPO_ROOT, markdown_table
 from trigger_service.config.tuning import tuning_table
 
+# Each generated block sits between `<!-- generated: NAME -->` and `<!-- end: NAME -->`.
 PAGES = (
-    ("operations/settings.md", r"variable \| default \| meaning", markdown_table),
-    ("operations/production.md", r"variable \| default \| production needs", production_table),
-    ("operations/settings.md", r"process \| variable \| default \| meaning", tuning_table),
-    ("operations/settings.md", r"old name \(deprecated\) \| new name", renamed_table),
+    ("operations/settings.md", "tuning", tuning_table),
+    ("operations/settings.md", "settings", markdown_table),
+    ("operations/settings.md", "renamed", renamed_table),
+    ("operations/production.md", "production", production_table),
 )
-for page, header, make in PAGES:
+for page, name, make in PAGES:
     path = REPO_ROOT / "docs" / page
     text = path.read_text()
-    table = re.compile(rf"^\| {header} \|\n(?:\|.*\|\n)+", re.M)
-    assert table.search(text), f"no generated table in docs/{page}"
-    path.write_text(table.sub(lambda _, make=make: make() + "\n", text, count=1))
+    block = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end: {name} -->)", re.S)
+    assert block.search(text), f"no generated block {name} in docs/{page}"
+    path.write_text(block.sub(lambda m, make=make: m[1] + "\n" + make() + "\n\n" + m[2],
+                              text, count=1))

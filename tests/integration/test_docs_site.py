@@ -74,9 +74,15 @@ async def test_three_pages_of_the_built_site_render(chromium_browser: Browser,
     await page.screenshot(path=str(SHOTS / "docs-api-reference.png"))
 
     await page.goto(f"{site}/operations/settings.html")
-    table = await page.locator("article.md-content__inner table").first.inner_text()
-    assert [v.name for v in VARIABLES if v.name not in table] == []
+    # Tuning by process (a table a process), every setting, the names renamed this release.
+    *tuning, every, renamed = await page.locator(
+        "article.md-content__inner table").all_inner_texts()
+    assert [v.name for v in VARIABLES if v.name not in every] == []
+    assert len(tuning) == 5 and "TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S" in tuning[1]
+    assert "TRIGGER_CALLBACK_TIMEOUT_S" in renamed
     await page.screenshot(path=str(SHOTS / "docs-settings.png"))
+    await page.goto(f"{site}/operations/settings.html#tuning-by-process")
+    await page.screenshot(path=str(SHOTS / "docs-settings-tuning.png"))
 
     assert errors == []
     await context.close()

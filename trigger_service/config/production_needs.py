@@ -52,6 +52,6 @@ def production_table() -> str:
     writes it there), in ``settings.VARIABLES`` order."""
     needs = dict(PRODUCTION_NEEDS)
     rows = ["| variable | default | production needs |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | `{v.default}` | {needs[v.name]} |"
+    rows += [f"| `{v.name}` | {v.default_cell} | {needs[v.name]} |"
              for v in VARIABLES if v.name in needs]
     return "\n".join(rows)

@@ -263,6 +263,11 @@ class Variable:
     help: str
 
     @property
+    def default_cell(self) -> str:
+        """The default as a docs table shows it: as code, or *empty*."""
+        return f"`{self.default}`" if self.default else "*empty*"
+
+    @property
     def default(self) -> str:
         """The default as it would be written in the environment (from the dataclass field)."""
         section, attr = self.target
@@ -392,5 +397,5 @@ def markdown_table() -> str:
     trigger_service.config.settings import *; print(markdown_table())'``); a unit test keeps
     the page in step with ``VARIABLES``."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | `{v.default}` | {v.help} |" for v in VARIABLES]
+    rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |" for v in VARIABLES]
     return "\n".join(rows)

@@ -11,7 +11,8 @@ from trigger_service.config.production_needs import PRODUCTION_NEEDS
 from trigger_service.config.settings import VARIABLES, Variable
 
 # Process → the sections it alone reads (in the order a reader meets them). The top-level
-# settings (no section) and the stores' sections are read by every process.
+# settings (no section) and the stores' sections are read by every process. A process is a
+# heading of the section.
 PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("API (`trigger-api`)", ("api", "limits", "inbox")),
     ("dispatcher (`trigger-dispatcher`)",
@@ -28,15 +29,14 @@ def process_of(v: Variable) -> str:
 
 
 def tuning_table() -> str:
-    """The "tuning by process" table: every setting production need not set, grouped by the
-    process that reads it (a process's name on its first row only)."""
+    """The "tuning by process" section: per process a heading and a table of every setting
+    production need not set that it reads."""
     must = {name for name, _ in PRODUCTION_NEEDS}
-    rows = ["| process | variable | default | meaning |", "|---|---|---|---|"]
+    parts = []
     for process, sections in PROCESS_SECTIONS:
-        label = process
-        for section in sections:
-            for v in VARIABLES:
-                if v.target[0] == section and v.name not in must:
-                    rows.append(f"| {label} | `{v.name}` | `{v.default}` | {v.help} |")
-                    label = ""
-    return "\n".join(rows)
+        rows = [f"### {process}", "", "| variable | default | meaning |", "|---|---|---|"]
+        rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |"
+                 for section in sections for v in VARIABLES
+                 if v.target[0] == section and v.name not in must]
+        parts.append("\n".join(rows))
+    return "\n\n".join(parts)

@@ -16,7 +16,7 @@ def test_settings_page_holds_the_generated_table_of_every_setting() -> None:
     page = (DOCS / "operations" / "settings.md").read_text()
     assert markdown_table() in page
     for v in VARIABLES:
-        assert f"| `{v.name}` | `{v.default}` |" in page, v.name
+        assert f"| `{v.name}` | {v.default_cell} |" in page, v.name
 
 
 def test_settings_page_holds_the_tuning_table_by_process_and_the_renamed_names() -> None:
