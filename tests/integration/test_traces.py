@@ -10,6 +10,7 @@ a trigger 8 s out goes through the sweeper.
 from __future__ import annotations
 
 import asyncio
+import html
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
@@ -19,8 +20,11 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+from playwright.async_api import Browser
 
 from tests.integration.conftest import Stack, serving
+from tests.integration.test_docs_page import chromium_browser
+from tests.integration.test_ops_page import DESKTOP, SHOTS
 from tests.integration.test_sweeper import extra_env
 from trigger_service.core.model import Route
 from trigger_service.platform.tracing import open_tracing
@@ -30,7 +34,8 @@ pytestmark = pytest.mark.integration
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 TRACEPARENT = f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"
-__all__ = ["extra_env"]  # the sweeper tests' settings: a sweep 1 s apart
+# Fixtures: the sweeper tests' settings (a sweep 1 s apart), the pages' browser.
+__all__ = ["chromium_browser", "extra_env"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,8 @@ class Received:
     parent_id: str
     service: str
     attributes: dict[str, object]
+    start_ns: int
+    end_ns: int
 
 
 @dataclass
@@ -62,8 +69,9 @@ class Collector:
                 for s in ss.spans:
                     attrs = {a.key: (a.value.string_value or a.value.int_value
                                      or a.value.bool_value) for a in s.attributes}
-                    self.spans.append(Received(s.name, s.trace_id.hex(), s.span_id.hex(),
-                                               s.parent_span_id.hex(), service, attrs))
+                    self.spans.append(Received(
+                        s.name, s.trace_id.hex(), s.span_id.hex(), s.parent_span_id.hex(),
+                        service, attrs, s.start_time_unix_nano, s.end_time_unix_nano))
         return web.Response(body=ExportTraceServiceResponse().SerializeToString(),
                             content_type="application/x-protobuf")
 
@@ -85,25 +93,31 @@ async def _one_callback(stack: Stack, trigger_id: str) -> dict[str, str]:
 
 
 async def test_one_reminders_trace_holds_every_step_from_the_post_to_the_callback(
-        stack: Stack, collector: Collector) -> None:
-    tracing, provider = open_tracing("test", {
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.port}/v1/traces"})
-    assert provider is not None
-    stack.runtime.tracing = tracing
+        stack: Stack, collector: Collector, chromium_browser: Browser) -> None:
+    # Each component exports as its process would, under its own name, over OTLP/HTTP.
+    env = {"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": f"http://127.0.0.1:{collector.port}/v1/traces"}
+    opened = {name: open_tracing(name, env) for name in ("dispatcher", "sweeper", "api")}
+    stack.runtime.tracing = opened["dispatcher"][0]
     await stack.start_dispatcher()
+    stack.runtime.tracing = opened["sweeper"][0]
     await stack.start_sweeper()
+    stack.runtime.tracing = opened["api"][0]  # the API's middleware reads it per request
     status, body, _ = await stack.post(stack.body(delaySeconds=8), traceparent=TRACEPARENT)
     assert status == 201, body
     tid = body["triggerId"]
     row = await stack.runtime.store.get(tid)
     assert row is not None and row.route is Route.SWEEP
     headers = await _one_callback(stack, tid)
-    await asyncio.to_thread(provider.force_flush)
+    providers = [provider for _, provider in opened.values() if provider is not None]
+    assert len(providers) == 3
+    for provider in providers:
+        await asyncio.to_thread(provider.force_flush)
     for _ in range(100):  # the export is in a thread: up to 10 s for it to arrive
         if collector.named("trigger.outcome", CALLER_TRACE):
             break
         await asyncio.sleep(0.1)
-    await asyncio.to_thread(provider.shutdown)
+    for provider in providers:
+        await asyncio.to_thread(provider.shutdown)
 
     [post] = collector.named("POST /v1/triggers", CALLER_TRACE)
     assert post.parent_id == CALLER_SPAN  # the caller's span is the POST's parent
@@ -112,6 +126,8 @@ async def test_one_reminders_trace_holds_every_step_from_the_post_to_the_callbac
     [promote] = collector.named("trigger.promote", CALLER_TRACE)
     [deliver] = collector.named("trigger.deliver", CALLER_TRACE)
     assert promote.parent_id == deliver.parent_id == post.span_id
+    assert [s.service for s in (post, promote, deliver)] == [
+        "trigger-api", "trigger-sweeper", "trigger-dispatcher"]
     steps = {name: collector.named(name, CALLER_TRACE)
              for name in ("trigger.claim", "trigger.send", "trigger.outcome")}
     assert {name: [s.parent_id for s in found] for name, found in steps.items()} == {
@@ -121,6 +137,14 @@ async def test_one_reminders_trace_holds_every_step_from_the_post_to_the_callbac
     assert {s.attributes["trigger.id"] for s in (promote, deliver)} == {tid}
     # The callback carries the send's context: the receiver's spans join the caller's trace.
     assert headers["traceparent"] == f"00-{CALLER_TRACE}-{send.span_id}-01"
+    # What a person sees in a trace viewer: the waterfall, one row a span.
+    trace = sorted((s for s in collector.spans if s.trace_id == CALLER_TRACE),
+                   key=lambda s: s.start_ns)
+    page = await chromium_browser.new_page(viewport=DESKTOP)
+    await page.set_content(waterfall(trace))
+    assert await page.locator(".row").count() == len(trace) == 6
+    await page.screenshot(path=str(SHOTS / "trace-one-reminder.png"))
+    await page.close()
 
 
 async def test_with_export_off_the_callback_carries_the_callers_traceparent(
@@ -135,3 +159,27 @@ async def test_with_export_off_the_callback_carries_the_callers_traceparent(
     status, body, _ = await stack.post(stack.body(delaySeconds=1))
     headers = await _one_callback(stack, body["triggerId"])
     assert "traceparent" not in {k.lower() for k in headers}
+
+
+def waterfall(spans: list[Received]) -> str:
+    """A trace viewer's waterfall of ``spans`` (sorted by start) as a page: a row a span,
+    indented by depth, its bar placed on the trace's time line (at least 2 px wide)."""
+    t0, t1 = spans[0].start_ns, max(s.end_ns for s in spans)
+    depth: dict[str, int] = {}
+    rows = []
+    for s in spans:
+        depth[s.span_id] = depth.get(s.parent_id, -1) + 1
+        left = 100 * (s.start_ns - t0) / (t1 - t0)
+        width = 100 * (s.end_ns - s.start_ns) / (t1 - t0)
+        rows.append(
+            f'<div class="row"><div class="name" style="padding-left:{depth[s.span_id]}em">'
+            f'{html.escape(s.service)} &middot; {html.escape(s.name)}</div>'
+            f'<div class="lane"><div class="bar" style="left:{left:.3f}%;width:{width:.3f}%">'
+            f'</div></div><div class="ms">{(s.end_ns - s.start_ns) / 1e6:,.1f} ms</div></div>')
+    return (f"<html><body style='font:14px sans-serif;margin:24px'>"
+            f"<h2>trace {spans[0].trace_id} &middot; {(t1 - t0) / 1e9:.2f} s</h2>"
+            "<style>.row{display:flex;height:30px;align-items:center;border-bottom:1px solid #eee}"
+            ".name{width:360px}.lane{position:relative;flex:1;height:100%}"
+            ".bar{position:absolute;top:8px;height:14px;min-width:2px;background:#3f51b5}"
+            ".ms{width:110px;text-align:right;color:#555}</style>"
+            + "".join(rows) + "</body></html>")
