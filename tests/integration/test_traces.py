@@ -140,7 +140,8 @@ async def test_one_reminders_trace_holds_every_step_from_the_post_to_the_callbac
     # What a person sees in a trace viewer: the waterfall, one row a span.
     trace = sorted((s for s in collector.spans if s.trace_id == CALLER_TRACE),
                    key=lambda s: s.start_ns)
-    page = await chromium_browser.new_page(viewport=DESKTOP)
+    page = await chromium_browser.new_page(
+        viewport={"width": DESKTOP["width"], "height": DESKTOP["height"]})
     await page.set_content(waterfall(trace))
     assert await page.locator(".row").count() == len(trace) == 6
     await page.screenshot(path=str(SHOTS / "trace-one-reminder.png"))
