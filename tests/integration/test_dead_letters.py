@@ -152,8 +152,13 @@ async def test_bulk_replay_of_200_survives_a_dispatcher_sigkill(stack: Stack) ->
     attempts = {tid: [a.attempt for a in rec.for_trigger(tid)] for tid in tids}
     shapes = Counter(tuple(a) for a in attempts.values())
     # (1, 1) would be a second replay. What the killed dispatcher had claimed was taken over
-    # (attempt 2): POSTed before the kill (1, 2), or not yet (2,); each takeover is counted.
-    assert set(shapes) <= {(1,), (1, 2), (2,)}, shapes
+    # (attempt 2): POSTed before the kill (1, 2), or not yet (2,). On a machine busy enough
+    # that a claim outlives the callback timeout (2 s here) before its answer is recorded,
+    # the survivor sends it once more (2, 3): it takes over its own stale claim, or retries
+    # an answer that came too late. At least once, never a replay: each attempt is one more
+    # than the last. Each of the kill's takeovers is counted, and each (2, 3) as one or two.
+    assert set(shapes) <= {(1,), (1, 2), (2,), (2, 3)}, shapes
     takeovers = second.metrics.snapshot().get("claim_takeovers_total", 0)
-    assert takeovers == shapes[(1, 2)] + shapes[(2,)], (takeovers, shapes)
+    kill, again = shapes[(1, 2)] + shapes[(2,)], shapes[(2, 3)]
+    assert kill + again <= takeovers <= kill + 2 * again, (takeovers, shapes)
     assert await wait_listed(stack, 0, timeout_s=0) == []

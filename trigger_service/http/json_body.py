@@ -23,6 +23,8 @@ parser runs without a Python hook per object or integer, and one decoder is reus
 
 from __future__ import annotations
 
+import enum
+
 import json
 import math
 from typing import Any
@@ -165,8 +167,18 @@ def parse_json_body(raw: bytes) -> Any:
     return body
 
 
-def parse_optional_json_body(raw: bytes) -> Any | None:
-    """``None`` for an empty body (no bytes at all), else as ``parse_json_body``. Whitespace
-    is not empty: a body of spaces under ``application/json`` is malformed JSON, as any
-    JSON reader (and the OpenAPI checker) sees it."""
-    return parse_json_body(raw) if raw else None
+class NoBody(enum.Enum):
+    """No request body at all (zero bytes): not JSON ``null``."""
+
+    NO_BODY = "no_body"
+
+
+NO_BODY = NoBody.NO_BODY
+
+
+def parse_optional_json_body(raw: bytes) -> Any:
+    """``NO_BODY`` for an empty body (no bytes at all), else as ``parse_json_body`` (so
+    ``null`` is ``None``, a value a route may refuse). Whitespace is not empty: a body of
+    spaces under ``application/json`` is malformed JSON, as any JSON reader (and the OpenAPI
+    checker) sees it."""
+    return parse_json_body(raw) if raw else NO_BODY

@@ -29,10 +29,10 @@ from trigger_service.core.ports import ListCursor
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
-from trigger_service.http.json_body import parse_json_body, parse_optional_json_body
+from trigger_service.http.json_body import NO_BODY, parse_json_body, parse_optional_json_body
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
-__all__ = ["parse_json_body", "parse_optional_json_body"]  # routes parse bodies through this module
+__all__ = ["NO_BODY", "parse_json_body", "parse_optional_json_body"]  # routes parse bodies through this module
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
                             *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS,

@@ -12,7 +12,7 @@ from trigger_service.core.model import Trigger
 from trigger_service.core.notify.ack_links import read_token
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
-from trigger_service.http.parsing import parse_optional_json_body
+from trigger_service.http.parsing import NO_BODY, parse_optional_json_body
 
 
 def _ack_view(t: Trigger) -> dict[str, object]:
@@ -31,7 +31,7 @@ async def ack(request: web.Request) -> web.Response:
     trigger_id = request.match_info["id"]
     body = parse_optional_json_body(await request.read())
     seq = None
-    if body is not None:
+    if body is not NO_BODY:
         if not isinstance(body, dict) or set(body) - {"occurrenceId"}:
             raise InvalidRequest("body: {\"occurrenceId\"} or nothing")
         if body.get("occurrenceId") is not None:

@@ -13,7 +13,7 @@ from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http import dead_letter_views as views
 from trigger_service.http.auth import scope_of
 from trigger_service.http.keys import JOBS_KEY, LETTERS_KEY, RUNTIME_KEY
-from trigger_service.http.parsing import parse_optional_json_body
+from trigger_service.http.parsing import NO_BODY, parse_optional_json_body
 
 
 async def list_letters(request: web.Request) -> web.Response:
@@ -35,7 +35,7 @@ async def get_letter(request: web.Request) -> web.Response:
 
 async def _optional_body(request: web.Request) -> dict[str, Any]:
     body = parse_optional_json_body(await request.read())
-    if body is None:
+    if body is NO_BODY:
         return {}
     if not isinstance(body, dict):
         raise InvalidRequest("body: a JSON object")

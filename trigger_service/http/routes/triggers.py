@@ -59,7 +59,7 @@ def resume_policy(raw: bytes) -> CatchUpPolicy | None:
     """The policy of a resume body: none (an empty body or ``{}``: the series' own), or
     ``{"policy": "all" | "latest" | "none"}``. Raises ``InvalidRequest``."""
     body = parsing.parse_optional_json_body(raw)
-    body = {} if body is None else body
+    body = {} if body is parsing.NO_BODY else body
     if not isinstance(body, dict):
         raise InvalidRequest("body: must be a JSON object such as {\"policy\": \"latest\"}")
     extra = sorted(set(body) - {"policy"})
