@@ -24,7 +24,6 @@ parser runs without a Python hook per object or integer, and one decoder is reus
 from __future__ import annotations
 
 import enum
-
 import json
 import math
 from typing import Any

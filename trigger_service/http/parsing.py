@@ -32,7 +32,8 @@ from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import NO_BODY, parse_json_body, parse_optional_json_body
 from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
 
-__all__ = ["NO_BODY", "parse_json_body", "parse_optional_json_body"]  # routes parse bodies through this module
+# Routes parse bodies through this module.
+__all__ = ["NO_BODY", "parse_json_body", "parse_optional_json_body"]
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
                             *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS,
