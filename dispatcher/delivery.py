@@ -44,7 +44,6 @@ import random
 import socket
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
-from urllib.parse import urlsplit
 
 import structlog
 from opentelemetry.trace import Span, SpanKind, StatusCode
@@ -375,7 +374,7 @@ class Delivery:
                 False, None, "callback URL not allowed for this caller any more"),
                 started_ms, 0, refused=True)
         with self._tracing.child("trigger.send", SpanKind.CLIENT, {
-                "server.address": _host_of(claimed.callback_url)}) as span:
+                "trigger.callback_origin": callback_origin(claimed.callback_url)}) as span:
             # Current inside: the channel sends its traceparent with the callback.
             result = await self._channel.deliver(
                 claimed, claimed.attempts,
@@ -421,10 +420,6 @@ class Delivery:
             await self.visibility.defer_until(m, self._stale_at(current) + 1)
             return None
         return current
-
-
-def _host_of(url: str) -> str:
-    return urlsplit(url).hostname or ""
 
 
 def _annotate(span: Span, result: DeliveryResult) -> None:

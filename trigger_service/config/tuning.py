@@ -8,7 +8,7 @@ test keeps the page in step.
 from __future__ import annotations
 
 from trigger_service.config.production_needs import PRODUCTION_NEEDS
-from trigger_service.config.settings import VARIABLES, Variable
+from trigger_service.config.settings import VARIABLES
 
 # Process → the sections it alone reads (in the order a reader meets them). The top-level
 # settings (no section) and the stores' sections are read by every process. A process is a
@@ -21,11 +21,6 @@ PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reconciler (`trigger-reconciler`)", ("reconcile",)),
     ("every process", ("", "cassandra", "sqs", "redis", "encryption")),
 )
-
-
-def process_of(v: Variable) -> str:
-    """The process (row label of ``PROCESS_SECTIONS``) whose section holds ``v``."""
-    return next(p for p, sections in PROCESS_SECTIONS if v.target[0] in sections)
 
 
 def tuning_table() -> str:
