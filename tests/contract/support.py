@@ -24,6 +24,7 @@ from trigger_service.core.ports import (
     TriggerCatalog,
 )
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
+from trigger_service.core.ports.homes import KeyedRows
 from trigger_service.core.ports.idempotency import IdempotencyStore
 from trigger_service.core.ports.inbox import InboxStore
 from trigger_service.core.tags import FilteredListing
@@ -38,6 +39,8 @@ class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterSto
             AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, FilteredListing,
             TriggerJobStore, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
+
+    keyed_rows: KeyedRows  # the primitives of one row per keyed id (adapters.homes)
 
 
 class Queue(Enqueuer, DeliveryQueue, Protocol):

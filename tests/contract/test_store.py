@@ -255,34 +255,40 @@ async def test_a_keyed_row_round_trips_its_record_and_keeps_it_through_transitio
     assert got == done and got.registered_fire_at_ms == t.fire_at_ms
 
 
-async def test_create_if_absent_writes_one_row_then_answers_it(store: Store) -> None:
+async def test_create_keyed_writes_one_row_then_answers_it(store: Store) -> None:
     caller = unique("caller-")
     t = _keyed(make_trigger(caller, utc_ms(2031, 6, 4), shard=_shard(), idem_key="k"))
-    other = replace(t, payload_json='{"other": true}', request_hash="hash-2")
-    assert await store.create_if_absent(t, INDEX_TTL_S) is None
-    assert await store.get(t.trigger_id) == t
-    assert await store.create_if_absent(other, INDEX_TTL_S) == t
-    await _create(store, other)  # a plain create cannot change a row Paxos wrote
-    assert await store.get(t.trigger_id) == t
-    cancelled = replace(t, status=Status.CANCELLED)
-    assert await store.compare_and_set(t, cancelled)
-    assert await store.create_if_absent(other, INDEX_TTL_S) == cancelled
+    other = replace(t, payload_json='{"other": true}', request_hash="hash-2",
+                    created_at_ms=t.created_at_ms + 1)
+    done = await store.create_keyed(t, INDEX_TTL_S)
+    assert done.created and done.trigger == t.homed()
+    assert await store.get(t.trigger_id) == t.homed()
+    again = await store.create_keyed(other, INDEX_TTL_S)
+    assert not again.created and again.trigger == t.homed()
+    assert await store.get(t.trigger_id) == t.homed()
+    cancelled = replace(t.homed(), status=Status.CANCELLED)
+    assert await store.compare_and_set(t.homed(), cancelled)
+    later = await store.create_keyed(replace(other, created_at_ms=t.created_at_ms + 2),
+                                     INDEX_TTL_S)
+    assert not later.created and later.trigger == cancelled
 
 
-async def test_concurrent_create_if_absent_with_one_id_writes_one_row(store: Store) -> None:
-    base = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 5), shard=_shard()))
-    variants = [replace(base, payload_json=f'{{"n": {i}}}') for i in range(10)]
-    got = await asyncio.gather(*(store.create_if_absent(v, INDEX_TTL_S) for v in variants))
-    winners = [v for v, g in zip(variants, got, strict=True) if g is None]
-    assert len(winners) == 1
-    assert all(g == winners[0] for g in got if g is not None)
-    assert await store.get(base.trigger_id) == winners[0]
-
-
-async def test_create_if_absent_answers_a_row_a_plain_create_wrote(store: Store) -> None:
-    t = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 6), shard=_shard()))
-    await _create(store, t)
-    assert await store.create_if_absent(replace(t, request_hash="hash-2"), INDEX_TTL_S) == t
+async def test_concurrent_create_keyed_with_one_id_leaves_one_live_row(store: Store) -> None:
+    base = _keyed(make_trigger(unique("caller-"), utc_ms(2031, 6, 5), shard=_shard(),
+                               idem_key="k"))
+    variants = [replace(base, payload_json=f'{{"n": {i}}}', request_hash=f"hash-{i}",
+                        fire_at_ms=base.fire_at_ms + i, registered_fire_at_ms=base.fire_at_ms + i,
+                        created_at_ms=base.created_at_ms + i) for i in range(10)]
+    got = await asyncio.gather(*(store.create_keyed(v, INDEX_TTL_S) for v in variants))
+    final = await store.get(base.trigger_id)
+    assert final is not None
+    live = [r for i in range(10)
+            if (r := await store.get_at(base.trigger_id, base.fire_at_ms + i, base.shard))]
+    assert live == [final]
+    # Every request was answered a row at that one home, or wrote it there (the row is one
+    # of the writers' whole: the last creation's cells win).
+    assert {d.trigger.home_at_ms for d in got} == {final.home_at_ms}
+    assert final.payload_json in {d.trigger.payload_json for d in got if d.created}
 
 
 async def test_the_later_of_two_plain_creates_of_one_id_wins(store: Store) -> None:

@@ -17,22 +17,27 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           rewrites identical cells that lose to every transition.
                           A keyed registration's row (its id derived from caller and
                           Idempotency-Key) is also the key's record: ``request_hash`` and
-                          ``registered_fire_at_ms`` (the fire time its key answers). Written
-                          with plain writes; only without Redis (or when a key's owner did not
-                          answer in time) by Paxos: ``UPDATE ... IF status = null`` (no INSERT:
-                          its row marker would outlive the terminal TTL).
+                          ``registered_fire_at_ms`` (the fire time its key answers). Its
+                          key's requests may write rows at several homes; one is live
+                          (``triggers.creations``, ``adapters.homes``), the others are sealed
+                          (a Paxos ``DELETE ... IF status = null`` before any row lands:
+                          the creation's older cells stay invisible) or dropped.
                           Size: at 1,000 triggers a second, 125 rows per partition.
                           Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once
                           finished (a keyed row: at least its key's promise).
 - ``triggers``            by ``trigger_id``: where the trigger's row is (``home_at_ms``,
                           ``shard``), written before the row (a pointer to no row reads as no
-                          trigger: a crash between the two leaves nothing that fires), never
-                          changed, given the row's TTL once the trigger is finished; the
-                          Paxos create takes the pointer by ``IF home_at_ms = null AND status =
-                          null``. Triggers of releases before ``triggers_by_second`` are whole
-                          rows here (``status`` set, no home), moved through the state machine
-                          here until they end (a series moves out at its next step).
-                          Size: 1 row per partition.
+                          trigger: a crash between the two leaves nothing that fires), given
+                          the row's TTL once the trigger is finished. A keyed creation also
+                          adds (home, creation time, request hash) to ``creations`` (a set:
+                          concurrent adds all stay) and reads them back; when a key's requests
+                          wrote several homes, Paxos elects ``live_home`` (``UPDATE ... IF
+                          live_home = null``). Triggers of
+                          releases before ``triggers_by_second`` are whole rows here
+                          (``status`` set, no home), moved through the state machine here
+                          until they end (a series moves out at its next step).
+                          Size: 1 row per partition (``creations``: one element, a few when
+                          a key's requests raced or Redis forgot a key).
 - ``trigger_buckets``     due index: partition (``bucket_minute``, ``shard``), clustering
                           (``fire_at``, ``trigger_id``); ``path`` says who enqueues it
                           (DIRECT: the API at registration; SWEEP: the sweeper). Immutable.
@@ -313,8 +318,8 @@ RECIPIENT_PARTS: Final = 16
 ZONE_CHANGE_PARTS: Final = 8
 # The LWT's condition columns: a transition applies only to the state it was computed from.
 TRIGGER_CAS_CONDITION: Final = ("status", "claim_id", "attempts", "revision")
-# The Paxos create (only when Redis cannot order a keyed registration): applies iff no row
-# with the id is there (a missing row's columns all read as null).
+# A conditional write that applies iff no row is there (a missing row's columns all read as
+# null): an earlier release's row moved here, a sealed home.
 TRIGGER_ABSENT_CONDITION: Final = "status"
 # triggers_by_second: the partition key (``core.model.row_partition``), the clustering key's
 # first column (the home), which is also where ``triggers`` says a trigger's row is. Its
@@ -322,6 +327,10 @@ TRIGGER_ABSENT_CONDITION: Final = "status"
 COL_HOME_SECOND: Final = "home_second"
 COL_ROW_SHARD: Final = "row_shard"
 COL_HOME_AT_MS: Final = "home_at_ms"
+# triggers: every keyed creation as (home, creation time, request hash), and the home elected
+# among several.
+COL_CREATIONS: Final = "creations"
+COL_LIVE_HOME: Final = "live_home"
 # Rows per conditional batch (one Paxos round): Cassandra warns above 5 KiB and fails at 50
 # KiB; a claim sets a few small cells, a terminal write all (a large payload's row goes alone).
 ROWS_PER_CONDITIONAL_BATCH: Final = 50

@@ -22,7 +22,7 @@ import structlog
 from trigger_service.app.quota import QuotaGate
 from trigger_service.core.errors import OutcomeUnknown, StoreTimeout
 from trigger_service.core.model import Route, Trigger
-from trigger_service.core.ports import Clock, Metrics, TriggerCatalog
+from trigger_service.core.ports import Clock, KeyedCreation, Metrics, TriggerCatalog
 
 log = structlog.get_logger(__name__)
 
@@ -54,26 +54,23 @@ class TriggerWriter:
         if t.route is Route.DIRECT:
             await self._enqueue(t)
 
-    async def create_if_absent(self, t: Trigger) -> Trigger | None:
-        """``create`` with the row written by Paxos: None if written, else the trigger with
-        ``t``'s id that was there (then nothing is enqueued). A repeat after a timeout that
-        finds the row its own first attempt wrote (the same creation time and request) has
-        written it: None."""
-        existing, repeated = await self._counted(
-            t, lambda: self._catalog.create_if_absent(t, self._index_ttl_s(t)))
-        if repeated and existing is not None and _same_request(existing, t):
-            existing = None  # ours, from an attempt whose answer was lost
-        if existing is not None:
+    async def create_keyed(self, t: Trigger) -> KeyedCreation:
+        """``create`` for a keyed trigger (``TriggerCatalog.create_keyed``: one row per id
+        whatever the key's requests do): the id's row and whether this call wrote it. A
+        written one is enqueued (the row as written: at another request's home, with its
+        fire time, when that one was elected); the one of another request is not."""
+        done = await self._counted(
+            t, lambda: self._catalog.create_keyed(t, self._index_ttl_s(t)))
+        if not done.created:
             # The quota counts ids: the one there counts (again) while it may still fire.
-            if existing.status.terminal:
+            if done.trigger.status.terminal:
                 await self.release(t.caller, t.trigger_id)
-            return existing
-        if t.route is Route.DIRECT:
-            await self._enqueue(t)
-        return None
+            return done
+        if done.trigger.route is Route.DIRECT:
+            await self._enqueue(done.trigger)
+        return done
 
-    async def _counted(self, t: Trigger, write: Callable[[], Awaitable[T]]
-                       ) -> tuple[T, bool]:
+    async def _counted(self, t: Trigger, write: Callable[[], Awaitable[T]]) -> T:
         counted = self._quota is not None and await self._quota.reserve(t, self._clock.now_ms())
         try:
             return await self._settled(t, write)
@@ -84,15 +81,14 @@ class TriggerWriter:
                 await self.release(t.caller, t.trigger_id)
             raise
 
-    async def _settled(self, t: Trigger, write: Callable[[], Awaitable[T]]
-                       ) -> tuple[T, bool]:
+    async def _settled(self, t: Trigger, write: Callable[[], Awaitable[T]]) -> T:
         """``write`` (idempotent) until Cassandra answers, at most
-        ``UNKNOWN_OUTCOME_ATTEMPTS`` times: its result, and whether it was a repeat. Raises
+        ``UNKNOWN_OUTCOME_ATTEMPTS`` times: its result. Raises
         ``OutcomeUnknown`` (the last timeout is its ``__cause__``, logged), or any other
         error of ``write``."""
         for attempt in range(1, UNKNOWN_OUTCOME_ATTEMPTS + 1):
             try:
-                return await write(), attempt > 1
+                return await write()
             except StoreTimeout as e:
                 log.warning("registration_write_unknown", trigger_id=t.trigger_id,
                             caller=t.caller, attempt=attempt, error=str(e))
@@ -109,5 +105,3 @@ class TriggerWriter:
             await self._quota.release(caller, trigger_id)
 
 
-def _same_request(a: Trigger, b: Trigger) -> bool:
-    return (a.created_at_ms, a.request_hash) == (b.created_at_ms, b.request_hash)

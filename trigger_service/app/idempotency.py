@@ -3,50 +3,41 @@ however concurrently it is sent, with no Paxos round on the normal path.
 
 The record is the trigger row itself. A keyed registration's trigger id is derived from
 (caller, key) (``core.model.keyed_trigger_id``), and its row carries the request's hash and
-the fire time answered to it; every request with the key reads or writes that one row.
+the fire time answered to it. That the id has exactly one row, whatever the key's requests
+do (retries with another ``delaySeconds`` fire time, duplicates at once, writes that land
+after their timeout, Redis lost or down), is the store's promise
+(``TriggerCatalog.create_keyed``, ``adapters.homes``): plain writes for a request that is
+alone, a Paxos election when several wrote. This module only decides who answers what.
 
-Who writes it is ordered by Redis, in one round trip: ``SET idem:{caller}:{key} <pending> NX
-GET PX 10 s`` (``IdempotencyCache.claim``).
+Redis orders a key's requests and answers replays without Cassandra, in one round trip:
+``SET idem:{caller}:{key} <pending> NX GET PX 10 s`` (``IdempotencyCache.claim``).
 
-- Nothing was there: this request owns the key. It reads the derived row (plain read:
-  Redis may have lost the entry of a key used before) and, concurrently, the ``idempotency``
-  table of earlier releases. Found: a replay. Absent: the trigger is created with plain
-  writes, enqueued, and ``done`` (id, fire time, hash) is written to Redis for fire time +
-  ``TRIGGER_IDEMPOTENCY_RETENTION_S``, at most a day (``CACHE_MAX_MS``: Redis is a cache
-  here; a replay after that reads the row). An owner that fails (a store error, a full quota, a
-  reused key) deletes its claim, so the caller's retry owns the key at once; if the failed
-  write landed after all (a timeout), the retry's read finds the row and replays it.
+- Nothing was there: this request owns the key and creates (an earlier use of the key that
+  Redis forgot is found by the creation, which then answers the row there: a replay). Then
+  ``done`` (id, fire time, hash) is written to Redis for fire time +
+  ``TRIGGER_IDEMPOTENCY_RETENTION_S``, at most a day (``CACHE_MAX_MS``: a replay after that
+  reads the row). An owner that fails (a store error, a full quota, a reused key) deletes
+  its claim, so the caller's retry owns the key at once.
 - ``done``: a replay straight from Redis.
 - ``pending``: another request owns the key; this one polls for its ``done`` (2 s), then
-  decides in Cassandra as below.
-- Redis unavailable: decided in Cassandra: the same reads, then the row written by Paxos
-  (``TriggerCatalog.create_if_absent``), so concurrent requests still make one trigger.
+  creates itself: the store makes both requests one trigger.
+- Redis unavailable: the same creation.
 
 A replay answers the first request's trigger id and fire time with ``replayed``; a request
-whose hash differs from the recorded one is ``IdempotencyKeyReused`` (422). A replay is
-answered before anything is reserved: the caller's quota place is taken only to create, and
-a quota refusal is checked against the row once more (a first write that timed out may have
-landed since the read), so a retry at the caller's ``max_pending`` is answered its trigger,
-not 429.
+whose hash differs from the recorded one is ``IdempotencyKeyReused`` (422). A request that
+finds its key's creation unfinished (another request's home elected, its row not written)
+writes that row itself, with that home's fire time: both are answered the same time. A
+replay is answered before anything is reserved when Redis knows it; the caller's quota place
+is taken only to create, and a quota refusal is checked against the row once more, so a
+retry at the caller's ``max_pending`` is answered its trigger, not 429.
 
 What is promised, and where it is weaker:
 
-- One key never names two triggers: every path writes the one derived id (a legacy record
-  names its own trigger, and is honoured before anything is written).
-- With Redis up, a key's requests are serialised by the claim; the owner's plain writes are
-  the only ones, unless the owner takes longer than the waiter's 2 s (or dies holding the
-  claim). Then the waiter reads the row and, absent, creates it by Paxos. A Paxos write does
-  not order itself against a plain write still in flight (nor does a second owner's plain
-  write, once a claim older than its 10 s has expired), so in that corner the row can be
-  written twice: the same id, and for the same request the same content but for the
-  received time (a ``delaySeconds`` request's fire time, ``created_at_ms``); the later
-  creation's cells win, every creation cell loses to every state transition (creation
-  writes carry the creation time, Paxos writes a later ballot's), and the dispatcher drops
-  the message aimed at the fire time that lost. So: one trigger, at most one delivery, but
-  the two answers' ``fireAt`` may differ by the requests' arrival gap. Two *different*
-  bodies racing in that corner can both be answered 201 with the one row holding parts of
-  each: a caller that reuses a key for another body concurrently gets no 422 guarantee.
-- Redis down: one trigger per key (Paxos), the reads are the replay.
+- One key never names two triggers, and its id never has two live rows (the store's
+  promise above: a cancel answered 200 governs every delivery).
+- Two *different* bodies sent at once with one key, without Redis ordering them: each may
+  be answered 201 if neither finds the other's row yet; the row is one of them (the later
+  creation's cells win whole), the other body's next request is answered 422.
 - Rolling upgrade: a release before this one neither reads the derived row nor writes it;
   while both run, a key first used on a new process whose Redis entry is then lost (or while
   Redis is down) can be created again by an old process, with another id.
@@ -78,7 +69,7 @@ from trigger_service.core.errors import (
     StoreError,
 )
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Clock, Metrics, TriggerStates
+from trigger_service.core.ports import Clock, KeyedCreation, Metrics, TriggerStates
 from trigger_service.core.ports.idempotency import (
     CachedKey,
     IdempotencyCache,
@@ -108,10 +99,8 @@ class Registered:
     replayed: bool
 
 
-# Write a new trigger and enqueue it (plain writes; idempotent for one trigger).
-Create = Callable[[Trigger], Awaitable[None]]
-# The same with the row written by Paxos: None if written, else the trigger already there.
-CreateIfAbsent = Callable[[Trigger], Awaitable[Trigger | None]]
+# Write a keyed trigger and enqueue it if this call wrote it (``TriggerWriter.create_keyed``).
+CreateKeyed = Callable[[Trigger], Awaitable[KeyedCreation]]
 
 
 class IdempotentRegistration:
@@ -130,90 +119,59 @@ class IdempotentRegistration:
         self._legacy_probed_until_ms = -(2**63)
         self._legacy_probe: asyncio.Future[bool] | None = None
 
-    async def register(self, trigger: Trigger, idem_key: str, create: Create,
-                       create_if_absent: CreateIfAbsent) -> Registered:
+    async def register(self, trigger: Trigger, idem_key: str,
+                       create: CreateKeyed) -> Registered:
         """Create ``trigger`` unless its key was used before, then answer as the first time.
 
         ``trigger``: the new trigger with its derived id, ``request_hash`` and
-        ``registered_fire_at_ms`` set. ``create`` writes it with plain writes (the normal
-        path: no conditional statement), ``create_if_absent`` by Paxos (only without Redis,
-        or when the key's owner did not answer in time). Safe to retry: a retry is a replay
-        or finishes what was left undone. Raises ``IdempotencyKeyReused`` (another body),
-        ``QuotaExceeded`` (only when the key has no trigger), ``StoreError`` or
-        ``OutcomeUnknown`` (then nothing is promised: the retry with the key decides)."""
+        ``registered_fire_at_ms`` set. ``create`` writes it (``TriggerCatalog.create_keyed``:
+        plain writes when the request is alone, one row per id whatever else happens). Safe
+        to retry: a retry is a replay or finishes what was left undone. Raises
+        ``IdempotencyKeyReused`` (another body), ``QuotaExceeded`` (only when the key has
+        no trigger), ``StoreError`` or ``OutcomeUnknown`` (then nothing is promised: the
+        retry with the key decides)."""
         assert trigger.request_hash is not None
         caller, request_hash = trigger.caller, trigger.request_hash
         try:
             held = await self._cache.claim(caller, idem_key, request_hash)
         except CacheError as e:
             log.warning("idem_cache_unavailable", error=str(e))
-            return await self._decide_in_store(trigger, idem_key, create, create_if_absent)
+            held = None  # unordered: the store alone decides, as it does anyway
         if held is not None and not held.done:
             # Another request owns the key right now: its answer is ours.
             held = await self._wait_for_done(caller, idem_key)
-            if held is None:
-                return await self._decide_in_store(trigger, idem_key, create,
-                                                   create_if_absent)
         if held is not None:
             assert held.trigger_id is not None and held.fire_at_ms is not None
             return self._replay(held.request_hash, request_hash, held.trigger_id,
                                 held.fire_at_ms)
-        # Ours. Redis holds nothing, which does not mean the key is new (an eviction, a
-        # flush, a failover): the row (or an earlier release's record) says.
+        # Ours, or not answered in time. Redis holding nothing does not mean the key is new
+        # (an eviction, a flush, a failover): the store says.
         try:
-            known = await self._recorded(trigger, idem_key, create)
-            if known is None:
-                try:
-                    await create(trigger)
-                except QuotaExceeded as e:
-                    known = await self._refusal_or_replay(trigger, idem_key, e)
+            return await self._create(trigger, idem_key, create)
         except BaseException:
             # Give the key back: a retry then owns it at once instead of waiting for the
-            # claim to expire (the row, not this entry, says whether anything was written).
+            # claim to expire (the store, not this entry, says whether anything was written).
             await self._cache_release(caller, idem_key)
             raise
-        if known is not None:
-            return known
-        await self._cache_done(trigger, idem_key, request_hash, trigger.trigger_id,
-                               trigger.fire_at_ms)
-        return Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
 
-    async def _decide_in_store(self, trigger: Trigger, idem_key: str, create: Create,
-                               create_if_absent: CreateIfAbsent) -> Registered:
-        """Without Redis' ordering: the reads, then a Paxos create of the derived row."""
-        known = await self._recorded(trigger, idem_key, create)
-        if known is not None:
-            return known
+    async def _create(self, trigger: Trigger, idem_key: str,
+                      create: CreateKeyed) -> Registered:
         assert trigger.request_hash is not None
-        try:
-            existing = await create_if_absent(trigger)
-        except QuotaExceeded as e:
-            return await self._refusal_or_replay(trigger, idem_key, e)
-        if existing is not None:
-            return await self._replay_row(existing, trigger.request_hash, idem_key)
-        await self._cache_done(trigger, idem_key, trigger.request_hash, trigger.trigger_id,
-                               trigger.fire_at_ms)
-        return Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
-
-    async def _recorded(self, trigger: Trigger, idem_key: str,
-                        create: Create) -> Registered | None:
-        """The replay of a key already used (its derived row, or an earlier release's
-        record, whose trigger is written again if its first writer died before writing
-        it); None if the key is new. Raises ``IdempotencyKeyReused``, ``StoreError``."""
-        assert trigger.request_hash is not None
-        if await self._legacy_table_live():
-            row, legacy = await asyncio.gather(
-                self._reads.get(trigger.trigger_id),
-                self._legacy.legacy_record(trigger.caller, idem_key))
-        else:
-            row, legacy = await self._reads.get(trigger.trigger_id), None
+        legacy = (await self._legacy.legacy_record(trigger.caller, idem_key)
+                  if await self._legacy_table_live() else None)
         if legacy is not None:
             # Written first if both exist: an earlier release recorded it before anything
             # of this release could write the derived row.
             return await self._replay_legacy(legacy, trigger.request_hash, create)
-        if row is not None:
-            return await self._replay_row(row, trigger.request_hash, idem_key)
-        return None
+        try:
+            done = await create(trigger)
+        except QuotaExceeded as e:
+            return await self._refusal_or_replay(trigger, idem_key, e)
+        if not done.created:
+            return await self._replay_row(done.trigger, trigger.request_hash, idem_key)
+        t = done.trigger  # at the elected home, with its fire time, if another was
+        await self._cache_done(t, idem_key, trigger.request_hash, t.trigger_id, t.fire_at_ms)
+        return Registered(t.trigger_id, t.fire_at_ms, replayed=False)
 
     async def _refusal_or_replay(self, trigger: Trigger, idem_key: str,
                                  refusal: QuotaExceeded) -> Registered:
@@ -260,7 +218,7 @@ class IdempotentRegistration:
         return result
 
     async def _replay_legacy(self, rec: IdempotencyRecord, request_hash: str,
-                             create: Create) -> Registered:
+                             create: CreateKeyed) -> Registered:
         t = rec.trigger
         result = self._replay(rec.request_hash, request_hash, t.trigger_id, t.fire_at_ms)
         if await self._triggers.get(t.trigger_id) is None:

@@ -46,6 +46,7 @@ from trigger_service.core.ports import (
     NEWEST,
     Clock,
     Enqueuer,
+    KeyedCreation,
     ListCursor,
     ListPage,
     Metrics,
@@ -149,22 +150,18 @@ class TriggerService:
         writer = self._writer
         await link_recipient(self.recipients, trigger, self.index_ttl_s(trigger))
 
-        async def create(t: Trigger) -> None:
-            if admit is not None:
-                await admit()
-            await writer.create(t)
-
-        async def create_if_absent(t: Trigger) -> Trigger | None:
-            if admit is not None:
-                await admit()
-            return await writer.create_if_absent(t)
-
         if idem_key is None:
-            await create(trigger)
+            if admit is not None:
+                await admit()
+            await writer.create(trigger)
             result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
         else:
-            result = await self._idempotent.register(trigger, idem_key, create,
-                                                     create_if_absent)
+            async def create_keyed(t: Trigger) -> KeyedCreation:
+                if admit is not None:
+                    await admit()
+                return await writer.create_keyed(t)
+
+            result = await self._idempotent.register(trigger, idem_key, create_keyed)
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result

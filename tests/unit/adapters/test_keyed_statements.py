@@ -1,7 +1,7 @@
 """The CQL a keyed registration runs, seen by a spy in place of the Cassandra session: the
-normal path (first request, replays, a replay after Redis lost the key) runs no conditional
-statement; only the path without Redis runs them (the Paxos create of the derived trigger: its
-pointer, then its row)."""
+normal path (a first request, its replays) runs no conditional statement, with or without
+Redis; a request of the key that finds another's creation (a replay Redis forgot, with
+another fire time) runs one, the election of the home (``adapters.homes``)."""
 
 from __future__ import annotations
 
@@ -44,25 +44,24 @@ class SpyStore(CassandraStore):
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         self.ran.append(name)
-        if name == "home_put":
-            self.pointers.setdefault(params[-1], {
+        if name == "home_put_keyed":
+            p = self.pointers.setdefault(params[-1], {
                 schema.COL_HOME_AT_MS: params[1], schema.COL_SHARD: params[2],
-                schema.COL_STATUS: None})
-        elif name == "home_lwt":
-            if params[-1] in self.pointers:
-                return [{schema.LWT_APPLIED: False} | self.pointers[params[-1]]]
-            self.pointers[params[-1]] = {schema.COL_HOME_AT_MS: params[0],
-                                         schema.COL_SHARD: params[1], schema.COL_STATUS: None}
+                schema.COL_STATUS: None, schema.COL_CREATIONS: set(),
+                schema.COL_LIVE_HOME: None})
+            p[schema.COL_CREATIONS] |= params[3]
+        elif name == "home_elect":
+            p = self.pointers[params[-1]]
+            if p[schema.COL_LIVE_HOME] is not None:
+                return [{schema.LWT_APPLIED: False} | p]
+            p[schema.COL_LIVE_HOME] = params[0]
             return [{schema.LWT_APPLIED: True}]
-        elif name in ("row_create", "row_create_lwt"):
-            values = params[1:-4] if name == "row_create" else params[:-4]
+        elif name == "row_create":
             key = tuple(params[-4:])
-            if name == "row_create_lwt" and key in self.rows:
-                return [{schema.LWT_APPLIED: False}]
             row = dict(zip(schema.TRIGGER_COLUMNS,
-                           [None if v is UNSET_VALUE else v for v in values], strict=True))
+                           [None if v is UNSET_VALUE else v for v in params[1:-4]],
+                           strict=True))
             self.rows[key] = row | {schema.COL_HOME_AT_MS: key[2]}
-            return [{schema.LWT_APPLIED: True}]
         elif name == "get" and params[0] in self.pointers:
             return [self.pointers[params[0]]]
         elif name == "row_get" and tuple(params) in self.rows:
@@ -94,22 +93,29 @@ async def test_the_normal_keyed_path_runs_no_conditional_statement() -> None:
     svc = service(store, cache, clock)
     first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
     again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
-    cache.entries.clear()  # Redis lost the key: the row answers
-    lost = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
-    assert not first.replayed and again.replayed and lost.replayed
-    assert first.trigger_id == again.trigger_id == lost.trigger_id
-    # The legacy table is asked whether it holds anything (it does not), not read per key.
-    assert store.ran.count("row_create") == 1 and store.ran.count("idem_any") == 1
-    assert "idem_get" not in store.ran
+    assert not first.replayed and again.replayed and first.trigger_id == again.trigger_id
+    # The index batch with the pointer, one read of the pointer back, the row. The legacy
+    # table is asked whether it holds anything (it does not), not read per key.
+    assert [n for n in store.ran if n.startswith(("home_", "get", "row_"))] == [
+        "home_put_keyed", "get", "row_create"]
+    assert store.ran.count("idem_any") == 1 and "idem_get" not in store.ran
     assert store.conditional() == []
+    clock.advance_ms(1_000)
+    cache.entries.clear()  # Redis lost the key: a request a second later, another home
+    lost = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    assert lost.replayed and lost.trigger_id == first.trigger_id
+    assert lost.fire_at_ms == first.fire_at_ms
+    assert store.conditional() == ["home_elect"]  # the one row there, elected once
+    assert store.ran.count("row_create") == 1
 
 
-async def test_without_redis_the_derived_row_is_created_by_paxos() -> None:
+async def test_without_redis_a_lone_request_runs_no_conditional_statement() -> None:
     clock = ManualClock(NOW_MS)
     store, cache = SpyStore(), MemoryIdempotencyCache(clock)
     cache.failures["claim"] = CacheError("redis down")
     svc = service(store, cache, clock)
     first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    assert not first.replayed and store.conditional() == []
+    clock.advance_ms(1_000)
     again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
-    assert not first.replayed and again.replayed
-    assert store.conditional() == ["home_lwt", "row_create_lwt"]
+    assert again.replayed and store.conditional() == ["home_elect"]

@@ -15,6 +15,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.errors import StoreTimeout
 from trigger_service.core.model import Trigger
 from trigger_service.core.notify.addresses import HostResolver
+from trigger_service.core.ports import KeyedCreation
 from trigger_service.core.ports.limit import SendBudget
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -36,6 +37,11 @@ class RecordingStore(MemoryStore):
         await super().create(trigger, index_ttl_s)
         self.index_ttls[trigger.trigger_id] = index_ttl_s
 
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        done = await super().create_keyed(trigger, index_ttl_s)
+        self.index_ttls[trigger.trigger_id] = index_ttl_s
+        return done
+
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
@@ -44,7 +50,7 @@ class RecordingStore(MemoryStore):
 
 
 class GatedStore(RecordingStore):
-    """``create`` waits for ``gate``: a first writer that is slow to write the row."""
+    """A creation waits for ``gate``: a first writer that is slow to write."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -55,9 +61,13 @@ class GatedStore(RecordingStore):
         await self.gate.wait()
         await super().create(trigger, index_ttl_s)
 
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        await self.gate.wait()
+        return await super().create_keyed(trigger, index_ttl_s)
+
 
 class TimedOutStore(RecordingStore):
-    """``create`` writes, then fails ``timeouts`` times as a timed-out write does: the
+    """A creation writes, then fails ``timeouts`` times as a timed-out write does: the
     caller is told ``StoreTimeout`` though the row is there."""
 
     def __init__(self) -> None:
@@ -66,6 +76,14 @@ class TimedOutStore(RecordingStore):
 
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         await super().create(trigger, index_ttl_s)
+        self._time_out()
+
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        done = await super().create_keyed(trigger, index_ttl_s)
+        self._time_out()
+        return done
+
+    def _time_out(self) -> None:
         if self.timeouts > 0:
             self.timeouts -= 1
             raise StoreTimeout("cassandra create timed out: 10.0.0.5:9042 said nothing")

@@ -15,6 +15,7 @@ from tests.unit.app.support import (
     SETTINGS,
     Env,
     GatedStore,
+    RecordingStore,
     TimedOutStore,
     drive,
     make_env,
@@ -39,14 +40,14 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports import KeyedCreation, OutgoingMessage
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.time.clock import ManualClock
 
 DELAY_MS = 600_000
 DAY_MS = 86_400_000
 # The port methods that are conditional writes (a Paxos round on Cassandra).
-CONDITIONAL = ("create_if_absent", "put_if_absent", "compare_and_set")
+CONDITIONAL = ("elect", "seal", "put_if_absent", "compare_and_set")
 
 
 async def reg(env: Env, key: str, req_hash: str = "h1", *, delay_ms: int = DELAY_MS,
@@ -89,27 +90,30 @@ async def test_same_key_and_body_replays_the_first_trigger() -> None:
 
 
 async def test_the_normal_keyed_path_issues_no_conditional_write() -> None:
-    """No Paxos: the first request, its replay from Redis and its replay after Redis lost
-    the key are plain reads and writes (the statement-level spy is in
-    tests/unit/adapters/test_keyed_statements.py)."""
+    """No Paxos: the first request and its replay from Redis are plain reads and writes
+    (the statement-level spy is in tests/unit/adapters/test_keyed_statements.py). A replay
+    Redis forgot, with another fire time, elects the row there once."""
     env = make_env()
     first = await reg(env, "k1")
     await reg(env, "k1")
-    env.cache.entries.clear()
-    again = await reg(env, "k1")
-    assert again.replayed and again.trigger_id == first.trigger_id
     assert conditional_calls(env) == {}
-    assert env.store.calls["create"] == 1
+    assert env.store.calls["create_keyed"] == 1
+    env.cache.entries.clear()
+    env.clock.advance_ms(1_000)
+    again = await reg(env, "k1")
+    assert again == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
+    assert conditional_calls(env) == {"elect": 1}
+    assert_one_trigger(env, first.trigger_id)
 
 
 async def test_same_key_other_body_is_rejected_from_the_cache() -> None:
     env = make_env()
     first = await reg(env, "k1", "h1")
-    reads = env.store.calls["get"]
+    calls = dict(env.store.calls)
     with pytest.raises(IdempotencyKeyReused) as e:
         await reg(env, "k1", "h2")
     assert e.value.status == 422 and e.value.code == "idempotency_key_reused"
-    assert env.store.calls["get"] == reads  # the cache alone answered
+    assert env.store.calls == calls  # the cache alone answered
     assert_one_trigger(env, first.trigger_id)
 
 
@@ -139,7 +143,6 @@ async def test_cache_lost_between_requests_replays_from_the_row() -> None:
     env.clock.advance_ms(5_000)
     second = await reg(env, "k1")
     assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    assert env.store.calls["create"] == 1
     assert_one_trigger(env, first.trigger_id)
     done = await env.cache.get("orders", "k1")
     assert done is not None and done.done and done.trigger_id == first.trigger_id
@@ -154,6 +157,7 @@ async def test_a_replay_answers_the_first_fire_time_after_the_row_moved_on() -> 
     assert await env.store.compare_and_set(row, replace(row, fire_at_ms=row.fire_at_ms + DAY_MS,
                                                         occurrence_seq=1))
     env.cache.entries.clear()
+    env.clock.advance_ms(1_000)
     again = await reg(env, "k1")
     assert again == Registered(first.trigger_id, NOW_MS + DELAY_MS, replayed=True)
 
@@ -165,22 +169,22 @@ async def test_cache_errors_after_the_claim_change_no_answer(ops: tuple[str, ...
     for op in ops:
         env.cache.failures[op] = CacheError("redis down")
     first = await reg_driven(env, "k1")
+    env.clock.advance_ms(1)
     second = await reg_driven(env, "k1")
     assert not first.replayed
     assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
     assert_one_trigger(env, first.trigger_id)
-    assert env.store.calls["create"] == 1
 
 
-async def test_redis_down_decides_in_the_store_by_paxos() -> None:
+async def test_redis_down_decides_in_the_store() -> None:
     env = make_env()
     env.cache.failures["claim"] = CacheError("redis down")
     first = await reg(env, "k1")
+    env.clock.advance_ms(1_000)
     second = await reg(env, "k1")
     assert not first.replayed and first.trigger_id == keyed_trigger_id("orders", "k1")
     assert second == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    assert env.store.calls["create_if_absent"] == 1  # the replay was answered by the read
-    assert "create" not in env.store.calls
+    assert env.store.calls["create_keyed"] == 2 and "create" not in env.store.calls
     assert_one_trigger(env, first.trigger_id)
     with pytest.raises(IdempotencyKeyReused):
         await reg(env, "k1", "h2")
@@ -193,10 +197,17 @@ async def test_redis_down_concurrent_duplicates_make_one_trigger() -> None:
     await env.store.put_if_absent(
         IdempotencyRecord("orders", "other", "h1", ghost(Route.DIRECT, DELAY_MS)), 3_600)
     env.cache.failures["claim"] = CacheError("redis down")
-    results = await asyncio.gather(*(reg(env, "same") for _ in range(20)))
+    requests = []
+    for _ in range(20):  # received a millisecond apart: 20 fire times, 20 homes
+        requests.append(request(env, DELAY_MS))
+        env.clock.advance_ms(1)
+    results = await asyncio.gather(*(env.service.register("orders", r, "same", "h1")
+                                     for r in requests))
+    await env.service.drain()
     assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
     assert sum(not r.replayed for r in results) == 1
-    assert env.store.calls["create_if_absent"] == 20  # every read ran before any write
+    assert {r.fire_at_ms for r in results} == {NOW_MS + DELAY_MS}  # the first's, for all
+    assert env.store.calls["create_keyed"] == 20
     assert_one_trigger(env, results[0].trigger_id)
 
 
@@ -215,7 +226,7 @@ async def test_concurrent_duplicates_make_exactly_one_trigger() -> None:
     results = gathered.result()
     assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
     assert sum(not r.replayed for r in results) == 1
-    assert store.calls["create"] == 1 and conditional_calls(env) == {}
+    assert store.calls["create_keyed"] == 1 and conditional_calls(env) == {}
     assert_one_trigger(env, results[0].trigger_id)
 
 
@@ -236,7 +247,8 @@ async def test_request_that_finds_the_key_in_progress_waits_for_the_owners_answe
     waited_ms = await drive(clock, waiter)
     assert waiter.result() == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
     assert 0 < waited_ms < 2_000
-    assert store.calls["get"] == 1  # the waiter never asked Cassandra
+    assert store.calls["create_keyed"] == 1  # the waiter never asked Cassandra
+    assert "get" not in store.calls
     assert_one_trigger(env, first.trigger_id)
 
 
@@ -247,7 +259,7 @@ async def test_claim_left_by_a_dead_owner_delays_then_paxos_decides() -> None:
     waited_ms = await drive(env.clock, task)
     result = task.result()
     assert not result.replayed and 2_000 <= waited_ms <= 2_040  # the wait, then the send
-    assert env.store.calls["create_if_absent"] == 1 and "create" not in env.store.calls
+    assert env.store.calls["create_keyed"] == 1 and conditional_calls(env) == {}
     assert_one_trigger(env, result.trigger_id)
     assert env.metrics.snapshot()["idempotent_wait_timeouts_total"] == 1
     # The message is aimed at the fire time from the moment it is sent, not the arrival.
@@ -257,13 +269,22 @@ async def test_claim_left_by_a_dead_owner_delays_then_paxos_decides() -> None:
 
 
 async def test_an_owner_slower_than_the_wait_still_makes_one_trigger() -> None:
-    """The documented corner: the waiter gives up after 2 s and creates by Paxos while the
-    owner's plain write is still on its way. One id, one row (the same request's content);
-    both are answered as first (the owner's message and the waiter's aim at one row)."""
+    """The waiter gives up after 2 s and creates while the owner's write is still on its
+    way: one id, one row; both are answered as first, with one fire time."""
+
+    class SlowFirst(RecordingStore):
+        gate = asyncio.Event()
+        waited = False
+
+        async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+            if not self.waited:
+                self.waited = True
+                await self.gate.wait()
+            return await super().create_keyed(trigger, index_ttl_s)
+
     clock = ManualClock(NOW_MS)
-    store = GatedStore()
+    store = SlowFirst()
     env = make_env(store=store, clock=clock)
-    store.gate.clear()
     owner = asyncio.create_task(reg(env, "k1"))
     for _ in range(5):
         await asyncio.sleep(0)
@@ -272,18 +293,20 @@ async def test_an_owner_slower_than_the_wait_still_makes_one_trigger() -> None:
     store.gate.set()
     first = await owner
     assert first.trigger_id == waiter.result().trigger_id
+    assert first.fire_at_ms == waiter.result().fire_at_ms
     assert list(store.triggers) == [first.trigger_id]
-    assert store.triggers[first.trigger_id].request_hash == "h1"
+    assert [k for k in store.rows if k[0] == first.trigger_id] == [
+        (first.trigger_id, first.fire_at_ms)]
 
 
 async def test_store_error_on_the_write_accepts_nothing_and_gives_the_key_back() -> None:
     env = make_env()
-    env.store.failures["create"] = StoreError("down")
+    env.store.failures["create_keyed"] = StoreError("down")
     with pytest.raises(StoreError):
         await reg(env, "k1")
     assert env.store.triggers == {} and env.queue.sent == []
     assert env.cache.entries == {}, "the retry need not wait for the claim to expire"
-    del env.store.failures["create"]
+    del env.store.failures["create_keyed"]
     retry = await reg(env, "k1")
     assert retry == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, False)
     assert_one_trigger(env, retry.trigger_id)
@@ -299,7 +322,8 @@ async def test_a_write_that_timed_out_but_landed_is_replayed_by_the_retry() -> N
     retry = await reg(env, "k1")
     assert retry == Registered(keyed_trigger_id("orders", "k1"), NOW_MS + DELAY_MS, True)
     assert list(store.triggers) == [retry.trigger_id]
-    assert store.calls["create"] == UNKNOWN_OUTCOME_ATTEMPTS  # the retry wrote nothing
+    assert [k for k in store.rows if k[0] == retry.trigger_id] == [
+        (retry.trigger_id, NOW_MS + DELAY_MS)]  # the retry wrote no row
     # Not enqueued by either: the sweepers' due-scan heals a PENDING row without a message.
     assert env.queue.sent == []
 
@@ -310,6 +334,7 @@ async def test_a_crash_between_the_row_and_the_done_entry_is_replayed() -> None:
     env = make_env()
     first = await reg(env, "k1")
     env.cache.entries.clear()
+    env.clock.advance_ms(1_000)
     assert await env.cache.claim("orders", "k1", "h1") is None  # the dead owner's claim
     task = asyncio.create_task(reg(env, "k1"))
     await drive(env.clock, task)
@@ -397,7 +422,7 @@ async def test_a_replay_takes_no_quota_place_and_a_failed_write_gives_it_back() 
         await reg(env, "k2")
     assert env.cache.entries.get(("orders", "k2")) is None
     await env.service.cancel("orders", first.trigger_id)
-    env.store.failures["create"] = StoreError("down")
+    env.store.failures["create_keyed"] = StoreError("down")
     with pytest.raises(StoreError):
         await reg(env, "k3")
     assert quota.counted["orders"] == {}

@@ -28,7 +28,7 @@ from trigger_service.core.errors import (
     StoreError,
     StoreTimeout,
 )
-from trigger_service.core.model import Trigger, keyed_trigger_id
+from trigger_service.core.model import keyed_trigger_id
 from trigger_service.platform.metrics import InMemoryMetrics
 
 DELAY_MS = 60_000  # direct: enqueued once written
@@ -63,7 +63,7 @@ async def test_a_write_that_timed_out_once_is_written_again_and_answered(
     assert not result.replayed
     assert list(store.triggers) == [result.trigger_id]
     assert [m.trigger_id for m in env.queue.sent] == [result.trigger_id]  # enqueued once
-    assert store.calls["create"] == UNKNOWN_OUTCOME_ATTEMPTS
+    assert store.calls["create" if key is None else "create_keyed"] == UNKNOWN_OUTCOME_ATTEMPTS
     counts = env.metrics.snapshot()
     assert counts["registration_write_retries_total"] == UNKNOWN_OUTCOME_ATTEMPTS - 1
     assert "registration_outcome_unknown_total" not in counts
@@ -88,12 +88,12 @@ async def test_an_unkeyed_write_never_answered_is_outcome_unknown_naming_its_id(
 
 async def test_a_keyed_retry_after_outcome_unknown_settles_it_either_way() -> None:
     env = make_env()
-    env.store.failures["create"] = StoreTimeout("timed out")  # never written
+    env.store.failures["create_keyed"] = StoreTimeout("timed out")  # never written
     with pytest.raises(OutcomeUnknown) as caught:
         await register(env, "k1")
     assert caught.value.to_json()["triggerId"] == keyed_trigger_id("orders", "k1")
     assert env.store.triggers == {}
-    del env.store.failures["create"]
+    del env.store.failures["create_keyed"]
     retry = await register(env, "k1")  # it was not written: the retry creates it
     assert (retry.trigger_id, retry.replayed) == (keyed_trigger_id("orders", "k1"), False)
     assert list(env.store.triggers) == [retry.trigger_id]
@@ -107,50 +107,31 @@ async def test_other_store_errors_are_not_repeated_and_give_the_quota_place_back
     assert env.store.calls["create"] == 1 and quota.counted["orders"] == {}
 
 
-async def test_a_paxos_create_that_timed_out_but_landed_is_answered_as_the_trigger() -> None:
-    """Redis down: the key is decided by ``create_if_absent``; its repeat finds the row its
-    first attempt wrote, and that is this request's trigger."""
-
-    class LandedPaxos(RecordingStore):
-        timeouts = 1
-
-        async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
-            existing = await super().create_if_absent(trigger, index_ttl_s)
-            if self.timeouts > 0:
-                self.timeouts -= 1
-                raise StoreTimeout("cassandra home_lwt timed out")
-            return existing
-
-    env = make_env(store=LandedPaxos())
+async def test_a_keyed_create_that_timed_out_but_landed_is_answered_as_the_trigger() -> None:
+    """Redis down: the repeat of a creation that landed finds its own home alone, and that
+    is this request's trigger, written once."""
+    store = TimedOutStore()
+    store.timeouts = 1
+    env = make_env(store=store)
     env.cache.failures["claim"] = CacheError("redis down")
     result = await register(env, "k1")
     assert (result.trigger_id, result.replayed) == (keyed_trigger_id("orders", "k1"), False)
     assert list(env.store.triggers) == [result.trigger_id]
     assert [m.trigger_id for m in env.queue.sent] == [result.trigger_id]  # and enqueued
-    assert env.store.calls["create_if_absent"] == 2
+    assert env.store.calls["create_keyed"] == 2
+    assert [k for k in store.rows if k[0] == result.trigger_id] == [
+        (result.trigger_id, result.fire_at_ms)]
 
 
 async def test_a_retry_at_the_quota_limit_is_answered_its_trigger_not_429() -> None:
-    """The first attempt's row landed after the retry read it (a timed-out write): the
-    quota refusal is checked against the row, and the trigger is the answer."""
-
-    class LateRow(RecordingStore):
-        stale_reads = 0
-
-        async def get(self, trigger_id: str) -> Trigger | None:
-            if self.stale_reads > 0:
-                self.stale_reads -= 1
-                self._enter("get")
-                return None
-            return await super().get(trigger_id)
-
-    store = LateRow()
+    """The first attempt's row landed late (a timed-out write) and Redis has no answer: the
+    retry's quota refusal is checked against the row, and the trigger is the answer."""
+    store = RecordingStore()
     env, quota = quota_env(1, store)
     other = await register(env, "k0")  # the caller is at its max_pending
     landed = replace(env.store.triggers[other.trigger_id],
                      trigger_id=keyed_trigger_id("orders", "k1"))
     await store.create(landed, 3_600)  # k1's first write, timed out, landed late
-    store.stale_reads = 1
     result = await register(env, "k1")
     assert result == Registered(landed.trigger_id, landed.fire_at_ms, replayed=True)
     assert list(quota.counted["orders"]) == [other.trigger_id]

@@ -38,18 +38,19 @@ async def post_driven(api: Api, headers: dict[str, str]) -> tuple[int, Any]:
 @pytest.mark.parametrize("key", [None, "k1"])
 async def test_a_write_that_never_settles_is_503_outcome_unknown(api: Api,
                                                                  key: str | None) -> None:
-    api.env.store.failures["create"] = StoreTimeout(DRIVER_TEXT)
+    op = "create" if key is None else "create_keyed"
+    api.env.store.failures[op] = StoreTimeout(DRIVER_TEXT)
     headers = AUTH | ({"Idempotency-Key": key} if key else {})
     status, body = await post_driven(api, headers)
     assert (status, body["error"]) == (503, "outcome_unknown")
     assert set(body) == {"error", "message", "triggerId"}
     assert "Idempotency-Key" in body["message"]
     assert "10.0.0.7" not in str(body) and "OperationTimedOut" not in str(body)
-    assert api.env.store.calls["create"] == UNKNOWN_OUTCOME_ATTEMPTS
+    assert api.env.store.calls[op] == UNKNOWN_OUTCOME_ATTEMPTS
     if key is not None:
         assert body["triggerId"] == keyed_trigger_id("orders", key)
         # The retry with the key settles it: created now, under the id the 503 named.
-        del api.env.store.failures["create"]
+        del api.env.store.failures[op]
         status, again = await post_driven(api, headers)
         assert status == 201 and again["triggerId"] == body["triggerId"]
 

@@ -95,23 +95,28 @@ def _trigger_queries(t: str) -> dict[str, str]:
     key = f"{s.COL_TRIGGER_ID} = ?"
     return {
         # A trigger of an earlier release: its whole row; of this one: where its row is.
-        "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)}, {s.COL_HOME_AT_MS} FROM {t} "
-        f"WHERE {key}",
+        "get": f"SELECT {', '.join(s.TRIGGER_COLUMNS)}, {s.COL_HOME_AT_MS}, {s.COL_CREATIONS}, "
+        f"{s.COL_LIVE_HOME} FROM {t} WHERE {key}",
         # Many rows in one request (one coordinator round trip, not one per row).
         "get_in": f"SELECT {s.COL_TRIGGER_ID}, {', '.join(s.TRIGGER_COLUMNS)}, "
-        f"{s.COL_HOME_AT_MS} FROM {t} WHERE {s.COL_TRIGGER_ID} IN ?",
+        f"{s.COL_HOME_AT_MS}, {s.COL_CREATIONS}, {s.COL_LIVE_HOME} FROM {t} "
+        f"WHERE {s.COL_TRIGGER_ID} IN ?",
         # Where a trigger's row is: written before the row (a pointer to no row reads as no
-        # trigger), never changed, given the row's TTL once the trigger is finished.
+        # trigger), given the row's TTL once the trigger is finished (with the creations: a
+        # keyed trigger's, its home elected; unset for an unkeyed one).
         "home_put": f"UPDATE {t} USING TIMESTAMP ? SET {s.COL_HOME_AT_MS} = ?, "
         f"{s.COL_SHARD} = ? WHERE {key}",
-        "home_ttl": f"UPDATE {t} USING TTL ? SET {s.COL_HOME_AT_MS} = ?, {s.COL_SHARD} = ? "
-        f"WHERE {key}",
-        # The Paxos create: only if no trigger has the id (neither kind of row).
-        "home_lwt": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ?, {s.COL_SHARD} = ? WHERE {key} "
-        f"IF {s.COL_HOME_AT_MS} = null AND {s.TRIGGER_ABSENT_CONDITION} = null",
-        # Re-point an id whose row was never written (its creator died before it).
-        "home_repoint": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ? WHERE {key} "
-        f"IF {s.COL_HOME_AT_MS} = ?",
+        "home_ttl": f"UPDATE {t} USING TTL ? SET {s.COL_HOME_AT_MS} = ?, {s.COL_SHARD} = ?, "
+        f"{s.COL_CREATIONS} = ?, {s.COL_LIVE_HOME} = ? WHERE {key}",
+        # A keyed creation's pointer: (its home, its creation time) added to the creations
+        # (``adapters.homes``).
+        "home_put_keyed": f"UPDATE {t} USING TIMESTAMP ? SET {s.COL_HOME_AT_MS} = ?, "
+        f"{s.COL_SHARD} = ?, {s.COL_CREATIONS} = {s.COL_CREATIONS} + ? WHERE {key}",
+        # The Paxos election of one home among several, and its repair.
+        "home_elect": f"UPDATE {t} SET {s.COL_LIVE_HOME} = ? WHERE {key} "
+        f"IF {s.COL_LIVE_HOME} = null",
+        "home_reelect": f"UPDATE {t} SET {s.COL_LIVE_HOME} = ? WHERE {key} "
+        f"IF {s.COL_LIVE_HOME} = ?",
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         # An earlier release's whole row becomes a pointer to the row just created for it
@@ -138,6 +143,10 @@ def _row_queries(rows: str) -> dict[str, str]:
         "row_create_lwt": f"UPDATE {rows} SET {cols} WHERE {key} "
         f"IF {s.TRIGGER_ABSENT_CONDITION} = null",
         "row_get": f"SELECT {select} FROM {rows} WHERE {key}",
+        # A home that must never hold a row (its creation's cells, older, stay invisible):
+        # by Paxos, only if no row is there; and a row that lost its id's election.
+        "row_seal": f"DELETE FROM {rows} WHERE {key} IF {s.TRIGGER_ABSENT_CONDITION} = null",
+        "row_drop": f"DELETE FROM {rows} WHERE {key}",
         # Rows of one partition in one request: each id has one row, at its home, so the
         # product of the two lists matches only the rows asked for.
         "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_HOME_SECOND} = ? "

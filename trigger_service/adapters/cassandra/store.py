@@ -16,12 +16,14 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from cassandra.cluster import Cluster, Session
+from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate, pauses, trigger_jobs
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
+from trigger_service.adapters.cassandra.homes import CassandraKeyedRows, pointer_from_row
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
 from trigger_service.adapters.cassandra.legacy import LegacyKeys, LegacyRows
@@ -36,12 +38,14 @@ from trigger_service.adapters.cassandra.statements import (
     trigger_from_row,
 )
 from trigger_service.adapters.cassandra.term_index import TermIndex, TermListing, term_writes
+from trigger_service.adapters.homes import Homes
 from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, bucket_minute
-from trigger_service.core.ports import BucketEntry, Clock, ListCursor, ListPage
+from trigger_service.core.ports import BucketEntry, Clock, KeyedCreation, ListCursor, ListPage
 from trigger_service.core.ports.crypto import Cipher
+from trigger_service.core.ports.homes import KeyedRows, creation_of
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.time.clock import SystemClock
 
@@ -151,6 +155,11 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self._open_index = OpenIndex(self._run, self.get_many_at)
         self._created = CreatedIndex(self._run, self.get_many_at)
         self._terms = TermIndex(self._run, self.get_many_at)  # tags, labels, recipients
+        # One row per keyed id (``adapters.homes``) over the pointers and rows (its
+        # primitives public: the contract tests build interleavings from them).
+        self.keyed_rows: KeyedRows = CassandraKeyedRows(self._run, self._rows, self._sealer,
+                                             self._write_keyed_index, self._write_keyed_row)
+        self._homes = Homes(self.keyed_rows)
 
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
         # The history lines of concurrent deliveries share unlogged batches too.
@@ -180,37 +189,18 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         else:
             await self._row_writes.submit([row])
 
-    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
-        # The index entries first, as in create; then the pointer with Paxos (which cannot
-        # take the backdated timestamp, and needs none: no transition can have happened to
-        # a trigger that was not there), then the row.
-        t = trigger.homed()
-        assert t.home_at_ms is not None
-        await self._write_index(t, index_ttl_s, t.created_at_ms * 1000)
-        rows = await self._run("home_lwt", [t.home_at_ms, t.shard, t.trigger_id])
-        if rows and rows[0].get(schema.LWT_APPLIED):
-            await self._rows.create_by_paxos(t)
-            return None
-        existing = await self.get(t.trigger_id)
-        if existing is not None:
-            return existing
-        # A pointer to no row: its creator stopped between the two (nobody was answered
-        # for it). The row goes where the pointer says if that is ours, else the pointer is
-        # moved to ours first (by Paxos: of two such repairs one wins, the other reads it).
-        home = rows[0].get(schema.COL_HOME_AT_MS) if rows else None
-        if home is None:
-            # Gone between the two (it expired): nothing decided; the caller's retry is.
-            raise StoreError(f"trigger {t.trigger_id} vanished during its creation")
-        if home != t.home_at_ms:
-            moved = await self._run("home_repoint", [t.home_at_ms, t.trigger_id, home])
-            if not (moved and moved[0].get(schema.LWT_APPLIED)):
-                raise StoreError(f"trigger {t.trigger_id} is being created concurrently")
-        if await self._rows.create_by_paxos(t):
-            return None
-        existing = await self.get(t.trigger_id)
-        if existing is None:
-            raise StoreError(f"trigger {t.trigger_id} vanished during its creation")
-        return existing
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        return await self._homes.create(trigger, index_ttl_s)
+
+    async def _write_keyed_index(self, t: Trigger, index_ttl_s: int) -> None:
+        """A keyed creation's index entries, with the pointer adding it to the id's
+        creations (``adapters.homes``), timestamped as ``create``'s."""
+        row_ts_us = (t.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
+        await self._write_index(t, index_ttl_s, t.created_at_ms * 1000, home_ts_us=row_ts_us,
+                                keyed=True)
+
+    async def _write_keyed_row(self, t: Trigger) -> None:
+        await self._write_row(t, (t.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000)
 
     async def advance(self, old: Trigger, new: Trigger, index_ttl_s: int, now_ms: int, *,
                       patient: bool = False) -> bool:
@@ -227,14 +217,18 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         return await self.compare_and_set(old, new, patient=patient)
 
     async def _write_index(self, t: Trigger, index_ttl_s: int, ts_us: int, *,
-                           home_ts_us: int | None = None) -> None:
+                           home_ts_us: int | None = None, keyed: bool = False) -> None:
         """The index entries of ``t``'s fire time; with ``home_ts_us`` also the pointer to
-        its row (a creation), written with that timestamp."""
+        its row (a creation), written with that timestamp (``keyed``: adding the creation
+        to the id's creations)."""
         writes, unwritten = entry_writes(t, index_ttl_s, ts_us, self._versions)
         writes += self._open_index.entry_writes(t, index_ttl_s, ts_us)
         writes += self._created.entry_writes(t, index_ttl_s, ts_us)
         writes += term_writes(t, index_ttl_s, ts_us)
-        if home_ts_us is not None:
+        if home_ts_us is not None and keyed:
+            writes.append(("home_put_keyed", [home_ts_us, t.home_at_ms, t.shard,
+                                              {creation_of(t)}, t.trigger_id]))
+        elif home_ts_us is not None:
             writes.append(("home_put", [home_ts_us, t.home_at_ms, t.shard, t.trigger_id]))
         try:
             await self._index_writes.submit(writes)
@@ -246,19 +240,12 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
 
     async def get(self, trigger_id: str) -> Trigger | None:
         rows = await self._run("get", [trigger_id])
-        if not rows:
-            return None
-        row = rows[0]
-        if row[schema.COL_STATUS] is not None:
-            # An earlier release's whole row.
-            return trigger_from_row(trigger_id, await self._sealer.open_row(trigger_id, row))
-        home = row[schema.COL_HOME_AT_MS]
-        if home is None:
-            return None
-        return await self.get_at(trigger_id, home, row[schema.COL_SHARD])
+        return await self._homes.live(trigger_id, await pointer_from_row(
+            trigger_id, rows[0] if rows else None, self._sealer))
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
-        return await self._rows.get(trigger_id, home_at_ms, shard)
+        row = await self._rows.get(trigger_id, home_at_ms, shard)
+        return None if row is None else await self._homes.live_at(row)
 
     async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
                           ) -> list[Trigger | None]:
@@ -281,8 +268,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
                 if row[schema.COL_STATUS] is not None:
                     # An earlier release's row.
                     by_id[tid] = trigger_from_row(tid, await self._sealer.open_row(tid, row))
-                elif row[schema.COL_HOME_AT_MS] is not None:
-                    homes.append((tid, row[schema.COL_HOME_AT_MS], row[schema.COL_SHARD]))
+                elif (home := _settled_home(row)) is not None:
+                    homes.append((tid, home, row[schema.COL_SHARD]))
         by_id.update(await self._rows.get_many(homes))
         return [by_id.get(t) for t in trigger_ids]
 
@@ -305,8 +292,13 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
             alone=ttl_s is not None and len(new.payload_json) > _COALESCE_PAYLOAD_MAX_BYTES)
         if applied and ttl_s is not None:
             assert old.home_at_ms is not None
-            # Finished: the pointer expires with the row.
-            after.append(("home_ttl", [ttl_s, old.home_at_ms, old.shard, old.trigger_id]))
+            # Finished: the pointer expires with the row (a keyed one's creations with it,
+            # its home elected).
+            keyed = old.idem_key is not None
+            after.append(("home_ttl", [
+                ttl_s, old.home_at_ms, old.shard,
+                {creation_of(old)} if keyed else UNSET_VALUE,
+                old.home_at_ms if keyed else UNSET_VALUE, old.trigger_id]))
         if applied and after:
             # Best effort (the outcome is decided): a pointer left behind reads as no
             # trigger once the row is gone, an open entry left behind is skipped by readers.
@@ -398,3 +390,10 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
     async def read_counters(self) -> dict[str, int]:
         rows = await self._run("counters_get", [])
         return {r[schema.COL_COUNTER_NAME]: r[schema.COL_COUNTER_VALUE] for r in rows}
+
+
+def _settled_home(row: dict[str, Any]) -> int | None:
+    """Where a ``get_in`` row says the trigger's row is, without reading rows: the elected
+    home, else the pointer's (a listing's read; ``get_at`` checks before any delivery)."""
+    live: int | None = row[schema.COL_LIVE_HOME]
+    return live if live is not None else row[schema.COL_HOME_AT_MS]

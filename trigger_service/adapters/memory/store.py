@@ -9,9 +9,10 @@ the next calls of ``get`` raise it until the entry is removed.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
+from trigger_service.adapters.homes import Homes
 from trigger_service.adapters.memory.dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory.failing import Failing as Failing
 from trigger_service.adapters.memory.inbox import MemoryInbox
@@ -20,6 +21,7 @@ from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory.queue import MemoryQueue as MemoryQueue
 from trigger_service.adapters.memory.trigger_jobs import MemoryTriggerJobs
+from trigger_service.core.errors import StoreTimeout
 from trigger_service.core.model import (
     Status,
     Trigger,
@@ -31,19 +33,45 @@ from trigger_service.core.model import (
 from trigger_service.core.ports import (
     BucketEntry,
     Clock,
+    KeyedCreation,
     ListCursor,
     ListPage,
 )
 from trigger_service.core.ports.crypto import ResealReport
+from trigger_service.core.ports.homes import Creation, KeyedRows, Pointer, creation_of
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.tags import TriggerFilter, trigger_terms
+
+
+@dataclass
+class MemoryPointer:
+    """An id's pointer row: the last creation's home (``written_at_ms``: its creation
+    time, which decides as the real store's write timestamp does), the keyed homes, the
+    elected one."""
+
+    home_at_ms: int | None
+    shard: int
+    written_at_ms: int
+    creations: set[Creation] = field(default_factory=set)
+    live_home: int | None = None
+
+    def frozen(self) -> Pointer:
+        return Pointer(self.home_at_ms, self.shard, frozenset(self.creations), self.live_home)
 
 
 class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
                   MemoryCallerPauses):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
-    and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs."""
+    and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs.
+
+    Shaped as the real store: rows by (trigger id, home), so one id can hold several rows
+    as Cassandra can, a pointer per id (its last creation's home, the keyed homes, the
+    elected one), and creation cells older than every transition and seal. ``triggers`` is
+    the live view (the row each id's pointer settles on), writable by tests.
+    ``delayed_row_writes = n`` makes the next n row creations time out (``StoreTimeout``)
+    and land only at ``land_delayed_writes()``: a write Cassandra applied after its client
+    gave up."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,7 +79,9 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self._init_dead_letters()
         self._init_inbox()
         self._init_trigger_jobs()
-        self.triggers: dict[str, Trigger] = {}
+        self.rows: dict[tuple[str, int | None], Trigger] = {}
+        self.pointers: dict[str, MemoryPointer] = {}
+        self.triggers: MutableMapping[str, Trigger] = _LiveRows(self)
         self.zoned: dict[tuple[str, int], set[str]] = {}
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
@@ -59,33 +89,74 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         # Rows per page of the paged reads (zoned ids, job items), as Cassandra's fetch size.
         self.page_size = 5000
         self.idempotency: dict[tuple[str, str], IdempotencyRecord] = {}
-        # Ids whose row has cells newer than any creation's (Paxos writes: a transition, or
-        # a create_if_absent), which a plain create can no longer change.
-        self._paxos_written: set[str] = set()
+        # Rows with cells newer than any creation's (a transition's Paxos writes), which a
+        # plain create can no longer change; homes sealed or dropped (a delete newer than any
+        # creation's cells: a creation landing later stays invisible).
+        self._paxos_written: set[tuple[str, int | None]] = set()
+        self._sealed: set[tuple[str, int]] = set()
+        self.delayed_row_writes = 0
+        self.delayed: list[Trigger] = []
         self.cursors: dict[tuple[str, int], int] = {}
         self.counters: dict[str, int] = {}
+        self.keyed_rows: KeyedRows = _MemoryKeyedRows(self)
+        self._homes = Homes(self.keyed_rows)
 
+    # --- creation --------------------------------------------------------------------
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
         trigger = trigger.homed()
         self._index(trigger)
-        # Like the real store's creation cells (timestamped by the creation time, older than
-        # any Paxos write's): the later creation wins over a row only creations wrote, and
-        # nothing undoes a transition or a create_if_absent.
-        current = self.triggers.get(trigger.trigger_id)
-        if current is None or (trigger.trigger_id not in self._paxos_written
-                               and current.created_at_ms <= trigger.created_at_ms):
-            self.triggers[trigger.trigger_id] = trigger
+        self._point(trigger, keyed=False)
+        self._write_row(trigger)
 
-    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
-        self._enter("create_if_absent")
-        trigger = trigger.homed()
-        self._index(trigger)
-        existing = self.triggers.get(trigger.trigger_id)
-        if existing is None:
-            self.triggers[trigger.trigger_id] = trigger
-            self._paxos_written.add(trigger.trigger_id)
-        return existing
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        self._enter("create_keyed")
+        return await self._homes.create(trigger, index_ttl_s)
+
+    def _point(self, t: Trigger, *, keyed: bool) -> None:
+        """The pointer cells a creation writes (its home wins by its creation time, as the
+        real one's timestamp does), and with ``keyed`` the creation added to the id's."""
+        assert t.home_at_ms is not None
+        p = self.pointers.get(t.trigger_id)
+        if p is None:
+            p = self.pointers[t.trigger_id] = MemoryPointer(t.home_at_ms, t.shard,
+                                                            t.created_at_ms)
+        elif t.created_at_ms >= p.written_at_ms:
+            p.home_at_ms, p.shard, p.written_at_ms = t.home_at_ms, t.shard, t.created_at_ms
+        if keyed:
+            p.creations.add(creation_of(t))
+
+    def _write_row(self, t: Trigger) -> None:
+        if self.delayed_row_writes > 0:
+            self.delayed_row_writes -= 1
+            self.delayed.append(t)
+            raise StoreTimeout(f"row write of {t.trigger_id} timed out (it lands later)")
+        self._land(t)
+
+    def _land(self, t: Trigger) -> None:
+        """A creation's cells arrive: they lose to a seal, to a transition and to a later
+        creation's cells (timestamps), as Cassandra's do."""
+        key = (t.trigger_id, t.home_at_ms)
+        current = self.rows.get(key)
+        if (t.home_at_ms is not None and (t.trigger_id, t.home_at_ms) in self._sealed) or (
+                current is not None and (key in self._paxos_written
+                                         or current.created_at_ms > t.created_at_ms)):
+            return
+        self.rows[key] = t
+
+    def live_home(self, trigger_id: str) -> int | None:
+        """The home ``triggers`` reads the id's row at (its pointer's settled home)."""
+        p = self.pointers.get(trigger_id)
+        if p is None:
+            return None
+        home = p.frozen().sole_home()
+        return p.home_at_ms if home is None else home
+
+    def land_delayed_writes(self) -> None:
+        """Apply the row writes that ``delayed_row_writes`` made time out, in order."""
+        delayed, self.delayed = self.delayed, []
+        for t in delayed:
+            self._land(t)
 
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> int:
         self._enter("add_secret")
@@ -140,7 +211,10 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
 
     async def get(self, trigger_id: str) -> Trigger | None:
         self._enter("get")
-        return self.triggers.get(trigger_id)
+        p = self.pointers.get(trigger_id)
+        if p is not None and p.home_at_ms is None:  # a test's row without a home
+            return self.rows.get((trigger_id, None))
+        return await self._homes.live(trigger_id, None if p is None else p.frozen())
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         self._enter("get_many")
@@ -153,18 +227,23 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
                 for tid, home, shard in where]
 
     def _at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
-        t = self.triggers.get(trigger_id)
-        return t if t is not None and t.home_at_ms == home_at_ms and t.shard == shard else None
+        t = self.rows.get((trigger_id, home_at_ms))
+        return t if t is not None and t.shard == shard else None
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         self._enter("get")
-        return self._at(trigger_id, home_at_ms, shard)
+        row = self._at(trigger_id, home_at_ms, shard)
+        return None if row is None else await self._homes.live_at(row)
 
     async def compare_and_set(
         self, old: Trigger, new: Trigger, *, ttl_s: int | None = None, patient: bool = False
     ) -> bool:
         self._enter("compare_and_set")
-        current = self.triggers.get(old.trigger_id)
+        # A copy that does not say where its row is (made before its creation): the row
+        # its pointer names, as the real store finds it.
+        home = old.home_at_ms if old.home_at_ms is not None else self.live_home(old.trigger_id)
+        key = (old.trigger_id, home)
+        current = self.rows.get(key)
         if current is None or (current.status, current.claim_id, current.attempts,
                                current.revision) != (
                 old.status, old.claim_id, old.attempts, old.revision):
@@ -174,8 +253,12 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         if ttl_s is None:
             new = replace(current, **{f.name: getattr(new, f.name) for f in fields(Trigger)
                                       if getattr(new, f.name) != getattr(old, f.name)})
-        self.triggers[old.trigger_id] = new
-        self._paxos_written.add(old.trigger_id)
+        self.rows[key] = new
+        self._paxos_written.add(key)
+        p = self.pointers.get(old.trigger_id)
+        if ttl_s is not None and p is not None and p.creations and home is not None:
+            # Finished: the pointer's last cells (with the row's TTL) name this row alone.
+            p.creations, p.live_home = {creation_of(replace(current, home_at_ms=home))}, home
         return True
 
     async def list_by_caller(
@@ -342,3 +425,85 @@ class MemoryLease(Failing):
     async def leave(self, member: str) -> None:
         self._enter("leave")
         self.members.pop(member, None)
+
+
+class _LiveRows(MutableMapping[str, Trigger]):
+    """``MemoryStore.triggers``: each id's row as its pointer settles it (the elected home,
+    the only one, or the last creation's), in the order the ids were created; a test's
+    assignment writes the row at its home (a new id: unkeyed, that home alone)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    def _live(self, trigger_id: str) -> Trigger | None:
+        if trigger_id not in self._s.pointers:
+            return None
+        return self._s.rows.get((trigger_id, self._s.live_home(trigger_id)))
+
+    def __getitem__(self, trigger_id: str) -> Trigger:
+        t = self._live(trigger_id)
+        if t is None:
+            raise KeyError(trigger_id)
+        return t
+
+    def __setitem__(self, trigger_id: str, t: Trigger) -> None:
+        p = self._s.pointers.get(trigger_id)
+        if p is None or (t.home_at_ms not in p.frozen().homes
+                         and t.home_at_ms != p.home_at_ms):
+            p = self._s.pointers[trigger_id] = MemoryPointer(t.home_at_ms, t.shard,
+                                                             t.created_at_ms)
+        p.shard = t.shard
+        self._s.rows[(trigger_id, t.home_at_ms)] = t
+
+    def __delitem__(self, trigger_id: str) -> None:
+        if self._live(trigger_id) is None:
+            raise KeyError(trigger_id)
+        del self._s.pointers[trigger_id]
+        for key in [k for k in self._s.rows if k[0] == trigger_id]:
+            del self._s.rows[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([tid for tid in list(self._s.pointers) if self._live(tid) is not None])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class _MemoryKeyedRows:
+    """``KeyedRows`` on the fake's dicts (``adapters.homes`` builds on it)."""
+
+    def __init__(self, store: MemoryStore) -> None:
+        self._s = store
+
+    async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:
+        self._s._index(t)
+        self._s._point(t, keyed=True)
+
+    async def pointer(self, trigger_id: str) -> Pointer | None:
+        p = self._s.pointers.get(trigger_id)
+        return None if p is None else p.frozen()
+
+    async def row_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        return self._s._at(trigger_id, home_at_ms, shard)
+
+    async def write_row(self, t: Trigger) -> None:
+        self._s._write_row(t)
+
+    async def elect(self, trigger_id: str, home_at_ms: int, *, replacing: int | None) -> int:
+        self._s._enter("elect")
+        p = self._s.pointers[trigger_id]
+        if p.live_home == replacing:
+            p.live_home = home_at_ms
+        assert p.live_home is not None
+        return p.live_home
+
+    async def seal(self, trigger_id: str, home_at_ms: int, shard: int) -> bool:
+        self._s._enter("seal")
+        if (trigger_id, home_at_ms) in self._s.rows:
+            return False
+        self._s._sealed.add((trigger_id, home_at_ms))
+        return True
+
+    async def drop_row(self, trigger_id: str, home_at_ms: int, shard: int) -> None:
+        self._s.rows.pop((trigger_id, home_at_ms), None)
+        self._s._sealed.add((trigger_id, home_at_ms))

@@ -102,6 +102,15 @@ NEWEST: ListCursor = (0, 2**63 - 1, "")  # where the newest-first order starts
 
 
 @dataclass(frozen=True, slots=True)
+class KeyedCreation:
+    """What ``TriggerCatalog.create_keyed`` left: the id's one row, and whether this call
+    wrote it."""
+
+    trigger: Trigger
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ListPage:
     triggers: list[Trigger]
     next_cursor: ListCursor | None
@@ -111,11 +120,15 @@ class TriggerStates(Protocol):
     """Read triggers and move them through the state machine (every process)."""
 
     async def get(self, trigger_id: str) -> Trigger | None:
-        """Read one trigger (None if unknown or expired). Raises ``StoreError``."""
+        """Read one trigger (None if unknown or expired): its one row, the one every
+        transition applies to (``adapters.homes``: a keyed id whose requests wrote several
+        homes has one live row). Raises ``StoreError``."""
         ...
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
-        """``get`` for each id, concurrently, in order. Raises ``StoreError``."""
+        """``get`` for each id, concurrently, in order; for listings and scans (a keyed id
+        whose homes are not settled is read at its pointer's: the dispatcher's ``get_at``
+        checks before any delivery). Raises ``StoreError``."""
 
     async def get_many_at(self, where: Sequence[tuple[str, int | None, int]]
                           ) -> list[Trigger | None]:
@@ -126,8 +139,9 @@ class TriggerStates(Protocol):
 
     async def get_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         """``get`` when the caller knows where the row is (``Trigger.home_at_ms`` and
-        ``shard``, as a queue message carries them): one read instead of two. None if no
-        row is there. Raises ``StoreError``."""
+        ``shard``, as a queue message carries them): one read instead of two (a keyed row:
+        then its pointer, to check it is the id's live row). None if no row is there or the
+        row there is not the id's (``get`` then finds it). Raises ``StoreError``."""
         ...
 
     async def compare_and_set(
@@ -160,12 +174,16 @@ class TriggerCatalog(TriggerStates, Protocol):
         every creation cell is older than every transition's). Raises ``StoreError``."""
         ...
 
-    async def create_if_absent(self, trigger: Trigger, index_ttl_s: int) -> Trigger | None:
-        """``create``, with the row written by Paxos only if no row with its id exists: None
-        if this call wrote it, else the trigger that is there (concurrent calls with one id
-        write one row). The index entries are written either way (an entry whose row holds
-        another fire time is skipped by every reader). Raises ``StoreError`` (a timeout
-        leaves the outcome unknown: ``get`` tells)."""
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        """Create a keyed trigger (its id derived from its caller and Idempotency-Key) so
+        that its id has one row whatever the requests of the key do: repeated, concurrent,
+        with or without Redis ordering them, with writes that land after their timeout
+        (``adapters.homes``). Plain writes when the request is alone (no Paxos); a Paxos
+        election of one home when several requests wrote theirs. Returns the id's row and
+        whether this call wrote it (then possibly at another request's home, with that
+        home's fire time); if not, the row is another request's (a replay: compare its
+        request hash). Safe to repeat. Raises ``StoreError`` (a timeout leaves the outcome
+        unknown: a repeat settles it)."""
         ...
 
     async def list_by_caller(

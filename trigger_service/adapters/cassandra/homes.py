@@ -1,0 +1,79 @@
+"""``KeyedRows`` on Cassandra: the pointer row in ``triggers`` (with ``creations`` and
+``live_home``), the rows in ``triggers_by_second``; ``adapters.homes`` builds one row per
+keyed trigger id on them. Held by ``CassandraStore``, which owns the connection, the
+index writes and the row writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.rows import Run, TriggerRows, row_key
+from trigger_service.adapters.cassandra.sealing import RowSealer
+from trigger_service.adapters.cassandra.statements import trigger_from_row
+from trigger_service.core.errors import StoreError
+from trigger_service.core.model import Trigger
+from trigger_service.core.ports.homes import Pointer
+
+# The store's creation writes: index entries (with the pointer and the creation added to
+# the id's creations) and the row, both timestamped by the creation.
+WriteIndex = Callable[[Trigger, int], Awaitable[None]]
+WriteRow = Callable[[Trigger], Awaitable[None]]
+
+
+async def pointer_from_row(trigger_id: str, row: dict[str, Any] | None,
+                           sealer: RowSealer) -> Pointer | None:
+    """The ``triggers`` row as a ``Pointer`` (a ``get`` or ``get_in`` row; None: none)."""
+    if row is None:
+        return None
+    legacy = None
+    if row[schema.COL_STATUS] is not None:  # an earlier release's whole row
+        legacy = trigger_from_row(trigger_id, await sealer.open_row(trigger_id, row))
+    creations = frozenset((int(h), int(c), str(r))
+                          for h, c, r in row[schema.COL_CREATIONS] or ())
+    return Pointer(row[schema.COL_HOME_AT_MS], row[schema.COL_SHARD], creations,
+                   row[schema.COL_LIVE_HOME], legacy)
+
+
+class CassandraKeyedRows:
+    def __init__(self, run: Run, rows: TriggerRows, sealer: RowSealer,
+                 write_index: WriteIndex, write_row: WriteRow) -> None:
+        self._run = run
+        self._rows = rows
+        self._sealer = sealer
+        self._write_index = write_index
+        self._write_row = write_row
+
+    async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:
+        await self._write_index(t, index_ttl_s)
+
+    async def pointer(self, trigger_id: str) -> Pointer | None:
+        rows = await self._run("get", [trigger_id])
+        return await pointer_from_row(trigger_id, rows[0] if rows else None, self._sealer)
+
+    async def row_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
+        return await self._rows.get(trigger_id, home_at_ms, shard)
+
+    async def write_row(self, t: Trigger) -> None:
+        await self._write_row(t)
+
+    async def elect(self, trigger_id: str, home_at_ms: int, *, replacing: int | None) -> int:
+        if replacing is None:
+            rows = await self._run("home_elect", [home_at_ms, trigger_id])
+        else:
+            rows = await self._run("home_reelect", [home_at_ms, trigger_id, replacing])
+        if rows and rows[0].get(schema.LWT_APPLIED):
+            return home_at_ms
+        live = rows[0].get(schema.COL_LIVE_HOME) if rows else None
+        if live is None:  # not applied, and nothing elected: the pointer expired meanwhile
+            raise StoreError(f"trigger {trigger_id}: its pointer went during an election")
+        return int(live)
+
+    async def seal(self, trigger_id: str, home_at_ms: int, shard: int) -> bool:
+        rows = await self._run("row_seal", row_key(trigger_id, shard, home_at_ms))
+        return bool(rows and rows[0].get(schema.LWT_APPLIED))
+
+    async def drop_row(self, trigger_id: str, home_at_ms: int, shard: int) -> None:
+        await self._run("row_drop", row_key(trigger_id, shard, home_at_ms))
