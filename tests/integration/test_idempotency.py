@@ -3,7 +3,7 @@ its id derived from the key, is the record; Redis' ``SET NX GET`` orders a key's
 
 Replays and key reuse, concurrent duplicates (one row, one delivery), a retry after the API
 was SIGKILLed between the row and Redis' ``done``, after a store timeout and after Redis lost
-everything, Redis down (the Paxos create), and keys recorded by the earlier releases' code
+everything, Redis down, and keys recorded by the earlier releases' code
 path (the ``idempotency`` table).
 """
 
@@ -35,6 +35,7 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
+from trigger_service.core.ports import KeyedCreation
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http.parsing import request_hash
@@ -142,11 +143,11 @@ async def test_a_retry_after_the_api_was_killed_before_the_done_entry_replays(
 
 
 class TimingOutStore(CassandraStore):
-    """The real store whose ``create`` writes, then reports a timeout (a write that landed
-    after the driver gave up on it)."""
+    """The real store whose keyed creation writes, then reports a timeout (a write that
+    landed after the driver gave up on it)."""
 
-    async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
-        await super().create(trigger, index_ttl_s)
+    async def create_keyed(self, trigger: Trigger, index_ttl_s: int) -> KeyedCreation:
+        await super().create_keyed(trigger, index_ttl_s)
         raise StoreError("cassandra create timed out")
 
 
@@ -186,8 +187,12 @@ async def test_redis_down_still_makes_one_trigger_under_concurrency(stack: Stack
                                  RedisIdempotencyCache(nowhere), rt.clock, rt.metrics)
         now_ms = rt.clock.now_ms()
         new = NewTrigger(stack.body()["callbackUrl"], "null", now_ms + 600_000, now_ms)
-        results = await asyncio.gather(
-            *(offline.register(stack.caller, new, "no-redis", "h") for _ in range(20)))
+        # Received a millisecond apart (a delaySeconds body: 20 fire times). Requests of
+        # one body received in one millisecond are one creation, each answered as first.
+        results = await asyncio.gather(*(offline.register(
+            stack.caller, replace(new, fire_at_ms=new.fire_at_ms + i,
+                                  received_at_ms=now_ms + i), "no-redis", "h")
+            for i in range(20)))
     finally:
         await nowhere.aclose()
     tid = keyed_trigger_id(stack.caller, "no-redis")

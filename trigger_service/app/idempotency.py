@@ -169,8 +169,13 @@ class IdempotentRegistration:
             return await self._refusal_or_replay(trigger, idem_key, e)
         if not done.created:
             return await self._replay_row(done.trigger, trigger.request_hash, idem_key)
-        t = done.trigger  # at the elected home, with its fire time, if another was
+        t = done.trigger
         await self._cache_done(t, idem_key, trigger.request_hash, t.trigger_id, t.fire_at_ms)
+        if t.fire_at_ms != trigger.fire_at_ms:
+            # Written at another request's elected home, with its fire time: that request
+            # is the first, this one its replay (it wrote the row in case that one stopped).
+            return self._replay(trigger.request_hash, trigger.request_hash, t.trigger_id,
+                                t.fire_at_ms)
         return Registered(t.trigger_id, t.fire_at_ms, replayed=False)
 
     async def _refusal_or_replay(self, trigger: Trigger, idem_key: str,

@@ -253,7 +253,10 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
             [(tid, home, shard) for tid, home, shard in where if home is not None]))
         rest = [tid for tid, home, _ in where if home is None]
         found.update(zip(rest, await self.get_many(rest), strict=True))
-        return [found.get(tid) for tid, _, _ in where]
+        # An entry aimed at a home the id's row is not at (a keyed request that found
+        # another's row wrote its entries first) reads as nothing.
+        return [t if (t := found.get(tid)) is not None and (home is None or t.home_at_ms == home)
+                else None for tid, home, _ in where]
 
     async def get_many(self, trigger_ids: Sequence[str]) -> list[Trigger | None]:
         if len(trigger_ids) <= 1:
