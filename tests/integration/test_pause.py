@@ -3,7 +3,9 @@ Redis): a series paused over three occurrences then resumed under each policy, a
 outage (no dispatcher running) across three occurrences under each catch-up policy.
 
 The series fire every 10 s; the catch-up tolerance is 1 s here
-(``TRIGGER_API_CATCH_UP_TOLERANCE_S``) so that "missed" is reached in seconds, not minutes."""
+(``TRIGGER_API_CATCH_UP_TOLERANCE_S``) so that "missed" is reached in seconds, not minutes.
+A resume does not use the tolerance: a series every 2 s paused over three occurrences, with
+the default tolerance (60 s), is resumed under ``none`` without firing any of them."""
 
 from __future__ import annotations
 
@@ -41,9 +43,9 @@ def _rfc3339(ms: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(ms // 1000)) + f".{ms % 1000:03d}Z"
 
 
-def _occurrences(stack: Stack, tid: str, first_ms: int) -> list[int]:
+def _occurrences(stack: Stack, tid: str, first_ms: int, every_ms: int = 10_000) -> list[int]:
     """Which occurrences arrived (1 = the first), in arrival order."""
-    return [(parse_rfc3339_ms(a.body["scheduledAt"]) - first_ms) // 10_000 + 1
+    return [(parse_rfc3339_ms(a.body["scheduledAt"]) - first_ms) // every_ms + 1
             for a in stack.receiver.for_trigger(tid)]
 
 
@@ -93,6 +95,31 @@ async def test_a_series_paused_over_three_occurrences_resumed_under_each_policy(
             assert seqs == [f"{tid}.{n}" for n in range(1, len(seqs) + 1)]
     finally:
         await _finish(stack, list(ids.values()))
+
+
+@pytest.mark.parametrize("extra_env", [{"TRIGGER_API_MIN_RECURRENCE_INTERVAL_S": "1"}])
+async def test_resume_none_fires_nothing_that_came_due_while_paused(stack: Stack) -> None:
+    """Every 2 s, the tolerance its default 60 s: occurrences 1-3 (0, 2, 4 s) come due while
+    paused, each less than the tolerance late at the resume (4.5 s), and none of them fires;
+    the 4th (6 s) fires at its time."""
+    await stack.start_dispatcher()
+    first_ms = (int(time.time()) + 3) * 1000
+    status, got, _ = await stack.post(stack.body(fireAt=_rfc3339(first_ms),
+                                                 rrule="FREQ=SECONDLY;INTERVAL=2"))
+    assert status == 201, got
+    tid = str(got["triggerId"])
+    try:
+        assert (await _call(stack, f"/v1/triggers/{tid}/pause"))["status"] == "PAUSED"
+        await _sleep_until(first_ms + 4_500)
+        resumed = await _call(stack, f"/v1/triggers/{tid}/resume", {"policy": "none"})
+        assert resumed["status"] == "PENDING"
+        assert parse_rfc3339_ms(resumed["fireAt"]) == first_ms + 6_000
+        assert await stack.receiver.wait_for(
+            lambda: bool(stack.receiver.for_trigger(tid)), 5)
+        assert _occurrences(stack, tid, first_ms, 2_000) == [4]
+        assert stack.receiver.for_trigger(tid)[0].body["occurrenceId"] == f"{tid}.1"
+    finally:
+        await _finish(stack, [tid])
 
 
 async def test_an_outage_across_three_occurrences_under_each_catch_up_policy(

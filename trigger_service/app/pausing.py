@@ -75,8 +75,7 @@ class Pausing:
             now_ms = self._clock.now_ms()
             new, chosen = resumed(t, now_ms=now_ms, policy=policy,
                                   horizon_days=self._s.api.max_fire_ahead_days,
-                                  direct_max_delay_s=self._s.direct_max_delay_s,
-                                  tolerance_ms=self._s.api.catch_up_tolerance_s * 1000)
+                                  direct_max_delay_s=self._s.direct_max_delay_s)
             if await self._write(t, new, now_ms):
                 for reason, n in chosen.skipped().items():
                     self._metrics.inc("occurrences_skipped_total", n, reason=reason.value)

@@ -305,7 +305,8 @@ VARIABLES: tuple[Variable, ...] = (
              "purpose); 0 refuses any jitter"),
     Variable("TRIGGER_API_CATCH_UP_TOLERANCE_S", ("api", "catch_up_tolerance_s"), _pos_int,
              "how late a series' occurrence may be and still fire on time: later, it is "
-             "missed, and fires or not by the series' catch-up policy"),
+             "missed, and fires or not by the series' catch-up policy (not at a resume: "
+             "everything that came due while paused is missed)"),
     Variable("TRIGGER_API_PUBLIC_URL", ("api", "public_url"), str,
              "the API's address as people reach it: acknowledgement links start with it"),
     Variable("TRIGGER_API_ACK_SECRET", ("api", "ack_secret"), str,

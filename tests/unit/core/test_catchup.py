@@ -172,3 +172,28 @@ def test_a_one_time_trigger_missed_while_paused_is_cancelled_under_none() -> Non
     before, _ = resumed(t, now_ms=T0 - 1_000, policy=NONE, horizon_days=400,
                         direct_max_delay_s=900)
     assert before.status is Status.PENDING  # not yet due: nothing was missed
+
+
+@pytest.mark.parametrize(("policy", "expected"),
+                         [(None, 0), (ALL, 0), (LATEST, 2), (NONE, 3)])
+def test_what_came_due_while_paused_is_missed_however_little_late(
+        policy: CatchUpPolicy | None, expected: int) -> None:
+    """Resumed 1 s after occurrence 2, well inside the catch-up tolerance: 0, 1 and 2 came
+    due while paused all the same (the tolerance is for outages)."""
+    t = paused(series_trigger(CatchUp(ALL)))
+    new, chosen = resumed(t, now_ms=T0 + 2 * HOUR + 1_000, policy=policy, horizon_days=400,
+                          direct_max_delay_s=900)
+    assert (new.fire_at_ms - T0) // HOUR == expected
+    assert sum(chosen.skipped().values()) == {0: 0, 2: 2, 3: 3}[expected]
+    due_now, _ = resumed(t, now_ms=T0 + 2 * HOUR, policy=NONE, horizon_days=400,
+                         direct_max_delay_s=900)
+    assert (due_now.fire_at_ms - T0) // HOUR == 2  # due at the resume: not missed
+
+
+def test_a_one_time_trigger_a_second_past_its_time_is_cancelled_under_none() -> None:
+    t = paused(Trigger("trg_y", "orders", "http://x/cb", "null", T0, T0 - HOUR, 0,
+                       Route.DIRECT))
+    new, chosen = resumed(t, now_ms=T0 + 1_000, policy=NONE, horizon_days=400,
+                          direct_max_delay_s=900)
+    assert new.status is Status.CANCELLED and new.last_error == MISSED_WHILE_PAUSED
+    assert chosen.skipped_policy == 1

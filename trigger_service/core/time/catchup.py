@@ -4,9 +4,11 @@ fire them (an outage, a pause, a long retry). Pure: every "now" is an argument.
 Definitions (the contract, the same everywhere the series steps):
 
 - an occurrence is **missed** if it is more than the tolerance late (``MISSED_TOLERANCE_MS``,
-  60 s; ``TRIGGER_API_CATCH_UP_TOLERANCE_S``) when it is
-  looked at: when the series steps after an occurrence finished, when a dispatcher is about
-  to deliver it (its first attempt), or when the trigger is resumed;
+  60 s; ``TRIGGER_API_CATCH_UP_TOLERANCE_S``) when it is looked at: when the series steps
+  after an occurrence finished, or when a dispatcher is about to deliver it (its first
+  attempt). At a resume every occurrence that came due while paused is missed, however
+  little late (``core.pause``: the tolerance is the slack of a running system's delivery, and
+  a pause delivers nothing);
 - a missed occurrence more than ``window_s`` late **never fires**, whatever the policy;
 - of the missed ones inside the window: ``all`` fires them in order (the first, and each
   step after it the next), ``latest`` only the most recent, ``none`` none of them: the series
