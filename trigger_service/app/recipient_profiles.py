@@ -15,10 +15,13 @@ change of a profile means for that person's triggers. No HTTP here.
 - Deleting a profile fails each of the person's open triggers: FAILED with ``lastError``
   ``recipient_deleted: ...`` and a dead letter ``recipient_deleted``. One in flight, or one
   this misses (a crash), fails the same way when it is sent (``dispatcher/recipients.py``).
+- Both find the person's triggers through their index, read a page at a time to its last
+  page: it has no bound, and it holds finished triggers until their TTL (skipped here).
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import replace
 from typing import Protocol
 
@@ -104,9 +107,10 @@ class RecipientService:
         await self.get(caller, recipient_id)
         await self._recipients.delete_profile(caller, recipient_id)
         failed = 0
-        for t in await self._open_triggers(caller, recipient_id):
-            if t.status is not Status.IN_FLIGHT:  # one in flight fails at its send
-                failed += await self.fail(t, recipient_id)
+        async for page in self._open_triggers(caller, recipient_id):
+            for t in page:
+                if t.status is not Status.IN_FLIGHT:  # one in flight fails at its send
+                    failed += await self.fail(t, recipient_id)
         return failed
 
     async def fail(self, t: Trigger, recipient_id: str) -> int:
@@ -125,12 +129,16 @@ class RecipientService:
         self._metrics.inc("dead_lettered_total", reason=RECIPIENT_DELETED)
         return 1
 
-    async def _open_triggers(self, caller: str, recipient_id: str) -> list[Trigger]:
-        entries = await self._recipients.linked(caller, recipient_id)
-        found = await self._triggers.get_many_at(
-            [(e.trigger_id, e.home_at_ms, e.shard) for e in entries])
-        return [t for t in found if t is not None and not t.status.terminal
-                and t.caller == caller and t.recipient == recipient_id]
+    async def _open_triggers(self, caller: str, recipient_id: str
+                             ) -> AsyncIterator[list[Trigger]]:
+        """The person's open triggers, a page of their index at a time to its last page.
+        Entries of finished triggers are skipped, not deleted: a replay takes a FAILED
+        trigger back to PENDING under the same entry."""
+        async for entries in self._recipients.linked(caller, recipient_id):
+            found = await self._triggers.get_many_at(
+                [(e.trigger_id, e.home_at_ms, e.shard) for e in entries])
+            yield [t for t in found if t is not None and not t.status.terminal
+                   and t.caller == caller and t.recipient == recipient_id]
 
     # --- zone changes -----------------------------------------------------------------
     async def run_once(self) -> int:
@@ -142,18 +150,20 @@ class RecipientService:
         return done
 
     async def complete(self, change: ZoneChange) -> int:
-        """Move the person's floating triggers to the profile's zone; forget ``change``
-        once none is left on another zone (1), else keep it for the next pass (0)."""
+        """Move the person's floating triggers to the profile's zone, every page of their
+        index read; forget ``change`` once none is left on another zone (1), else keep it
+        for the next pass (0)."""
         try:
             profile = await self._recipients.get_profile(change.caller, change.recipient_id)
             left = 0
             if profile is not None:
-                for t in await self._open_triggers(change.caller, change.recipient_id):
-                    if (t.recipient_zone and t.schedule is not None
-                            and t.schedule.time_zone != profile.time_zone):
-                        # Not one in flight: its finish steps it in the old zone.
-                        left += not (t.status is not Status.IN_FLIGHT
-                                     and await self._move(t, profile.time_zone))
+                async for page in self._open_triggers(change.caller, change.recipient_id):
+                    for t in page:
+                        if (t.recipient_zone and t.schedule is not None
+                                and t.schedule.time_zone != profile.time_zone):
+                            # Not one in flight: its finish steps it in the old zone.
+                            left += not (t.status is not Status.IN_FLIGHT
+                                         and await self._move(t, profile.time_zone))
             if left:
                 return 0
             await self._recipients.complete_zone_change(change)
