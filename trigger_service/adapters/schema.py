@@ -128,7 +128,8 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           when ``TRIGGER_ENCRYPTION_PAYLOADS``). Size: a caller's people / 16.
 - ``recipient_triggers``  (``caller``, ``recipient_id``) → that person's triggers by id, with
                           their home and shard; the index TTL of the trigger. Size: one
-                          person's reminders (a series once): tens to a few thousand.
+                          person's reminders (a series once) in that TTL, finished ones
+                          included: tens to a few thousand, unbounded (read a page at a time).
 - ``recipient_zone_changes`` (``k``) → (``caller``, ``recipient_id``, ``changed_at_ms``):
                           zone changes whose triggers are not all re-resolved yet. Size: a few
                           seconds' changes (deleted once done).

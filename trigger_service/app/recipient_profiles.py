@@ -15,10 +15,14 @@ change of a profile means for that person's triggers. No HTTP here.
 - Deleting a profile fails each of the person's open triggers: FAILED with ``lastError``
   ``recipient_deleted: ...`` and a dead letter ``recipient_deleted``. One in flight, or one
   this misses (a crash), fails the same way when it is sent (``dispatcher/recipients.py``).
+- Both find the person's triggers through their index, read a page at a time to its last
+  page: it has no bound, and it holds finished triggers until their TTL (skipped here).
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Protocol
 
@@ -46,6 +50,9 @@ from trigger_service.core.time.zones import TZDATA_VERSION
 log = structlog.get_logger(__name__)
 
 ZONE_CHANGES_PER_PASS = 100
+# Moves (or failures) of one pass in flight at once: one LWT each, so a person's thousands of
+# triggers take seconds rather than minutes, and a pass still holds few requests at a time.
+STEPS_AT_ONCE = 32
 
 
 class RecipientTriggerStore(TriggerStates, DeadLetterIndex, Protocol):
@@ -104,9 +111,10 @@ class RecipientService:
         await self.get(caller, recipient_id)
         await self._recipients.delete_profile(caller, recipient_id)
         failed = 0
-        for t in await self._open_triggers(caller, recipient_id):
-            if t.status is not Status.IN_FLIGHT:  # one in flight fails at its send
-                failed += await self.fail(t, recipient_id)
+        async for page in self._open_triggers(caller, recipient_id):
+            # Not one in flight: it fails at its send.
+            idle = [t for t in page if t.status is not Status.IN_FLIGHT]
+            failed += await _each(idle, lambda t: self.fail(t, recipient_id))
         return failed
 
     async def fail(self, t: Trigger, recipient_id: str) -> int:
@@ -125,12 +133,16 @@ class RecipientService:
         self._metrics.inc("dead_lettered_total", reason=RECIPIENT_DELETED)
         return 1
 
-    async def _open_triggers(self, caller: str, recipient_id: str) -> list[Trigger]:
-        entries = await self._recipients.linked(caller, recipient_id)
-        found = await self._triggers.get_many_at(
-            [(e.trigger_id, e.home_at_ms, e.shard) for e in entries])
-        return [t for t in found if t is not None and not t.status.terminal
-                and t.caller == caller and t.recipient == recipient_id]
+    async def _open_triggers(self, caller: str, recipient_id: str
+                             ) -> AsyncIterator[list[Trigger]]:
+        """The person's open triggers, a page of their index at a time to its last page.
+        Entries of finished triggers are skipped, not deleted: a replay takes a FAILED
+        trigger back to PENDING under the same entry."""
+        async for entries in self._recipients.linked(caller, recipient_id):
+            found = await self._triggers.get_many_at(
+                [(e.trigger_id, e.home_at_ms, e.shard) for e in entries])
+            yield [t for t in found if t is not None and not t.status.terminal
+                   and t.caller == caller and t.recipient == recipient_id]
 
     # --- zone changes -----------------------------------------------------------------
     async def run_once(self) -> int:
@@ -142,18 +154,20 @@ class RecipientService:
         return done
 
     async def complete(self, change: ZoneChange) -> int:
-        """Move the person's floating triggers to the profile's zone; forget ``change``
-        once none is left on another zone (1), else keep it for the next pass (0)."""
+        """Move the person's floating triggers to the profile's zone, every page of their
+        index read; forget ``change`` once none is left on another zone (1), else keep it
+        for the next pass (0)."""
         try:
             profile = await self._recipients.get_profile(change.caller, change.recipient_id)
             left = 0
             if profile is not None:
-                for t in await self._open_triggers(change.caller, change.recipient_id):
-                    if (t.recipient_zone and t.schedule is not None
-                            and t.schedule.time_zone != profile.time_zone):
-                        # Not one in flight: its finish steps it in the old zone.
-                        left += not (t.status is not Status.IN_FLIGHT
-                                     and await self._move(t, profile.time_zone))
+                zone = profile.time_zone
+                async for page in self._open_triggers(change.caller, change.recipient_id):
+                    away = [t for t in page if t.recipient_zone and t.schedule is not None
+                            and t.schedule.time_zone != zone]
+                    # Not one in flight: its finish steps it in the old zone.
+                    idle = [t for t in away if t.status is not Status.IN_FLIGHT]
+                    left += len(away) - await _each(idle, lambda t: self._move(t, zone))
             if left:
                 return 0
             await self._recipients.complete_zone_change(change)
@@ -191,3 +205,17 @@ class RecipientService:
             await self._queue.send(OutgoingMessage.of(new, sqs_delay_s(
                 new.fire_at_ms, now_ms, self._s.sqs.enqueue_lead_s)))
         return True
+
+
+async def _each(triggers: Sequence[Trigger], step: Callable[[Trigger], Awaitable[int]]) -> int:
+    """``step`` of each of ``triggers``, ``STEPS_AT_ONCE`` at a time; the sum of what they
+    return. Raises the first error of a chunk once the whole chunk has settled, so no step
+    runs on after its pass has ended."""
+    total = 0
+    for start in range(0, len(triggers), STEPS_AT_ONCE):
+        chunk = triggers[start:start + STEPS_AT_ONCE]
+        for result in await asyncio.gather(*(step(t) for t in chunk), return_exceptions=True):
+            if isinstance(result, BaseException):
+                raise result
+            total += result
+    return total

@@ -14,7 +14,7 @@ import pytest
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS, make_env
 from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.adapters.memory.store import MemoryQueue
-from trigger_service.app.recipient_profiles import RecipientService
+from trigger_service.app.recipient_profiles import STEPS_AT_ONCE, RecipientService
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.config.callers import CallbackPrefix, Caller
 from trigger_service.config.recipients import RecipientPolicy
@@ -24,6 +24,7 @@ from trigger_service.core.errors import (
     NotFound,
     RecipientNotAllowed,
     RecipientNotFound,
+    StoreError,
 )
 from trigger_service.core.model import Status, Trigger
 from trigger_service.http.parsing import parse_register
@@ -159,3 +160,34 @@ async def test_deleting_a_recipient_fails_its_reminders_with_the_reason(world: W
         assert row.last_error == "recipient_deleted: recipient ada was deleted"
         letter = world.env.store.dead_letters[t.occurrence_id]
         assert letter.reason is DeadLetterReason.RECIPIENT_DELETED
+
+
+async def test_both_passes_read_every_page_of_the_persons_index(world: World) -> None:
+    world.recipients.page_size = 2  # five triggers: three pages
+    await world.profiles.put(CALLER, "ada", {"timeZone": NY})
+    made = [await world.register({"recipient": "ada", "timeZone": "recipient",
+                                  "localTime": "2023-11-15T09:00", "rrule": "FREQ=DAILY"})
+            for _ in range(5)]
+    first = min(made, key=lambda t: t.trigger_id)  # on the first page: in flight
+    world.env.store.triggers[first.trigger_id] = replace(first, status=Status.IN_FLIGHT,
+                                                         claim_id="c1")
+    await world.profiles.put(CALLER, "ada", {"timeZone": TOKYO})
+    assert len(world.recipients.changes) == 1  # kept for the one in flight
+    zones = {t.trigger_id: s.time_zone for t in made if (s := world.row(t).schedule)}
+    assert zones == {t.trigger_id: NY if t is first else TOKYO for t in made}
+    assert await world.profiles.delete("shop", "ada") == 4  # the one in flight fails at send
+    assert [t for t in made if world.row(t).status is not Status.FAILED] == [first]
+
+
+async def test_a_failed_move_ends_the_pass_once_its_chunk_settled(world: World) -> None:
+    await world.profiles.put(CALLER, "ada", {"timeZone": NY})
+    made = [await world.register({"recipient": "ada", "timeZone": "recipient",
+                                  "localTime": "2023-11-15T09:00", "rrule": "FREQ=DAILY"})
+            for _ in range(STEPS_AT_ONCE + 8)]
+    world.env.store.failures["advance"] = StoreError("cassandra advance timed out")
+    await world.profiles.put(CALLER, "ada", {"timeZone": TOKYO})
+    assert len(world.recipients.changes) == 1  # kept for the next pass
+    assert world.env.store.calls["advance"] == STEPS_AT_ONCE  # no second chunk started
+    del world.env.store.failures["advance"]
+    assert await world.profiles.run_once() == 1
+    assert {s.time_zone for t in made if (s := world.row(t).schedule)} == {TOKYO}

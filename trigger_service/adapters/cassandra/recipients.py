@@ -11,13 +11,13 @@ from __future__ import annotations
 import asyncio
 import heapq
 import zlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.core.ports.crypto import is_sealed
-from trigger_service.core.ports.recipient import MAX_LINKED, LinkedTrigger, ZoneChange
+from trigger_service.core.ports.recipient import LinkedTrigger, ZoneChange
 from trigger_service.core.recipient_profiles import (
     RecipientProfile,
     profile_from_json,
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from trigger_service.adapters.cassandra.store import CassandraStore
 
 Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]
+Pages = Callable[[str, Sequence[Any]], AsyncIterator[list[dict[str, Any]]]]
 
 
 def recipient_queries(keyspace: str) -> dict[str, str]:
@@ -50,7 +51,7 @@ def recipient_queries(keyspace: str) -> dict[str, str]:
         f"{s.COL_TRIGGER_ID}, {s.COL_HOME_AT_MS}, {s.COL_SHARD}) VALUES (?, ?, ?, ?, ?) "
         "USING TTL ?",
         "recipient_linked": f"SELECT {s.COL_TRIGGER_ID}, {s.COL_HOME_AT_MS}, {s.COL_SHARD} "
-        f"FROM {idx} WHERE {person} LIMIT {MAX_LINKED}",
+        f"FROM {idx} WHERE {person}",
         "zone_change_put": f"UPDATE {zc} SET {s.COL_CHANGED_AT_MS} = ? WHERE {zkey}",
         "zone_change_list": f"SELECT {s.COL_CALLER}, {s.COL_RECIPIENT_ID}, "
         f"{s.COL_CHANGED_AT_MS} FROM {zc} WHERE {s.COL_K} = ? LIMIT ?",
@@ -71,14 +72,16 @@ def _context(caller: str, recipient_id: str) -> str:
 
 
 class CassandraRecipients:
-    def __init__(self, run: Run, sealer: RowSealer) -> None:
+    def __init__(self, run: Run, pages: Pages, sealer: RowSealer) -> None:
         self._run = run
+        self._pages = pages
         self._sealer = sealer
 
     @classmethod
     def of(cls, store: CassandraStore) -> CassandraRecipients:
         """On ``store``'s session (its statements are prepared there) and its sealer."""
-        return cls(store._run, store._sealer)  # one session, one sealer: the store's
+        # One session, one sealer: the store's.
+        return cls(store._run, store._pages, store._sealer)
 
     async def _open(self, caller: str, recipient_id: str, text: str) -> RecipientProfile:
         if is_sealed(text):
@@ -127,10 +130,11 @@ class CassandraRecipients:
         await self._run("recipient_link", [caller, recipient_id, entry.trigger_id,
                                            entry.home_at_ms, entry.shard, ttl_s])
 
-    async def linked(self, caller: str, recipient_id: str) -> list[LinkedTrigger]:
-        rows = await self._run("recipient_linked", [caller, recipient_id])
-        return [LinkedTrigger(r[s.COL_TRIGGER_ID], r[s.COL_HOME_AT_MS], r[s.COL_SHARD])
-                for r in rows]
+    async def linked(self, caller: str, recipient_id: str
+                     ) -> AsyncIterator[list[LinkedTrigger]]:
+        async for rows in self._pages("recipient_linked", [caller, recipient_id]):
+            yield [LinkedTrigger(r[s.COL_TRIGGER_ID], r[s.COL_HOME_AT_MS], r[s.COL_SHARD])
+                   for r in rows]
 
     async def record_zone_change(self, change: ZoneChange) -> None:
         await self._run("zone_change_put", [

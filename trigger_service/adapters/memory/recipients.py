@@ -1,13 +1,11 @@
 """An in-memory ``RecipientStore`` for unit tests and the in-process runtime (one process:
-no TTLs, nothing shared)."""
+no TTLs, nothing shared). The person's index pages as Cassandra's does."""
 
 from __future__ import annotations
 
-from trigger_service.core.ports.recipient import (
-    MAX_LINKED,
-    LinkedTrigger,
-    ZoneChange,
-)
+from collections.abc import AsyncIterator
+
+from trigger_service.core.ports.recipient import LinkedTrigger, ZoneChange
 from trigger_service.core.recipient_profiles import RecipientProfile
 
 
@@ -16,6 +14,7 @@ class MemoryRecipients:
         self.profiles: dict[tuple[str, str], RecipientProfile] = {}
         self.links: dict[tuple[str, str], dict[str, LinkedTrigger]] = {}
         self.changes: dict[tuple[str, str], int] = {}
+        self.page_size = 5000  # index entries per page of ``linked``: Cassandra's fetch size
 
     async def get_profile(self, caller: str, recipient_id: str) -> RecipientProfile | None:
         return self.profiles.get((caller, recipient_id))
@@ -38,9 +37,13 @@ class MemoryRecipients:
                    ttl_s: int) -> None:
         self.links.setdefault((caller, recipient_id), {})[entry.trigger_id] = entry
 
-    async def linked(self, caller: str, recipient_id: str) -> list[LinkedTrigger]:
-        found = self.links.get((caller, recipient_id), {})
-        return [found[k] for k in sorted(found)][:MAX_LINKED]
+    async def linked(self, caller: str, recipient_id: str
+                     ) -> AsyncIterator[list[LinkedTrigger]]:
+        # As Cassandra pages: each page read when asked for, after the last id yielded.
+        found, after = self.links.get((caller, recipient_id), {}), ""
+        while ids := sorted(i for i in found if i > after)[:self.page_size]:
+            yield [found[i] for i in ids]
+            after = ids[-1]
 
     async def record_zone_change(self, change: ZoneChange) -> None:
         self.changes[(change.caller, change.recipient_id)] = change.changed_at_ms

@@ -4,14 +4,13 @@ triggers, and the zone changes not yet carried to them. Implemented by
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Protocol
 
 from trigger_service.core.recipient_profiles import RecipientProfile
 
 MAX_RECIPIENT_LIST = 500
-# A person's triggers read at once (a delete, a zone change): more than any person needs.
-MAX_LINKED = 10_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +59,12 @@ class RecipientStore(Protocol):
         """Add a trigger to the person's index (idempotent). Raises ``StoreError``."""
         ...
 
-    async def linked(self, caller: str, recipient_id: str) -> list[LinkedTrigger]:
-        """The person's index, at most ``MAX_LINKED`` entries (readers check each against
-        the row: an entry may point at a finished trigger, or at none). Raises
-        ``StoreError``."""
+    def linked(self, caller: str, recipient_id: str) -> AsyncIterator[list[LinkedTrigger]]:
+        """The person's index in trigger id order, a page at a time to the last (never all
+        at once, and no bound: a person's entries are as many as the triggers made for them
+        in the index TTL, finished ones included). Readers check each entry against the row:
+        an entry may point at a finished trigger, or at none. Raises ``StoreError`` from the
+        page that failed (the pages yielded before it stand: a read, go on or read again)."""
         ...
 
     async def record_zone_change(self, change: ZoneChange) -> None:
