@@ -37,6 +37,13 @@ async def pointer_from_row(trigger_id: str, row: dict[str, Any] | None,
                    row[schema.COL_LIVE_HOME], legacy)
 
 
+def settled_home(row: dict[str, Any]) -> int | None:
+    """Where a ``get_in`` row says the trigger's row is, without reading rows: the elected
+    home, else the pointer's (a listing's read; ``get_at`` checks before any delivery)."""
+    live: int | None = row[schema.COL_LIVE_HOME]
+    return live if live is not None else row[schema.COL_HOME_AT_MS]
+
+
 class CassandraKeyedRows:
     def __init__(self, run: Run, rows: TriggerRows, sealer: RowSealer,
                  write_index: WriteIndex, write_row: WriteRow) -> None:

@@ -23,7 +23,11 @@ from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver, migrate, pauses, trigger_jobs
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters, attempt_values
-from trigger_service.adapters.cassandra.homes import CassandraKeyedRows, pointer_from_row
+from trigger_service.adapters.cassandra.homes import (
+    CassandraKeyedRows,
+    pointer_from_row,
+    settled_home,
+)
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
 from trigger_service.adapters.cassandra.legacy import LegacyKeys, LegacyRows
@@ -271,7 +275,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
                 if row[schema.COL_STATUS] is not None:
                     # An earlier release's row.
                     by_id[tid] = trigger_from_row(tid, await self._sealer.open_row(tid, row))
-                elif (home := _settled_home(row)) is not None:
+                elif (home := settled_home(row)) is not None:
                     homes.append((tid, home, row[schema.COL_SHARD]))
         by_id.update(await self._rows.get_many(homes))
         return [by_id.get(t) for t in trigger_ids]
@@ -394,9 +398,3 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         rows = await self._run("counters_get", [])
         return {r[schema.COL_COUNTER_NAME]: r[schema.COL_COUNTER_VALUE] for r in rows}
 
-
-def _settled_home(row: dict[str, Any]) -> int | None:
-    """Where a ``get_in`` row says the trigger's row is, without reading rows: the elected
-    home, else the pointer's (a listing's read; ``get_at`` checks before any delivery)."""
-    live: int | None = row[schema.COL_LIVE_HOME]
-    return live if live is not None else row[schema.COL_HOME_AT_MS]

@@ -9,12 +9,13 @@ the next calls of ``get`` raise it until the entry is removed.
 from __future__ import annotations
 
 import bisect
-from collections.abc import AsyncIterator, Iterator, MutableMapping, Sequence
+from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from trigger_service.adapters.homes import Homes
 from trigger_service.adapters.memory.dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory.failing import Failing as Failing
+from trigger_service.adapters.memory.homes import LiveRows, MemoryKeyedRows, MemoryPointer
 from trigger_service.adapters.memory.inbox import MemoryInbox
 from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 
@@ -38,25 +39,9 @@ from trigger_service.core.ports import (
     ListPage,
 )
 from trigger_service.core.ports.crypto import ResealReport
-from trigger_service.core.ports.homes import Creation, KeyedRows, Pointer, creation_of
+from trigger_service.core.ports.homes import KeyedRows, creation_of
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.tags import TriggerFilter, trigger_terms
-
-
-@dataclass
-class MemoryPointer:
-    """An id's pointer row: the last creation's home (``written_at_ms``: its creation
-    time, which decides as the real store's write timestamp does), the keyed homes, the
-    elected one."""
-
-    home_at_ms: int | None
-    shard: int
-    written_at_ms: int
-    creations: set[Creation] = field(default_factory=set)
-    live_home: int | None = None
-
-    def frozen(self) -> Pointer:
-        return Pointer(self.home_at_ms, self.shard, frozenset(self.creations), self.live_home)
 
 
 class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
@@ -65,10 +50,8 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs.
 
-    Shaped as the real store: rows by (trigger id, home), so one id can hold several rows
-    as Cassandra can, a pointer per id (its last creation's home, the keyed homes, the
-    elected one), and creation cells older than every transition and seal. ``triggers`` is
-    the live view (the row each id's pointer settles on), writable by tests.
+    Shaped as the real store (``memory.homes``): rows by (trigger id, home), a pointer per
+    id, creation cells older than every transition and seal; ``triggers`` is the live view.
     ``delayed_row_writes = n`` makes the next n row creations time out (``StoreTimeout``)
     and land only at ``land_delayed_writes()``: a write Cassandra applied after its client
     gave up."""
@@ -81,7 +64,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self._init_trigger_jobs()
         self.rows: dict[tuple[str, int | None], Trigger] = {}
         self.pointers: dict[str, MemoryPointer] = {}
-        self.triggers: MutableMapping[str, Trigger] = _LiveRows(self)
+        self.triggers: MutableMapping[str, Trigger] = LiveRows(self)
         self.zoned: dict[tuple[str, int], set[str]] = {}
         self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
@@ -98,7 +81,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self.delayed: list[Trigger] = []
         self.cursors: dict[tuple[str, int], int] = {}
         self.counters: dict[str, int] = {}
-        self.keyed_rows: KeyedRows = _MemoryKeyedRows(self)
+        self.keyed_rows: KeyedRows = MemoryKeyedRows(self)
         self._homes = Homes(self.keyed_rows)
 
     # --- creation --------------------------------------------------------------------
@@ -114,17 +97,9 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         return await self._homes.create(trigger, index_ttl_s)
 
     def _point(self, t: Trigger, *, keyed: bool) -> None:
-        """The pointer cells a creation writes (its home wins by its creation time, as the
-        real one's timestamp does), and with ``keyed`` the creation added to the id's."""
-        assert t.home_at_ms is not None
-        p = self.pointers.get(t.trigger_id)
-        if p is None:
-            p = self.pointers[t.trigger_id] = MemoryPointer(t.home_at_ms, t.shard,
-                                                            t.created_at_ms)
-        elif t.created_at_ms >= p.written_at_ms:
-            p.home_at_ms, p.shard, p.written_at_ms = t.home_at_ms, t.shard, t.created_at_ms
-        if keyed:
-            p.creations.add(creation_of(t))
+        p = self.pointers.setdefault(t.trigger_id, MemoryPointer(t.home_at_ms, t.shard,
+                                                                 t.created_at_ms))
+        p.written(t, keyed=keyed)
 
     def _write_row(self, t: Trigger) -> None:
         if self.delayed_row_writes > 0:
@@ -147,10 +122,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
     def live_home(self, trigger_id: str) -> int | None:
         """The home ``triggers`` reads the id's row at (its pointer's settled home)."""
         p = self.pointers.get(trigger_id)
-        if p is None:
-            return None
-        home = p.frozen().sole_home()
-        return p.home_at_ms if home is None else home
+        return None if p is None else p.settled_home()
 
     def land_delayed_writes(self) -> None:
         """Apply the row writes that ``delayed_row_writes`` made time out, in order."""
@@ -426,84 +398,3 @@ class MemoryLease(Failing):
         self._enter("leave")
         self.members.pop(member, None)
 
-
-class _LiveRows(MutableMapping[str, Trigger]):
-    """``MemoryStore.triggers``: each id's row as its pointer settles it (the elected home,
-    the only one, or the last creation's), in the order the ids were created; a test's
-    assignment writes the row at its home (a new id: unkeyed, that home alone)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._s = store
-
-    def _live(self, trigger_id: str) -> Trigger | None:
-        if trigger_id not in self._s.pointers:
-            return None
-        return self._s.rows.get((trigger_id, self._s.live_home(trigger_id)))
-
-    def __getitem__(self, trigger_id: str) -> Trigger:
-        t = self._live(trigger_id)
-        if t is None:
-            raise KeyError(trigger_id)
-        return t
-
-    def __setitem__(self, trigger_id: str, t: Trigger) -> None:
-        p = self._s.pointers.get(trigger_id)
-        if p is None or (t.home_at_ms not in p.frozen().homes
-                         and t.home_at_ms != p.home_at_ms):
-            p = self._s.pointers[trigger_id] = MemoryPointer(t.home_at_ms, t.shard,
-                                                             t.created_at_ms)
-        p.shard = t.shard
-        self._s.rows[(trigger_id, t.home_at_ms)] = t
-
-    def __delitem__(self, trigger_id: str) -> None:
-        if self._live(trigger_id) is None:
-            raise KeyError(trigger_id)
-        del self._s.pointers[trigger_id]
-        for key in [k for k in self._s.rows if k[0] == trigger_id]:
-            del self._s.rows[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter([tid for tid in list(self._s.pointers) if self._live(tid) is not None])
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
-
-
-class _MemoryKeyedRows:
-    """``KeyedRows`` on the fake's dicts (``adapters.homes`` builds on it)."""
-
-    def __init__(self, store: MemoryStore) -> None:
-        self._s = store
-
-    async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:
-        self._s._index(t)
-        self._s._point(t, keyed=True)
-
-    async def pointer(self, trigger_id: str) -> Pointer | None:
-        p = self._s.pointers.get(trigger_id)
-        return None if p is None else p.frozen()
-
-    async def row_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
-        return self._s._at(trigger_id, home_at_ms, shard)
-
-    async def write_row(self, t: Trigger) -> None:
-        self._s._write_row(t)
-
-    async def elect(self, trigger_id: str, home_at_ms: int, *, replacing: int | None) -> int:
-        self._s._enter("elect")
-        p = self._s.pointers[trigger_id]
-        if p.live_home == replacing:
-            p.live_home = home_at_ms
-        assert p.live_home is not None
-        return p.live_home
-
-    async def seal(self, trigger_id: str, home_at_ms: int, shard: int) -> bool:
-        self._s._enter("seal")
-        if (trigger_id, home_at_ms) in self._s.rows:
-            return False
-        self._s._sealed.add((trigger_id, home_at_ms))
-        return True
-
-    async def drop_row(self, trigger_id: str, home_at_ms: int, shard: int) -> None:
-        self._s.rows.pop((trigger_id, home_at_ms), None)
-        self._s._sealed.add((trigger_id, home_at_ms))
