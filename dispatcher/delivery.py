@@ -16,7 +16,8 @@ Why each failure is safe:
 - killed after the claim: the message reappears; a claim older than the callback timeout is
   taken over by LWT (``claim_takeovers_total``; the receiver may see that attempt twice);
 - killed after a 2xx but before FIRED is written: the message reappears and the trigger is
-  delivered again (at-least-once; the receiver dedupes on ``X-Trigger-Id``);
+  delivered again (at-least-once; the receiver dedupes on the occurrence id,
+  ``X-Trigger-Occurrence-Id``: the trigger id is the same for every occurrence of a series);
 - two dispatchers with the same message or duplicates of it: only one claim LWT applies;
   the loser hides its copy until the winner's claim would be stale (it may be the winner's
   only copy: deleting it would leave a dead winner's trigger to the reconciler); it is

@@ -138,8 +138,8 @@ def _row_queries(rows: str) -> dict[str, str]:
     select = f"{s.COL_TRIGGER_ID}, {s.COL_HOME_AT_MS}, {', '.join(s.TRIGGER_COLUMNS)}"
     return {
         "row_create": f"UPDATE {rows} USING TIMESTAMP ? SET {cols} WHERE {key}",
-        # The row of a Paxos create: like the pointer, by Paxos, so that no plain create
-        # (backdated) of the same id can change it.
+        # The row an earlier release's series moves into at its next step (``legacy``): by
+        # Paxos, so that no plain create (backdated) of the same id can change it.
         "row_create_lwt": f"UPDATE {rows} SET {cols} WHERE {key} "
         f"IF {s.TRIGGER_ABSENT_CONDITION} = null",
         "row_get": f"SELECT {select} FROM {rows} WHERE {key}",
