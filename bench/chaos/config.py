@@ -25,7 +25,7 @@ ISOLATION_ENV = {
 TIER_ENV = {
     # The processes stack.APPS expects (infra/app.sh's default would follow the core count).
     "TRIGGER_API_WORKERS": "2",
-    "TRIGGER_DISPATCH_PROCESSES": "1",
+    "TRIGGER_DISPATCH_PROCESSES": "2",
     "TRIGGER_DIRECT_MAX_DELAY_S": "20",
     "TRIGGER_SWEEP_HORIZON_S": "10",
     "TRIGGER_SWEEP_INTERVAL_S": "1",

@@ -26,12 +26,14 @@ RUN_DIR = ROOT / "var" / "run"
 SUPERVISOR_LOG = VAR / "supervisor.log"
 
 # The service's processes as infra/app.sh names them (PID file name → python -m module),
-# with config.TIER_ENV's two API processes and one dispatcher. kill_api kills "api": the
-# other API process keeps the port served meanwhile.
+# with config.TIER_ENV's two API processes and two dispatchers. kill_api kills "api": the
+# other API process keeps the port served meanwhile; kill_dispatcher kills "dispatcher-1",
+# whose claims "dispatcher-2" takes over (or its own successor, once restarted).
 APPS = {
     "api": "trigger_service",
     "api-2": "trigger_service",
     "dispatcher-1": "dispatcher",
+    "dispatcher-2": "dispatcher",
     "sweeper-1": "sweeper",
     "sweeper-2": "sweeper",
     "reconciler-1": "reconciler",

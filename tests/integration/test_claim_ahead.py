@@ -40,9 +40,12 @@ async def cancel(stack: Stack, tid: str) -> int:
 
 async def test_cancels_racing_claims_never_answer_200_for_a_delivered_trigger(
         stack: Stack) -> None:
-    """60 triggers due together, claimed about 6 s ahead; each gets one cancel, spread from
-    well before the claims to after them (the last ones only once their trigger is seen
-    IN_FLIGHT). Every 200 is never delivered, every 409 is delivered, and both happen."""
+    """60 triggers due together, claimed about 6 s ahead by two dispatchers (each message
+    goes to one of them, their claims contend on the same partitions); each gets one cancel,
+    spread from well before the claims to after them (the last ones only once their
+    trigger is seen IN_FLIGHT). Every 200 is never delivered, every 409 is delivered, and
+    both happen."""
+    await stack.start_dispatcher(claim_lead_ms=CLAIM_LEAD_MS)
     await stack.start_dispatcher(claim_lead_ms=CLAIM_LEAD_MS)
     ids = []
     for _ in range(N):
