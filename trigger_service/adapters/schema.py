@@ -59,8 +59,25 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           deleted once it leaves it or finishes; readers check each against
                           the row. Size: one caller at 1,000/s all due in one hour: 450,000
                           per partition (spread over a day: 19,000). gc_grace 3 h (see 014).
+                          A read starts at its partition's mark (``open_marks``), not at the
+                          hour's start: it never scans the tombstones of the finished ones
+                          before it (Cassandra fails a read past 100,000).
 - ``open_hours``          (``caller``) → ``fire_hour`` values that may hold entries; a reader
                           that finds one empty forgets it (a backdated delete).
+- ``open_marks``          per ``open_triggers`` partition: the static ``mark`` (fire time, id)
+                          where readers start it, and the entries still there below the mark,
+                          *held* (clustering (``fire_at_ms``, ``trigger_id``), with the row's
+                          home). Moved up by a finisher's probe (one in 64) or a reader,
+                          never past now - ``OPEN_MARK_LAG_MS``; a mark and the holds it needs
+                          go in one single-partition batch (a lower mark that wins the race
+                          is right too). An entry whose fire time is more than
+                          ``OPEN_EARLY_MS`` before its write is held by its writer (it may
+                          lie below a mark: ``adapters.cassandra.open_marks``). Holds whose
+                          triggers finished or moved go a run at a time (a range delete
+                          at now - ``OPEN_MARK_LAG_MS``), once a reader finds them so.
+                          Size: ≤ ``HOLD_MAX`` (64) held per partition, plus the entries
+                          written into the past. Lifetime: the mark ``OPEN_MARK_TTL_S`` from
+                          its last move, a held entry its entry's TTL. gc_grace 3 h (see 024).
 - ``triggers_by_term``    a caller's triggers by term (``core.tags``: ``t:<tag>``,
                           ``l:<key>=<value>``, ``r:<recipient>``), newest created first:
                           partition (``caller``, ``term``, ``part`` = shard mod ``TERM_PARTS``),
@@ -210,6 +227,21 @@ OPEN_PARTS: Final = 8  # per (caller, hour) of both indexes: a page reads them a
 # shadows a row written for an entry the reader did not see yet.
 OPEN_HOUR_REWRITE_MS: Final = 60_000
 OPEN_HOUR_FORGET_BACKDATE_MS: Final = 2 * OPEN_HOUR_REWRITE_MS + 30_000
+# open_marks (``adapters.cassandra.open_marks``). An entry write, and the row write or LWT
+# it comes before, are done before any host's clock reads the entry's timestamp +
+# OPEN_WRITE_DELAY_MS (a request's time and clock skew, with a wide margin). A write whose
+# fire time lies more than OPEN_EARLY_MS before its timestamp holds its entry itself; no mark
+# is set past now - OPEN_MARK_LAG_MS. So an entry written below a mark either holds itself
+# or was there, and seen, when the mark was set.
+TABLE_OPEN_MARKS: Final = "open_marks"
+COL_MARK: Final = "mark"
+COL_WRITTEN_US: Final = "written_us"  # the alias of WRITETIME(shard) in reads of held entries
+OPEN_WRITE_DELAY_MS: Final = 120_000
+OPEN_EARLY_MS: Final = 60_000
+OPEN_MARK_LAG_MS: Final = OPEN_WRITE_DELAY_MS + OPEN_EARLY_MS
+# Long past when compaction drops the tombstones a mark skips (gc_grace 3 h, then a
+# single-SSTable tombstone compaction within a day): a mark that expired is no loss.
+OPEN_MARK_TTL_S: Final = 7 * 86_400
 TABLE_SECRETS: Final = "signing_secrets"
 TABLE_PAUSED_CALLERS: Final = "paused_callers"
 PAUSED_CALLERS_KEY: Final = "all"

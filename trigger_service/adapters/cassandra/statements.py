@@ -14,6 +14,7 @@ from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.endpoint_health import endpoint_health_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
+from trigger_service.adapters.cassandra.open_marks import mark_queries
 from trigger_service.adapters.cassandra.pauses import pause_queries
 from trigger_service.adapters.cassandra.recipients import recipient_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
@@ -35,9 +36,10 @@ def all_statements(keyspace: str) -> dict[str, str]:
     """Every statement of the store's rooms by name (a name used twice is a bug: one would
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
-    for room in (queries, open_queries, created_queries, dead_letter_queries, inbox_queries,
-                 secret_queries, reseal_queries, term_queries, trigger_job_queries,
-                 recipient_queries, pause_queries, endpoint_health_queries):
+    for room in (queries, open_queries, mark_queries, created_queries, dead_letter_queries,
+                 inbox_queries, secret_queries, reseal_queries, term_queries,
+                 trigger_job_queries, recipient_queries, pause_queries,
+                 endpoint_health_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")

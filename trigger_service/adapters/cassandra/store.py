@@ -153,10 +153,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self._rows = TriggerRows(self._run, self._run_conditional, clock, self._sealer)
         self._legacy = LegacyRows(self._run, self._rows)
         self._keys = LegacyKeys(self._run)
-        # The listing indexes: the open triggers by fire time (``now`` from here), and every
-        # trigger newest first.
+        # The listing indexes: open triggers by fire time (``now`` from here), all newest first.
         self._clock = clock
-        self._open_index = OpenIndex(self._run, self.get_many_at)
+        self._open_index = OpenIndex(self._run, self._run_unlogged, self.get_many_at)
         self._created = CreatedIndex(self._run, self.get_many_at)
         self._terms = TermIndex(self._run, self.get_many_at)  # tags, labels, recipients
         # One row per keyed id (``adapters.homes``) over the pointers and rows (its
@@ -311,6 +310,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
             # trigger once the row is gone, an open entry left behind is skipped by readers.
             with contextlib.suppress(StoreError):
                 await self._row_writes.submit(after)
+                await self._open_index.left(old, new, self._clock.now_ms())  # else a later probe
         return applied
 
     async def list_by_caller(
