@@ -77,7 +77,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           at now - ``OPEN_MARK_LAG_MS``), once a reader finds them so.
                           Size: ≤ ``HOLD_MAX`` (64) held per partition, plus the entries
                           written into the past. Lifetime: the mark ``OPEN_MARK_TTL_S`` from
-                          its last move, a held entry its entry's TTL. gc_grace 3 h (see 024).
+                          its last move, a held entry its entry's TTL. gc_grace 3 h (see 025).
 - ``triggers_by_term``    a caller's triggers by term (``core.tags``: ``t:<tag>``,
                           ``l:<key>=<value>``, ``r:<recipient>``), newest created first:
                           partition (``caller``, ``term``, ``part`` = shard mod ``TERM_PARTS``),
