@@ -57,7 +57,13 @@ from dispatcher.claim_keeping import ClaimKeeper, KeptClaim
 from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.fair_share import caller_weights
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
-from dispatcher.finishing import Attempted, DispatchStore, Finishing, RetryPolicies
+from dispatcher.finishing import (
+    Attempted,
+    DispatchStore,
+    Finishing,
+    NextAttempt,
+    RetryPolicies,
+)
 from dispatcher.flow_control import FlowGate
 from dispatcher.recipients import SendTimeProfiles
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES, Visibility
@@ -91,7 +97,8 @@ FINISH_CONCURRENCY_WHILE_SENDING = 256
 # A dispatcher that stops gives back the claims it took more than this ahead of their send.
 GIVE_BACK_AHEAD_MS = 2_000
 
-__all__ = ["HELD_BACK", "REFRESH_AFTER_RECEIVES", "Delivery", "DispatchDeps", "HeldBack"]
+__all__ = ["HELD_BACK", "REFRESH_AFTER_RECEIVES", "Delivery", "DispatchDeps", "HeldBack",
+           "NextAttempt"]
 
 
 class HeldBack(enum.Enum):
@@ -166,7 +173,7 @@ class Delivery:
                                    RetryPolicies(callers, self._d), deps.clock, deps.metrics,
                                    self.name)
         self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
-                              self.visibility, self._callback_allowed, deps.clock,
+                              self._callback_allowed, deps.clock,
                               deps.metrics, SendTimeProfiles(recipients, deps.clock)
                               if recipients is not None else None)
         self._timers = DueTimers(deps.clock)
@@ -200,11 +207,14 @@ class Delivery:
                                 hidden_until_ms: int | None = None,
                                 stopping: asyncio.Event | None = None,
                                 starts_ms: int | None = None
-                                ) -> Trigger | HeldBack | None:
+                                ) -> Trigger | NextAttempt | HeldBack | None:
         """Wait for ``t``'s claim time (``claim_gate``), claim it and deliver it. Returns the
         current trigger if the claim lost a race or a cancel won before the send (the caller
         looks again), ``HELD_BACK`` if ``stopping`` was set before the send (a claim taken is
-        given back; the caller hands the message back), otherwise None (the message is dealt with).
+        given back; the caller hands the message back), a ``NextAttempt`` if the occurrence
+        was written back PENDING for a later attempt (a retry, a channel due later: the
+        message is still hidden, the caller holds it for that attempt or hides it until
+        then), otherwise None (the message is dealt with).
         ``hidden_until_ms``: until when ``m`` is known to stay hidden; extended if the
         delivery could outlast it. ``starts_ms``: when the send starts (``starts_at``; None:
         the due time); the claim is taken ahead of it. One ``trigger.deliver`` span of
@@ -216,7 +226,8 @@ class Delivery:
 
     async def _claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
                                  hidden_until_ms: int | None, stopping: asyncio.Event | None,
-                                 starts_ms: int | None) -> Trigger | HeldBack | None:
+                                 starts_ms: int | None
+                                 ) -> Trigger | NextAttempt | HeldBack | None:
         starts_ms = t.due_at_ms() if starts_ms is None else starts_ms
         with contextlib.ExitStack() as held:  # the breaker slot, from the claim to the answer
             async with self.gate.turn(starts_ms, stopping, _partition(t), t.caller) as go:
@@ -234,10 +245,10 @@ class Delivery:
                 try:
                     with self._tracing.child("trigger.outcome", attributes={
                             "trigger.delivered": outcome.result.ok}):
-                        await self.finishing.record_outcome(m, outcome, patient=mates.waiting)
+                        return await self.finishing.record_outcome(
+                            m, outcome, patient=mates.waiting)
                 finally:
                     await history
-            return None
         return outcome
 
     @contextlib.asynccontextmanager
@@ -314,7 +325,7 @@ class Delivery:
 
     async def _send_when_due(self, m: ReceivedMessage, c: _Claimed, hidden_until_ms: int | None,
                              stopping: asyncio.Event | None
-                             ) -> Attempted | Trigger | HeldBack | None:
+                             ) -> Attempted | Trigger | NextAttempt | HeldBack | None:
         """After the claim: at the due time the send, inside the caller's bulkhead."""
         claimed = c.trigger
         due_ms = c.starts_ms
@@ -347,7 +358,8 @@ class Delivery:
                 self._sending -= 1
 
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
-                                hidden_until_ms: int | None) -> Attempted | Trigger | None:
+                                hidden_until_ms: int | None
+                                ) -> Attempted | Trigger | NextAttempt | None:
         claimed, slot = c.trigger, c.slot
         # A send that starts late (the bulkhead, a busy CPU) gets what is left of its claim;
         # with less than MIN_SEND_TIMEOUT_MS left the claim is renewed first (a new claim
@@ -367,8 +379,7 @@ class Delivery:
         self._observe_start(claimed)
         if claimed.plan is not None:  # notification channels: each with its own state
             slot.give_back()
-            await self.fan_out.fan_out(m, claimed)
-            return None
+            return await self.fan_out.fan_out(m, claimed)
         started_ms = self._clock.now_ms()
         if not self._callback_allowed(claimed):
             return Attempted(claimed, DeliveryResult(

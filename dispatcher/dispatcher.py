@@ -1,8 +1,21 @@
 """The dispatcher: receive trigger ids from SQS, hold each until its fire time, then hand it
 to :class:`dispatcher.delivery.Delivery` (claim → deliver → record).
 
-Why each failure here is safe: killed before the claim, the message reappears after its
-visibility timeout; a message that is redundant (the trigger finished or was cancelled) is
+An occurrence's later attempt (a retry, an escalation step, a channel due after quiet hours)
+is due soon after the attempt that wrote it, often sooner than the enqueue lead: a message
+shown again then would be visible at once, and would reach this dispatcher's own poll while
+its first receipt is still being handled here (it would be passed over as "the same message
+again", and come back only when that receive's visibility ends), or any poll only after its
+lane's next receive. So the dispatcher that wrote the attempt keeps the message in hand when
+the attempt is due within the hold horizon (``hold_max_ms``), exactly as it holds an early
+message: kept hidden on SQS past the attempt's send, claimed again (the claim is an LWT on
+the row as written: a cancel, an acknowledgement or an edit in between wins) and sent at its
+due time. One due later is hidden on SQS until the enqueue lead before it, and held by
+whichever dispatcher receives it then.
+
+Why each failure here is safe: killed before the claim (an early message, or a later
+attempt held here), the message reappears after its visibility timeout, which outlasts the
+send it was held for; a message that is redundant (the trigger finished or was cancelled) is
 deleted, and counted when it is a duplicate of a fired trigger.
 
 Fair shares (``fair_share.Shares``): at ``max_inflight`` messages in hand the dispatcher
@@ -24,7 +37,7 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps
+from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps, NextAttempt
 from dispatcher.delivery import new_claim_id as random_claim_id
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
 from dispatcher.fair_share import FAIR_DEFER_S, Shares
@@ -49,7 +62,8 @@ from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
 
-# A message due later than this is hidden again on SQS rather than held in memory.
+# A message (or a later attempt) due later than this is hidden again on SQS rather than held
+# in memory; with an enqueue lead this long or longer, the lead and a second (``hold_max_ms``).
 _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
@@ -99,6 +113,10 @@ class Dispatcher:
                                PausedCallers(pauses, clock) if pauses is not None else None,
                                hold)
         self._s, self._d = settings, settings.dispatch
+        # Anything put back is hidden at least a second (``sqs_delay_s``: until the lead
+        # before it is due, rounded down): one shown again at once would be received again
+        # while it is still in hand here, and passed over.
+        self.hold_max_ms = max(_HOLD_MAX_MS, (settings.sqs.enqueue_lead_s + 1) * 1000)
         self._store, self._queue = store, queue
         self._clock, self._metrics = clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
@@ -272,8 +290,10 @@ class Dispatcher:
     async def _hold_and_deliver(self, m: ReceivedMessage, t: Trigger | None,
                                 hidden_until_ms: int, held: list[tuple[str, int]]) -> None:
         """``handle`` after the read: ``t`` is the trigger as read (None: unknown). Appends
-        its caller to ``held`` when it is counted in the caller's share."""
-        for _ in range(_CAS_ROUNDS):
+        its caller to ``held`` when it is counted in the caller's share. Goes on through
+        the occurrence's later attempts while each is due within ``hold_max_ms``."""
+        lost_rounds = 0
+        while lost_rounds < _CAS_ROUNDS:
             if t is None or t.status.terminal or t.status is Status.PAUSED:
                 await self._drop(m, t)
                 return
@@ -286,7 +306,7 @@ class Dispatcher:
                 await self._visibility.delete(m)
                 return
             due_ms = t.due_at_ms()
-            if self._stopping.is_set() or due_ms - self._clock.now_ms() > _HOLD_MAX_MS:
+            if self._stopping.is_set() or due_ms - self._clock.now_ms() > self.hold_max_ms:
                 await self._put_back(m, due_ms)
                 return
             if not held:
@@ -302,7 +322,7 @@ class Dispatcher:
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
             starts_ms = await self.delivery.starts_at(t)  # flow control may spread it
-            if starts_ms - self._clock.now_ms() > _HOLD_MAX_MS:
+            if starts_ms - self._clock.now_ms() > self.hold_max_ms:
                 self._metrics.inc("flow_control_deferrals_total")
                 await self._put_back(m, starts_ms)
                 return
@@ -315,6 +335,13 @@ class Dispatcher:
                 return
             if outcome is None:
                 return
+            if isinstance(outcome, NextAttempt):
+                # Written back PENDING for a later attempt, the message still hidden: held
+                # here for it, or put back, as any message (the row as written is the row
+                # as read: whatever changes it meanwhile makes the claim lose).
+                t = outcome.trigger
+                continue
+            lost_rounds += 1
             t = outcome  # the claim lost a race: look again at the trigger's current state
         log.warning("claim_gave_up", trigger_id=m.trigger_id)
 
@@ -371,7 +398,8 @@ class Dispatcher:
             caller, now_ms, self.shares.in_hand(caller), m.receive_count)
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
-        """Hide the message until just before it is due (or hand it back now if stopping)."""
+        """Hide the message until the enqueue lead before it is due, at least a second
+        (``hold_max_ms``), or hand it back now if stopping."""
         if self._stopping.is_set():
             await self._visibility.hand_back(m)
             return

@@ -11,9 +11,11 @@ Why each failure is safe:
   claim over sends only the others (a channel sent but not yet recorded is sent again: a
   counted duplicate);
 - a channel due later (an escalation step, a retry, the end of quiet hours) puts the trigger
-  back to PENDING with ``next_attempt_at_ms`` at the earliest such time: it goes through the
-  same tiers as any fire time, and an acknowledgement (an LWT on the PENDING row) can land
-  in between; a claim of an acknowledged occurrence skips what is left;
+  back to PENDING with ``next_attempt_at_ms`` at the earliest such time and answers a
+  ``NextAttempt``: the dispatcher holds the message for it or hides it until then, and it is
+  claimed again like any fire time; an acknowledgement (an LWT on the PENDING row, which
+  bumps its revision) can land in between, and then the claim loses and reads the row
+  again; a claim of an acknowledged occurrence skips what is left;
 - the occurrence ends when every channel is done: FIRED (or the series' next occurrence)
   when none failed, else dead-lettered with each channel's outcome.
 """
@@ -27,9 +29,8 @@ from typing import Protocol
 
 import structlog
 
-from dispatcher.finishing import DispatchStore, Finishing
+from dispatcher.finishing import DispatchStore, Finishing, NextAttempt
 from dispatcher.recipients import SendTimeProfiles, plan_for, resolved
-from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
 from trigger_service.core.errors import AdapterError
@@ -99,7 +100,7 @@ def _from_http(r: DeliveryResult) -> ChannelOutcome:
 
 class FanOut:
     def __init__(self, settings: Settings, store: DispatchStore, channel: Channel,
-                 notifiers: Notifiers, finishing: Finishing, visibility: Visibility,
+                 notifiers: Notifiers, finishing: Finishing,
                  callback_allowed: Callable[[Trigger], bool], clock: Clock,
                  metrics: Metrics, profiles: SendTimeProfiles | None = None) -> None:
         """``callback_allowed``: whether a trigger's callback URL is still allowed for its
@@ -113,12 +114,14 @@ class FanOut:
         self._channel = channel
         self._notifiers = notifiers
         self._finishing = finishing
-        self._visibility = visibility
         self._callback_allowed = callback_allowed
         self._clock = clock
         self._metrics = metrics
 
-    async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> None:
+    async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> NextAttempt | None:
+        """Send every channel of ``claimed`` (claimed by us) that is due now and record the
+        outcomes. A ``NextAttempt`` when channels are left for later (``m`` left as it is,
+        hidden); otherwise None (``m`` dealt with). Raises ``AdapterError``."""
         assert claimed.plan is not None
         profile = None
         if claimed.recipient is not None and self._profiles is not None:
@@ -126,7 +129,7 @@ class FanOut:
             if profile is None:
                 await self._finishing.end(m, claimed, deleted_error(claimed.recipient),
                                           DeadLetterReason.RECIPIENT_DELETED)
-                return
+                return None
         now_ms = self._clock.now_ms()
         states = claimed.channel_states or initial_states(
             plan_for(claimed.plan, profile), claimed.fire_at_ms,
@@ -167,11 +170,12 @@ class FanOut:
                 await record()
 
         await asyncio.gather(*(one(i) for i in due))
-        if not lost:
-            # ``row`` has the claim's condition values (status, claim, attempts, revision)
-            # and every channel's state; ``recorded`` is the row as stored, what a write
-            # that changes only some cells is computed against.
-            await self._finish_occurrence(m, row, recorded)
+        if lost:
+            return None
+        # ``row`` has the claim's condition values (status, claim, attempts, revision)
+        # and every channel's state; ``recorded`` is the row as stored, what a write
+        # that changes only some cells is computed against.
+        return await self._finish_occurrence(m, row, recorded)
 
     async def _send_channel(self, t: Trigger, i: int, profile: RecipientProfile | None
                             ) -> tuple[ChannelOutcome, int]:
@@ -241,13 +245,13 @@ class FanOut:
             log.warning("attempt_not_recorded", trigger_id=row.trigger_id, error=str(e))
 
     async def _finish_occurrence(self, m: ReceivedMessage, current: Trigger,
-                                 stored: Trigger) -> None:
+                                 stored: Trigger) -> NextAttempt | None:
         """Every channel done: FIRED or dead-lettered; otherwise PENDING until the next one
-        is due. ``current``: the occurrence with every channel's state; ``stored``: the row
-        as last written (the same condition values). The PENDING write is computed against
-        ``stored``: a state change writes only the cells it changes, and against
-        ``current`` the channels' states would look unchanged and stay unwritten. (The
-        terminal writes rewrite every cell with their TTL.)"""
+        is due (a ``NextAttempt``). ``current``: the occurrence with every channel's state;
+        ``stored``: the row as last written (the same condition values). The PENDING write
+        is computed against ``stored``: a state change writes only the cells it changes,
+        and against ``current`` the channels' states would look unchanged and stay
+        unwritten. (The terminal writes rewrite every cell with their TTL.)"""
         states = current.channel_states
         ctx = {"trigger_id": current.trigger_id, "caller": current.caller,
                "attempt": current.attempts}
@@ -260,16 +264,16 @@ class FanOut:
             else:
                 await self._finishing.record_fired(
                     m, current, DeliveryResult(True, None, None), ctx)
-            return
+            return None
         next_ms = min(s.due_at_ms for s in states if not s.status.done)
         new = replace(current, status=Status.PENDING, claim_id=None, next_attempt_at_ms=next_ms,
                                   channel_states=states)
         if await self._store.compare_and_set(stored, new):
             log.info("channels_waiting", **ctx, next_at_ms=next_ms,
                      pending=[s.type for s in states if not s.status.done])
-            await self._visibility.show_before(m, next_ms)
-        else:
-            log.warning("channels_not_recorded_claim_lost", **ctx)
+            return NextAttempt(new)
+        log.warning("channels_not_recorded_claim_lost", **ctx)
+        return None
 
 
 __all__ = ["BUDGET_EXHAUSTED", "HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]

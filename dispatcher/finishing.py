@@ -1,6 +1,11 @@
 """How an occurrence ends: FIRED (or the series' next occurrence), a retry, or dead-lettered,
 and the message dealt with (through ``Visibility``). ``Finishing`` is one of the parts
-``Delivery`` holds; the notification fan-out finishes its occurrences through it too."""
+``Delivery`` holds; the notification fan-out finishes its occurrences through it too.
+
+A retry (like a channel due later, ``fanout``) is written PENDING and answered as a
+``NextAttempt``: the message stays in hand, hidden as it was, and the dispatcher decides
+whether to hold it for that attempt or hide it on SQS until then (``Dispatcher``). A dead
+letter is listed by the attempt that ends the occurrence, right after its FAILED is written."""
 
 from __future__ import annotations
 
@@ -41,6 +46,14 @@ log = structlog.get_logger("dispatcher")
 class DispatchStore(TriggerStates, AttemptLog, DeadLetterIndex, Protocol):
     """The trigger rows, the attempt history and the dead-letter index."""
 
+
+@dataclass(frozen=True, slots=True)
+class NextAttempt:
+    """An occurrence written back PENDING until its next attempt (a retry, a channel due
+    later): ``trigger`` is the row as written. Its message is still in hand and hidden as
+    it was; whoever got this answer holds it for that attempt or hides it until then."""
+
+    trigger: Trigger
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,15 +236,18 @@ class Finishing:
             log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
 
     async def record_outcome(self, m: ReceivedMessage, a: Attempted, *,
-                             patient: bool = False) -> None:
-        """Record an attempt's outcome. ``patient``: others of its wave are still being
-        delivered, so a FIRED may wait for theirs to share a Paxos round (alone, it goes at
-        once: the wait is also how long a SIGKILL would deliver it twice)."""
+                             patient: bool = False) -> NextAttempt | None:
+        """Record an attempt's outcome. A retry is written PENDING and answered as a
+        ``NextAttempt`` (``m`` left as it is, hidden); otherwise ``m`` is dealt with here
+        (deleted or passed on; after a lost claim, left to come back) and the answer is
+        None. ``patient``: others of its wave are still being delivered, so a FIRED may wait
+        for theirs to share a Paxos round (alone, it goes at once: the wait is also how long
+        a SIGKILL would deliver it twice). Raises ``AdapterError``."""
         t, result = a.trigger, a.result
         ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
         if result.ok:
             await self.record_fired(m, t, result, ctx, patient=patient)
-            return
+            return None
         self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
         error = result.error
         policy = self.policies.of(t.caller)
@@ -243,15 +259,17 @@ class Finishing:
                   else None)
         if reason is not None:
             await self.give_up(m, t, with_reason(reason, error), ctx, reason)
-            return
+            return None
         delay_s = policy.delay_s(t.attempts, result.retry_after_s)
         if expired(t, now_ms + delay_s * 1000):  # the retry would start past the deadline
             await self.expire(m, t, now_ms + delay_s * 1000, error)
-            return
+            return None
         new = replace(t, status=Status.PENDING, claim_id=None, last_error=error,
                             next_attempt_at_ms=now_ms + delay_s * 1000)
         if await self._store.compare_and_set(t, new):
             log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
-            await self._visibility.show_before(m, new.due_at_ms())
-        else:
-            log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
+            return NextAttempt(new)
+        # Taken over meanwhile (the claim went stale): the taker finishes the occurrence;
+        # this copy comes back when its visibility ends and finds the row as it was left.
+        log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
+        return None

@@ -38,7 +38,8 @@ def shared_origin_callers() -> CallerRegistry:
 
 async def test_one_callers_failures_leave_anothers_circuit_to_the_same_origin_closed() -> None:
     env = Env(callers=shared_origin_callers())
-    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60)
+    # Retries due past the hold, back on the queue: each handle() ends.
+    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60, retry_backoff_s=(60,))
     env.channel.results = [failed(), failed()]
     d = env.dispatcher()
     for _ in range(2):
@@ -94,7 +95,8 @@ def test_an_open_circuit_is_never_dropped_for_a_new_origin() -> None:
 
 
 async def test_a_caller_at_its_cap_of_open_circuits_defers_a_new_origin(env: Env) -> None:
-    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=60, breaker_max_origins=1)
+    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=60, breaker_max_origins=1,
+                      retry_backoff_s=(60,))
     env.channel.results = [failed()]
     d = env.dispatcher()
     await d.handle(await env.receive_one(await env.add(0)))  # ORIGIN's circuit opens

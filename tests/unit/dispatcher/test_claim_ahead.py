@@ -364,6 +364,7 @@ async def test_a_series_cancel_answers_409_if_the_occurrence_stays_in_flight(
 # --- sends first, then outcomes ---------------------------------------------------------------
 async def test_fired_is_never_written_before_the_send_answered(env: Env) -> None:
     env.callers = make_callers(orders_max_concurrency=3)
+    env.with_dispatch(retry_backoff_s=(60,))  # its retry back on the queue: handle() ends
     gate = env.channel.gate = asyncio.Event()
     ts = [await env.add(1_000) for _ in range(5)]
     env.channel.results = [failed()]  # the first send fails

@@ -4,6 +4,7 @@ instead of sent; a one-time trigger ends FAILED, a series goes on to its next oc
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -100,10 +101,15 @@ async def test_a_retry_that_would_start_past_the_deadline_is_not_scheduled(env: 
 async def test_a_retry_within_the_deadline_is_scheduled(env: Env) -> None:
     env.channel.results = [failed("HTTP 503", 503)]
     t = await env.add(0, expires_at_ms=START_MS + 10_000)  # the retry starts at it: in time
-    await _handle(env, t)
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    await settle()
     row = env.row(t)
     assert (row.status, row.next_attempt_at_ms) == (Status.PENDING, START_MS + 10_000)
     assert env.count(EXPIRED) == 0 and env.store.dead_letters == {}
+    env.clock.set_ms(START_MS + 10_000)
+    await task  # held for it, and sent at the deadline
+    assert [c.at_ms for c in env.channel.calls] == [START_MS, START_MS + 10_000]
+    assert env.row(t).status is Status.FIRED
 
 
 async def test_an_expired_occurrence_of_a_series_is_dead_lettered_and_the_series_goes_on(

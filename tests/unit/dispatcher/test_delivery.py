@@ -7,8 +7,10 @@ import asyncio
 
 import pytest
 
+from dispatcher.delivery import HeldBack, NextAttempt
 from tests.unit.dispatcher.fakes import (
     CALLER,
+    CLAIM_LEAD_MS,
     ENQUEUE_LEAD_S,
     OTHER_CALLER,
     START_MS,
@@ -33,8 +35,17 @@ CALLBACK_TIMEOUT_MS = 10_000
 
 
 async def deliver_now(env: Env, t: Trigger) -> None:
-    """Receive ``t``'s message and handle it (``t`` is due: no clock movement needed)."""
+    """Receive ``t``'s message and handle it (``t`` is due: no clock movement needed; a retry
+    must be due past the dispatcher's hold, or this waits for it)."""
     await env.dispatcher().handle(await env.receive_one(t))
+
+
+async def attempt_now(env: Env, t: Trigger) -> Trigger | NextAttempt | None:
+    """Receive ``t``'s message and make one attempt through ``Delivery`` (``t`` is due): a
+    retry is answered, not held."""
+    outcome = await env.delivery().claim_and_deliver(await env.receive_one(t), t)
+    assert not isinstance(outcome, HeldBack)
+    return outcome
 
 
 def usurp(env: Env) -> None:
@@ -48,11 +59,12 @@ def usurp(env: Env) -> None:
 async def test_failure_with_attempts_left_schedules_a_retry(env: Env) -> None:
     env.channel.results = [failed("HTTP 503", 503)]
     t = await env.add(0)
-    await deliver_now(env, t)
+    outcome = await attempt_now(env, t)
     row = env.row(t)
+    assert outcome == NextAttempt(row)  # for the dispatcher to hold or put back
     assert (row.status, row.attempts, row.claim_id) == (Status.PENDING, 1, None)
     assert row.next_attempt_at_ms == START_MS + 10_000 and row.last_error == "HTTP 503"
-    assert env.queued(t) == [START_MS + (10 - ENQUEUE_LEAD_S) * 1000]
+    assert env.queued(t) == [RECEIVE_VISIBLE_AT]  # left hidden as it was received
     assert env.count(FAILED_ATTEMPTS) == 1 and env.fired_count() == 0
     assert env.queue.dead_letters == []
 
@@ -72,13 +84,18 @@ async def test_retry_backoff_follows_the_schedule_and_repeats_its_last_value(
     assert env.queued(t) == [START_MS + (backoff_s - ENQUEUE_LEAD_S) * 1000]
 
 
-async def test_backoff_shorter_than_the_enqueue_lead_shows_the_message_at_once(env: Env) -> None:
+async def test_a_backoff_shorter_than_the_enqueue_lead_is_held_not_shown_again(
+        env: Env) -> None:
     env.with_dispatch(retry_backoff_s=(2,))
     env.channel.results = [failed()]
     t = await env.add(0)
-    await deliver_now(env, t)
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    await settle()
     assert env.row(t).next_attempt_at_ms == START_MS + 2_000
-    assert env.queued(t) == [START_MS]
+    assert env.queued(t) == [RECEIVE_VISIBLE_AT] and not task.done()
+    env.clock.set_ms(START_MS + 2_000)
+    await task
+    assert [c.at_ms for c in env.channel.calls] == [START_MS, START_MS + 2_000]
 
 
 async def test_failed_attempt_is_retried_at_its_next_attempt_time(env: Env) -> None:
@@ -87,14 +104,16 @@ async def test_failed_attempt_is_retried_at_its_next_attempt_time(env: Env) -> N
     await env.enqueue(t)
     d = env.dispatcher()
     assert await d.run_once() == 1
-    await d.drain()
-    retry_at = START_MS + 10_000
-    env.clock.set_ms(retry_at - ENQUEUE_LEAD_S * 1000 - 1)
-    assert await d.run_once() == 0
-    env.clock.advance_ms(1)
-    assert await d.run_once() == 1
     await settle()
-    assert len(env.channel.calls) == 1  # held until the retry time
+    retry_at = START_MS + 10_000
+    assert env.row(t).next_attempt_at_ms == retry_at and d.inflight == 1  # held here
+    env.clock.set_ms(retry_at - CLAIM_LEAD_MS - 1)
+    assert await d.run_once() == 0  # hidden meanwhile
+    await settle()
+    assert len(env.channel.calls) == 1 and env.row(t).status is Status.PENDING
+    env.clock.set_ms(retry_at - 1)
+    await settle()
+    assert len(env.channel.calls) == 1  # claimed, never sent early
     env.clock.set_ms(retry_at)
     await d.drain()
     assert [(c.attempt, c.at_ms) for c in env.channel.calls] == [(1, START_MS), (2, retry_at)]
@@ -285,7 +304,8 @@ async def test_a_send_kept_waiting_gets_what_is_left_of_its_claim_or_renews_it(
 
 # --- circuit breaker --------------------------------------------------------------------------
 async def test_open_circuit_defers_without_spending_an_attempt(env: Env) -> None:
-    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60)
+    # Retries due past the hold, back on the queue: each handle() ends.
+    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60, retry_backoff_s=(60,))
     env.channel.results = [failed(), failed()]
     d = env.dispatcher()  # one dispatcher: breakers live in its Delivery
     for _ in range(2):
@@ -323,7 +343,7 @@ async def test_half_open_circuit_lets_one_trial_through(env: Env) -> None:
 
 
 async def test_failed_trial_opens_the_circuit_again(env: Env) -> None:
-    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=10)
+    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=10, retry_backoff_s=(60,))
     d = env.dispatcher()
     breaker_of(d.delivery).record_failure()
     env.clock.set_ms(START_MS + 10_000)

@@ -3,9 +3,10 @@ of a FAILED row whose letter was lost) on the in-memory fakes."""
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import replace
 
-from tests.unit.dispatcher.fakes import UNKNOWN_CALLER, Env, failed
+from tests.unit.dispatcher.fakes import UNKNOWN_CALLER, Env, failed, settle
 from trigger_service.core.dead_letters import DeadLetterReason, DeadLetterState
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
@@ -20,10 +21,10 @@ async def test_every_attempt_is_recorded_with_its_answer(env: Env) -> None:
     env.with_dispatch(max_attempts=3)
     env.channel.results = [DeliveryResult(False, 503, "HTTP 503", None, "busy, try later")]
     t = await env.add(0)
-    await deliver_now(env, t)
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    await settle()
     env.clock.set_ms(env.row(t).due_at_ms())
-    [retry] = await env.receive()  # the same message, back for the retry
-    await env.dispatcher().handle(retry)
+    await task  # the retry, held by the dispatcher that failed the first attempt
     log = await env.store.attempts(t.trigger_id, t.occurrence_id)
     assert [(a.attempt, a.status_code, a.error, a.response_excerpt) for a in log] == [
         (1, 503, "HTTP 503", "busy, try later"), (2, 200, None, None)]

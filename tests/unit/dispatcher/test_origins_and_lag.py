@@ -6,7 +6,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from tests.unit.dispatcher.fakes import CALLER, ORIGIN, START_MS, Env, breaker_of, failed
+from tests.unit.dispatcher.fakes import (
+    CALLER,
+    ORIGIN,
+    START_MS,
+    Env,
+    breaker_of,
+    failed,
+    settle,
+)
 from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.core.errors import CacheError
 from trigger_service.core.model import Status
@@ -23,7 +31,8 @@ def test_an_origin_is_scheme_host_and_port() -> None:
 async def test_a_failing_origin_does_not_defer_another_origin_of_the_same_caller(
     env: Env,
 ) -> None:
-    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60)
+    # Retries due past the hold, back on the queue: each handle() ends.
+    env.with_dispatch(breaker_fail_max=2, breaker_reset_s=60, retry_backoff_s=(60,))
     env.channel.results = [failed(), failed()]
     d = env.dispatcher()
     for _ in range(2):
@@ -43,11 +52,12 @@ async def test_the_first_attempt_observes_its_lag_behind_the_fire_time(env: Env)
     env.channel.results = [failed()]
     d = env.dispatcher()
     t = await env.add(-250)  # due 250 ms ago
-    await d.handle(await env.receive_one(t))
+    task = asyncio.create_task(d.handle(await env.receive_one(t)))
+    await settle()
     assert env.metrics.observed("fire_lag_seconds") == [0.25]
     assert env.count("delivery_attempts_total") == 1
     env.clock.advance_ms(5_000)
-    await d.handle(await env.receive_one())  # the retry: an attempt, no lag
+    await task  # the retry, held for its time: an attempt, no lag
     assert env.row(t).status is Status.FIRED
     assert env.metrics.observed("fire_lag_seconds") == [0.25]
     assert env.count("delivery_attempts_total") == 2
@@ -67,7 +77,7 @@ async def test_a_cancelled_delivery_counts_nothing_against_its_origin(env: Env) 
 
 
 async def test_the_reporter_publishes_breakers_gauges_and_lag(env: Env) -> None:
-    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=30)
+    env.with_dispatch(breaker_fail_max=1, breaker_reset_s=30, retry_backoff_s=(60,))
     board = MemoryOpsBoard()
     env.channel.results = [failed()]
     d = env.dispatcher_with(board=board)
