@@ -5,7 +5,8 @@ Runs as its own process so the benchmark's registration load cannot delay the ti
 ``[trigger_id, attempt, arrival_ms, occurrence_id]``; ``POST /reset`` forgets everything.
 ``POST /slow/<ms>/...`` answers ``ms`` milliseconds after recording the arrival (a slow
 receiver: ``make bench``'s ``fairness`` herd and ``flow``); ``max_open`` is the most such
-requests open at once since the reset.
+requests open at once since the reset. ``POST /fail-once/...`` answers 500 to a trigger's
+first attempt and 200 to the others (``make bench``'s ``retry``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,13 @@ async def slow_callback(request: web.Request) -> web.Response:
         slow_open["now"] -= 1
 
 
+async def fail_once(request: web.Request) -> web.Response:
+    answer = await callback(request)
+    if request.headers.get("X-Trigger-Attempt") == "1":
+        return web.Response(status=500)
+    return answer
+
+
 async def stats(request: web.Request) -> web.Response:
     return web.json_response({"arrivals": len(arrivals), "max_open": slow_open["max"]})
 
@@ -64,6 +72,7 @@ def main() -> None:
     app.router.add_post("/reset", reset)
     app.router.add_post("/cb/{tail:.*}", callback)
     app.router.add_post("/slow/{ms:[0-9]+}/{tail:.*}", slow_callback)
+    app.router.add_post("/fail-once/{tail:.*}", fail_once)
     web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
 
 

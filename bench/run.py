@@ -18,7 +18,8 @@ The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
 ``fairness`` (caller A's herd of 20,000 and caller B's 20 due at one instant: B's
 lateness) and ``fairness-capped`` (the same, A's herd deferred on SQS) in
 ``bench/fairness_bench.py``, ``flow`` (2,000 due at one instant for one flow-control key at
-100/s and 10 open: how they were spread) in ``bench/flow_bench.py``.
+100/s and 10 open: how they were spread) in ``bench/flow_bench.py``, ``retry`` (N triggers
+each failing once, a 1 s backoff: how late the retries start) in ``bench/retry_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -43,7 +44,7 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import batch_bench, cassandra_work, fairness_bench, flow_bench, modes
+from bench import batch_bench, cassandra_work, fairness_bench, flow_bench, modes, retry_bench
 from bench.common import (
     API,
     CONCURRENCY,
@@ -88,6 +89,8 @@ MODES: dict[str, dict[str, Any]] = {
     "fairness-capped": {"n": 5000, "env": {
         "TRIGGER_DISPATCH_MAX_INFLIGHT": "500",
         "TRIGGER_API_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
+    # bench/retry_bench.py: N triggers answered 500 once, retried after 1 s (lag = lateness)
+    "retry": {"n": 60, "env": retry_bench.ENV},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -184,6 +187,7 @@ NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, 
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
     "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
     "fairness-capped": fairness_bench.fairness_mode, "flow": flow_bench.flow_mode,
+    "retry": retry_bench.retry_mode,
 }
 
 
