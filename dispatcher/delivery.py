@@ -13,8 +13,12 @@ that comes after it answers 409 (``TriggerService.cancel``).
 
 Why each failure is safe:
 
-- killed after the claim: the message reappears; a claim older than the callback timeout is
-  taken over by LWT (``claim_takeovers_total``; the receiver may see that attempt twice);
+- killed after the claim: the message reappears; a dispatcher that has watched the same
+  claim on the row for the claim's lease takes it over by LWT (``claim_takeovers_total``;
+  the receiver may see that attempt twice). No clock decides it: a send goes out only
+  within its claim's lease, checked last before the send, and the takeover waits the lease
+  out on its own clock (``claim_keeping``), so a cancel that applies after a takeover is
+  never followed by the first claimer's send;
 - killed after a 2xx but before FIRED is written: the message reappears and the trigger is
   delivered again (at-least-once; the receiver dedupes on the occurrence id,
   ``X-Trigger-Occurrence-Id``: the trigger id is the same for every occurrence of a series);
@@ -53,7 +57,13 @@ from dispatcher.breaker import CircuitBreaker, TrialSlot
 from dispatcher.breakers import Breakers
 from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
-from dispatcher.claim_keeping import ClaimKeeper, KeptClaim
+from dispatcher.claim_keeping import (
+    LEASE_SLACK_MS,
+    Claim,
+    ClaimKeeper,
+    KeptClaim,
+    Sightings,
+)
 from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.fair_share import caller_weights
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
@@ -87,9 +97,13 @@ from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")
 
-# A claim goes stale a callback timeout plus CLAIM_STALE_SLACK_MS after its start: a send
-# that starts late is given less time, down to this; with less left the claim is renewed.
+# A send that starts late is given what is left of its claim's lease, down to this; with
+# less left the claim is renewed first.
 MIN_SEND_TIMEOUT_MS = 2_000
+# Renewals the fence tries before a send when each one's time is lost again to the waits
+# before the check (keeping the message hidden): then nothing is sent, and the claim is left
+# to run out (it is taken over after its lease).
+FENCE_RENEWALS = 3
 # Outcomes recorded at once while sends are due: an outcome mostly waits (its write shares a
 # Paxos round with its wave's, waiting up to a few hundred ms for them), so the bound is on
 # the work after the wait, not on the waits.
@@ -139,9 +153,13 @@ def _partition(t: Trigger) -> tuple[int, int] | None:
 @dataclass(frozen=True, slots=True)
 class _Claimed:
     before: Trigger  # the row the claim replaced (given back if the dispatcher stops)
-    trigger: Trigger  # as claimed
+    claim: Claim  # as claimed, with its lease's end
     slot: TrialSlot  # the origin's breaker let this claim through
     starts_ms: int  # when the send starts: the due time, or its flow-control slot after it
+
+    @property
+    def trigger(self) -> Trigger:
+        return self.claim.trigger
 
 
 class Delivery:
@@ -169,6 +187,11 @@ class Delivery:
         self._keeper = ClaimKeeper(deps.store, self.visibility, deps.clock, deps.metrics,
                                    claim_ids, int(self._d.callback_timeout_s * 1000),
                                    MIN_SEND_TIMEOUT_MS)
+        self._sightings = Sightings(deps.clock)  # others' claims, watched before a takeover
+        # The lease of a claim written before leases were: the longest such a claim was
+        # (taken the maximum lead ahead, then a whole callback timeout and the slack).
+        self._legacy_lease_ms = (self._d.claim_lead_max_ms
+                                 + int(self._d.callback_timeout_s * 1000) + LEASE_SLACK_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, self._d), deps.clock, deps.metrics,
                                    self.name)
@@ -264,14 +287,20 @@ class Delivery:
 
     async def _claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack,
                      starts_ms: int) -> _Claimed | Trigger | None:
-        """The claim LWT (inside a claim slot), unless someone else's live claim, the
-        caller's backlog or an open circuit defers the message, or the occurrence is past its
-        deadline and dead-lettered (``Finishing.expire``) (None). The breaker's slot goes
-        into ``held``."""
-        if t.status is Status.IN_FLIGHT and self._clock.now_ms() < self._stale_at(t):
-            # Someone is delivering it right now; look again once their claim would be stale.
-            await self.visibility.defer_until(m, self._stale_at(t) + 1)
-            return None
+        """The claim LWT (inside a claim slot), unless someone else's claim not yet watched
+        for its lease (``claim_keeping.Sightings``), the caller's backlog or an open circuit
+        defers the message, or the occurrence is past its deadline and dead-lettered
+        (``Finishing.expire``) (None). The breaker's slot goes into ``held``."""
+        if t.status is Status.IN_FLIGHT:
+            wait_ms = self._sightings.wait_ms(t, self._lease_of(t))
+            if wait_ms:
+                # Someone may be delivering it right now: look again once this dispatcher
+                # has watched their claim for its lease (a dead claimer's trigger is late by
+                # about a lease from when its message came back, whatever the clocks say).
+                await self.visibility.defer_until(m, self._clock.now_ms() + wait_ms)
+                return None
+        else:
+            self._sightings.forget(t.trigger_id)
         # The send's earliest start: its due time, or its flow-control slot (a slot past
         # the deadline expires it now rather than at the slot).
         start_ms = max(self._clock.now_ms(), starts_ms)
@@ -302,18 +331,19 @@ class Delivery:
                                 claimed_at_ms=max(self._clock.now_ms(), starts_ms),
                                 attempts=t.attempts + 1)
         with self._tracing.child("trigger.claim") as span:
-            won = await self._store.compare_and_set(t, claimed)
-            span.set_attribute("trigger.claim.applied", won)
-        if not won:
+            claim = await self._keeper.take(t, claimed)
+            span.set_attribute("trigger.claim.applied", claim is not None)
+        if claim is None:
             return await self._lost_claim(m, t)
         if t.status is Status.IN_FLIGHT:
+            self._sightings.forget(t.trigger_id)
             self._metrics.inc("claim_takeovers_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
                         attempt=claimed.attempts, stale_claim=t.claim_id)
         if self._clock.now_ms() > starts_ms:
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
-        return _Claimed(t, claimed, slot, starts_ms)
+        return _Claimed(t, claim, slot, starts_ms)
 
     @property
     def waiting(self) -> int:
@@ -322,6 +352,9 @@ class Delivery:
 
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
+
+    def _lease_of(self, t: Trigger) -> int:
+        return t.claim_lease_ms if t.claim_lease_ms is not None else self._legacy_lease_ms
 
     async def _send_when_due(self, m: ReceivedMessage, c: _Claimed, hidden_until_ms: int | None,
                              stopping: asyncio.Event | None
@@ -342,14 +375,14 @@ class Delivery:
         # caller's other sends), held until the send has answered. A long wait for it keeps
         # the claim fresh (renewed, the message kept hidden): a send that starts long after
         # its claim's time is not taken over by another dispatcher meanwhile.
-        kept = KeptClaim(claimed, hidden_until_ms)
+        kept = KeptClaim(c.claim, hidden_until_ms)
         async with (self.flow.admitted(claimed, claimed.claim_id or "",
                                        lambda: self._keeper.keep(m, kept))
                     if self.flow is not None else contextlib.nullcontext()):
             if kept.lost:
                 return await self._store.get(claimed.trigger_id)
-            claimed, hidden_until_ms = kept.claimed, kept.hidden_until_ms
-            c = dataclasses.replace(c, trigger=claimed)
+            claimed, hidden_until_ms = kept.claim.trigger, kept.hidden_until_ms
+            c = dataclasses.replace(c, claim=kept.claim)
             self._sending += 1
             try:
                 async with self.bulkheads.held(claimed.caller):
@@ -360,26 +393,22 @@ class Delivery:
     async def _send_in_bulkhead(self, m: ReceivedMessage, c: _Claimed,
                                 hidden_until_ms: int | None
                                 ) -> Attempted | Trigger | NextAttempt | None:
-        claimed, slot = c.trigger, c.slot
-        # A send that starts late (the bulkhead, a busy CPU) gets what is left of its claim;
-        # with less than MIN_SEND_TIMEOUT_MS left the claim is renewed first (a new claim
-        # id, so a taker who read the old one cannot apply).
-        left_ms = self._keeper.left_ms(claimed)
-        timeout_s = min(self._d.callback_timeout_s, left_ms / 1000)
-        # (Notification channels keep their own timeouts: any time lost renews.)
-        floor_ms = (MIN_SEND_TIMEOUT_MS if claimed.plan is None
+        slot = c.slot
+        # Notification channels get a whole callback timeout each (the fan-out bounds each
+        # send by what is left of the lease too: its recipient read comes after this).
+        floor_ms = (MIN_SEND_TIMEOUT_MS if c.trigger.plan is None
                     else int(self._d.callback_timeout_s * 1000))
-        if left_ms < floor_ms:
-            renewed = await self._keeper.renew(claimed)
-            if renewed is None:
-                return await self._store.get(claimed.trigger_id)
-            claimed, timeout_s = renewed, self._d.callback_timeout_s
-        if hidden_until_ms is not None:
-            await self.visibility.keep_hidden(m, hidden_until_ms, claimed.claimed_at_ms or 0)
+        fenced = await self._fence(m, c.claim, hidden_until_ms, floor_ms)
+        if fenced is None:
+            return await self._store.get(c.trigger.trigger_id)
+        # Nothing awaited from here to the channel's send: the fence's check stays true.
+        claim, left_ms = fenced
+        claimed = claim.trigger
+        timeout_s = min(self._d.callback_timeout_s, left_ms / 1000)
         self._observe_start(claimed)
         if claimed.plan is not None:  # notification channels: each with its own state
             slot.give_back()
-            return await self.fan_out.fan_out(m, claimed)
+            return await self.fan_out.fan_out(m, claimed, claim.ends_mono_ms)
         started_ms = self._clock.now_ms()
         if not self._callback_allowed(claimed):
             return Attempted(claimed, DeliveryResult(
@@ -401,6 +430,32 @@ class Delivery:
             await self.endpoints.observe(claimed, result)
         return Attempted(claimed, result, started_ms, self._clock.now_ms() - started_ms,
                          refused=result.refused)
+
+    async def _fence(self, m: ReceivedMessage, claim: Claim, hidden_until_ms: int | None,
+                     floor_ms: int) -> tuple[Claim, int] | None:
+        """The claim to send under and how long its send may take (ms, at least
+        ``floor_ms``), after every wait before the send: the message kept hidden for it
+        (an SQS call that may stall), then the check of the lease (``claim_keeping``). A
+        claim with too little left is renewed (a new claim id and lease, so a taker who
+        watched the old one cannot apply) and checked again. None: lost meanwhile (taken
+        over, cancelled), or its time lost again after each of ``FENCE_RENEWALS``
+        renewals; nothing may be sent. Raises ``AdapterError``."""
+        for renewals in range(FENCE_RENEWALS + 1):
+            if hidden_until_ms is not None:
+                hidden_until_ms = await self.visibility.keep_hidden(
+                    m, hidden_until_ms, claim.trigger.claimed_at_ms or 0)
+            left_ms = self._keeper.left_ms(claim)
+            if left_ms >= floor_ms:
+                return claim, left_ms
+            if renewals == FENCE_RENEWALS:
+                break
+            renewed = await self._keeper.renew(claim)
+            if renewed is None:
+                return None
+            claim = renewed
+        log.warning("send_not_made_lease_lost", trigger_id=claim.trigger.trigger_id,
+                    caller=claim.trigger.caller)
+        return None
 
     def _callback_allowed(self, t: Trigger) -> bool:
         """Checked again at delivery: the callers file may have changed since registration

@@ -17,7 +17,11 @@ Why each failure is safe:
   bumps its revision) can land in between, and then the claim loses and reads the row
   again; a claim of an acknowledged occurrence skips what is left;
 - the occurrence ends when every channel is done: FIRED (or the series' next occurrence)
-  when none failed, else dead-lettered with each channel's outcome.
+  when none failed, else dead-lettered with each channel's outcome;
+- every send ends within the claim's lease (``claim_keeping``): the recipient's profile is
+  read after the fence's check, so each channel's send is bounded by what is left of the
+  lease, and one with too little left is not made (a failed attempt of that channel,
+  retried later under a new claim).
 """
 
 from __future__ import annotations
@@ -77,6 +81,8 @@ NOT_ALLOWED = DeadLetterReason.CALLBACK_NOT_ALLOWED.value
 # The provider code of a channel not sent because its caller's daily budget is spent
 # (``dispatcher/channels/caller_policy.py``).
 BUDGET_EXHAUSTED = DeadLetterReason.BUDGET_EXHAUSTED.value
+# A channel's send is not started with less of its claim's lease left than this.
+MIN_CHANNEL_SEND_MS = 2_000
 
 
 def failure_reason(failed: list[ChannelState]) -> DeadLetterReason:
@@ -118,10 +124,13 @@ class FanOut:
         self._clock = clock
         self._metrics = metrics
 
-    async def fan_out(self, m: ReceivedMessage, claimed: Trigger) -> NextAttempt | None:
+    async def fan_out(self, m: ReceivedMessage, claimed: Trigger, ends_mono_ms: int
+                      ) -> NextAttempt | None:
         """Send every channel of ``claimed`` (claimed by us) that is due now and record the
         outcomes. A ``NextAttempt`` when channels are left for later (``m`` left as it is,
-        hidden); otherwise None (``m`` dealt with). Raises ``AdapterError``."""
+        hidden); otherwise None (``m`` dealt with). ``ends_mono_ms``: the claim's lease's
+        end on this process's monotonic clock (``claim_keeping.Claim``); no send outlasts
+        it. Raises ``AdapterError``."""
         assert claimed.plan is not None
         profile = None
         if claimed.recipient is not None and self._profiles is not None:
@@ -162,7 +171,7 @@ class FanOut:
 
         async def one(i: int) -> None:
             nonlocal row, sending
-            outcome, started_ms = await self._send_channel(row, i, profile)
+            outcome, started_ms = await self._send_channel(row, i, profile, ends_mono_ms)
             row = replace(row, channel_states=self._after(row.channel_states, i, outcome, row))
             sending -= 1
             await self._history(row, i, outcome, started_ms)
@@ -177,16 +186,26 @@ class FanOut:
         # that changes only some cells is computed against.
         return await self._finish_occurrence(m, row, recorded)
 
-    async def _send_channel(self, t: Trigger, i: int, profile: RecipientProfile | None
-                            ) -> tuple[ChannelOutcome, int]:
+    async def _send_channel(self, t: Trigger, i: int, profile: RecipientProfile | None,
+                            ends_mono_ms: int) -> tuple[ChannelOutcome, int]:
         started_ms = self._clock.now_ms()
         assert t.plan is not None
+        # Bounded like a callback (the claim stays valid, and the message hidden, for the
+        # callback timeout), whatever the provider's own timeout, and by the claim's lease:
+        # nothing awaited from here to the send.
+        left_ms = ends_mono_ms - self._clock.monotonic_ms()
+        if left_ms < MIN_CHANNEL_SEND_MS:
+            return ChannelOutcome(False, error="not sent: the claim's lease ran out before "
+                                  "the send"), started_ms
+        limit_s = min(self._d.callback_timeout_s, left_ms / 1000)
         if i >= len(t.plan.channels):  # the callback, as the last channel
             if not self._callback_allowed(t):
                 return ChannelOutcome(False, permanent=True, provider_code=NOT_ALLOWED,
                                       error="callback URL not allowed for this caller any "
                                             "more"), started_ms
-            return _from_http(await self._channel.deliver(t, t.attempts)), started_ms
+            return _from_http(await self._channel.deliver(
+                t, t.attempts, None if limit_s >= self._d.callback_timeout_s else limit_s)
+            ), started_ms
         api = self._s.api
         token = make_token(api.ack_secret, t.trigger_id, t.occurrence_seq,
                            t.fire_at_ms + api.ack_link_ttl_s * 1000)
@@ -198,9 +217,6 @@ class FanOut:
             if isinstance(found, ChannelOutcome):
                 return found, started_ms
             spec = found
-        # Bounded like a callback: the claim stays valid (and the message hidden) for the
-        # callback timeout, so no send may outlast it, whatever the provider's own timeout.
-        limit_s = self._d.callback_timeout_s
         try:
             outcome = await asyncio.wait_for(self._notifiers.send(spec, occ), limit_s)
         except TimeoutError:

@@ -37,6 +37,7 @@ from yarl import URL
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
 from dispatcher.channels.provider_http import clock_now, retry_after_s
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
+from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
 from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
 from trigger_service.core.notify.signing import webhook_headers
@@ -99,6 +100,26 @@ class WebhookChannel:
             signers.append(signer)
         return webhook_headers(signers, trigger.occurrence_id, clock_now(self._clock), body)
 
+    async def _headers(self, trigger: Trigger, attempt: int, body: str,
+                       ends_at: float) -> dict[str, str]:
+        """The request's headers, signed; raises ``StoreError`` when the signing secrets
+        are not read by ``ends_at`` (the event loop's time): a refresh of the secrets is a
+        store read, and it spends the send's time."""
+        try:
+            async with asyncio.timeout_at(ends_at):
+                signed = await self.signature_headers(trigger, body)
+        except TimeoutError as e:
+            raise StoreError("signing secrets not read within the send's time") from e
+        headers = {
+            "Content-Type": "application/json",
+            "X-Trigger-Id": trigger.trigger_id,
+            "X-Trigger-Occurrence-Id": trigger.occurrence_id,
+            "X-Trigger-Attempt": str(attempt),
+            **signed,
+        }
+        inject(headers)  # the send's W3C traceparent (the caller's own with export off)
+        return headers
+
     def retry_after_s(self, value: str | None) -> float | None:
         """``Retry-After`` as seconds from now (``provider_http.retry_after_s``)."""
         return retry_after_s(value, clock_now(self._clock))
@@ -136,6 +157,13 @@ class WebhookChannel:
 
     async def deliver(self, trigger: Trigger, attempt: int,
                       timeout_s: float | None = None) -> DeliveryResult:
+        """POST ``trigger``; the whole call, the signing secrets' read included, ends within
+        ``timeout_s`` (None: the channel's timeout; never more): the dispatcher's claim
+        fence counts on no part of a send outlasting it. Raises ``StoreError`` when the
+        signing secrets cannot be read in that time (nothing is sent unsigned)."""
+        limit_s = self._timeout_s if timeout_s is None else min(timeout_s, self._timeout_s)
+        loop = asyncio.get_running_loop()
+        ends_at = loop.time() + limit_s
         try:
             session, url = self._session_for(trigger)
         except UrlError as e:
@@ -147,20 +175,15 @@ class WebhookChannel:
                 + ',"occurrenceId":' + json.dumps(trigger.occurrence_id)
                 + ',"payload":' + trigger.payload_json
                 + ',"fireAt":' + fire_at + ',"scheduledAt":' + scheduled + "}")
-        headers = {
-            "Content-Type": "application/json",
-            "X-Trigger-Id": trigger.trigger_id,
-            "X-Trigger-Occurrence-Id": trigger.occurrence_id,
-            "X-Trigger-Attempt": str(attempt),
-            **await self.signature_headers(trigger, body),
-        }
-        inject(headers)  # the send's W3C traceparent (the caller's own with export off)
+        headers = await self._headers(trigger, attempt, body, ends_at)
+        post_s = ends_at - loop.time()
+        if post_s <= 0:
+            raise StoreError(f"signing secrets not read within {limit_s:g}s")
         try:
             async with session.post(
                 _yarl_url(url.text), data=body.encode(), headers=headers,
                 allow_redirects=False,
-                timeout=self._timeout if timeout_s is None else aiohttp.ClientTimeout(
-                    total=min(timeout_s, self._timeout_s)),
+                timeout=aiohttp.ClientTimeout(total=post_s),
             ) as resp:
                 text = await _read_excerpt(resp)
                 if 200 <= resp.status < 300:
@@ -170,8 +193,7 @@ class WebhookChannel:
                 return DeliveryResult(False, resp.status, f"HTTP {resp.status}", retry_after,
                                       text)
         except TimeoutError:
-            return DeliveryResult(False, None, "timeout after "
-                                  f"{min(timeout_s or self._timeout_s, self._timeout_s):g}s")
+            return DeliveryResult(False, None, f"timeout after {limit_s:g}s")
         except aiohttp.ClientConnectorError as e:
             if isinstance(e.os_error, AddressRefused):
                 # The error is shown to the caller (lastError, dead letters, attempts): the

@@ -22,6 +22,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           (``triggers.creations``, ``adapters.homes``), the others are sealed
                           (a Paxos ``DELETE ... IF status = null`` before any row lands:
                           the creation's older cells stay invisible) or dropped.
+                          A claim (IN_FLIGHT) carries its lease, ``claim_lease_ms``: a
+                          duration on its claimer's monotonic clock, which a taker waits out
+                          on its own (``dispatcher.claim_keeping``; null before 026).
                           Size: at 1,000 triggers a second, 125 rows per partition.
                           Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once
                           finished (a keyed row: at least its key's promise).
@@ -338,6 +341,9 @@ TRIGGER_COLUMNS: Final = (
     "expires_at_ms", "max_lateness_s",  # deadlines (issue 27): unset without one
     "flow_control",  # JSON (issue 27, core.flow); unset without
     "trace_parent",  # W3C traceparent (issue 28, core.trace_context); unset without
+    # A claim's lease in ms (dispatcher.claim_keeping): a duration on the claimer's
+    # monotonic clock; unset on rows never claimed since the column came (026).
+    "claim_lease_ms",
 )
 # recipients, recipient_triggers, recipient_zone_changes (issue 26)
 TABLE_RECIPIENTS: Final = "recipients"

@@ -334,7 +334,7 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in SQS_VARIABLES),
     *(Variable(*row) for row in REDIS_VARIABLES),
     Variable("TRIGGER_DISPATCH_CALLBACK_TIMEOUT_S", ("dispatch", "callback_timeout_s"), _pos_float,
-             "per-attempt callback timeout; an IN_FLIGHT claim older than this is taken over"),
+             "per-attempt callback timeout; part of a claim's lease (a takeover waits it out)"),
     Variable("TRIGGER_DISPATCH_VISIBILITY_SLACK_S", ("dispatch", "visibility_slack_s"), _pos_int,
              "a received message stays hidden for the callback timeout plus this; after that a "
              "crashed dispatcher's message reappears"),

@@ -8,7 +8,7 @@ a Cassandra LWT)::
     IN_FLIGHT ──2xx───────────────> FIRED       (terminal)
     IN_FLIGHT ──failure, attempts left──> PENDING (next_attempt_at set)
     IN_FLIGHT ──failure, no attempts left──> FAILED (terminal, DLQ)
-    IN_FLIGHT ──claim older than the callback timeout──> IN_FLIGHT (taken over, new claim)
+    IN_FLIGHT ──claim seen unchanged for its lease──> IN_FLIGHT (taken over, new claim)
     PENDING ──pause (API, or a dispatcher for a paused caller)──> PAUSED
     PAUSED ──resume──> PENDING      (at the occurrence the catch-up policy picks)
     PAUSED ──resume, a one-time trigger missed, policy none──> CANCELLED
@@ -136,6 +136,12 @@ class Trigger:
     # Traces (issue 28, ``core.trace_context``): the W3C ``traceparent`` of the registering
     # request's span (the caller's own when export is off); None: the request had none.
     trace_parent: str | None = None
+    # The claim's lease (``dispatcher.claim_keeping``): how long its claimer may be sending,
+    # counted on the claimer's own monotonic clock from just before its claim's LWT. A
+    # duration, never compared with another host's clock: a taker waits for it on its own.
+    # None: claimed by a release before the column (a taker assumes the longest claim
+    # those made), or never claimed.
+    claim_lease_ms: int | None = None
 
     @property
     def acked(self) -> bool:
@@ -180,9 +186,12 @@ class Trigger:
         return max(self.fire_at_ms, self.next_attempt_at_ms or 0)
 
     def claim_stale_at_ms(self, callback_timeout_ms: int) -> int:
-        """When an IN_FLIGHT claim counts as abandoned: a claim is taken up to the claim lead
-        before the due time, delivery starts at the due time and may take the callback
-        timeout; the slack absorbs clock skew between dispatchers."""
+        """When an IN_FLIGHT claim should be over by the wall clock: a claim is taken up to
+        the claim lead before the due time, delivery starts at the due time and may take the
+        callback timeout, plus a slack. Only a hint of when to look at the row again (the
+        due-scan and the reconciler re-send its message; a dispatcher that finds the claim
+        live comes back then): whether a claim may be taken over is never decided by a
+        clock compared across hosts (``dispatcher.claim_keeping``)."""
         started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
         return started_ms + callback_timeout_ms + CLAIM_STALE_SLACK_MS
 
@@ -199,8 +208,10 @@ def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: i
     The sweepers' due-scan and the reconciler re-send exactly these.
 
     The due-scan needs no grace for a stale claim: staleness already waits out a whole
-    callback timeout plus a slack after the delivery could start, so the claimer is dead (or
-    its outcome write lost), and more grace only made a killed dispatcher's triggers later.
+    callback timeout plus a slack after the delivery could start, so the claimer is likely
+    dead (or its outcome write lost), and more grace only made a killed dispatcher's
+    triggers later. Re-sending is always safe: the dispatcher that gets the message takes
+    the claim over only once it has watched it for its lease (``dispatcher.claim_keeping``).
     The reconciler, the net behind the due-scan, passes its own grace.
     """
     if t.status is Status.PENDING:

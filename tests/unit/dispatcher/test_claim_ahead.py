@@ -181,13 +181,18 @@ async def test_a_stopping_dispatcher_claims_nothing() -> None:
 
 # --- a cancel against a claim: Paxos decides ------------------------------------------------
 class SkewedClock:
-    """Another process's view of the same time: ``offset_ms`` ahead (or behind)."""
+    """Another process's view of the same time: its wall clock ``offset_ms`` ahead (or
+    behind), its monotonic clock from an origin of its own (``mono_origin_ms``)."""
 
-    def __init__(self, clock: ManualClock, offset_ms: int) -> None:
+    def __init__(self, clock: ManualClock, offset_ms: int, mono_origin_ms: int = 0) -> None:
         self._clock, self._offset_ms = clock, offset_ms
+        self._mono_origin_ms = mono_origin_ms
 
     def now_ms(self) -> int:
         return self._clock.now_ms() + self._offset_ms
+
+    def monotonic_ms(self) -> int:
+        return self._clock.monotonic_ms() - self._mono_origin_ms
 
     async def sleep_until_ms(self, deadline_ms: int) -> None:
         await self._clock.sleep_until_ms(deadline_ms - self._offset_ms)

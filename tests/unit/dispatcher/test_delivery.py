@@ -235,47 +235,83 @@ async def test_final_failure_is_not_dead_lettered_when_the_claim_was_taken_over(
 
 
 # --- claims in flight -------------------------------------------------------------------------
-async def test_stale_claim_is_taken_over(env: Env) -> None:
+# A claim written before leases were: the longest such a claim was (the maximum claim
+# lead, a callback timeout and the slack).
+LEGACY_LEASE_MS = 15_000 + CALLBACK_TIMEOUT_MS + 2_000
+TAKEOVER_MARGIN_MS = 1_000
+
+
+async def test_a_claim_is_taken_over_after_this_dispatcher_watched_it_for_its_lease(
+        env: Env) -> None:
+    """Stale by the wall clock long ago, but first seen now: the message comes back once
+    the claim has been watched for its lease, and the unchanged claim is taken over."""
     t = await env.add(-20_000, status=Status.IN_FLIGHT, attempts=1, claim_id="dead",
-                      claimed_at_ms=START_MS - 21_000)
-    await deliver_now(env, t)
-    assert env.channel.calls == [Call(t.trigger_id, 2, START_MS, "claim-1")]
+                      claimed_at_ms=START_MS - 21_000, claim_lease_ms=12_000)
+    d = env.dispatcher()
+    await d.handle(await env.receive_one(t))
+    assert env.channel.calls == [] and env.row(t) == t
+    assert env.queued(t) == [START_MS + 12_000 + TAKEOVER_MARGIN_MS]
+    env.clock.set_ms(START_MS + 13_000)
+    await d.handle(await env.receive_one())
+    assert env.channel.calls == [Call(t.trigger_id, 2, START_MS + 13_000, "claim-1")]
     assert env.count("claim_takeovers_total") == 1
     row = env.row(t)
     assert (row.status, row.attempts) == (Status.FIRED, 2)
 
 
-async def test_fresh_claim_hides_the_message_until_it_would_be_stale(env: Env) -> None:
+async def test_a_claim_without_a_lease_is_watched_for_the_longest_claim(env: Env) -> None:
     t = await env.add(-1_000, status=Status.IN_FLIGHT, attempts=1, claim_id="busy",
                       claimed_at_ms=START_MS - 2_000)
-    stale_at = t.claim_stale_at_ms(CALLBACK_TIMEOUT_MS)
-    assert stale_at == START_MS + 11_000
     await deliver_now(env, t)
-    assert env.queued(t) == [START_MS + 12_000]  # whole seconds, rounded past stale_at
+    assert env.queued(t) == [START_MS + LEGACY_LEASE_MS + TAKEOVER_MARGIN_MS]
     assert env.channel.calls == [] and env.row(t) == t
     assert env.count("claim_takeovers_total") == 0
 
 
 @pytest.mark.parametrize(("offset_ms", "taken_over"), [(-1, False), (0, True)])
-async def test_claim_is_stale_from_its_stale_time_on(
+async def test_a_claim_is_taken_over_from_its_lease_and_margin_after_its_first_sighting_on(
     env: Env, offset_ms: int, taken_over: bool
 ) -> None:
+    """Whatever the wall clock says (the claim is stale by it all along)."""
     t = await env.add(-5_000, status=Status.IN_FLIGHT, attempts=1, claim_id="busy",
-                      claimed_at_ms=START_MS - 6_000)
-    env.clock.set_ms(t.claim_stale_at_ms(CALLBACK_TIMEOUT_MS) + offset_ms)
-    await deliver_now(env, t)
+                      claimed_at_ms=START_MS - 60_000, claim_lease_ms=4_000)
+    d = env.dispatcher()
+    await d.handle(await env.receive_one(t))  # the first sighting
+    env.clock.set_ms(START_MS + 4_000 + TAKEOVER_MARGIN_MS + offset_ms)
+    await env.enqueue(t)
+    for m in await env.receive():  # a copy, and the first one if it is back
+        await d.handle(m)
     assert len(env.channel.calls) == (1 if taken_over else 0)
     assert env.count("claim_takeovers_total") == (1 if taken_over else 0)
     assert env.row(t).status is (Status.FIRED if taken_over else Status.IN_FLIGHT)
 
 
-@pytest.mark.parametrize(("wait_ms", "renewed"), [(9_000, False), (9_001, True)])
+async def test_a_new_claim_id_restarts_the_watch(env: Env) -> None:
+    """The claimer renewed (or someone else took the claim) while it was watched: the new
+    claim is watched for its own lease from when it was first seen."""
+    t = await env.add(-5_000, status=Status.IN_FLIGHT, attempts=1, claim_id="first",
+                      claimed_at_ms=START_MS - 60_000, claim_lease_ms=4_000)
+    d = env.dispatcher()
+    await d.handle(await env.receive_one(t))
+    env.clock.set_ms(START_MS + 4_500)
+    env.set_row(t, Status.IN_FLIGHT, claim_id="renewed")
+    await d.handle(await env.receive_one(t))  # a copy: the first one is still hidden
+    env.clock.set_ms(START_MS + 4_500 + 4_000 + TAKEOVER_MARGIN_MS - 1)
+    await d.handle(await env.receive_one())  # the first copy, back at 5 s
+    assert env.channel.calls == [] and env.row(t).claim_id == "renewed"
+    env.clock.set_ms(max(env.queued(t)))  # (whole seconds: past the watch's end)
+    for m in await env.receive():
+        await d.handle(m)
+    assert env.channel.ids() == [t.trigger_id] and env.row(t).status is Status.FIRED
+
+
+@pytest.mark.parametrize(("wait_ms", "renewed"), [(10_000, False), (10_001, True)])
 async def test_a_send_kept_waiting_gets_what_is_left_of_its_claim_or_renews_it(
         env: Env, wait_ms: int, renewed: bool) -> None:
-    """Both are claimed ahead (the claim's start is the fire time); the second waits for the
-    bulkhead behind a slow receiver. Its claim goes stale 12 s after the fire time; the send
-    is given what is left minus a 1 s margin, or, with less than 2 s left, the claim is
-    renewed (a new claim id, started now) and the send gets the whole timeout."""
+    """Both are claimed at the fire time; the second waits for the bulkhead behind a slow
+    receiver. Its lease ends 12 s after its claim (a callback timeout and a 2 s slack); the
+    send is given what is left, or, with less than 2 s left, the claim is renewed (a new
+    claim id and lease) and the send gets the whole timeout."""
     env.callers = make_callers(orders_max_concurrency=1)
     gate = env.channel.gate = asyncio.Event()
     a, b = await env.add(2_000), await env.add(2_000)

@@ -191,7 +191,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.recipient, True if t.recipient_zone else None,
         t.expires_at_ms, t.max_lateness_s,
         flow_to_json(t.flow_control) if t.flow_control else None,
-        t.trace_parent,
+        t.trace_parent, t.claim_lease_ms,
     ), strict=True))
 
 
@@ -234,6 +234,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      tzdata_version, revision, snoozed_from, plan, channel_states,
      acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
      recipient_zone, expires_at_ms, max_lateness_s, flow_control, trace_parent,
+     claim_lease_ms,
      ) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
@@ -257,7 +258,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         recipient=recipient, recipient_zone=bool(recipient_zone),
         expires_at_ms=expires_at_ms, max_lateness_s=max_lateness_s,
         flow_control=flow_from_json(flow_control) if flow_control else None,
-        trace_parent=trace_parent,
+        trace_parent=trace_parent, claim_lease_ms=claim_lease_ms,
     )
 
 

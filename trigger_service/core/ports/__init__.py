@@ -63,10 +63,17 @@ from trigger_service.core.model import Route, Status, Trigger
 
 
 class Clock(Protocol):
-    """Wall-clock time source; every "now" in the service comes from one."""
+    """Time source; every "now" in the service comes from one."""
 
     def now_ms(self) -> int:
         """Current wall time as integer milliseconds since the Unix epoch (UTC)."""
+        ...
+
+    def monotonic_ms(self) -> int:
+        """This process's monotonic time in milliseconds: never goes back, moves at the
+        rate of real time, and means nothing outside this process (its origin is
+        arbitrary). Only durations measured on it are compared: with other hosts' durations
+        (a claim's lease, ``dispatcher.claim_keeping``), never with their timestamps."""
         ...
 
     async def sleep_until_ms(self, deadline_ms: int) -> None:

@@ -16,10 +16,14 @@ _MAX_SLEEP_STEP_S = 0.5
 
 
 class SystemClock:
-    """The real clock: ``time.time()`` for wall time, asyncio for waiting."""
+    """The real clock: ``time.time()`` for wall time, ``time.monotonic()`` for durations,
+    asyncio for waiting."""
 
     def now_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def monotonic_ms(self) -> int:
+        return time.monotonic_ns() // 1_000_000
 
     async def sleep_until_ms(self, deadline_ms: int) -> None:
         while True:
@@ -33,13 +37,17 @@ class SystemClock:
 
 
 class ManualClock:
-    """A clock that only moves when told to; sleeps wait for ``advance_ms``/``set_ms``."""
+    """A clock that only moves when told to; sleeps wait for ``advance_ms``/``set_ms``.
+    Its monotonic time moves with its wall time (by as much, either way)."""
 
     def __init__(self, start_ms: int = 1_700_000_000_000) -> None:
         self._now_ms = start_ms
         self._changed = asyncio.Event()
 
     def now_ms(self) -> int:
+        return self._now_ms
+
+    def monotonic_ms(self) -> int:
         return self._now_ms
 
     def set_ms(self, now_ms: int) -> None:
