@@ -140,12 +140,7 @@ class FanOut:
                                           DeadLetterReason.RECIPIENT_DELETED)
                 return None
         now_ms = self._clock.now_ms()
-        states = claimed.channel_states or initial_states(
-            plan_for(claimed.plan, profile), claimed.fire_at_ms,
-            has_callback=bool(claimed.callback_url))
-        if claimed.acked:
-            states = tuple(s if s.status.done else replace(s, status=ChannelStatus.SKIPPED)
-                           for s in states)
+        states = _states_of(claimed, profile)
         row = replace(claimed, channel_states=states)
         due = [i for i, s in enumerate(states)
                if not s.status.done and s.due_at_ms <= now_ms]
@@ -293,3 +288,16 @@ class FanOut:
 
 
 __all__ = ["BUDGET_EXHAUSTED", "HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]
+
+
+def _states_of(claimed: Trigger, profile: RecipientProfile | None) -> tuple[ChannelState, ...]:
+    """The channels' states of ``claimed``'s occurrence: as stored, or new from its plan (an
+    acknowledged occurrence's unsent ones skipped)."""
+    assert claimed.plan is not None
+    states = claimed.channel_states or initial_states(
+        plan_for(claimed.plan, profile), claimed.fire_at_ms,
+        has_callback=bool(claimed.callback_url))
+    if claimed.acked:
+        states = tuple(s if s.status.done else replace(s, status=ChannelStatus.SKIPPED)
+                       for s in states)
+    return states
