@@ -353,6 +353,11 @@ class Delivery:
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
 
+    def watch_ms(self, t: Trigger) -> int:
+        """How much longer this dispatcher must watch ``t``'s claim (``t`` as just read,
+        IN_FLIGHT) before it may take it over: 0 now (``claim_keeping.Sightings``)."""
+        return self._sightings.wait_ms(t, self._lease_of(t))
+
     def _lease_of(self, t: Trigger) -> int:
         return t.claim_lease_ms if t.claim_lease_ms is not None else self._legacy_lease_ms
 

@@ -319,6 +319,18 @@ class Dispatcher:
                 self.shares.leave(held.pop())
                 held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
+            if t.status is Status.IN_FLIGHT and (
+                    0 < (watch_ms := self.delivery.watch_ms(t)) <= self.hold_max_ms):
+                # Someone else's claim, not yet watched for its lease: watched here, the
+                # message kept in hand (deferred to SQS, it could come back to another
+                # dispatcher, whose watch would start over), then the row read again.
+                until_ms = self._clock.now_ms() + watch_ms
+                hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms,
+                                                                     until_ms)
+                await self._clock.sleep_until_ms(until_ms)
+                lost_rounds += 1  # a claimer that keeps renewing is watched a few times
+                t = await self._store.get(m.trigger_id)
+                continue
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
             starts_ms = await self.delivery.starts_at(t)  # flow control may spread it

@@ -165,7 +165,7 @@ class DueScan:
     def _overdue_at(self, t: Trigger) -> int:
         """The first moment ``is_overdue`` holds for ``t`` as it is now."""
         if t.status is Status.IN_FLIGHT:
-            return t.claim_stale_at_ms(self._timeout_ms) + 1
+            return t.watch_from_ms(self._timeout_ms, self._grace_ms) + 1
         return t.due_at_ms() + self._grace_ms + 1
 
     async def _index(self, shard: int, now_ms: int) -> _Part:

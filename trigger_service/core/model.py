@@ -195,6 +195,12 @@ class Trigger:
         started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
         return started_ms + callback_timeout_ms + CLAIM_STALE_SLACK_MS
 
+    def watch_from_ms(self, callback_timeout_ms: int, grace_ms: int) -> int:
+        """When an IN_FLIGHT claim's copy is re-sent (``is_overdue``): ``grace_ms`` after
+        its delivery could start, or once stale, whichever is first."""
+        started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
+        return min(self.claim_stale_at_ms(callback_timeout_ms), started_ms + grace_ms)
+
     def homed(self) -> Trigger:
         """This trigger with its home set: the fire time it is created with, unless it has
         one (what a store keeps when it creates it)."""
@@ -207,17 +213,19 @@ def is_overdue(t: Trigger, now_ms: int, *, grace_ms: int, callback_timeout_ms: i
     ``grace_ms`` past its due time, or IN_FLIGHT with a claim stale for ``claim_grace_ms``.
     The sweepers' due-scan and the reconciler re-send exactly these.
 
-    The due-scan needs no grace for a stale claim: staleness already waits out a whole
-    callback timeout plus a slack after the delivery could start, so the claimer is likely
-    dead (or its outcome write lost), and more grace only made a killed dispatcher's
-    triggers later. Re-sending is always safe: the dispatcher that gets the message takes
-    the claim over only once it has watched it for its lease (``dispatcher.claim_keeping``).
+    An IN_FLIGHT row is overdue once ``grace_ms`` past its delivery's start, or once its
+    claim is stale, whichever comes first (``Trigger.watch_from_ms``; plus
+    ``claim_grace_ms``, which the due-scan does not pass): a
+    dispatcher takes a claim over only after watching it for its lease on its own clock
+    (``dispatcher.claim_keeping``), so the copy re-sent early starts that watch early (a
+    killed dispatcher's trigger is late by about grace + lease, not by staleness + lease),
+    and re-sending is always safe (a live claimer's copy is only watched, then dropped).
     The reconciler, the net behind the due-scan, passes its own grace.
     """
     if t.status is Status.PENDING:
         return t.due_at_ms() < now_ms - grace_ms
     if t.status is Status.IN_FLIGHT:
-        return t.claim_stale_at_ms(callback_timeout_ms) < now_ms - claim_grace_ms
+        return t.watch_from_ms(callback_timeout_ms, grace_ms) < now_ms - claim_grace_ms
     return False
 
 
