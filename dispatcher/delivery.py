@@ -59,6 +59,7 @@ from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, DueTimers, Waves
 from dispatcher.claim_keeping import (
     LEASE_SLACK_MS,
+    TAKEOVER_MARGIN_MS,
     Claim,
     ClaimKeeper,
     KeptClaim,
@@ -352,6 +353,12 @@ class Delivery:
 
     def _stale_at(self, t: Trigger) -> int:
         return t.claim_stale_at_ms(int(self._d.callback_timeout_s * 1000))
+
+    @property
+    def longest_watch_ms(self) -> int:
+        """The longest a claim is watched before a takeover (a claim taken as far ahead as
+        the claim gate goes)."""
+        return self._legacy_lease_ms + TAKEOVER_MARGIN_MS
 
     def watch_ms(self, t: Trigger) -> int:
         """How much longer this dispatcher must watch ``t``'s claim (``t`` as just read,

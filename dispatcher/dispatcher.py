@@ -319,8 +319,8 @@ class Dispatcher:
                 self.shares.leave(held.pop())
                 held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
-            if t.status is Status.IN_FLIGHT and (
-                    0 < (watch_ms := self.delivery.watch_ms(t)) <= self.hold_max_ms):
+            if t.status is Status.IN_FLIGHT and 0 < (watch_ms := self.delivery.watch_ms(t)) <= max(
+                    self.hold_max_ms, self.delivery.longest_watch_ms):
                 # Someone else's claim, not yet watched for its lease: watched here, the
                 # message kept in hand (deferred to SQS, it could come back to another
                 # dispatcher, whose watch would start over), then the row read again.
