@@ -319,17 +319,8 @@ class Dispatcher:
                 self.shares.leave(held.pop())
                 held.append(self.shares.enter(t.caller, due_ms))
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
-            if t.status is Status.IN_FLIGHT and 0 < (watch_ms := self.delivery.watch_ms(t)) <= max(
-                    self.hold_max_ms, self.delivery.longest_watch_ms):
-                # Someone else's claim, not yet watched for its lease: watched here, the
-                # message kept in hand (deferred to SQS, it could come back to another
-                # dispatcher, whose watch would start over), then the row read again.
-                until_ms = self._clock.now_ms() + watch_ms
-                hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms,
-                                                                     until_ms)
-                await self._clock.sleep_until_ms(until_ms)
-                lost_rounds += 1  # a claimer that keeps renewing is watched a few times
-                t = await self._store.get(m.trigger_id)
+            if watched := await self._watch(m, t, hidden_until_ms):  # a few times at most
+                (t, hidden_until_ms), lost_rounds = watched, lost_rounds + 1
                 continue
             if await self.holding.held(m, t):  # its caller paused, or passed over (late)
                 return
@@ -356,6 +347,23 @@ class Dispatcher:
             lost_rounds += 1
             t = outcome  # the claim lost a race: look again at the trigger's current state
         log.warning("claim_gave_up", trigger_id=m.trigger_id)
+
+    async def _watch(self, m: ReceivedMessage, t: Trigger, hidden_until_ms: int
+                     ) -> tuple[Trigger | None, int] | None:
+        """Someone else's claim on ``t``, not yet watched for its lease: watched here with
+        the message kept in hand (deferred to SQS, it could come back to another dispatcher,
+        whose watch would start over); the row read again after, and until when the message
+        stays hidden. None: nothing to watch (not IN_FLIGHT, watched long enough, or a
+        watch too long to hold: the claim's check defers the message)."""
+        if t.status is not Status.IN_FLIGHT:
+            return None
+        watch_ms = self.delivery.watch_ms(t)
+        if not 0 < watch_ms <= max(self.hold_max_ms, self.delivery.longest_watch_ms):
+            return None
+        until_ms = self._clock.now_ms() + watch_ms
+        hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, until_ms)
+        await self._clock.sleep_until_ms(until_ms)
+        return await self._store.get(m.trigger_id), hidden_until_ms
 
     async def _drop(self, m: ReceivedMessage, t: Trigger | None) -> None:
         if t is None:
