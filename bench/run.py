@@ -19,7 +19,9 @@ The modes ``register``, ``sustained``, ``sqs-purge`` and ``sweeper-kill`` are in
 lateness) and ``fairness-capped`` (the same, A's herd deferred on SQS) in
 ``bench/fairness_bench.py``, ``flow`` (2,000 due at one instant for one flow-control key at
 100/s and 10 open: how they were spread) in ``bench/flow_bench.py``, ``retry`` (N triggers
-each failing once, a 1 s backoff: how late the retries start) in ``bench/retry_bench.py``.
+each failing once, a 1 s backoff: how late the retries start) in ``bench/retry_bench.py``,
+``hostile`` (caller A's registrations while caller B sends the costliest ``when``, RRULE and
+cron inputs: A's latency) in ``bench/hostile_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -44,7 +46,15 @@ import aiohttp
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import batch_bench, cassandra_work, fairness_bench, flow_bench, modes, retry_bench
+from bench import (
+    batch_bench,
+    cassandra_work,
+    fairness_bench,
+    flow_bench,
+    hostile_bench,
+    modes,
+    retry_bench,
+)
 from bench.common import (
     API,
     CONCURRENCY,
@@ -91,6 +101,9 @@ MODES: dict[str, dict[str, Any]] = {
         "TRIGGER_API_CALLERS_FILE": str(Path(__file__).resolve().parent / "callers.capped.toml")}},
     # bench/retry_bench.py: N triggers answered 500 once, retried after 1 s (lag = lateness)
     "retry": {"n": 60, "env": retry_bench.ENV},
+    # bench/hostile_bench.py: caller A's N registrations while caller B sends the costliest
+    # when/rrule/cron inputs, single and 1,000 to a batch
+    "hostile": {"n": 2000, "env": {}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -187,7 +200,7 @@ NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, 
     "sqs-purge": modes.sqs_purge_mode, "sweeper-kill": modes.sweeper_kill_mode,
     "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
     "fairness-capped": fairness_bench.fairness_mode, "flow": flow_bench.flow_mode,
-    "retry": retry_bench.retry_mode,
+    "retry": retry_bench.retry_mode, "hostile": hostile_bench.hostile_mode,
 }
 
 
@@ -285,7 +298,7 @@ def print_table(results: list[dict[str, Any]]) -> None:
     for r in results:
         extra = {k: r[k] for k in ("request_ms", "delivered_per_s", "rate_held", "late_count",
                                    "late_max_ms", "all_delivered", "killed", "b_lateness_ms",
-                                   "a_lateness_ms") if k in r}
+                                   "a_lateness_ms", "b_statuses", "b_5xx") if k in r}
         if "delivered_per_s" in extra:
             extra["delivered_per_s"] = {k: v for k, v in extra["delivered_per_s"].items()
                                         if k != "timeline"}

@@ -1,0 +1,91 @@
+"""``make bench``'s ``hostile`` mode: what one caller's costliest inputs do to another caller.
+
+Caller B (``bench-b``) sends, over and over for the run, the ``when`` phrases, never-matching
+RRULEs and impossible crons that once stalled an API worker (``tests/integration/
+test_hostile_caller.py`` has the same list), single and 1,000 to a batch, from 8 concurrent
+clients. Meanwhile caller A (``dev``) registers N triggers one at a time from 4 clients. Reports
+A's latency p50/p99/max and statuses, B's statuses (a 5xx counted as an error), and the API's
+CPU per B request. The target: A's p99 under 100 ms.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from typing import Any
+
+import aiohttp
+
+from bench.common import API, RECEIVER, TOKEN, lag_stats
+from bench.fairness_bench import B_TOKEN
+from tests.integration.test_hostile_caller import IMPOSSIBLE_CRONS, NEVER_RRULES, WORST_WHENS
+
+B_CLIENTS = 8
+A_CLIENTS = 4
+BATCH_EVERY = 10  # one in ten of B's requests is a batch of 1,000
+
+
+def b_bodies() -> list[dict[str, Any]]:
+    cb = {"callbackUrl": RECEIVER + "/cb/b", "payload": {"b": 1}}
+    local = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 2 * 86400))
+    return ([{**cb, "when": w} for w in WORST_WHENS]
+            + [{**cb, "rrule": r, "localTime": local, "timeZone": "UTC"} for r in NEVER_RRULES]
+            + [{**cb, "cron": c, "localTime": local, "timeZone": "UTC"}
+               for c in IMPOSSIBLE_CRONS])
+
+
+async def hostile_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any]:
+    bodies = b_bodies()
+    stop = asyncio.Event()
+    b_status: Counter[int] = Counter()
+    a_status: Counter[int] = Counter()
+    a_ms: list[float] = []
+    b_sent = 0
+
+    async def b_client(k: int) -> None:
+        nonlocal b_sent
+        headers = {"Authorization": f"Bearer {B_TOKEN}"}
+        i = k
+        while not stop.is_set():
+            i += 1
+            if i % BATCH_EVERY == 0:
+                path, body = "/v1/triggers/batch", {
+                    "items": [bodies[j % len(bodies)] for j in range(1000)]}
+            else:
+                path, body = "/v1/triggers", bodies[i % len(bodies)]
+            async with session.post(API + path, json=body, headers=headers) as resp:
+                await resp.read()
+                b_status[resp.status] += 1
+                b_sent += 1
+
+    async def a_client(k: int, count: int) -> None:
+        headers = {"Authorization": f"Bearer {TOKEN}"}
+        for j in range(count):
+            body = {"callbackUrl": RECEIVER + "/cb/a", "delaySeconds": 3600,
+                    "payload": {"a": k, "j": j}}
+            started = time.perf_counter()
+            async with session.post(API + "/v1/triggers", json=body, headers=headers) as resp:
+                await resp.read()
+                a_status[resp.status] += 1
+            a_ms.append((time.perf_counter() - started) * 1000)
+
+    attackers = [asyncio.create_task(b_client(k)) for k in range(B_CLIENTS)]
+    await asyncio.sleep(1.0)  # the attack is running before A's first request
+    started = time.monotonic()
+    await asyncio.gather(*(a_client(k, n // A_CLIENTS) for k in range(A_CLIENTS)))
+    elapsed_s = time.monotonic() - started
+    stop.set()
+    await asyncio.gather(*attackers, return_exceptions=True)
+    latency = lag_stats(sorted(round(ms) for ms in a_ms))
+    return {
+        # The table's columns: "lag" is A's request latency here, "miss" A's non-201 answers;
+        # nothing is delivered (A's triggers are an hour out, B's all refused).
+        "triggers": len(a_ms), "registered": a_status.get(201, 0), "delivered": 0,
+        "missing": len(a_ms) - a_status.get(201, 0), "duplicates": 0, "early": 0,
+        "registration_per_s": round(len(a_ms) / elapsed_s, 1),
+        "lag_ms": latency, "request_ms": latency,
+        "a_statuses": dict(a_status), "b_requests": b_sent, "b_statuses": dict(b_status),
+        "b_5xx": sum(c for s, c in b_status.items() if s >= 500),
+        "target": "A's p99 under 100 ms while B attacks",
+    }
