@@ -93,7 +93,7 @@ async def register_all(session: aiohttp.ClientSession, fire_times: list[int],
 
 def restart_app(env: dict[str, str]) -> None:
     """Restart the service's processes with these settings on top of the caller's."""
-    full = {**os.environ, **env}
+    full = {**os.environ, "TRIGGER_ENV": "development", **env}  # production is the default
     subprocess.run([str(ROOT / "infra" / "app.sh"), "down"], check=True, env=full,
                    stderr=subprocess.DEVNULL)
     subprocess.run([str(ROOT / "infra" / "app.sh"), "up"], check=True, env=full,

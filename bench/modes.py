@@ -206,7 +206,7 @@ async def sweeper_kill_mode(session: aiohttp.ClientSession, n: int) -> dict[str,
     summary, _ = summarize(due, arrivals)
     await asyncio.to_thread(subprocess.run, [str(ROOT / "infra" / "app.sh"), "up"],
                             check=True, stderr=subprocess.DEVNULL,
-                            env={**os.environ, **SWEEP_ENV})
+                            env={**os.environ, "TRIGGER_ENV": "development", **SWEEP_ENV})
     return {"mode": "sweeper-kill", "triggers": n, "registered": len(due),
             "registration_errors": reg_errors,
             "registration_per_s": round(len(due) / reg_s, 1), **summary,

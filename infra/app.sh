@@ -25,6 +25,9 @@ API_PORT="${TRIGGER_API_PORT:-8080}"
 RECEIVER_PORT="${RECEIVER_PORT:-9000}"
 RECEIVER_SCRIPT="$REPO_ROOT/infra/sample_receiver.py"
 export PROMETHEUS_MULTIPROC_DIR="${PROMETHEUS_MULTIPROC_DIR:-$VAR_DIR/prometheus}"
+# Production is the service's default (it then refuses the development tokens, secrets and
+# LocalStack): this development stack asks for development, unless the caller chose.
+export TRIGGER_ENV="${TRIGGER_ENV:-development}"
 # (The names before this release, TRIGGER_DISPATCHER_METRICS_PORT, TRIGGER_SWEEPER_METRICS_PORT
 # and TRIGGER_DISPATCHERS, are still read: deprecated aliases, as in the service.)
 DISPATCHER_METRICS_PORT="${TRIGGER_DISPATCH_METRICS_PORT:-${TRIGGER_DISPATCHER_METRICS_PORT:-9101}}"

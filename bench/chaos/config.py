@@ -93,6 +93,8 @@ def process_env(cfg: RunConfig, ring_nodes: int) -> dict[str, str]:
     env = dict(os.environ)
     env.update(ISOLATION_ENV)
     env.update(TIER_ENV)
+    # Production is the service's default; this stack runs on LocalStack and its own tokens.
+    env["TRIGGER_ENV"] = "development"
     env["TRIGGER_API_PORT"] = str(cfg.api_port)
     env["TRIGGER_API_HOST"] = "127.0.0.1"
     env["TRIGGER_API_CALLERS_FILE"] = str(cfg.callers_file)

@@ -62,6 +62,9 @@ pytestmark = pytest.mark.integration
 # Read and taken out of the environment: it is the suite's, not a service setting (those
 # refuse unknown TRIGGER_* variables).
 KEYSPACE = os.environ.pop("TRIGGER_TEST_KEYSPACE", "triggers_test")
+# Production is the service's default (it refuses the development tokens, LocalStack, ...):
+# this suite and every process it starts with the environment run in development.
+os.environ["TRIGGER_ENV"] = "development"
 # The test caller's Standard Webhooks secrets during a rotation: the new one, then the old.
 SIGNING_SECRETS = ("whsec_" + base64.b64encode(b"n" * 32).decode(),
                    "whsec_" + base64.b64encode(b"o" * 32).decode())
@@ -328,6 +331,7 @@ def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,
         'role = "viewer"\n'
     )
     env = {
+        "TRIGGER_ENV": "development",
         "TRIGGER_API_CALLERS_FILE": str(callers),
         "TRIGGER_CASSANDRA_KEYSPACE": KEYSPACE,
         "TRIGGER_SQS_QUEUE": f"q-{tag}",

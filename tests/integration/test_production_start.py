@@ -1,5 +1,6 @@
-"""Fail closed, on real processes: a service bound off loopback with the development defaults
-exits at start-up naming every problem, and a running API reloads its callers file on SIGHUP
+"""Fail closed, on real processes: a service without ``TRIGGER_ENV`` (production is the
+default), or bound off loopback, with the development defaults exits at start-up naming
+every problem, and a running API reloads its callers file on SIGHUP
 (a revoked token gets 401; a bad file is logged and the old callers kept)."""
 
 from __future__ import annotations
@@ -33,15 +34,11 @@ EVERY_PROBLEM = ("TRIGGER_API_CALLERS_FILE is the development file", "developmen
                  "TRIGGER_ENCRYPTION_KEY_FILE")
 
 
-@pytest.mark.parametrize(("module", "listener"), [
-    ("trigger_service", "TRIGGER_API_HOST"), ("dispatcher", "TRIGGER_METRICS_HOST")])
-async def test_a_process_off_loopback_with_the_development_defaults_refuses_to_start(
-        module: str, listener: str) -> None:
-    # Only the development defaults (the dev callers file among them) and one listener off
-    # loopback; TRIGGER_ENV unset.
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGER_")}
-    # One name of the previous release, TRIGGER_DISPATCHERS: still read, with one warning.
-    env |= {listener: "0.0.0.0", "TRIGGER_API_PORT": str(free_port()), "TRIGGER_DISPATCHERS": "2"}
+async def refused_start(module: str, env: dict[str, str]) -> tuple[str, str]:
+    """Start ``python -m module`` with ``env`` on top of the environment without its TRIGGER_*
+    variables (only the development defaults, the dev callers file among them); assert it
+    exits 2. Its stdout and stderr."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TRIGGER_")} | env
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", module, env=env, cwd=REPO_ROOT,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
@@ -51,13 +48,36 @@ async def test_a_process_off_loopback_with_the_development_defaults_refuses_to_s
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    text = err.decode()
-    assert proc.returncode == 2, text
-    warnings = [json.loads(line) for line in (out + err).decode().splitlines()
+    assert proc.returncode == 2, err.decode()
+    return out.decode(), err.decode()
+
+
+@pytest.mark.parametrize(("module", "listener"), [
+    ("trigger_service", "TRIGGER_API_HOST"), ("dispatcher", "TRIGGER_METRICS_HOST")])
+async def test_a_process_off_loopback_with_the_development_defaults_refuses_to_start(
+        module: str, listener: str) -> None:
+    # One listener off loopback: development asked for does not matter then.
+    # One name of the previous release, TRIGGER_DISPATCHERS: still read, with one warning.
+    out, text = await refused_start(module, {
+        "TRIGGER_ENV": "development", listener: "0.0.0.0", "TRIGGER_API_PORT": str(free_port()),
+        "TRIGGER_DISPATCHERS": "2"})
+    warnings = [json.loads(line) for line in (out + text).splitlines()
                 if "setting_deprecated" in line]
     assert [(w["level"], "TRIGGER_DISPATCH_PROCESSES" in w["detail"]) for w in warnings] == [
         ("warning", True)]
     assert f"{listener}=0.0.0.0 off loopback" in text
+    missing = [p for p in EVERY_PROBLEM if p not in text]
+    assert not missing, text
+
+
+async def test_without_trigger_env_an_api_on_loopback_refuses_the_development_defaults() -> None:
+    # Behind a reverse proxy of the same host: production is the default, so the development
+    # tokens and an open /metrics never start there by omission.
+    _, text = await refused_start("trigger_service", {
+        "TRIGGER_API_HOST": "127.0.0.1", "TRIGGER_API_PORT": str(free_port())})
+    assert "TRIGGER_ENV=production (the default" in text, text
+    assert "off loopback" not in text
+    assert "the API serves /metrics to whoever reaches it" in text
     missing = [p for p in EVERY_PROBLEM if p not in text]
     assert not missing, text
 

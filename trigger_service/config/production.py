@@ -1,12 +1,13 @@
 """The production check: fail closed. Every process runs it (``platform.process``) before it
 connects anywhere; a failure is one ``ConfigError`` naming every problem.
 
-It applies when ``TRIGGER_ENV=production`` **or** when any listener is off loopback
-(``TRIGGER_API_HOST``, or ``TRIGGER_METRICS_HOST`` where the dispatchers' and sweepers'
-``/metrics`` listen): a process others can reach is a production process whatever
-``TRIGGER_ENV`` says, so forgetting that one variable cannot open the development
-credentials to the network. On loopback in development (``make up``, the tests, the bench
-and chaos runs) nothing is checked.
+Production is the default: the check applies unless ``TRIGGER_ENV=development`` is set, so
+forgetting that one variable never opens the development credentials, on loopback behind a
+reverse proxy of the same host included. It applies **as well** when any listener is off
+loopback (``TRIGGER_API_HOST``, or ``TRIGGER_METRICS_HOST`` where the dispatchers' and
+sweepers' ``/metrics`` listen): a process others can reach is a production process whatever
+``TRIGGER_ENV`` says. Only on loopback with ``TRIGGER_ENV=development`` (what ``make up``, the
+tests, the bench and chaos runs set) is nothing checked.
 
 Refused (this module: who may get in; ``production_deps``: what the service connects to):
 
@@ -15,7 +16,8 @@ Refused (this module: who may get in; ``production_deps``: what the service conn
   development callers file, and ``dev-token``, ``ops-token``, ``viewer-token``): their
   tokens are public. A callers file reloaded on SIGHUP is held to the same rule;
 - the default ``TRIGGER_API_ACK_SECRET``, or one shorter than 32 characters;
-- ``/metrics`` reachable on a non-loopback address without ``TRIGGER_METRICS_TOKEN``;
+- ``/metrics`` without ``TRIGGER_METRICS_TOKEN``: the API's always (on loopback it is a
+  reverse proxy's upstream), the dispatchers' and sweepers' on a non-loopback address;
 - ``TRIGGER_API_PUBLIC_URL`` on loopback (acknowledgement links would point at the reader's own
   machine) or not ``https://`` (the links carry signed tokens).
 
@@ -68,7 +70,8 @@ def listeners_off_loopback(settings: Settings) -> list[str]:
 def production_reason(settings: Settings) -> str | None:
     """Why the production check applies to ``settings`` (``None``: it does not)."""
     if settings.production:
-        return "TRIGGER_ENV=production"
+        return ("TRIGGER_ENV=production (the default: a development run sets "
+                "TRIGGER_ENV=development)")
     public = listeners_off_loopback(settings)
     if public:
         return f"{' and '.join(public)} off loopback (production rules apply)"
@@ -89,6 +92,20 @@ def callers_vet(settings: Settings) -> Vet | None:
     return callers_problems if production_reason(settings) else None
 
 
+def _metrics_problems(settings: Settings) -> list[str]:
+    if settings.metrics_token:
+        return []
+    public = listeners_off_loopback(settings)
+    problems = [f"{listener} serves /metrics off loopback: set TRIGGER_METRICS_TOKEN"
+                for listener in public]
+    if settings.production and not any(p.startswith("TRIGGER_API_HOST=") for p in public):
+        # On loopback the API is a reverse proxy's upstream: its /metrics is as public as
+        # its routes.
+        problems.append("the API serves /metrics to whoever reaches it, through a reverse "
+                        "proxy too: set TRIGGER_METRICS_TOKEN")
+    return problems
+
+
 def _access_problems(settings: Settings) -> list[str]:
     api = settings.api
     problems: list[str] = []
@@ -101,9 +118,7 @@ def _access_problems(settings: Settings) -> list[str]:
            for k in api.ack_previous_secrets):
         problems.append(f"TRIGGER_API_ACK_PREVIOUS_SECRETS: every key must be a secret of at "
                         f"least {MIN_ACK_SECRET_CHARS} characters")
-    if not settings.metrics_token:
-        problems += [f"{listener} serves /metrics off loopback: set TRIGGER_METRICS_TOKEN"
-                     for listener in listeners_off_loopback(settings)]
+    problems += _metrics_problems(settings)
     url = urlsplit(api.public_url)
     if is_loopback(url.hostname or ""):
         problems.append(f"TRIGGER_API_PUBLIC_URL={api.public_url} is on loopback: acknowledgement "

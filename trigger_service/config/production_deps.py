@@ -14,7 +14,8 @@ development defaults that work on a laptop and are wrong, or unsafe, anywhere el
 - SES (``TRIGGER_EMAIL_TRANSPORT=ses``): LocalStack's endpoint or a plaintext one, its
   ``test`` credentials;
 - encryption at rest under the development key file (``var/encryption.keys``, which ``make
-  up`` makes in the checkout) or a key file that does not exist, when no KMS key is set.
+  up`` makes in the checkout) or a key file that does not exist, when no KMS key is set; with a
+  KMS key, LocalStack's KMS endpoint or a plaintext one (data keys cross it).
 
 A CA file that is set must exist (a typo would otherwise surface at the first connection).
 No message ever shows a secret: a URL that may hold a password is named, not printed.
@@ -76,19 +77,28 @@ def _cassandra(c: CassandraSettings) -> list[str]:
     return problems
 
 
-def _sqs(settings: Settings) -> list[str]:
-    s = settings.sqs
-    problems: list[str] = []
-    url = urlsplit(s.endpoint_url)
+def _aws_endpoint(var: str, endpoint_url: str, fix: str, empty_ok: bool = True) -> list[str]:
+    """LocalStack's endpoint (loopback, or its port) or a plaintext one. Empty, where
+    ``empty_ok``: the region's https:// endpoint (SES) or another checked one (KMS: SQS's)."""
+    if not endpoint_url and empty_ok:
+        return []
+    url = urlsplit(endpoint_url)
     try:
         port = url.port
     except ValueError:
         port = None  # a bad port fails at connect; here only LocalStack's matters
     if is_loopback(url.hostname or "") or port == LOCALSTACK_PORT:
-        problems.append(f"TRIGGER_SQS_ENDPOINT_URL={s.endpoint_url} is LocalStack's: set the "
-                        "region's SQS endpoint (https://sqs.<region>.amazonaws.com)")
-    elif url.scheme != "https":
-        problems.append(f"TRIGGER_SQS_ENDPOINT_URL={s.endpoint_url} must be https://")
+        return [f"{var}={endpoint_url} is LocalStack's: {fix}"]
+    if url.scheme != "https":
+        return [f"{var}={endpoint_url} must be https://"]
+    return []
+
+
+def _sqs(settings: Settings) -> list[str]:
+    s = settings.sqs
+    problems = _aws_endpoint("TRIGGER_SQS_ENDPOINT_URL", s.endpoint_url,
+                             "set the region's SQS endpoint (https://sqs.<region>.amazonaws.com)",
+                             empty_ok=False)
     if s.access_key_id == LOCALSTACK_CREDENTIAL:
         problems.append("TRIGGER_SQS_ACCESS_KEY_ID is LocalStack's 'test'")
     if s.secret_access_key == LOCALSTACK_CREDENTIAL:
@@ -100,17 +110,8 @@ def _ses(settings: Settings) -> list[str]:
     e = settings.email
     if e.transport != "ses":
         return []
-    problems: list[str] = []
-    url = urlsplit(e.ses_endpoint_url)
-    try:
-        port = url.port
-    except ValueError:
-        port = None
-    if e.ses_endpoint_url and (is_loopback(url.hostname or "") or port == LOCALSTACK_PORT):
-        problems.append(f"TRIGGER_EMAIL_SES_ENDPOINT_URL={e.ses_endpoint_url} is LocalStack's: "
-                        "set it empty (the region's SES endpoint) or to an https:// one")
-    elif e.ses_endpoint_url and url.scheme != "https":
-        problems.append(f"TRIGGER_EMAIL_SES_ENDPOINT_URL={e.ses_endpoint_url} must be https://")
+    problems = _aws_endpoint("TRIGGER_EMAIL_SES_ENDPOINT_URL", e.ses_endpoint_url,
+                             "set it empty (the region's SES endpoint) or to an https:// one")
     if e.ses_access_key_id == LOCALSTACK_CREDENTIAL:
         problems.append("TRIGGER_EMAIL_SES_ACCESS_KEY_ID is LocalStack's 'test'")
     if e.ses_secret_access_key == LOCALSTACK_CREDENTIAL:
@@ -165,7 +166,11 @@ def _providers(settings: Settings) -> list[str]:
 
 def _encryption(e: EncryptionSettings) -> list[str]:
     if e.kms_key_id:
-        return []
+        # Empty: SQS's endpoint, checked with SQS. Over http:// the data keys would cross
+        # the network in clear.
+        return _aws_endpoint("TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL", e.kms_endpoint_url,
+                             "set it empty (SQS's endpoint) or to the region's KMS endpoint "
+                             "(https://kms.<region>.amazonaws.com)")
     if e.key_file.resolve() == EncryptionSettings.key_file.resolve():
         return [f"TRIGGER_ENCRYPTION_KEY_FILE={e.key_file} is the development key file (made "
                 "by make up, beside the code): set TRIGGER_ENCRYPTION_KMS_KEY_ID, or a key file "

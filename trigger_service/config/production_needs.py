@@ -12,8 +12,8 @@ PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
     ("TRIGGER_API_CALLERS_FILE", "your callers file, not the development one; no development "
                                  "token (`dev-token`, `ops-token`, `viewer-token`) in it"),
     ("TRIGGER_API_ACK_SECRET", "a secret of at least 32 characters"),
-    ("TRIGGER_METRICS_TOKEN", "set whenever `TRIGGER_API_HOST` or `TRIGGER_METRICS_HOST` is "
-                              "off loopback"),
+    ("TRIGGER_METRICS_TOKEN", "set: the API's `/metrics` is as reachable as its routes (a "
+                              "reverse proxy's upstream on loopback included)"),
     ("TRIGGER_API_PUBLIC_URL", "an `https://` address people reach, not loopback"),
     ("TRIGGER_CASSANDRA_REPLICATION_FACTOR", "at least 3"),
     ("TRIGGER_CASSANDRA_USERNAME", "a PasswordAuthenticator user"),
@@ -44,6 +44,8 @@ PRODUCTION_NEEDS: tuple[tuple[str, str], ...] = (
                                    "one"),
     ("TRIGGER_ENCRYPTION_KEY_FILE", "a key file of your own (not the one `make up` makes "
                                     "under `var/`), unless `TRIGGER_ENCRYPTION_KMS_KEY_ID` is set"),
+    ("TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL", "with `TRIGGER_ENCRYPTION_KMS_KEY_ID`: empty (SQS's "
+                                            "endpoint) or `https://`, not LocalStack's"),
 )
 
 

@@ -127,7 +127,7 @@ class Settings:
     metrics_host: str = "127.0.0.1"
     # Kept out of repr so a logged Settings never shows it.
     metrics_token: str = field(default="", repr=False)
-    env: str = "development"
+    env: str = "production"  # development only when asked for (TRIGGER_ENV=development)
     # What reading the environment has to say once at start-up (deprecated names); not a
     # variable of its own. Each process logs them (platform.process).
     notices: tuple[str, ...] = field(default=(), compare=False)
@@ -317,8 +317,8 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_API_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
              "how long an acknowledgement link works after its occurrence's fire time"),
     Variable("TRIGGER_ENV", ("", "env"), env_kind,
-             "development or production: production (and any listener off loopback, whatever this "
-             "says) refuses to start with development credentials (docs/operations/production.md)"),
+             "production (the default; development must be asked for) refuses development "
+             "credentials, as does any listener off loopback (docs/operations/production.md)"),
     Variable("TRIGGER_SHARDS", ("", "shards"), _pos_int,
              "bucket sub-shards per minute (stable hash of the id modulo this)"),
     Variable("TRIGGER_RETENTION_DAYS", ("", "retention_days"), _pos_int,

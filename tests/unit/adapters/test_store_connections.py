@@ -1,16 +1,22 @@
 """How the store clients are built from the settings, without a server: Cassandra logs in
-only with a user and speaks TLS only with a CA file (an unusable one is a ``StoreError``);
+only with a user and speaks TLS only with a CA file, trusting that file alone (an unusable
+one is a ``StoreError``);
 a refused login or handshake is named in the error. Redis verifies ``rediss://`` against the
 CA file, and a CA file with a plaintext URL is refused."""
 
 from __future__ import annotations
 
+import datetime
 import ssl
 from pathlib import Path
 
 import pytest
 from cassandra import AuthenticationFailed
 from cassandra.cluster import NoHostAvailable
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.redis.client import open_client, open_from_settings
@@ -40,6 +46,35 @@ def test_cassandra_with_a_ca_file_verifies_the_node_and_its_address() -> None:
     assert context is not None
     assert context.verify_mode is ssl.CERT_REQUIRED
     assert context.check_hostname
+
+
+def _ca_pem(name: str) -> bytes:
+    """A self-signed CA certificate named ``name``, as PEM."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    return cert.public_bytes(serialization.Encoding.PEM)
+
+
+def test_cassandra_tls_trusts_the_ca_file_alone_never_the_systems(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # OpenSSL's default trust (what load_default_certs reads) made deterministic: one CA.
+    system = tmp_path / "system.pem"
+    system.write_bytes(_ca_pem("a public CA"))
+    monkeypatch.setenv("SSL_CERT_FILE", str(system))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path / "no-such-dir"))
+    ours = tmp_path / "ca.pem"
+    ours.write_bytes(_ca_pem("trigger cassandra CA"))
+    context = driver.tls_context(CassandraSettings(tls_ca_file=str(ours)))
+    assert context is not None
+    trusted = [c["subject"] for c in context.get_ca_certs()]
+    assert trusted == [((("commonName", "trigger cassandra CA"),),)]
+    assert context.verify_mode is ssl.CERT_REQUIRED and context.check_hostname
 
 
 def test_cassandra_with_a_missing_ca_file_is_a_store_error(tmp_path: Path) -> None:

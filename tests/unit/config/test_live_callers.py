@@ -70,6 +70,6 @@ def test_production_refuses_a_development_token_on_reload(tmp_path: Path) -> Non
 
 
 def test_development_on_loopback_reloads_anything_that_loads(tmp_path: Path) -> None:
-    assert callers_vet(Settings.from_env({})) is None
+    assert callers_vet(Settings.from_env({"TRIGGER_ENV": "development"})) is None
     path = write(tmp_path / "callers.toml", "dev-token")
     assert LiveCallers.load(path, None).principal("dev-token") is not None

@@ -41,6 +41,6 @@ def prod_env(tmp_path: Path, **extra: str) -> dict[str, str]:
         "TRIGGER_SMS_ACCOUNT_SID": "AC" + "1" * 32, "TRIGGER_SMS_AUTH_TOKEN": "t" * 32,
         "TRIGGER_SMS_FROM_NUMBER": "+447700900123", "TRIGGER_PUSH_PROJECT": "reminders-prod",
         "TRIGGER_PUSH_BEARER": "ya29." + "b" * 40,
-        "TRIGGER_ENCRYPTION_KMS_KEY_ID": "alias/reminders",
+        "TRIGGER_ENCRYPTION_KMS_KEY_ID": "alias/reminders", "TRIGGER_METRICS_TOKEN": "m" * 32,
         **extra,
     }

@@ -1,4 +1,5 @@
-"""``TRIGGER_ENV=production`` refuses development credentials and a public ``/metrics``."""
+"""``TRIGGER_ENV=production``, the default, refuses development credentials and a public
+``/metrics``; only ``TRIGGER_ENV=development`` on loopback is not checked."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tests.unit.limits.production_env import callers_file, prod_env
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.production import (
     DEV_CALLERS_FILE,
+    callers_vet,
     check_production,
     dev_token_hashes,
     production_problems,
@@ -26,8 +28,33 @@ def test_a_proper_production_configuration_starts(tmp_path: Path) -> None:
     check_production(Settings.from_env(public))
 
 
-def test_development_is_never_checked() -> None:
-    check_production(Settings.from_env({}))  # the dev file, the dev secret: fine in dev
+def test_development_on_loopback_is_never_checked() -> None:
+    # the dev file, the dev secret: fine in development asked for
+    check_production(Settings.from_env({"TRIGGER_ENV": "development"}))
+
+
+@pytest.mark.parametrize("env", [
+    {}, {"TRIGGER_API_HOST": "127.0.0.1", "TRIGGER_METRICS_HOST": "127.0.0.1"},
+    {"TRIGGER_API_HOST": "localhost"}, {"TRIGGER_API_HOST": "::1"},
+])
+def test_production_is_the_default_on_loopback_too(env: dict[str, str]) -> None:
+    # Behind a reverse proxy on the same host: forgetting TRIGGER_ENV opens nothing.
+    settings = Settings.from_env(env)
+    assert settings.production
+    with pytest.raises(ConfigError) as e:
+        check_production(settings)
+    text = str(e.value)
+    assert text.startswith("TRIGGER_ENV=production (the default")
+    assert "TRIGGER_ENV=development" in text
+    assert "TRIGGER_API_CALLERS_FILE is the development file" in text
+    assert "development token hash" in text and "TRIGGER_API_ACK_SECRET" in text
+    assert "the API serves /metrics to whoever reaches it" in text
+
+
+def test_without_trigger_env_a_reload_refuses_the_development_tokens() -> None:
+    vet = callers_vet(Settings.from_env({}))
+    assert vet is not None
+    assert any("development token" in p for p in vet(CallerRegistry.load(DEV_CALLERS_FILE)))
 
 
 def test_production_lists_every_problem_of_the_development_defaults() -> None:
@@ -73,7 +100,8 @@ def test_a_short_previous_ack_key_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_public_metrics_port_of_the_workers_needs_the_token_too(tmp_path: Path) -> None:
-    settings = Settings.from_env(prod_env(tmp_path, TRIGGER_METRICS_HOST="10.0.0.5"))
+    settings = Settings.from_env(prod_env(tmp_path, TRIGGER_METRICS_HOST="10.0.0.5",
+                                          TRIGGER_METRICS_TOKEN=""))
     with pytest.raises(ConfigError, match=r"TRIGGER_METRICS_HOST=10\.0\.0\.5"):
         check_production(settings)
     token = replace(settings, metrics_token="m" * 32)

@@ -1,5 +1,6 @@
-"""The production check fails closed: it runs whenever a listener is off loopback, and each
-development default a first production day meets is refused, named in the message."""
+"""The production check fails closed: it runs unless ``TRIGGER_ENV=development`` is asked for
+on loopback, and each development default a first production day meets is refused, named in
+the message."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ SES_FIT = {"TRIGGER_EMAIL_TRANSPORT": "ses", "TRIGGER_EMAIL_SES_ENDPOINT_URL": "
 PROBLEMS: list[tuple[dict[str, str], str]] = [
     ({"TRIGGER_API_CALLERS_FILE": str(DEV_CALLERS_FILE)}, "TRIGGER_API_CALLERS_FILE"),
     ({"TRIGGER_API_ACK_SECRET": "short"}, "TRIGGER_API_ACK_SECRET"),
-    ({"TRIGGER_API_HOST": "0.0.0.0"}, "TRIGGER_METRICS_TOKEN"),
+    ({"TRIGGER_API_HOST": "0.0.0.0", "TRIGGER_METRICS_TOKEN": ""}, "TRIGGER_METRICS_TOKEN"),
+    # on loopback: the API's /metrics is what a reverse proxy in front of it serves
+    ({"TRIGGER_METRICS_TOKEN": ""}, "TRIGGER_METRICS_TOKEN"),
     ({"TRIGGER_API_PUBLIC_URL": "https://localhost:8080"}, "TRIGGER_API_PUBLIC_URL"),
     ({"TRIGGER_API_PUBLIC_URL": "https://127.0.0.1"}, "TRIGGER_API_PUBLIC_URL"),
     ({"TRIGGER_API_PUBLIC_URL": "http://reminders.example.com"}, "TRIGGER_API_PUBLIC_URL"),
@@ -74,6 +77,12 @@ PROBLEMS: list[tuple[dict[str, str], str]] = [
      "TRIGGER_ENCRYPTION_KEY_FILE"),
     ({"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": "/nonexistent/keys"},
      "TRIGGER_ENCRYPTION_KEY_FILE"),
+    ({"TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL": "http://127.0.0.1:4566"},
+     "TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL"),
+    ({"TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL": "https://localstack.internal:4566"},
+     "TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL"),
+    ({"TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL": "http://kms.eu-west-1.amazonaws.com"},
+     "TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL"),
 ]
 
 
@@ -106,6 +115,10 @@ def test_every_production_need_is_checked_and_every_check_is_a_listed_need() -> 
     # a file of one's own
     {"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__},
     {"TRIGGER_API_HOST": "10.0.0.4", "TRIGGER_METRICS_TOKEN": "m" * 32},
+    # KMS at the region's endpoint; an endpoint nothing uses (no KMS key) is not checked.
+    {"TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL": "https://kms.eu-west-1.amazonaws.com"},
+    {"TRIGGER_ENCRYPTION_KMS_KEY_ID": "", "TRIGGER_ENCRYPTION_KEY_FILE": __file__,
+     "TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL": "http://127.0.0.1:4566"},
 ])
 def test_what_production_accepts(tmp_path: Path, change: dict[str, str]) -> None:
     check_production(Settings.from_env(prod_env(tmp_path, **change)))
@@ -125,9 +138,9 @@ def test_a_message_never_shows_the_redis_password(tmp_path: Path) -> None:
     ({"TRIGGER_API_HOST": "api.internal"}, "TRIGGER_API_HOST=api.internal"),
     ({"TRIGGER_METRICS_HOST": "10.0.0.5"}, "TRIGGER_METRICS_HOST=10.0.0.5"),
 ])
-def test_a_listener_off_loopback_runs_the_check_without_trigger_env(
+def test_a_listener_off_loopback_runs_the_check_even_in_development(
         env: dict[str, str], named: str) -> None:
-    settings = Settings.from_env(env)  # TRIGGER_ENV unset: development
+    settings = Settings.from_env({"TRIGGER_ENV": "development", **env})
     assert not settings.production
     assert named in (production_reason(settings) or "")
     with pytest.raises(ConfigError) as e:
@@ -147,12 +160,15 @@ def test_a_listener_off_loopback_runs_the_check_without_trigger_env(
     {"TRIGGER_API_HOST": "127.0.0.2", "TRIGGER_METRICS_HOST": "localhost"},
 ])
 def test_development_on_loopback_keeps_its_defaults(env: dict[str, str]) -> None:
-    settings = Settings.from_env(env)
+    settings = Settings.from_env({"TRIGGER_ENV": "development", **env})
     assert production_reason(settings) is None
     check_production(settings)  # the dev callers file, dev secrets, LocalStack: fine here
 
 
-def test_off_loopback_with_everything_set_starts_without_trigger_env(tmp_path: Path) -> None:
+@pytest.mark.parametrize("trigger_env", [None, "development"])
+def test_off_loopback_with_everything_set_starts(tmp_path: Path, trigger_env: str | None) -> None:
     env = prod_env(tmp_path, TRIGGER_API_HOST="0.0.0.0", TRIGGER_METRICS_TOKEN="m" * 32)
     del env["TRIGGER_ENV"]
+    if trigger_env is not None:
+        env["TRIGGER_ENV"] = trigger_env
     check_production(Settings.from_env(env))

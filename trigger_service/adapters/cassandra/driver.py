@@ -92,19 +92,20 @@ def auth_provider(settings: CassandraSettings) -> PlainTextAuthProvider | None:
 
 
 def tls_context(settings: CassandraSettings) -> ssl.SSLContext | None:
-    """A client TLS context trusting only ``settings.tls_ca_file``, or None (no CA file: plain
-    CQL). Hostnames are checked: the driver names each node by its address, so the node's
+    """A client TLS context trusting only ``settings.tls_ca_file``, never the system's CAs
+    (any public CA could otherwise vouch for a node), or None (no CA file: plain CQL).
+    Hostnames are checked: the driver names each node by its address, so the node's
     certificate carries it as an IP SAN. Raises ``StoreError`` if the file is not a readable
     PEM CA."""
     if not settings.tls_ca_file:
         return None
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     try:
-        context.load_verify_locations(cafile=settings.tls_ca_file)
+        # With a cafile, create_default_context loads that file alone (no load_default_certs)
+        # and keeps its defaults: certificate and hostname checks, TLS 1.2 at least.
+        return ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=settings.tls_ca_file)
     except (OSError, ssl.SSLError) as e:  # FileNotFoundError is an OSError
         raise StoreError(
             f"cassandra TLS CA file {settings.tls_ca_file!r} unusable: {e}") from e
-    return context
 
 
 def connect_failure(settings: CassandraSettings, e: Exception) -> str:
