@@ -24,11 +24,16 @@ Where it acts, and why there:
    waiting went stale), while a full key costs a few Redis calls per poll, not one per
    waiter. A long wait keeps the caller's claim fresh (``keep``).
 
+Every key is its trigger's caller's (``core.flow.FlowScope``): the limiter, this process's
+queues of waiters and its stats are all by (caller, key), so a key another caller writes
+(a caller's default ``<caller>|<origin>`` included) shares nothing with this caller's.
+
 Fails open: a Redis error delivers without flow control (``flow_control_fail_open_total``).
-The delay flow control adds (start minus due time) is ``flow_control_delay_seconds{key}``:
-only the first ``LABELLED_KEYS`` keys a process meets get their own label, the rest share
-``_other`` (a key is the caller's to choose: unbounded). The ops page's "Flow control" panel
-reads the views ``publish`` puts on the ``FlowBoard``.
+The delay flow control adds (start minus due time) is
+``flow_control_delay_seconds{caller,key}``: only the first ``LABELLED_KEYS`` keys a process
+meets get their own label, the rest share ``_other`` (a key is the caller's to choose:
+unbounded). The ops page's "Flow control" panel reads the views ``publish`` puts on the
+``FlowBoard``.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ import structlog
 from trigger_service.config.flow_defaults import default_flow
 from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.flow import FlowControl, rate_window
+from trigger_service.core.flow import FlowControl, FlowScope, rate_window
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.flow import Admission, FlowBoard, FlowLimiter, FlowView
@@ -152,35 +157,44 @@ class FlowGate:
         self._lease_ms = lease_ms
         self._board = board
         self.source = source
-        self._queues: dict[str, _Queue] = {}
-        self._stats: OrderedDict[str, _KeyStats] = OrderedDict()
-        self._labelled: set[str] = set()
+        self._queues: dict[FlowScope, _Queue] = {}
+        self._stats: OrderedDict[FlowScope, _KeyStats] = OrderedDict()
+        self._labelled: set[FlowScope] = set()
 
     def policy(self, t: Trigger) -> FlowControl | None:
         """``t``'s own flow control, else its caller's default for its callback's origin."""
+        scoped = self.scoped(t)
+        return None if scoped is None else scoped[1]
+
+    def scoped(self, t: Trigger) -> tuple[FlowScope, FlowControl] | None:
+        """``policy(t)`` and where its bounds are kept: in ``t``'s caller's namespace, the
+        caller's default apart from any key written (a trigger stored before keys were
+        scoped is scoped here, by its caller, like any other)."""
         if t.flow_control is not None:
-            return t.flow_control
+            return FlowScope(t.caller, t.flow_control.key), t.flow_control
         caller = self._callers.by_name(t.caller)
         if caller is None:
             return None
-        return default_flow(t.caller, caller.flow_defaults, t.callback_url)
+        fc = default_flow(t.caller, caller.flow_defaults, t.callback_url)
+        return None if fc is None else (FlowScope(t.caller, fc.key, default=True), fc)
 
     async def reserve(self, t: Trigger) -> int:
         """When ``t``'s delivery may start: its due time, or the rate slot reserved for it
         (never earlier). Safe to repeat for one attempt (the same slot)."""
         due_ms = t.due_at_ms()
-        fc = self.policy(t)
+        scoped = self.scoped(t)
         # Only a PENDING one gets a slot: a message seen again while its trigger is IN_FLIGHT
         # (a duplicate, a claim being taken over) must not spend one at the herd's tail; the
         # admission still bounds a takeover's start.
-        if fc is None or not fc.rate_per_second or t.status is not Status.PENDING:
+        if scoped is None or not scoped[1].rate_per_second or t.status is not Status.PENDING:
             return due_ms
+        scope, fc = scoped
         member = f"{t.trigger_id}:{t.fire_at_ms}:{t.attempts}"
         try:
-            return await self._limiter.reserve(fc.key, member, due_ms, fc.interval_ms,
+            return await self._limiter.reserve(scope, member, due_ms, fc.interval_ms,
                                                self._clock.now_ms())
         except AdapterError as e:
-            self._fail_open("reserve", fc, e)
+            self._fail_open("reserve", scope, e)
             return due_ms
 
     @contextlib.asynccontextmanager
@@ -192,27 +206,28 @@ class FlowGate:
         is awaited about every ``KEEP_EVERY_MS`` while the wait lasts (the caller keeps
         its claim fresh: a send that starts long after its claim's time must not be taken
         over); never once admitted."""
-        fc = self.policy(t)
-        if fc is None:
+        scoped = self.scoped(t)
+        if scoped is None:
             yield
             return
-        held, started_ms = await self._admit(fc, holder, keep)
-        stats = self._observe(fc, started_ms, max(0, started_ms - t.due_at_ms()))
+        scope, fc = scoped
+        held, started_ms = await self._admit(scope, fc, holder, keep)
+        stats = self._observe(scope, fc, started_ms, max(0, started_ms - t.due_at_ms()))
         stats.open += 1
         try:
             yield
         finally:
             stats.open -= 1
-            queue = self._queues.get(fc.key)
+            queue = self._queues.get(scope)
             if held:
                 try:
-                    await self._limiter.release(fc.key, holder)
+                    await self._limiter.release(scope, holder)
                 except AdapterError:
                     pass  # its lease ends by itself (``lease_ms``)
             if queue is not None:
                 queue.wake()  # a place is free: this process's waiters ask at once
 
-    async def _admit(self, fc: FlowControl, holder: str,
+    async def _admit(self, scope: FlowScope, fc: FlowControl, holder: str,
                      keep: Callable[[], Awaitable[None]] | None) -> tuple[bool, int]:
         """(True, the start the limiter counted) once admitted; (False, now) if Redis
         failed (delivered anyway: fail open). The
@@ -225,12 +240,12 @@ class FlowGate:
 
         async def ask() -> tuple[Admission, int]:
             asked_ms[0] = self._clock.now_ms()
-            return await self._limiter.admit(fc.key, holder, asked_ms[0],
+            return await self._limiter.admit(scope, holder, asked_ms[0],
                                              self._lease_ms, fc.parallelism, window)
 
-        queue = self._queues.get(fc.key)
+        queue = self._queues.get(scope)
         if queue is None:
-            queue = self._queues[fc.key] = _Queue(min(ASKERS, fc.parallelism or ASKERS))
+            queue = self._queues[scope] = _Queue(min(ASKERS, fc.parallelism or ASKERS))
         queue.users += 1
         waiter = _Waiter(self._clock, keep)
         try:
@@ -251,50 +266,54 @@ class FlowGate:
             finally:
                 queue.askers.release()
         except AdapterError as e:
-            self._fail_open("admit", fc, e)
+            self._fail_open("admit", scope, e)
             return False, self._clock.now_ms()
         finally:
             queue.users -= 1
-            if not queue.users and self._queues.get(fc.key) is queue:
-                del self._queues[fc.key]
+            if not queue.users and self._queues.get(scope) is queue:
+                del self._queues[scope]
 
-    def _fail_open(self, what: str, fc: FlowControl, e: Exception) -> None:
+    def _fail_open(self, what: str, scope: FlowScope, e: Exception) -> None:
         self._metrics.inc("flow_control_fail_open_total")
-        log.warning("flow_control_fail_open", step=what, key=fc.key, error=str(e))
+        log.warning("flow_control_fail_open", step=what, caller=scope.caller, key=scope.key,
+                    error=str(e))
 
-    def _observe(self, fc: FlowControl, started_ms: int, delay_ms: int) -> _KeyStats:
-        if fc.key in self._labelled or len(self._labelled) < LABELLED_KEYS:
-            self._labelled.add(fc.key)
-            label = fc.key
+    def _observe(self, scope: FlowScope, fc: FlowControl, started_ms: int,
+                 delay_ms: int) -> _KeyStats:
+        if scope in self._labelled or len(self._labelled) < LABELLED_KEYS:
+            self._labelled.add(scope)
+            label = scope.key
         else:
             label = "_other"
-        self._metrics.observe("flow_control_delay_seconds", delay_ms / 1000, key=label)
-        stats = self._stats.pop(fc.key, None) or _KeyStats(fc)
+        self._metrics.observe("flow_control_delay_seconds", delay_ms / 1000,
+                              caller=scope.caller, key=label)
+        stats = self._stats.pop(scope, None) or _KeyStats(fc)
         stats.flow = fc
         stats.recent.append((started_ms, delay_ms / 1000))
-        self._stats[fc.key] = stats  # the most recently used last
+        self._stats[scope] = stats  # the most recently used last
         if len(self._stats) > KEPT_KEYS:
             for key, old in list(self._stats.items())[:len(self._stats) - KEPT_KEYS]:
                 if not old.open:
                     del self._stats[key]
         return stats
 
-    def starts_ms(self, key: str) -> list[int]:
-        """The starts of ``key``'s deliveries this process made lately (at most the last
+    def starts_ms(self, scope: FlowScope) -> list[int]:
+        """The starts of ``scope``'s deliveries this process made lately (at most the last
         1,000), as the limiter counted them."""
-        stats = self._stats.get(key)
+        stats = self._stats.get(scope)
         return [at_ms for at_ms, _ in stats.recent] if stats is not None else []
 
     def views(self) -> list[FlowView]:
         """Each key started in the last ``RECENT_S`` or open now, with its recent delays."""
         since_ms = self._clock.now_ms() - RECENT_S * 1000
         out = []
-        for key, s in self._stats.items():
+        for scope, s in self._stats.items():
             delays = [d for at_ms, d in s.recent if at_ms >= since_ms]
             if delays or s.open:
-                out.append(FlowView(key, s.flow.rate_per_second, s.flow.parallelism, s.open,
-                                    statistics.median(delays) if delays else 0.0,
-                                    max(delays, default=0.0), len(delays), self.source))
+                out.append(FlowView(scope.key, s.flow.rate_per_second, s.flow.parallelism,
+                                    s.open, statistics.median(delays) if delays else 0.0,
+                                    max(delays, default=0.0), len(delays), self.source,
+                                    scope.caller, scope.default))
         return out
 
     async def publish(self) -> None:

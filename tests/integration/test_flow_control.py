@@ -19,6 +19,7 @@ from bench.flow_bench import most_in_window
 from tests.integration.conftest import Receiver, Stack, serving
 from tests.integration.test_batch import create_due_at
 from tests.integration.test_ops_page import DESKTOP, Console, browser, chromium  # noqa: F401
+from trigger_service.core.flow import FlowScope
 from trigger_service.core.ports.flow import FlowView
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(170)]
@@ -90,8 +91,9 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
     times = sorted(a.at_ms for a in rec.arrivals)
     got = [a.trigger_id for a in rec.arrivals]
     key = f"partner-{stack.caller}"
+    scope = FlowScope(stack.caller, key)
     starts = sorted(t for h in stack._dispatchers
-                    for t in (h.dispatcher.delivery.flow.starts_ms(key)
+                    for t in (h.dispatcher.delivery.flow.starts_ms(scope)
                               if h.dispatcher.delivery.flow is not None else []))
     # Every one delivered (at least once: a receiver dedupes by X-Trigger-Id; a claim that
     # went stale on a starved machine may deliver one twice, and the bounds hold for all).
@@ -107,7 +109,7 @@ async def test_a_herd_of_one_key_is_spread_at_its_rate_within_its_parallelism(
           f"max open {rec.max_open}, most started in 1 s {most_in_window(starts, 1_000)}, "
           f"most arrived in 1 s {most_in_window(times, 1_000)}, "
           f"{len(got) - N} duplicates")
-    row = next(r for r in panel if r["key"] == key)
+    row = next(r for r in panel if r["key"] == key and r["caller"] == stack.caller)
     assert row["ratePerSecond"] == RATE and row["parallelism"] == PARALLELISM
     assert row["delayMaxSeconds"] >= 0.75 * N / RATE
 
@@ -127,15 +129,18 @@ async def test_the_ops_page_shows_each_key_in_the_flow_control_panel(
     board = stack.runtime.flow_board
     now_ms = time.time_ns() // 1_000_000
     key = f"partner-{stack.caller}"
-    await board.publish_flow("d0", [FlowView(key, 100.0, 10, 6, 4.2, 19.8, 1200)], now_ms, 30)
-    await board.publish_flow("d1", [FlowView(key, 100.0, 10, 4, 4.0, 19.6, 800),
-                                    FlowView(f"{key}-slow", 0.5, None, 0, 1.5, 2.0, 30)],
+    me = stack.caller
+    await board.publish_flow("d0", [FlowView(key, 100.0, 10, 6, 4.2, 19.8, 1200, caller=me)],
+                             now_ms, 30)
+    await board.publish_flow("d1", [FlowView(key, 100.0, 10, 4, 4.0, 19.6, 800, caller=me),
+                                    FlowView(f"{key}-slow", 0.5, None, 0, 1.5, 2.0, 30,
+                                             caller=me)],
                              now_ms, 30)
     panel = await ops_flow(stack)
     mine = {r["key"]: r for r in panel if r["key"].startswith(key)}
-    assert mine[key] == {"key": key, "ratePerSecond": 100.0, "parallelism": 10, "openNow": 10,
-                         "delayP50Seconds": 4.2, "delayMaxSeconds": 19.8,
-                         "recentStarts": 2000, "dispatchers": 2}
+    assert mine[key] == {"caller": me, "key": key, "default": False, "ratePerSecond": 100.0,
+                         "parallelism": 10, "openNow": 10, "delayP50Seconds": 4.2,
+                         "delayMaxSeconds": 19.8, "recentStarts": 2000, "dispatchers": 2}
     assert mine[f"{key}-slow"]["parallelism"] is None
     console = await Console.open(browser, stack, DESKTOP)
     try:

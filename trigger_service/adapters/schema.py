@@ -185,11 +185,14 @@ all of a group's keys share one slot.)
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
 - ``budget:{caller}:{channel}:{yyyymmdd}`` integer: sends that UTC day (the take script), EX 2 days.
-- ``flow:{h}:{part}:{key}`` (issue 27; ``h``: a hash of the flow-control key, the slot's tag)
-  ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
+- ``flow:{h}:{part}:{scope}`` (issue 27; ``scope``: ``flow_scope_name``, the key in its
+  caller's namespace, ``<len(caller)>.<caller>.<k|d>.<key>``; ``h``: a hash of it, the slot's
+  tag) ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
   ``reserved`` zset member → slot start; ``leases`` zset holder → lease end; ``starts`` zset
-  holder → start (the rate's window). PEXPIREd 10 min past the last slot or lease.
-- ``ops:{ns}:flow`` hash ``{dispatcher}|{key}`` → JSON view for the ops page, EXPIRE 30 s.
+  holder → start (the rate's window). PEXPIREd 10 min past the last slot or lease. Keys of
+  releases before the caller's namespace (``flow:{h}:{part}:{key}``) are read by no one and
+  expire by their own PEXPIRE.
+- ``ops:{ns}:flow`` hash ``{dispatcher}|{scope}`` → JSON view for the ops page, EXPIRE 30 s.
 - ``inbox:{caller}:{recipient}`` pub/sub channel: each new inbox message's id once stored (the API
   PSUBSCRIBEs ``inbox:*``); at most once: a stream that missed one replays it from Cassandra.
 
@@ -498,8 +501,17 @@ def budget_key(caller: str, channel: str, day: str) -> str:
     return f"budget:{_tag(caller)}:{channel}:{day}"
 
 
-def flow_key(key: str, part: str) -> str:
-    return f"flow:{_tag(hashlib.sha1(key.encode()).hexdigest()[:16])}:{part}:{key}"
+def flow_scope_name(caller: str, key: str, default: bool) -> str:
+    """A flow-control key's name in its caller's namespace (``core.flow.FlowScope``):
+    ``<len(caller)>.<caller>.<k|d>.<key>``: the caller length-prefixed, then ``k`` for a key
+    the caller wrote or ``d`` for its default per origin. Injective: the length delimits the
+    caller whatever it holds, and the kind letter sits at a fixed place after it."""
+    return f"{len(caller)}.{caller}.{'d' if default else 'k'}.{key}"
+
+
+def flow_key(caller: str, key: str, default: bool, part: str) -> str:
+    name = flow_scope_name(caller, key, default)
+    return f"flow:{_tag(hashlib.sha1(name.encode()).hexdigest()[:16])}:{part}:{name}"
 
 
 def ops_flow_key(ns: str) -> str:

@@ -11,6 +11,11 @@ The arithmetic the limiter runs (``flow_ports.FlowLimiter``, in Lua on Redis and
 - *admission* at the start: fewer than ``parallelism`` leases open and fewer than
   ``window_count`` starts in the last ``window_ms`` (``rate_window``): a start delayed past
   its slot (a full parallelism) never bunches with the ones on time.
+
+Every key is its caller's: the limiter keeps a delivery's bounds under its ``FlowScope`` (the
+caller, the key, and whether it is the caller's default for an origin), never under the key
+alone, so a key another caller writes (even ``<caller>|<origin>``, the text of a default) names
+a different place and cannot move this caller's slots nor hold its leases.
 """
 
 from __future__ import annotations
@@ -50,6 +55,18 @@ class FlowControl:
         """The API's (and the stored column's) shape; an absent bound is null."""
         return {"key": self.key, "ratePerSecond": self.rate_per_second,
                 "parallelism": self.parallelism}
+
+
+@dataclass(frozen=True, slots=True)
+class FlowScope:
+    """Where the limiter keeps one key's slots, leases and window: in ``caller``'s namespace.
+    ``default``: the caller's default for a callback origin (``config.flow_defaults``, key
+    ``<caller>|<origin>``), kept apart from every key a caller writes, that text included.
+    A trigger stored before keys were scoped is scoped by its own caller when delivered."""
+
+    caller: str
+    key: str
+    default: bool = False
 
 
 def rate_window(rate_per_second: float) -> tuple[int, int]:

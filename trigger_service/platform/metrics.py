@@ -78,8 +78,8 @@ SERIES: dict[str, Series] = {
                             "1 half-open, 2 open (the worst over this host's dispatchers)",
                             ("caller", "origin"), mode="livemax"),
     "flow_control_delay_seconds": Series(
-        "histogram", "flow control's delay: a send's start minus its due time, by key (the "
-        "first 20 keys a process meets; the others as _other)", ("key",),
+        "histogram", "flow control's delay: a send's start minus its due time, by caller and "
+        "key (the first 20 keys a process meets; the others as _other)", ("caller", "key"),
         buckets=FIRE_LAG_BUCKETS_S),
     "flow_control_fail_open_total": Series(
         "counter", "flow-control steps skipped because Redis failed (delivered anyway)"),

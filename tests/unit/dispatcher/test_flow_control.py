@@ -11,10 +11,17 @@ from dataclasses import replace
 import pytest
 
 from dispatcher.flow_control import LABELLED_KEYS, FlowGate
-from tests.unit.dispatcher.fakes import CALLER, START_MS, VISIBILITY_S, Env, settle
+from tests.unit.dispatcher.fakes import (
+    CALLER,
+    OTHER_CALLER,
+    START_MS,
+    VISIBILITY_S,
+    Env,
+    settle,
+)
 from trigger_service.adapters.memory.flow import MemoryFlowLimiter
 from trigger_service.config.callers import CallerRegistry
-from trigger_service.core.flow import FlowControl
+from trigger_service.core.flow import FlowControl, FlowScope
 from trigger_service.core.model import Status
 from trigger_service.core.ports.flow import Admission
 
@@ -32,7 +39,8 @@ def callers_with_default() -> CallerRegistry:
     return CallerRegistry.from_mapping({"callers": {CALLER: {
         "token_sha256": "a" * 64, "callback_prefixes": ["https://orders.internal/"],
         "flow_control": [{"origin": "https://orders.internal", "rate_per_second": 50,
-                          "parallelism": 5}]}}})
+                          "parallelism": 5}]}, OTHER_CALLER: {
+        "token_sha256": "b" * 64, "callback_prefixes": ["https://billing.internal/"]}}})
 
 
 async def test_the_triggers_own_wins_over_its_callers_default_for_the_origin() -> None:
@@ -45,6 +53,65 @@ async def test_the_triggers_own_wins_over_its_callers_default_for_the_origin() -
     elsewhere = await env.add(1_000, callback_url="https://other.internal:8443/cb")
     assert g.policy(elsewhere) is None
     assert gate(Env()).policy(plain) is None  # no default in the callers file
+
+
+async def test_another_callers_key_equal_to_a_default_does_not_move_its_slots() -> None:
+    """Caller B writes A's default key (``<A>|<origin>``) with a tiny rate: each B trigger
+    would have pushed A's next slot 2.8 hours out. Keys are per caller: A's slots are laid
+    from its own due times as if B were not there; B's own herd is spread as asked."""
+    env = Env(callers=callers_with_default())
+    g = gate(env)
+    key = g.policy(await env.add(1_000))
+    assert key is not None and key.key == f"{CALLER}|https://orders.internal:443"
+    foreign = FlowControl(key.key, 0.0001, 1)
+    theirs = [await env.add(1_000, caller=OTHER_CALLER, flow_control=foreign)
+              for _ in range(3)]
+    assert [await g.reserve(t) for t in theirs] == [
+        theirs[0].fire_at_ms + 10_000_000 * i for i in range(3)]
+    mine = [await env.add(1_000) for _ in range(3)]
+    assert [await g.reserve(t) for t in mine] == [mine[0].fire_at_ms + 20 * i
+                                                   for i in range(3)]
+    # A's explicit key of that same text is A's, but apart from its default (and from B's).
+    own = await env.add(1_000, flow_control=FlowControl(key.key, 0.0001, None))
+    assert await g.reserve(own) == own.fire_at_ms
+
+
+async def test_another_callers_slow_sends_hold_none_of_its_parallelism() -> None:
+    """B's sends under A's key, stuck open, hold B's places only: A's deliveries under its
+    own key (written or default) are admitted at once."""
+    env = Env(callers=callers_with_default())
+    g = gate(env)
+    shared = FlowControl("partner", None, 1)
+    theirs = await env.add(0, caller=OTHER_CALLER, flow_control=shared)
+    stuck = asyncio.Event()
+    entered: list[str] = []
+
+    async def send(t: object, holder: str) -> None:
+        assert isinstance(t, type(theirs))
+        async with g.admitted(t, holder):
+            entered.append(holder)
+            if holder.startswith("b"):
+                await stuck.wait()
+
+    b_tasks = [asyncio.create_task(send(theirs, f"b{i}")) for i in range(2)]
+    await settle()
+    assert entered == ["b0"]  # B's own key: one at a time
+    mine = await env.add(0, flow_control=shared)
+    default = await env.add(0)  # A's default: parallelism 5
+    default_foreign = await env.add(0, caller=OTHER_CALLER, flow_control=FlowControl(
+        f"{CALLER}|https://orders.internal:443", None, 1))
+    b_tasks.append(asyncio.create_task(send(default_foreign, "b-default")))
+    await settle()
+    await asyncio.wait_for(send(mine, "a"), 1)
+    await asyncio.wait_for(send(default, "a-default"), 1)
+    assert entered == ["b0", "b-default", "a", "a-default"]
+    assert {(v.caller, v.key) for v in g.views()} >= {(CALLER, "partner"),
+                                                       (OTHER_CALLER, "partner")}
+    stuck.set()
+    while not all(task.done() for task in b_tasks):
+        env.clock.advance_ms(10)
+        await settle()
+    await asyncio.gather(*b_tasks)
 
 
 async def test_reservations_spread_a_herd_from_its_due_time_and_repeat() -> None:
@@ -98,7 +165,7 @@ class RoundTrips(MemoryFlowLimiter):
         self._trip = asyncio.Event()
         self.asking = 0
 
-    async def admit(self, key: str, holder: str, now_ms: int, lease_ms: int,
+    async def admit(self, scope: FlowScope, holder: str, now_ms: int, lease_ms: int,
                     parallelism: int | None, window: tuple[int, int] | None
                     ) -> tuple[Admission, int]:
         self.asking += 1
@@ -106,7 +173,7 @@ class RoundTrips(MemoryFlowLimiter):
             await self._trip.wait()
         finally:
             self.asking -= 1
-        return await super().admit(key, holder, now_ms, lease_ms, parallelism, window)
+        return await super().admit(scope, holder, now_ms, lease_ms, parallelism, window)
 
     async def trip(self) -> None:
         """One round trip: every ask made so far is answered."""
@@ -218,7 +285,8 @@ async def test_a_long_wait_for_admission_keeps_the_claim_fresh() -> None:
     limiter = MemoryFlowLimiter()
     d = env.dispatcher_with(flow=gate(env, limiter))
     flow = FlowControl("busy", None, 1)
-    assert (await limiter.admit("busy", "elsewhere", env.clock.now_ms(), 60_000, 1, None)
+    busy = FlowScope(CALLER, "busy")
+    assert (await limiter.admit(busy, "elsewhere", env.clock.now_ms(), 60_000, 1, None)
             )[0] is Admission.ADMITTED
     t = await env.add(1_000, flow_control=flow)
     await env.enqueue(t)
@@ -234,7 +302,7 @@ async def test_a_long_wait_for_admission_keeps_the_claim_fresh() -> None:
         claimed_at.add(row.claimed_at_ms)
     assert len(claimed_at) > 3 and env.count("claim_renewals_total") == len(claimed_at) - 1
     assert env.channel.calls == []
-    await limiter.release("busy", "elsewhere")
+    await limiter.release(busy, "elsewhere")
     while not task.done():
         env.clock.advance_ms(10)
         await settle()
@@ -252,8 +320,9 @@ async def test_only_the_first_keys_get_their_own_label() -> None:
             pass
     labels = {k for k in env.metrics.observations if k.startswith("flow_control_delay")}
     assert len(labels) == LABELLED_KEYS + 1
-    assert 'flow_control_delay_seconds{key="_other"}' in labels
-    assert len(env.metrics.observations['flow_control_delay_seconds{key="_other"}']) == 5
+    other = f'flow_control_delay_seconds{{caller="{CALLER}",key="_other"}}'
+    assert other in labels
+    assert len(env.metrics.observations[other]) == 5
     assert {v.key for v in g.views()} == {f"k{i}" for i in range(LABELLED_KEYS + 5)}
 
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from trigger_service.core.errors import CacheError
-from trigger_service.core.flow import EPSILON_MS, earliest_gap
+from trigger_service.core.flow import EPSILON_MS, FlowScope, earliest_gap
 from trigger_service.core.ports.flow import Admission, FlowView
 
 # A member's slot is remembered this long after its start (as on Redis).
@@ -20,24 +20,25 @@ KEEP_RESERVED_MS = 600_000
 class MemoryFlowLimiter:
     def __init__(self) -> None:
         self.fail = False
-        self._runs: dict[str, list[tuple[float, float]]] = {}  # key → sorted, disjoint
-        self._held: dict[str, dict[str, int]] = {}  # key → member → start ms
-        self._leases: dict[str, dict[str, int]] = {}  # key → holder → until ms
-        self._starts: dict[str, list[int]] = {}  # key → admitted starts (ms), sorted
+        # Each by scope (a key in its caller's namespace), as the Redis keys.
+        self._runs: dict[FlowScope, list[tuple[float, float]]] = {}  # sorted, disjoint
+        self._held: dict[FlowScope, dict[str, int]] = {}  # member → start ms
+        self._leases: dict[FlowScope, dict[str, int]] = {}  # holder → until ms
+        self._starts: dict[FlowScope, list[int]] = {}  # admitted starts (ms), sorted
 
     def _check(self) -> None:
         if self.fail:
             raise CacheError("memory flow limiter told to fail")
 
-    async def reserve(self, key: str, member: str, at_ms: int, width_ms: float,
+    async def reserve(self, scope: FlowScope, member: str, at_ms: int, width_ms: float,
                       now_ms: int) -> int:
         self._check()
-        held = self._held.setdefault(key, {})
+        held = self._held.setdefault(scope, {})
         for m in [m for m, start in held.items() if start < now_ms - KEEP_RESERVED_MS]:
             del held[m]
         if member in held:
             return held[member]
-        runs = [r for r in self._runs.get(key, []) if r[1] > now_ms]
+        runs = [r for r in self._runs.get(scope, []) if r[1] > now_ms]
         t = earliest_gap(runs, float(max(at_ms, now_ms)), width_ms)
         i = bisect.bisect_left(runs, (t, t))
         start, end = t, t + width_ms
@@ -47,52 +48,54 @@ class MemoryFlowLimiter:
         if i < len(runs) and abs(runs[i][0] - end) < EPSILON_MS:  # and the one after
             end = runs.pop(i)[1]
         runs.insert(i, (start, end))
-        self._runs[key] = runs
+        self._runs[scope] = runs
         held[member] = math.ceil(t - EPSILON_MS)
         return held[member]
 
-    async def admit(self, key: str, holder: str, now_ms: int, lease_ms: int,
+    async def admit(self, scope: FlowScope, holder: str, now_ms: int, lease_ms: int,
                     parallelism: int | None, window: tuple[int, int] | None
                     ) -> tuple[Admission, int]:
         self._check()
-        leases = {h: u for h, u in self._leases.get(key, {}).items() if u > now_ms}
-        self._leases[key] = leases
+        leases = {h: u for h, u in self._leases.get(scope, {}).items() if u > now_ms}
+        self._leases[scope] = leases
         if holder in leases:
             return Admission.ADMITTED, 0
         if parallelism is not None and len(leases) >= parallelism:
             return Admission.FULL, max(1, min(leases.values()) - now_ms)
-        starts = self._starts.get(key, [])
+        starts = self._starts.get(scope, [])
         if window is not None:
             count, window_ms = window
             starts = [s for s in starts if s > now_ms - window_ms]
             if starts and starts[-1] > now_ms:  # behind a start counted: wait for it
-                self._starts[key] = starts
+                self._starts[scope] = starts
                 return Admission.TOO_SOON, starts[-1] - now_ms
             if len(starts) >= count:
-                self._starts[key] = starts
+                self._starts[scope] = starts
                 return Admission.TOO_SOON, max(1, starts[0] + window_ms - now_ms)
         leases[holder] = now_ms + lease_ms
         if window is not None:  # (as the script: starts are kept only for a rate)
             bisect.insort(starts, now_ms)
-            self._starts[key] = starts
+            self._starts[scope] = starts
         return Admission.ADMITTED, 0
 
-    async def release(self, key: str, holder: str) -> None:
+    async def release(self, scope: FlowScope, holder: str) -> None:
         self._check()
-        self._leases.get(key, {}).pop(holder, None)
+        self._leases.get(scope, {}).pop(holder, None)
 
 
 class MemoryFlowBoard:
     def __init__(self) -> None:
         self.fail = False
-        self._views: dict[tuple[str, str], tuple[FlowView, int]] = {}  # → (view, until ms)
+        # (source, caller, key, default) → (view, until ms)
+        self._views: dict[tuple[str, str, str, bool], tuple[FlowView, int]] = {}
 
     async def publish_flow(self, source: str, views: Sequence[FlowView], now_ms: int,
                            ttl_s: int) -> None:
         if self.fail:
             raise CacheError("memory flow board told to fail")
         for v in views:
-            self._views[(source, v.key)] = (replace(v, source=source), now_ms + ttl_s * 1000)
+            self._views[(source, v.caller, v.key, v.default)] = (replace(v, source=source),
+                                                                 now_ms + ttl_s * 1000)
 
     async def read_flow(self, now_ms: int) -> list[FlowView]:
         if self.fail:

@@ -1,8 +1,9 @@
 """``FlowLimiter`` and ``FlowBoard`` on Redis (keys in ``adapters.schema``): one Lua script
 each for the reservation and the admission, so every dispatcher shares one schedule and one
-semaphore per key and each check-and-take is atomic. Times are the callers' (the injected
-clock; dispatchers' clocks are kept in step by NTP, as claims already require). Redis errors
-become ``CacheError`` (the dispatcher then fails open)."""
+semaphore per key of a caller (``core.flow.FlowScope``) and each check-and-take is atomic.
+Times are the callers' (the injected clock; dispatchers' clocks are kept in step by NTP, as
+claims already require). Redis errors become ``CacheError`` (the dispatcher then fails
+open)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from redis.exceptions import RedisError
 from trigger_service.adapters import schema
 from trigger_service.adapters.redis.pipelining import Coalescer
 from trigger_service.core.errors import CacheError
+from trigger_service.core.flow import FlowScope
 from trigger_service.core.ports.flow import Admission, FlowView
 
 # A member's slot is remembered this long after its start; every key lives this long after
@@ -112,6 +114,10 @@ return {1, 0}
 """
 
 
+def _key(scope: FlowScope, part: str) -> str:
+    return schema.flow_key(scope.caller, scope.key, scope.default, part)
+
+
 class RedisFlowLimiter:
     """Shares the process's Redis client (not closed here)."""
 
@@ -127,10 +133,9 @@ class RedisFlowLimiter:
         pipe.scripts.add(self._reserve)  # type: ignore[arg-type]  # loaded if Redis lacks it
         pipe.evalsha(self._reserve.sha, len(keys), *keys, *args)  # type: ignore[arg-type]
 
-    async def reserve(self, key: str, member: str, at_ms: int, width_ms: float,
+    async def reserve(self, scope: FlowScope, member: str, at_ms: int, width_ms: float,
                       now_ms: int) -> int:
-        keys = [schema.flow_key(key, "runs"), schema.flow_key(key, "ends"),
-                schema.flow_key(key, "reserved")]
+        keys = [_key(scope, "runs"), _key(scope, "ends"), _key(scope, "reserved")]
         args: list[object] = [member, at_ms, repr(width_ms), now_ms, KEEP_MS]
         try:
             start = await self._pipe.run(lambda p: self._reserve_in(p, keys, args))
@@ -138,11 +143,11 @@ class RedisFlowLimiter:
             raise CacheError(f"redis flow reserve failed: {e}") from e
         return int(start)
 
-    async def admit(self, key: str, holder: str, now_ms: int, lease_ms: int,
+    async def admit(self, scope: FlowScope, holder: str, now_ms: int, lease_ms: int,
                     parallelism: int | None, window: tuple[int, int] | None
                     ) -> tuple[Admission, int]:
         count, window_ms = window or (0, 0)
-        keys = [schema.flow_key(key, "leases"), schema.flow_key(key, "starts")]
+        keys = [_key(scope, "leases"), _key(scope, "starts")]
         args = [holder, now_ms, lease_ms, parallelism or 0, count, window_ms]
 
         def add(pipe: Pipeline) -> None:
@@ -155,12 +160,16 @@ class RedisFlowLimiter:
             raise CacheError(f"redis flow admit failed: {e}") from e
         return Admission(int(verdict)), int(wait_ms)
 
-    async def release(self, key: str, holder: str) -> None:
+    async def release(self, scope: FlowScope, holder: str) -> None:
         try:
             # In the turn's pipeline with the admissions: a herd's sends end together.
-            await self._pipe.run(lambda p: p.zrem(schema.flow_key(key, "leases"), holder))
+            await self._pipe.run(lambda p: p.zrem(_key(scope, "leases"), holder))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis flow release failed: {e}") from e
+
+
+def _board_field(source: str, v: FlowView) -> str:
+    return f"{source}|{schema.flow_scope_name(v.caller, v.key, v.default)}"
 
 
 class RedisFlowBoard:
@@ -173,8 +182,9 @@ class RedisFlowBoard:
         if not views:
             return
         key = schema.ops_flow_key(self._ns)
-        fields = {f"{source}|{v.key}": json.dumps(
-            {"key": v.key, "rate": v.rate_per_second, "parallelism": v.parallelism,
+        fields = {_board_field(source, v): json.dumps(
+            {"key": v.key, "caller": v.caller, "default": v.default,
+             "rate": v.rate_per_second, "parallelism": v.parallelism,
              "open": v.open_now, "p50": v.delay_p50_s, "max": v.delay_max_s,
              "recent": v.recent, "expiresAtMs": now_ms + ttl_s * 1000}) for v in views}
         try:
@@ -197,7 +207,8 @@ class RedisFlowBoard:
                 entry = json.loads(value)
                 view = FlowView(str(entry["key"]), entry["rate"], entry["parallelism"],
                                 int(entry["open"]), float(entry["p50"]), float(entry["max"]),
-                                int(entry["recent"]), field.partition("|")[0])
+                                int(entry["recent"]), field.partition("|")[0],
+                                str(entry.get("caller", "")), bool(entry.get("default")))
                 alive = int(entry["expiresAtMs"]) > now_ms
             except (ValueError, KeyError, TypeError):
                 expired.append(field)  # not ours to read (another release's format)

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Protocol
 
+from trigger_service.core.flow import FlowScope
+
 
 class Admission(IntEnum):
     """``FlowLimiter.admit``'s verdict."""
@@ -32,7 +34,8 @@ class Admission(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class FlowView:
-    """One dispatcher's view of one key, as published for the ops page."""
+    """One dispatcher's view of one key (of ``caller``'s: ``core.flow.FlowScope``), as
+    published for the ops page."""
 
     key: str
     rate_per_second: float | None
@@ -42,31 +45,34 @@ class FlowView:
     delay_max_s: float
     recent: int  # starts the two delays are over
     source: str = ""
+    caller: str = ""
+    default: bool = False  # the caller's default for an origin, not a key it wrote
 
 
 class FlowLimiter(Protocol):
-    """Rate slots and a parallelism semaphore per key, shared by every dispatcher
-    (``core.flow`` has the arithmetic). Every call is atomic across processes."""
+    """Rate slots and a parallelism semaphore per scope (a key in its caller's namespace:
+    ``core.flow.FlowScope``; two callers' equal keys share nothing), shared by every
+    dispatcher (``core.flow`` has the arithmetic). Every call is atomic across processes."""
 
-    async def reserve(self, key: str, member: str, at_ms: int, width_ms: float,
+    async def reserve(self, scope: FlowScope, member: str, at_ms: int, width_ms: float,
                       now_ms: int) -> int:
         """Reserve the earliest slot ``width_ms`` wide at or after ``max(at_ms, now_ms)``
-        that overlaps no other of ``key``'s (``core.flow.earliest_gap``); its start, in
+        that overlaps no other of ``scope``'s (``core.flow.earliest_gap``); its start, in
         whole ms (rounded up). Never refuses. Idempotent: the same ``member`` gets the slot
         it got before while that is remembered (10 minutes after its start)."""
         ...
 
-    async def admit(self, key: str, holder: str, now_ms: int, lease_ms: int,
+    async def admit(self, scope: FlowScope, holder: str, now_ms: int, lease_ms: int,
                     parallelism: int | None, window: tuple[int, int] | None
                     ) -> tuple[Admission, int]:
-        """Start ``holder`` now if fewer than ``parallelism`` leases of ``key`` are open and
+        """Start ``holder`` now if fewer than ``parallelism`` leases of ``scope`` are open and
         fewer than ``window[0]`` starts were admitted in the last ``window[1]`` ms (None:
         that bound is not checked): a lease until ``now_ms + lease_ms`` (or ``release``) and
         a start recorded. Otherwise the verdict and how many ms to wait at least. A holder
         that holds a lease is admitted again (idempotent)."""
         ...
 
-    async def release(self, key: str, holder: str) -> None:
+    async def release(self, scope: FlowScope, holder: str) -> None:
         """End ``holder``'s lease (nothing if it has none, or it expired)."""
         ...
 

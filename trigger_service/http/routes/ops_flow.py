@@ -1,5 +1,5 @@
-"""``GET /v1/ops/flow`` (operators and viewers): flow control per key (issue 27), as the
-dispatchers publish it every second on the ``FlowBoard``: each key's bounds, its deliveries
+"""``GET /v1/ops/flow`` (operators and viewers): flow control per key of a caller (issue 27),
+as the dispatchers publish it every second on the ``FlowBoard``: each key's bounds, its deliveries
 open now (over every dispatcher) and the delay flow control added to the starts of the last
 minute (the median of the dispatcher with the most of them; the maximum over all). A board
 that does not answer leaves the list empty rather than failing the page."""
@@ -23,20 +23,22 @@ MAX_KEYS = 100  # the busiest first (open now, then the longest delay)
 
 
 def merge_flow(views: list[FlowView]) -> list[dict[str, Any]]:
-    """One entry per key over every dispatcher's view of it."""
-    by_key: dict[str, list[FlowView]] = {}
+    """One entry per key of a caller (``core.flow.FlowScope``: two callers' equal keys are
+    two entries) over every dispatcher's view of it."""
+    by_key: dict[tuple[str, str, bool], list[FlowView]] = {}
     for v in views:
-        by_key.setdefault(v.key, []).append(v)
+        by_key.setdefault((v.caller, v.key, v.default), []).append(v)
     rows: list[dict[str, Any]] = []
-    for key, vs in by_key.items():
+    for (caller, key, default), vs in by_key.items():
         busiest = max(vs, key=lambda v: v.recent)
-        rows.append({"key": key, "ratePerSecond": busiest.rate_per_second,
+        rows.append({"caller": caller, "key": key, "default": default,
+                     "ratePerSecond": busiest.rate_per_second,
                      "parallelism": busiest.parallelism,
                      "openNow": sum(v.open_now for v in vs),
                      "delayP50Seconds": round(busiest.delay_p50_s, 3),
                      "delayMaxSeconds": round(max(v.delay_max_s for v in vs), 3),
                      "recentStarts": sum(v.recent for v in vs), "dispatchers": len(vs)})
-    rows.sort(key=lambda r: (-r["openNow"], -r["delayMaxSeconds"], r["key"]))
+    rows.sort(key=lambda r: (-r["openNow"], -r["delayMaxSeconds"], r["caller"], r["key"]))
     return rows[:MAX_KEYS]
 
 

@@ -188,10 +188,11 @@
     $("flow-window").textContent = typeof f.windowS === "number" ? `(delays: last ${f.windowS} s)` : "";
     $("flow").replaceChildren(keys.length
       ? el("table", { class: "flow" },
-        el("thead", {}, el("tr", {}, ...["Key", "Rate /s", "Parallelism", "Open now", "Delay p50", "Delay max", "Starts"]
+        el("thead", {}, el("tr", {}, ...["Caller", "Key", "Rate /s", "Parallelism", "Open now", "Delay p50", "Delay max", "Starts"]
           .map((h) => el("th", {}, h)))),
         el("tbody", {}, ...keys.map((k) => el("tr", {},
-          el("td", { class: "url" }, text(k.key)),
+          el("td", {}, text(k.caller)),
+          el("td", { class: "url" }, text(k.default ? `${k.key} (default)` : k.key)),
           el("td", {}, k.ratePerSecond == null ? dash : num(k.ratePerSecond)),
           el("td", {}, k.parallelism == null ? dash : num(k.parallelism)),
           el("td", {}, num(k.openNow)),

@@ -70,7 +70,8 @@ MaxLateness = Annotated[str | None, typer.Option(
 
 
 FlowKey = Annotated[str | None, typer.Option(
-    "--flow-key", help="Flow control: deliveries sharing this key are paced together.")]
+    "--flow-key", help="Flow control: your deliveries sharing this key are paced together "
+    "(keys are per caller).")]
 FlowRate = Annotated[float | None, typer.Option(
     "--flow-rate", help="Flow control: at most this many starts a second (0.5 allowed).")]
 FlowParallelism = Annotated[int | None, typer.Option(
