@@ -184,7 +184,8 @@ all of a group's keys share one slot.)
   (its fire time; a series: far future, until cancelled); the reserve script drops entries
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
-- ``budget:{caller}:{channel}:{yyyymmdd}`` integer: sends that UTC day (the take script), EX 2 days.
+- ``budget:{caller}:{channel}:{yyyymmdd}`` integer: recipients sent to that UTC day (the take
+  script), EX 2 days.
 - ``flow:{h}:{part}:{key}`` (issue 27; ``h``: a hash of the flow-control key, the slot's tag)
   ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
   ``reserved`` zset member → slot start; ``leases`` zset holder → lease end; ``starts`` zset
