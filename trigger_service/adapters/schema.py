@@ -319,6 +319,7 @@ TABLE_INBOX: Final = "inbox_messages"
 COL_RECIPIENT: Final = "recipient"
 COL_MESSAGE_ID: Final = "message_id"
 INBOX_COLUMNS: Final = ("trigger_id", "occurrence_id", "title", "body", "data", "created_at_ms")
+INBOX_SEALED_COLUMNS: Final = ("title", "body", "data")  # with TRIGGER_ENCRYPTION_PAYLOADS
 COL_READ_AT_MS: Final = "read_at_ms"
 COL_DELETED_AT_MS: Final = "deleted_at_ms"
 COL_TTL: Final = "ttl_s"  # the alias of TTL(title) in reads
