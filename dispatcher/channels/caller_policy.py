@@ -1,11 +1,13 @@
 """A caller's recipient controls at send time (issue 25, ``config/recipients.py``): a
 ``Notifiers`` that checks each channel against its caller's policy before handing it on.
 
-- Recipients are checked again: the callers file may have changed since registration, and
-  triggers stored before the controls existed were never checked. A refused one is not sent:
-  a permanent outcome with the provider code ``recipient_not_allowed``.
+- Recipients are checked again (email and SMS addresses, Telegram chats, push tokens): the
+  callers file may have changed since registration, a recipient's profile gives its address
+  only now, and triggers stored before the controls existed were never checked. A refused
+  one is not sent: a permanent outcome with the provider code ``recipient_not_allowed``.
 - An untrusted caller's HTML is sanitised again (idempotent for what registration stored).
-- One send is taken from the caller's ``daily_budget`` of the channel's type, counted in the
+- The send's recipients (``recipient_count``: an email's ``to`` addresses, else one) are
+  taken from the caller's ``daily_budget`` of the channel's type, all or none, counted in the
   shared ``SendBudget`` per caller, channel type and UTC day. Every attempt counts, a retry
   too: the budget caps what the providers bill. A send past the budget is not made: its
   outcome is permanent with the provider code ``budget_exhausted``, so that channel fails
@@ -26,7 +28,12 @@ from dispatcher.fanout import BUDGET_EXHAUSTED, Notifiers
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy
 from trigger_service.core.errors import CacheError
-from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
+from trigger_service.core.notify.channels import (
+    ChannelOutcome,
+    ChannelSpec,
+    OccurrenceNotice,
+    recipient_count,
+)
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.limit import SendBudget, utc_day
 
@@ -69,13 +76,15 @@ class CallerPolicyNotifiers:
                               type=spec.type.value)
             return ChannelOutcome(False, permanent=True, provider_code=BUDGET_EXHAUSTED,
                                   error=f"the daily {spec.type.value} budget of caller "
-                                        f"{occ.caller} ({limit} sends) is spent; not sent")
+                                        f"{occ.caller} ({limit} recipients) has not "
+                                        f"{recipient_count(spec)} left; not sent")
         return await self._inner.send(policy.prepared(spec), occ)
 
     async def _take(self, caller: str, spec: ChannelSpec, limit: int) -> bool:
         try:
             return await self._budget.take(caller, spec.type.value,
-                                           utc_day(self._clock.now_ms()), limit)
+                                           utc_day(self._clock.now_ms()), limit,
+                                           recipient_count(spec))
         except CacheError as e:
             self._metrics.inc("budget_errors_total")
             log.warning("budget_unavailable", caller=caller, error=str(e))

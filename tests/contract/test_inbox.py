@@ -40,6 +40,13 @@ async def test_store_round_trip_and_a_repeat_keeps_the_first(store: Store) -> No
     assert await store.get_inbox_message(m.caller, m.recipient, m.message_id) == m
 
 
+async def test_a_title_that_looks_sealed_reads_back_as_written(store: Store) -> None:
+    # The caller's free text: the store must not take it for a sealed value.
+    m = msg(unique("ib-"), title="enc1:k:not sealed", data='"enc1:neither"')
+    await store.put_inbox_message(m, TTL_S)
+    assert await store.get_inbox_message(m.caller, m.recipient, m.message_id) == m
+
+
 async def test_recipients_are_scoped_by_caller(store: Store) -> None:
     m = msg(unique("ib-"))
     other = unique("ib-")

@@ -106,6 +106,18 @@ async def test_concurrent_takes_never_pass_the_budget(budget: SendBudget) -> Non
     assert taken.count(True) == 5 and await budget.spent(caller, "sms", "20261126") == 5
 
 
+async def test_a_send_takes_all_its_recipients_or_none(budget: SendBudget) -> None:
+    caller = unique("budget-")
+    assert await budget.take(caller, "email", "20261126", 5, 3)
+    assert not await budget.take(caller, "email", "20261126", 5, 3)  # 2 left: none taken
+    assert await budget.spent(caller, "email", "20261126") == 3
+    assert await budget.take(caller, "email", "20261126", 5, 2)
+    assert await budget.spent(caller, "email", "20261126") == 5
+    taken = await asyncio.gather(*(budget.take(caller, "sms", "20261126", 10, 4)
+                                   for _ in range(6)))
+    assert taken.count(True) == 2 and await budget.spent(caller, "sms", "20261126") == 8
+
+
 def test_the_budget_day_is_utc() -> None:
     assert utc_day(1_700_000_000_000) == "20231114"  # 22:13:20Z
     assert utc_day(1_699_920_000_000) == "20231114"  # 00:00:00Z

@@ -312,7 +312,8 @@ class DispatcherHandle:
 
 
 # The test caller may send to any recipient unless a module overrides ``caller_controls``.
-ANY_RECIPIENT = 'email_domains = ["*"]\nsms_country_codes = ["*"]\n'
+ANY_RECIPIENT = ('email_domains = ["*"]\nsms_country_codes = ["*"]\ntelegram_chats = ["*"]\n'
+                 'push_tokens = ["*"]\n')
 
 
 def make_settings(tag: str, tmp_path: Path, receiver_url: str, token: str,

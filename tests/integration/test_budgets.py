@@ -1,7 +1,8 @@
-"""Daily send budgets on the real stack (issue 25): counted in Redis per caller, channel
-type and UTC day; a spent budget refuses the next registration 429 with Retry-After, and a
-send past it is not made (the real SMTP server gets nothing) while the occurrence's other
-channel goes out, then the occurrence is dead-lettered ``budget_exhausted``."""
+"""Daily send budgets on the real stack: counted in Redis per caller, channel type and UTC
+day, one per recipient (an email to two addresses takes two); a spent budget refuses the next
+registration 429 with Retry-After, an email to more addresses than a whole day's budget 422,
+and a send past it is not made (the real SMTP server gets nothing) while the occurrence's
+other channel goes out, then the occurrence is dead-lettered ``budget_exhausted``."""
 
 from __future__ import annotations
 
@@ -79,6 +80,30 @@ async def test_a_send_past_the_budget_dead_letters_that_channel(
     resp = await stack.client.get(f"/v1/dead-letters/{tid}.1", headers=stack.auth())
     letter = await resp.json()
     assert resp.status == 200 and letter["reason"] == "budget_exhausted", letter
+
+
+async def test_an_email_takes_one_per_recipient(
+        stack: Stack, stand_by: Providers) -> None:  # noqa: F811 (the fixture)
+    two = EMAIL | {"to": ["ada@example.com", "bob@example.com"]}
+    status, answer, _ = await stack.post({"delaySeconds": 600, "channels": [
+        EMAIL | {"to": ["a@example.com", "b@example.com", "c@example.com"]}]})
+    assert (status, answer["error"]) == (422, "recipient_not_allowed"), answer  # 3 > 2 a day
+    await spend(stack, "email", 1)
+    status, answer, _ = await stack.post({"delaySeconds": 600, "channels": [two]})
+    assert (status, answer["error"]) == (429, "quota_exceeded"), answer  # one left, not two
+    email_key = await spend(stack, "email", 0)
+    tid = await create(stack, channels=[two], delaySeconds=1)
+    budget = RedisSendBudget(stack.redis)
+    await stack.start_dispatcher(notifiers=CallerPolicyNotifiers(
+        stand_by.notifiers, policies_of(stack.runtime.callers), budget, SystemClock(),
+        InMemoryMetrics()))
+    assert await until(lambda: _finished(stack, tid))
+    assert (await view(stack, tid))["status"] == "FIRED"
+    assert await stack.redis.get(email_key) == "2"  # both addresses counted
+    assert len(stand_by.smtp.messages) == 1
+    day = utc_day(int(time.time() * 1000))
+    assert not await budget.take(stack.caller, "email", day, 2)  # the day's two are taken
+    assert await stack.redis.get(email_key) == "2"  # a refused take counts nothing
 
 
 async def _finished(stack: Stack, tid: str) -> bool:

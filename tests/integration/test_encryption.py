@@ -1,6 +1,7 @@
 """Encryption at rest on the real Cassandra: what the rows hold (read with the driver, not
-the store), that sealed triggers still deliver and read back, and ``reencrypt`` moving old
-rows (in clear, or under an older key) to the current key, paging through the table."""
+the store), that sealed triggers and inbox messages still deliver and read back (rows in
+clear too), and ``reencrypt`` moving old rows (in clear, or under an older key) to the
+current key, paging through the table."""
 
 from __future__ import annotations
 
@@ -25,7 +26,9 @@ from trigger_service.adapters.crypto.envelope import EnvelopeCipher
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
 from trigger_service.config.stores import CassandraSettings
-from trigger_service.core.model import Trigger
+from trigger_service.core.model import Trigger, new_trigger_id
+from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
+from trigger_service.core.notify.inbox import InboxMessage, message_for
 from trigger_service.core.notify.plan import parse_plan
 from trigger_service.core.ports.crypto import is_sealed
 from trigger_service.core.time.clock import SystemClock
@@ -106,6 +109,53 @@ async def test_signing_secrets_are_sealed_and_a_rotation_in_a_taken_ms_keeps_bot
     assert await store.secrets(caller) == [(now_ms + 1, "whsec_second"), (now_ms, "whsec_first")]
     stored = raw_secrets(raw, KEYSPACE, caller)
     assert len(stored) == 2 and all(is_sealed(v) and "whsec_" not in v for v in stored)
+
+
+def raw_inbox(session: Session, m: InboxMessage) -> dict[str, Any]:
+    row = session.execute(
+        f"SELECT {', '.join(schema.INBOX_SEALED_COLUMNS)} FROM {KEYSPACE}.{schema.TABLE_INBOX} "
+        f"WHERE {schema.COL_CALLER} = %s AND {schema.COL_RECIPIENT} = %s "
+        f"AND {schema.COL_MESSAGE_ID} = %s", (m.caller, m.recipient, m.message_id)).one()
+    assert row is not None
+    return dict(row)
+
+
+def inbox_message(caller: str, k: int, secret: str) -> InboxMessage:
+    now_ms = SystemClock().now_ms()
+    tid = new_trigger_id(now_ms)
+    occ = OccurrenceNotice(tid, f"{tid}.{k}", caller, 0, now_ms + k)
+    return message_for(InboxSpec("ada", f"Title {secret}", f"Body {secret}",
+                                 f'{{"note":"{secret}"}}'), occ, now_ms)
+
+
+async def test_inbox_title_body_and_data_are_not_in_clear_and_read_back(
+        store: CassandraStore, raw: Session) -> None:
+    caller, secret = "enc-" + uuid.uuid4().hex[:8], "diagnosis-" + uuid.uuid4().hex
+    m = inbox_message(caller, 0, secret)
+    assert await store.put_inbox_message(m, 600) == m
+    row = raw_inbox(raw, m)
+    assert all(is_sealed(row[c]) and secret not in row[c] for c in schema.INBOX_SEALED_COLUMNS)
+    assert await store.get_inbox_message(caller, "ada", m.message_id) == m
+    assert await store.put_inbox_message(m, 600) == m  # a redelivery: the stored one, opened
+    assert await store.inbox_after(caller, "ada", "msg_0", 10) == [m]
+    page = await store.list_inbox(caller, "ada", before=None, limit=10, unread_only=False)
+    assert page.items == [m]
+    read = await store.mark_inbox_read(caller, "ada", m.message_id, m.created_at_ms + 1)
+    assert read == replace(m, read_at_ms=m.created_at_ms + 1)
+    assert is_sealed(raw_inbox(raw, m)["title"])
+
+
+async def test_an_inbox_row_written_in_clear_reads_as_it_is(
+        store: CassandraStore, raw: Session) -> None:
+    old = inbox_message("enc-" + uuid.uuid4().hex[:8], 1, "written-before")
+    columns = (schema.COL_CALLER, schema.COL_RECIPIENT, schema.COL_MESSAGE_ID,
+               *schema.INBOX_COLUMNS)
+    raw.execute(f"INSERT INTO {KEYSPACE}.{schema.TABLE_INBOX} ({', '.join(columns)}) VALUES "
+                f"({', '.join('%s' for _ in columns)}) USING TTL 600",
+                (old.caller, old.recipient, old.message_id, old.trigger_id, old.occurrence_id,
+                 old.title, old.body, old.data_json, old.created_at_ms))
+    assert await store.get_inbox_message(old.caller, "ada", old.message_id) == old
+    assert await store.inbox_after(old.caller, "ada", "msg_0", 10) == [old]
 
 
 def key_file(tmp_path: Path, name: str, *ids: str) -> Path:

@@ -1,7 +1,8 @@
 """The issue-27 providers end to end on the real stack (API → Cassandra → SQS → dispatcher):
-a Telegram channel to the Bot-API-format simulator, and email through Amazon SES on
-LocalStack (``ses`` in ``localstack/localstack.env``'s SERVICES), read back from LocalStack's
-``/_aws/ses`` endpoint.
+a Telegram channel to the Bot-API-format simulator (only to the chats the caller's
+``telegram_chats`` list: refused at registration, and again when sent), and email through
+Amazon SES on LocalStack (``ses`` in ``localstack/localstack.env``'s SERVICES), read back from
+LocalStack's ``/_aws/ses`` endpoint.
 
 SES is LocalStack's at ``TRIGGER_EMAIL_SES_ENDPOINT_URL`` when that is set in the environment, else
 the stack's SQS endpoint (the same LocalStack)."""
@@ -20,15 +21,30 @@ import aiohttp
 import pytest
 from botocore.exceptions import ClientError
 
+from dispatcher.channels.caller_policy import (
+    RECIPIENT_NOT_ALLOWED,
+    CallerPolicyNotifiers,
+    policies_of,
+)
 from dispatcher.channels.notifiers import NotifierRouter
 from tests.integration.conftest import Stack
 from tests.integration.helpers import until
 from tests.providers import TelegramSimulator, telegram_error
+from trigger_service.adapters.redis.limits import RedisSendBudget
+from trigger_service.config.recipients import RecipientPolicy
 from trigger_service.core.notify.channels import EmailSpec, OccurrenceNotice
+from trigger_service.core.time.clock import SystemClock
+from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.integration
 
 SENDER = "reminders@ses-test.example"
+
+
+@pytest.fixture
+def caller_controls() -> str:
+    """The chats of these tests on the operator's one bot, and any email recipient."""
+    return 'email_domains = ["*"]\ntelegram_chats = [4242, 777, 888, 9001]\n'
 
 
 @pytest.fixture
@@ -193,3 +209,46 @@ async def test_an_address_ses_refuses_fails_the_email_for_good(
     finally:
         await notifiers.close()
     assert not out.ok and out.permanent and out.provider_code == "MessageRejected"
+
+
+async def test_a_chat_not_in_the_callers_list_is_refused_at_registration(
+        stack: Stack) -> None:
+    for chat in (4243, "@someone_elses"):
+        status, answer, _ = await stack.post({"delaySeconds": 60, "channels": [
+            {"type": "telegram", "chatId": chat, "text": "Pills"}]})
+        assert (status, answer["error"], answer["field"]) == (
+            422, "recipient_not_allowed", "channels[0].chatId"), answer
+    status, answer, _ = await stack.post({"delaySeconds": 60, "channels": [
+        {"type": "push", "token": "device-1", "title": "t", "body": "b"}]})
+    assert (status, answer["field"]) == (422, "channels[0].token"), answer  # no push_tokens
+    resp = await stack.client.put("/v1/recipients/ada", headers=stack.auth(),
+                                  json={"timeZone": "UTC", "telegram": 4243})
+    assert resp.status == 422 and (await resp.json())["field"] == "telegram"
+
+
+async def test_a_chat_no_longer_allowed_is_not_messaged_when_due(stack: Stack) -> None:
+    telegram = TelegramSimulator()
+    url = await telegram.start()
+    s = stack.settings
+    router = NotifierRouter.from_settings(
+        replace(s, telegram=replace(s.telegram, base_url=url, bot_token=telegram.token)))
+    await router.open()
+    try:
+        tid = await create(stack, delaySeconds=1, channels=[
+            {"type": "telegram", "chatId": 9001, "text": "Pills"},
+            {"type": "telegram", "chatId": 4242, "text": "Pills"}])
+        # The callers file as it is when the trigger is due: 9001 taken off the list.
+        narrowed = RecipientPolicy(telegram_chats=frozenset({"4242"}))
+        file_of = policies_of(stack.runtime.callers)
+        policed = CallerPolicyNotifiers(
+            router, lambda c: narrowed if c == stack.caller else file_of(c),
+            RedisSendBudget(stack.redis), SystemClock(), InMemoryMetrics())
+        await stack.start_dispatcher(notifiers=policed)
+        got = await finished(stack, tid)
+    finally:
+        await router.close()
+        await telegram.stop()
+    refused, sent = got["channels"]
+    assert (refused["status"], refused["providerCode"]) == ("FAILED", RECIPIENT_NOT_ALLOWED)
+    assert sent["status"] == "DELIVERED"
+    assert [m["chat_id"] for m in telegram.messages] == [4242]

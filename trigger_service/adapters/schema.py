@@ -184,7 +184,8 @@ all of a group's keys share one slot.)
   (its fire time; a series: far future, until cancelled); the reserve script drops entries
   past their score, cancel ZREMs. No TTL; losing it lets a caller register more for a while.
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
-- ``budget:{caller}:{channel}:{yyyymmdd}`` integer: sends that UTC day (the take script), EX 2 days.
+- ``budget:{caller}:{channel}:{yyyymmdd}`` integer: recipients sent to that UTC day (the take
+  script), EX 2 days.
 - ``flow:{h}:{part}:{scope}`` (issue 27; ``scope``: ``flow_scope_name``, the key in its
   caller's namespace, ``<len(caller)>.<caller>.<k|d>.<key>``; ``h``: a hash of it, the slot's
   tag) ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
@@ -321,6 +322,7 @@ TABLE_INBOX: Final = "inbox_messages"
 COL_RECIPIENT: Final = "recipient"
 COL_MESSAGE_ID: Final = "message_id"
 INBOX_COLUMNS: Final = ("trigger_id", "occurrence_id", "title", "body", "data", "created_at_ms")
+INBOX_SEALED_COLUMNS: Final = ("title", "body", "data")  # with TRIGGER_ENCRYPTION_PAYLOADS
 COL_READ_AT_MS: Final = "read_at_ms"
 COL_DELETED_AT_MS: Final = "deleted_at_ms"
 COL_TTL: Final = "ttl_s"  # the alias of TTL(title) in reads

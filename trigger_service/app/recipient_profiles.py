@@ -2,7 +2,8 @@
 change of a profile means for that person's triggers. No HTTP here.
 
 - A profile's addresses pass the caller's recipient controls (``config/recipients.py``)
-  like a trigger's channels: ``422 recipient_not_allowed`` naming ``email`` or ``phone``.
+  like a trigger's channels: ``422 recipient_not_allowed`` naming ``email``, ``phone``,
+  ``pushTokens`` or ``telegram``.
 - A changed ``timeZone`` moves every pending occurrence of the person's floating triggers
   (``"timeZone": "recipient"``) to the same wall time in the new zone, DST policy respected
   (``core.time.series.same_occurrence``, the rezone pass's step). Durably: the PUT records the
@@ -76,10 +77,9 @@ class RecipientService:
         ``InvalidRequest``, ``RecipientNotAllowed`` or ``StoreError``."""
         now_ms = self._clock.now_ms()
         profile = parse_profile(recipient_id, body, now_ms)
-        for spec in address_specs(profile):
+        for field, spec in address_specs(profile):
             refused = caller.recipients.spec_refusal(spec)
             if refused is not None:
-                field = "email" if spec.type.value == "email" else "phone"
                 raise RecipientNotAllowed(f"{field}: {refused[1]}", field=field)
         old = await self._recipients.get_profile(caller.name, recipient_id)
         change = None

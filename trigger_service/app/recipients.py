@@ -2,13 +2,18 @@
 ``config/recipients.py``), at registration, edit, snooze and preview alike:
 
 - every email recipient (``to`` and ``replyTo``) in the caller's ``email_domains``, every
-  SMS number in its ``sms_country_codes``, else 422 ``recipient_not_allowed`` naming the
-  channel's field;
+  SMS number in its ``sms_country_codes``, every Telegram ``chatId`` in its
+  ``telegram_chats`` and every push ``token`` in its ``push_tokens``, else 422
+  ``recipient_not_allowed`` naming the channel's field;
+- a trigger one occurrence of which needs more recipients of a type than the caller's whole
+  ``daily_budget`` of it (an email to 50 addresses needs 50) is refused 422
+  ``recipient_not_allowed`` naming the channel that passes it: it could never be sent;
 - an HTML email body sanitised with nh3 (Ammonia: scripts, event-handler attributes,
   ``javascript:`` links and styles removed, ordinary formatting kept) unless the caller is
   ``trusted``; what is stored is what is sent;
-- a channel whose ``daily_budget`` is already spent today (UTC) refuses the request 429
-  ``quota_exceeded`` with ``Retry-After`` to the next UTC day. Registration only reads the
+- a channel type whose ``daily_budget`` has not enough left today (UTC) for one occurrence's
+  recipients refuses the request 429 ``quota_exceeded`` with ``Retry-After`` to the next UTC
+  day. Registration only reads the
   count; sends take from it (``dispatcher/channels/caller_policy.py``, which also checks the
   recipients again). A trigger registered while budget is left may still find it spent when
   it fires: that channel is then dead-lettered ``budget_exhausted``.
@@ -29,7 +34,7 @@ import structlog
 
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import CacheError, QuotaExceeded, RecipientNotAllowed
-from trigger_service.core.notify.channels import has_address
+from trigger_service.core.notify.channels import ChannelType, has_address, recipient_count
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.limit import SendBudget, seconds_to_next_day, utc_day
@@ -48,6 +53,10 @@ def vet_recipients(caller: Caller, plan: DeliveryPlan) -> DeliveryPlan:
         if refused is not None:
             field = f"channels[{i}].{refused[0]}"
             raise RecipientNotAllowed(f"{field}: {refused[1]}", field=field)
+    too_many = policy.budget_refusal(plan.channels)
+    if too_many is not None:
+        field = f"channels[{too_many[0]}]"
+        raise RecipientNotAllowed(f"{field}: {too_many[1]}", field=field)
     channels = tuple(policy.prepared(spec) for spec in plan.channels)
     return plan if channels == plan.channels else replace(plan, channels=channels)
 
@@ -73,12 +82,16 @@ class ChannelGate:
         return plan
 
     async def check_budgets(self, caller: Caller, plan: DeliveryPlan | None) -> None:
-        """Raise ``QuotaExceeded`` (``Retry-After``: the next UTC day) when a channel of
-        ``plan`` has spent ``caller``'s daily budget; Redis down: nothing is checked."""
+        """Raise ``QuotaExceeded`` (``Retry-After``: the next UTC day) when a channel type of
+        ``plan`` has not enough of ``caller``'s daily budget left for one occurrence's
+        recipients; Redis down: nothing is checked."""
         if self._budget is None or plan is None:
             return
         now_ms = self._clock.now_ms()
-        for kind in dict.fromkeys(spec.type for spec in plan.channels):
+        need: dict[ChannelType, int] = {}
+        for spec in plan.channels:
+            need[spec.type] = need.get(spec.type, 0) + recipient_count(spec)
+        for kind, count in need.items():
             limit = caller.recipients.budget_of(kind)
             if limit is None:
                 continue
@@ -88,9 +101,10 @@ class ChannelGate:
                 self._metrics.inc("budget_errors_total")
                 log.warning("budget_unavailable", caller=caller.name, error=str(e))
                 return
-            if spent >= limit:
+            if spent + count > limit:
                 self._metrics.inc("budget_exhausted_total", caller=caller.name,
                                   type=kind.value)
                 raise QuotaExceeded(f"the daily {kind.value} budget of caller {caller.name} "
-                                    f"({limit} sends) is spent until the next UTC day",
+                                    f"({limit} recipients) has not {count} left until the "
+                                    "next UTC day",
                                     retry_after_s=seconds_to_next_day(now_ms))

@@ -38,6 +38,7 @@ ENCRYPTION_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_ENCRYPTION_KMS_ENDPOINT_URL", ("encryption", "kms_endpoint_url"), str,
      "KMS endpoint (empty: TRIGGER_SQS_ENDPOINT_URL; region and credentials are SQS's)"),
     ("TRIGGER_ENCRYPTION_PAYLOADS", ("encryption", "payloads"), flag,
-     "also seal triggers' payloads and channel addresses (plans); rows written before "
-     "stay readable, `python -m reconciler --reencrypt` seals them"),
+     "also seal triggers' payloads and channel addresses (plans), recipient profiles and "
+     "inbox messages' title, body and data; rows written before stay readable, `python -m "
+     "reconciler --reencrypt` seals the triggers' ones"),
 )

@@ -180,14 +180,18 @@ def parse_profile(recipient_id: str, body: Any, now_ms: int) -> RecipientProfile
         locale, now_ms, telegram)
 
 
-def address_specs(p: RecipientProfile) -> tuple[ChannelSpec, ...]:
-    """A spec per address of ``p`` (content empty): what the caller's recipient controls
-    check (``config.recipients.RecipientPolicy.spec_refusal``)."""
-    out: list[ChannelSpec] = []
+def address_specs(p: RecipientProfile) -> tuple[tuple[str, ChannelSpec], ...]:
+    """A spec per address of ``p`` (content empty) with the profile's field that holds it:
+    what the caller's recipient controls check
+    (``config.recipients.RecipientPolicy.spec_refusal``)."""
+    out: list[tuple[str, ChannelSpec]] = []
     if p.email:
-        out.append(EmailSpec(p.email, "", ""))
+        out.append(("email", EmailSpec(p.email, "", "")))
     if p.phone is not None:
-        out.append(SmsSpec(p.phone, ""))
+        out.append(("phone", SmsSpec(p.phone, "")))
+    out.extend(("pushTokens", PushSpec(token, "", "")) for token in p.push_tokens)
+    if p.telegram is not None:
+        out.append(("telegram", TelegramSpec(p.telegram, "")))
     return tuple(out)
 
 

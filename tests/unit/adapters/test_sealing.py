@@ -1,19 +1,21 @@
-"""Which trigger columns and secrets are sealed, and what ``reencrypt`` finds stale; and a
-rotation in a taken millisecond (the in-memory store, as the real one)."""
+"""Which trigger columns, inbox texts and secrets are sealed, and what ``reencrypt`` finds
+stale; and a rotation in a taken millisecond (the in-memory store, as the real one)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema
-from trigger_service.adapters.cassandra.sealing import RowSealer
+from trigger_service.adapters.cassandra.sealing import RowSealer, inbox_context
 from trigger_service.adapters.cassandra.statements import creation_values
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
 from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.signing import SigningSecrets
+from trigger_service.core.errors import CipherError
 from trigger_service.core.model import Route, Trigger
 from trigger_service.core.ports.crypto import is_sealed
 from trigger_service.core.time.clock import ManualClock
@@ -85,3 +87,21 @@ async def test_two_rotations_in_one_millisecond_keep_both_secrets() -> None:
     assert (first.created_at_ms, second.created_at_ms) == (1_000_000, 1_000_001)
     assert await store.secrets("c") == [(1_000_001, second.secret), (1_000_000, first.secret)]
     assert await signing.active("c", []) == [second.secret, first.secret]
+
+
+async def test_inbox_text_is_sealed_with_payloads_and_a_look_alike_always(
+        tmp_path: Path) -> None:
+    on, off = sealer(tmp_path, seal_payloads=True), sealer(tmp_path, seal_payloads=False)
+    context = inbox_context("c", "ada", "msg_1", "title")
+    sealed = on.seal_text("Standup", context)
+    assert sealed is not None and is_sealed(sealed) and "Standup" not in sealed
+    assert await off.open_text(sealed, context) == "Standup"  # reads open, whatever the setting
+    assert off.seal_text("Standup", context) == "Standup"
+    assert on.seal_text(None, context) is None and await on.open_text(None, context) is None
+    assert await on.open_text("written in clear", context) == "written in clear"
+    # A caller's clear text that reads as sealed is sealed anyway, so it reads back as itself.
+    look_alike = off.seal_text("enc1:not really", context)
+    assert look_alike is not None and look_alike != "enc1:not really"
+    assert await off.open_text(look_alike, context) == "enc1:not really"
+    with pytest.raises(CipherError):  # bound to its message and column
+        await on.open_text(sealed, inbox_context("c", "ada", "msg_1", "body"))

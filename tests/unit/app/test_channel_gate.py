@@ -10,7 +10,15 @@ from trigger_service.app.recipients import ChannelGate, vet_recipients
 from trigger_service.config.callers import CallbackPrefix, Caller
 from trigger_service.config.recipients import RecipientPolicy, sanitise_html
 from trigger_service.core.errors import QuotaExceeded, RecipientNotAllowed
-from trigger_service.core.notify.channels import ChannelType, EmailSpec, PushSpec, SmsSpec
+from trigger_service.core.notify.channels import (
+    ChannelSpec,
+    ChannelType,
+    EmailSpec,
+    InboxSpec,
+    PushSpec,
+    SmsSpec,
+    TelegramSpec,
+)
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports.limit import utc_day
 from trigger_service.core.time.clock import ManualClock
@@ -18,7 +26,8 @@ from trigger_service.platform.metrics import InMemoryMetrics
 
 NOW_MS = 1_700_000_000_000  # 2023-11-14T22:13:20Z: 6,400 s before the next UTC midnight
 POLICY = RecipientPolicy(("example.com", "*.example.org"), ("1",),
-                         ((ChannelType.EMAIL, 2), (ChannelType.SMS, 0)))
+                         ((ChannelType.EMAIL, 2), (ChannelType.SMS, 0)),
+                         telegram_chats=frozenset({"42"}), push_tokens=frozenset({"tok"}))
 HTML = ('<p onclick="steal()">Hello <b>you</b>, <i>see</i> <a href="https://example.com/x" '
         'onmouseover="x()">this</a><script>alert(1)</script><img src="x" onerror="y()"></p>'
         '<a href="javascript:alert(1)">bad</a>')
@@ -34,7 +43,7 @@ def email(to: tuple[str, ...] = ("a@example.com",), reply_to: str | None = None,
     return EmailSpec(to, "subject", "text", html, reply_to)
 
 
-def plan(*channels: EmailSpec | SmsSpec | PushSpec) -> DeliveryPlan:
+def plan(*channels: ChannelSpec) -> DeliveryPlan:
     return DeliveryPlan(tuple(channels))
 
 
@@ -56,12 +65,41 @@ def test_a_recipient_outside_the_callers_controls_is_refused_naming_the_field(
     assert e.value.status == 422 and e.value.code == "recipient_not_allowed"
 
 
-def test_a_caller_without_controls_may_not_email_nor_text() -> None:
-    for spec in (email(), SmsSpec("+15551234567", "hi")):
+def test_a_caller_without_controls_may_not_email_text_telegram_nor_push() -> None:
+    for spec in (email(), SmsSpec("+15551234567", "hi"), TelegramSpec(42, "hi"),
+                 PushSpec("tok", "t", "b")):
         with pytest.raises(RecipientNotAllowed):
             vet_recipients(caller(RecipientPolicy()), plan(spec))
-    push = plan(PushSpec("tok", "t", "b"))
-    assert vet_recipients(caller(RecipientPolicy()), push) == push
+    inbox = plan(InboxSpec("ada", "t", "b"))  # the caller's own inbox
+    assert vet_recipients(caller(RecipientPolicy()), inbox) == inbox
+
+
+@pytest.mark.parametrize(("spec", "field"), [
+    (TelegramSpec(43, "hi"), "channels[0].chatId"),
+    (TelegramSpec("@someone_else", "hi"), "channels[0].chatId"),
+    (PushSpec("another-device", "t", "b"), "channels[0].token"),
+])
+def test_a_chat_or_token_outside_the_callers_lists_is_refused(spec: ChannelSpec,
+                                                              field: str) -> None:
+    with pytest.raises(RecipientNotAllowed) as e:
+        vet_recipients(caller(), plan(spec))
+    assert e.value.to_json()["field"] == field
+    assert "another-device" not in e.value.message  # a device's token is not echoed
+    p = plan(TelegramSpec(42, "hi"), PushSpec("tok", "t", "b"))
+    assert vet_recipients(caller(), p) == p
+
+
+def test_an_email_to_more_recipients_than_a_days_budget_is_refused() -> None:
+    three = email(("a@example.com", "b@example.com", "c@example.com"))
+    with pytest.raises(RecipientNotAllowed) as e:
+        vet_recipients(caller(), plan(PushSpec("tok", "t", "b"), three))
+    assert e.value.to_json()["field"] == "channels[1]"
+    assert "3 email recipients" in e.value.message and "of 2" in e.value.message
+    with pytest.raises(RecipientNotAllowed) as e:  # two channels of a type count together
+        vet_recipients(caller(), plan(email(), email(("b@example.com", "c@example.com"))))
+    assert e.value.to_json()["field"] == "channels[1]"
+    two = plan(email(("a@example.com", "b@example.com")))
+    assert vet_recipients(caller(), two) == two
 
 
 def test_sanitising_removes_scripts_and_handlers_and_keeps_formatting() -> None:
@@ -108,6 +146,17 @@ async def test_a_spent_budget_refuses_429_until_the_next_utc_day() -> None:
     assert e.value.headers() == {"Retry-After": "6400"}
     g.clock.advance_ms(6_400_000)  # midnight: a new day's count
     assert await g.gate.vet(caller(), plan(email())) is not None
+
+
+async def test_registration_needs_a_budget_left_for_every_recipient() -> None:
+    g = Gate()
+    two = plan(email(("a@example.com", "b@example.com")))
+    assert await g.gate.vet(caller(), two) is not None
+    g.spend(ChannelType.EMAIL, 1)  # one left: enough for one address, not for two
+    assert await g.gate.vet(caller(), plan(email())) is not None
+    with pytest.raises(QuotaExceeded) as e:
+        await g.gate.vet(caller(), two)
+    assert "has not 2 left" in e.value.message
 
 
 async def test_a_zero_budget_refuses_at_once_and_other_channels_are_not_limited() -> None:

@@ -79,10 +79,34 @@ def test_the_table_is_parsed_with_budgets_and_trust() -> None:
     ({"daily_budget": {"fax": 5}}, "daily_budget.fax"),
     ({"daily_budget": {"sms": -1}}, "daily_budget.sms"),
     ({"daily_budget": {"sms": True}}, "daily_budget.sms"),
+    ({"telegram_chats": 123}, "telegram_chats"),
+    ({"telegram_chats": [0]}, "telegram_chats"),
+    ({"telegram_chats": ["123"]}, "telegram_chats"),
+    ({"telegram_chats": ["@no"]}, "telegram_chats"),
+    ({"telegram_chats": [True]}, "telegram_chats"),
+    ({"push_tokens": "tok"}, "push_tokens"),
+    ({"push_tokens": [""]}, "push_tokens"),
+    ({"push_tokens": [" tok"]}, "push_tokens"),
+    ({"push_tokens": [5]}, "push_tokens"),
 ])
 def test_a_bad_value_names_its_key(table: dict[str, object], key: str) -> None:
     with pytest.raises(ConfigError, match=rf"callers\.x\.{key}"):
         parse_recipients(table, "callers.x")
+
+
+def test_telegram_chats_and_push_tokens_are_parsed_and_matched() -> None:
+    policy = parse_recipients({"telegram_chats": [123456789, -1001234567890, "@Shop_News"],
+                               "push_tokens": ["dEv:APA91b-x"]}, "callers.x")
+    for chat in (123456789, -1001234567890, "@shop_news", "@SHOP_NEWS"):
+        assert policy.telegram_refusal(chat) is None
+    for chat in (12345678, 1001234567890, "@shop_news2"):
+        why = policy.telegram_refusal(chat)
+        assert why is not None and "telegram_chats" in why
+    assert policy.push_refusal("dEv:APA91b-x") is None
+    why = policy.push_refusal("dev:apa91b-x")  # a token is matched exactly
+    assert why is not None and "dev:apa91b-x" not in why
+    anything = parse_recipients({"telegram_chats": ["*"], "push_tokens": ["*"]}, "callers.x")
+    assert anything.telegram_refusal(-42) is None and anything.push_refusal("t") is None
 
 
 def test_a_caller_without_the_settings_may_neither_email_nor_text() -> None:
@@ -92,6 +116,8 @@ def test_a_caller_without_the_settings_may_neither_email_nor_text() -> None:
     assert caller is not None
     assert caller.recipients.email_refusal("a@a.example") is not None
     assert caller.recipients.sms_refusal("+15551234567") is not None
+    assert "no telegram_chats" in (caller.recipients.telegram_refusal(123456789) or "")
+    assert "no push_tokens" in (caller.recipients.push_refusal("tok") or "")
     assert not caller.recipients.trusted
 
 
@@ -110,3 +136,5 @@ def test_the_development_file_lets_dev_send_anywhere() -> None:
     assert dev is not None
     assert dev.recipients.email_refusal("someone@anywhere.example") is None
     assert dev.recipients.sms_refusal("+4915112345678") is None
+    assert dev.recipients.telegram_refusal(123456789) is None
+    assert dev.recipients.push_refusal("any-device-token") is None

@@ -1,7 +1,8 @@
 """A caller's recipient controls at send time (dispatcher/channels/caller_policy.py) on the
-fakes: each send takes one from its caller's budget of the channel type, past it the channel
-is not sent and fails ``budget_exhausted`` while the occurrence's other channels go on;
-recipients are checked again and HTML sanitised again."""
+fakes: each send takes its recipients from its caller's budget of the channel type (an email
+to three addresses takes three), past it the channel is not sent and fails
+``budget_exhausted`` while the occurrence's other channels go on; recipients (Telegram chats
+and push tokens included) are checked again and HTML sanitised again."""
 
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from trigger_service.core.notify.channels import (
     ChannelType,
     EmailSpec,
     OccurrenceNotice,
+    PushSpec,
     SmsSpec,
+    TelegramSpec,
 )
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports.limit import utc_day
@@ -140,6 +143,44 @@ async def test_an_untrusted_callers_html_is_sanitised_before_sending(env: Env) -
     await deliver(env, MemorySendBudget(), t2,
                   notifiers=budgeted(env, MemorySendBudget(), trusted))
     assert seen == ["<p>Hi</p>", html]
+
+
+async def test_an_email_takes_one_from_the_budget_per_recipient(env: Env) -> None:
+    budget = MemorySendBudget()
+    day = utc_day(env.clock.now_ms())
+    policies = {CALLER: RecipientPolicy(*ANY, ((ChannelType.EMAIL, 4),))}
+    three = EmailSpec(("a@example.com", "b@example.com", "c@example.com"), "s", "t")
+    t = await env.add(0, plan=DeliveryPlan((three,)), callback_url="")
+    row = await deliver(env, budget, t, notifiers=budgeted(env, budget, policies))
+    assert row.status is Status.FIRED
+    assert budget.counts == {(CALLER, "email", day): 3}
+    # One left: the next three-address email is not sent, and takes nothing.
+    t2 = await env.add(0, plan=DeliveryPlan((three, EMAIL)), callback_url="")
+    row = await deliver(env, budget, t2, notifiers=budgeted(env, budget, policies))
+    assert env.notifiers.kinds() == ["email", "email"]  # the first one, then the lone address
+    assert row.channel_states[0].provider_code == BUDGET_EXHAUSTED
+    assert "has not 3 left" in (row.channel_states[0].last_error or "")
+    assert budget.counts == {(CALLER, "email", day): 4}
+
+
+async def test_a_chat_or_token_not_allowed_is_not_sent(env: Env) -> None:
+    # Allowed when registered (or from a recipient's profile): checked again when sent.
+    allowed = {CALLER: RecipientPolicy(*ANY, telegram_chats=frozenset({"42"}),
+                                       push_tokens=frozenset({"device-1"}))}
+    specs = (TelegramSpec(43, "hi"), PushSpec("device-2", "t", "b"),
+             TelegramSpec(42, "hi"), PushSpec("device-1", "t", "b"))
+    t = await env.add(0, plan=DeliveryPlan(specs), callback_url="")
+    row = await deliver(env, MemorySendBudget(), t,
+                        notifiers=budgeted(env, MemorySendBudget(), allowed))
+    assert env.notifiers.kinds() == ["telegram", "push"]  # the allowed two only
+    assert [s.provider_code for s in row.channel_states[:2]] == [RECIPIENT_NOT_ALLOWED] * 2
+    assert "device-2" not in (row.channel_states[1].last_error or "")
+    refused = env.metrics.snapshot()
+    assert (refused['recipient_refused_total{type="telegram"}'],
+            refused['recipient_refused_total{type="push"}']) == (1, 1)
+    t2 = await env.add(0, plan=DeliveryPlan(specs[2:]), callback_url="")
+    row = await deliver(env, MemorySendBudget(), t2)  # POLICIES: no chats, no tokens
+    assert [s.provider_code for s in row.channel_states] == [RECIPIENT_NOT_ALLOWED] * 2
 
 
 def test_a_caller_gone_from_the_callers_file_has_no_recipients(env: Env) -> None:

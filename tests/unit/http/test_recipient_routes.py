@@ -1,7 +1,8 @@
-"""Recipient controls through the API (issue 25) on the fakes: create, PATCH, snooze and
-preview refuse a recipient the callers file does not list (422 recipient_not_allowed) and a
-channel whose daily budget is spent (429 quota_exceeded with Retry-After); an untrusted
-caller's HTML is stored sanitised."""
+"""Recipient controls through the API on the fakes: create, PATCH, snooze and preview refuse
+a recipient the callers file does not list (422 recipient_not_allowed: email domains, SMS
+country codes, Telegram chats and push tokens on the operator's bot and FCM project) and a
+channel whose daily budget has not enough recipients left (429 quota_exceeded with
+Retry-After), or could never have (422); an untrusted caller's HTML is stored sanitised."""
 
 from __future__ import annotations
 
@@ -26,11 +27,14 @@ from trigger_service.platform.wiring import Runtime
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "orders": {"token_sha256": hash_token("tok"), "callback_prefixes": [CALLBACK],
                "email_domains": ["example.com", "*.example.org"], "sms_country_codes": ["1"],
+               "telegram_chats": [123456789, "@Shop_News"], "push_tokens": ["device-1"],
                "daily_budget": {"email": 5, "sms": 2}},
     "billing": {"token_sha256": hash_token("tok2"), "callback_prefixes": [CALLBACK]},
 }})
 EMAIL = {"type": "email", "to": "a@example.com", "subject": "s", "text": "t"}
 SMS = {"type": "sms", "to": "+15551234567", "text": "t"}
+TELEGRAM = {"type": "telegram", "chatId": 123456789, "text": "t"}
+PUSH = {"type": "push", "token": "device-1", "title": "t", "body": "b"}
 
 
 def body(*channels: dict[str, Any]) -> dict[str, Any]:
@@ -73,6 +77,57 @@ async def test_create_refuses_a_recipient_outside_the_callers_controls(
 async def test_a_caller_without_controls_may_not_email(rapi: Api) -> None:
     _, _, resp = await rapi.post(body(EMAIL), headers=OTHER)
     await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+
+
+@pytest.mark.parametrize(("channel", "field", "profile"), [
+    (TELEGRAM, "channels[0].chatId", {"telegram": 123456789}),
+    (PUSH, "channels[0].token", {"pushTokens": ["device-1"]})])
+async def test_a_caller_without_controls_may_not_use_the_operators_bot_nor_project(
+        rapi: Api, channel: dict[str, Any], field: str, profile: dict[str, Any]) -> None:
+    _, _, resp = await rapi.post(body(channel), headers=OTHER)
+    answer = await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    assert answer["field"] == field
+    resp = await rapi.client.put("/v1/recipients/ada", headers=OTHER,
+                                 json={"timeZone": "UTC", **profile})
+    answer = await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    assert answer["field"] == next(iter(profile))
+
+
+@pytest.mark.parametrize(("channel", "field"), [
+    (TELEGRAM | {"chatId": 987654321}, "channels[0].chatId"),
+    (TELEGRAM | {"chatId": "@other_news"}, "channels[0].chatId"),
+    (PUSH | {"token": "device-2"}, "channels[0].token")])
+async def test_only_the_callers_own_chats_and_tokens_are_allowed(
+        rapi: Api, channel: dict[str, Any], field: str) -> None:
+    _, _, resp = await rapi.post(body(channel))
+    answer = await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    assert answer["field"] == field
+    status, answer, _ = await rapi.post(body(TELEGRAM, TELEGRAM | {"chatId": "@shop_news"},
+                                             PUSH))
+    assert status == 201, answer
+    resp = await rapi.client.put("/v1/recipients/ada", headers=AUTH, json={
+        "timeZone": "UTC", "pushTokens": ["device-1", "device-2"]})
+    answer = await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    assert answer["field"] == "pushTokens"
+
+
+async def test_an_email_takes_one_from_the_budget_per_recipient(
+        rapi: Api, budget: MemorySendBudget) -> None:
+    six = EMAIL | {"to": [f"u{i}@example.com" for i in range(6)]}
+    _, _, resp = await rapi.post(body(six))  # more than the whole day's budget of 5
+    answer = await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    assert answer["field"] == "channels[0]" and "daily_budget.email" in answer["message"]
+    three = EMAIL | {"to": [f"u{i}@example.com" for i in range(3)]}
+    _, _, resp = await rapi.post(body(three, three))  # 6 per occurrence, together
+    await assert_error(resp, 422, "recipient_not_allowed", ["field"])
+    budget.counts[("orders", "email", utc_day(rapi.env.clock.now_ms()))] = 2
+    status, answer, _ = await rapi.post(body(three))  # 3 left: enough
+    assert status == 201, answer
+    budget.counts[("orders", "email", utc_day(rapi.env.clock.now_ms()))] = 3
+    _, _, resp = await rapi.post(body(three))  # 2 left: not enough today
+    await assert_error(resp, 429, "quota_exceeded")
+    status, answer, _ = await rapi.post(body(EMAIL))
+    assert status == 201, answer
 
 
 async def test_allowed_recipients_are_created(rapi: Api) -> None:

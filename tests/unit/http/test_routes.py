@@ -25,7 +25,8 @@ from trigger_service.platform.wiring import Runtime
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "orders": {"token_sha256": hash_token("tok"),
                "callback_prefixes": ["http://127.0.0.1:9000/"],
-               "email_domains": ["example.com", "*.example.org"], "sms_country_codes": ["1"]},
+               "email_domains": ["example.com", "*.example.org"], "sms_country_codes": ["1"],
+               "telegram_chats": [123456789, "@ada_reminders"]},
     "billing": {"token_sha256": hash_token("tok2"),
                 "callback_prefixes": ["http://127.0.0.1:9000/"]},
 }, "ops": {

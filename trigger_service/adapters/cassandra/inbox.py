@@ -4,7 +4,9 @@
 A message is written once with ``INSERT IF NOT EXISTS`` (a redelivery finds it and changes
 nothing, read time included); the read time is set with an LWT ``IF read_at_ms = null`` (the
 first one stays); deletion writes a marker. Later cells carry what is left of the message's
-TTL (read back as ``TTL(title)``), so a message's cells all expire together.
+TTL (read back as ``TTL(title)``), so a message's cells all expire together. Title, body and
+data are sealed with ``TRIGGER_ENCRYPTION_PAYLOADS`` (``sealing.RowSealer.seal_text``, each
+bound to its message and column); rows written in clear read as they are.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.sealing import RowSealer, inbox_context
 from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 
 _ABOVE_ALL = "~"  # sorts after every message id ("msg_...")
@@ -42,10 +45,8 @@ def inbox_queries(keyspace: str) -> dict[str, str]:
     }
 
 
-def _message(r: dict[str, Any]) -> InboxMessage | None:
-    """The message a row holds; None for a deleted marker or a partial row."""
-    if r.get(s.COL_DELETED_AT_MS) is not None or r.get("title") is None:
-        return None
+def _opened_message(r: dict[str, Any]) -> InboxMessage:
+    """The message an opened row holds."""
     return InboxMessage(
         caller=r[s.COL_CALLER], recipient=r[s.COL_RECIPIENT], message_id=r[s.COL_MESSAGE_ID],
         trigger_id=r[s.COL_TRIGGER_ID], occurrence_id=r[s.COL_OCCURRENCE_ID],
@@ -54,29 +55,47 @@ def _message(r: dict[str, Any]) -> InboxMessage | None:
 
 
 class CassandraInbox:
-    """Needs ``_run(name, params)`` from ``CassandraStore``."""
+    """Needs ``_run(name, params)`` and ``_sealer`` from ``CassandraStore``."""
+
+    _sealer: RowSealer
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         raise NotImplementedError  # provided by CassandraStore
+
+    async def _message(self, r: dict[str, Any]) -> InboxMessage | None:
+        """The message ``r`` holds, its sealed columns opened; None for a deleted marker or a
+        partial row. Raises ``CipherError``."""
+        if r.get(s.COL_DELETED_AT_MS) is not None or r.get("title") is None:
+            return None
+        opened = dict(r)
+        for column in s.INBOX_SEALED_COLUMNS:
+            opened[column] = await self._sealer.open_text(r.get(column), inbox_context(
+                r[s.COL_CALLER], r[s.COL_RECIPIENT], r[s.COL_MESSAGE_ID], column))
+        return _opened_message(opened)
 
     async def _row(self, caller: str, recipient: str, message_id: str) -> dict[str, Any] | None:
         rows = await self._run("inbox_get", [caller, recipient, message_id])
         return rows[0] if rows else None
 
     async def put_inbox_message(self, m: InboxMessage, ttl_s: int) -> InboxMessage | None:
+        def sealed(column: str, value: str | None) -> str | None:
+            return self._sealer.seal_text(value, inbox_context(
+                m.caller, m.recipient, m.message_id, column))
+
         rows = await self._run("inbox_put", [
-            m.caller, m.recipient, m.message_id, m.trigger_id, m.occurrence_id, m.title,
-            m.body, m.data_json, m.created_at_ms, ttl_s])
+            m.caller, m.recipient, m.message_id, m.trigger_id, m.occurrence_id,
+            sealed("title", m.title), sealed("body", m.body), sealed("data", m.data_json),
+            m.created_at_ms, ttl_s])
         row = rows[0] if rows else {}
         if row.get(s.LWT_APPLIED):
             return m
         # Not applied: the row holds the first store's cells (the LWT answers with them).
-        return _message(row)
+        return await self._message(row)
 
     async def get_inbox_message(self, caller: str, recipient: str,
                                 message_id: str) -> InboxMessage | None:
         row = await self._row(caller, recipient, message_id)
-        return None if row is None else _message(row)
+        return None if row is None else await self._message(row)
 
     async def list_inbox(self, caller: str, recipient: str, *, before: str | None,
                          limit: int, unread_only: bool) -> InboxPage:
@@ -88,7 +107,7 @@ class CassandraInbox:
             rows = await self._run("inbox_before", [caller, recipient, cursor, _READ_ROWS])
             for r in rows:
                 cursor = r[s.COL_MESSAGE_ID]
-                m = _message(r)
+                m = await self._message(r)
                 if m is not None and not (unread_only and m.read_at_ms is not None):
                     found.append(m)
                     if len(found) > limit:
@@ -100,12 +119,13 @@ class CassandraInbox:
     async def inbox_after(self, caller: str, recipient: str, after: str,
                           limit: int) -> list[InboxMessage]:
         rows = await self._run("inbox_after", [caller, recipient, after, limit])
-        return [m for m in map(_message, rows) if m is not None]
+        found = [await self._message(r) for r in rows]
+        return [m for m in found if m is not None]
 
     async def mark_inbox_read(self, caller: str, recipient: str, message_id: str,
                               read_at_ms: int) -> InboxMessage | None:
         row = await self._row(caller, recipient, message_id)
-        m = None if row is None else _message(row)
+        m = None if row is None else await self._message(row)
         if row is None or m is None or m.read_at_ms is not None:
             return m
         await self._run("inbox_read", [row[s.COL_TTL] or 0, read_at_ms, caller, recipient,

@@ -1,8 +1,11 @@
 """Which stored values are sealed (``core.ports.crypto.Cipher``) and under which context.
 
 Signing secrets always; a trigger row's ``SEALED_COLUMNS`` (the payload, and the plan that
-holds the channels' addresses) when ``TRIGGER_ENCRYPTION_PAYLOADS`` is on. Reads open whatever
-is sealed, whatever the setting, and take an unsealed value as it is (rows written before).
+holds the channels' addresses), a recipient's profile and an inbox message's
+``INBOX_SEALED_COLUMNS`` (title, body, data) when ``TRIGGER_ENCRYPTION_PAYLOADS`` is on.
+Reads open whatever is sealed, whatever the setting, and take an unsealed value as it is
+(rows written before). An inbox text is the caller's free text: one that reads as sealed is
+sealed even with the setting off, so that it reads back as itself.
 A value's context is its table, row and column, so a sealed value copied to another row
 does not open.
 """
@@ -21,6 +24,10 @@ _SEALED_AT = tuple((s.TRIGGER_COLUMNS.index(c), c) for c in s.SEALED_COLUMNS)
 
 def column_context(trigger_id: str, column: str) -> str:
     return f"{s.TABLE_TRIGGERS}/{trigger_id}/{column}"
+
+
+def inbox_context(caller: str, recipient: str, message_id: str, column: str) -> str:
+    return f"{s.TABLE_INBOX}/{caller}/{recipient}/{message_id}/{column}"
 
 
 def secret_context(caller: str, created_at_ms: int) -> str:
@@ -50,6 +57,19 @@ class RowSealer:
             if isinstance(value, str) and is_sealed(value):
                 row[column] = await self.cipher.open(value, column_context(trigger_id, column))
         return row
+
+    def seal_text(self, value: str | None, context: str) -> str | None:
+        """A free-text value as written: sealed when payloads are, or when it would read as
+        sealed (its clear form starts with the prefix); None stays None."""
+        if value is None or not (self.seal_payloads or is_sealed(value)):
+            return value
+        return self.cipher.seal(value, context)
+
+    async def open_text(self, value: str | None, context: str) -> str | None:
+        """``value`` opened when sealed, else as it is. Raises ``CipherError``."""
+        if value is None or not is_sealed(value):
+            return value
+        return await self.cipher.open(value, context)
 
     def stale(self, value: str) -> bool:
         """Should ``reencrypt`` seal this column value again: sealed under an older key, or

@@ -96,11 +96,12 @@ class MemorySendBudget:
             raise CacheError("memory budget told to fail")
         return self.counts.get((caller, channel, day), 0)
 
-    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
+    async def take(self, caller: str, channel: str, day: str, budget: int,
+                   count: int = 1) -> bool:
         if self.fail:
             raise CacheError("memory budget told to fail")
         key = (caller, channel, day)
-        if self.counts.get(key, 0) >= budget:
+        if self.counts.get(key, 0) + count > budget:
             return False
-        self.counts[key] = self.counts.get(key, 0) + 1
+        self.counts[key] = self.counts.get(key, 0) + count
         return True

@@ -51,11 +51,13 @@ if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1
 """
-# KEYS[1] integer: sends counted that day; ARGV: budget, TTL in s. Returns 1 if counted.
+# KEYS[1] integer: recipients counted that day; ARGV: budget, TTL in s, recipients of this
+# send. Returns 1 if counted (all of them), 0 if they would pass the budget (none counted).
 _TAKE_SEND = """
 local n = tonumber(redis.call('GET', KEYS[1]) or '0')
-if n >= tonumber(ARGV[1]) then return 0 end
-redis.call('INCR', KEYS[1])
+local count = tonumber(ARGV[3])
+if n + count > tonumber(ARGV[1]) then return 0 end
+redis.call('INCRBY', KEYS[1], count)
 redis.call('EXPIRE', KEYS[1], ARGV[2])
 return 1
 """
@@ -164,10 +166,11 @@ class RedisSendBudget:
             raise CacheError(f"redis budget read failed: {e}") from e
         return int(raw or 0)
 
-    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
+    async def take(self, caller: str, channel: str, day: str, budget: int,
+                   count: int = 1) -> bool:
         try:
             ok = await self._take(keys=[schema.budget_key(caller, channel, day)],
-                                  args=[budget, BUDGET_TTL_S])
+                                  args=[budget, BUDGET_TTL_S, count])
         except (RedisError, OSError) as e:
             raise CacheError(f"redis budget take failed: {e}") from e
         return bool(ok)

@@ -255,6 +255,13 @@ def has_address(spec: ChannelSpec) -> bool:
                 spec.chat_id if isinstance(spec, TelegramSpec) else spec.recipient)
 
 
+def recipient_count(spec: ChannelSpec) -> int:
+    """How many recipients one send of ``spec`` reaches (what a daily budget counts): an
+    email's ``to`` addresses, one for any other channel, and one for a channel whose address
+    is its recipient's until it is resolved."""
+    return max(1, len(spec.to)) if isinstance(spec, EmailSpec) else 1
+
+
 def _with_defaults(d: dict[str, Any], kind: ChannelType, message: dict[str, str] | None,
                    addressless: bool) -> tuple[dict[str, Any], bool]:
     """``d`` with the stand-in address (when it gives none and may not) and the message's

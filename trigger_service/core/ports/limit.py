@@ -123,15 +123,18 @@ def seconds_to_next_day(now_ms: int) -> int:
 
 
 class SendBudget(Protocol):
-    """Sends per caller, channel type and UTC day, counted at send time against the caller's
-    ``daily_budget``. Shared by every process; a day's count is kept two days."""
+    """Recipients per caller, channel type and UTC day, counted at send time against the
+    caller's ``daily_budget`` (an email to 50 addresses counts 50). Shared by every process;
+    a day's count is kept two days."""
 
     async def spent(self, caller: str, channel: str, day: str) -> int:
-        """How many sends ``caller`` has counted on ``channel`` on ``day``. Raises
+        """How many recipients ``caller`` has counted on ``channel`` on ``day``. Raises
         ``CacheError``."""
         ...
 
-    async def take(self, caller: str, channel: str, day: str, budget: int) -> bool:
-        """Count one send unless ``budget`` are counted already; True if counted. Atomic
+    async def take(self, caller: str, channel: str, day: str, budget: int,
+                   count: int = 1) -> bool:
+        """Count ``count`` recipients (one send's) unless that would make more than
+        ``budget``; True if counted, all of them (a send is never counted in part). Atomic
         across processes. Raises ``CacheError``."""
         ...
