@@ -1,6 +1,8 @@
 """Inbox streams on the real stack (Cassandra, Redis, the API on a real port): a caller at
 its stream cap (counted on every API process) gets 429 while another caller's registrations
-go on; a message forged on the
+go on; a caller flooding the API process with stream requests (or kept-alive requests) and
+holding every connection gets its refused ones closed and no more than its share of the
+connections, while another caller's registrations are answered 201; a message forged on the
 Redis bus is never delivered, a real one is; many streams share the API's one Redis
 subscription, which comes back after Redis drops it."""
 
@@ -8,8 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections import Counter
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
 import pytest
 
@@ -28,13 +32,17 @@ from trigger_service.platform.metrics import InMemoryMetrics
 pytestmark = pytest.mark.integration
 
 PER_CALLER = 5
+MAX_CONNECTIONS = 60  # the API process's cap here; a caller's share: half of it
+FLOOD = 200
 SPEC = InboxSpec("ada", "Standup", "in 5 minutes", None)
 
 
 @pytest.fixture
 def extra_env() -> dict[str, str]:
     return {"TRIGGER_INBOX_HEARTBEAT_S": "0.5", "TRIGGER_INBOX_MAX_STREAMS": "20",
-            "TRIGGER_INBOX_MAX_STREAMS_PER_CALLER": str(PER_CALLER)}
+            "TRIGGER_INBOX_MAX_STREAMS_PER_CALLER": str(PER_CALLER),
+            "TRIGGER_LIMITS_MAX_CONNECTIONS": str(MAX_CONNECTIONS),
+            "TRIGGER_LIMITS_CALLER_CONNECTION_SHARE": "0.5"}
 
 
 @pytest.fixture
@@ -106,6 +114,86 @@ async def test_a_caller_at_its_stream_cap_gets_429_while_another_caller_register
             break
         await asyncio.sleep(0.1)
     assert resp.status == 200
+
+
+@dataclass
+class Held:
+    """One of the flood's connections, never closed by its client: its answer's status."""
+
+    status: int
+    reader: asyncio.StreamReader
+
+    async def closed_by_server(self) -> bool:
+        try:
+            while await asyncio.wait_for(self.reader.read(65536), timeout=5.0):
+                pass  # the rest of the answer
+        except TimeoutError:
+            return False
+        except ConnectionError:
+            return True
+        return True
+
+
+async def flood(stack: Stack, request_line: str, writers: list[asyncio.StreamWriter],
+                ) -> list[Held]:
+    """``FLOOD`` connections at once, each sending ``request_line`` as the test caller and
+    reading its answer's head; the client closes none of them (``writers`` keeps them)."""
+    head = (f"{request_line} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {stack.token}"
+            "\r\n\r\n").encode()
+
+    async def one() -> Held:
+        reader, writer = await asyncio.open_connection(stack.client.host, stack.client.port)
+        writers.append(writer)
+        writer.write(head)
+        answer = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
+        return Held(int(answer.split()[1]), reader)
+
+    return await asyncio.gather(*(one() for _ in range(FLOOD)))
+
+
+async def registrations_of_another_caller(stack: Stack) -> list[int]:
+    statuses = []
+    for _ in range(10):
+        resp = await stack.client.post("/v1/triggers", json=stack.body(delaySeconds=600),
+                                       headers=stack.auth(stack.token + "-other"))
+        statuses.append(resp.status)
+        await resp.read()
+    return statuses
+
+
+async def test_a_flood_of_held_stream_requests_leaves_another_callers_registrations_201(
+        stack: Stack, hub: tuple[RedisInboxBus, str]) -> None:
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        held = await flood(stack, "GET /v1/inbox/ada/stream", writers)
+        statuses = Counter(h.status for h in held)
+        assert statuses[200] == PER_CALLER and set(statuses) <= {200, 429, 503}, statuses
+        assert await registrations_of_another_caller(stack) == [201] * 10
+        refused = [h for h in held if h.status != 200]
+        # Every refusal, 429 (streams, the caller's share) or 503 (the process's cap), is
+        # closed by the server, whatever its client does.
+        closed = await asyncio.gather(*(h.closed_by_server() for h in refused))
+        assert all(closed), f"{closed.count(False)} of {len(refused)} refused left open"
+    finally:
+        for w in writers:
+            w.close()
+
+
+async def test_a_flood_of_held_kept_alive_requests_leaves_another_callers_registrations_201(
+        stack: Stack) -> None:
+    writers: list[asyncio.StreamWriter] = []
+    try:
+        held = await flood(stack, "GET /v1/triggers?limit=1", writers)
+        statuses = Counter(h.status for h in held)
+        assert statuses[200] > 0 and set(statuses) <= {200, 429, 503}, statuses
+        # Of those answered and kept alive, at most its share is still open: the server
+        # closed the rest (a newer connection took the slot of the one idle the longest).
+        closed = await asyncio.gather(*(h.closed_by_server() for h in held if h.status == 200))
+        assert 0 < closed.count(False) <= MAX_CONNECTIONS // 2, Counter(closed)
+        assert await registrations_of_another_caller(stack) == [201] * 10
+    finally:
+        for w in writers:
+            w.close()
 
 
 async def test_the_callers_streams_on_another_api_process_count_against_its_cap(

@@ -18,6 +18,13 @@ ENVIRONMENTS = ("development", "production")
 MAX_KEEPALIVE_S = 75.0
 
 
+def _fraction(raw: str) -> float:
+    value = float(raw)
+    if not 0 < value <= 1:
+        raise ValueError("a fraction above 0, at most 1")
+    return value
+
+
 def env_kind(raw: str) -> str:
     if raw not in ENVIRONMENTS:
         raise ValueError(f"one of {', '.join(ENVIRONMENTS)}")
@@ -37,9 +44,19 @@ class LimitSettings:
     body_timeout_s: float = 30.0
     keepalive_timeout_s: float = 30.0
     max_connections: int = 2_000
+    # The connections one caller may hold in a process, as a fraction of max_connections:
+    # four callers' floods together before the process is full of busy connections.
+    caller_connection_share: float = 0.25
+    # Kept-alive connections no caller has used (health checks, 401s) wait this long only.
+    anonymous_idle_s: float = 5.0
     max_line_bytes: int = 8190
     max_field_bytes: int = 8190
     max_headers: int = 64
+
+    @property
+    def connections_per_caller(self) -> int:
+        """The connections one caller may hold in a process (at least one)."""
+        return max(1, int(self.max_connections * self.caller_connection_share))
 
 
 LIMIT_VARIABLES: tuple[Row, ...] = (
@@ -51,7 +68,14 @@ LIMIT_VARIABLES: tuple[Row, ...] = (
      "an idle keep-alive connection (or one slow to send its next request) is closed after "
      "this; at most 75"),
     ("TRIGGER_LIMITS_MAX_CONNECTIONS", ("limits", "max_connections"), at_least_one,
-     "open connections per API process; one more is answered 503 and closed"),
+     "open connections per API process; one more takes the slot of the kept-alive connection "
+     "idle the longest, or is answered 503 and closed when none is idle"),
+    ("TRIGGER_LIMITS_CALLER_CONNECTION_SHARE", ("limits", "caller_connection_share"), _fraction,
+     "the fraction of TRIGGER_LIMITS_MAX_CONNECTIONS one caller may hold (busy or idle); its "
+     "request on one more connection is answered 429 too_many_connections and closed"),
+    ("TRIGGER_LIMITS_ANONYMOUS_IDLE_S", ("limits", "anonymous_idle_s"), _pos_float,
+     "a kept-alive connection that only unauthenticated requests used is closed after idling "
+     "this long"),
     ("TRIGGER_LIMITS_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
     ("TRIGGER_LIMITS_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,

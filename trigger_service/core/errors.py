@@ -32,6 +32,8 @@
     │   │                             channel's daily_budget is spent: ``Retry-After`` then)
     │   ├── TooManyStreams            429 too_many_streams (the caller's or the process's open
     │   │                             inbox streams are at their cap; ``Retry-After``)
+    │   ├── TooManyConnections        429 too_many_connections (the caller holds its share of
+    │   │                             the API process's connections; ``Retry-After``)
     │   ├── DependencyUnavailable     503 dependency_unavailable (an AdapterError reached the API)
     │   ├── OutcomeUnknown            503 outcome_unknown (a registration's write timed out, and
     │   │                             so did its retries: it may exist; ``triggerId`` names it)
@@ -191,6 +193,14 @@ class TooManyStreams(RateLimited):
     the oldest of those streams reaches its maximum lifetime (one may end sooner)."""
 
     code = "too_many_streams"
+
+
+class TooManyConnections(RateLimited):
+    """A caller's request on one more connection while it holds its share of the API
+    process's connections (``TRIGGER_LIMITS_CALLER_CONNECTION_SHARE``); the connection is
+    closed after the answer. Retry on one of its own connections, or once one is closed."""
+
+    code = "too_many_connections"
 
 
 class DependencyUnavailable(ApiError):

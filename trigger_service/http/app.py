@@ -54,6 +54,7 @@ from trigger_service.http.routes import (
     trigger_jobs,
     triggers,
 )
+from trigger_service.http.server import connection_share_middleware
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -150,7 +151,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app = web.Application(
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
                      request_id_middleware, errors_middleware,
-                     auth_middleware(runtime.callers),
+                     auth_middleware(runtime.callers), connection_share_middleware,
                      rate_limit_middleware(runtime.limiter, runtime.metrics, runtime.cache),
                      body_deadline_middleware(
                          runtime.settings.limits.body_timeout_s, MAX_BODY_BYTES,

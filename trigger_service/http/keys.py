@@ -21,3 +21,6 @@ JOBS_KEY = web.AppKey("replay_jobs", ReplayJobRunner)
 TRIGGER_JOBS_KEY = web.AppKey("trigger_jobs", TriggerJobRunner)
 RECIPIENTS_KEY = web.AppKey("recipients", RecipientService)
 REQUEST_ID_KEY = web.RequestKey("request_id", str)
+# Set by a route whose answer holds its connection (an inbox stream): any refusal of it is
+# answered Connection: close (http.server), so refused streams hold no connection slot.
+LONG_LIVED_KEY = web.RequestKey("long_lived", bool)

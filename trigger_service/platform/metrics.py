@@ -113,6 +113,12 @@ SERIES: dict[str, Series] = {
     "recipient_refused_total": Series("counter", "channel sends not made: the recipient is "
                                       "not allowed for the caller any more", ("type",)),
     "http_connections_refused_total": Series("counter", "connections over the cap (503)"),
+    "http_connections_evicted_total": Series(
+        "counter", "idle kept-alive connections closed for a new one at the cap"),
+    "http_caller_connections_refused_total": Series(
+        "counter", "requests refused 429 too_many_connections (a caller at its share)"),
+    "http_anonymous_idle_closed_total": Series(
+        "counter", "kept-alive connections no principal used, closed when idle"),
     "http_head_timeouts_total": Series("counter", "connections closed 408 for a slow head"),
     "http_request_duration_seconds": Series(
         "histogram", "API request latency by route pattern, method and status",

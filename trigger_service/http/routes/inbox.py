@@ -48,7 +48,7 @@ from trigger_service.core.notify.streams import StreamCaps, StreamGate, StreamTi
 from trigger_service.core.ports.inbox import InboxStore
 from trigger_service.core.time.timing import seconds_until
 from trigger_service.http.auth import caller_of
-from trigger_service.http.keys import RUNTIME_KEY
+from trigger_service.http.keys import LONG_LIVED_KEY, RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -139,6 +139,7 @@ async def delete_message(request: web.Request) -> web.Response:
 
 
 async def stream(request: web.Request) -> web.StreamResponse:
+    request[LONG_LIVED_KEY] = True  # refused: the connection is closed (http.server)
     caller, recipient = caller_of(request).name, _recipient(request)
     last_id = request.headers.get("Last-Event-ID")
     if last_id is not None and not is_message_id(last_id):
