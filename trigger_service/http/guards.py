@@ -121,40 +121,48 @@ def body_deadline_middleware(timeout_s: float, max_bytes: int,
 
     At most ``max_bytes``, or for a route pattern in ``large_bodies`` its own size (the
     batch create's thousand items; the application's ``client_max_size`` is the largest of
-    them, aiohttp's own ``413`` beyond): a larger declared ``Content-Length`` is ``413
-    payload_too_large`` before anything is read, a larger chunked body once read."""
+    them): a larger declared ``Content-Length`` is ``413 payload_too_large`` before anything
+    is read, a larger chunked body as soon as what was read passes the route's size (never
+    the largest route's). A request no route takes (``404``, ``405``) is answered without
+    its body being read. Authentication and the rate limit run before this."""
     large = dict(large_bodies or {})
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.body_exists and request.method in ("POST", "PUT", "PATCH", "DELETE"):
-            resource = request.match_info.route.resource
-            limit = large.get(resource.canonical, max_bytes) if resource else max_bytes
-            if request.content_length is not None and request.content_length > limit:
-                return _too_large(limit, close=True)
-            try:
-                async with asyncio.timeout(timeout_s):
-                    size = len(await request.read())
-            except TimeoutError:
-                response = web.json_response(
-                    {"error": "request_timeout",
-                     "message": f"the request body did not arrive within {timeout_s:g} s"},
-                    status=408)
-                response.force_close()
-                return response
-            if size > limit:
-                return _too_large(limit, close=False)
+        resource = request.match_info.route.resource
+        if (resource is None or not request.body_exists
+                or request.method not in ("POST", "PUT", "PATCH", "DELETE")):
+            return await handler(request)
+        limit = large.get(resource.canonical, max_bytes)
+        if request.content_length is not None and request.content_length > limit:
+            return _too_large(limit)
+        # aiohttp's read() stops once the body passes client_max_size, the application's
+        # (the largest route's) unless told this route's; it keeps what it read for the
+        # route (and for any middleware outside this one).
+        request._client_max_size = limit
+        try:
+            async with asyncio.timeout(timeout_s):
+                await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _too_large(limit)
+        except TimeoutError:
+            response = web.json_response(
+                {"error": "request_timeout",
+                 "message": f"the request body did not arrive within {timeout_s:g} s"},
+                status=408)
+            response.force_close()
+            return response
         return await handler(request)
 
     return middleware
 
 
-def _too_large(limit: int, *, close: bool) -> web.Response:
+def _too_large(limit: int) -> web.Response:
     response = web.json_response(
         {"error": "payload_too_large",
          "message": f"the request body is larger than {limit} bytes"}, status=413)
-    if close:  # the body was not read: it cannot be skipped on a connection kept open
-        response.force_close()
+    # The rest of the body is not read: it cannot be skipped on a connection kept open.
+    response.force_close()
     return response
 
 
