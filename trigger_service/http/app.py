@@ -152,7 +152,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
                      request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers), connection_share_middleware,
-                     rate_limit_middleware(runtime.limiter, runtime.metrics, runtime.cache),
+                     rate_limit_middleware(runtime.limiter, runtime.metrics),
                      body_deadline_middleware(
                          runtime.settings.limits.body_timeout_s, MAX_BODY_BYTES,
                          {batch.BATCH_PATH: batch.BATCH_MAX_BODY_BYTES}),

@@ -1,8 +1,8 @@
 """Middleware that protects the API from its clients: a request id on every answer, the
 callers' request rates, and a deadline on reading a request's body.
 
-Order in ``build_app``: timing → request id → errors → auth → rate limit → body deadline →
-the route. The rate limit runs after auth (it needs the caller) and before the body is read,
+Order in ``build_app``: timing → tracing → request id → errors → auth → connection share
+(``http/server.py``) → rate limit → body deadline → the route. The rate limit runs after auth (it needs the caller) and before the body is read,
 so a caller over its rate costs one Redis round trip and nothing else.
 """
 
@@ -16,17 +16,10 @@ import structlog
 from aiohttp import hdrs, web
 
 from trigger_service.config.callers import Caller
-from trigger_service.core.errors import (
-    AdapterError,
-    InvalidRequest,
-    RateLimited,
-    UnsupportedMediaType,
-)
+from trigger_service.core.errors import AdapterError, RateLimited, UnsupportedMediaType
 from trigger_service.core.ports import Metrics
-from trigger_service.core.ports.idempotency import IdempotencyCache
 from trigger_service.core.ports.limit import BucketRule, Decision, RateLimiter
 from trigger_service.http.keys import CALLER_KEY, REQUEST_ID_KEY
-from trigger_service.http.parsing import parse_idempotency_key
 
 log = structlog.get_logger(__name__)
 
@@ -63,17 +56,16 @@ def request_id_of(request: web.Request) -> str:
     return request[REQUEST_ID_KEY] if REQUEST_ID_KEY in request else ""
 
 
-def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics,
-                          replays: IdempotencyCache | None = None) -> Middleware:
+def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
     """Every ``/v1/`` request of a caller with a ``rate_per_s`` takes a token from its bucket
     (shared by every API process); none left: ``429 rate_limited`` with ``Retry-After``.
     Ops users are not limited (a handful of people; the ops console must work during an
     incident). Redis unreachable: the request goes through (``rate_limit_errors_total``).
 
-    A registration retried with its Idempotency-Key is answered, not refused, when the
-    bucket is empty and ``replays`` (Redis) holds the key's answer: a replay writes
-    nothing, and a client retrying at its rate must learn that its trigger exists (one more
-    Redis read, only for a keyed registration that is refused)."""
+    No request is let through over the rate, a retry under an Idempotency-Key that was
+    answered included: its route parses, plans and resolves the body before it can tell a
+    replay from ``422``, and that work is what the rate bounds. The ``Retry-After`` retry
+    gets the replay."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -81,9 +73,7 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics,
         if caller is not None and caller.rate_per_s is not None and caller.burst is not None:
             decision = await _take(limiter, metrics, caller.name,
                                    BucketRule(caller.rate_per_s, caller.burst))
-            if not decision.allowed and await _answered_key(request, caller.name, replays):
-                metrics.inc("rate_limited_replays_total")
-            elif not decision.allowed:
+            if not decision.allowed:
                 metrics.inc("rate_limited_total", caller=caller.name)
                 raise RateLimited(f"more than {caller.rate_per_s:g} requests per second "
                                   f"(burst {caller.burst}); retry after "
@@ -91,27 +81,6 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics,
         return await handler(request)
 
     return middleware
-
-
-# The routes that register a trigger under an Idempotency-Key.
-_KEYED_REGISTRATIONS = frozenset({"/v1/triggers", "/v1/triggers/{id}/snooze"})
-
-
-async def _answered_key(request: web.Request, caller: str,
-                        replays: IdempotencyCache | None) -> bool:
-    """Whether ``request`` registers under a key whose answer Redis holds (``done``): the
-    route then answers the replay, or ``422`` for another body; it cannot write. A claim in
-    progress, no entry, or Redis failing: False (refused as any request)."""
-    resource = request.match_info.route.resource
-    raw_key = request.headers.get("Idempotency-Key")
-    if (replays is None or raw_key is None or request.method != "POST" or resource is None
-            or resource.canonical not in _KEYED_REGISTRATIONS):
-        return False
-    try:
-        held = await replays.get(caller, parse_idempotency_key(raw_key) or "")
-    except (InvalidRequest, AdapterError):
-        return False
-    return held is not None and held.done
 
 
 async def take_items(limiter: RateLimiter, metrics: Metrics, caller: Caller,
@@ -152,40 +121,48 @@ def body_deadline_middleware(timeout_s: float, max_bytes: int,
 
     At most ``max_bytes``, or for a route pattern in ``large_bodies`` its own size (the
     batch create's thousand items; the application's ``client_max_size`` is the largest of
-    them, aiohttp's own ``413`` beyond): a larger declared ``Content-Length`` is ``413
-    payload_too_large`` before anything is read, a larger chunked body once read."""
+    them): a larger declared ``Content-Length`` is ``413 payload_too_large`` before anything
+    is read, a larger chunked body as soon as what was read passes the route's size (never
+    the largest route's). A request no route takes (``404``, ``405``) is answered without
+    its body being read. Authentication and the rate limit run before this."""
     large = dict(large_bodies or {})
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.body_exists and request.method in ("POST", "PUT", "PATCH", "DELETE"):
-            resource = request.match_info.route.resource
-            limit = large.get(resource.canonical, max_bytes) if resource else max_bytes
-            if request.content_length is not None and request.content_length > limit:
-                return _too_large(limit, close=True)
-            try:
-                async with asyncio.timeout(timeout_s):
-                    size = len(await request.read())
-            except TimeoutError:
-                response = web.json_response(
-                    {"error": "request_timeout",
-                     "message": f"the request body did not arrive within {timeout_s:g} s"},
-                    status=408)
-                response.force_close()
-                return response
-            if size > limit:
-                return _too_large(limit, close=False)
+        resource = request.match_info.route.resource
+        if (resource is None or not request.body_exists
+                or request.method not in ("POST", "PUT", "PATCH", "DELETE")):
+            return await handler(request)
+        limit = large.get(resource.canonical, max_bytes)
+        if request.content_length is not None and request.content_length > limit:
+            return _too_large(limit)
+        # aiohttp's read() stops once the body passes client_max_size, the application's
+        # (the largest route's) unless told this route's; it keeps what it read for the
+        # route (and for any middleware outside this one).
+        request._client_max_size = limit
+        try:
+            async with asyncio.timeout(timeout_s):
+                await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            return _too_large(limit)
+        except TimeoutError:
+            response = web.json_response(
+                {"error": "request_timeout",
+                 "message": f"the request body did not arrive within {timeout_s:g} s"},
+                status=408)
+            response.force_close()
+            return response
         return await handler(request)
 
     return middleware
 
 
-def _too_large(limit: int, *, close: bool) -> web.Response:
+def _too_large(limit: int) -> web.Response:
     response = web.json_response(
         {"error": "payload_too_large",
          "message": f"the request body is larger than {limit} bytes"}, status=413)
-    if close:  # the body was not read: it cannot be skipped on a connection kept open
-        response.force_close()
+    # The rest of the body is not read: it cannot be skipped on a connection kept open.
+    response.force_close()
     return response
 
 

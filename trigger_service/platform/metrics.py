@@ -97,8 +97,6 @@ SERIES: dict[str, Series] = {
     "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),
                                  durable=()),
     "rate_limit_errors_total": Series("counter", "rate checks that failed open (Redis)"),
-    "rate_limited_replays_total": Series(
-        "counter", "keyed registrations over the rate answered as replays (Redis held them)"),
     "registration_write_retries_total": Series(
         "counter", "registration writes repeated after a timeout (outcome unknown)"),
     "registration_outcome_unknown_total": Series(

@@ -9,6 +9,8 @@ import hmac
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.unit.app.support import NOW_MS, Env, make_env, request
 from trigger_service.core.errors import InvalidRequest, NotEditable, NotFound
@@ -109,3 +111,14 @@ def test_a_link_from_before_key_ids_verifies_under_the_current_key_only() -> Non
     assert read_token("k", legacy, NOW_MS, previous=("p",)) == ("trg_X", 4)
     with pytest.raises(InvalidRequest):
         read_token("new", legacy, NOW_MS, previous=("k",))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(max_size=600), st.sampled_from(["", ".", "..", ".a.b"]))
+def test_any_text_is_a_link_or_a_bad_link(text: str, tail: str) -> None:
+    """Never anything but ``InvalidRequest`` (``compare_digest`` raised ``TypeError`` on a
+    non-ASCII key id), whatever a browser puts in the path."""
+    with pytest.raises(InvalidRequest, match="not a valid"):
+        read_token("k", text + tail, NOW_MS, previous=("p",))
+    with pytest.raises(InvalidRequest, match="not a valid"):
+        read_token("k", "é" + tail, NOW_MS)

@@ -19,6 +19,7 @@ from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRat
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.config.callers import CallerRegistry, hash_token
+from trigger_service.http import parsing
 from trigger_service.http.app import build_app
 from trigger_service.platform.metrics import InMemoryMetrics
 from trigger_service.platform.wiring import Runtime
@@ -151,11 +152,12 @@ async def test_the_rate_and_the_quota_count_items_not_requests(limited: Api) -> 
     status, body = await post_batch(limited, items)
     answers = body["items"]
     assert status == 200
-    # The bucket holds 5: the request's token and 4 more; the quota holds 4 of those.
-    assert [a["status"] for a in answers] == [201] * 4 + [429] * 3 + [400]
+    # The bucket holds 5: the request's token and 4 more; the quota holds 4 of those. The
+    # bad item is past the bucket: refused for the rate, never parsed.
+    assert [a["status"] for a in answers] == [201] * 4 + [429] * 4
     assert answers[4]["error"] == "quota_exceeded"
-    assert [a["error"] for a in answers[5:7]] == ["rate_limited"] * 2
-    assert all(a["retryAfter"] >= 1 for a in answers[5:7])
+    assert [a["error"] for a in answers[5:]] == ["rate_limited"] * 3
+    assert all(a["retryAfter"] >= 1 for a in answers[5:])
     assert len(limited.env.store.triggers) == 4
     # The bucket is empty now: the next request is refused whole, as on any route.
     resp = await limited.client.post(URL, json={"items": [BODY]}, headers=AUTH)
@@ -163,3 +165,31 @@ async def test_the_rate_and_the_quota_count_items_not_requests(limited: Api) -> 
     limited.env.clock.advance_ms(1_000)
     _, replay = await post_batch(limited, items[:3])  # 3 tokens back: replays pass
     assert [a["status"] for a in replay["items"]] == [200, 200, 200]
+
+
+async def test_the_rate_is_charged_before_any_item_is_parsed(
+        limited: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Parsing an item (its `when`, its RRULE) is the work the rate bounds: a thousand items
+    against a bucket of 5 parse 5, an invalid item costs its token, and a batch with the
+    bucket empty is refused whole before its body is read."""
+    parsed: list[object] = []
+    parse = parsing.parse_register
+
+    def counting(body: Any, **kwargs: Any) -> Any:
+        parsed.append(body)
+        return parse(body, **kwargs)
+
+    monkeypatch.setattr(parsing, "parse_register", counting)
+    when = BODY | {"when": "in 2 hours", "delaySeconds": None}
+    items = [{k: v for k, v in when.items() if v is not None}] * 1_000
+    status, body = await post_batch(limited, [BODY | {"bogus": 1}, *items[1:]])
+    assert status == 200 and len(parsed) == 5
+    answers = body["items"]
+    assert [a["status"] for a in answers[:5]] == [400, 201, 201, 201, 201]
+    assert {a["error"] for a in answers[5:]} == {"rate_limited"} and len(answers) == 1_000
+    resp = await limited.client.post(URL, data=_raw({"items": items}), headers=AUTH | JSON)
+    await assert_error(resp, 429, "rate_limited")
+    limited.env.clock.advance_ms(700)  # two tokens back: the request's and one item's
+    _, body = await post_batch(limited, items[:100])
+    errors = [a.get("error") for a in body["items"]]
+    assert errors == ["quota_exceeded"] * 2 + ["rate_limited"] * 98 and len(parsed) == 7

@@ -9,8 +9,12 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from yarl import URL
 
 from tests.unit.app.support import CALLBACK
 from tests.unit.http.test_routes import AUTH, OPERATOR, Api, assert_error
@@ -348,3 +352,24 @@ async def test_a_key_given_twice_keeps_its_last_value_and_is_stored_once(api: Ap
     assert resp.status == 201, await resp.text()
     t = api.env.store.triggers[(await resp.json())["triggerId"]]
     assert t.payload_json == '{"a":2}' and t.fire_at_ms - t.created_at_ms == 60_000
+
+
+# --- acknowledgement links: any token a person's browser may send --------------------------
+async def test_a_non_ascii_ack_link_is_a_bad_link_not_a_500(api: Api) -> None:
+    for path in ("/ack/%C3%A9.a.b", "/ack/a.%C3%A9.b", "/ack/%C3%A9.b", "/ack/%E2%80%8B"):
+        for method in ("GET", "POST"):
+            resp = await api.client.request(method, URL(path, encoded=True))
+            assert resp.status == 400 and resp.content_type == "text/html", path
+            assert "not a valid acknowledgement link" in await resp.text()
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.text(st.characters(exclude_characters="/"), max_size=30), min_size=1,
+                max_size=4).map(".".join)
+       .filter(lambda t: t not in ("", ".", "..")))  # dot segments: no link
+async def test_no_ack_link_answers_a_5xx(api: Api, token: str) -> None:
+    """One path segment of any text, in dotted parts as a link has them (a ``/`` would name
+    another route): the page of a bad link, never a 5xx nor JSON."""
+    resp = await api.client.get(URL("/ack/" + quote(token, safe=""), encoded=True))
+    assert (resp.status, resp.content_type) == (400, "text/html"), token

@@ -19,6 +19,7 @@ from trigger_service.app.quota import QuotaGate
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import StoreError
+from trigger_service.http import parsing
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime
@@ -97,25 +98,36 @@ async def test_every_v1_request_counts_even_refused_ones_and_posts(api: Api) -> 
     assert await api.status_of("/v1/triggers", LIMITED) == 429
 
 
-async def test_a_keyed_retry_over_the_rate_is_answered_its_trigger(api: Api) -> None:
-    """A replay writes nothing: the caller learns its trigger exists instead of a 429."""
+async def test_a_keyed_retry_over_the_rate_is_429_before_its_body_is_parsed(
+        api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An answered key is no pass: telling its replay from 422 parses and plans the body
+    (a `when`, an RRULE, a DNS name), the work the rate bounds."""
+    parsed: list[object] = []
+    parse = parsing.parse_register
+
+    def counting(body: Any, **kwargs: Any) -> Any:
+        parsed.append(body)
+        return parse(body, **kwargs)
+
+    monkeypatch.setattr(parsing, "parse_register", counting)
     key = {**LIMITED, "Idempotency-Key": "k1"}
     first = await api.client.post("/v1/triggers", json=BODY, headers=key)
     assert first.status == 201
-    assert [await api.status_of("/v1/triggers", LIMITED) for _ in range(3)] == [200, 200, 429]
+    replay = await api.client.post("/v1/triggers", json=BODY, headers=key)
+    assert replay.status == 201 and replay.headers["Idempotent-Replayed"] == "true"
+    resp = await api.client.post("/v1/triggers", json={**BODY, "payload": 1}, headers=key)
+    await error_of(resp, 422, "idempotency_key_reused")
+    assert len(parsed) == 3  # the bucket (burst 3) is empty now
+    for body in (BODY, {**BODY, "payload": 1}, {**BODY, "payload": 2}) * 3:
+        resp = await api.client.post("/v1/triggers", json=body, headers=key)
+        await error_of(resp, 429, "rate_limited")
+        assert resp.headers["Retry-After"] == "1"
+    assert len(parsed) == 3 and api.env.metrics.snapshot()["rate_limited_total"] == 9
+    api.env.clock.advance_ms(500)  # one token back: the retry gets its trigger
     resp = await api.client.post("/v1/triggers", json=BODY, headers=key)
     assert resp.status == 201 and resp.headers["Idempotent-Replayed"] == "true"
     assert (await resp.json())["triggerId"] == (await first.json())["triggerId"]
-    assert api.env.metrics.snapshot()["rate_limited_replays_total"] == 1
-    resp = await api.client.post("/v1/triggers", json={**BODY, "payload": 1}, headers=key)
-    await error_of(resp, 422, "idempotency_key_reused")  # another body: never written
-    for headers in (LIMITED, {**LIMITED, "Idempotency-Key": "k2"}):  # nothing to replay
-        resp = await api.client.post("/v1/triggers", json=BODY, headers=headers)
-        await error_of(resp, 429, "rate_limited")
-    api.env.cache.entries.clear()  # Redis lost the answer: refused like any request
-    resp = await api.client.post("/v1/triggers", json=BODY, headers=key)
-    await error_of(resp, 429, "rate_limited")
-    assert len(api.env.store.triggers) == 1
+    assert len(parsed) == 4 and len(api.env.store.triggers) == 1
 
 
 async def test_callers_without_a_rate_and_ops_users_are_not_limited(api: Api) -> None:

@@ -18,6 +18,7 @@ import base64
 import binascii
 import hashlib
 import hmac
+import re
 from collections.abc import Sequence
 
 from trigger_service.core.errors import InvalidRequest
@@ -25,6 +26,8 @@ from trigger_service.core.errors import InvalidRequest
 _SIG_BYTES = 20
 _KEY_ID_BYTES = 6
 _MAX_TOKEN_CHARS = 512
+# What make_token writes: base64url without padding, and the dots between its parts.
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_.-]*")
 
 
 def _b64(data: bytes) -> str:
@@ -56,15 +59,17 @@ def read_token(secret: str, token: str, now_ms: int,
                previous: Sequence[str] = ()) -> tuple[str, int]:
     """(trigger id, occurrence seq) of a valid, unexpired link signed under ``secret`` (the
     current key) or one of ``previous``; ``InvalidRequest`` otherwise (the same answer for a
-    forged, a malformed and a retired key's link)."""
+    forged, a malformed and a retired key's link). A link is base64url and dots: a token
+    with any other character (non-ASCII above all, which ``compare_digest`` refuses on
+    ``str``) is malformed, checked before anything compares it."""
     bad = InvalidRequest("token: not a valid acknowledgement link", field="token")
-    if len(token) > _MAX_TOKEN_CHARS:
+    if len(token) > _MAX_TOKEN_CHARS or not _TOKEN_CHARS.fullmatch(token):
         raise bad
     parts = token.split(".")
     if len(parts) == 3:
         kid, body, sig = parts
-        key = next((k for k in (secret, *previous) if hmac.compare_digest(key_id(k), kid)),
-                   None)
+        key = next((k for k in (secret, *previous)
+                    if hmac.compare_digest(key_id(k).encode(), kid.encode())), None)
         signed = f"{kid}.{body}"
     elif len(parts) == 2:
         (body, sig), key, signed = parts, secret, parts[0]  # a link from before key ids

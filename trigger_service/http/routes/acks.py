@@ -71,5 +71,7 @@ async def ack_link(request: web.Request) -> web.Response:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/triggers/{id}/ack", ack)
-    app.router.add_get("/ack/{token}", ack_link)
-    app.router.add_post("/ack/{token}", ack_link)
+    # Any one segment (aiohttp's default leaves out braces): whatever a mail client did to a
+    # link, the person gets the page that says it is not one, never the API's JSON 404.
+    app.router.add_get("/ack/{token:[^/]+}", ack_link)
+    app.router.add_post("/ack/{token:[^/]+}", ack_link)

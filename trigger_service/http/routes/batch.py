@@ -11,9 +11,11 @@ are the same as with the header). Items are answered in order::
     {"index": 1, "status": 200, "triggerId": "trg_...", "fireAt": "...", "replayed": true}
     {"index": 2, "status": 400, "error": "invalid_request", "message": "...", "field": "..."}
 
-The caller's rate counts items: the request's token pays for the first valid item, each
-further one takes a token (``guards.take_items``); those the bucket cannot pay for are
-``429 rate_limited`` with ``retryAfter`` (seconds), the first ones in index order passing.
+The caller's rate counts items, and is charged before any item is parsed (parsing an item,
+its ``when`` or its RRULE, is the work the rate bounds): the request's token pays for the
+first item, each further one takes a token (``guards.take_items``), valid or not. Those the
+bucket cannot pay for are ``429 rate_limited`` with ``retryAfter`` (seconds) and are never
+parsed, the first ones in index order passing.
 """
 
 from __future__ import annotations
@@ -75,20 +77,19 @@ async def register_batch(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
     caller = caller_of(request)
     items = parse_items(parsing.parse_json_body(await request.read()))
+    granted = 1 + await take_items(runtime.limiter, runtime.metrics, caller, len(items) - 1)
+    over = _over_rate(caller, len(items) - granted)
+    answers = {index: error_item(index, over) for index in range(granted, len(items))}
     now_ms = runtime.clock.now_ms()
-    answers: dict[int, dict[str, Any]] = {}
     entries: list[BatchEntry] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(items[:granted]):
         try:
             entries.append(parse_item(index, item, caller=caller, now_ms=now_ms,
                                       payload_max_bytes=runtime.settings.api.payload_max_bytes))
         except ApiError as e:
             answers[index] = error_item(index, e)
-    granted = 1 + await take_items(runtime.limiter, runtime.metrics, caller, len(entries) - 1)
-    for entry in entries[granted:]:
-        answers[entry.index] = error_item(entry.index, _over_rate(caller, len(entries) - granted))
     outcomes = await BatchRegistration(request.app[SERVICE_KEY]).register_all(
-        caller, entries[:granted], request_id_of(request))
+        caller, entries, request_id_of(request))
     for outcome in outcomes:
         answers[outcome.index] = outcome_item(outcome, items[outcome.index])
     runtime.metrics.inc("batch_items_total", len(items))
