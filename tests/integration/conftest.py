@@ -224,7 +224,8 @@ class Stack:
             settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
             metrics=metrics, clock=SystemClock())
         book = SecretBook(self.runtime.store, self.runtime.callers, SystemClock(),
-                          settings.dispatch.secret_rotation_overlap_s)
+                          settings.dispatch.secret_rotation_overlap_s,
+                          max_live=settings.dispatch.secret_max_live)
         channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
                                  secrets_for=book.for_caller,
                                  trusts=self.runtime.callers.names_callback_host,
