@@ -390,7 +390,8 @@ async def stack(
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                       budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-                      endpoint_health=CassandraEndpointHealth.of(store),
+                      endpoint_health=CassandraEndpointHealth.of(
+                          store, settings.endpoint_health),
                       ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
                       flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
