@@ -17,10 +17,12 @@ from trigger_service.platform.wiring import Runtime
 async def build(runtime: Runtime) -> Component:
     d = runtime.settings.dispatch
     book = SecretBook(runtime.store, runtime.callers, runtime.clock,
-                      d.secret_rotation_overlap_s)
+                      d.secret_rotation_overlap_s, max_live=d.secret_max_live,
+                      max_callers=d.signer_cache_size)
     channel = WebhookChannel(d.callback_timeout_s, clock=runtime.clock,
                              secrets_for=book.for_caller,
-                             trusts=runtime.callers.names_callback_host)
+                             trusts=runtime.callers.names_callback_host,
+                             max_signer_callers=d.signer_cache_size)
     await channel.open()
     s = runtime.settings
     inbox = InboxNotifier(runtime.store, runtime.inbox_bus, runtime.clock, runtime.metrics,

@@ -2,11 +2,15 @@
 updated by this process's attempts, and the holding of due occurrences for a disabled
 endpoint.
 
-Cheap on purpose: the records are read whole at most every ``refresh_s`` (one partition, the
-origins failing now), whoever asks meanwhile; a failure writes only at the transition
-healthy → failing (``IF NOT EXISTS``) and then at most every ``write_every_s`` per origin; a
-success writes only when a record is known (this process's or the last read's). A store
-outage keeps the last answer (logged): it must not stop deliveries, nor lift a disable.
+Cheap on purpose: the records are read at most every ``refresh_s`` (in pages: the origins
+failing now, at most ``max_per_caller`` a caller), whoever asks meanwhile; a failure writes
+only at the transition healthy → failing (``IF NOT EXISTS``) and then at most every
+``write_every_s`` per origin; a success writes only when a record is known (this process's
+or the last read's). A store outage keeps the last answer (logged): it must not stop
+deliveries, nor lift a disable. A caller at its ``max_per_caller`` records gets no record
+for a new failing origin (checked against the records known here first, then by the
+store): that origin is not tracked, so never disabled, until one of the caller's records
+goes (a success, an enable, the TTL).
 
 The disable is an LWT on the record, so exactly one dispatcher applies it and sends the
 operators' event (with retries). Should it die first, every dispatcher's read sends the
@@ -147,6 +151,9 @@ class EndpointWatch:
     async def _failed(self, key: Key, error: str) -> None:
         now_ms = self._clock.now_ms()
         known = self._known.get(key)
+        if known is None and self._full(key[0]):
+            self._untracked(key)
+            return
         h = self._known[key] = (first_failure(*key, now_ms, error) if known is None
                                 else failed_again(known, now_ms, error))
         if key in self._writing:
@@ -167,7 +174,12 @@ class EndpointWatch:
             if not await self._store.note_failures(h):  # reset meanwhile: start again
                 known = None
         if known is None:  # healthy → failing: the one write of the transition
-            stored = await self._store.note_first_failure(first_failure(*key, now_ms, error))
+            stored = await self._store.note_first_failure(first_failure(*key, now_ms, error),
+                                                          self._s.max_per_caller)
+            if stored is None:
+                self._known.pop(key, None)
+                self._untracked(key)
+                return
             if stored.first_failure_at_ms != now_ms:  # another dispatcher's record
                 stored = failed_again(stored, now_ms, error)
             counted = self._known.get(key)  # with the failures seen during the write
@@ -189,6 +201,15 @@ class EndpointWatch:
                 log.info("endpoint_recovered", caller=key[0], origin=key[1])
         finally:
             self._writing.discard(key)
+
+    def _full(self, caller: str) -> bool:
+        """Whether ``caller`` has its ``max_per_caller`` records (as far as known here): a
+        new failing origin is then not tracked, without a store call per failure."""
+        return sum(1 for c, _ in self._known if c == caller) >= self._s.max_per_caller
+
+    def _untracked(self, key: Key) -> None:
+        self._metrics.inc("endpoint_untracked_total", caller=key[0])
+        log.debug("endpoint_untracked", caller=key[0], origin=key[1])
 
     def _disable_after_ms(self, caller: str) -> int:
         c = self._callers.by_name(caller)

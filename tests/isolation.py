@@ -123,7 +123,7 @@ async def a_view(t: Tenants, ids: Ids) -> list[Any]:
         resp = await t.client.get(path, headers=t.auth(t.a_token))
         assert resp.status == 200, (path, await resp.text())
         views.append(await resp.json())
-    views.append(await t.runtime.store.secrets(t.a_caller))
+    views.append(await t.runtime.store.secrets(t.a_caller, 100))
     return views
 
 

@@ -8,6 +8,9 @@ Signatures follow Standard Webhooks (https://www.standardwebhooks.com), made wit
 ``standardwebhooks`` package: ``webhook-id`` is the occurrence id, ``webhook-timestamp`` the
 send time (Unix seconds), ``webhook-signature`` one ``v1,<base64>`` per signing secret of the
 caller (the current one first), space-separated, so a receiver holding any of them verifies.
+A caller has at most ``TRIGGER_DISPATCH_SECRET_MAX_LIVE`` signing secrets at once, so at most
+that many signatures; the signers are kept for the ``TRIGGER_DISPATCH_SIGNER_CACHE_SIZE`` most
+recently used callers.
 
 The SSRF guard (issue 13): the URL is normalised again (it was stored normalised: the same
 text) and sent in exactly that form. Unless a prefix of the trigger's caller names the host
@@ -36,6 +39,7 @@ from yarl import URL
 
 from dispatcher.channels.guard import AddressRefused, GuardedResolver, Lookup, system_lookup
 from dispatcher.channels.provider_http import clock_now, retry_after_s
+from dispatcher.lru import Lru
 from trigger_service.core.dead_letters import EXCERPT_MAX_BYTES, excerpt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
@@ -72,33 +76,43 @@ def trusts_nothing(caller: str, url: CallbackUrl) -> bool:
 class WebhookChannel:
     def __init__(self, timeout_s: float, *, clock: Clock | None = None,
                  secrets_for: SecretsFor = no_secrets, max_connections: int = 1000,
-                 trusts: TrustsHost = trusts_nothing, lookup: Lookup = system_lookup) -> None:
+                 trusts: TrustsHost = trusts_nothing, lookup: Lookup = system_lookup,
+                 max_signer_callers: int = 1_000) -> None:
         """``trusts``: ``CallerRegistry.names_callback_host`` (the default trusts no host:
         every callback guarded); ``lookup``: DNS (tests replace it); ``max_connections``
-        for each of the two sessions."""
+        for each of the two sessions; ``max_signer_callers``: callers whose signers are
+        kept (least recently used dropped)."""
         self._trusts = trusts
         self._lookup = lookup
         self._timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._timeout_s = timeout_s
         self._clock: Clock = clock if clock is not None else SystemClock()
         self._secrets_for = secrets_for
-        self._signers: dict[str, Webhook] = {}
+        self._signers: Lru[str, tuple[tuple[str, ...], list[Webhook]]] = Lru(max_signer_callers)
         self._max_connections = max_connections
         self._guarded: aiohttp.ClientSession | None = None
         self._trusted: aiohttp.ClientSession | None = None
 
     async def signature_headers(self, trigger: Trigger, body: str) -> dict[str, str]:
         """The Standard Webhooks headers for ``body`` (none if the caller has no secret)."""
-        secrets = await self._secrets_for(trigger.caller)
+        secrets = tuple(await self._secrets_for(trigger.caller))
         if not secrets:
             return {}
-        signers = []
-        for secret in secrets:
-            signer = self._signers.get(secret)
-            if signer is None:
-                signer = self._signers[secret] = Webhook(secret)
-            signers.append(signer)
-        return webhook_headers(signers, trigger.occurrence_id, clock_now(self._clock), body)
+        return webhook_headers(self._signers_of(trigger.caller, secrets), trigger.occurrence_id,
+                               clock_now(self._clock), body)
+
+    @property
+    def signer_callers(self) -> int:
+        """How many callers' signers are kept (at most ``max_signer_callers``)."""
+        return len(self._signers)
+
+    def _signers_of(self, caller: str, secrets: tuple[str, ...]) -> list[Webhook]:
+        """The signers of ``secrets``, kept per caller (made again when they change)."""
+        kept = self._signers.get(caller)
+        if kept is None or kept[0] != secrets:
+            kept = (secrets, [Webhook(secret) for secret in secrets])
+        self._signers.put(caller, kept)
+        return kept[1]
 
     async def _headers(self, trigger: Trigger, attempt: int, body: str,
                        ends_at: float) -> dict[str, str]:

@@ -98,7 +98,7 @@ async def test_secrets_attempts_cursors_and_counters_come_back_whole(
     store, caller = small_pages_store, unique("pg-")
     for n in range(ROWS):
         await store.add_secret(caller, T0 + n, f"secret-{n}")
-    assert await store.secrets(caller) == [(T0 + n, f"secret-{n}")
+    assert await store.secrets(caller, ROWS) == [(T0 + n, f"secret-{n}")
                                            for n in reversed(range(ROWS))]
     tid = new_trigger_id(T0)
     attempts = [Attempt(tid, f"{tid}.1", n + 1, T0 + n, 5, 503, "HTTP 503", None, "d")

@@ -227,7 +227,8 @@ class Stack:
             settings.sqs, visibility_timeout_s=settings.dispatch.visibility_timeout_s,
             metrics=metrics, clock=SystemClock())
         book = SecretBook(self.runtime.store, self.runtime.callers, SystemClock(),
-                          settings.dispatch.secret_rotation_overlap_s)
+                          settings.dispatch.secret_rotation_overlap_s,
+                          max_live=settings.dispatch.secret_max_live)
         channel = WebhookChannel(settings.dispatch.callback_timeout_s, clock=SystemClock(),
                                  secrets_for=book.for_caller,
                                  trusts=self.runtime.callers.names_callback_host,
@@ -394,7 +395,8 @@ async def stack(
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                       budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-                      endpoint_health=CassandraEndpointHealth.of(store),
+                      endpoint_health=CassandraEndpointHealth.of(
+                          store, settings.endpoint_health),
                       ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
                       flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,

@@ -106,7 +106,7 @@ async def test_signing_secrets_are_sealed_and_a_rotation_in_a_taken_ms_keeps_bot
     first = await store.add_secret(caller, now_ms, "whsec_first")
     second = await store.add_secret(caller, now_ms, "whsec_second")
     assert (first, second) == (now_ms, now_ms + 1)
-    assert await store.secrets(caller) == [(now_ms + 1, "whsec_second"), (now_ms, "whsec_first")]
+    assert await store.secrets(caller, 3) == [(now_ms + 1, "whsec_second"), (now_ms, "whsec_first")]
     stored = raw_secrets(raw, KEYSPACE, caller)
     assert len(stored) == 2 and all(is_sealed(v) and "whsec_" not in v for v in stored)
 
@@ -223,7 +223,7 @@ async def test_reencrypt_moves_clear_and_old_key_rows_to_the_current_key(tmp_pat
                 back = await reader.get(t.trigger_id)
                 assert back is not None and back.payload_json == t.payload_json
                 assert back.plan == t.plan
-            assert await reader.secrets(caller) == [(2, "whsec_in_clear"), (1, "whsec_old_key")]
+            assert await reader.secrets(caller, 3) == [(2, "whsec_in_clear"), (1, "whsec_old_key")]
         finally:
             reader.close_sync()
     finally:

@@ -41,8 +41,8 @@ async def test_dead_lettered_while_disabled_then_replayed_once(stack: Stack) -> 
     since_ms = now_ms - 1_000
     health = stack.runtime.endpoint_health  # as a dispatcher writes it after the failures
     h = await health.note_first_failure(first_failure(stack.caller, origin, now_ms - 9_000,
-                                                      "HTTP 503"))
-    assert await health.mark_disabled(h, now_ms)
+                                                      "HTTP 503"), 100)
+    assert h is not None and await health.mark_disabled(h, now_ms)
     await stack.start_dispatcher(endpoints=True)
     status, got, _ = await stack.post(stack.body(fireAt=format_rfc3339_ms(now_ms + 500)))
     assert status == 201, got

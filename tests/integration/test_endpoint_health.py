@@ -185,8 +185,8 @@ async def _seed_disabled(stack: Stack) -> str:
     now_ms = int(time.time() * 1000)
     health = stack.runtime.endpoint_health
     h = await health.note_first_failure(first_failure(stack.caller, origin, now_ms - 9_000,
-                                                      "HTTP 503"))
-    assert await health.mark_disabled(h, now_ms)
+                                                      "HTTP 503"), 100)
+    assert h is not None and await health.mark_disabled(h, now_ms)
     return origin
 
 

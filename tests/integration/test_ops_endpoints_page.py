@@ -26,7 +26,8 @@ async def test_operator_sees_a_disabled_endpoint_and_enables_it(
     now_ms = int(time.time() * 1000)
     health = stack.runtime.endpoint_health
     h = await health.note_first_failure(first_failure(stack.caller, origin,
-                                                      now_ms - 5 * 86_400_000, "HTTP 503"))
+                                                      now_ms - 5 * 86_400_000, "HTTP 503"), 100)
+    assert h is not None
     h = failed_again(h, now_ms - 60_000, "HTTP 503 Service Unavailable", 4_211)
     assert await health.note_failures(h) and await health.mark_disabled(h, now_ms - 60_000)
     console = await Console.open(browser, stack, DESKTOP)

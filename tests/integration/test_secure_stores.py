@@ -107,7 +107,7 @@ async def test_cassandra_with_credentials_and_ca_migrates_and_stores(
     try:
         caller = f"secure-{uuid.uuid4().hex[:8]}"
         await store.add_secret(caller, 1_000, "whsec_one")
-        assert await store.secrets(caller) == [(1_000, "whsec_one")]
+        assert await store.secrets(caller, 3) == [(1_000, "whsec_one")]
     finally:
         store.close_sync()
 

@@ -98,9 +98,14 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
-- ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → per (``caller``, ``origin``) a
-                          failing or disabled endpoint; read whole every few s by each
-                          dispatcher; deleted by a success or an enable. Size: origins failing.
+- ``endpoint_health_by_caller`` (``caller``) → per ``origin`` a failing or disabled endpoint;
+                          read in pages every few s by each dispatcher; deleted by a success
+                          or an enable, else expires ``TRIGGER_ENDPOINT_HEALTH_RECORD_TTL_S``
+                          after its last write. Size: origins failing, at most
+                          ``TRIGGER_ENDPOINT_HEALTH_MAX_PER_CALLER`` a caller.
+- ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → the same records as written by
+                          releases before 027; emptied into ``endpoint_health_by_caller`` by
+                          the dispatchers' first reads, then only read at process start.
 - ``zoned_triggers``      (``tzdata_version``, ``shard``) → ids of wall-clock triggers whose
                           next occurrence was resolved with that zone-rules release; with
                           ``zoned_versions`` (the releases in use) it drives the rezone pass.
@@ -253,8 +258,9 @@ TABLE_SECRETS: Final = "signing_secrets"
 TABLE_PAUSED_CALLERS: Final = "paused_callers"
 PAUSED_CALLERS_KEY: Final = "all"
 COL_PAUSED_AT_MS: Final = "paused_at_ms"
-TABLE_ENDPOINT_HEALTH: Final = "endpoint_health"
-ENDPOINT_HEALTH_KEY: Final = "all"
+TABLE_ENDPOINT_HEALTH: Final = "endpoint_health_by_caller"
+TABLE_ENDPOINT_HEALTH_LEGACY: Final = "endpoint_health"
+ENDPOINT_HEALTH_KEY: Final = "all"  # the legacy table's one partition
 ENDPOINT_HEALTH_COLUMNS: Final = ("first_failure_at_ms", "last_failure_at_ms", "failures",
                                   "last_error", "disabled_at_ms", "notified_at_ms")
 COL_ORIGIN: Final = "origin"

@@ -29,6 +29,12 @@ class EndpointHealthSettings:
     write_every_s: int = 30
     # How old a dispatcher's copy of the records may be (the disabled endpoints it holds).
     refresh_s: int = 2
+    # A record expires this long after its last write (a disabled endpoint nobody enables is
+    # tried again after it); each caller has at most max_per_caller (a new failing origin
+    # past that is not tracked); dispatchers read the records in pages of page_size.
+    record_ttl_s: int = 7 * 86_400
+    max_per_caller: int = 100
+    page_size: int = 500
     ops_events_url: str = ""  # none: the events are only logged
     ops_events_secret: str = field(default="", repr=False)  # never logged
 
@@ -58,6 +64,15 @@ ENDPOINT_HEALTH_VARIABLES: tuple[Row, ...] = (
      "a failing endpoint's record is rewritten at most this often per dispatcher"),
     ("TRIGGER_ENDPOINT_HEALTH_REFRESH_S", ("endpoint_health", "refresh_s"), at_least_one,
      "each dispatcher reads the endpoint records this often (disabled ones are held)"),
+    ("TRIGGER_ENDPOINT_HEALTH_RECORD_TTL_S", ("endpoint_health", "record_ttl_s"), at_least_one,
+     "an endpoint's record expires this long after its last change (a disabled endpoint "
+     "nobody enabled is then tried again)"),
+    ("TRIGGER_ENDPOINT_HEALTH_MAX_PER_CALLER", ("endpoint_health", "max_per_caller"),
+     at_least_one,
+     "endpoints (callback origins) tracked per caller at once; a new failing origin past this "
+     "is not tracked (never disabled) until one of the caller's records goes"),
+    ("TRIGGER_ENDPOINT_HEALTH_PAGE_SIZE", ("endpoint_health", "page_size"), at_least_one,
+     "rows per page of a dispatcher's read of the endpoint records"),
     ("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_URL", ("endpoint_health", "ops_events_url"), str,
      "operators' webhook for endpoint.disabled / endpoint.enabled events (empty: log only)"),
     ("TRIGGER_ENDPOINT_HEALTH_OPS_EVENTS_SECRET", ("endpoint_health", "ops_events_secret"), str,

@@ -75,6 +75,7 @@ class ApiSettings:
     # Earlier keys whose links still verify (rotation); never used to sign.
     ack_previous_secrets: tuple[str, ...] = field(default=(), repr=False)
     ack_link_ttl_s: int = 7 * 86_400
+    secret_rotations_per_minute: int = 3  # per caller (app.signing)
 
 
 @dataclass(frozen=True)
@@ -98,6 +99,8 @@ class DispatchSettings:
     visibility_slack_s: int = 20
     retry_after_max_s: int = 3600
     secret_rotation_overlap_s: int = 86_400
+    secret_max_live: int = 3  # signing secrets per caller at once (core.notify.signing)
+    signer_cache_size: int = 1_000  # callers whose signers a dispatcher keeps (LRU)
     metrics_port: int = 9101
 
     @property
@@ -316,6 +319,9 @@ VARIABLES: tuple[Variable, ...] = (
              "none is signed with them (keep one until its last link expired)"),
     Variable("TRIGGER_API_ACK_LINK_TTL_S", ("api", "ack_link_ttl_s"), _pos_int,
              "how long an acknowledgement link works after its occurrence's fire time"),
+    Variable("TRIGGER_API_SECRET_ROTATIONS_PER_MINUTE",
+             ("api", "secret_rotations_per_minute"), _pos_int,
+             "signing-secret rotations a caller may make per minute (more: 429 with Retry-After)"),
     Variable("TRIGGER_ENV", ("", "env"), env_kind,
              "production (the default; development must be asked for) refuses development "
              "credentials, as does any listener off loopback (docs/operations/production.md)"),
@@ -343,6 +349,12 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S",
              ("dispatch", "secret_rotation_overlap_s"), _pos_int,
              "after a rotation the previous signing secret still signs this long"),
+    Variable("TRIGGER_DISPATCH_SECRET_MAX_LIVE", ("dispatch", "secret_max_live"), _pos_int,
+             "signing secrets of a caller that sign at once, the newest (a delivery carries one "
+             "signature each); a rotation deletes the stored ones past this"),
+    Variable("TRIGGER_DISPATCH_SIGNER_CACHE_SIZE", ("dispatch", "signer_cache_size"), _pos_int,
+             "callers whose signing secrets and signers a dispatcher keeps (least recently "
+             "used dropped)"),
     Variable("TRIGGER_DISPATCH_RETRY_BACKOFF_S", ("dispatch", "retry_backoff_s"), _int_list,
              "delay before attempt 2, 3, ...; the last value repeats"),
     Variable("TRIGGER_DISPATCH_MAX_ATTEMPTS", ("dispatch", "max_attempts"), _pos_int,

@@ -2,8 +2,9 @@
 callers' request rates, and a deadline on reading a request's body.
 
 Order in ``build_app``: timing → tracing → request id → errors → auth → connection share
-(``http/server.py``) → rate limit → body deadline → the route. The rate limit runs after auth (it needs the caller) and before the body is read,
-so a caller over its rate costs one Redis round trip and nothing else.
+(``http/server.py``) → rate limit → body deadline → the route. The rate limit runs after auth
+(it needs the caller) and before the body is read, so a caller over its rate costs one Redis
+round trip and nothing else.
 """
 
 from __future__ import annotations

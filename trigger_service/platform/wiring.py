@@ -172,7 +172,7 @@ class Runtime:
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-                   endpoint_health=CassandraEndpointHealth.of(store),
+                   endpoint_health=CassandraEndpointHealth.of(store, settings.endpoint_health),
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
                    flow=RedisFlowLimiter(redis),
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue), tracing=tracing)

@@ -13,8 +13,9 @@ from trigger_service.adapters.cassandra.sealing import RowSealer, inbox_context
 from trigger_service.adapters.cassandra.statements import creation_values
 from trigger_service.adapters.crypto.keyfile import add_key
 from trigger_service.adapters.crypto.keyring import file_cipher
+from trigger_service.adapters.memory.limits import MemoryRateLimiter
 from trigger_service.adapters.memory.store import MemoryStore
-from trigger_service.app.signing import SigningSecrets
+from trigger_service.app.signing import RotationPolicy, SigningSecrets
 from trigger_service.core.errors import CipherError
 from trigger_service.core.model import Route, Trigger
 from trigger_service.core.ports.crypto import is_sealed
@@ -81,11 +82,11 @@ async def test_secrets_are_sealed_whatever_the_payload_setting(tmp_path: Path) -
 
 async def test_two_rotations_in_one_millisecond_keep_both_secrets() -> None:
     store, clock = MemoryStore(), ManualClock(1_000_000)
-    signing = SigningSecrets(store, clock, overlap_s=60)
+    signing = SigningSecrets(store, clock, MemoryRateLimiter(clock), RotationPolicy(60))
     first = await signing.rotate("c")
     second = await signing.rotate("c")  # the clock has not moved
     assert (first.created_at_ms, second.created_at_ms) == (1_000_000, 1_000_001)
-    assert await store.secrets("c") == [(1_000_001, second.secret), (1_000_000, first.secret)]
+    assert await store.secrets("c", 3) == [(1_000_001, second.secret), (1_000_000, first.secret)]
     assert await signing.active("c", []) == [second.secret, first.secret]
 
 

@@ -31,7 +31,7 @@ def parts(env: Env) -> tuple[MemoryEndpointHealth, MemoryOpsEvents]:
     eh = env.settings.endpoint_health
     env.settings = replace(env.settings, endpoint_health=replace(
         eh, disable_after_s=DISABLE_AFTER_S, write_every_s=10, refresh_s=2))
-    return MemoryEndpointHealth(), MemoryOpsEvents()
+    return MemoryEndpointHealth(env.clock), MemoryOpsEvents()
 
 
 def _watch(env: Env, store: MemoryEndpointHealth, events: MemoryOpsEvents) -> EndpointWatch:
@@ -60,10 +60,11 @@ async def test_a_herd_of_failures_writes_at_the_transition_then_once_a_period(
 class _SlowStore(MemoryEndpointHealth):
     """Answers the first failure's write after other tasks ran (as a real LWT does)."""
 
-    async def note_first_failure(self, h: EndpointHealth) -> EndpointHealth:
+    async def note_first_failure(self, h: EndpointHealth, max_per_caller: int
+                                 ) -> EndpointHealth | None:
         for _ in range(5):
             await asyncio.sleep(0)
-        return await super().note_first_failure(h)
+        return await super().note_first_failure(h, max_per_caller)
 
 
 async def test_failures_answering_together_make_one_write_and_are_all_counted(

@@ -100,6 +100,16 @@ async def test_rotating_the_signing_secret_shows_it_once(api: Api) -> None:
     assert body["secret"].startswith("whsec_") and resp.headers["Cache-Control"] == "no-store"
 
 
+async def test_the_fourth_rotation_answers_429_with_retry_after(api: Api) -> None:
+    for _ in range(3):
+        resp = await api.client.post("/v1/signing-secrets/rotate", headers=AUTH)
+        assert resp.status == 201, await resp.text()
+    resp = await api.client.post("/v1/signing-secrets/rotate", headers=AUTH)
+    body = await assert_error(resp, 429, "rate_limited")
+    assert "rotations per minute" in body["message"]
+    assert 1 <= int(resp.headers["Retry-After"]) <= 20
+
+
 async def test_a_series_with_every_time_and_channel_field_is_accepted(api: Api) -> None:
     body = {k: v for k, v in BODY.items() if k != "delaySeconds"} | INBOX | {
         "localTime": "2023-11-20T09:00:00", "timeZone": "Europe/Berlin",

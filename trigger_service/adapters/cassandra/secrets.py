@@ -5,7 +5,8 @@ A secret is always sealed (``sealing.RowSealer``; rows of releases before are in
 read as they are). A rotation takes its millisecond with ``INSERT IF NOT EXISTS``: two
 rotations of one caller in the same millisecond would otherwise overwrite each other (the
 first one's secret lost though its caller was shown it), so the later takes the next free
-millisecond.
+millisecond. Reads take the newest few only (``LIMIT``): each secret read is opened
+(decrypted), and a caller's old rotations are deleted by a range delete at its next rotation.
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ def secret_queries(keyspace: str) -> dict[str, str]:
         "secret_put": f"INSERT INTO {t} ({s.COL_CALLER}, {s.COL_CREATED_AT_MS}, "
         f"{s.COL_SECRET}) VALUES (?, ?, ?) IF NOT EXISTS",
         "secrets": f"SELECT {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {t} "
-        f"WHERE {s.COL_CALLER} = ?",
+        f"WHERE {s.COL_CALLER} = ? LIMIT ?",
+        "secrets_retire": f"DELETE FROM {t} WHERE {s.COL_CALLER} = ? "
+        f"AND {s.COL_CREATED_AT_MS} < ?",
         # Every caller's secrets (a small table): what reencrypt pages through.
         "secrets_all": f"SELECT {s.COL_CALLER}, {s.COL_CREATED_AT_MS}, {s.COL_SECRET} FROM {t}",
         "secret_reseal": f"UPDATE {t} SET {s.COL_SECRET} = ? WHERE {key} IF {s.COL_SECRET} = ?",
@@ -61,11 +64,14 @@ class CassandraSecrets:
                 return ms
         raise StoreError(f"no free millisecond for {caller}'s rotation near {created_at_ms}")
 
-    async def secrets(self, caller: str) -> list[tuple[int, str]]:
-        rows = await self._run("secrets", [caller])
+    async def secrets(self, caller: str, limit: int) -> list[tuple[int, str]]:
+        rows = await self._run("secrets", [caller, max(1, limit)])
         return [(r[s.COL_CREATED_AT_MS],
                  await self._sealer.open_secret(caller, r[s.COL_CREATED_AT_MS], r[s.COL_SECRET]))
                 for r in rows]
+
+    async def retire_secrets(self, caller: str, before_ms: int) -> None:
+        await self._run("secrets_retire", [caller, before_ms])
 
     async def reseal_secrets(self) -> ResealReport:
         scanned = resealed = failed = raced = 0

@@ -21,6 +21,7 @@ from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 
 # The queue's fake lives in its own module; tests import every fake from here.
 from trigger_service.adapters.memory.queue import MemoryQueue as MemoryQueue
+from trigger_service.adapters.memory.secrets import MemorySecrets
 from trigger_service.adapters.memory.trigger_jobs import MemoryTriggerJobs
 from trigger_service.core.errors import StoreTimeout
 from trigger_service.core.model import (
@@ -45,7 +46,7 @@ from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 
 class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
-                  MemoryCallerPauses):
+                  MemoryCallerPauses, MemorySecrets):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs.
@@ -62,11 +63,11 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self._init_dead_letters()
         self._init_inbox()
         self._init_trigger_jobs()
+        self._init_secrets()
         self.rows: dict[tuple[str, int | None], Trigger] = {}
         self.pointers: dict[str, MemoryPointer] = {}
         self.triggers: MutableMapping[str, Trigger] = LiveRows(self)
         self.zoned: dict[tuple[str, int], set[str]] = {}
-        self.signing_secrets: dict[str, list[tuple[int, str]]] = {}
         self.buckets: dict[tuple[int, int], list[BucketEntry]] = {}
         self.list_max_rows = 2000  # index entries one listing call may read (as Cassandra's)
         # Rows per page of the paged reads (zoned ids, job items), as Cassandra's fetch size.
@@ -129,23 +130,6 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         delayed, self.delayed = self.delayed, []
         for t in delayed:
             self._land(t)
-
-    async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> int:
-        self._enter("add_secret")
-        mine = self.signing_secrets.setdefault(caller, [])
-        taken = {ms for ms, _ in mine}
-        while created_at_ms in taken:  # as the real store: the next free millisecond
-            created_at_ms += 1
-        mine.append((created_at_ms, secret))
-        return created_at_ms
-
-    async def secrets(self, caller: str) -> list[tuple[int, str]]:
-        self._enter("secrets")
-        return sorted(self.signing_secrets.get(caller, []), reverse=True)
-
-    async def reseal_secrets(self) -> ResealReport:
-        self._enter("reseal_secrets")  # a fake keeps values in clear: nothing to move
-        return ResealReport(scanned=sum(len(v) for v in self.signing_secrets.values()))
 
     async def reseal_triggers(self) -> ResealReport:
         self._enter("reseal_triggers")

@@ -418,8 +418,14 @@ class SecretStore(Protocol):
         next free one if another rotation of the caller took it. Raises ``StoreError``."""
         ...
 
-    async def secrets(self, caller: str) -> list[tuple[int, str]]:
-        """(created_at_ms, secret), newest first. Raises ``StoreError``."""
+    async def secrets(self, caller: str, limit: int) -> list[tuple[int, str]]:
+        """The newest ``limit`` (created_at_ms, secret), newest first (only those are read
+        and opened). Raises ``StoreError``."""
+        ...
+
+    async def retire_secrets(self, caller: str, before_ms: int) -> None:
+        """Delete the caller's secrets made before ``before_ms`` (idempotent). Raises
+        ``StoreError``."""
         ...
 
 

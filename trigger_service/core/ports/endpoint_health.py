@@ -3,7 +3,12 @@ dispatcher through a cache (``dispatcher.endpoint_health``), and the operators' 
 
 Every write to a record is conditional (an LWT), so a reset by one process is never undone
 by another's late rewrite, and exactly one process disables an endpoint (and sends its
-event)."""
+event).
+
+Bounded per caller: a record expires a TTL after its last write (each write renews it), a
+caller has at most ``max_per_caller`` records (a new failing origin past that is not
+tracked: it is never disabled, its deliveries retry as any), and every caller's records are
+read in pages."""
 
 from __future__ import annotations
 
@@ -16,17 +21,21 @@ class EndpointHealthStore(Protocol):
     """Every method may raise ``StoreError``."""
 
     async def endpoint_health(self, caller: str | None = None) -> list[EndpointHealth]:
-        """Every record (a small table, read whole), or ``caller``'s; by caller, origin."""
+        """Every record (read in pages, to the end), or ``caller``'s; by caller, origin."""
         ...
 
-    async def note_first_failure(self, h: EndpointHealth) -> EndpointHealth:
+    async def note_first_failure(self, h: EndpointHealth, max_per_caller: int
+                                 ) -> EndpointHealth | None:
         """Make ``h`` unless a record of its (caller, origin) exists; the record now stored
-        (``h``, or the one already there)."""
+        (``h``, or the one already there). None when there is none and its caller has
+        ``max_per_caller`` records already (not tracked; two made together past the cap may
+        both be refused)."""
         ...
 
     async def note_failures(self, h: EndpointHealth) -> bool:
         """Rewrite the counts of ``h`` if the stored record is the same one (same first
-        failure); False when it was reset (or replaced) meanwhile."""
+        failure, disable and notification); False when it was reset, replaced, disabled or
+        notified meanwhile."""
         ...
 
     async def mark_disabled(self, h: EndpointHealth, at_ms: int) -> bool:
@@ -35,7 +44,8 @@ class EndpointHealthStore(Protocol):
         ...
 
     async def mark_notified(self, h: EndpointHealth, at_ms: int) -> None:
-        """The disabled event of ``h`` was sent (idempotent)."""
+        """The disabled event of ``h`` (the record as disabled) was sent (idempotent);
+        nothing when the stored record is another one."""
         ...
 
     async def clear_failing(self, caller: str, origin: str) -> bool:

@@ -1,11 +1,13 @@
 """``POST /v1/signing-secrets/rotate``: a new current signing secret for the calling caller,
-shown once; the previous ones keep signing for ``TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S``."""
+shown once; the previous ones keep signing for ``TRIGGER_DISPATCH_SECRET_ROTATION_OVERLAP_S``
+(the ``TRIGGER_DISPATCH_SECRET_MAX_LIVE`` newest). Past ``TRIGGER_API_SECRET_ROTATIONS_PER_MINUTE``
+a caller's rotation is refused: 429 ``rate_limited`` with ``Retry-After``."""
 
 from __future__ import annotations
 
 from aiohttp import web
 
-from trigger_service.app.signing import SigningSecrets
+from trigger_service.app.signing import RotationPolicy, SigningSecrets
 from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.http.auth import caller_of
 from trigger_service.http.keys import RUNTIME_KEY
@@ -13,8 +15,8 @@ from trigger_service.http.keys import RUNTIME_KEY
 
 async def rotate(request: web.Request) -> web.Response:
     runtime = request.app[RUNTIME_KEY]
-    book = SigningSecrets(runtime.store, runtime.clock,
-                          runtime.settings.dispatch.secret_rotation_overlap_s)
+    book = SigningSecrets(runtime.store, runtime.clock, runtime.limiter,
+                          RotationPolicy.of(runtime.settings))
     rotated = await book.rotate(caller_of(request).name)
     return web.json_response({
         "secret": rotated.secret,
