@@ -5,8 +5,9 @@ injected Clock's), never the machine's clock or local zone.
 A phrase is read one of three ways, and :class:`Resolved` says which:
 
 - **relative** ("in 2 hours", "in 1 hour and 30 minutes", "90 minutes from now", "now":
-  :mod:`trigger_service.core.time.when_relative`'s grammar, read in one pass): seconds, minutes, hours, days and weeks of *elapsed* time added to now — an instant; no
-  zone needed (with ``timeZone`` too, the instant is the same). Behaves as ``fireAt``.
+  :mod:`trigger_service.core.time.when_relative`'s grammar, read in one pass): seconds,
+  minutes, hours, days and weeks of *elapsed* time added to now — an instant; no zone needed
+  (with ``timeZone`` too, the instant is the same). Behaves as ``fireAt``.
 - **wall clock** (anything else dateparser reads: "tomorrow 9am", "next friday 17:30",
   "march 4th at 9:15pm", "in 2 months"): a wall time in ``timeZone`` (required), read by
   dateparser with the zone's wall time now as its base and resolved by ``core.time.zones`` like a
