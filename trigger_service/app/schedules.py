@@ -148,8 +148,6 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     limit = search_limit(rec, max(start_ms, after_ms or start_ms), horizon_days)
     if rec.kind is RuleKind.ONCE:
         _plan_once(rec, start_ms, horizon_days)  # a gap under "skip" is refused here too
-    else:
-        _check_interval(rec, limit, min_interval_s)
     out: list[int] = []
     # From the first instant after ``after_ms``: a fixed-step rule starts there, not at DTSTART.
     for occ in occurrences(rec, limit=limit,
@@ -157,6 +155,10 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
         out.append(occ.at_ms)
         if len(out) >= count:
             break
+    # After the expansion: a rule with no instance from DTSTART has no interval to check, and
+    # one that never matches is walked once, not twice.
+    if rec.kind is not RuleKind.ONCE and (out or after_ms is not None):
+        _check_interval(rec, limit, min_interval_s)
     return out
 
 
@@ -175,14 +177,16 @@ def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
 def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
                  min_interval_s: int) -> Planned:
     field_name = rec.kind.value
-    _check_interval(rec, search_limit(rec, now_ms, horizon_days), min_interval_s)
     # Whole seconds: an occurrence in the second the request arrived still fires. The
-    # schedule is stored anchored: a DTSTART far back is not expanded from again.
+    # schedule is stored anchored: a DTSTART far back is not expanded from again. Looked for
+    # before the interval is checked: a rule that never matches is walked once, not twice.
     first = first_step(rec, not_before_ms=now_ms - now_ms % 1000, horizon_days=horizon_days)
-    occ, rec = first.occurrence, first.schedule
+    occ = first.occurrence
     if occ is None:
         raise InvalidRequest(f"{field_name}: no occurrence within {horizon_days} days "
                              "(TRIGGER_API_MAX_FIRE_AHEAD_DAYS)", field=field_name)
+    _check_interval(rec, search_limit(rec, now_ms, horizon_days), min_interval_s)
+    rec = first.schedule
     _within_horizon(occ.at_ms, now_ms, horizon_days, field_name)
     return Planned(occ.at_ms, rec, occ)
 

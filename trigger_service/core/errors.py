@@ -6,6 +6,8 @@
     ├── ConfigError                   a bad TRIGGER_* variable or callers file (fails at start-up)
     ├── ApiError                      becomes {"error": code, "message": ...} with `status`
     │   ├── InvalidRequest            400 invalid_request (``field`` names the field)
+    │   │   └── RuleTooCostly         an rrule or cron whose expansion ran out of its step
+    │   │                             budget (core.time.rule_walk): refused, or its series ends
     │   ├── FireAtOutOfRange          400 fire_at_out_of_range (``field`` too)
     │   ├── Unauthorized              401 unauthorized
     │   ├── Forbidden                 403 forbidden (the token's role may not do this)
@@ -90,6 +92,12 @@ class _FieldError(ApiError):
 
 class InvalidRequest(_FieldError):
     status, code = 400, "invalid_request"
+
+
+class RuleTooCostly(InvalidRequest):
+    """A recurrence rule yields nothing soon enough (or starts too far back) for its
+    expansion's step budget; ``field`` is ``rrule`` or ``cron``. A request is refused with
+    it; a series' step after a fire treats it as the end of the series."""
 
 
 class FireAtOutOfRange(_FieldError):

@@ -33,12 +33,16 @@ from trigger_service.core.time.recurrence import (
     parse_rule,
     wall_instances,
 )
-from trigger_service.core.time.series import step_schedule as step
+from trigger_service.core.time.rule_walk import SERIES_STEPS
+from trigger_service.core.time.series import Step, step_schedule
 from trigger_service.core.time.timing import datetime_to_ms
 from trigger_service.core.time.zone_offsets import offset_bounds
 from trigger_service.core.time.zones import DstPolicy, Gap, Overlap, load_zone, resolve
 
 Key = tuple[int, int, bool]
+# The cases walk thousands of instances (a cron every 20 minutes for 40 days): more than a
+# request's budget allows, the dispatcher's room.
+STEPS = SERIES_STEPS
 
 # Each zone with a day where its offset changes: the anchors and cursors land around it.
 ZONES = {
@@ -99,7 +103,7 @@ def schedules(draw: st.DrawFn) -> tuple[Recurrence, datetime]:
         text = text.removesuffix("|until") + f";UNTIL={until:%Y%m%dT%H%M%S}"
     policy = DstPolicy(draw(st.sampled_from(list(Gap))), draw(st.sampled_from(list(Overlap))))
     rule = parse_rule(kind, text, load_zone(zone), dtstart)
-    walls = list(wall_instances(Recurrence(kind, rule, zone, dtstart, policy), limit))
+    walls = list(wall_instances(Recurrence(kind, rule, zone, dtstart, policy), limit, STEPS))
     excluded = draw(st.lists(st.sampled_from(walls), max_size=4)) if walls else []
     exdates = tuple(sorted({w.replace(microsecond=0) for w in excluded}))
     return Recurrence(kind, rule, zone, dtstart, policy, exdates), limit
@@ -109,12 +113,18 @@ def reference(rec: Recurrence, limit: datetime) -> list[Key]:
     """Every occurrence's key by the definition: from DTSTART, EXDATEs out, resolved, sorted."""
     plain = replace(rec, anchor=None)
     out = []
-    for index, wall in enumerate(wall_instances(plain, limit)):
+    for index, wall in enumerate(wall_instances(plain, limit, STEPS)):
         if wall.replace(microsecond=0) in rec.exdates:
             continue
         for n, at_ms in enumerate(resolve(wall, rec.zone, rec.dst)):
             out.append((at_ms, index, n == 1))
     return sorted(out)
+
+
+def step(rec: Recurrence, *, limit: datetime, after: Key | None = None,
+         not_before_ms: int | None = None) -> Step:
+    return step_schedule(rec, limit=limit, after=after, not_before_ms=not_before_ms,
+                         max_steps=STEPS)
 
 
 def walked(rec: Recurrence, limit: datetime, first_bound_ms: int,
@@ -151,10 +161,11 @@ def test_any_usable_anchor_gives_the_same_occurrences_after_a_cursor(
     if not expected:
         return
     cursor = expected[data.draw(st.integers(0, len(expected) - 1))]
-    candidates = [a for a in instances(rec, limit, None) if usable(a, rec.time_zone, cursor[0])]
+    candidates = [a for a in instances(rec, limit, None, STEPS)
+                  if usable(a, rec.time_zone, cursor[0])]
     anchor = data.draw(st.sampled_from(candidates)) if candidates else None
     anchored = replace(rec, anchor=anchor)
-    got = [o.key for o in occurrences(anchored, limit=limit, after=cursor)]
+    got = [o.key for o in occurrences(anchored, limit=limit, after=cursor, max_steps=STEPS)]
     assert got == [k for k in expected if k > cursor]
 
 
@@ -203,7 +214,7 @@ def test_fast_forward_lands_on_an_instance_with_its_index() -> None:
     assert a is not None
     walls = {i: w for i, w in enumerate(wall_instances(Recurrence(
         RuleKind.RRULE, "FREQ=MINUTELY;INTERVAL=7", "America/New_York", start),
-        a.wall + timedelta(minutes=1)))}
+        a.wall + timedelta(minutes=1), STEPS))}
     assert walls[a.index] == a.wall
     assert usable(a, "America/New_York", bound_ms)
     assert not usable(Anchor(a.wall + timedelta(minutes=7), a.index + 1), "America/New_York",
@@ -222,7 +233,7 @@ def test_no_wall_time_before_the_anchor_resolves_after_the_cursor(zone: str) -> 
     rec = Recurrence(RuleKind.RRULE, "FREQ=MINUTELY", zone, pivot - timedelta(days=3))
     limit = pivot + timedelta(days=2)
     both = DstPolicy(Gap.SHIFT, Overlap.BOTH)
-    walls = list(instances(rec, limit, None))
+    walls = list(instances(rec, limit, None, STEPS))
     checked = 0
     for minutes in range(-18 * 60, 18 * 60, 20):
         cursor_ms = datetime_to_ms((pivot + timedelta(minutes=minutes)).replace(tzinfo=UTC))
@@ -263,10 +274,10 @@ def test_cron_fast_forward_counts_the_matches_from_dtstart(expr: str) -> None:
         rec = Recurrence(RuleKind.CRON, expr, "Pacific/Apia", start)
         latest = bound_wall(bound_ms) + offset_bounds("Pacific/Apia")[0]
         if a is None:  # no match yet: nothing to count
-            assert not list(instances(rec, latest, None))
+            assert not list(instances(rec, latest, None, STEPS))
             continue
         assert usable(a, "Pacific/Apia", bound_ms)
-        walls = list(instances(rec, latest, None))
+        walls = list(instances(rec, latest, None, STEPS))
         assert walls[-1] == a
         # Counted from an earlier anchor instead of DTSTART: the same.
         assert cron_fast_forward(expr, start, "Pacific/Apia", bound_ms, walls[len(walls) // 3]) == a

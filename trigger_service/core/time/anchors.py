@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from croniter import croniter
+from croniter import CroniterError, croniter
 
+from trigger_service.core.time.rule_walk import Walk
 from trigger_service.core.time.timing import ms_to_datetime
 from trigger_service.core.time.zone_offsets import offset_bounds
 
@@ -104,11 +105,13 @@ def fast_forward(rule: str, dtstart: datetime, zone_name: str, bound_ms: int) ->
 
 
 def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str, bound_ms: int,
-                      start: Anchor | None = None) -> Anchor | None:
+                      start: Anchor | None = None, walk: Walk | None = None) -> Anchor | None:
     """The latest match usable for ``bound_ms`` of a five-field cron expression, its index
     counted day by day from DTSTART or from ``start`` (an earlier anchor: the count then
     costs the days since it, not the series' age); None for expressions this cannot count
-    exactly (``L``, ``#``, a day-of-month and a day-of-week both given)."""
+    exactly (``L``, ``#``, a day-of-month and a day-of-week both given) and for one with no
+    match within croniter's 50 years before that time. Each day counted is charged to
+    ``walk`` (``RuleTooCostly`` past its budget)."""
     fields = _plain_fields(expr)
     if fields is None:
         return None
@@ -120,7 +123,10 @@ def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str, bound_ms: in
     if latest - origin < timedelta(days=2):
         return None
     minute_of = latest.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    wall: datetime = croniter(expr, minute_of).get_prev(datetime)  # the last match <= latest
+    try:
+        wall: datetime = croniter(expr, minute_of).get_prev(datetime)  # the last match <= it
+    except CroniterError:
+        return None  # none within 50 years (an impossible date such as February 30)
     if wall <= origin:
         return None
     minutes, hours, doms, months, dows = fields
@@ -141,6 +147,8 @@ def cron_fast_forward(expr: str, dtstart: datetime, zone_name: str, bound_ms: in
     # The matches after origin and before wall: origin's day, the days up to wall's, less
     # wall's day from wall on.
     first_day, last_day = origin.date(), wall.date()
+    if walk is not None:
+        walk.charge((last_day - first_day).days)
     index = first_index + later(origin, strictly=True) - later(wall, strictly=False)
     day = first_day + timedelta(days=1)
     while day <= last_day:

@@ -36,7 +36,7 @@ from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
-from croniter import CroniterBadDateError, croniter
+from croniter import CroniterError, croniter
 from dateutil.rrule import rrule, rrulestr
 
 from trigger_service.core.errors import InvalidRequest
@@ -49,6 +49,7 @@ from trigger_service.core.time.anchors import (
     usable,
 )
 from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.rule_walk import REQUEST_STEPS, Walk, cron_charge, walls
 from trigger_service.core.time.timing import datetime_to_ms
 from trigger_service.core.time.zone_offsets import offset_bounds
 from trigger_service.core.time.zones import (
@@ -193,27 +194,34 @@ def _rrule(rule: str, dtstart: datetime) -> rrule:
     return parsed
 
 
-def wall_instances(rec: Recurrence, limit: datetime) -> Iterator[datetime]:
-    """The rule's wall times from ``rec.dtstart`` in order, none later than ``limit``."""
-    for instance in instances(rec, limit, None):
+def wall_instances(rec: Recurrence, limit: datetime,
+                   max_steps: int = REQUEST_STEPS) -> Iterator[datetime]:
+    """The rule's wall times from ``rec.dtstart`` in order, none later than ``limit`` (the
+    expansion bounded as :func:`instances`')."""
+    for instance in instances(rec, limit, None, max_steps):
         yield instance.wall
 
 
-def instances(rec: Recurrence, limit: datetime, start: Anchor | None) -> Iterator[Anchor]:
+def instances(rec: Recurrence, limit: datetime, start: Anchor | None,
+              max_steps: int = REQUEST_STEPS) -> Iterator[Anchor]:
     """The rule's wall times with their indexes, in order, none later than ``limit``: from
-    ``start`` (an instance of the rule) or, None, from DTSTART."""
+    ``start`` (an instance of the rule) or, None, from DTSTART. The expansion is bounded by
+    ``max_steps`` (:mod:`trigger_service.core.time.rule_walk`): raises ``RuleTooCostly``
+    (naming ``rrule`` or ``cron``) past it."""
     if rec.kind is RuleKind.ONCE:
         if rec.dtstart <= limit:
             yield Anchor(rec.dtstart, 0)
         return
     first = start or Anchor(rec.dtstart, 0)
-    walls = _rrule_walls(rec, first, limit) if rec.kind is RuleKind.RRULE else _cron_walls(
-        rec.rule, first.wall, limit)
-    for n, wall in enumerate(walls):
+    walk = Walk(rec.kind.value, max_steps)
+    found = _rrule_walls(rec, first, limit, walk) if rec.kind is RuleKind.RRULE else (
+        _cron_walls(rec.rule, first.wall, limit, walk))
+    for n, wall in enumerate(found):
         yield Anchor(wall, first.index + n)
 
 
-def _rrule_walls(rec: Recurrence, first: Anchor, limit: datetime) -> Iterator[datetime]:
+def _rrule_walls(rec: Recurrence, first: Anchor, limit: datetime,
+                 walk: Walk) -> Iterator[datetime]:
     # dateutil works in whole seconds; DTSTART's fraction is every occurrence's phase
     # (a rule started at 09:00:00.250 fires at .250 each time, never before its start).
     phase = timedelta(microseconds=rec.dtstart.microsecond)
@@ -224,32 +232,40 @@ def _rrule_walls(rec: Recurrence, first: Anchor, limit: datetime) -> Iterator[da
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        bounded = rule.replace(until=min(until, limit) if until else limit,
+        last = min(until, limit) if until else limit
+        bounded = rule.replace(until=last,
                                count=None if count is None else count - first.index)
-    for wall in bounded:
+    walk.last_day = last.date()
+    for wall in walls(bounded, walk):
         yield wall + phase
 
 
-def _cron_walls(rule: str, first: datetime, limit: datetime) -> Iterator[datetime]:
-    it = croniter(rule, first - timedelta(seconds=1))
+def _cron_walls(rule: str, first: datetime, limit: datetime,
+                walk: Walk) -> Iterator[datetime]:
+    previous = first - timedelta(seconds=1)
+    it = croniter(rule, previous)
     while True:
         try:
             wall = it.get_next(datetime)
-        except CroniterBadDateError:
-            return  # no further match (e.g. Feb 30): the rule is exhausted
+        except CroniterError:
+            return  # no match within croniter's 50 years (e.g. Feb 30): the rule is exhausted
         if wall > limit:
             return
+        cron_charge(walk, previous, wall)
+        previous = wall
         yield wall
 
 
 def occurrences(rec: Recurrence, *, limit: datetime,
                 after: tuple[int, int, bool] | None = None, not_before_ms: int | None = None,
-                seen: Callable[[Anchor], None] | None = None) -> Iterator[Occurrence]:
+                seen: Callable[[Anchor], None] | None = None,
+                max_steps: int = REQUEST_STEPS) -> Iterator[Occurrence]:
     """The occurrences in instant order, each strictly after the cursor ``after`` (an
     :attr:`Occurrence.key`) and at or after ``not_before_ms``, from wall times up to
     ``limit``; ``seen`` is told each wall instance walked. Starts at ``rec.anchor`` (or one
     computed for a fixed-step rule) when that is usable for the bound, else at DTSTART: the
-    results are the same."""
+    results are the same. Raises ``RuleTooCostly`` when the expansion needs more than
+    ``max_steps`` (:mod:`trigger_service.core.time.rule_walk`)."""
     bound_ms = lower_bound(after, not_before_ms)
     tz = rec.zone
     lo, hi = offset_bounds(rec.time_zone)
@@ -257,7 +273,7 @@ def occurrences(rec: Recurrence, *, limit: datetime,
     passed = None if bound_ms <= NO_BOUND else bound_wall(bound_ms) + lo
     excluded = set(rec.exdates)
     pending: list[Occurrence] = []
-    for instance in instances(rec, limit, _start(rec, bound_ms)):
+    for instance in instances(rec, limit, _start(rec, bound_ms, max_steps), max_steps):
         if seen is not None:
             seen(instance)
         wall, index = instance.wall, instance.index
@@ -281,7 +297,7 @@ def lower_bound(after: tuple[int, int, bool] | None, not_before_ms: int | None) 
                NO_BOUND if not_before_ms is None else not_before_ms)
 
 
-def _start(rec: Recurrence, bound_ms: int) -> Anchor | None:
+def _start(rec: Recurrence, bound_ms: int, max_steps: int) -> Anchor | None:
     """Where expansion for ``bound_ms`` may start: the later of the schedule's anchor and a
     computed one, if usable; None: DTSTART."""
     if rec.kind is RuleKind.ONCE or bound_ms <= NO_BOUND:
@@ -291,7 +307,8 @@ def _start(rec: Recurrence, bound_ms: int) -> Anchor | None:
         computed = (
             fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms)
             if rec.kind is RuleKind.RRULE
-            else cron_fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms, best))
+            else cron_fast_forward(rec.rule, rec.dtstart, rec.time_zone, bound_ms, best,
+                                   Walk(rec.kind.value, max_steps)))
         if computed is not None and (best is None or computed.index > best.index):
             best = computed
     return best

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from trigger_service.core.deadlines import beyond_expiry
+from trigger_service.core.errors import RuleTooCostly
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.time.anchors import Tracker
 from trigger_service.core.time.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
@@ -30,6 +31,7 @@ from trigger_service.core.time.recurrence import (
     lower_bound,
     occurrences,
 )
+from trigger_service.core.time.rule_walk import REQUEST_STEPS, SERIES_STEPS
 from trigger_service.core.time.timing import DAY_MS, datetime_to_ms
 from trigger_service.core.time.zones import TZDATA_VERSION, resolve, wall_of
 
@@ -51,17 +53,18 @@ class Step:
 
 def step_schedule(rec: Recurrence, *, limit: datetime,
                   after: tuple[int, int, bool] | None = None,
-                  not_before_ms: int | None = None) -> Step:
+                  not_before_ms: int | None = None, max_steps: int = REQUEST_STEPS) -> Step:
     """The first occurrence strictly after the cursor ``after`` and at or after
     ``not_before_ms``, from wall times up to ``limit``; the schedule comes back re-anchored
-    on the latest instance walked that is usable for that occurrence (or as it was)."""
+    on the latest instance walked that is usable for that occurrence (or as it was). Raises
+    ``RuleTooCostly`` past ``max_steps`` (``core.time.rule_walk``)."""
     if rec.kind is RuleKind.ONCE:
         occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms),
                    None)
         return Step(occ, rec)
     tracker = Tracker(rec.time_zone, lower_bound(after, not_before_ms))
     occ = next(occurrences(rec, limit=limit, after=after, not_before_ms=not_before_ms,
-                           seen=tracker.saw), None)
+                           seen=tracker.saw, max_steps=max_steps), None)
     if occ is None:
         return Step(None, rec)
     return Step(occ, _anchored(rec, tracker, occ))
@@ -122,9 +125,21 @@ def next_after(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
 def next_step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
          direct_max_delay_s: int, tolerance_ms: int = MISSED_TOLERANCE_MS
          ) -> tuple[Trigger | None, Pick]:
-    """``next_after``, with what the catch-up policy passed over."""
+    """``next_after``, with what the catch-up policy passed over. A rule whose next
+    occurrence cannot be found within the series' step budget (``core.time.rule_walk``: one
+    stored before rules were bounded, that never matches again) has none: the series ends."""
     if t.schedule is None:
         return None, Pick(None)
+    try:
+        return _next_step(t, fired=fired, now_ms=now_ms, horizon_days=horizon_days,
+                          direct_max_delay_s=direct_max_delay_s, tolerance_ms=tolerance_ms)
+    except RuleTooCostly:
+        return None, Pick(None)
+
+
+def _next_step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
+               direct_max_delay_s: int, tolerance_ms: int) -> tuple[Trigger | None, Pick]:
+    assert t.schedule is not None
     counted = replace(t, occurrence_seq=t.occurrence_seq + 1, channel_states=(),
                       occurrences_fired=t.occurrences_fired + (1 if fired else 0),
                       fired_at_ms=now_ms if fired else t.fired_at_ms)
@@ -132,7 +147,8 @@ def next_step(t: Trigger, *, fired: bool, now_ms: int, horizon_days: int,
     limit = search_limit(rec, max(t.scheduled_at_ms, now_ms), horizon_days)
     tracker = Tracker(rec.time_zone, lower_bound(t.occurrence_key, None))
     # The next occurrence's jitter (its number is the counted one's): how late it may fire.
-    chosen = pick(occurrences(rec, limit=limit, after=t.occurrence_key, seen=tracker.saw),
+    chosen = pick(occurrences(rec, limit=limit, after=t.occurrence_key, seen=tracker.saw,
+                              max_steps=SERIES_STEPS),
                   now_ms=now_ms - counted.jitter_ms, catch_up=rec.catch_up,
                   tolerance_ms=tolerance_ms)
     if chosen.occurrence is None:
@@ -152,13 +168,18 @@ def catch_up(t: Trigger, *, now_ms: int, horizon_days: int, direct_max_delay_s: 
     (``t`` unchanged), a later one (the occurrence numbering unchanged: skipped ones are
     not counted, so a later one keeps the current one's jitter), or None when the schedule
     has no occurrence left to fire. A dispatcher about to deliver a late occurrence and a
-    resume both ask this; lateness is counted from the jittered instant."""
+    resume both ask this; lateness is counted from the jittered instant. A later occurrence
+    not found within the series' step budget is none (as in :func:`next_step`)."""
     assert t.schedule is not None
     current = Occurrence(t.scheduled_at_ms, t.occurrence_index, t.occurrence_second)
     limit = search_limit(t.schedule, max(t.scheduled_at_ms, now_ms), horizon_days)
-    later = occurrences(t.schedule, limit=limit, after=t.occurrence_key)
-    chosen = pick(itertools.chain((current,), later), now_ms=now_ms - t.jitter_ms,
-                  catch_up=t.schedule.catch_up, policy=policy, tolerance_ms=tolerance_ms)
+    later = occurrences(t.schedule, limit=limit, after=t.occurrence_key,
+                        max_steps=SERIES_STEPS)
+    try:
+        chosen = pick(itertools.chain((current,), later), now_ms=now_ms - t.jitter_ms,
+                      catch_up=t.schedule.catch_up, policy=policy, tolerance_ms=tolerance_ms)
+    except RuleTooCostly:
+        return None, Pick(None)
     occ = chosen.occurrence
     if occ is None:
         return None, chosen
@@ -188,12 +209,22 @@ def same_occurrence(t: Trigger, rec: Recurrence, *, now_ms: int, horizon_days: i
     instance from ``t.occurrence_index`` on, the later instant of two if ``t`` was the
     second. With ``not_before_ms`` the first such occurrence not before it (a wall time
     already past in a new zone is not fired late: the next one is). None: that wall time no
-    longer exists (a gap under "skip"), or nothing is left before the horizon."""
+    longer exists (a gap under "skip"), or nothing is left before the horizon (or within
+    the series' step budget)."""
+    try:
+        return _same_occurrence(t, rec, now_ms=now_ms, horizon_days=horizon_days,
+                                not_before_ms=not_before_ms)
+    except RuleTooCostly:
+        return None
+
+
+def _same_occurrence(t: Trigger, rec: Recurrence, *, now_ms: int, horizon_days: int,
+                     not_before_ms: int | None) -> Occurrence | None:
     limit = search_limit(rec, max(t.scheduled_at_ms, now_ms), horizon_days)
     # The anchor is an earlier wall instance with its index (the same in any zone: wall
     # times): no walk from DTSTART to find ``t``'s.
     start = rec.anchor if rec.anchor and rec.anchor.index <= t.occurrence_index else None
-    for instance in instances(rec, limit, start):
+    for instance in instances(rec, limit, start, SERIES_STEPS):
         index, wall = instance.index, instance.wall
         if index < t.occurrence_index:
             continue
