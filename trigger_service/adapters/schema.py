@@ -191,7 +191,7 @@ all of a group's keys share one slot.)
 - ``streams:{caller}`` zset: inbox stream slot → ms its stream ends by (then dropped); PEXPIREd.
 - ``budget:{caller}:{channel}:{yyyymmdd}`` integer: recipients sent to that UTC day (the take
   script), EX 2 days.
-- ``flow:{h}:{part}:{scope}`` (issue 27; ``scope``: ``flow_scope_name``, the key in its
+- ``flow:{h}:{part}:{scope}`` (``scope``: ``flow_scope_name``, the key in its
   caller's namespace, ``<len(caller)>.<caller>.<k|d>.<key>``; ``h``: a hash of it, the slot's
   tag) ``runs`` zset + ``ends`` hash: reserved rate slots as runs (start → end ms, floats);
   ``reserved`` zset member → slot start; ``leases`` zset holder → lease end; ``starts`` zset

@@ -1,4 +1,4 @@
-"""``GET /v1/ops/flow`` (operators and viewers): flow control per key of a caller (issue 27),
+"""``GET /v1/ops/flow`` (operators and viewers): flow control per key of a caller,
 as the dispatchers publish it every second on the ``FlowBoard``: each key's bounds, its deliveries
 open now (over every dispatcher) and the delay flow control added to the starts of the last
 minute (the median of the dispatcher with the most of them; the maximum over all). A board
