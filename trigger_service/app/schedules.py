@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from trigger_service.app.cpu_shares import metered
 from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
 from trigger_service.core.time.catchup import CatchUp
 from trigger_service.core.time.recurrence import (
@@ -83,8 +84,9 @@ def schedule_of(req: TimeRequest) -> Recurrence | None:
 def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
          min_interval_s: int) -> Planned:
     """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
-    ``FireAtOutOfRange`` or ``NonexistentLocalTime``."""
-    with _naming(req.source), _in_range(req):
+    ``FireAtOutOfRange`` or ``NonexistentLocalTime``. Metered against the request's caller's
+    CPU share (``app/cpu_shares.py``)."""
+    with metered(), _naming(req.source), _in_range(req):
         return _plan(req, now_ms=now_ms, horizon_days=horizon_days,
                      min_interval_s=min_interval_s)
 
@@ -131,8 +133,8 @@ def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
     a rule never depends on ``now_ms`` (only ``delaySeconds`` and ``when`` do); a single
     instant is refused past the horizon from now as registration refuses it (a huge
-    ``delaySeconds`` is no date to show)."""
-    with _naming(req.source), _in_range(req):
+    ``delaySeconds`` is no date to show). Metered like :func:`plan`."""
+    with metered(), _naming(req.source), _in_range(req):
         return _preview(req, count=count, after_ms=after_ms, now_ms=now_ms,
                         horizon_days=horizon_days, min_interval_s=min_interval_s)
 

@@ -49,6 +49,10 @@ class LimitSettings:
     caller_connection_share: float = 0.25
     # Kept-alive connections no caller has used (health checks, 401s) wait this long only.
     anonymous_idle_s: float = 5.0
+    # Each caller's CPU for parsing and planning time fields, per process (app/cpu_shares.py):
+    # half a core at most once its burst is spent, so another caller keeps the other half.
+    caller_cpu_ms_per_s: float = 500.0
+    caller_cpu_burst_ms: float = 2000.0
     max_line_bytes: int = 8190
     max_field_bytes: int = 8190
     max_headers: int = 64
@@ -76,6 +80,11 @@ LIMIT_VARIABLES: tuple[Row, ...] = (
     ("TRIGGER_LIMITS_ANONYMOUS_IDLE_S", ("limits", "anonymous_idle_s"), _pos_float,
      "a kept-alive connection that only unauthenticated requests used is closed after idling "
      "this long"),
+    ("TRIGGER_LIMITS_CALLER_CPU_MS_PER_S", ("limits", "caller_cpu_ms_per_s"), _pos_float,
+     "CPU milliseconds per second one caller's requests may spend in an API process reading "
+     "and planning when/rrule/cron values (after its burst); past it 429 rate_limited"),
+    ("TRIGGER_LIMITS_CALLER_CPU_BURST_MS", ("limits", "caller_cpu_burst_ms"), _pos_float,
+     "the CPU milliseconds a caller may spend so at once before the per-second share applies"),
     ("TRIGGER_LIMITS_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
     ("TRIGGER_LIMITS_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,

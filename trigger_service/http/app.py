@@ -12,6 +12,7 @@ from aiohttp import web
 from opentelemetry.trace import StatusCode
 
 from trigger_service.app.caller_pause import CallerPauseService
+from trigger_service.app.cpu_shares import CpuShares
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.endpoints import EndpointService
 from trigger_service.app.recipient_profiles import RecipientService
@@ -22,6 +23,7 @@ from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavai
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.guards import (
     body_deadline_middleware,
+    cpu_share_middleware,
     json_body_middleware,
     rate_limit_middleware,
     request_id_middleware,
@@ -153,6 +155,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
                      request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers), connection_share_middleware,
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
+                     cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
+                                                    runtime.settings.limits.caller_cpu_burst_ms)),
                      body_deadline_middleware(
                          runtime.settings.limits.body_timeout_s, MAX_BODY_BYTES,
                          {batch.BATCH_PATH: batch.BATCH_MAX_BODY_BYTES}),

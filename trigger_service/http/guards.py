@@ -2,9 +2,9 @@
 callers' request rates, and a deadline on reading a request's body.
 
 Order in ``build_app``: timing → tracing → request id → errors → auth → connection share
-(``http/server.py``) → rate limit → body deadline → the route. The rate limit runs after auth
-(it needs the caller) and before the body is read, so a caller over its rate costs one Redis
-round trip and nothing else.
+(``http/server.py``) → rate limit → CPU share → body deadline → the route. The rate limit runs
+after auth (it needs the caller) and before the body is read, so a caller over its rate costs
+one Redis round trip and nothing else.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Mapping
 import structlog
 from aiohttp import hdrs, web
 
+from trigger_service.app.cpu_shares import CpuShares, charging
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import AdapterError, RateLimited, UnsupportedMediaType
 from trigger_service.core.ports import Metrics
@@ -80,6 +81,22 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
                                   f"(burst {caller.burst}); retry after "
                                   f"{decision.retry_after_s} s", decision.retry_after_s)
         return await handler(request)
+
+    return middleware
+
+
+def cpu_share_middleware(shares: CpuShares) -> Middleware:
+    """A caller's request is charged, in this process, the CPU its time fields cost to read
+    and plan (``app/cpu_shares.py``); a caller whose share is spent is refused ``429`` before
+    more of its work starts. Ops users are not charged."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        caller: Caller | None = request.get(CALLER_KEY)
+        if caller is None:
+            return await handler(request)
+        with charging(shares, caller.name):
+            return await handler(request)
 
     return middleware
 

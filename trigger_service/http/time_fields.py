@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import Any
 
+from trigger_service.app.cpu_shares import metered
 from trigger_service.app.schedules import TimeRequest
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.time.catchup import parse_catch_up
@@ -36,7 +37,13 @@ def bad(field: str, message: str) -> InvalidRequest:
 
 def parse_time_fields(body: dict[str, Any], now_ms: int, *,
                       locale: str | None = None) -> TimeRequest:
-    """The time fields of ``body`` read at ``now_ms``; ``locale``: ``when``'s date order."""
+    """The time fields of ``body`` read at ``now_ms``; ``locale``: ``when``'s date order.
+    Metered against the request's caller's CPU share (``app/cpu_shares.py``)."""
+    with metered():
+        return _parse_time_fields(body, now_ms, locale)
+
+
+def _parse_time_fields(body: dict[str, Any], now_ms: int, locale: str | None) -> TimeRequest:
     if "when" in body:
         return parse_when(body, now_ms, locale=locale)
     given = [f for f in INSTANT_FIELDS if f in body]

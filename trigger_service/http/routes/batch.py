@@ -20,6 +20,7 @@ parsed, the first ones in index order passing.
 
 from __future__ import annotations
 
+import asyncio
 import math
 from typing import Any
 
@@ -88,6 +89,9 @@ async def register_batch(request: web.Request) -> web.Response:
                                       payload_max_bytes=runtime.settings.api.payload_max_bytes))
         except ApiError as e:
             answers[index] = error_item(index, e)
+        # Other requests run between two items: the items are bounded one by one, a batch's
+        # thousand are not, and the loop is every caller's.
+        await asyncio.sleep(0)
     outcomes = await BatchRegistration(request.app[SERVICE_KEY]).register_all(
         caller, entries, request_id_of(request))
     for outcome in outcomes:

@@ -1,0 +1,129 @@
+"""Each caller's share of an API process's CPU for reading and planning time fields
+(``app/cpu_shares.py``): the buckets on a manual clock, the metering, and over HTTP a caller
+whose costly batches spent its share refused 429 while another caller is served."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
+
+import pytest
+from aiohttp.test_utils import TestClient
+
+from tests.api_server import ApiTestServer
+from tests.openapi_check import check_contract
+from tests.unit.app.support import CALLBACK, make_env
+from tests.unit.http.test_routes import AUTH, CALLERS, OTHER, Api, Client
+from trigger_service.adapters.memory.store import MemoryLease
+from trigger_service.app import cpu_shares
+from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, metered
+from trigger_service.http.app import build_app
+from trigger_service.platform.wiring import Runtime
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.s = 100.0
+
+    def __call__(self) -> float:
+        return self.s
+
+
+def spin_cpu_ms(ms: float) -> None:
+    end = time.thread_time() + ms / 1000
+    while time.thread_time() < end:
+        pass
+
+
+def test_a_caller_past_its_burst_waits_for_its_rate_and_another_is_untouched() -> None:
+    clock = Clock()
+    shares = CpuShares(rate_ms_per_s=10, burst_ms=100, monotonic_s=clock)
+    shares.admit("b")
+    shares.spend("b", 150)  # work already started is charged whole
+    with pytest.raises(CpuShareExceeded) as refused:
+        shares.admit("b")
+    assert refused.value.status == 429 and refused.value.retry_after_s == 6  # (1 + 50) / 10
+    shares.admit("a")
+    assert shares.balance_ms("a") == 100
+    clock.s += 5
+    with pytest.raises(CpuShareExceeded):
+        shares.admit("b")
+    clock.s += 1
+    shares.admit("b")
+    clock.s += 3600
+    assert shares.balance_ms("b") == 100  # refilled up to the burst, no further
+
+
+def test_the_accounts_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cpu_shares, "MAX_ACCOUNTS", 3)
+    shares = CpuShares(rate_ms_per_s=10, burst_ms=100, monotonic_s=Clock())
+    for caller in ("a", "b", "c", "d"):
+        shares.spend(caller, 50)
+    assert shares.balance_ms("a") == 100  # the least recent was dropped: a fresh bucket
+    assert shares.balance_ms("d") == 50
+
+
+def test_metered_work_is_charged_to_the_request_caller_once_and_none_outside() -> None:
+    shares = CpuShares(rate_ms_per_s=0.001, burst_ms=1000, monotonic_s=Clock())
+    with metered():  # no request: nothing is measured, nothing refused
+        spin_cpu_ms(5)
+    assert shares.balance_ms("b") == 1000
+    with charging(shares, "b"), metered():
+        with metered():  # nested: charged once, by the outer one
+            spin_cpu_ms(20)
+    spent = 1000 - shares.balance_ms("b")
+    assert 20 <= spent < 200, spent
+    assert shares.balance_ms("a") == 1000
+
+
+def test_work_refused_inside_is_charged_and_an_empty_share_refuses_before_work() -> None:
+    shares = CpuShares(rate_ms_per_s=0.001, burst_ms=10, monotonic_s=Clock())
+    with charging(shares, "b"):
+        with pytest.raises(ValueError), metered():
+            spin_cpu_ms(15)
+            raise ValueError("a 400, say")
+        ran = []
+        with pytest.raises(CpuShareExceeded), metered():
+            ran.append(1)
+    assert ran == [] and shares.balance_ms("b") < 0
+
+
+@pytest.fixture
+async def tight() -> AsyncIterator[Api]:
+    """The route tests' API with a share of 1 CPU-ms a second after a 50 ms burst."""
+    env = make_env()
+    settings = replace(env.settings, limits=replace(
+        env.settings.limits, caller_cpu_ms_per_s=1.0, caller_cpu_burst_ms=50.0))
+    runtime = Runtime(settings, CALLERS, env.store, env.queue, env.cache,
+                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                      pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
+    app = build_app(runtime, env.service)
+    contract = check_contract(app)
+    client: Client = TestClient(ApiTestServer(app))
+    await client.start_server()
+    try:
+        yield Api(env, runtime, client)
+    finally:
+        await client.close()
+    contract.assert_clean()
+
+
+async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Api) -> None:
+    costly = {"callbackUrl": CALLBACK, "rrule": "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30",
+              "localTime": "2023-11-15T09:00:00", "timeZone": "UTC"}
+    resp = await tight.client.post("/v1/triggers/batch", json={"items": [costly] * 200},
+                                   headers=AUTH)
+    answers = (await resp.json())["items"]
+    statuses = [a["status"] for a in answers]
+    assert set(statuses) == {400, 429}, statuses
+    refused = [a for a in answers if a["status"] == 429]
+    # Past the 50 ms burst no item is read: a handful were, at ~1-50 ms each.
+    assert len(refused) >= 150, statuses
+    assert all(a["error"] == "rate_limited" and a["retryAfter"] >= 1 for a in refused)
+    resp = await tight.client.post("/v1/triggers", json=costly, headers=AUTH)
+    assert resp.status == 429 and "Retry-After" in resp.headers
+    resp = await tight.client.post("/v1/triggers", json={
+        "callbackUrl": CALLBACK, "rrule": "FREQ=DAILY", "localTime": "2023-11-15T09:00:00",
+        "timeZone": "UTC"}, headers=OTHER)
+    assert resp.status == 201, await resp.text()

@@ -1,0 +1,121 @@
+"""Each caller's share of an API process's CPU for the work whose cost depends on what the
+caller sent: reading time fields (``when`` phrases, RRULEs, crons) and planning or previewing
+their occurrences.
+
+Every such input is bounded on its own (``core/time/rule_walk.py``: tens of milliseconds at
+most), but a batch holds 1,000 of them and a caller may send many batches at once: bounded
+items still add up to seconds of one event loop. So each caller has a bucket of CPU
+milliseconds per process, refilled at ``rate_ms_per_s`` up to ``burst_ms``. The work is
+measured as it runs (the thread's CPU time around synchronous code only, so no other task's
+work is charged) and charged after; a caller whose bucket is empty is refused before any more
+of its work starts (``CpuShareExceeded``, 429 with Retry-After), while other callers' buckets
+are untouched. A healthy registration costs well under a millisecond: only a caller that
+spends many tenths of a core on parsing meets the bound.
+
+The account in force is a context variable the HTTP layer sets per request
+(:func:`charging`); outside a request (the dispatcher, the sweeper, tests) :func:`metered`
+measures nothing and refuses nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+from trigger_service.core.errors import RateLimited
+
+# Callers are named in the callers file; the bound keeps a process's map small all the same.
+MAX_ACCOUNTS = 10_000
+
+
+class CpuShareExceeded(RateLimited):
+    """The caller's CPU share of this process is spent for now."""
+
+
+@dataclass(slots=True)
+class _Bucket:
+    balance_ms: float
+    at_s: float
+
+
+class CpuShares:
+    """Per-caller buckets of CPU milliseconds (the module docstring). ``monotonic_s`` is
+    the clock the buckets refill by (injected for tests)."""
+
+    def __init__(self, rate_ms_per_s: float, burst_ms: float,
+                 monotonic_s: Callable[[], float] = time.monotonic) -> None:
+        self.rate_ms_per_s = rate_ms_per_s
+        self.burst_ms = burst_ms
+        self._now = monotonic_s
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
+
+    def balance_ms(self, caller: str) -> float:
+        """What ``caller`` may still spend now (negative: in debt)."""
+        return self._bucket(caller).balance_ms
+
+    def admit(self, caller: str) -> None:
+        """Raise ``CpuShareExceeded`` when ``caller``'s bucket is empty, with the seconds
+        until it holds a millisecond again."""
+        balance = self._bucket(caller).balance_ms
+        if balance <= 0:
+            wait_s = max(1, math.ceil((1 - balance) / self.rate_ms_per_s))
+            raise CpuShareExceeded(
+                f"this caller's requests used their share of the API's CPU (about "
+                f"{self.rate_ms_per_s:g} CPU-ms per second, TRIGGER_LIMITS_CALLER_CPU_MS_PER_S):"
+                " costly when/rrule/cron values are parsed at that pace", wait_s)
+
+    def spend(self, caller: str, ms: float) -> None:
+        self._bucket(caller).balance_ms -= ms
+
+    def _bucket(self, caller: str) -> _Bucket:
+        now = self._now()
+        bucket = self._buckets.get(caller)
+        if bucket is None:
+            bucket = self._buckets[caller] = _Bucket(self.burst_ms, now)
+            while len(self._buckets) > MAX_ACCOUNTS:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(caller)
+            bucket.balance_ms = min(self.burst_ms,
+                                    bucket.balance_ms + (now - bucket.at_s) * self.rate_ms_per_s)
+            bucket.at_s = now
+        return bucket
+
+
+_ACCOUNT: ContextVar[tuple[CpuShares, str] | None] = ContextVar("cpu_account", default=None)
+_INSIDE: ContextVar[bool] = ContextVar("cpu_metered", default=False)  # charged once, outermost
+
+
+@contextmanager
+def charging(shares: CpuShares, caller: str) -> Iterator[None]:
+    """Within it (and in tasks started within it), :func:`metered` work is ``caller``'s."""
+    token = _ACCOUNT.set((shares, caller))
+    try:
+        yield
+    finally:
+        _ACCOUNT.reset(token)
+
+
+@contextmanager
+def metered() -> Iterator[None]:
+    """Around synchronous work only (no ``await`` inside: the thread's CPU time is the
+    measure): refuse it if the current caller's share is spent, else run it and charge its
+    CPU, a refusal raised inside included."""
+    account = _ACCOUNT.get()
+    if account is None or _INSIDE.get():
+        yield
+        return
+    shares, caller = account
+    shares.admit(caller)
+    inside = _INSIDE.set(True)
+    started = time.thread_time()
+    try:
+        yield
+    finally:
+        shares.spend(caller, (time.thread_time() - started) * 1000)
+        _INSIDE.reset(inside)
