@@ -14,16 +14,17 @@ spends many tenths of a core on parsing meets the bound.
 
 The account in force is a context variable the HTTP layer sets per request
 (:func:`charging`); outside a request (the dispatcher, the sweeper, tests) :func:`metered`
-measures nothing and refuses nothing.
+measures nothing and refuses nothing, and :func:`turn` waits for nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 
@@ -31,6 +32,9 @@ from trigger_service.core.errors import RateLimited
 
 # Callers are named in the callers file; the bound keeps a process's map small all the same.
 MAX_ACCOUNTS = 10_000
+# A caller whose last metered work cost this much takes turns (:func:`turn`); a healthy
+# registration's costs a tenth of a millisecond.
+COSTLY_MS = 2.0
 
 
 class CpuShareExceeded(RateLimited):
@@ -41,6 +45,8 @@ class CpuShareExceeded(RateLimited):
 class _Bucket:
     balance_ms: float
     at_s: float
+    last_ms: float = 0.0
+    turns: asyncio.Lock | None = None
 
 
 class CpuShares:
@@ -70,7 +76,18 @@ class CpuShares:
                 " costly when/rrule/cron values are parsed at that pace", wait_s)
 
     def spend(self, caller: str, ms: float) -> None:
-        self._bucket(caller).balance_ms -= ms
+        bucket = self._bucket(caller)
+        bucket.balance_ms -= ms
+        bucket.last_ms = ms
+
+    def turns_of(self, caller: str) -> asyncio.Lock | None:
+        """The lock ``caller``'s costly work takes turns by; None while its work is cheap."""
+        bucket = self._bucket(caller)
+        if bucket.last_ms < COSTLY_MS and (bucket.turns is None or not bucket.turns.locked()):
+            return None
+        if bucket.turns is None:
+            bucket.turns = asyncio.Lock()
+        return bucket.turns
 
     def _bucket(self, caller: str) -> _Bucket:
         now = self._now()
@@ -99,6 +116,26 @@ def charging(shares: CpuShares, caller: str) -> Iterator[None]:
         yield
     finally:
         _ACCOUNT.reset(token)
+
+
+@asynccontextmanager
+async def turn() -> AsyncIterator[None]:
+    """Around a request's :func:`metered` work, in async code with no ``await`` inside: a
+    caller whose last work was costly (``COSTLY_MS``) runs one such section at a time, and
+    lets the loop go round once after each, so every other request runs between two of
+    them. Without it, each of the caller's concurrent requests (or batch items) ran its
+    section in the same pass of the loop, and another caller's request waited for all of
+    them. A caller with cheap work passes straight through."""
+    account = _ACCOUNT.get()
+    lock = None if account is None else account[0].turns_of(account[1])
+    if lock is None:
+        yield
+        return
+    async with lock:
+        try:
+            yield
+        finally:  # a refusal too: the next section is in the next pass
+            await asyncio.sleep(0)
 
 
 @contextmanager

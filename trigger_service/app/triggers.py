@@ -18,6 +18,7 @@ import structlog
 
 from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.callbacks import vet_callback_host
+from trigger_service.app.cpu_shares import turn
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.pausing import Pausing
@@ -114,8 +115,9 @@ class TriggerService:
         ``register`` instead, so that its key's replay comes first). Raises
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
-        new = plan_request(await bind_recipient(self.recipients, caller.name, req),
-                           self._s.api)
+        bound = await bind_recipient(self.recipients, caller.name, req)
+        async with turn():  # a costly caller's plans one at a time (app/cpu_shares.py)
+            new = plan_request(bound, self._s.api)
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 

@@ -4,6 +4,7 @@ whose costly batches spent its share refused 429 while another caller is served.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -17,7 +18,7 @@ from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OTHER, Api, Client
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app import cpu_shares
-from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, metered
+from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, metered, turn
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 
@@ -127,3 +128,32 @@ async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Ap
         "callbackUrl": CALLBACK, "rrule": "FREQ=DAILY", "localTime": "2023-11-15T09:00:00",
         "timeZone": "UTC"}, headers=OTHER)
     assert resp.status == 201, await resp.text()
+
+
+async def sections_by_pass(shares: CpuShares, caller: str, count: int) -> list[int]:
+    """The loop pass in which each of ``count`` concurrent sections of ``caller`` ran."""
+    passes = 0
+    ran: list[int] = []
+
+    async def ticker() -> None:
+        nonlocal passes
+        while len(ran) < count:
+            passes += 1
+            await asyncio.sleep(0)
+
+    async def section() -> None:
+        with charging(shares, caller):
+            async with turn():
+                ran.append(passes)
+
+    await asyncio.gather(ticker(), *(section() for _ in range(count)))
+    return ran
+
+
+async def test_a_costly_caller_takes_turns_one_section_a_pass_and_a_cheap_one_does_not() -> None:
+    shares = CpuShares(rate_ms_per_s=10, burst_ms=1000, monotonic_s=Clock())
+    shares.spend("b", cpu_shares.COSTLY_MS)  # its last work was costly
+    costly = await sections_by_pass(shares, "b", 4)
+    assert len(set(costly)) == 4, costly  # each in its own pass: others run in between
+    cheap = await sections_by_pass(shares, "a", 4)
+    assert len(set(cheap)) == 1, cheap
