@@ -3,7 +3,8 @@
 Caller B (``bench-b``) sends, over and over for the run, the ``when`` phrases, never-matching
 RRULEs and impossible crons that once stalled an API worker (``tests/integration/
 test_hostile_caller.py`` has the same list), single and 1,000 to a batch, from 8 concurrent
-clients. Meanwhile caller A (``dev``) registers N triggers one at a time from 4 clients. Reports
+clients. Meanwhile caller A (``dev``) registers N triggers one at a time from 4 clients
+(``HOSTILE_B=cheap``: B sends cheap 400s instead, ``none``: nothing, for comparison). Reports
 A's latency p50/p99/max and statuses, B's statuses (a 5xx counted as an error), and the API's
 CPU per B request. The target: A's p99 under 100 ms.
 """
@@ -11,6 +12,7 @@ CPU per B request. The target: A's p99 under 100 ms.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections import Counter
 from typing import Any
@@ -22,11 +24,16 @@ from bench.fairness_bench import B_TOKEN
 from tests.integration.test_hostile_caller import IMPOSSIBLE_CRONS, NEVER_RRULES, WORST_WHENS
 
 B_CLIENTS = 8
+# HOSTILE_B=cheap: B sends as many requests, each a cheap 400 (a missing callbackUrl): what
+# its request rate alone costs A. HOSTILE_B=none: A alone.
+B_KIND = os.environ.get("HOSTILE_B", "hostile")
 A_CLIENTS = 4
 BATCH_EVERY = 10  # one in ten of B's requests is a batch of 1,000
 
 
 def b_bodies() -> list[dict[str, Any]]:
+    if B_KIND == "cheap":
+        return [{"payload": {"b": 1}, "delaySeconds": 60}]
     cb = {"callbackUrl": RECEIVER + "/cb/b", "payload": {"b": 1}}
     local = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(time.time() - 2 * 86400))
     return ([{**cb, "when": w} for w in WORST_WHENS]
@@ -70,7 +77,8 @@ async def hostile_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any]
                 a_status[resp.status] += 1
             a_ms.append((time.perf_counter() - started) * 1000)
 
-    attackers = [asyncio.create_task(b_client(k)) for k in range(B_CLIENTS)]
+    attackers = [asyncio.create_task(b_client(k))
+                 for k in range(0 if B_KIND == "none" else B_CLIENTS)]
     await asyncio.sleep(1.0)  # the attack is running before A's first request
     started = time.monotonic()
     await asyncio.gather(*(a_client(k, n // A_CLIENTS) for k in range(A_CLIENTS)))
@@ -87,5 +95,5 @@ async def hostile_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any]
         "lag_ms": latency, "request_ms": latency,
         "a_statuses": dict(a_status), "b_requests": b_sent, "b_statuses": dict(b_status),
         "b_5xx": sum(c for s, c in b_status.items() if s >= 500),
-        "target": "A's p99 under 100 ms while B attacks",
+        "b_kind": B_KIND, "target": "A's p99 under 100 ms while B attacks",
     }

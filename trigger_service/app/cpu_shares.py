@@ -14,7 +14,7 @@ spends many tenths of a core on parsing meets the bound.
 
 The account in force is a context variable the HTTP layer sets per request
 (:func:`charging`); outside a request (the dispatcher, the sweeper, tests) :func:`metered`
-measures nothing and refuses nothing, and :func:`turn` waits for nothing.
+measures nothing and refuses nothing, and :func:`costly` runs its work in place.
 """
 
 from __future__ import annotations
@@ -23,16 +23,19 @@ import asyncio
 import math
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar, copy_context
 from dataclasses import dataclass
+from typing import TypeVar
 
 from trigger_service.core.errors import RateLimited
 
+T = TypeVar("T")
 # Callers are named in the callers file; the bound keeps a process's map small all the same.
 MAX_ACCOUNTS = 10_000
-# A caller whose last metered work cost this much takes turns (:func:`turn`); a healthy
+# A caller whose last metered work cost this much takes turns (:func:`costly`); a healthy
 # registration's costs a tenth of a millisecond.
 COSTLY_MS = 2.0
 
@@ -118,22 +121,29 @@ def charging(shares: CpuShares, caller: str) -> Iterator[None]:
         _ACCOUNT.reset(token)
 
 
-@asynccontextmanager
-async def turn() -> AsyncIterator[None]:
-    """Around a request's :func:`metered` work, in async code with no ``await`` inside: a
-    caller whose last work was costly (``COSTLY_MS``) runs one such section at a time, and
-    lets the loop go round once after each, so every other request runs between two of
-    them. Without it, each of the caller's concurrent requests (or batch items) ran its
-    section in the same pass of the loop, and another caller's request waited for all of
-    them. A caller with cheap work passes straight through."""
+# Where a costly caller's sections run: off the event loop, so the loop takes the GIL back
+# every switch interval (5 ms) and every other request goes on meanwhile. Two threads per
+# process: with each caller's sections one at a time, two costly callers at once still
+# run side by side, and the default executor (DNS lookups) is never starved.
+_COSTLY_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="costly")
+
+
+async def costly(work: Callable[[], T]) -> T:
+    """Run ``work`` (synchronous: parsing or planning time fields, :func:`metered` inside)
+    for the request's caller. A caller whose last such work was cheap runs it here and now,
+    the common case. One whose last work cost ``COSTLY_MS`` or more runs one section at a
+    time, in a worker thread, then lets the loop go round once: another caller's request
+    is neither queued behind its sections nor behind the tens of milliseconds each may
+    take. Outside a request (no account) it runs ``work`` here."""
     account = _ACCOUNT.get()
     lock = None if account is None else account[0].turns_of(account[1])
     if lock is None:
-        yield
-        return
+        return work()
     async with lock:
         try:
-            yield
+            context = copy_context()  # the account, for metered() in the thread
+            return await asyncio.get_running_loop().run_in_executor(
+                _COSTLY_POOL, context.run, work)
         finally:  # a refusal too: the next section is in the next pass
             await asyncio.sleep(0)
 

@@ -18,7 +18,7 @@ import structlog
 
 from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.callbacks import vet_callback_host
-from trigger_service.app.cpu_shares import turn
+from trigger_service.app.cpu_shares import costly
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.pausing import Pausing
@@ -116,8 +116,8 @@ class TriggerService:
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         bound = await bind_recipient(self.recipients, caller.name, req)
-        async with turn():  # a costly caller's plans one at a time (app/cpu_shares.py)
-            new = plan_request(bound, self._s.api)
+        # A costly caller's plans one at a time, off the loop (app/cpu_shares.py).
+        new = await costly(lambda: plan_request(bound, self._s.api))
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 

@@ -5,6 +5,7 @@ whose costly batches spent its share refused 429 while another caller is served.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -18,7 +19,7 @@ from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OTHER, Api, Client
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app import cpu_shares
-from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, metered, turn
+from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, costly, metered
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 
@@ -130,30 +131,39 @@ async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Ap
     assert resp.status == 201, await resp.text()
 
 
-async def sections_by_pass(shares: CpuShares, caller: str, count: int) -> list[int]:
-    """The loop pass in which each of ``count`` concurrent sections of ``caller`` ran."""
+async def sections_by_pass(shares: CpuShares, caller: str, count: int
+                           ) -> tuple[list[int], set[str]]:
+    """The loop pass in which each of ``count`` concurrent sections of ``caller`` ended, and
+    the threads they ran in."""
     passes = 0
-    ran: list[int] = []
+    ended: list[int] = []
+    threads: set[str] = set()
+
+    def work() -> None:
+        threads.add(threading.current_thread().name)
 
     async def ticker() -> None:
         nonlocal passes
-        while len(ran) < count:
+        while len(ended) < count:
             passes += 1
             await asyncio.sleep(0)
 
     async def section() -> None:
         with charging(shares, caller):
-            async with turn():
-                ran.append(passes)
+            await costly(work)
+        ended.append(passes)
 
     await asyncio.gather(ticker(), *(section() for _ in range(count)))
-    return ran
+    return ended, threads
 
 
-async def test_a_costly_caller_takes_turns_one_section_a_pass_and_a_cheap_one_does_not() -> None:
+async def test_a_costly_caller_takes_turns_off_the_loop_and_a_cheap_one_runs_in_place() -> None:
     shares = CpuShares(rate_ms_per_s=10, burst_ms=1000, monotonic_s=Clock())
     shares.spend("b", cpu_shares.COSTLY_MS)  # its last work was costly
-    costly = await sections_by_pass(shares, "b", 4)
-    assert len(set(costly)) == 4, costly  # each in its own pass: others run in between
-    cheap = await sections_by_pass(shares, "a", 4)
-    assert len(set(cheap)) == 1, cheap
+    costly_ended, costly_threads = await sections_by_pass(shares, "b", 4)
+    # One at a time, each in a pass of its own (others run in between), none on the loop.
+    assert len(set(costly_ended)) == 4, costly_ended
+    assert threading.main_thread().name not in costly_threads, costly_threads
+    cheap_ended, cheap_threads = await sections_by_pass(shares, "a", 4)
+    assert len(set(cheap_ended)) == 1, cheap_ended
+    assert cheap_threads == {threading.main_thread().name}

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+from functools import partial
 from typing import Any
 
 from aiohttp import web
 
 from trigger_service.app.batch import MAX_ITEMS, BatchEntry, BatchOutcome, BatchRegistration
-from trigger_service.app.cpu_shares import turn
+from trigger_service.app.cpu_shares import costly
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import ApiError, InvalidRequest, QuotaExceeded, RateLimited
 from trigger_service.http import parsing, views
@@ -86,10 +87,10 @@ async def register_batch(request: web.Request) -> web.Response:
     entries: list[BatchEntry] = []
     for index, item in enumerate(items[:granted]):
         try:
-            async with turn():  # a costly caller's items one at a time, others in between
-                entries.append(parse_item(
-                    index, item, caller=caller, now_ms=now_ms,
-                    payload_max_bytes=runtime.settings.api.payload_max_bytes))
+            # A costly caller's items one at a time, off the loop (app/cpu_shares.py).
+            entries.append(await costly(partial(
+                parse_item, index, item, caller=caller, now_ms=now_ms,
+                payload_max_bytes=runtime.settings.api.payload_max_bytes)))
         except ApiError as e:
             answers[index] = error_item(index, e)
         # Other requests run between two items: the items are bounded one by one, a batch's

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from trigger_service.app.cpu_shares import turn
+from trigger_service.app.cpu_shares import costly
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.time.catchup import CatchUpPolicy, parse_policy
 from trigger_service.core.time.jitter import jitter_offset_ms
@@ -19,9 +19,9 @@ async def register(request: web.Request) -> web.Response:
     caller = caller_of(request)
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
-    async with turn():
-        req = parsing.parse_register(body, caller=caller, now_ms=runtime.clock.now_ms(),
-                                     payload_max_bytes=runtime.settings.api.payload_max_bytes)
+    req = await costly(lambda: parsing.parse_register(
+        body, caller=caller, now_ms=runtime.clock.now_ms(),
+        payload_max_bytes=runtime.settings.api.payload_max_bytes))
     new = await service.accept(caller, req, budgets=False)
     result = await service.register(caller.name, new, idem_key, parsing.request_hash(body),
                                     admit=service.budget_check(caller, new))
