@@ -9,18 +9,14 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient
 
-from tests.api_server import ApiTestServer
-from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, make_env
-from tests.unit.http.test_routes import AUTH, BODY, JSON, OPERATOR, Api, Client, assert_error
+from tests.unit.http.test_routes import AUTH, BODY, JSON, OPERATOR, Api, assert_error, serving
 from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.http import parsing
-from trigger_service.http.app import build_app
 from trigger_service.platform.metrics import InMemoryMetrics
 from trigger_service.platform.wiring import Runtime
 
@@ -136,15 +132,8 @@ async def limited() -> AsyncIterator[Api]:
     runtime = Runtime(env.settings, callers, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics,
                       limiter=MemoryRateLimiter(env.clock), quota=pending)
-    app = build_app(runtime, env.service)
-    contract = check_contract(app)
-    client: Client = TestClient(ApiTestServer(app))
-    await client.start_server()
-    try:
-        yield Api(env, runtime, client)
-    finally:
-        await client.close()
-    contract.assert_clean()
+    async with serving(env, runtime) as served:
+        yield served
 
 
 async def test_the_rate_and_the_quota_count_items_not_requests(limited: Api) -> None:

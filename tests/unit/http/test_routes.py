@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -17,6 +18,7 @@ from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
+from trigger_service.config.settings import Settings
 from trigger_service.core.errors import CacheError, QueueError, StoreError
 from trigger_service.core.model import Status, new_trigger_id
 from trigger_service.http.app import build_app
@@ -61,14 +63,12 @@ class Api:
         return str(body["triggerId"])
 
 
-@pytest.fixture
-async def api() -> AsyncIterator[Api]:
-    env = make_env()
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                      pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
+@asynccontextmanager
+async def serving(env: Env, runtime: Runtime) -> AsyncIterator[Api]:
+    """The API of ``runtime`` and ``env``'s service on a test server, every exchange checked
+    against openapi.yaml (at the end)."""
     app = build_app(runtime, env.service)
-    contract = check_contract(app)  # every exchange against openapi.yaml
+    contract = check_contract(app)
     client: Client = TestClient(ApiTestServer(app))
     await client.start_server()
     try:
@@ -76,6 +76,20 @@ async def api() -> AsyncIterator[Api]:
     finally:
         await client.close()
     contract.assert_clean()
+
+
+def memory_runtime(env: Env, settings: Settings | None = None) -> Runtime:
+    """The route tests' runtime on ``env``'s fakes (``settings``: ``env``'s unless given)."""
+    return Runtime(settings or env.settings, CALLERS, env.store, env.queue, env.cache,
+                   MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                   pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
+
+
+@pytest.fixture
+async def api() -> AsyncIterator[Api]:
+    env = make_env()
+    async with serving(env, memory_runtime(env)) as served:
+        yield served
 
 
 async def assert_error(resp: ClientResponse, status: int, code: str,

@@ -11,17 +11,11 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
-from aiohttp.test_utils import TestClient
 
-from tests.api_server import ApiTestServer
-from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, make_env
-from tests.unit.http.test_routes import AUTH, CALLERS, OTHER, Api, Client
-from trigger_service.adapters.memory.store import MemoryLease
+from tests.unit.http.test_routes import AUTH, OTHER, Api, memory_runtime, serving
 from trigger_service.app import cpu_shares
 from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, costly, metered
-from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 
 class Clock:
@@ -97,18 +91,8 @@ async def tight() -> AsyncIterator[Api]:
     env = make_env()
     settings = replace(env.settings, limits=replace(
         env.settings.limits, caller_cpu_ms_per_s=1.0, caller_cpu_burst_ms=50.0))
-    runtime = Runtime(settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                      pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
-    app = build_app(runtime, env.service)
-    contract = check_contract(app)
-    client: Client = TestClient(ApiTestServer(app))
-    await client.start_server()
-    try:
-        yield Api(env, runtime, client)
-    finally:
-        await client.close()
-    contract.assert_clean()
+    async with serving(env, memory_runtime(env, settings)) as served:
+        yield served
 
 
 async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Api) -> None:
