@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 
-from tests.unit.app.support import CALLBACK, make_env
-from trigger_service.adapters.memory.store import MemoryLease
+from tests.unit.app.support import CALLBACK
+from tests.unit.limits.test_server import guarded_port
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.limits import LimitSettings
-from trigger_service.http.app import MAX_BODY_BYTES, build_app
-from trigger_service.http.server import GuardedAppRunner
-from trigger_service.platform.wiring import Runtime
+from trigger_service.http.app import MAX_BODY_BYTES
 
 # A body deadline far longer than reading 8 MiB takes: only the size may stop the reading.
 LIMITS = LimitSettings(body_timeout_s=30)
@@ -33,18 +30,8 @@ EIGHT_MIB = 8 * 1024 * 1024
 
 @pytest.fixture
 async def base_url() -> AsyncIterator[str]:
-    env = make_env()
-    runtime = Runtime(replace(env.settings, limits=LIMITS), CALLERS, env.store, env.queue,
-                      env.cache, MemoryLease(env.clock, 10_000), env.clock, env.metrics)
-    runner = GuardedAppRunner(build_app(runtime, env.service), LIMITS, env.metrics,
-                              access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with guarded_port(LIMITS, CALLERS) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 @dataclass

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -26,13 +27,15 @@ CALLERS = CallerRegistry.from_mapping({"callers": {"c": {
     "token_sha256": hash_token("tok"), "callback_prefixes": ["http://127.0.0.1:9000/"]}}})
 
 
-@pytest.fixture
-async def port() -> AsyncIterator[int]:
+@asynccontextmanager
+async def guarded_port(limits: LimitSettings, callers: CallerRegistry) -> AsyncIterator[int]:
+    """The API on the fakes behind its own guarded runner (``limits``), on a free local
+    port: the port."""
     env = make_env()
-    settings = replace(env.settings, limits=LIMITS)
-    runtime = Runtime(settings, CALLERS, env.store, env.queue, env.cache,
+    settings = replace(env.settings, limits=limits)
+    runtime = Runtime(settings, callers, env.store, env.queue, env.cache,
                       MemoryLease(env.clock, 10_000), env.clock, env.metrics)
-    runner = GuardedAppRunner(build_app(runtime, env.service), LIMITS, env.metrics,
+    runner = GuardedAppRunner(build_app(runtime, env.service), limits, env.metrics,
                               access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -41,6 +44,12 @@ async def port() -> AsyncIterator[int]:
         yield int(runner.addresses[0][1])
     finally:
         await runner.cleanup()
+
+
+@pytest.fixture
+async def port() -> AsyncIterator[int]:
+    async with guarded_port(LIMITS, CALLERS) as bound:
+        yield bound
 
 
 async def exchange(port: int, data: bytes, *, pause_s: float = 0.0,

@@ -8,19 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from aiohttp import web
 
-from tests.unit.app.support import make_env
-from trigger_service.adapters.memory.store import MemoryLease
+from tests.unit.limits.test_server import guarded_port
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.limits import LimitSettings
-from trigger_service.http.app import build_app
-from trigger_service.http.server import GuardedAppRunner
-from trigger_service.platform.wiring import Runtime
 
 LIMITS = LimitSettings(header_timeout_s=5, keepalive_timeout_s=30, max_connections=4,
                        caller_connection_share=0.5, anonymous_idle_s=0.3)
@@ -33,19 +28,8 @@ LIST = "GET /v1/triggers?limit=1"
 
 @pytest.fixture
 async def port() -> AsyncIterator[int]:
-    env = make_env()
-    settings = replace(env.settings, limits=LIMITS)
-    runtime = Runtime(settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics)
-    runner = GuardedAppRunner(build_app(runtime, env.service), LIMITS, env.metrics,
-                              access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield int(runner.addresses[0][1])
-    finally:
-        await runner.cleanup()
+    async with guarded_port(LIMITS, CALLERS) as bound:
+        yield bound
 
 
 @dataclass
