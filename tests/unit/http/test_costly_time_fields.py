@@ -6,12 +6,14 @@ to 30 s, an impossible cron was a 500)."""
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
-from tests.unit.app.support import CALLBACK
-from tests.unit.http.test_routes import AUTH, Api, assert_error
+from tests.unit.app.support import CALLBACK, make_env
+from tests.unit.http.test_routes import AUTH, Api, assert_error, memory_runtime, serving
 
 # Past the relative grammar by one character: dateparser's turn, which needs a zone.
 WORST_WHEN = ["in " + "1 hour " * 27 + "1 x", "in " + "1 hour and " * 17 + "1 x",
@@ -81,7 +83,19 @@ async def test_snooze_answers_a_400_quickly(api: Api) -> None:
     assert resp.status == 400 and set(body) >= {"error", "message"}, body
 
 
-async def test_a_batch_of_the_costliest_items_answers_each_with_a_400(api: Api) -> None:
+@pytest.fixture
+async def unshared() -> AsyncIterator[Api]:
+    """The route tests' API with a CPU share no batch here can spend (the share has its own
+    tests: tests/unit/limits/test_cpu_shares.py); each item's own answer is what is tested."""
+    env = make_env()
+    settings = replace(env.settings, limits=replace(env.settings.limits,
+                                                    caller_cpu_burst_ms=1e9))
+    async with serving(env, memory_runtime(env, settings)) as served:
+        yield served
+
+
+async def test_a_batch_of_the_costliest_items_answers_each_with_a_400(unshared: Api) -> None:
+    api = unshared
     items = [{"callbackUrl": CALLBACK, **fields} for fields, _ in bodies()] * 5
     start = time.process_time()
     resp = await api.client.post("/v1/triggers/batch", json={"items": items}, headers=AUTH)
