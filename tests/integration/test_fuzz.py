@@ -1,8 +1,9 @@
 """The short form of ``make fuzz``: schemathesis (its CLI, as ``make fuzz`` runs it) against a
 real API on the real stack and its own contract (``GET /openapi.json``). Fails on any 5xx,
 any status or content type the spec does not list, and any response or header that does not
-conform to it, and any request that costs the API over 3 CPU-s (this process's, traced). Hostile ``when``, ``rrule``,
-``cron`` and ``flowControl`` values are weighted in (``infra/fuzz_hooks.py``). ``make fuzz``
+conform to it, and any request that costs the API over 3 CPU-s (this process's, traced).
+Hostile ``when``, ``rrule``, ``cron`` and ``flowControl`` values are weighted in
+(``infra/fuzz_hooks.py``). ``make fuzz``
 runs the same with several thousand cases."""
 
 from __future__ import annotations
