@@ -1,7 +1,7 @@
-"""What a ``when`` phrase may cost: the relative grammar is read in one pass, with the same
-answers as the backtracking pattern it replaced, and no phrase of the maximum length takes
-more than a few milliseconds through :func:`resolve_when` (the pattern took about a minute
-for ``"in " + "1 hour " * 28 + "1"``)."""
+"""What a ``when`` phrase may cost: the relative grammar is read without giving back what it
+read, with the same answers as the backtracking pattern it replaced, and no phrase of the
+maximum length takes more than a few milliseconds through :func:`resolve_when` (the pattern
+took about a minute for ``"in " + "1 hour " * 28 + "1"``)."""
 
 from __future__ import annotations
 
@@ -13,12 +13,11 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from trigger_service.core.errors import ApiError
-from trigger_service.core.time.when import MAX_WHEN_LEN, resolve_when, warm_up
-from trigger_service.core.time.when_relative import is_relative
+from trigger_service.core.time.when import MAX_WHEN_LEN, is_relative, resolve_when, warm_up
 
 NOW_MS = 1_800_000_000_000
 NY = "America/New_York"
-# The pattern the scanner replaced: the reference for which phrases are relative. Fine on
+# The pattern the possessive one replaced: the reference for which phrases are relative. Fine on
 # short strings; exponential on long ones.
 _AMOUNT = r"(?:\d{1,6}(?:\.\d{1,3})?|an?|one)"
 _UNIT = r"(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?)"
@@ -53,7 +52,7 @@ WORST = [
 
 @settings(max_examples=3000, deadline=None, database=None)
 @given(st.lists(st.sampled_from(RELATIVE_TOKENS), max_size=9))
-def test_the_scanner_reads_relative_phrases_as_the_old_pattern_did(parts: list[str]) -> None:
+def test_relative_phrases_are_read_as_the_old_pattern_did(parts: list[str]) -> None:
     text = "".join(parts)
     assert is_relative(text) == bool(OLD_RELATIVE.fullmatch(text)), text
 

@@ -5,9 +5,9 @@ injected Clock's), never the machine's clock or local zone.
 A phrase is read one of three ways, and :class:`Resolved` says which:
 
 - **relative** ("in 2 hours", "in 1 hour and 30 minutes", "90 minutes from now", "now":
-  :mod:`trigger_service.core.time.when_relative`'s grammar, read in one pass): seconds,
-  minutes, hours, days and weeks of *elapsed* time added to now — an instant; no zone needed
-  (with ``timeZone`` too, the instant is the same). Behaves as ``fireAt``.
+  :func:`is_relative`): seconds, minutes, hours, days and weeks of *elapsed* time added to
+  now — an instant; no zone needed (with ``timeZone`` too, the instant is the same).
+  Behaves as ``fireAt``.
 - **wall clock** (anything else dateparser reads: "tomorrow 9am", "next friday 17:30",
   "march 4th at 9:15pm", "in 2 months"): a wall time in ``timeZone`` (required), read by
   dateparser with the zone's wall time now as its base and resolved by ``core.time.zones`` like a
@@ -55,7 +55,6 @@ from trigger_service.core.time import when_rules
 from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
 from trigger_service.core.time.series import first_occurrence
 from trigger_service.core.time.timing import datetime_to_ms, format_rfc3339_ms, ms_to_datetime
-from trigger_service.core.time.when_relative import is_relative
 from trigger_service.core.time.zones import (
     UTC_ZONE,
     DstPolicy,
@@ -71,6 +70,15 @@ MAX_WHEN_LEN = 200
 # How far a rule's first occurrence is looked for (the default horizon; plan() then holds
 # it to TRIGGER_API_MAX_FIRE_AHEAD_DAYS). Every rule of the grammar matches within 8 years.
 _SEARCH_DAYS = 3660
+_AMOUNT = r"(?:\d{1,6}(?:\.\d{1,3})?|an?|one)"
+_UNIT = r"(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?)"
+# The list of durations is possessive (``*+``): once read, no duration is given back. With a
+# plain ``*`` the white space on both sides of the optional separator let a failing match
+# split the same spaces in exponentially many ways (a 200-character phrase: about a minute of
+# CPU). Giving back never helps here: what follows the list (the end, or " from now") cannot
+# be read as a duration, and an amount never starts with what a shorter unit leaves (``s``).
+_DURS = rf"{_AMOUNT}\s+{_UNIT}(?:\s*(?:,|and|,\s*and)?\s*{_AMOUNT}\s+{_UNIT})*+"
+_RELATIVE_RE = re.compile(rf"in\s+{_DURS}|{_DURS}\s+from\s+now|now")
 _NUMERIC_DATE_RE = re.compile(r"\b(\d{1,2})[/.](\d{1,2})(?:[/.](\d{4}|\d{2}))?\b")
 # "9.30pm", "at 9.30": a clock time with a dot, which dateparser reads as midnight; made "9:30".
 _DOTTED_CLOCK_RE = re.compile(r"(?<![\d./])(\d{1,2})\.(\d{2})(?=\s*[ap]\.?m\b)|"
@@ -121,6 +129,12 @@ def month_first(locale: str | None) -> bool | None:
     parts = [p for p in (locale or "").replace("_", "-").split("-") if p]
     region = next((p.upper() for p in parts[1:] if len(p) == 2 and p.isalpha()), None)
     return None if region is None else region in _MONTH_FIRST_REGIONS
+
+
+def is_relative(text: str) -> bool:
+    """Whether ``text`` (normalised: lower case, single spaces) is a relative phrase, read as
+    elapsed time from now; at most a millisecond or so for any phrase of the maximum length."""
+    return _RELATIVE_RE.fullmatch(text) is not None
 
 
 def _resolve(text: str, now_ms: int, time_zone: str | None,
