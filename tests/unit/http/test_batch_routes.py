@@ -11,12 +11,20 @@ from typing import Any
 import pytest
 
 from tests.unit.app.support import NOW_MS, make_env
-from tests.unit.http.test_routes import AUTH, BODY, JSON, OPERATOR, Api, assert_error, serving
+from tests.unit.http.test_routes import (
+    AUTH,
+    BODY,
+    JSON,
+    OPERATOR,
+    Api,
+    assert_error,
+    counted_parses,
+    serving,
+)
 from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.config.callers import CallerRegistry, hash_token
-from trigger_service.http import parsing
 from trigger_service.platform.metrics import InMemoryMetrics
 from trigger_service.platform.wiring import Runtime
 
@@ -161,14 +169,7 @@ async def test_the_rate_is_charged_before_any_item_is_parsed(
     """Parsing an item (its `when`, its RRULE) is the work the rate bounds: a thousand items
     against a bucket of 5 parse 5, an invalid item costs its token, and a batch with the
     bucket empty is refused whole before its body is read."""
-    parsed: list[object] = []
-    parse = parsing.parse_register
-
-    def counting(body: Any, **kwargs: Any) -> Any:
-        parsed.append(body)
-        return parse(body, **kwargs)
-
-    monkeypatch.setattr(parsing, "parse_register", counting)
+    parsed = counted_parses(monkeypatch)
     when = BODY | {"when": "in 2 hours", "delaySeconds": None}
     items = [{k: v for k, v in when.items() if v is not None}] * 1_000
     status, body = await post_batch(limited, [BODY | {"bogus": 1}, *items[1:]])

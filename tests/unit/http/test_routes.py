@@ -21,6 +21,7 @@ from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import CacheError, QueueError, StoreError
 from trigger_service.core.model import Status, new_trigger_id
+from trigger_service.http import parsing
 from trigger_service.http.app import build_app
 from trigger_service.platform.wiring import Runtime
 
@@ -83,6 +84,19 @@ def memory_runtime(env: Env, settings: Settings | None = None) -> Runtime:
     return Runtime(settings or env.settings, CALLERS, env.store, env.queue, env.cache,
                    MemoryLease(env.clock, 10_000), env.clock, env.metrics,
                    pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
+
+
+def counted_parses(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The bodies ``parsing.parse_register`` reads from now on (it is wrapped to note each)."""
+    parsed: list[object] = []
+    parse = parsing.parse_register
+
+    def counting(body: Any, **kwargs: Any) -> Any:
+        parsed.append(body)
+        return parse(body, **kwargs)
+
+    monkeypatch.setattr(parsing, "parse_register", counting)
+    return parsed
 
 
 @pytest.fixture

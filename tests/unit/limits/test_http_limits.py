@@ -13,13 +13,13 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, Env, make_env
+from tests.unit.http.test_routes import counted_parses
 from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.triggers import TriggerService
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import StoreError
-from trigger_service.http import parsing
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import RUNTIME_KEY
 from trigger_service.platform.wiring import Runtime
@@ -102,14 +102,7 @@ async def test_a_keyed_retry_over_the_rate_is_429_before_its_body_is_parsed(
         api: Api, monkeypatch: pytest.MonkeyPatch) -> None:
     """An answered key is no pass: telling its replay from 422 parses and plans the body
     (a `when`, an RRULE, a DNS name), the work the rate bounds."""
-    parsed: list[object] = []
-    parse = parsing.parse_register
-
-    def counting(body: Any, **kwargs: Any) -> Any:
-        parsed.append(body)
-        return parse(body, **kwargs)
-
-    monkeypatch.setattr(parsing, "parse_register", counting)
+    parsed = counted_parses(monkeypatch)
     key = {**LIMITED, "Idempotency-Key": "k1"}
     first = await api.client.post("/v1/triggers", json=BODY, headers=key)
     assert first.status == 201
