@@ -59,6 +59,33 @@ NOTIFY_GRACE_MS = 60_000  # the disabling dispatcher's own retries come first
 Key = tuple[str, str]  # (caller, origin)
 
 
+class Records:
+    """The records known in a dispatcher, by caller then origin: a caller's count (its cap)
+    without a scan of every caller's records at each failure."""
+
+    def __init__(self) -> None:
+        self._by_caller: dict[str, dict[str, EndpointHealth]] = {}
+
+    def get(self, key: Key) -> EndpointHealth | None:
+        mine = self._by_caller.get(key[0])
+        return mine.get(key[1]) if mine is not None else None
+
+    def __contains__(self, key: Key) -> bool:
+        return self.get(key) is not None
+
+    def put(self, h: EndpointHealth) -> EndpointHealth:
+        self._by_caller.setdefault(h.caller, {})[h.origin] = h
+        return h
+
+    def pop(self, key: Key) -> None:
+        mine = self._by_caller.get(key[0])
+        if mine is not None and mine.pop(key[1], None) is not None and not mine:
+            del self._by_caller[key[0]]
+
+    def count(self, caller: str) -> int:
+        return len(self._by_caller.get(caller, ()))
+
+
 class EndpointWatch:
     def __init__(self, store: EndpointHealthStore, events: OpsEvents, callers: Callers,
                  settings: EndpointHealthSettings, clock: Clock, metrics: Metrics) -> None:
@@ -68,7 +95,7 @@ class EndpointWatch:
         self._s = settings
         self._clock = clock
         self._metrics = metrics
-        self._known: dict[Key, EndpointHealth] = {}  # as last read, or written here since
+        self._known = Records()  # as last read, or written here since
         self._written_at_ms: dict[Key, int] = {}  # this process's last write of a record
         self._read_at_ms: int | None = None
         self._reading: asyncio.Future[None] | None = None  # the read under way
@@ -107,7 +134,7 @@ class EndpointWatch:
         except AdapterError as e:
             log.warning("endpoint_health_unread", error=str(e))
             return
-        known: dict[Key, EndpointHealth] = {}
+        known = Records()
         for h in rows:
             mine = self._known.get(h.key)
             if mine is not None and mine.first_failure_at_ms == h.first_failure_at_ms:
@@ -115,7 +142,7 @@ class EndpointWatch:
                 h = replace(h, failures=max(h.failures, mine.failures),
                             last_failure_at_ms=max(h.last_failure_at_ms,
                                                    mine.last_failure_at_ms))
-            known[h.key] = h
+            known.put(h)
             if (h.disabled_at_ms is not None and h.notified_at_ms is None
                     and now_ms - h.disabled_at_ms >= NOTIFY_GRACE_MS):
                 self._notify(h)
@@ -154,8 +181,8 @@ class EndpointWatch:
         if known is None and self._full(key[0]):
             self._untracked(key)
             return
-        h = self._known[key] = (first_failure(*key, now_ms, error) if known is None
-                                else failed_again(known, now_ms, error))
+        h = self._known.put(first_failure(*key, now_ms, error) if known is None
+                            else failed_again(known, now_ms, error))
         if key in self._writing:
             return  # its write is under way: this failure is counted in the record in memory
         self._writing.add(key)
@@ -177,14 +204,14 @@ class EndpointWatch:
             stored = await self._store.note_first_failure(first_failure(*key, now_ms, error),
                                                           self._s.max_per_caller)
             if stored is None:
-                self._known.pop(key, None)
+                self._known.pop(key)
                 self._untracked(key)
                 return
             if stored.first_failure_at_ms != now_ms:  # another dispatcher's record
                 stored = failed_again(stored, now_ms, error)
             counted = self._known.get(key)  # with the failures seen during the write
-            h = self._known[key] = replace(stored, failures=max(
-                stored.failures, counted.failures if counted is not None else 0))
+            h = self._known.put(replace(stored, failures=max(
+                stored.failures, counted.failures if counted is not None else 0)))
             self._written_at_ms[key] = now_ms
             self._metrics.inc("endpoint_failing_total", caller=key[0])
         if disable_due(h, now_ms, self._disable_after_ms(key[0])):
@@ -196,7 +223,7 @@ class EndpointWatch:
         self._writing.add(key)
         try:
             if await self._store.clear_failing(*key):
-                self._known.pop(key, None)
+                self._known.pop(key)
                 self._written_at_ms.pop(key, None)
                 log.info("endpoint_recovered", caller=key[0], origin=key[1])
         finally:
@@ -205,7 +232,7 @@ class EndpointWatch:
     def _full(self, caller: str) -> bool:
         """Whether ``caller`` has its ``max_per_caller`` records (as far as known here): a
         new failing origin is then not tracked, without a store call per failure."""
-        return sum(1 for c, _ in self._known if c == caller) >= self._s.max_per_caller
+        return self._known.count(caller) >= self._s.max_per_caller
 
     def _untracked(self, key: Key) -> None:
         self._metrics.inc("endpoint_untracked_total", caller=key[0])
@@ -221,7 +248,7 @@ class EndpointWatch:
                 h, now_ms):
             await self.refresh(force=True)  # someone else's record, or disabled already
             return
-        h = self._known[h.key] = replace(h, disabled_at_ms=now_ms)
+        h = self._known.put(replace(h, disabled_at_ms=now_ms))
         self._metrics.inc("endpoints_disabled_total", caller=h.caller)
         log.warning("endpoint_disabled", caller=h.caller, origin=h.origin,
                     since_ms=h.first_failure_at_ms, failures=h.failures)

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.endpoint_health import EndpointWatch
+from dispatcher.endpoint_health import EndpointWatch, Records
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env, failed
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.core.endpoint_health import first_failure
@@ -66,3 +66,20 @@ async def test_a_record_expires_its_ttl_after_its_last_write(env: Env) -> None:
     assert len(await store.endpoint_health(CALLER)) == 1
     env.clock.advance_ms(TTL_S * 1000)
     assert await store.endpoint_health(CALLER) == []
+
+
+def test_the_records_known_count_per_caller() -> None:
+    """What ``_full`` asks at each failure of a new origin: one caller's count, not a scan."""
+    known = Records()
+    for n in range(3):
+        known.put(first_failure(CALLER, f"https://o{n}.x:443", 0, None))
+    known.put(first_failure(OTHER_CALLER, "https://o0.x:443", 0, None))
+    known.put(first_failure(CALLER, "https://o0.x:443", 5, None))  # the same one again
+    assert (known.count(CALLER), known.count(OTHER_CALLER), known.count("nobody")) == (3, 1, 0)
+    known.pop((CALLER, "https://o1.x:443"))
+    known.pop((OTHER_CALLER, "https://o0.x:443"))
+    known.pop((OTHER_CALLER, "https://gone.x:443"))
+    assert (known.count(CALLER), known.count(OTHER_CALLER)) == (2, 0)
+    assert (CALLER, "https://o0.x:443") in known and (CALLER, "https://o1.x:443") not in known
+    assert known.get((CALLER, "https://o0.x:443")) == first_failure(
+        CALLER, "https://o0.x:443", 5, None)
