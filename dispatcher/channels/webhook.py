@@ -108,10 +108,10 @@ class WebhookChannel:
 
     def _signers_of(self, caller: str, secrets: tuple[str, ...]) -> list[Webhook]:
         """The signers of ``secrets``, kept per caller (made again when they change)."""
-        kept = self._signers.get(caller)
+        kept = self._signers.get(caller)  # (a hit is now the most recently used)
         if kept is None or kept[0] != secrets:
             kept = (secrets, [Webhook(secret) for secret in secrets])
-        self._signers.put(caller, kept)
+            self._signers.put(caller, kept)
         return kept[1]
 
     async def _headers(self, trigger: Trigger, attempt: int, body: str,
