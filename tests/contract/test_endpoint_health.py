@@ -4,12 +4,14 @@ disable apply only to the same record, the disable applies once, a success delet
 record but not a disabled one, an enable deletes either; a caller has at most its cap of
 records, every write renews a record's TTL (every column of it), and every caller's records
 come back whatever the page size. The records of the table before 027 are moved on the first
-read (Cassandra only)."""
+read, and first failures made together past a caller's cap are taken back (Cassandra only)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import asyncio
+from collections.abc import Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -193,3 +195,34 @@ async def test_the_records_of_the_table_before_027_move_on_the_first_read(
         f"SELECT caller FROM {KEYSPACE}.{schema.TABLE_ENDPOINT_HEALTH_LEGACY} WHERE k = %s",
         (schema.ENDPOINT_HEALTH_KEY,)).all()
     assert caller not in [r["caller"] for r in left]
+
+
+@pytest.mark.integration
+async def test_first_failures_made_together_past_the_cap_never_leave_more_than_it(
+        cassandra_store: CassandraStore) -> None:
+    """Every dispatcher checks the caller's count before its insert, and they all do so
+    before any inserts (the interleaving injected): the check after the insert takes back
+    what went past the cap, so the bound holds (the ones taken back try at their next
+    failure)."""
+    health = CassandraEndpointHealth.of(cassandra_store, SETTINGS)
+    caller, cap = unique("eh-race"), 2
+    await made(health, first_failure(caller, ORIGIN, T0, None))  # one of the cap taken
+    run, together = health._run, 4
+    checked = asyncio.Event()
+
+    async def inserts_after_every_check(name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        nonlocal together
+        if name == "eh_first":
+            together -= 1
+            if together == 0:
+                checked.set()
+            await checked.wait()
+        return await run(name, params)
+
+    health._run = inserts_after_every_check
+    got = await asyncio.gather(*(health.note_first_failure(
+        first_failure(caller, f"https://o{n}.x:443", T0, None), cap) for n in range(4)))
+    stored = await health.endpoint_health(caller)
+    assert len(stored) <= cap
+    assert sorted(h.origin for h in got if h is not None) == sorted(
+        h.origin for h in stored if h.origin != ORIGIN)
