@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -116,6 +117,32 @@ async def test_a_send_takes_all_its_recipients_or_none(budget: SendBudget) -> No
     taken = await asyncio.gather(*(budget.take(caller, "sms", "20261126", 10, 4)
                                    for _ in range(6)))
     assert taken.count(True) == 2 and await budget.spent(caller, "sms", "20261126") == 8
+
+
+@pytest.mark.integration
+async def test_sends_made_together_share_one_round_trip(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An occurrence's channels are sent at once, a herd's occurrences too, and a batch
+    create reads its items' budgets at once: each such crowd is one pipeline to Redis per
+    turn of the loop, not a round trip per send."""
+    client = open_client(REDIS_URL)
+    pipelines: list[object] = []
+    make_pipeline = client.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        pipelines.append(None)
+        return make_pipeline(*args, **kwargs)
+
+    monkeypatch.setattr(client, "pipeline", counted)
+    kinds = ("email", "sms", "push")
+    try:
+        budget, caller = RedisSendBudget(client), unique("budget-")
+        taken = await asyncio.gather(*(budget.take(caller, k, "20261126", 10, 2)
+                                       for k in kinds))
+        spent = await asyncio.gather(*(budget.spent(caller, k, "20261126") for k in kinds))
+    finally:
+        await client.aclose()
+    assert taken == [True] * 3 and spent == [2] * 3
+    assert len(pipelines) == 2
 
 
 def test_the_budget_day_is_utc() -> None:

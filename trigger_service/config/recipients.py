@@ -42,7 +42,7 @@ is stored and again before it is sent.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 import nh3
@@ -82,42 +82,32 @@ class RecipientPolicy:
 
     def email_refusal(self, address: str) -> str | None:
         """Why ``address`` may not be emailed by this caller (None: it may)."""
-        if not self.email_domains:
-            return "this caller may not send email (no email_domains in the callers file)"
         domain = address.rpartition("@")[2].lower().rstrip(".")
-        for allowed in self.email_domains:
-            if allowed == ANY or domain == allowed:
-                return None
-            if allowed.startswith("*.") and domain.endswith(allowed[1:]):
-                return None
-        return f"{domain} is not one of this caller's email domains"
+        listed = any(domain == d or (d.startswith("*.") and domain.endswith(d[1:]))
+                     for d in self.email_domains)
+        return _refusal(self.email_domains, "email_domains", "send email", listed,
+                        f"{domain} is not one of this caller's email domains")
 
     def sms_refusal(self, number: str) -> str | None:
         """Why the E.164 ``number`` may not be texted by this caller (None: it may)."""
-        if not self.sms_country_codes:
-            return "this caller may not send SMS (no sms_country_codes in the callers file)"
         digits = number.removeprefix("+")
-        if any(c == ANY or digits.startswith(c) for c in self.sms_country_codes):
-            return None
-        return "the number's country code is not one of this caller's sms_country_codes"
+        return _refusal(self.sms_country_codes, "sms_country_codes", "send SMS",
+                        any(digits.startswith(c) for c in self.sms_country_codes),
+                        "the number's country code is not one of this caller's "
+                        "sms_country_codes")
 
     def telegram_refusal(self, chat: int | str) -> str | None:
         """Why the operator's bot may not message ``chat`` for this caller (None: it may)."""
-        if not self.telegram_chats:
-            return ("this caller may not use the Telegram bot (no telegram_chats in the "
-                    "callers file)")
-        if ANY in self.telegram_chats or chat_key(chat) in self.telegram_chats:
-            return None
-        return f"chat {chat} is not one of this caller's telegram_chats"
+        return _refusal(self.telegram_chats, "telegram_chats", "use the Telegram bot",
+                        chat_key(chat) in self.telegram_chats,
+                        f"chat {chat} is not one of this caller's telegram_chats")
 
     def push_refusal(self, token: str) -> str | None:
         """Why the operator's FCM project may not push to ``token`` for this caller (None:
         it may). The token is not quoted: it is long, and it addresses a device."""
-        if not self.push_tokens:
-            return "this caller may not send push (no push_tokens in the callers file)"
-        if ANY in self.push_tokens or token in self.push_tokens:
-            return None
-        return "the token is not one of this caller's push_tokens"
+        return _refusal(self.push_tokens, "push_tokens", "send push",
+                        token in self.push_tokens,
+                        "the token is not one of this caller's push_tokens")
 
     def spec_refusal(self, spec: ChannelSpec) -> tuple[str, str] | None:
         """The field of ``spec`` this caller may not send to (``to``, ``replyTo``,
@@ -165,6 +155,16 @@ class RecipientPolicy:
                 return i, (f"{need[spec.type]} {spec.type.value} recipients per occurrence: "
                            f"more than this caller's daily_budget.{spec.type.value} of {limit}")
         return None
+
+
+def _refusal(allowed: Collection[str], key: str, use: str, listed: bool,
+             outside: str) -> str | None:
+    """The one rule of every allow-list of the callers file (``key``): empty, the channel
+    is not the caller's to ``use`` at all; ``"*"`` or an address ``listed`` passes (None);
+    else ``outside``, why not."""
+    if not allowed:
+        return f"this caller may not {use} (no {key} in the callers file)"
+    return None if listed or ANY in allowed else outside
 
 
 def sanitise_html(html: str) -> str:

@@ -3,12 +3,15 @@ stale; and a rotation in a taken millisecond (the in-memory store, as the real o
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.sealing import RowSealer, inbox_context
 from trigger_service.adapters.cassandra.statements import creation_values
 from trigger_service.adapters.crypto.keyfile import add_key
@@ -18,7 +21,7 @@ from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.signing import RotationPolicy, SigningSecrets
 from trigger_service.core.errors import CipherError
 from trigger_service.core.model import Route, Trigger
-from trigger_service.core.ports.crypto import is_sealed
+from trigger_service.core.ports.crypto import Cipher, is_sealed
 from trigger_service.core.time.clock import ManualClock
 
 PAYLOAD = schema.TRIGGER_COLUMNS.index("payload")
@@ -106,3 +109,53 @@ async def test_inbox_text_is_sealed_with_payloads_and_a_look_alike_always(
     assert await off.open_text(look_alike, context) == "enc1:not really"
     with pytest.raises(CipherError):  # bound to its message and column
         await on.open_text(sealed, inbox_context("c", "ada", "msg_1", "body"))
+
+
+class _CountingCipher:
+    """A real cipher that counts what it opens."""
+
+    def __init__(self, inner: Cipher) -> None:
+        self._inner = inner
+        self.opened = 0
+
+    def seal(self, plaintext: str, context: str) -> str:
+        return self._inner.seal(plaintext, context)
+
+    async def open(self, value: str, context: str) -> str:
+        self.opened += 1
+        return await self._inner.open(value, context)
+
+    def is_current(self, value: str) -> bool:
+        return self._inner.is_current(value)
+
+
+class _InboxRows(CassandraInbox):
+    """The Cassandra inbox over rows in hand (newest first, as ``inbox_before`` reads)."""
+
+    def __init__(self, rows: list[dict[str, Any]], sealer: RowSealer) -> None:
+        self._rows = rows
+        self._sealer = sealer
+
+    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+        assert name == "inbox_before"
+        return [r for r in self._rows if r[schema.COL_MESSAGE_ID] < params[2]]
+
+
+async def test_an_unread_listing_opens_no_read_message(tmp_path: Path) -> None:
+    cipher = _CountingCipher(sealer(tmp_path, seal_payloads=True).cipher)
+    rows = RowSealer(cipher, seal_payloads=True)
+
+    def row(i: int, read_at_ms: int | None) -> dict[str, Any]:
+        mid = f"msg_{i:02}"
+        return {schema.COL_CALLER: "c", schema.COL_RECIPIENT: "ada", schema.COL_MESSAGE_ID: mid,
+                schema.COL_TRIGGER_ID: "trg_1", schema.COL_OCCURRENCE_ID: "o",
+                **{c: rows.seal_text(f"{c} {i}", inbox_context("c", "ada", mid, c))
+                   for c in schema.INBOX_SEALED_COLUMNS},
+                schema.COL_CREATED_AT_MS: i, schema.COL_READ_AT_MS: read_at_ms,
+                schema.COL_DELETED_AT_MS: None}
+
+    inbox = _InboxRows([row(i, None if i < 2 else 5) for i in reversed(range(12))], rows)
+    page = await inbox.list_inbox("c", "ada", before=None, limit=10, unread_only=True)
+    assert [(m.message_id, m.title) for m in page.items] == [
+        ("msg_01", "title 1"), ("msg_00", "title 0")]
+    assert cipher.opened == 2 * len(schema.INBOX_SEALED_COLUMNS)  # the two unread ones'

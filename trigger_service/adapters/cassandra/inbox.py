@@ -107,8 +107,10 @@ class CassandraInbox:
             rows = await self._run("inbox_before", [caller, recipient, cursor, _READ_ROWS])
             for r in rows:
                 cursor = r[s.COL_MESSAGE_ID]
+                if unread_only and r.get(s.COL_READ_AT_MS) is not None:
+                    continue  # filtered out before its sealed texts are opened
                 m = await self._message(r)
-                if m is not None and not (unread_only and m.read_at_ms is not None):
+                if m is not None:
                     found.append(m)
                     if len(found) > limit:
                         return InboxPage(found[:limit], found[limit - 1].message_id)

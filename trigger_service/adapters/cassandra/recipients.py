@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.sealing import RowSealer
-from trigger_service.core.ports.crypto import is_sealed
 from trigger_service.core.ports.recipient import LinkedTrigger, ZoneChange
 from trigger_service.core.recipient_profiles import (
     RecipientProfile,
@@ -84,8 +83,7 @@ class CassandraRecipients:
         return cls(store._run, store._pages, store._sealer)
 
     async def _open(self, caller: str, recipient_id: str, text: str) -> RecipientProfile:
-        if is_sealed(text):
-            text = await self._sealer.cipher.open(text, _context(caller, recipient_id))
+        text = await self._sealer.open_text(text, _context(caller, recipient_id))
         return profile_from_json(recipient_id, text)
 
     async def get_profile(self, caller: str, recipient_id: str) -> RecipientProfile | None:
@@ -95,9 +93,9 @@ class CassandraRecipients:
         return await self._open(caller, recipient_id, rows[0][s.COL_PROFILE])
 
     async def put_profile(self, caller: str, profile: RecipientProfile) -> None:
-        text = profile_to_json(profile)
-        if self._sealer.seal_payloads:
-            text = self._sealer.cipher.seal(text, _context(caller, profile.recipient_id))
+        # JSON never reads as sealed: sealed exactly when payloads are.
+        text = self._sealer.seal_text(profile_to_json(profile),
+                                      _context(caller, profile.recipient_id))
         await self._run("recipient_put", [text, caller, _part(profile.recipient_id),
                                           profile.recipient_id])
 

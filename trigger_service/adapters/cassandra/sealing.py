@@ -12,7 +12,7 @@ does not open.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, overload
 
 from trigger_service.adapters import schema as s
 from trigger_service.core.ports.crypto import Cipher, is_sealed
@@ -54,9 +54,14 @@ class RowSealer:
         """``row`` with its sealed columns opened (in place). Raises ``CipherError``."""
         for column in s.SEALED_COLUMNS:
             value = row.get(column)
-            if isinstance(value, str) and is_sealed(value):
-                row[column] = await self.cipher.open(value, column_context(trigger_id, column))
+            if isinstance(value, str):
+                row[column] = await self.open_text(value, column_context(trigger_id, column))
         return row
+
+    @overload
+    def seal_text(self, value: str, context: str) -> str: ...
+    @overload
+    def seal_text(self, value: str | None, context: str) -> str | None: ...
 
     def seal_text(self, value: str | None, context: str) -> str | None:
         """A free-text value as written: sealed when payloads are, or when it would read as
@@ -65,8 +70,14 @@ class RowSealer:
             return value
         return self.cipher.seal(value, context)
 
+    @overload
+    async def open_text(self, value: str, context: str) -> str: ...
+    @overload
+    async def open_text(self, value: str | None, context: str) -> str | None: ...
+
     async def open_text(self, value: str | None, context: str) -> str | None:
-        """``value`` opened when sealed, else as it is. Raises ``CipherError``."""
+        """``value`` opened when sealed, else as it is (written in clear, or before sealing
+        was on); None stays None. Raises ``CipherError``."""
         if value is None or not is_sealed(value):
             return value
         return await self.cipher.open(value, context)

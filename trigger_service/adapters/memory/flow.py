@@ -86,16 +86,14 @@ class MemoryFlowLimiter:
 class MemoryFlowBoard:
     def __init__(self) -> None:
         self.fail = False
-        # (source, caller, key, default) → (view, until ms)
-        self._views: dict[tuple[str, str, str, bool], tuple[FlowView, int]] = {}
+        self._views: dict[tuple[str, FlowScope], tuple[FlowView, int]] = {}  # → (view, until)
 
     async def publish_flow(self, source: str, views: Sequence[FlowView], now_ms: int,
                            ttl_s: int) -> None:
         if self.fail:
             raise CacheError("memory flow board told to fail")
         for v in views:
-            self._views[(source, v.caller, v.key, v.default)] = (replace(v, source=source),
-                                                                 now_ms + ttl_s * 1000)
+            self._views[(source, v.scope)] = (replace(v, source=source), now_ms + ttl_s * 1000)
 
     async def read_flow(self, now_ms: int) -> list[FlowView]:
         if self.fail:

@@ -156,21 +156,29 @@ class RedisStreamSlots:
 
 class RedisSendBudget:
     def __init__(self, client: aioredis.Redis) -> None:
-        self._r = client
         self._take = client.register_script(_TAKE_SEND)
+        # A herd's sends (an occurrence's channels at once, occurrences due together) and a
+        # batch create's budget reads share round trips: one pipeline per turn of the loop.
+        self._pipe = Coalescer(client)
+
+    def _take_in(self, pipe: Pipeline, key: str, args: list[object]) -> None:
+        pipe.scripts.add(self._take)  # type: ignore[arg-type]  # loaded if Redis lacks it
+        pipe.evalsha(self._take.sha, 1, key, *args)  # type: ignore[arg-type]
 
     async def spent(self, caller: str, channel: str, day: str) -> int:
+        key = schema.budget_key(caller, channel, day)
         try:
-            raw = await self._r.get(schema.budget_key(caller, channel, day))
+            raw = await self._pipe.run(lambda p: p.get(key))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis budget read failed: {e}") from e
         return int(raw or 0)
 
     async def take(self, caller: str, channel: str, day: str, budget: int,
                    count: int = 1) -> bool:
+        key = schema.budget_key(caller, channel, day)
+        args: list[object] = [budget, BUDGET_TTL_S, count]
         try:
-            ok = await self._take(keys=[schema.budget_key(caller, channel, day)],
-                                  args=[budget, BUDGET_TTL_S, count])
+            ok = await self._pipe.run(lambda p: self._take_in(p, key, args))
         except (RedisError, OSError) as e:
             raise CacheError(f"redis budget take failed: {e}") from e
         return bool(ok)

@@ -48,6 +48,11 @@ class FlowView:
     caller: str = ""
     default: bool = False  # the caller's default for an origin, not a key it wrote
 
+    @property
+    def scope(self) -> FlowScope:
+        """The key in its caller's namespace: what views are told apart by."""
+        return FlowScope(self.caller, self.key, self.default)
+
 
 class FlowLimiter(Protocol):
     """Rate slots and a parallelism semaphore per scope (a key in its caller's namespace:

@@ -12,6 +12,7 @@ import structlog
 from aiohttp import web
 
 from trigger_service.core.errors import AdapterError
+from trigger_service.core.flow import FlowScope
 from trigger_service.core.ports.flow import FlowView
 from trigger_service.http.auth import require_ops
 from trigger_service.http.keys import RUNTIME_KEY
@@ -25,13 +26,13 @@ MAX_KEYS = 100  # the busiest first (open now, then the longest delay)
 def merge_flow(views: list[FlowView]) -> list[dict[str, Any]]:
     """One entry per key of a caller (``core.flow.FlowScope``: two callers' equal keys are
     two entries) over every dispatcher's view of it."""
-    by_key: dict[tuple[str, str, bool], list[FlowView]] = {}
+    by_scope: dict[FlowScope, list[FlowView]] = {}
     for v in views:
-        by_key.setdefault((v.caller, v.key, v.default), []).append(v)
+        by_scope.setdefault(v.scope, []).append(v)
     rows: list[dict[str, Any]] = []
-    for (caller, key, default), vs in by_key.items():
+    for scope, vs in by_scope.items():
         busiest = max(vs, key=lambda v: v.recent)
-        rows.append({"caller": caller, "key": key, "default": default,
+        rows.append({"caller": scope.caller, "key": scope.key, "default": scope.default,
                      "ratePerSecond": busiest.rate_per_second,
                      "parallelism": busiest.parallelism,
                      "openNow": sum(v.open_now for v in vs),
