@@ -35,9 +35,12 @@ from trigger_service.core.errors import RateLimited
 T = TypeVar("T")
 # Callers are named in the callers file; the bound keeps a process's map small all the same.
 MAX_ACCOUNTS = 10_000
-# A caller whose last metered work cost this much takes turns (:func:`costly`); a healthy
-# registration's costs a tenth of a millisecond.
+# A caller whose metered work once cost this much takes turns (:func:`costly`) for the next
+# ``COSTLY_FOR_S``; a healthy registration's costs a tenth of a millisecond. Sticky, so a
+# caller mixing cheap and costly inputs cannot bring each costly one back onto the loop
+# behind a cheap one.
 COSTLY_MS = 2.0
+COSTLY_FOR_S = 10.0
 
 
 class CpuShareExceeded(RateLimited):
@@ -48,7 +51,7 @@ class CpuShareExceeded(RateLimited):
 class _Bucket:
     balance_ms: float
     at_s: float
-    last_ms: float = 0.0
+    costly_until_s: float = -math.inf
     turns: asyncio.Lock | None = None
 
 
@@ -81,12 +84,15 @@ class CpuShares:
     def spend(self, caller: str, ms: float) -> None:
         bucket = self._bucket(caller)
         bucket.balance_ms -= ms
-        bucket.last_ms = ms
+        if ms >= COSTLY_MS:
+            bucket.costly_until_s = bucket.at_s + COSTLY_FOR_S
 
     def turns_of(self, caller: str) -> asyncio.Lock | None:
-        """The lock ``caller``'s costly work takes turns by; None while its work is cheap."""
+        """The lock ``caller``'s costly work takes turns by; None while its work is cheap
+        (no section of it cost ``COSTLY_MS`` in the last ``COSTLY_FOR_S``)."""
         bucket = self._bucket(caller)
-        if bucket.last_ms < COSTLY_MS and (bucket.turns is None or not bucket.turns.locked()):
+        if (bucket.at_s >= bucket.costly_until_s
+                and (bucket.turns is None or not bucket.turns.locked())):
             return None
         if bucket.turns is None:
             bucket.turns = asyncio.Lock()
@@ -130,11 +136,11 @@ _COSTLY_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="costly")
 
 async def costly(work: Callable[[], T]) -> T:
     """Run ``work`` (synchronous: parsing or planning time fields, :func:`metered` inside)
-    for the request's caller. A caller whose last such work was cheap runs it here and now,
-    the common case. One whose last work cost ``COSTLY_MS`` or more runs one section at a
-    time, in a worker thread, then lets the loop go round once: another caller's request
-    is neither queued behind its sections nor behind the tens of milliseconds each may
-    take. Outside a request (no account) it runs ``work`` here."""
+    for the request's caller. A caller whose such work is cheap runs it here and now, the
+    common case. One whose work cost ``COSTLY_MS`` or more in the last ``COSTLY_FOR_S``
+    runs one section at a time, in a worker thread, then lets the loop go round once:
+    another caller's request is neither queued behind its sections nor behind the tens of
+    milliseconds each may take. Outside a request (no account) it runs ``work`` here."""
     account = _ACCOUNT.get()
     lock = None if account is None else account[0].turns_of(account[1])
     if lock is None:

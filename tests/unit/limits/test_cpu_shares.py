@@ -151,3 +151,15 @@ async def test_a_costly_caller_takes_turns_off_the_loop_and_a_cheap_one_runs_in_
     cheap_ended, cheap_threads = await sections_by_pass(shares, "a", 4)
     assert len(set(cheap_ended)) == 1, cheap_ended
     assert cheap_threads == {threading.main_thread().name}
+
+
+async def test_one_costly_section_keeps_its_caller_off_the_loop_for_a_while() -> None:
+    clock = Clock()
+    shares = CpuShares(rate_ms_per_s=10, burst_ms=1000, monotonic_s=clock)
+    shares.spend("b", cpu_shares.COSTLY_MS)
+    shares.spend("b", 0.1)  # a cheap section after it: the next may be costly again
+    _, threads = await sections_by_pass(shares, "b", 2)
+    assert threading.main_thread().name not in threads, threads
+    clock.s += cpu_shares.COSTLY_FOR_S  # nothing costly for that long: in place again
+    _, threads = await sections_by_pass(shares, "b", 2)
+    assert threads == {threading.main_thread().name}, threads
