@@ -103,6 +103,15 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           or an enable, else expires ``TRIGGER_ENDPOINT_HEALTH_RECORD_TTL_S``
                           after its last write. Size: origins failing, at most
                           ``TRIGGER_ENDPOINT_HEALTH_MAX_PER_CALLER`` a caller.
+- ``endpoint_holds``      ((``caller``, ``origin``)) → the triggers held for the disabled
+                          endpoint, by (``due_at_ms``, ``trigger_id``): written by the
+                          dispatcher before the hold's LWT, read by an enable's replay from
+                          its ``replaySince`` (which deletes the entries of triggers no longer
+                          held). Lifetime: ``TRIGGER_RETENTION_DAYS`` from the hold (a
+                          replay reaches back as far as the dead letters it also replays).
+                          Size: the holds of that caller and origin within the retention,
+                          so at most its open triggers there for a one-time trigger each
+                          (a series: an entry per occurrence held and resumed by hand).
 - ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → the same records as written by
                           releases before 027; emptied into ``endpoint_health_by_caller`` by
                           the dispatchers' first reads, then only read at process start.
@@ -264,6 +273,8 @@ ENDPOINT_HEALTH_KEY: Final = "all"  # the legacy table's one partition
 ENDPOINT_HEALTH_COLUMNS: Final = ("first_failure_at_ms", "last_failure_at_ms", "failures",
                                   "last_error", "disabled_at_ms", "notified_at_ms")
 COL_ORIGIN: Final = "origin"
+TABLE_ENDPOINT_HOLDS: Final = "endpoint_holds"
+COL_DUE_AT_MS: Final = "due_at_ms"
 COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPTION_PAYLOADS
 TABLE_ZONED: Final = "zoned_triggers"

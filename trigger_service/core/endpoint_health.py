@@ -13,7 +13,8 @@ a disabled one stays disabled until someone enables it (``app.endpoints``).
 After ``disable_after_s`` of continuous failure the endpoint is DISABLED: the dispatchers
 hold its caller's due occurrences (PAUSED, or FAILED with a dead letter, per the caller's
 ``on_disabled``) with ``last_error`` ``ENDPOINT_DISABLED``, so the replay on enable finds
-them again.
+them again: a held trigger through its ``HeldTrigger`` entry of the (caller, origin), written
+before it is PAUSED, a dead letter by its reason.
 """
 
 from __future__ import annotations
@@ -47,6 +48,17 @@ class OnDisabled(StrEnum):
 class OpsEventType(StrEnum):
     DISABLED = "endpoint.disabled"
     ENABLED = "endpoint.enabled"
+
+
+@dataclass(frozen=True, slots=True)
+class HeldTrigger:
+    """An entry of the index of held triggers of one (caller, origin): the trigger
+    ``trigger_id`` was held for the disabled endpoint at its occurrence due at
+    ``due_at_ms`` (``Trigger.due_at_ms``). A hint, not the truth: the trigger may have been
+    resumed, cancelled or edited since (its row says)."""
+
+    trigger_id: str
+    due_at_ms: int
 
 
 @dataclass(frozen=True, slots=True)

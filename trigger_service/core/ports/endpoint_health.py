@@ -8,13 +8,21 @@ event).
 Bounded per caller: a record expires a TTL after its last write (each write renews it), a
 caller has at most ``max_per_caller`` records (a new failing origin past that is not
 tracked: it is never disabled, its deliveries retry as any), and every caller's records are
-read in pages."""
+read in pages.
+
+The index of held triggers (``HeldTrigger``), per (caller, origin): what an enable's replay
+reads instead of every trigger of the caller's. An entry is written before its trigger is
+held, so a held trigger always has one (a crash between the two leaves an entry of a trigger
+not held, which the reader checks against the row); it lives ``ttl_s`` (the trigger
+retention) unless the reader deletes it as stale. Its partition holds at most the entries of
+that (caller, origin) written within ``ttl_s``."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from trigger_service.core.endpoint_health import EndpointHealth, OpsEvent
+from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger, OpsEvent
 
 
 class EndpointHealthStore(Protocol):
@@ -55,6 +63,25 @@ class EndpointHealthStore(Protocol):
 
     async def clear(self, caller: str, origin: str) -> EndpointHealth | None:
         """Enable: delete the record whatever its state; the record deleted (None: none)."""
+        ...
+
+    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
+                        ) -> None:
+        """Add ``held`` to the index of (``caller``, ``origin``) for ``ttl_s`` (idempotent:
+        the same entry again only renews it). Written before the trigger is held."""
+        ...
+
+    def held_since(self, caller: str, origin: str, since_ms: int
+                   ) -> AsyncIterator[list[HeldTrigger]]:
+        """The entries of (``caller``, ``origin``) due at or after ``since_ms``, in pages, by
+        due time then id, to the end (a trigger held at several occurrences has an entry
+        for each)."""
+        ...
+
+    async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
+                          ) -> None:
+        """Delete these entries of (``caller``, ``origin``) (idempotent): their triggers are
+        no longer held."""
         ...
 
 
