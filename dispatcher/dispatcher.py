@@ -107,8 +107,10 @@ class Dispatcher:
                                  notifiers=notifiers, recipients=recipients,
                                  endpoints=self.endpoints, flow=flow)
         self._visibility = self.delivery.visibility
-        hold = (EndpointHold(self.endpoints, store, callers, self.delivery.finishing,
-                             self._visibility, metrics) if self.endpoints is not None else None)
+        hold = (EndpointHold(self.endpoints, endpoints[0], store, callers,
+                             self.delivery.finishing, self._visibility, metrics,
+                             held_ttl_s=settings.retention_s)
+                if self.endpoints is not None and endpoints is not None else None)
         self.holding = Holding(settings, store, self._visibility, clock, metrics,
                                PausedCallers(pauses, clock) if pauses is not None else None,
                                hold)

@@ -33,6 +33,7 @@ from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
+    HeldTrigger,
     OnDisabled,
     disable_due,
     disabled_event,
@@ -284,11 +285,20 @@ class EndpointWatch:
 class EndpointHold:
     """Holds a due occurrence whose endpoint is disabled, per its caller's ``on_disabled``:
     PAUSED (``core.pause.paused``) or FAILED with a dead letter (a series goes on), with
-    ``last_error`` ``ENDPOINT_DISABLED`` either way. Both are LWTs on the row as read."""
+    ``last_error`` ``ENDPOINT_DISABLED`` either way. Both are LWTs on the row as read.
 
-    def __init__(self, watch: EndpointWatch, store: TriggerStates, callers: Callers,
-                 finishing: Finishing, visibility: Visibility, metrics: Metrics) -> None:
+    A PAUSED one is first entered in the index of held triggers of its (caller, origin)
+    (``EndpointHealthStore.note_held``, for ``held_ttl_s``), where an enable's replay finds
+    it: a crash (or a lost LWT) after the entry leaves an entry of a trigger not held, which
+    the replay checks against the row; the other order could lose a held trigger from it.
+    A dead-lettered one is found by its dead letter."""
+
+    def __init__(self, watch: EndpointWatch, holds: EndpointHealthStore, store: TriggerStates,
+                 callers: Callers, finishing: Finishing, visibility: Visibility,
+                 metrics: Metrics, *, held_ttl_s: int) -> None:
         self.watch = watch
+        self._holds = holds
+        self._held_ttl_s = held_ttl_s
         self._store = store
         self._callers = callers
         self._finishing = finishing
@@ -296,7 +306,8 @@ class EndpointHold:
         self._metrics = metrics
 
     async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
-        """Whether ``t`` (PENDING) was held here (the message is then dealt with)."""
+        """Whether ``t`` (PENDING) was held here (the message is then dealt with). Raises
+        ``StoreError`` (the message is received again)."""
         if not await self.watch.disabled_for(t):
             return False
         c = self._callers.by_name(t.caller)
@@ -306,6 +317,8 @@ class EndpointHold:
                 m, t, ENDPOINT_DISABLED, {"trigger_id": t.trigger_id, "caller": t.caller},
                 DeadLetterReason.ENDPOINT_DISABLED)
             return True
+        await self._holds.note_held(t.caller, callback_origin(t.callback_url),
+                                    HeldTrigger(t.trigger_id, t.due_at_ms()), self._held_ttl_s)
         if not await self._store.compare_and_set(
                 t, replace(paused(t), last_error=ENDPOINT_DISABLED)):
             return False

@@ -5,12 +5,21 @@ disables once with one event, and a disabled endpoint's due occurrences are held
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from dataclasses import replace
 
 import pytest
 
 from dispatcher.endpoint_health import NOTIFY_GRACE_MS, EndpointWatch
-from tests.unit.dispatcher.fakes import CALLER, OK, ORIGIN, OTHER_CALLER, Env, failed
+from tests.unit.dispatcher.fakes import (
+    CALLER,
+    OK,
+    ORIGIN,
+    OTHER_CALLER,
+    AlwaysLosingStore,
+    Env,
+    failed,
+)
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.dead_letters import DeadLetterReason
@@ -18,9 +27,12 @@ from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
     EndpointState,
+    HeldTrigger,
 )
+from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status
 from trigger_service.core.ports import DeliveryResult
+from trigger_service.core.urls import callback_origin
 
 pytestmark = pytest.mark.timeout(10)
 DISABLE_AFTER_S = 60
@@ -178,6 +190,48 @@ async def test_a_disabled_endpoints_due_occurrences_are_held_not_attempted(
     assert env.channel.ids() == [other.trigger_id]
     assert env.row(other).status is Status.FIRED
     assert await env.receive() == []  # the held one's message is deleted
+    # Entered in the index of the endpoint's held triggers, for the trigger retention.
+    assert store.held_entries(CALLER, ORIGIN) == {
+        HeldTrigger(mine.trigger_id, mine.due_at_ms()): env.settings.retention_s}
+    assert store.held_entries(OTHER_CALLER, callback_origin(other.callback_url)) == {}
+
+
+@pytest.mark.parametrize("cas", ["lost", "failed"])
+async def test_the_index_entry_is_written_before_the_holds_lwt(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents], cas: str) -> None:
+    """Whatever becomes of the LWT (lost to a cancel, or the store failing), the entry is
+    there: the other order could lose a held trigger from the replay."""
+    store, events = parts
+    if cas == "lost":  # another process's transition lands first, every time
+        env.store = AlwaysLosingStore()
+    await _disable(env, store, events)
+    t = await env.add(0)
+    d = env.dispatcher_with(endpoints=(store, events))
+    msg = await env.receive_one(t)
+    if cas == "failed":
+        env.store.failures["compare_and_set"] = StoreError("down")
+    with contextlib.suppress(StoreError):
+        await d.handle(msg)
+    assert env.row(t).status is Status.PENDING and env.channel.calls == []
+    assert cas == "failed" or env.store.calls["compare_and_set"] >= 1  # tried, and lost
+    assert HeldTrigger(t.trigger_id, t.due_at_ms()) in store.held_entries(CALLER, ORIGIN)
+
+
+class _UnwrittenHolds(MemoryEndpointHealth):
+    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
+                        ) -> None:
+        raise StoreError("down")
+
+
+async def test_a_trigger_whose_entry_is_not_written_is_not_held(
+        env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
+    store, events = _UnwrittenHolds(env.clock), parts[1]
+    await _disable(env, store, events)
+    t = await env.add(0)
+    d = env.dispatcher_with(endpoints=(store, events))
+    with contextlib.suppress(StoreError):
+        await d.handle(await env.receive_one(t))
+    assert env.row(t).status is Status.PENDING and env.channel.calls == []
 
 
 async def test_a_dead_letter_caller_gets_its_occurrences_dead_lettered(
