@@ -8,7 +8,12 @@ replays what was held for the endpoint since then, delivering each held occurren
 - held (``on_disabled = "hold"``): the caller's PAUSED triggers whose ``last_error`` is
   ``ENDPOINT_DISABLED``, whose callback is on the origin and whose occurrence was due at or
   after the time, resumed by a job over triggers (``app.trigger_jobs``, action ``resume``:
-  each series by its own catch-up policy, a one-time trigger at once);
+  each series by its own catch-up policy, a one-time trigger at once). They are found
+  through the index of held triggers of the (caller, origin) (``EndpointHealthStore.
+  held_since``, written by the dispatcher before each hold), each entry checked against its
+  row: the cost is that of the endpoint's held triggers, never of the caller's others. A
+  trigger held before the index existed has no entry: it stays PAUSED (resumed by itself, or
+  by an operator's resume of the caller);
 - dead-lettered (``on_disabled = "dead_letter"``): the caller's open dead letters with
   reason ``endpoint_disabled`` on the origin that died at or after the time, by a bulk
   replay (``DeadLetterService.start_bulk``).
@@ -27,18 +32,18 @@ import structlog
 
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.trigger_jobs import TriggerJobRunner
-from trigger_service.app.triggers import TriggerService
 from trigger_service.config.endpoint_health import EndpointHealthSettings
 from trigger_service.core.dead_letters import DeadLetterQuery, DeadLetterReason, ReplayJob
 from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
+    HeldTrigger,
     enabled_event,
     origin_prefix,
 )
 from trigger_service.core.errors import NothingToReplay
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock
+from trigger_service.core.ports import Clock, TriggerStates
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob
@@ -47,7 +52,6 @@ from trigger_service.core.urls import callback_origin
 log = structlog.get_logger(__name__)
 
 SETTLE_MARGIN_MS = 1_000
-_PAGE = 500
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,12 +68,13 @@ class Enabled:
 
 class EndpointService:
     def __init__(self, settings: EndpointHealthSettings, store: EndpointHealthStore,
-                 events: OpsEvents, triggers: TriggerService, jobs: TriggerJobRunner,
+                 events: OpsEvents, states: TriggerStates, jobs: TriggerJobRunner,
                  letters: DeadLetterService, clock: Clock) -> None:
+        """``states``: the triggers' rows, read by id (the held triggers' entries)."""
         self._s = settings
         self._store = store
         self._events = events
-        self._triggers = triggers
+        self._states = states
         self._jobs = jobs
         self._letters = letters
         self._clock = clock
@@ -97,13 +102,29 @@ class EndpointService:
             return Enabled(caller, origin, cleared)
         # A dispatcher holding the old copy would hold the replayed occurrences again.
         await self._clock.sleep_ms(self._s.refresh_s * 1000 + SETTLE_MARGIN_MS)
-        ids = await self._jobs.paused_ids(
-            caller, lambda t: _held_for(t, origin, replay_since_ms))
+        ids = await self._held_ids(caller, origin, replay_since_ms)
         job = (await self._jobs.start_over(caller, JobAction.RESUME,
                                            TriggerFilter(status=Status.PAUSED), ids)
                if ids else None)
         return Enabled(caller, origin, cleared, job,
                        await self._replay_letters(caller, origin, replay_since_ms))
+
+    async def _held_ids(self, caller: str, origin: str, since_ms: int) -> list[str]:
+        """The ids of ``caller``'s triggers held for ``origin`` at an occurrence due at or
+        after ``since_ms``, in the order of their entries: each entry's row read and checked
+        (``_held_for``). The entries of triggers that are no longer held are deleted."""
+        ids: dict[str, None] = {}
+        async for page in self._store.held_since(caller, origin, since_ms):
+            rows = await self._states.get_many([h.trigger_id for h in page])
+            stale: list[HeldTrigger] = []
+            for h, t in zip(page, rows, strict=True):
+                if t is not None and t.caller == caller and _held_for(t, origin, since_ms):
+                    ids[t.trigger_id] = None
+                elif _stale(h, t):
+                    stale.append(h)
+            if stale:
+                await self._store.forget_held(caller, origin, stale)
+        return list(ids)
 
     async def _replay_letters(self, caller: str, origin: str, since_ms: int
                               ) -> ReplayJob | None:
@@ -116,5 +137,17 @@ class EndpointService:
 
 
 def _held_for(t: Trigger, origin: str, since_ms: int) -> bool:
-    return (t.last_error == ENDPOINT_DISABLED and t.plan is None
+    return (t.status is Status.PAUSED and t.last_error == ENDPOINT_DISABLED and t.plan is None
             and callback_origin(t.callback_url) == origin and t.due_at_ms() >= since_ms)
+
+
+def _stale(h: HeldTrigger, t: Trigger | None) -> bool:
+    """Whether the entry ``h`` can no longer stand for a held trigger: its trigger is gone
+    or finished, or no longer held and moved on from the occurrence held (resumed). Kept:
+    an entry of a trigger still held (edited, or held again later: a duplicate is
+    harmless), and one whose trigger is still PENDING at that occurrence (its dispatcher
+    may be about to hold it: the entry is written before the hold's LWT)."""
+    if t is None or t.status.terminal:
+        return True
+    held = t.status is Status.PAUSED and t.last_error == ENDPOINT_DISABLED
+    return not held and t.due_at_ms() != h.due_at_ms

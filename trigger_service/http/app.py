@@ -183,8 +183,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
     app[endpoints.ENDPOINTS_KEY] = EndpointService(
-        runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events, service,
-        app[TRIGGER_JOBS_KEY], letters, runtime.clock)
+        runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events,
+        runtime.store, app[TRIGGER_JOBS_KEY], letters, runtime.clock)
     endpoints.add_routes(app)
     dead_letters.add_routes(app)
     acks.add_routes(app)
