@@ -74,7 +74,7 @@ class DeadLetterService:
 
     async def list_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
                    limit: int) -> DeadLetterPage:
-        return await self._store.list_dead_letters(q, cursor, limit)
+        return await self._store.list_dead_letters(self._retained(q), cursor, limit)
 
     async def get(self, scope: str | None, dead_letter_id: str) -> DeadLetter:
         """An open or replayed dead letter in ``scope``; purged, unknown or another
@@ -181,8 +181,9 @@ class DeadLetterService:
                 "(GET /v1/dead-letters/replay/{jobId})")
         items: list[JobItem] = []
         cursor: DeadLetterCursor | None = None
+        retained = self._retained(q)
         while True:
-            page = await self._store.list_dead_letters(q, cursor, _BULK_PAGE)
+            page = await self._store.list_dead_letters(retained, cursor, _BULK_PAGE)
             items += [JobItem(d.id, d.dead_at_ms) for d in page.items]
             cursor = page.next_cursor
             if cursor is None:
@@ -198,6 +199,12 @@ class DeadLetterService:
         await self._store.create_job(job, items, ttl_s=self._s.retention_s)
         log.info("replay_job_created", job_id=job.job_id, total=job.total)
         return job
+
+    def _retained(self, q: DeadLetterQuery) -> DeadLetterQuery:
+        """``q`` from the oldest dead letter that can still exist (they live the retention):
+        a ``since`` years back would otherwise cost a read per empty day."""
+        oldest_ms = self._clock.now_ms() - self._s.retention_s * 1000
+        return q if q.since_ms >= oldest_ms else replace(q, since_ms=oldest_ms)
 
     async def job(self, scope: str | None, job_id: str) -> ReplayJob:
         job = await self._store.get_job(job_id) if job_id.isascii() and len(job_id) < 64 \
