@@ -7,8 +7,9 @@ content, and check each request's CPU on the API's side.
   impossible crons, another caller's flow-control key) and random mixes of their tokens up
   to each field's length cap. The rest stay as schemathesis made them.
 - ``api_cpu_bounded`` (a check): with ``FUZZ_API_PIDS`` set (the API's process ids, comma
-  separated), the API's CPU seconds spent between sending a request and its answer stay under
-  ``FUZZ_MAX_REQUEST_CPU_S`` (1 s). Requests go one at a time (``--workers 1``), so the
+  separated), the CPU seconds of the API's processes and of every process below them
+  (where a costly caller's parsing runs) spent between sending a request and its answer
+  stay under ``FUZZ_MAX_REQUEST_CPU_S`` (1 s). Requests go one at a time (``--workers 1``), so the
   delta is the request's, plus what the API's background loops did meanwhile.
 """
 
@@ -117,19 +118,48 @@ def flatmap_body(ctx: Any, body: Any) -> Any:
     return _hostile(body)
 
 
+def _stat(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+
+
+_TREE: dict[str, Any] = {"at": -1e9, "pids": []}
+_TREE_EVERY_S = 2.0
+
+
+def _api_tree(roots: list[int]) -> list[int]:
+    """The API processes and every process below them (the costly callers' parsing runs in
+    their worker processes), looked up again every ``_TREE_EVERY_S``; not this process
+    (schemathesis: a child of the API's process when the test suite runs it)."""
+    if time.monotonic() - _TREE["at"] < _TREE_EVERY_S:
+        return list(_TREE["pids"])
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and (fields := _stat(int(entry))) is not None:
+            children.setdefault(int(fields[1]), []).append(int(entry))  # ppid
+    tree, todo = [], list(roots)
+    while todo:
+        pid = todo.pop()
+        if pid == os.getpid():
+            continue
+        tree.append(pid)
+        todo += children.get(pid, [])
+    _TREE.update(at=time.monotonic(), pids=tree)
+    return tree
+
+
 def _api_cpu_s() -> float | None:
-    pids = [p for p in os.environ.get("FUZZ_API_PIDS", "").split(",") if p.strip()]
-    if not pids:
+    roots = [int(p) for p in os.environ.get("FUZZ_API_PIDS", "").split(",") if p.strip()]
+    if not roots:
         return None
     tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid.strip()}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    for pid in _api_tree(roots):
+        if (fields := _stat(pid)) is not None:
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return total
 
 
