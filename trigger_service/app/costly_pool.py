@@ -31,7 +31,9 @@ import math
 import multiprocessing
 import os
 import pickle
+import select
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -47,32 +49,61 @@ Section = tuple[bool, Any, float]
 NICE = 10
 # One worker per API process: the API already runs a process per core (infra/app.sh), so
 # one niced worker each can use every core the service leaves idle; a second would only
-# contend for the same idle cores, at ~40 MB more (dateparser's data) per API process. A
+# contend for the same idle cores, at ~65 MB more (the API's modules) per API process. A
 # costly caller's sections go one at a time, so another costly caller's wait for the
 # worker is a section (tens of ms) per costly caller ahead of it.
 WORKERS = 1
 # A start method safe with threads in the parent (the Cassandra driver's): never fork.
 START_METHOD = "forkserver"
 RESTART_S = 10.0
+PARENT_POLL_S = 1.0
 
 # Sections while no worker is up. Two threads: two costly callers still run side by side,
 # and the default executor (DNS lookups) is never starved.
 _THREADS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="costly")
 
 
-def _start_worker(main_module: str | None) -> None:
-    """The worker's initializer: step back behind the service, then warm up: the parent's
-    main module (``trigger_service.__main__``: all the API imports, among them every
-    function it sends, each a second's imports the first section would otherwise wait
-    for; multiprocessing's own rule that a main module imports without side effects) and
-    dateparser's data."""
+def _start_worker(api_pid: int, main_module: str | None) -> None:
+    """The worker's initializer: step back behind the service, end with ``api_pid``, then
+    warm up: the parent's main module (``trigger_service.__main__``: all the API imports,
+    among them every function it sends, a second of imports the first section would
+    otherwise wait for; multiprocessing's own rule that a main module imports without
+    side effects) and dateparser's data."""
     try:
         os.nice(NICE)
     except OSError:  # not allowed here (a sandbox): the section still runs, off the GIL
         pass
+    threading.Thread(target=_exit_with, args=(api_pid,), daemon=True,
+                     name="exit-with-api").start()
     if main_module is not None:
         importlib.import_module(main_module)
     warm_up()
+
+
+def _exit_with(api_pid: int) -> None:
+    """End this worker once the API process is gone. A pool's worker never learns of an
+    API process killed outright (the fork server outlives it while the worker lives), and
+    would wait for sections forever."""
+    try:
+        watched = os.pidfd_open(api_pid)
+    except ProcessLookupError:  # gone already
+        os._exit(0)
+    except OSError:  # no pidfd here (an old kernel): ask every PARENT_POLL_S
+        while _alive(api_pid):
+            time.sleep(PARENT_POLL_S)
+        os._exit(0)
+    select.select([watched], [], [])  # readable once the process has exited
+    os._exit(0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's: the pid was reused, ours is gone
+        return False
+    return True
 
 
 def measured(fn: Callable[..., Any], args: tuple[Any, ...],
@@ -134,7 +165,7 @@ class WorkerPool:
             main = getattr(sys.modules["__main__"].__spec__, "name", None)  # python -m
             self._executor = ProcessPoolExecutor(
                 WORKERS, mp_context=multiprocessing.get_context(START_METHOD),
-                initializer=_start_worker, initargs=(main,))
+                initializer=_start_worker, initargs=(os.getpid(), main))
             self._ready = self._executor.submit(os.getpid)
         return self._ready
 

@@ -4,9 +4,11 @@ they pickle by name, in a module light to import in the worker."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
+from trigger_service.app import costly_pool
 from trigger_service.app.cpu_shares import metered
 from trigger_service.core.errors import InvalidRequest, RateLimited
 
@@ -57,3 +59,16 @@ def pid_after(delay_s: float) -> int:
 def place() -> tuple[int, str]:
     """The process and the thread running it."""
     return os.getpid(), threading.current_thread().name
+
+
+def main() -> None:
+    """``python -m tests.unit.limits.sections``: start a costly pool, print its worker's
+    pid, and die as an API process killed outright does."""
+    started = costly_pool.worker_started()
+    assert started is not None
+    print(started.result(timeout=60), flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+if __name__ == "__main__":
+    main()

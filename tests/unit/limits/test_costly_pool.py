@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import pytest
@@ -102,6 +105,27 @@ async def test_a_dead_worker_costs_one_section_in_a_thread_then_a_new_worker(
         await asyncio.sleep(0.3)
         os.kill(replacement, signal.SIGKILL)
         assert await running == os.getpid()
+
+
+def test_the_worker_ends_with_an_api_process_killed_outright() -> None:
+    done = subprocess.run([sys.executable, "-m", "tests.unit.limits.sections"],
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    worker = int(done.stdout)  # its output ended: the worker holds it no longer
+    for _ in range(100):
+        if not running(worker):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"worker {worker} outlived its API process")
+
+
+def running(pid: int) -> bool:
+    """A process ``pid`` exists and has not exited (a zombie has)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 async def test_after_shutdown_sections_run_in_a_thread(worker: int) -> None:
