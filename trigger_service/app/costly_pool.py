@@ -200,6 +200,8 @@ async def run(fn: Callable[..., Any], args: tuple[Any, ...],
             return await asyncio.wrap_future(executor.submit(_in_worker, fn, args, kwargs))
         except BrokenProcessPool:
             _POOL.broken(executor)
+    # Not in a copy of this context: metered() there has no account either, and the
+    # caller is charged this measure once, as from the worker.
     return await loop.run_in_executor(_THREADS, measured, fn, args, kwargs)
 
 
