@@ -7,6 +7,7 @@ import asyncio
 import structlog
 from aiohttp import web
 
+from trigger_service.app import costly_pool
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.replay_jobs import POLL_S
 from trigger_service.app.triggers import TriggerService
@@ -49,6 +50,9 @@ async def build(runtime: Runtime) -> Component:
         # outlived their request; closing the runtime flushes what the adapter still batches.
         await runner.cleanup()
         await service.drain()
+        # The costly callers' worker, if one started: no request needs it any more (a
+        # section still running ends within its bound). atexit would too, later.
+        await asyncio.to_thread(costly_pool.shutdown)
 
     jobs, trigger_jobs = app[JOBS_KEY], app[TRIGGER_JOBS_KEY]
 

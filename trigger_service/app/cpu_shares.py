@@ -12,9 +12,18 @@ of its work starts (``CpuShareExceeded``, 429 with Retry-After), while other cal
 are untouched. A healthy registration costs well under a millisecond: only a caller that
 spends many tenths of a core on parsing meets the bound.
 
+Where the work runs (:func:`costly`): a cheap caller's on the event loop, where it costs
+less than a trip elsewhere would. A costly caller's (a section of ``COSTLY_MS`` lately) in
+a worker process at a lower OS priority (``app/costly_pool.py``), one section at a time:
+in a thread it would still share the API process's GIL with the loop, and at the API's
+priority it would take CPU from the service's own work (the API, Cassandra) on the same
+cores; there it gets only what they leave idle. The worker measures each section whole
+and the caller is charged here, as :func:`metered` charges in place.
+
 The account in force is a context variable the HTTP layer sets per request
 (:func:`charging`); outside a request (the dispatcher, the sweeper, tests) :func:`metered`
-measures nothing and refuses nothing, and :func:`costly` runs its work in place.
+measures nothing and refuses nothing, and :func:`costly` runs its work in place; so does a
+worker, which gets no account (a context variable stays in its process).
 """
 
 from __future__ import annotations
@@ -24,21 +33,22 @@ import math
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from contextvars import ContextVar, copy_context
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import ParamSpec, TypeVar, cast
 
+from trigger_service.app import costly_pool
 from trigger_service.core.errors import RateLimited
 
 T = TypeVar("T")
+P = ParamSpec("P")
 # Callers are named in the callers file; the bound keeps a process's map small all the same.
 MAX_ACCOUNTS = 10_000
-# A caller whose metered work once cost this much takes turns (:func:`costly`) for the next
-# ``COSTLY_FOR_S``; a healthy registration's costs a tenth of a millisecond. Sticky, so a
-# caller mixing cheap and costly inputs cannot bring each costly one back onto the loop
-# behind a cheap one.
+# A caller whose work once cost this much (a metered section in place, a section whole in
+# the worker) takes turns (:func:`costly`) for the next ``COSTLY_FOR_S``; a healthy
+# registration's costs a tenth of a millisecond. Sticky, so a caller mixing cheap and
+# costly inputs cannot bring each costly one back onto the loop behind a cheap one.
 COSTLY_MS = 2.0
 COSTLY_FOR_S = 10.0
 
@@ -127,29 +137,31 @@ def charging(shares: CpuShares, caller: str) -> Iterator[None]:
         _ACCOUNT.reset(token)
 
 
-# Where a costly caller's sections run: off the event loop, so the loop takes the GIL back
-# every switch interval (5 ms) and every other request goes on meanwhile. Two threads per
-# process: with each caller's sections one at a time, two costly callers at once still
-# run side by side, and the default executor (DNS lookups) is never starved.
-_COSTLY_POOL = ThreadPoolExecutor(max_workers=2, thread_name_prefix="costly")
-
-
-async def costly(work: Callable[[], T]) -> T:
-    """Run ``work`` (synchronous: parsing or planning time fields, :func:`metered` inside)
-    for the request's caller. A caller whose such work is cheap runs it here and now, the
-    common case. One whose work cost ``COSTLY_MS`` or more in the last ``COSTLY_FOR_S``
-    runs one section at a time, in a worker thread, then lets the loop go round once:
-    another caller's request is neither queued behind its sections nor behind the tens of
-    milliseconds each may take. Outside a request (no account) it runs ``work`` here."""
+async def costly(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` for the request's caller: synchronous parsing or planning of
+    time fields, :func:`metered` inside. A caller whose such work is cheap runs it here and
+    now, the common case (``fn`` meters itself). One whose work cost ``COSTLY_MS`` or more
+    in the last ``COSTLY_FOR_S`` is admitted here (``CpuShareExceeded``), then runs one
+    section at a time in the niced worker process (``app/costly_pool.py``; ``fn`` a
+    module-level function, the arguments and what it returns or raises picklable), is
+    charged the CPU the worker measured, and lets the loop go round once: another
+    caller's request waits neither behind its sections nor for the GIL while they run.
+    Outside a request (no account) ``fn`` runs here. Raises what ``fn`` raises."""
     account = _ACCOUNT.get()
     lock = None if account is None else account[0].turns_of(account[1])
-    if lock is None:
-        return work()
+    if account is None or lock is None:
+        return fn(*args, **kwargs)
+    shares, caller = account
     async with lock:
         try:
-            context = copy_context()  # the account, for metered() in the thread
-            return await asyncio.get_running_loop().run_in_executor(
-                _COSTLY_POOL, context.run, work)
+            shares.admit(caller)
+            # The worker measured the whole section: metered() has no account there (a
+            # context variable stays in this process), so nothing is charged twice.
+            ok, value, cpu_ms = await costly_pool.run(fn, args, kwargs)
+            shares.spend(caller, cpu_ms)
+            if not ok:
+                raise value
+            return cast(T, value)
         finally:  # a refusal too: the next section is in the next pass
             await asyncio.sleep(0)
 

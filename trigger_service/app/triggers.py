@@ -116,8 +116,8 @@ class TriggerService:
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         bound = await bind_recipient(self.recipients, caller.name, req)
-        # A costly caller's plans one at a time, off the loop (app/cpu_shares.py).
-        new = await costly(lambda: plan_request(bound, self._s.api))
+        # A costly caller's plans one at a time, in another process (app/cpu_shares.py).
+        new = await costly(plan_request, bound, self._s.api)
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 

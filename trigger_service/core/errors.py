@@ -52,6 +52,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class TriggerError(Exception):
     """Base of every error raised on purpose by this project."""
@@ -78,6 +80,22 @@ class ApiError(TriggerError):
     def headers(self) -> dict[str, str]:
         """Response headers that go with the error (none unless a subclass says)."""
         return {}
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled whole (a costly caller's parsing raises it in another process,
+        # app/costly_pool.py): the default would call the subclass's __init__ with
+        # ``args``, which fails or loses attributes where its signature differs
+        # (``RateLimited``'s retry_after_s, ``OutcomeUnknown``'s trigger id); this copies
+        # the attributes back without calling it.
+        return _restored, (type(self), self.args), self.__dict__
+
+
+def _restored(cls: type[ApiError], args: tuple[object, ...]) -> ApiError:
+    """An ``ApiError`` being unpickled: ``args`` set, ``__init__`` not run (its attributes
+    follow, the pickled ``__dict__``)."""
+    error = cls.__new__(cls)
+    error.args = args
+    return error
 
 
 class _FieldError(ApiError):

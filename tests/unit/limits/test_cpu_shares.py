@@ -5,6 +5,7 @@ whose costly batches spent its share refused 429 while another caller is served.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
 from collections.abc import AsyncIterator
@@ -14,6 +15,7 @@ import pytest
 
 from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, OTHER, Api, memory_runtime, serving
+from tests.unit.limits.sections import place
 from trigger_service.app import cpu_shares
 from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, costly, metered
 
@@ -95,7 +97,8 @@ async def tight() -> AsyncIterator[Api]:
         yield served
 
 
-async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Api) -> None:
+async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Api,
+                                                                        worker: int) -> None:
     costly = {"callbackUrl": CALLBACK, "rrule": "FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30",
               "localTime": "2023-11-15T09:00:00", "timeZone": "UTC"}
     resp = await tight.client.post("/v1/triggers/batch", json={"items": [costly] * 200},
@@ -115,16 +118,16 @@ async def test_costly_batches_spend_a_callers_share_and_not_the_others(tight: Ap
     assert resp.status == 201, await resp.text()
 
 
+HERE = (os.getpid(), threading.main_thread().name)
+
+
 async def sections_by_pass(shares: CpuShares, caller: str, count: int
-                           ) -> tuple[list[int], set[str]]:
+                           ) -> tuple[list[int], set[tuple[int, str]]]:
     """The loop pass in which each of ``count`` concurrent sections of ``caller`` ended, and
-    the threads they ran in."""
+    the processes and threads they ran in."""
     passes = 0
     ended: list[int] = []
-    threads: set[str] = set()
-
-    def work() -> None:
-        threads.add(threading.current_thread().name)
+    places: set[tuple[int, str]] = set()
 
     async def ticker() -> None:
         nonlocal passes
@@ -134,32 +137,34 @@ async def sections_by_pass(shares: CpuShares, caller: str, count: int
 
     async def section() -> None:
         with charging(shares, caller):
-            await costly(work)
+            places.add(await costly(place))
         ended.append(passes)
 
     await asyncio.gather(ticker(), *(section() for _ in range(count)))
-    return ended, threads
+    return ended, places
 
 
-async def test_a_costly_caller_takes_turns_off_the_loop_and_a_cheap_one_runs_in_place() -> None:
+async def test_a_costly_caller_takes_turns_in_the_worker_and_a_cheap_one_runs_in_place(
+        worker: int) -> None:
     shares = CpuShares(rate_ms_per_s=10, burst_ms=1000, monotonic_s=Clock())
     shares.spend("b", cpu_shares.COSTLY_MS)  # its last work was costly
-    costly_ended, costly_threads = await sections_by_pass(shares, "b", 4)
-    # One at a time, each in a pass of its own (others run in between), none on the loop.
+    costly_ended, costly_places = await sections_by_pass(shares, "b", 4)
+    # One at a time, each in a pass of its own (others run in between), none here.
     assert len(set(costly_ended)) == 4, costly_ended
-    assert threading.main_thread().name not in costly_threads, costly_threads
-    cheap_ended, cheap_threads = await sections_by_pass(shares, "a", 4)
+    assert {pid for pid, _ in costly_places} == {worker}, costly_places
+    cheap_ended, cheap_places = await sections_by_pass(shares, "a", 4)
     assert len(set(cheap_ended)) == 1, cheap_ended
-    assert cheap_threads == {threading.main_thread().name}
+    assert cheap_places == {HERE}
 
 
-async def test_one_costly_section_keeps_its_caller_off_the_loop_for_a_while() -> None:
+async def test_one_costly_section_keeps_its_caller_off_the_loop_for_a_while(
+        worker: int) -> None:
     clock = Clock()
     shares = CpuShares(rate_ms_per_s=10, burst_ms=1000, monotonic_s=clock)
     shares.spend("b", cpu_shares.COSTLY_MS)
     shares.spend("b", 0.1)  # a cheap section after it: the next may be costly again
-    _, threads = await sections_by_pass(shares, "b", 2)
-    assert threading.main_thread().name not in threads, threads
+    _, places = await sections_by_pass(shares, "b", 2)
+    assert {pid for pid, _ in places} == {worker}, places
     clock.s += cpu_shares.COSTLY_FOR_S  # nothing costly for that long: in place again
-    _, threads = await sections_by_pass(shares, "b", 2)
-    assert threads == {threading.main_thread().name}, threads
+    _, places = await sections_by_pass(shares, "b", 2)
+    assert places == {HERE}, places

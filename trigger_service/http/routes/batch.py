@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-from functools import partial
 from typing import Any
 
 from aiohttp import web
@@ -92,10 +91,10 @@ async def register_batch(request: web.Request) -> web.Response:
     held_since_ms = runtime.clock.monotonic_ms()
     for index, item in enumerate(items[:granted]):
         try:
-            # A costly caller's items one at a time, off the loop (app/cpu_shares.py).
-            entries.append(await costly(partial(
+            # A costly caller's items one at a time, in another process (app/cpu_shares.py).
+            entries.append(await costly(
                 parse_item, index, item, caller=caller, now_ms=now_ms,
-                payload_max_bytes=runtime.settings.api.payload_max_bytes)))
+                payload_max_bytes=runtime.settings.api.payload_max_bytes))
         except ApiError as e:
             answers[index] = error_item(index, e)
         # Other requests run between items: the items are bounded one by one, a batch's

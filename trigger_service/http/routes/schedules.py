@@ -58,19 +58,19 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     await request.app[SERVICE_KEY].vet_channels(caller_of(request), parse_plan(body))
     now_ms = runtime.clock.now_ms()
     keyed_id = _keyed_id(request)  # a bad key is refused as create refuses it, used or not
-    req = await costly(lambda: parse_time_fields(body, now_ms))
+    req = await costly(parse_time_fields, body, now_ms)
     jitter_s = parsing.parse_jitter(body.get("jitterSeconds"))
     if jitter_s > api.max_jitter_s:
         raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} (TRIGGER_API_MAX_JITTER_S)",
                              field="jitterSeconds")
-    instants = await costly(lambda: preview(
-        req, count=count, after_ms=after_ms, now_ms=now_ms,
-        horizon_days=api.max_fire_ahead_days, min_interval_s=api.min_recurrence_interval_s))
+    instants = await costly(
+        preview, req, count=count, after_ms=after_ms, now_ms=now_ms,
+        horizon_days=api.max_fire_ahead_days, min_interval_s=api.min_recurrence_interval_s)
     answer: dict[str, Any] = {"occurrences": [format_rfc3339_ms(t) for t in instants]}
     if "when" in body or jitter_s:  # what create would make of it (its checks too)
-        planned = await costly(lambda: plan(
-            req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
-            min_interval_s=api.min_recurrence_interval_s))
+        planned = await costly(
+            plan, req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
+            min_interval_s=api.min_recurrence_interval_s)
         if "when" in body:
             answer["resolved"] = views.resolved_view(body, planned.fire_at_ms,
                                                      planned.schedule)
@@ -163,9 +163,10 @@ async def patch_trigger(request: web.Request) -> web.Response:
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
     current = await service.get(caller.name, request.match_info["id"])
-    req = await costly(lambda: parsing.parse_register(
-        merge_patch(_retimable_body(current, patch), patch), caller=caller,
-        now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes))
+    req = await costly(
+        parsing.parse_register, merge_patch(_retimable_body(current, patch), patch),
+        caller=caller, now_ms=runtime.clock.now_ms(),
+        payload_max_bytes=runtime.settings.api.payload_max_bytes)
     new = await service.accept(caller, req)
     edited = await service.edit(current, new, retime=bool(set(patch) & TIME_FIELDS))
     return web.json_response(views.trigger_view(edited))
@@ -202,9 +203,9 @@ async def snooze(request: web.Request) -> web.Response:
         raise InvalidRequest(f"{extra[0]}: not allowed when snoozing (a snooze is one time)")
     original = await service.get(caller.name, request.match_info["id"])
     kept = {k: v for k, v in request_body_of(original).items() if k not in _NOT_KEPT}
-    req = await costly(lambda: parsing.parse_register(
-        {**kept, **_snooze_time(original, body)}, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=runtime.settings.api.payload_max_bytes))
+    req = await costly(
+        parsing.parse_register, {**kept, **_snooze_time(original, body)}, caller=caller,
+        now_ms=runtime.clock.now_ms(), payload_max_bytes=runtime.settings.api.payload_max_bytes)
     if req.time.rule_kind is not None:
         raise InvalidRequest(f"when: {body.get('when')!r} is recurring; a snooze is one time "
                              "('in 10 minutes', 'tomorrow at 9am')", field="when")

@@ -19,9 +19,9 @@ async def register(request: web.Request) -> web.Response:
     caller = caller_of(request)
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
-    req = await costly(lambda: parsing.parse_register(
-        body, caller=caller, now_ms=runtime.clock.now_ms(),
-        payload_max_bytes=runtime.settings.api.payload_max_bytes))
+    req = await costly(parsing.parse_register, body, caller=caller,
+                       now_ms=runtime.clock.now_ms(),
+                       payload_max_bytes=runtime.settings.api.payload_max_bytes)
     new = await service.accept(caller, req, budgets=False)
     result = await service.register(caller.name, new, idem_key, parsing.request_hash(body),
                                     admit=service.budget_check(caller, new))
