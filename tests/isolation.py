@@ -26,6 +26,7 @@ from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason
 from trigger_service.core.model import new_trigger_id
 from trigger_service.core.notify.channels import InboxSpec, OccurrenceNotice
 from trigger_service.core.notify.inbox import message_for
+from trigger_service.core.time.timing import DAY_MS, format_rfc3339_ms
 from trigger_service.platform.wiring import Runtime
 
 RECIPIENT = "ada"
@@ -70,15 +71,17 @@ async def seed(t: Tenants) -> Ids:
                                      headers=t.auth(t.a_token))).json()
     trigger_id = view["triggerId"]
     now_ms = t.runtime.clock.now_ms()
-    # The job first, over a window with one letter whose trigger is long gone (an empty job
-    # is refused): it fails that item at once and never replays A's letter below.
-    old_ms = 978_350_400_000  # 2001-01-01T12:00:00Z
+    # The job first, over a window two days back (within the retention) with one letter
+    # whose trigger is gone (an empty job is refused): it fails that item at once and never
+    # replays A's letter below.
+    old_ms = now_ms - 2 * DAY_MS
     old_id = new_trigger_id(old_ms)
     await t.runtime.store.put_dead_letter(DeadLetter(
         f"{old_id}.1", old_id, t.a_caller, DeadLetterReason.MAX_ATTEMPTS, "HTTP 500", 3,
         old_ms, old_ms, t.callback_url), 3600)
     resp = await t.client.post("/v1/dead-letters/replay", headers=t.auth(t.a_token), json={
-        "since": "2001-01-01T00:00:00Z", "until": "2001-01-02T00:00:00Z"})
+        "since": format_rfc3339_ms(old_ms - 3_600_000),
+        "until": format_rfc3339_ms(old_ms + 3_600_000)})
     assert resp.status == 202, await resp.text()
     job_id = (await resp.json())["jobId"]
     for _ in range(200):  # it has nothing to do: done at once, and then it never changes
