@@ -41,8 +41,12 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
+import structlog
+
 from trigger_service.core.errors import ApiError
 from trigger_service.core.time.when import warm_up
+
+log = structlog.get_logger(__name__)
 
 # (returned?, the value or the exception, CPU milliseconds the section took)
 Section = tuple[bool, Any, float]
@@ -191,8 +195,9 @@ atexit.register(_POOL.shutdown)
 async def run(fn: Callable[..., Any], args: tuple[Any, ...],
               kwargs: Mapping[str, Any]) -> Section:
     """``fn(*args, **kwargs)`` measured (:func:`measured`), in the worker when it is up,
-    else in a thread; the section a dead worker dropped runs again in a thread (parsing
-    and planning are pure), never a 500."""
+    else in a thread; the section a dead worker dropped, or one whose arguments or answer
+    would not pickle, runs again in a thread (parsing and planning are pure), never a
+    500."""
     loop = asyncio.get_running_loop()
     executor = _POOL.up()
     if executor is not None:
@@ -200,6 +205,11 @@ async def run(fn: Callable[..., Any], args: tuple[Any, ...],
             return await asyncio.wrap_future(executor.submit(_in_worker, fn, args, kwargs))
         except BrokenProcessPool:
             _POOL.broken(executor)
+        except Exception as e:  # the section's own errors come back as values, not here
+            # What failed is the trip: an argument or the answer did not pickle. The
+            # section is pure; it runs again in a thread and the caller gets its answer.
+            log.warning("costly_section_not_portable", section=getattr(fn, "__name__", "?"),
+                        error=repr(e))
     # Not in a copy of this context: metered() there has no account either, and the
     # caller is charged this measure once, as from the worker.
     return await loop.run_in_executor(_THREADS, measured, fn, args, kwargs)

@@ -30,7 +30,7 @@ from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
 from trigger_service.http.json_body import NO_BODY, parse_json_body, parse_optional_json_body
-from trigger_service.http.time_fields import TIME_FIELDS, parse_time_fields
+from trigger_service.http.time_fields import TIME_FIELDS, Reparse, parse_time_fields
 
 # Routes parse bodies through this module.
 __all__ = ["NO_BODY", "parse_json_body", "parse_optional_json_body"]
@@ -111,8 +111,7 @@ def parse_recipient(body: dict[str, Any], now_ms: int
         raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
     if recipient is None or not (floats or "when" in body):
         return recipient, False, None
-    return recipient, floats, lambda zone, locale: parse_time_fields(
-        body if zone is None else {**body, "timeZone": zone}, now_ms, locale=locale)
+    return recipient, floats, Reparse(body, now_ms)
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -160,3 +161,17 @@ def parse_exdates(value: object) -> tuple[datetime, ...]:
     if not isinstance(value, list) or len(value) > MAX_EXDATES:
         raise bad("exdates", f"must be a list of at most {MAX_EXDATES} local wall times")
     return tuple(sorted({parse_local_time(v, "exdates") for v in value}))
+
+
+@dataclass(frozen=True, slots=True)
+class Reparse:
+    """A ``Retime``: the request's time fields read again in the zone and locale a profile
+    gives (zone None: the request's own). A class, not a closure, so that a request parsed
+    in the costly pool's worker can come back (``app/costly_pool.py``)."""
+
+    body: dict[str, Any]
+    now_ms: int
+
+    def __call__(self, zone: str | None, locale: str | None) -> TimeRequest:
+        body = self.body if zone is None else {**self.body, "timeZone": zone}
+        return parse_time_fields(body, self.now_ms, locale=locale)

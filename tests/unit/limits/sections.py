@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 
 from trigger_service.app import costly_pool
 from trigger_service.app.cpu_shares import metered
@@ -72,3 +73,14 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def call(work: Callable[[], object]) -> object:
+    """``work()``: an argument that may not pickle (a closure)."""
+    return work()
+
+
+def closure_answer() -> Callable[[], int]:
+    """An answer that does not pickle (a closure over this process's pid)."""
+    pid = os.getpid()
+    return lambda: pid

@@ -17,6 +17,8 @@ import pytest
 from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, BODY, Api, memory_runtime, serving
 from tests.unit.limits.sections import (
+    call,
+    closure_answer,
     fail_plainly,
     fail_unpicklably,
     pid_after,
@@ -128,6 +130,16 @@ def running(pid: int) -> bool:
         return False
 
 
+async def test_a_section_whose_argument_or_answer_does_not_pickle_runs_here(worker: int
+                                                                          ) -> None:
+    """The trip failed, not the section: it runs again in a thread and answers, never an
+    error (a closure in a parsed request was a 500)."""
+    with charging(costly_caller(), "b"):
+        assert await costly(call, lambda: os.getpid()) == os.getpid()  # the argument
+        answer = await costly(closure_answer)  # the answer
+    assert answer() == os.getpid()
+
+
 async def test_after_shutdown_sections_run_in_a_thread(worker: int) -> None:
     costly_pool.shutdown()
     with charging(costly_caller(), "b"):
@@ -168,6 +180,11 @@ async def _every_costly_route(api: Api) -> None:
     resp = await api.client.post(f"/v1/triggers/{tid}/snooze", headers=AUTH,
                                  json={"delaySeconds": 60})
     assert resp.status == 201, await resp.text()
+    resp = await api.client.put("/v1/recipients/ann", headers=AUTH,
+                                json={"timeZone": "Europe/Paris"})
+    assert resp.status in (200, 201), await resp.text()
+    status, body, _ = await api.post(when | {"recipient": "ann", "timeZone": "recipient"})
+    assert status == 201, body  # a request that reads its time again with the profile's zone
     resp = await api.client.post("/v1/triggers/batch", headers=AUTH,
                                  json={"items": [BODY, when | {"when": "yesterday"}]})
     items = (await resp.json())["items"]
