@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 
 import structlog
 from aiohttp import web
@@ -42,7 +43,12 @@ async def build(runtime: Runtime) -> Component:
                        reuse_port=s.api.workers > 1)
 
     async def http(stop: asyncio.Event) -> None:
-        await asyncio.to_thread(warm_up)  # dateparser's first use takes about a second
+        # dateparser's first use takes about a second, and so does the costly callers'
+        # worker's start (imports, its own warm-up): both before the port opens, so neither
+        # is paid inside a request, and a first costly caller meets the worker up.
+        worker = costly_pool.worker_started()
+        await asyncio.to_thread(warm_up)
+        await _worker_up(worker)
         await site.start()
         log.info("api_listening", url=f"http://{s.api.host}:{s.api.port}")
         await stop.wait()
@@ -75,6 +81,19 @@ async def build(runtime: Runtime) -> Component:
     return Component({"http": http, "replay_jobs": replay_jobs,
                       "trigger_jobs": resume_trigger_jobs,
                       "recipient_zones": recipient_zones}, report=False)
+
+
+async def _worker_up(started: Future[int] | None) -> None:
+    """Wait for the worker's start; one that fails leaves costly sections to a thread
+    (``app/costly_pool.py``), which the log says, and the API still opens."""
+    if started is None:
+        return
+    try:
+        pid = await asyncio.wrap_future(started)
+    except Exception as e:  # the pool's own start failed: not a reason to stay closed
+        log.warning("costly_worker_not_started", error=repr(e))
+    else:
+        log.info("costly_worker_started", pid=pid)
 
 
 def main() -> None:

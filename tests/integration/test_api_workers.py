@@ -1,6 +1,7 @@
 """Several API processes share one port (``TRIGGER_API_WORKERS``, SO_REUSEPORT): each binds
 it, both answer, and one dying leaves the port served by the other. One process alone does
-not set SO_REUSEPORT, so a second copy started by mistake cannot bind."""
+not set SO_REUSEPORT, so a second copy started by mistake cannot bind. Each API process has
+its costly callers' worker up, niced, before it answers, and the worker ends with it."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import asyncio
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -16,6 +18,7 @@ import pytest
 
 from tests.integration.conftest import Stack
 from tests.integration.helpers import free_port, wait_ready
+from trigger_service.app import costly_pool
 
 pytestmark = pytest.mark.integration
 
@@ -89,3 +92,55 @@ async def test_one_worker_does_not_share_its_port(stack: Stack) -> None:
         code = await asyncio.wait_for(second.wait(), 30)
         assert code != 0, await _output(second)
         await _create(stack, url)  # the first still serves
+
+
+def _stats() -> dict[int, list[str]]:
+    """Every live process's /proc stat fields after its name: [state, ppid, ...]."""
+    stats: dict[int, list[str]] = {}
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):  # not a process, or gone meanwhile
+            continue
+        if fields[0] != "Z":  # a zombie has ended; only its exit status is left
+            stats[int(entry)] = fields
+    return stats
+
+
+def _below(pid: int) -> dict[int, list[str]]:
+    stats = _stats()
+    found: dict[int, list[str]] = {}
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for child, fields in stats.items():
+            if int(fields[1]) == parent:
+                found[child] = fields
+                todo.append(child)
+    return found
+
+
+async def test_the_costly_worker_is_up_before_the_api_answers_and_ends_with_it(
+        stack: Stack) -> None:
+    """The worker's start (a second of imports) is paid before the port opens, never in a
+    request; killed outright, the API leaves no process behind."""
+    port = free_port()
+    api = await _spawn(stack, port, workers=1)
+    try:
+        await wait_ready(f"http://127.0.0.1:{port}", api)
+        below = _below(api.pid)
+        # stat's 19th field after the name is the nice value
+        niced = [pid for pid, fields in below.items() if int(fields[16]) == costly_pool.NICE]
+        assert len(niced) == costly_pool.WORKERS, below
+        api.kill()
+        await api.wait()
+        deadline = time.monotonic() + 20
+        for _ in range(100):
+            left = set(below) & set(_stats())
+            if not left or time.monotonic() > deadline:
+                break
+            await asyncio.sleep(0.2)
+        assert not left, f"still running after the API was killed: {sorted(left)}"
+    finally:
+        await _stop(api)

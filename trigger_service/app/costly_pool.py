@@ -14,9 +14,11 @@ back whole (``ApiError`` pickles its attributes, ``core/errors.py``); one that w
 survive the trip comes back as a ``RuntimeError`` naming it, with the worker's traceback
 as a note (what the 500's log shows).
 
-The pool starts on first use, so a process that never meets a costly caller (the
-dispatcher, the sweeper, most tests) starts none. Until its worker is up (imports and
-dateparser's warm-up: about a second) sections run in a thread, as the old way; so does
+The API process starts the pool before it opens its port (``trigger_service/__main__``),
+so the worker's start is never paid inside a request; elsewhere it starts on first use,
+and a process that never meets a costly caller (the dispatcher, the sweeper, most tests)
+starts none. Until its worker is up (imports and dateparser's warm-up: about a second)
+sections run in a thread; so does
 the one section a dead worker leaves (``BrokenProcessPool``), and the pool is made anew,
 at most once every ``RESTART_S`` (a worker that cannot start would otherwise cost a
 process start per section). :func:`shutdown` (the API's stop, and at exit) ends it.
