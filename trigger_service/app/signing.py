@@ -90,7 +90,7 @@ class SigningSecrets:
             return
         if not decision.allowed:
             raise RateLimited(f"more than {rule.burst} signing-secret rotations per minute; "
-                              f"retry after {decision.retry_after_s} s",
+                              "retry after the seconds Retry-After gives",
                               decision.retry_after_s)
 
     async def active(self, caller: str, file_secrets: Sequence[str]) -> list[str]:

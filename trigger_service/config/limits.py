@@ -16,12 +16,21 @@ Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 ENVIRONMENTS = ("development", "production")
 # aiohttp closes an idle keep-alive connection after this at most (the bound).
 MAX_KEEPALIVE_S = 75.0
+# A held refusal keeps its connection (and a slot of its caller's share) this long at most.
+MAX_REFUSAL_HOLD_S = 5.0
 
 
 def _fraction(raw: str) -> float:
     value = float(raw)
     if not 0 < value <= 1:
         raise ValueError("a fraction above 0, at most 1")
+    return value
+
+
+def _hold(raw: str) -> float:
+    value = float(raw)
+    if not 0 <= value <= MAX_REFUSAL_HOLD_S:
+        raise ValueError(f"0 (answer at once) to {MAX_REFUSAL_HOLD_S:g}")
     return value
 
 
@@ -54,6 +63,9 @@ class LimitSettings:
     # core left another caller's p99 at 240 ms, at a fifth about 110 ms; bench "hostile").
     caller_cpu_ms_per_s: float = 200.0
     caller_cpu_burst_ms: float = 1000.0
+    # A caller refused for going too fast is answered after this (at most its Retry-After):
+    # measured, a caller retrying its 429s at once from 8 connections sent ~1,000 a second.
+    refusal_hold_s: float = 1.0
     max_line_bytes: int = 8190
     max_field_bytes: int = 8190
     max_headers: int = 64
@@ -86,6 +98,10 @@ LIMIT_VARIABLES: tuple[Row, ...] = (
      "and planning when/rrule/cron values (after its burst); past it 429 rate_limited"),
     ("TRIGGER_LIMITS_CALLER_CPU_BURST_MS", ("limits", "caller_cpu_burst_ms"), _pos_float,
      "the CPU milliseconds a caller may spend so at once before the per-second share applies"),
+    ("TRIGGER_LIMITS_REFUSAL_HOLD_S", ("limits", "refusal_hold_s"), _hold,
+     "a 429 rate_limited (the caller's request rate, CPU share or rotations) is answered "
+     "after this, or its Retry-After if shorter, which then counts the wait: a client that "
+     "retries at once gets one answer per connection per hold; 0 answers at once"),
     ("TRIGGER_LIMITS_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
     ("TRIGGER_LIMITS_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,

@@ -2,21 +2,23 @@
 callers' request rates, and a deadline on reading a request's body.
 
 Order in ``build_app``: timing → tracing → request id → errors → auth → connection share
-(``http/server.py``) → rate limit → CPU share → body deadline → the route. The rate limit runs
-after auth (it needs the caller) and before the body is read, so a caller over its rate costs
-one Redis round trip and nothing else.
+(``http/server.py``) → refusal hold → rate limit → CPU share → body deadline → the route. The
+rate limit runs after auth (it needs the caller) and before the body is read, so a caller
+over its rate costs one Redis round trip and nothing else; the hold then bounds how often a
+caller that ignores its ``Retry-After`` can make the API pay even that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import hdrs, web
 
-from trigger_service.app.cpu_shares import CpuShares, charging
+from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import AdapterError, RateLimited, UnsupportedMediaType
 from trigger_service.core.ports import Metrics
@@ -78,9 +80,39 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
             if not decision.allowed:
                 metrics.inc("rate_limited_total", caller=caller.name)
                 raise RateLimited(f"more than {caller.rate_per_s:g} requests per second "
-                                  f"(burst {caller.burst}); retry after "
-                                  f"{decision.retry_after_s} s", decision.retry_after_s)
+                                  f"(burst {caller.burst}); retry after the seconds "
+                                  "Retry-After gives", decision.retry_after_s)
         return await handler(request)
+
+    return middleware
+
+
+# What a caller is refused for going too fast (its request rate, its CPU share, its secret
+# rotations): held. Not a stream or connection cap (TooManyStreams, TooManyConnections):
+# those free a slot by answering at once.
+HELD_REFUSALS = (RateLimited, CpuShareExceeded)
+
+
+def refusal_hold_middleware(hold_s: float, sleep: Callable[[float], Awaitable[None]]
+                            = asyncio.sleep) -> Middleware:
+    """A caller's ``429 rate_limited`` is answered after ``min(hold_s, Retry-After)``, with
+    ``Retry-After`` less the time held: a client that waits as told loses nothing, one that
+    retries at once gets at most one answer per connection per hold, instead of as many as
+    the API can refuse (each refusal costs the API a request's parsing and a Redis round
+    trip, CPU every other caller shares). The held request keeps its connection, within its
+    caller's share (``http/server.py``). ``hold_s`` 0: answered at once."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except RateLimited as e:
+            if hold_s <= 0 or type(e) not in HELD_REFUSALS:
+                raise
+            held_s = min(hold_s, e.retry_after_s)
+            await sleep(held_s)
+            e.retry_after_s = max(0, math.ceil(e.retry_after_s - held_s))
+            raise
 
     return middleware
 

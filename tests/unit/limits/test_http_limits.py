@@ -13,6 +13,7 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, Env, make_env
+from tests.unit.app.support import SETTINGS as BASE
 from tests.unit.http.test_routes import counted_parses
 from trigger_service.adapters.memory.limits import MemoryPendingQuota, MemoryRateLimiter
 from trigger_service.adapters.memory.store import MemoryLease
@@ -50,9 +51,14 @@ class Api:
         return resp.status
 
 
+# The limiter's own Retry-After, answered at once: the refusal hold has tests of its own
+# (test_refusal_hold.py), and on a manual clock it would only wait for real.
+SETTINGS = replace(BASE, limits=replace(BASE.limits, refusal_hold_s=0))
+
+
 @pytest.fixture
 async def api() -> AsyncIterator[Api]:
-    env = make_env()
+    env = make_env(SETTINGS)
     limiter, quota = MemoryRateLimiter(env.clock), MemoryPendingQuota()
     gate = QuotaGate(quota, lambda n: getattr(CALLERS.by_name(n), "max_pending", None),
                      env.metrics)
