@@ -1,9 +1,9 @@
 """``make bench``'s ``hostile`` mode: what one caller's costliest inputs do to another caller.
 
 Caller B (``bench-b``) sends, over and over for the run, the ``when`` phrases, never-matching
-RRULEs and impossible crons that once stalled an API worker (``tests/integration/
-test_hostile_caller.py`` has the same list), single and 1,000 to a batch, from 8 concurrent
-clients. Meanwhile caller A (``dev``) registers N triggers one at a time from 4 clients
+RRULEs and impossible crons that once stalled an API worker (``tests/hostile_inputs.py``, the
+list tests/integration/test_hostile_caller.py sends too), single and 1,000 to a batch, from 8
+concurrent clients. Meanwhile caller A (``dev``) registers N triggers one at a time from 4 clients
 (``HOSTILE_B=cheap``: B sends cheap 400s instead, ``none``: nothing, for comparison). Reports
 A's latency p50/p99/max and statuses, B's statuses (a 5xx counted as an error), and the API's
 CPU per B request. The target: A's p99 under 100 ms.
@@ -22,7 +22,7 @@ import aiohttp
 
 from bench.common import API, RECEIVER, TOKEN, lag_stats
 from bench.fairness_bench import B_TOKEN
-from tests.integration.test_hostile_caller import IMPOSSIBLE_CRONS, NEVER_RRULES, WORST_WHENS
+from tests.hostile_inputs import IMPOSSIBLE_CRONS, NEVER_RRULES, WORST_WHENS
 
 B_CLIENTS = 8  # in a process of their own
 # HOSTILE_B=cheap: B sends as many requests, each a cheap 400 (a missing callbackUrl): what

@@ -18,16 +18,11 @@ from typing import Any
 import aiohttp
 import pytest
 
+from tests.hostile_inputs import IMPOSSIBLE_CRONS, NEVER_RRULES, WORST_WHENS
 from tests.integration.conftest import Stack
 
 pytestmark = pytest.mark.integration
 
-WORST_WHENS = ["in " + "1 hour " * 28 + "1", "1 hour " * 28 + "from",
-               "in " + "1 hour, and " * 16 + "x", "in " + "2 mins " * 27 + "1 hour x"]
-NEVER_RRULES = ["FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30",
-                "FREQ=MINUTELY;INTERVAL=7;BYMONTH=4;BYMONTHDAY=31",
-                "FREQ=SECONDLY;BYMONTH=2;BYMONTHDAY=31"]
-IMPOSSIBLE_CRONS = ["0 0 30 2 *", "0 0 31 4,6,9,11 *"]
 # The answer a user waits for at most: far above a healthy answer (milliseconds), far below
 # what one stalled loop made A wait (30 s and more).
 ANSWER_TIMEOUT_S = 10

@@ -31,6 +31,7 @@ from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
     DeadLetterCursor,
+    DeadLetterFilters,
     DeadLetterPage,
     DeadLetterQuery,
     DeadLetterState,
@@ -71,6 +72,18 @@ class DeadLetterService:
         self._triggers = triggers
         self._clock = clock
         self._metrics = metrics
+
+    def query(self, f: DeadLetterFilters) -> DeadLetterQuery:
+        """What ``f`` asked, every bound an instant: ``since`` left out is the oldest dead
+        letter that can still exist, ``until`` left out is now; a ``since`` further back is
+        kept as asked (a job's filters say what was asked; reads start at the oldest anyway).
+        Raises ``InvalidRequest`` naming ``since`` when it is after ``until``."""
+        now_ms = self._clock.now_ms()
+        until_ms = now_ms if f.until_ms is None else f.until_ms
+        since_ms = self._oldest_ms(now_ms) if f.since_ms is None else f.since_ms
+        if since_ms > until_ms:
+            raise InvalidRequest("since: after until")
+        return DeadLetterQuery(f.caller, since_ms, until_ms, f.reason, f.callback_prefix)
 
     async def list_letters(self, q: DeadLetterQuery, cursor: DeadLetterCursor | None,
                    limit: int) -> DeadLetterPage:
@@ -203,8 +216,13 @@ class DeadLetterService:
     def _retained(self, q: DeadLetterQuery) -> DeadLetterQuery:
         """``q`` from the oldest dead letter that can still exist (they live the retention):
         a ``since`` years back would otherwise cost a read per empty day."""
-        oldest_ms = self._clock.now_ms() - self._s.retention_s * 1000
+        oldest_ms = self._oldest_ms(self._clock.now_ms())
         return q if q.since_ms >= oldest_ms else replace(q, since_ms=oldest_ms)
+
+    def _oldest_ms(self, now_ms: int) -> int:
+        """When the oldest dead letter that can still exist at ``now_ms`` died (they live
+        the retention)."""
+        return now_ms - self._s.retention_s * 1000
 
     async def job(self, scope: str | None, job_id: str) -> ReplayJob:
         job = await self._store.get_job(job_id) if job_id.isascii() and len(job_id) < 64 \

@@ -107,8 +107,23 @@ class DeadLetter:
 
 
 @dataclass(frozen=True, slots=True)
+class DeadLetterFilters:
+    """What a listing or a bulk replay asked for, before the use case turns it into a
+    ``DeadLetterQuery`` (``DeadLetterService.query``). ``since_ms`` None: from the oldest
+    dead letter that can still exist; ``until_ms`` None: until now; ``caller`` None: every
+    caller (ops users)."""
+
+    caller: str | None
+    since_ms: int | None = None
+    until_ms: int | None = None
+    reason: DeadLetterReason | None = None
+    callback_prefix: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetterQuery:
-    """Filters of a listing or a bulk replay. ``caller`` None: every caller (ops users)."""
+    """Filters of a listing or a bulk replay, every bound an instant. ``caller`` None: every
+    caller (ops users)."""
 
     caller: str | None
     since_ms: int

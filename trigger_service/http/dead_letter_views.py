@@ -12,7 +12,7 @@ from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
     DeadLetterCursor,
-    DeadLetterQuery,
+    DeadLetterFilters,
     DeadLetterReason,
     ReplayJob,
 )
@@ -37,10 +37,11 @@ def _instant(value: str, name: str) -> int:
                              "2026-11-23T10:00:00Z") from e
 
 
-def parse_filters(raw: dict[str, Any], *, scope: str | None, now_ms: int,
-                  retention_s: int) -> DeadLetterQuery:
-    """The filters of a listing or a bulk replay. ``scope``: the caller's own name (a caller
-    cannot name another), or None for ops users (who may name one with ``caller``)."""
+def parse_filters(raw: dict[str, Any], *, scope: str | None) -> DeadLetterFilters:
+    """The filters of a listing or a bulk replay, as asked (an empty one is left out; the
+    use case fills in ``since`` and ``until`` and checks one against the other).
+    ``scope``: the caller's own name (a caller cannot name another), or None for ops users
+    (who may name one with ``caller``)."""
     for name in FILTERS:
         if name in raw and not isinstance(raw[name], str):
             raise InvalidRequest(f"{name}: a string")
@@ -51,29 +52,25 @@ def parse_filters(raw: dict[str, Any], *, scope: str | None, now_ms: int,
         except ValueError as e:
             raise InvalidRequest("reason: one of "
                                  + ", ".join(r.value for r in DeadLetterReason)) from e
-    until_ms = _instant(raw["until"], "until") if raw.get("until") else now_ms
-    since_ms = (_instant(raw["since"], "since") if raw.get("since")
-                else now_ms - retention_s * 1000)
-    if since_ms > until_ms:
-        raise InvalidRequest("since: after until")
+    until_ms = _instant(raw["until"], "until") if raw.get("until") else None
+    since_ms = _instant(raw["since"], "since") if raw.get("since") else None
     prefix = raw.get("callbackPrefix") or None
     if prefix is not None and len(prefix) > _MAX_PREFIX:
         raise InvalidRequest(f"callbackPrefix: at most {_MAX_PREFIX} characters")
     caller = raw.get("caller") or None
     if caller is not None and scope is not None and caller != scope:
         raise InvalidRequest("caller: only operators and viewers may name a caller")
-    return DeadLetterQuery(scope or caller, since_ms, until_ms, reason, prefix)
+    return DeadLetterFilters(scope or caller, since_ms, until_ms, reason, prefix)
 
 
-def parse_list_query(query: dict[str, str], *, scope: str | None, now_ms: int,
-                     retention_s: int) -> tuple[DeadLetterQuery, DeadLetterCursor | None, int]:
+def parse_list_query(query: dict[str, str], *, scope: str | None,
+                     ) -> tuple[DeadLetterFilters, DeadLetterCursor | None, int]:
     extra = sorted(set(query) - {*FILTERS, "limit", "cursor"})
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown query parameter")
     limit = parse_limit(query)
     cursor = decode_cursor(query["cursor"]) if query.get("cursor") else None
-    return parse_filters(query, scope=scope, now_ms=now_ms, retention_s=retention_s), \
-        cursor, limit
+    return parse_filters(query, scope=scope), cursor, limit
 
 
 def encode_cursor(cursor: DeadLetterCursor) -> str:

@@ -11,12 +11,13 @@ from trigger_service.adapters import schema
 from trigger_service.app.dead_letters import MAX_OPEN_JOBS
 from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.core.dead_letters import (
+    DeadLetterFilters,
     DeadLetterQuery,
     DeadLetterReason,
     JobStatus,
     ReplayJob,
 )
-from trigger_service.core.errors import NothingToReplay, QuotaExceeded
+from trigger_service.core.errors import InvalidRequest, NothingToReplay, QuotaExceeded
 
 
 async def test_a_bulk_replay_matching_nothing_makes_no_job() -> None:
@@ -105,3 +106,21 @@ async def test_listings_and_bulk_replays_read_from_the_retention_at_the_oldest()
     recent = DeadLetterQuery("orders", oldest_ms + 5, NOW_MS + 10**9)
     await svc.list_letters(recent, None, 10)
     assert asked[-1].since_ms == oldest_ms + 5  # a later since is kept
+
+
+def test_filters_left_out_span_the_retention_and_those_given_are_kept() -> None:
+    """``since`` left out is the oldest dead letter that can still exist, ``until`` now; a
+    ``since`` further back is kept as asked (a job's filters echo it; reads clamp it)."""
+    env = make_env()
+    svc = service(env)
+    now_ms = env.clock.now_ms()
+    oldest_ms = now_ms - env.settings.retention_s * 1000
+    assert svc.query(DeadLetterFilters("orders")) == DeadLetterQuery("orders", oldest_ms, now_ms)
+    asked = DeadLetterFilters(None, 0, now_ms - 5, DeadLetterReason.GONE, "https://x/")
+    assert svc.query(asked) == DeadLetterQuery(None, 0, now_ms - 5, DeadLetterReason.GONE,
+                                               "https://x/")
+    for bad in (DeadLetterFilters(None, since_ms=now_ms + 1),
+                DeadLetterFilters(None, until_ms=oldest_ms - 1)):
+        with pytest.raises(InvalidRequest) as refused:
+            svc.query(bad)
+        assert refused.value.extra["field"] == "since"

@@ -16,6 +16,7 @@ from tests.unit.http.test_routes import (
 from trigger_service.app.dead_letters import MAX_OPEN_JOBS
 from trigger_service.core.dead_letters import DeadLetterQuery, DeadLetterReason, JobItem, ReplayJob
 from trigger_service.core.model import Status
+from trigger_service.core.time.timing import format_rfc3339_ms
 
 LIST = "/v1/dead-letters"
 
@@ -88,6 +89,10 @@ async def test_bulk_replay_job(api: Api) -> None:
     resp = await api.client.post(f"{LIST}/replay", headers=AUTH, json={"reason": "max_attempts"})
     job = await resp.json()
     assert resp.status == 202 and job["total"] == 3 and job["filters"]["caller"] == "orders"
+    now_ms = api.env.clock.now_ms()  # filters left out are echoed as the window they span
+    assert (job["filters"]["since"], job["filters"]["until"]) == (
+        format_rfc3339_ms(now_ms - api.env.settings.retention_s * 1000),
+        format_rfc3339_ms(now_ms))
     for _ in range(50):
         await asyncio.sleep(0)
     resp = await api.client.get(f"{LIST}/replay/{job['jobId']}", headers=AUTH)

@@ -17,11 +17,10 @@ from trigger_service.http.parsing import NO_BODY, parse_optional_json_body
 
 
 async def list_letters(request: web.Request) -> web.Response:
-    runtime = request.app[RUNTIME_KEY]
-    q, cursor, limit = views.parse_list_query(
-        dict(request.query), scope=scope_of(request), now_ms=runtime.clock.now_ms(),
-        retention_s=runtime.settings.retention_s)
-    page = await request.app[LETTERS_KEY].list_letters(q, cursor, limit)
+    filters, cursor, limit = views.parse_list_query(dict(request.query),
+                                                    scope=scope_of(request))
+    letters = request.app[LETTERS_KEY]
+    page = await letters.list_letters(letters.query(filters), cursor, limit)
     return web.json_response({
         "items": [views.letter_view(d) for d in page.items],
         "nextCursor": views.encode_cursor(page.next_cursor) if page.next_cursor else None})
@@ -78,10 +77,8 @@ async def start_bulk(request: web.Request) -> web.Response:
     extra = sorted(set(body) - set(views.FILTERS))
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
-    runtime = request.app[RUNTIME_KEY]
-    q = views.parse_filters(body, scope=scope, now_ms=runtime.clock.now_ms(),
-                            retention_s=runtime.settings.retention_s)
-    job = await request.app[LETTERS_KEY].start_bulk(q)
+    letters = request.app[LETTERS_KEY]
+    job = await letters.start_bulk(letters.query(views.parse_filters(body, scope=scope)))
     request.app[JOBS_KEY].kick(job.job_id)
     return web.json_response(views.job_view(job), status=202)
 
