@@ -1,8 +1,8 @@
 """The index of held triggers of ``EndpointHealthStore`` (``MemoryEndpointHealth``,
 ``CassandraEndpointHealth``) against one contract: a (caller, origin)'s entries come back
 from a due time on, by due time then id, in pages to the end, and only its own; writing an
-entry again keeps one; a forgotten entry is gone (forgetting is idempotent); an entry
-expires after its TTL."""
+entry again keeps one; a forgotten entry is gone (forgetting is idempotent), however many go
+at once; an entry expires after its TTL."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ T0 = 1_700_000_000_000
 ORIGIN = "https://hooks.example.com:443"
 OTHER_ORIGIN = "http://127.0.0.1:9000"
 PAGE = 2
+MANY = 130  # entries forgotten in one call: more than two of the Cassandra adapter's batches
 TTL_S = 86_400
 # Lets the given seconds pass for the store's TTLs (a fake clock, or the real one).
 PassTime = Callable[[float], Awaitable[None]]
@@ -77,6 +78,17 @@ async def test_an_entry_written_again_is_one_and_a_forgotten_one_is_gone(
     await store.forget_held(caller, ORIGIN, [a])  # again: nothing
     await store.forget_held(caller, OTHER_ORIGIN, [b])  # another origin's: not this one
     assert [h for p in await read(store, caller, ORIGIN, T0) for h in p] == [b]
+
+
+async def test_many_entries_forgotten_at_once_are_all_gone_and_only_they(
+        holds: tuple[EndpointHealthStore, PassTime]) -> None:
+    store = holds[0]
+    caller = unique("eh-")
+    entries = [HeldTrigger(f"t{n:03}", T0 + n) for n in range(MANY)]
+    await asyncio.gather(*(store.note_held(caller, ORIGIN, h, TTL_S) for h in entries))
+    kept = entries[::10]
+    await store.forget_held(caller, ORIGIN, [h for h in entries if h not in kept])
+    assert [h for p in await read(store, caller, ORIGIN, T0) for h in p] == kept
 
 
 async def test_an_entry_expires_after_its_ttl(

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.dead_letter_listing import list_rows
 from trigger_service.adapters.cassandra.job_leases import JOB_TTL_S, claim_lease
 from trigger_service.core.dead_letters import (
@@ -25,12 +26,6 @@ from trigger_service.core.dead_letters import (
     ReplayJob,
     day_of,
 )
-
-# A job's lease cells, and the open entries of a job moved from the legacy key (whose own
-# TTL is not known): a job unfinished that long was never going to be.
-_ITEMS_PER_BATCH = 50
-_BATCHES_AT_ONCE = 16
-
 
 
 def dead_letter_queries(keyspace: str) -> dict[str, str]:
@@ -116,17 +111,8 @@ def attempt_values(a: Attempt, ttl_s: int) -> list[Any]:
             a.status_code, a.error, a.response_excerpt, a.dispatcher, ttl_s]
 
 
-class CassandraDeadLetters:
-    """Needs ``_run(name, params)`` and ``_pages(name, params)`` from ``CassandraStore``."""
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        raise NotImplementedError  # provided by CassandraStore
+class CassandraDeadLetters(driver.StoreStatements):
+    """Runs its statements through ``driver.StoreStatements`` (``CassandraStore``)."""
 
     # --- AttemptLog --------------------------------------------------------------------
     async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
@@ -196,14 +182,10 @@ class CassandraDeadLetters:
 
     # --- ReplayJobStore ----------------------------------------------------------------
     async def create_job(self, job: ReplayJob, items: Sequence[JobItem], ttl_s: int) -> None:
-        # A job's items share its partition: 50 to a batch (one mutation, below Cassandra's
-        # batch warning), 16 batches at a time (not 10,000 requests at once).
-        puts = [("item_put", [job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s])
-                for i in items]
-        batches = [puts[k:k + _ITEMS_PER_BATCH] for k in range(0, len(puts), _ITEMS_PER_BATCH)]
-        for k in range(0, len(batches), _BATCHES_AT_ONCE):
-            await asyncio.gather(*(self._run_unlogged(b)
-                                   for b in batches[k:k + _BATCHES_AT_ONCE]))
+        # A job's items share its partition.
+        await driver.write_in_batches(self._run_unlogged, [
+            ("item_put", [job.job_id, i.id, i.dead_at_ms, i.state.value, ttl_s])
+            for i in items])
         await self._run("job_put", [job.job_id, encode_query(job.query), job.created_at_ms,
                                     job.total, job.status.value, ttl_s])
         await self._open(job.job_id, job.query.caller, ttl_s)
@@ -252,6 +234,7 @@ class CassandraDeadLetters:
         rows = await self._run("job_get", [job_id])
         if rows and rows[0][s.COL_QUERY] is not None:
             caller = decode_query(rows[0][s.COL_QUERY]).caller
+            # The legacy entry's own TTL is not known: a job's longest.
             await self._open(job_id, caller, JOB_TTL_S)
         await self._run("open_delete", [s.REPLAY_OPEN_KEY, job_id])
 

@@ -10,13 +10,17 @@ page and returns every row (for reads bounded by construction: a key, a ``LIMIT`
 table); :func:`pages` yields one page at a time, for reads whose whole result may be too big
 to hold (the zone-rules index of a release and shard, a replay job's items). Nothing here
 hands back the first page alone.
+
+Writes to many rows of one partition go in unlogged batches of :data:`ROWS_PER_BATCH`
+(:func:`write_in_batches`); the mixins of ``CassandraStore`` run their statements through
+what :class:`StoreStatements` declares.
 """
 
 from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 from cassandra import (
@@ -42,6 +46,15 @@ from trigger_service.core.errors import StoreError, StoreTimeout
 
 Row = dict[str, Any]
 Page = tuple[list[Row], bytes | None]
+Write = tuple[str, Sequence[Any]]  # a prepared statement's name and its values
+RunUnlogged = Callable[[Sequence[Write]], Awaitable[None]]
+
+# A partition's rows written together go this many to an unlogged batch: one mutation, a
+# short request (Cassandra's batch size warning and limit, 5 and 50 KiB by default, apply only
+# to batches that span partitions); this many batches in flight at a time (not 10,000
+# requests at once).
+ROWS_PER_BATCH = 50
+BATCHES_AT_ONCE = 16
 
 
 def connect(settings: CassandraSettings) -> tuple[Cluster, Session]:
@@ -173,6 +186,16 @@ async def execute_unlogged(session: Session, name: str,
     await execute_page(session, name, batch, None)
 
 
+async def write_in_batches(run_unlogged: RunUnlogged, writes: Sequence[Write]) -> None:
+    """Independent writes to rows of one partition, ``ROWS_PER_BATCH`` to an unlogged batch
+    (``run_unlogged``), ``BATCHES_AT_ONCE`` batches in flight at a time: each batch applies as
+    one mutation, the batches independently. Raises ``StoreError`` (of the first batch that
+    failed; the others may have applied: the writes must be safe to run again)."""
+    batches = [writes[k:k + ROWS_PER_BATCH] for k in range(0, len(writes), ROWS_PER_BATCH)]
+    for k in range(0, len(batches), BATCHES_AT_ONCE):
+        await asyncio.gather(*(run_unlogged(b) for b in batches[k:k + BATCHES_AT_ONCE]))
+
+
 async def execute_conditional(session: Session, name: str,
                               statements: Sequence[tuple[PreparedStatement, Sequence[Any]]]
                               ) -> list[Row]:
@@ -225,3 +248,20 @@ def _settle(fut: asyncio.Future[Page], value: Page | None, exc: BaseException | 
     else:
         assert value is not None
         fut.set_result(value)
+
+
+class StoreStatements:
+    """The base of ``CassandraStore``'s mixins: the statements they run by name, on the
+    store's session with its prepared statements (``CassandraStore`` provides them)."""
+
+    async def _run(self, name: str, params: Sequence[Any]) -> list[Row]:
+        """Every row of a statement, all pages read (:func:`execute`)."""
+        raise NotImplementedError  # provided by CassandraStore
+
+    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[Row]]:
+        """Every row of a statement, a page at a time (:func:`pages`)."""
+        raise NotImplementedError  # provided by CassandraStore
+
+    async def _run_unlogged(self, writes: Sequence[Write]) -> None:
+        """Independent writes as one unlogged batch (:func:`execute_unlogged`)."""
+        raise NotImplementedError  # provided by CassandraStore

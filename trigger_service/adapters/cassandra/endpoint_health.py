@@ -15,12 +15,12 @@ from the old partition.
 
 The index of held triggers is ``endpoint_holds`` (infra/cql/028): a partition per (caller,
 origin), by (due time, trigger id); an entry is a plain ``INSERT ... USING TTL`` (written
-again, it is only renewed), read in pages of ``page_size`` rows, deleted one by one.
+again, it is only renewed), read in pages of ``page_size`` rows, deleted in unlogged batches
+of the partition (``driver.write_in_batches``).
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -40,7 +40,6 @@ Pages = Callable[[str, Sequence[Any], int], AsyncIterator[list[dict[str, Any]]]]
 _FIRST, _LAST, _FAILURES, _ERROR, _DISABLED, _NOTIFIED = s.ENDPOINT_HEALTH_COLUMNS
 _APPLIED = "[applied]"
 _UNSET = UNSET_VALUE
-_DELETES_AT_ONCE = 32  # deletes of stale entries in flight together
 
 
 def endpoint_health_queries(keyspace: str) -> dict[str, str]:
@@ -104,9 +103,11 @@ def _counts(h: EndpointHealth) -> list[Any]:
 
 
 class CassandraEndpointHealth:
-    def __init__(self, run: Run, pages: Pages, *, ttl_s: int, page_size: int) -> None:
+    def __init__(self, run: Run, pages: Pages, run_unlogged: driver.RunUnlogged, *,
+                 ttl_s: int, page_size: int) -> None:
         self._run = run
         self._pages = pages
+        self._run_unlogged = run_unlogged
         self.ttl_s = ttl_s
         self._page_size = page_size
         self._legacy_empty = False  # the 021 partition was read empty (by this process)
@@ -121,7 +122,8 @@ class CassandraEndpointHealth:
             stmt = store._prepared[name].bind(params)
             stmt.fetch_size = size
             return driver.pages(store._session, name, stmt)
-        return cls(store._run, pages, ttl_s=settings.record_ttl_s, page_size=settings.page_size)
+        return cls(store._run, pages, store._run_unlogged, ttl_s=settings.record_ttl_s,
+                   page_size=settings.page_size)
 
     async def endpoint_health(self, caller: str | None = None) -> list[EndpointHealth]:
         if caller is not None:
@@ -202,7 +204,5 @@ class CassandraEndpointHealth:
 
     async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
                           ) -> None:
-        for i in range(0, len(held), _DELETES_AT_ONCE):
-            await asyncio.gather(*(
-                self._run("eh_unhold", [caller, origin, h.due_at_ms, h.trigger_id])
-                for h in held[i:i + _DELETES_AT_ONCE]))
+        await driver.write_in_batches(self._run_unlogged, [
+            ("eh_unhold", [caller, origin, h.due_at_ms, h.trigger_id]) for h in held])

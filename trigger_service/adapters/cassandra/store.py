@@ -121,7 +121,7 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         """Every row of a statement, a page at a time (``driver.pages``)."""
         return driver.pages(self._session, name, self._prepared[name].bind(params))
 
-    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def _run_unlogged(self, writes: Sequence[driver.Write]) -> None:
         """Independent writes as one unlogged batch (``driver.execute_unlogged``)."""
         await driver.execute_unlogged(self._session, "+".join(name for name, _ in writes),
                                       [(self._prepared[name], params) for name, params in writes])

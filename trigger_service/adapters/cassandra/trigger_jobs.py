@@ -1,6 +1,6 @@
 """``TriggerJobStore`` on Cassandra (``trigger_jobs``, ``trigger_job_items``,
 ``trigger_jobs_open``): the replay jobs' shape over triggers. Mixed into ``CassandraStore``,
-which provides ``_run``, ``_pages`` and ``_run_unlogged``."""
+which provides what ``driver.StoreStatements`` declares."""
 
 from __future__ import annotations
 
@@ -10,14 +10,12 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.job_leases import claim_lease
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.tags import TriggerFilter, parse_filter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
 
-# A job's lease cells: a job unfinished that long was never going to be.
-_ITEMS_PER_BATCH = 50  # one mutation of one partition, below Cassandra's batch warning
-_BATCHES_AT_ONCE = 16
 _OPEN_KEYS = s.REPLAY_OPEN_KEYS[:-1]  # the buckets (these jobs have no legacy key)
 
 
@@ -56,23 +54,12 @@ def _job(job_id: str, r: dict[str, Any]) -> TriggerJob:
                       policy=r[s.COL_POLICY])
 
 
-class CassandraTriggerJobs:
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
-        raise NotImplementedError  # provided by CassandraStore
-
+class CassandraTriggerJobs(driver.StoreStatements):
     async def create_trigger_job(self, job: TriggerJob, items: Sequence[TriggerJobItem],
                                  ttl_s: int) -> None:
-        puts = [("tjob_item_put", [job.job_id, i.id, i.state.value, ttl_s]) for i in items]
-        batches = [puts[k:k + _ITEMS_PER_BATCH] for k in range(0, len(puts), _ITEMS_PER_BATCH)]
-        for k in range(0, len(batches), _BATCHES_AT_ONCE):
-            await asyncio.gather(*(self._run_unlogged(b)
-                                   for b in batches[k:k + _BATCHES_AT_ONCE]))
+        # A job's items share its partition.
+        await driver.write_in_batches(self._run_unlogged, [
+            ("tjob_item_put", [job.job_id, i.id, i.state.value, ttl_s]) for i in items])
         await self._run("tjob_put", [
             job.job_id, job.caller, job.action.value, json.dumps(job.filter.to_json()),
             job.policy, job.created_at_ms, job.total, job.status.value, ttl_s])
