@@ -10,7 +10,7 @@ spent idle over as long (measured first), divided by N. The client's own CPU is 
 Cassandra: a plain single-row write (the payload-sized row of a registration), a single-row
 read, an LWT on an existing row (a claim), ``INSERT ... IF NOT EXISTS`` (the old keyed
 registration), and a conditional ``BATCH`` of 10 and of 50 rows of one partition (one Paxos
-round for all: the per-partition claim of the issue's design), counted per row. SQS: sends in
+round for all: a per-partition claim), counted per row. SQS: sends in
 batches of 1 and of 10, receives of 10, deletes in batches of 10, per message. Redis: ``SET
 NX GET`` and ``SET``. Writes ``bench/results/ops-cost.json``.
 """

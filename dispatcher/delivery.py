@@ -135,7 +135,7 @@ class DispatchDeps:
     queue: DeliveryQueue
     clock: Clock
     metrics: Metrics
-    # Spans of each occurrence's claim, send and outcome (issue 28); export off by default.
+    # Spans of each occurrence's claim, send and outcome; export off by default.
     tracing: Tracing = field(default_factory=Tracing)
 
 

@@ -1,4 +1,4 @@
-"""One occurrence of a trigger with notification channels (issue 12), delivered under the
+"""One occurrence of a trigger with notification channels, delivered under the
 dispatcher's claim: every channel due now is sent, each with its own state, retries and
 outcome. One of the parts ``Delivery`` holds; it calls ``fan_out`` once its claim applied.
 

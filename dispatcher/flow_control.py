@@ -1,4 +1,4 @@
-"""Flow control at delivery (issue 27): the deliveries that share a key are started at most
+"""Flow control at delivery: the deliveries that share a key are started at most
 ``ratePerSecond`` per second, at most ``parallelism`` open at once, over every dispatcher
 (``core.flow``; the limiter is shared through Redis).
 

@@ -1,4 +1,4 @@
-"""A trigger's recipient at send time (issue 26): its profile read when the occurrence is
+"""A trigger's recipient at send time: its profile read when the occurrence is
 sent, so that a changed address or preference reaches every pending reminder.
 
 - Each channel's address (and a ``"preferred"`` channel's type) comes from the profile

@@ -1,4 +1,4 @@
-"""A caller's recipient controls at send time (issue 25, ``config/recipients.py``): a
+"""A caller's recipient controls at send time (``config/recipients.py``): a
 ``Notifiers`` that checks each channel against its caller's policy before handing it on.
 
 - Recipients are checked again (email and SMS addresses, Telegram chats, push tokens): the

@@ -1,4 +1,4 @@
-"""The delivery half of the SSRF guard (issue 13): the webhook channel's DNS resolver.
+"""The delivery half of the SSRF guard: the webhook channel's DNS resolver.
 
 aiohttp connects to the addresses its resolver returns, so a resolver that checks each
 address and returns only checked ones leaves no DNS-rebinding window: the address dialled is

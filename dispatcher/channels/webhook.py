@@ -12,7 +12,7 @@ A caller has at most ``TRIGGER_DISPATCH_SECRET_MAX_LIVE`` signing secrets at onc
 that many signatures; the signers are kept for the ``TRIGGER_DISPATCH_SIGNER_CACHE_SIZE`` most
 recently used callers.
 
-The SSRF guard (issue 13): the URL is normalised again (it was stored normalised: the same
+The SSRF guard: the URL is normalised again (it was stored normalised: the same
 text) and sent in exactly that form. Unless a prefix of the trigger's caller names the host
 (``trusts``: the operator chose it, internal addresses included), the request goes through a
 session whose resolver refuses forbidden addresses and dials only the addresses it checked

@@ -1,4 +1,4 @@
-"""A trigger's ``flowControl`` in the store (issue 27, migration 020): it round-trips on both
+"""A trigger's ``flowControl`` in the store (migration 020): it round-trips on both
 stores, a bound left out stays out, and an edit can change or remove it."""
 
 from __future__ import annotations

@@ -94,8 +94,8 @@ async def test_a_lone_creation_writes_one_row_by_plain_writes(store: Store) -> N
 
 async def test_a_retry_after_a_timed_out_row_write_that_lands_later_makes_one_row(
         store: Store) -> None:
-    """The issue's sequence: A's row write times out and lands after B (the retry, a later
-    fire time) was answered; the cancel through the pointer governs every home."""
+    """The race this module is about: A's row write times out and lands after B (the retry, a
+    later fire time) was answered; the cancel through the pointer governs every home."""
     fire, now = times()
     caller = unique("caller-")
     a = keyed(caller, "k", fire, now)

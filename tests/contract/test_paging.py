@@ -1,4 +1,4 @@
-"""Every multi-row read pages to its end (issue 24): a read of more rows than one page holds
+"""Every multi-row read pages to its end: a read of more rows than one page holds
 comes back whole, or a page at a time up to the last one, never as its first page alone.
 
 ``small_pages_store`` reads three rows per page (``MemoryStore.page_size``, Cassandra's fetch

@@ -1,5 +1,5 @@
-"""The issue-27 providers end to end on the real stack (API → Cassandra → SQS → dispatcher):
-a Telegram channel to the Bot-API-format simulator (only to the chats the caller's
+"""The Telegram and SES providers end to end on the real stack (API → Cassandra → SQS →
+dispatcher): a Telegram channel to the Bot-API-format simulator (only to the chats the caller's
 ``telegram_chats`` list: refused at registration, and again when sent), and email through
 Amazon SES on LocalStack (``ses`` in ``localstack/localstack.env``'s SERVICES), read back from
 LocalStack's ``/_aws/ses`` endpoint.

@@ -1,4 +1,4 @@
-"""Recipients on the real stack (issue 26): Cassandra, LocalStack SQS, Redis, the API, a
+"""Recipients on the real stack: Cassandra, LocalStack SQS, Redis, the API, a
 dispatcher and the SMS provider simulator. A daily reminder for a person who moves from New
 York to Tokyo fires at its wall time in Tokyo, once; a changed phone number reaches a pending
 SMS reminder; a deleted recipient's reminders dead-letter with the reason (at delete time,

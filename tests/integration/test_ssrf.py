@@ -1,4 +1,4 @@
-"""The SSRF guard end to end on the real stack (issue 13): API → Cassandra → SQS →
+"""The SSRF guard end to end on the real stack: API → Cassandra → SQS →
 dispatcher → receiver.
 
 The test caller gets, besides its receiver's explicit ``http://127.0.0.1:<port>/`` prefix,

@@ -1,4 +1,4 @@
-"""Tags, labels, filtered listings and cancel-by-filter jobs (issue 26) on the real stack:
+"""Tags, labels, filtered listings and cancel-by-filter jobs on the real stack:
 Cassandra's term index, the API, SQS and a dispatcher delivering what was not cancelled."""
 
 from __future__ import annotations

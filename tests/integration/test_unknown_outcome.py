@@ -1,4 +1,4 @@
-"""A registration whose row write times out, against the real Cassandra (issue 25).
+"""A registration whose row write times out, against the real Cassandra.
 
 A second store on the test keyspace sends the trigger row with a request timeout of a
 microsecond: the driver sends the write and gives up on its answer at once, which is what a

@@ -150,3 +150,35 @@ def test_every_third_party_import_is_declared_and_every_dependency_used() -> Non
             for d in distributions_of(i, dists)}
     assert used - declared() == set(), "imported but not declared"
     assert declared() - used == set(), "declared but not imported"
+
+
+# Code and docs say what is and why, not which ticket of an outside tracker made it: a reader
+# has no tracker to look the number up in. (As written here the pattern does not match
+# itself: "issues?" is followed by a backslash, not by white space.)
+TICKET_REFERENCE = re.compile(r"\bissues?\s+#?\d+", re.IGNORECASE)
+PROSE_ROOTS = (*PACKAGES, "tests", "bench", "infra", "clients", "docs", "config", "localstack",
+               "README.md", "Makefile", "pyproject.toml", "mkdocs.yml")
+GENERATED = {"__pycache__", ".mypy_cache", ".ruff_cache", ".pytest_cache"}
+
+
+def prose_files() -> Iterator[Path]:
+    """Every file under ``PROSE_ROOTS`` but what tools generate (caches, egg-info)."""
+    for name in PROSE_ROOTS:
+        top = ROOT / name
+        for path in sorted(top.rglob("*")) if top.is_dir() else [top]:
+            parts = path.relative_to(ROOT).parts
+            if path.is_file() and not any(p in GENERATED or p.endswith(".egg-info")
+                                          for p in parts):
+                yield path
+
+
+def test_no_file_cites_a_tracker_ticket() -> None:
+    found = []
+    for path in prose_files():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            continue  # images and other binary results
+        found += [f"{path.relative_to(ROOT)}:{text.count(chr(10), 0, m.start()) + 1}: {m[0]!r}"
+                  for m in TICKET_REFERENCE.finditer(text)]
+    assert not found, "say what it is and why instead of the ticket: " + "; ".join(found)

@@ -358,16 +358,16 @@ TRIGGER_COLUMNS: Final = (
     "occurrence_seq", "occurrences_fired", "tzdata_version", "revision", "snoozed_from",
     "plan", "channel_states", "acked_seq", "request_hash", "registered_fire_at_ms",
     "jitter_s",
-    "tags", "labels",  # JSON (issue 26): an array, an object; unset when empty
+    "tags", "labels",  # JSON: an array, an object; unset when empty
     "recipient", "recipient_zone",
-    "expires_at_ms", "max_lateness_s",  # deadlines (issue 27): unset without one
-    "flow_control",  # JSON (issue 27, core.flow); unset without
-    "trace_parent",  # W3C traceparent (issue 28, core.trace_context); unset without
+    "expires_at_ms", "max_lateness_s",  # deadlines: unset without one
+    "flow_control",  # JSON (core.flow); unset without
+    "trace_parent",  # W3C traceparent (core.trace_context); unset without
     # A claim's lease in ms (dispatcher.claim_keeping): a duration on the claimer's
     # monotonic clock; unset on rows never claimed since the column came (026).
     "claim_lease_ms",
 )
-# recipients, recipient_triggers, recipient_zone_changes (issue 26)
+# recipients, recipient_triggers, recipient_zone_changes
 TABLE_RECIPIENTS: Final = "recipients"
 TABLE_RECIPIENT_TRIGGERS: Final = "recipient_triggers"
 TABLE_RECIPIENT_ZONE_CHANGES: Final = "recipient_zone_changes"

@@ -1,4 +1,4 @@
-"""The registration half of the SSRF guard (issue 13): a callback host name that resolves,
+"""The registration half of the SSRF guard: a callback host name that resolves,
 now, to an address a broad prefix may not reach is refused with 422 ``callback_not_allowed``
 (``localhost`` tricks, hosts-file entries, internal DNS names).
 

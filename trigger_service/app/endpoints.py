@@ -1,4 +1,4 @@
-"""Endpoint health for people (issue 27): a caller lists its endpoints' records, operators
+"""Endpoint health for people: a caller lists its endpoints' records, operators
 list everyone's; either enables a disabled (or failing) endpoint. No HTTP here.
 
 Enabling deletes the record (``EndpointHealthStore.clear``), sends the operators'

@@ -1,4 +1,4 @@
-"""A trigger bound to a recipient profile (issue 26) at registration, edit and snooze: the
+"""A trigger bound to a recipient profile at registration, edit and snooze: the
 profile must exist (``422 recipient_not_found``), a floating time (``"timeZone":
 "recipient"``) is read in the profile's zone, and the trigger joins the person's index
 before its row is written (an entry pointing at no row is skipped by its readers)."""

@@ -1,4 +1,4 @@
-"""Recipient profiles (issue 26): put, get, list and delete a caller's people, and what a
+"""Recipient profiles: put, get, list and delete a caller's people, and what a
 change of a profile means for that person's triggers. No HTTP here.
 
 - A profile's addresses pass the caller's recipient controls (``config/recipients.py``)

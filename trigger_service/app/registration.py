@@ -15,7 +15,7 @@ from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.tags import Labels
 from trigger_service.core.time.recurrence import Occurrence, Recurrence
 
-# The time fields read again for a recipient (issue 26): in its zone (None: the request's
+# The time fields read again for a recipient: in its zone (None: the request's
 # own, the time does not float) with its locale (``when``'s date order; None: no hint).
 Retime = Callable[[str | None, str | None], TimeRequest]
 
@@ -34,11 +34,11 @@ class NewTrigger:
     jitter_s: int = 0  # each occurrence fires up to this late (``fire_at_ms``: unjittered)
     tags: tuple[str, ...] = ()  # ``core.tags``: validated
     labels: Labels = ()
-    recipient: str | None = None  # the recipient profile it is for (issue 26)
+    recipient: str | None = None  # the recipient profile it is for
     recipient_zone: bool = False  # its schedule floats with the profile's zone
     expires_at_ms: int | None = None  # deadlines (``core.deadlines``); None: none
     max_lateness_s: int | None = None
-    flow_control: FlowControl | None = None  # issue 27: its own key and bounds
+    flow_control: FlowControl | None = None  # flow control: its own key and bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,7 +54,7 @@ class RegisterRequest:
     jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``plan_request``)
     tags: tuple[str, ...] = ()
     labels: Labels = ()
-    recipient: str | None = None  # a recipient profile's id (issue 26)
+    recipient: str | None = None  # a recipient profile's id
     # With a recipient and ``"timeZone": "recipient"`` or ``when``: the time fields read
     # again in the recipient's zone (``floats``; what ``time`` holds until then was read in
     # UTC, for their shape only) and with its locale.

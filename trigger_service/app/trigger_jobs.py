@@ -1,4 +1,4 @@
-"""Jobs over a caller's triggers matching a filter (issue 26): ``start`` fixes the items
+"""Jobs over a caller's triggers matching a filter: ``start`` fixes the items
 (every unfinished trigger the filter matches, read through the filtered listing, at most
 ``MAX_JOB_ITEMS``), and ``TriggerJobRunner`` works on them as bulk replays are worked on
 (``app.job_rounds``: kicked by the POST, resumed by every API process's poll).

@@ -90,7 +90,7 @@ class TriggerService:
         own); None resolves nothing here, and the dispatcher's check at every connection is
         then the only one. ``budget``: the channels' daily send counts (None: not checked at
         registration; recipients are checked either way). ``recipients``: the profiles a
-        trigger may name (issue 26; None: naming one is ``recipient_not_found``)."""
+        trigger may name (None: naming one is ``recipient_not_found``)."""
         self._s = settings
         self.recipients = recipients
         self._channels = ChannelGate(budget, clock, metrics)

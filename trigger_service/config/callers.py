@@ -44,7 +44,7 @@ with the prefix's path on a segment boundary, all compared on the normalised URL
 A prefix may be broad: ``"https://"`` (the scheme alone) admits any host on the scheme's
 default port. Through a broad prefix a callback may only reach public addresses: IP literals
 and names that are loopback, private, link-local and the like (``core/notify/addresses.py``) are
-refused unless a prefix that admits the URL names its host (the SSRF guard, issue 13).
+refused unless a prefix that admits the URL names its host (the SSRF guard).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A caller's flow-control defaults per callback origin (issue 27), from the callers file::
+"""A caller's flow-control defaults per callback origin, from the callers file::
 
     [callers.orders]
     flow_control = [{origin = "http://127.0.0.1:9000", rate_per_second = 50, parallelism = 5}]

@@ -14,7 +14,7 @@ from trigger_service.config.parsers import pos_float as _pos_float
 
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 ENVIRONMENTS = ("development", "production")
-# aiohttp closes an idle keep-alive connection after this at most (the bound).
+# aiohttp closes an idle keep-alive connection after this at most (the setting's ceiling).
 MAX_KEEPALIVE_S = 75.0
 # A held refusal keeps its connection (and a slot of its caller's share) this long at most.
 MAX_REFUSAL_HOLD_S = 5.0

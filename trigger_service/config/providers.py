@@ -1,4 +1,4 @@
-"""Settings of the notification providers (issues 12, 27): SMTP or Amazon SES for email,
+"""Settings of the notification providers: SMTP or Amazon SES for email,
 Twilio's REST API for SMS, FCM HTTP v1 for push, the Telegram Bot API. Part of
 ``settings.Settings`` (sections ``smtp``, ``email``, ``sms``, ``push``, ``telegram``);
 ``PROVIDER_VARIABLES`` are their rows of ``settings.VARIABLES``.

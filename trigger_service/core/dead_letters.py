@@ -23,9 +23,9 @@ class DeadLetterReason(StrEnum):
     GONE = "gone"  # the receiver answered 410
     CALLBACK_NOT_ALLOWED = "callback_not_allowed"  # the callers file no longer allows the URL
     BUDGET_EXHAUSTED = "budget_exhausted"  # a channel's daily_budget was spent: not sent
-    RECIPIENT_DELETED = "recipient_deleted"  # its recipient profile was deleted (issue 26)
+    RECIPIENT_DELETED = "recipient_deleted"  # its recipient profile was deleted
     EXPIRED = "expired"  # its deadline (expiresAt, maxLatenessSeconds) passed before a send
-    ENDPOINT_DISABLED = "endpoint_disabled"  # its endpoint was disabled (issue 27)
+    ENDPOINT_DISABLED = "endpoint_disabled"  # its endpoint was disabled
 
 
 class DeadLetterState(StrEnum):

@@ -1,4 +1,4 @@
-"""Deadlines (issue 27): how late an occurrence may still be sent. Pure: every "now" is an
+"""Deadlines: how late an occurrence may still be sent. Pure: every "now" is an
 argument.
 
 A trigger may carry either bound, or both (the earlier one wins):

@@ -1,4 +1,4 @@
-"""Endpoint health (issue 27): per (caller, callback origin), a record of consecutive failure
+"""Endpoint health: per (caller, callback origin), a record of consecutive failure
 since the first failure, the rules that turn it into a disabled endpoint, and the operators'
 events about it. Pure: every "now" is an argument.
 

@@ -1,4 +1,4 @@
-"""Flow control per destination (issue 27): deliveries that share a key are started at most
+"""Flow control per destination: deliveries that share a key are started at most
 ``rate_per_second`` per second with at most ``parallelism`` open at once, over every
 dispatcher. A trigger's own ``flowControl`` wins over its caller's default for the callback's
 origin (``config.callers``). Pure: the values, their JSON shape and their checks.

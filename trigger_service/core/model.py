@@ -98,7 +98,7 @@ class Trigger:
     # rows written before the column existed (the condition then compares with null).
     revision: int | None = 0
     snoozed_from: str | None = None
-    # Notification channels (issue 12): the plan, each channel's state for the current
+    # Notification channels: the plan, each channel's state for the current
     # occurrence, and the last occurrence (``occurrence_seq``) acknowledged.
     plan: DeliveryPlan | None = None
     channel_states: tuple[ChannelState, ...] = ()
@@ -108,14 +108,14 @@ class Trigger:
     # moves on with a series or an edit; a replay answers the first one). None without a key.
     request_hash: str | None = None
     registered_fire_at_ms: int | None = None
-    # Jitter (issue 26): each occurrence fires ``jitter_offset_ms`` after its scheduled
+    # Jitter: each occurrence fires ``jitter_offset_ms`` after its scheduled
     # instant; ``fire_at_ms`` is the jittered instant, ``scheduled_at_ms`` the scheduled one.
     jitter_s: int = 0
-    # Tags and labels (issue 26, ``core.tags``): what listings and bulk jobs find it by.
+    # Tags and labels (``core.tags``): what listings and bulk jobs find it by.
     # Labels sorted by key (one value has one form).
     tags: tuple[str, ...] = ()
     labels: tuple[tuple[str, str], ...] = ()
-    # Issue 26: the recipient profile this trigger is for (its channels' addresses and
+    # The recipient profile this trigger is for (its channels' addresses and
     # quiet hours are the profile's at send time), and whether its wall-clock schedule
     # floats with the profile's zone (``"timeZone": "recipient"``).
     recipient: str | None = None
@@ -125,15 +125,15 @@ class Trigger:
     # known (a trigger not read from the store, or stored by a release before the field),
     # and not part of a trigger's value.
     home_at_ms: int | None = field(default=None, compare=False)
-    # Deadlines (issue 27, ``core.deadlines``): no occurrence is sent after ``expires_at_ms``
+    # Deadlines (``core.deadlines``): no occurrence is sent after ``expires_at_ms``
     # (a series has none after it), nor more than ``max_lateness_s`` after its fire time (the
     # jittered instant); past either it is dead-lettered ``expired``. None: no such bound.
     expires_at_ms: int | None = None
     max_lateness_s: int | None = None
-    # Flow control (issue 27, ``core.flow``): the trigger's own key and bounds; None: its
+    # Flow control (``core.flow``): the trigger's own key and bounds; None: its
     # caller's default for the callback's origin applies, if any (``config.callers``).
     flow_control: FlowControl | None = None
-    # Traces (issue 28, ``core.trace_context``): the W3C ``traceparent`` of the registering
+    # Traces (``core.trace_context``): the W3C ``traceparent`` of the registering
     # request's span (the caller's own when export is off); None: the request had none.
     trace_parent: str | None = None
     # The claim's lease (``dispatcher.claim_keeping``): how long its claimer may be sending,

@@ -1,4 +1,4 @@
-"""Recipient profiles (issue 26): a person a caller sends reminders to, with a home zone,
+"""Recipient profiles: a person a caller sends reminders to, with a home zone,
 quiet hours, channel addresses, an ordered channel preference and a locale. Pure: no I/O.
 
 ``PUT /v1/recipients/{id}`` body (every field but ``timeZone`` optional)::

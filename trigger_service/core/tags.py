@@ -1,4 +1,4 @@
-"""Tags and labels (issue 26): what a trigger may carry to be found again, the index terms
+"""Tags and labels: what a trigger may carry to be found again, the index terms
 they make, and the filter of a listing or a bulk job. Pure: no I/O.
 
 Limits (each breach is a 400 ``invalid_request`` naming the field):

@@ -1,4 +1,4 @@
-"""Jobs over a caller's triggers matching a filter (issue 26): what a job is, its items and
+"""Jobs over a caller's triggers matching a filter: what a job is, its items and
 the store port. A job's items (the matching trigger ids) are fixed when it is made, each
 worked on at most once to a final state, so a job resumed by another process after its
 runner died does nothing twice. Pure: no I/O."""

@@ -1,6 +1,6 @@
 """Callback URLs, normalised once: the form that is checked against a caller's prefixes is the
-form that is stored and sent (issue 13: the allow-list used to compare the decoded path while
-the raw one was sent, so ``/hooks/..%2Fadmin`` passed a ``/hooks/`` prefix).
+form that is stored and sent (an allow-list that compares the decoded path while the raw one is
+sent lets ``/hooks/..%2Fadmin`` pass a ``/hooks/`` prefix).
 
 ``normalise_callback_url`` is pure and idempotent (normalising its own output changes
 nothing). What it does, and why:

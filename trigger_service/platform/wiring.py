@@ -102,17 +102,17 @@ class Runtime:
     budget: SendBudget = field(default_factory=MemorySendBudget)
     # DNS for the registration half of the SSRF guard (app/callbacks.py).
     resolver: HostResolver = field(default_factory=LoopResolver)
-    # Recipient profiles (issue 26): Cassandra when opened, on the store's session.
+    # Recipient profiles: Cassandra when opened, on the store's session.
     recipients: RecipientStore = field(default_factory=MemoryRecipients)
-    # Endpoint health records (issue 27): Cassandra when opened, on the store's session.
+    # Endpoint health records: Cassandra when opened, on the store's session.
     endpoint_health: EndpointHealthStore = field(default_factory=MemoryEndpointHealth)
     # The operators' events (a signed webhook when opened).
     ops_events: OpsEvents = field(default_factory=MemoryOpsEvents)
-    # Flow control per destination (issue 27): the dispatchers' shared limiter and the ops
+    # Flow control per destination: the dispatchers' shared limiter and the ops
     # page's views (Redis when opened).
     flow: FlowLimiter = field(default_factory=MemoryFlowLimiter)
     flow_board: FlowBoard = field(default_factory=MemoryFlowBoard)
-    # Spans of requests and occurrences (issue 28): export off unless OTEL_* say otherwise.
+    # Spans of requests and occurrences: export off unless OTEL_* say otherwise.
     tracing: Tracing = field(default_factory=Tracing)
 
     @classmethod

@@ -1,5 +1,5 @@
-"""``flowControl`` (issue 27) in the SDK, sync and async, on MockTransport: sent on create
-and patch (null removes it), read back on a trigger."""
+"""``flowControl`` (flow control per destination) in the SDK, sync and async, on MockTransport:
+sent on create and patch (null removes it), read back on a trigger."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""An unknown outcome (issue 25): ``503 outcome_unknown`` is ``OutcomeUnknown`` naming the
+"""An unknown outcome: ``503 outcome_unknown`` is ``OutcomeUnknown`` naming the
 trigger, retried with the create's one key; ``triggerctl create`` always sends a key and,
 when the outcome stays unknown, prints it so the user's retry reuses it."""
 

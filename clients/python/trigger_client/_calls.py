@@ -332,7 +332,7 @@ def use_ack_link(token: str) -> Call[str]:
     return Call("POST", f"/ack/{seg(token)}", lambda r: r.text, ok_statuses=(400, 404, 409))
 
 
-# --- recipients (issue 26) --------------------------------------------------------------------
+# --- recipients ------------------------------------------------------------------------------
 
 def put_recipient(profile: Recipient) -> Call[Recipient]:
     # idempotent: a create or replace with the same body, safe to retry

@@ -166,7 +166,7 @@ class Trigger:
     # after its fire time (past either it is dead-lettered ``expired``); None: no such bound.
     expires_at: datetime | None = None
     max_lateness_s: int | None = None
-    flow_control: FlowControl | None = None  # its own (issue 27); None: none of its own
+    flow_control: FlowControl | None = None  # its own; None: none of its own
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:

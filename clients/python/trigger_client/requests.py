@@ -67,7 +67,7 @@ class TriggerFields(TypedDict, total=False):
     catch_up: CatchUp
     expires_at: datetime | str  # aware: no occurrence is sent after it
     max_lateness_s: int  # each occurrence sent at most this long after its time
-    flow_control: FlowControl  # per destination (issue 27)
+    flow_control: FlowControl  # per destination
 
 
 class PatchFields(TypedDict, total=False):
@@ -130,7 +130,7 @@ class TriggerRequest:
     catch_up: CatchUp | None = None
     expires_at: datetime | str | None = None  # no occurrence is sent after it
     max_lateness_s: int | None = None  # each occurrence at most this late (>= 1)
-    flow_control: FlowControl | None = None  # per destination (issue 27)
+    flow_control: FlowControl | None = None  # per destination
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:

@@ -1,4 +1,4 @@
-"""A registration whose write timed out (issue 25): the idempotent write is repeated a bounded
+"""A registration whose write timed out: the idempotent write is repeated a bounded
 number of times, and what cannot be settled is answered ``OutcomeUnknown`` (never "nothing
 was accepted"); a quota refusal is never the answer for a key whose trigger exists."""
 

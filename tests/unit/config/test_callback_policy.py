@@ -1,6 +1,6 @@
-"""A caller's callback prefixes after issue 13: the normalised URL is what is compared, a
+"""A caller's callback prefixes: the normalised URL is what is compared, a
 broad prefix ("https://") reaches public hosts only, a prefix that names a host reaches it
-whatever its address. Table-driven over the issue's bypasses."""
+whatever its address. Table-driven over the known bypasses."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Which addresses a callback may reach through a broad prefix (issue 13)."""
+"""Which addresses a callback may reach through a broad prefix (the SSRF guard)."""
 
 from __future__ import annotations
 

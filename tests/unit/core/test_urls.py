@@ -1,4 +1,4 @@
-"""Callback URL normalisation (issue 13): every bypass the issue lists, and the rule that
+"""Callback URL normalisation: every known bypass of a prefix check, and the rule that
 normalising is idempotent (what is checked is what is stored and sent)."""
 
 from __future__ import annotations

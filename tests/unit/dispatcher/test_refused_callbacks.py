@@ -1,4 +1,4 @@
-"""What the dispatcher does with a callback the SSRF guard refuses (issue 13): no retry, a
+"""What the dispatcher does with a callback the SSRF guard refuses: no retry, a
 dead letter ``callback_not_allowed``, the origin's breaker untouched; a literal forbidden
 address under a broad prefix is not even handed to the channel."""
 

@@ -1,5 +1,5 @@
-"""The issue-27 providers' pure parts: a Telegram channel (parsing, the message, what each
-Bot API answer means), SES's error classes, what both email notifiers refuse, and the
+"""The Telegram and SES providers' pure parts: a Telegram channel (parsing, the message, what
+each Bot API answer means), SES's error classes, what both email notifiers refuse, and the
 settings that choose them (the adapters against real servers:
 tests/integration/test_provider_channels.py)."""
 

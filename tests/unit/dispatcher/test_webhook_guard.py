@@ -1,4 +1,4 @@
-"""The delivery half of the SSRF guard (issue 13) on a real loopback receiver: the channel's
+"""The delivery half of the SSRF guard on a real loopback receiver: the channel's
 resolver refuses forbidden addresses and dials only what it checked, literal addresses are
 classified before sending, a host a prefix names is trusted, the normalised URL is sent as
 it is, and no more than 64 KiB of an answer is read."""

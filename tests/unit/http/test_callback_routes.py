@@ -1,4 +1,4 @@
-"""The registration half of the SSRF guard through the API (issue 13): a broad caller's
+"""The registration half of the SSRF guard through the API: a broad caller's
 callback host is resolved, and a name with a forbidden address is a 422 on every route that
 takes a callback URL; a name that does not resolve is accepted, stored normalised."""
 

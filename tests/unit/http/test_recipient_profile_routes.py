@@ -1,4 +1,4 @@
-"""``/v1/recipients`` and triggers naming a recipient over HTTP (issue 26), on the fakes,
+"""``/v1/recipients`` and triggers naming a recipient over HTTP, on the fakes,
 every exchange checked against openapi.yaml: put/get/list/delete, a floating reminder's
 ``timeZone``/``resolvedTimeZone`` before and after the person moves, a PATCH that keeps the
 recipient, and a deletion that fails the reminder with the reason."""

@@ -1,4 +1,4 @@
-"""Honest answers (issue 25): a registration whose write never settled is ``503
+"""Honest answers: a registration whose write never settled is ``503
 outcome_unknown`` naming its trigger id, and no adapter's text (nodes, addresses, driver
 messages) reaches any answer."""
 

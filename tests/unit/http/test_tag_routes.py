@@ -1,4 +1,4 @@
-"""Tags, labels, filtered listings and jobs over triggers by filter (issue 26), through the
+"""Tags, labels, filtered listings and jobs over triggers by filter, through the
 HTTP API on the in-memory fakes (every exchange checked against openapi.yaml)."""
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ def _row_queries(rows: str) -> dict[str, str]:
 
 
 def _legacy_idempotency_queries(idem: str) -> dict[str, str]:
-    """The ``idempotency`` table of releases before issue 23: read for the keys it holds;
+    """The ``idempotency`` table of releases before keyed rows (011): read for the keys it holds;
     its writer (an LWT) is kept for the tests that record a key as those releases did."""
     return {
         "idem_get": f"SELECT {s.COL_REQUEST_HASH}, {s.COL_TRIGGER_ID}, {s.COL_REQUEST} "

@@ -1,4 +1,4 @@
-"""A caller's triggers by term (``triggers_by_term``, issue 26): the entries a trigger's tags,
+"""A caller's triggers by term (``triggers_by_term``): the entries a trigger's tags,
 labels and recipient write with its other index entries, and a filtered LIST page read
 through one term's entries, newest created first, each checked against its row."""
 

@@ -1,8 +1,8 @@
-"""Signed acknowledgement links (issue 12): a person acknowledges a reminder from the email or
+"""Signed acknowledgement links: a person acknowledges a reminder from the email or
 SMS itself. The link names one occurrence (trigger id and occurrence number) and an expiry,
 signed with HMAC-SHA256; nothing else is needed to use it. Pure: no I/O, the time is passed in.
 
-Keys rotate without breaking the links already sent (issue 25): a link is
+Keys rotate without breaking the links already sent: a link is
 ``<key id>.<body>.<signature>``, signed under ``TRIGGER_API_ACK_SECRET`` (the current key) and
 verified under the key its id names, the current one or one of
 ``TRIGGER_API_ACK_PREVIOUS_SECRETS`` (kept as long as the links made under them should work: at

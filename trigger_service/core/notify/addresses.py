@@ -1,5 +1,5 @@
-"""Which addresses a callback may reach without a prefix that names its host (issue 13: the
-SSRF guard). Pure: the address is classified, the caller resolves.
+"""Which addresses a callback may reach without a prefix that names its host (the SSRF
+guard). Pure: the address is classified, the caller resolves.
 
 A caller's broad prefix (``https://``: any public host) must not become a way into the
 service's own network: loopback, private (RFC 1918), shared (CGNAT, 100.64/10), link-local

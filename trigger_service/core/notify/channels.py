@@ -1,4 +1,4 @@
-"""Notification channels of a trigger (issue 12): what each one is asked to send, parsed and
+"""Notification channels of a trigger: what each one is asked to send, parsed and
 checked once at registration, stored with the trigger as JSON, and the outcome a provider
 adapter reports. Pure: no I/O.
 

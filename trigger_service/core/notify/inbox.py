@@ -1,4 +1,4 @@
-"""The in-app inbox (issue 12): one message per (occurrence, inbox channel), kept per
+"""The in-app inbox: one message per (occurrence, inbox channel), kept per
 (caller, recipient). Pure: no I/O.
 
 A message id is ``msg_<ULID>`` made from the occurrence's fire time (the ULID's time part,

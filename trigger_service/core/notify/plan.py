@@ -1,4 +1,4 @@
-"""How an occurrence reaches a person (issue 12): the channels, the escalation ladder, quiet
+"""How an occurrence reaches a person: the channels, the escalation ladder, quiet
 hours, and each channel's state for the current occurrence. Pure: no I/O, no clock.
 
 - Without ``escalation`` every channel is due at the fire time. With it, step k sends channel
@@ -25,7 +25,7 @@ from trigger_service.core.time.zones import DstPolicy, load_zone, resolve, wall_
 
 MAX_ESCALATION_S = 86_400  # a step stays within the reconciler's 48 h look-back
 PLAN_FIELDS = ("channels", "escalation", "quietHours", "message")  # a plan's request fields
-PREFERRED = "preferred"  # ``"channels": "preferred"``: the recipient's preference (issue 26)
+PREFERRED = "preferred"  # ``"channels": "preferred"``: the recipient's preference
 MAX_MESSAGE_TEXT = 1_600
 HTTP = "http"
 
@@ -82,7 +82,7 @@ class DeliveryPlan:
     escalation: tuple[EscalationStep, ...] = ()
     quiet_hours: QuietHours | None = None
     channel_quiet_hours: tuple[tuple[int, QuietHours], ...] = ()
-    # Issue 26: a recipient's plan. ``addressless``: a channel may leave its address to the
+    # A recipient's plan. ``addressless``: a channel may leave its address to the
     # recipient's profile (resolved at send time); ``preferred``: one channel, its type the
     # profile's first preferred one with an address, chosen at send time.
     addressless: bool = False

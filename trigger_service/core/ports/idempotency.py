@@ -1,6 +1,7 @@
 """The Idempotency-Key ports (``app.idempotency``): the cache that orders one key's requests
-and remembers outcomes (Redis), and the ``idempotency`` table of releases before issue 23
-(read for the keys it still holds). A key used since is recorded by its trigger row itself.
+and remembers outcomes (Redis), and the ``idempotency`` table of releases before keyed
+rows (migration 011; read for the keys it still holds). A key used since is recorded by its
+trigger row itself.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ from trigger_service.core.model import Trigger
 # --- the earlier releases' records -------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class IdempotencyRecord:
-    """What one (caller, Idempotency-Key) was first used for, as releases before issue 23
-    recorded it in the ``idempotency`` table: the request's hash and the trigger it created
+    """What one (caller, Idempotency-Key) was first used for, as releases before keyed rows
+    (011) recorded it in the ``idempotency`` table: the request's hash and the trigger it created
     (enough to re-create the trigger if its first writer died). Keys used since are recorded
     by their trigger row itself (``Trigger.request_hash``)."""
 
@@ -26,7 +27,7 @@ class IdempotencyRecord:
 
 
 class LegacyIdempotency(Protocol):
-    """The ``idempotency`` table of releases before issue 23, read so that a key recorded
+    """The ``idempotency`` table of releases before keyed rows (011), read so that a key recorded
     there keeps its promise (its records expire by their own TTL; ``adapters.schema`` says
     when the table can be dropped)."""
 

@@ -1,4 +1,4 @@
-"""The boundary to notification providers (issue 12): one ``Notifier`` per channel type
+"""The boundary to notification providers: one ``Notifier`` per channel type
 (``core.ports`` holds the webhook's ``Channel``; the same rules apply).
 
 =============  ==========================  =================================================

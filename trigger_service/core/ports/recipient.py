@@ -1,4 +1,4 @@
-"""The recipient store's port (issue 26): profiles per caller, the index of each person's
+"""The recipient store's port: profiles per caller, the index of each person's
 triggers, and the zone changes not yet carried to them. Implemented by
 ``adapters.memory.recipients`` (tests) and ``adapters.cassandra.recipients``."""
 

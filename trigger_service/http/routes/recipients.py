@@ -1,4 +1,4 @@
-"""``/v1/recipients``: a caller's recipient profiles (issue 26): put (create or replace),
+"""``/v1/recipients``: a caller's recipient profiles: put (create or replace),
 get, delete, list. Every route is caller-scoped: another caller's recipient of the same id is
 a different person."""
 
