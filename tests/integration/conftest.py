@@ -32,6 +32,7 @@ from dispatcher.flow_control import FlowGate
 from dispatcher.secrets import SecretBook
 from sweeper.sweeper import Sweeper
 from tests.api_server import ApiTestServer
+from tests.fake_runtime import fake_runtime
 from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
@@ -390,15 +391,16 @@ async def stack(
     redis = open_from_settings(settings.redis)
     cache = RedisIdempotencyCache(redis)
     lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
-    runtime = Runtime(settings, CallerRegistry.load(settings.api.callers_file), store, queue,
-                      cache, lease, SystemClock(), metrics,
-                      RedisOpsBoard(redis, settings.sqs.queue),
-                      pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                      budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-                      endpoint_health=CassandraEndpointHealth.of(
-                          store, settings.endpoint_health),
-                      ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
-                      flow_board=RedisFlowBoard(redis, settings.sqs.queue))
+    # Redis and Cassandra where the tests look at shared state; the other ports are
+    # fake_runtime's (this process's fakes, the real DNS, no trace export).
+    runtime = fake_runtime(
+        settings, CallerRegistry.load(settings.api.callers_file), store, queue, cache, lease,
+        SystemClock(), metrics, board=RedisOpsBoard(redis, settings.sqs.queue),
+        pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
+        budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
+        endpoint_health=CassandraEndpointHealth.of(store, settings.endpoint_health),
+        ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
+        flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
     app = build_app(runtime, service)

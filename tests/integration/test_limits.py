@@ -14,6 +14,7 @@ import pytest
 from aiohttp import ClientSession, web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
@@ -66,8 +67,8 @@ async def open_api(settings: Settings, callers: CallerRegistry, store: Cassandra
     quota = RedisPendingQuota(redis)
     gate = QuotaGate(quota, lambda n: getattr(callers.by_name(n), "max_pending", None), metrics)
     service = TriggerService(settings, store, store, queue, cache, clock, metrics, gate)
-    runtime = Runtime(settings, callers, store, queue, cache, MemoryLease(clock, 10_000), clock,
-                      metrics, limiter=RedisRateLimiter(redis), quota=quota)
+    runtime = fake_runtime(settings, callers, store, queue, cache, MemoryLease(clock, 10_000),
+                           clock, metrics, limiter=RedisRateLimiter(redis), quota=quota)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against openapi.yaml
     client: Client = TestClient(TestServer(app))
@@ -147,8 +148,8 @@ async def test_300_half_open_connections_do_not_stop_a_normal_request(
     clock, metrics = SystemClock(), InMemoryMetrics()
     queue, cache = MemoryQueue(clock), MemoryIdempotencyCache(clock)
     service = TriggerService(settings, store, store, queue, cache, clock, metrics)
-    runtime = Runtime(settings, callers, store, queue, cache, MemoryLease(clock, 10_000), clock,
-                      metrics)
+    runtime = fake_runtime(settings, callers, store, queue, cache, MemoryLease(clock, 10_000),
+                           clock, metrics)
     runner = GuardedAppRunner(build_app(runtime, service), limits, metrics, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, "127.0.0.1", 0).start()

@@ -106,6 +106,27 @@ def test_imports_point_inward(path: Path) -> None:
     assert not bad, f"{module} may not import {bad}"
 
 
+# The in-memory fakes hold state no other process sees: a production process on one would
+# quietly disagree with the rest (its own rate limits, breakers, inbox). Tests reach them
+# (tests/fake_runtime.py); production modules may not, but for the ones listed here, each
+# with the reason a fake is a real choice there. None is, today.
+MEMORY = "trigger_service.adapters.memory"
+MEMORY_ALLOWED: dict[str, str] = {}
+
+
+@pytest.mark.parametrize("path", sources(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_production_modules_do_not_import_the_memory_fakes(path: Path) -> None:
+    module = module_name(path)
+    if module == MEMORY or module.startswith(MEMORY + ".") or module in MEMORY_ALLOWED:
+        return
+    fakes = [i for i in imports(path) if i == MEMORY or i.startswith(MEMORY + ".")]
+    assert not fakes, f"{module} imports the in-memory fakes {fakes}"
+
+
+def test_the_memory_allow_list_names_real_modules() -> None:
+    assert set(MEMORY_ALLOWED) <= {module_name(p) for p in sources()}
+
+
 def third_party(path: Path) -> set[str]:
     return {i.split(".")[0] for i in imports(path)
             if not ours(i) and i.split(".")[0] not in sys.stdlib_module_names}

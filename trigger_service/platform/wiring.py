@@ -5,23 +5,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Protocol
 
 from opentelemetry.sdk.trace import TracerProvider
 
 from trigger_service.adapters.dns import LoopResolver
-from trigger_service.adapters.memory.board import MemoryOpsBoard
-from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
-from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimiter
-from trigger_service.adapters.memory.inbox import MemoryInboxBus
-from trigger_service.adapters.memory.limits import (
-    MemoryPendingQuota,
-    MemoryRateLimiter,
-    MemorySendBudget,
-    MemoryStreamSlots,
-)
-from trigger_service.adapters.memory.recipients import MemoryRecipients
 from trigger_service.config.live_callers import Callers, LiveCallers
 from trigger_service.config.production import callers_vet
 from trigger_service.config.settings import Settings
@@ -78,6 +67,11 @@ class RuntimeMetrics(Metrics, Protocol):
 
 @dataclass
 class Runtime:
+    """The adapters a process runs on, one per port. Every port is a required argument, so
+    no process runs on a stand-in nobody chose (an in-memory fake: state no other process
+    sees); leaving one out is a ``TypeError`` naming it, at start-up. ``open`` names each
+    for production; tests build one on in-memory fakes (``tests.fake_runtime``)."""
+
     settings: Settings
     # A LiveCallers when opened (SIGHUP reloads it: platform.process), a registry in tests.
     callers: Callers
@@ -87,33 +81,34 @@ class Runtime:
     lease: Lease
     clock: Clock
     metrics: RuntimeMetrics
-    # Breaker states and fire lag from the dispatchers, for the ops page (Redis when opened).
-    board: OpsBoard = field(default_factory=MemoryOpsBoard)
+    _: KW_ONLY
+    # Breaker states and fire lag from the dispatchers, for the ops page (Redis).
+    board: OpsBoard
+    # Live inbox messages, published by the dispatchers to every API process (Redis).
+    inbox_bus: InboxBus
+    # Per-caller request rates and pending quotas, shared by every API (Redis).
+    limiter: RateLimiter
+    quota: PendingQuota
+    # Each caller's open inbox streams, counted across every API process (Redis).
+    stream_slots: StreamSlots
+    # Channels' daily send counts, shared by the API and the dispatchers (Redis).
+    budget: SendBudget
+    # DNS for the registration half of the SSRF guard (app/callbacks.py).
+    resolver: HostResolver
+    # Recipient profiles and endpoint health records (Cassandra, on the store's session).
+    recipients: RecipientStore
+    endpoint_health: EndpointHealthStore
+    # The operators' events (a signed webhook).
+    ops_events: OpsEvents
+    # Flow control per destination: the dispatchers' shared limiter and the ops page's
+    # views (Redis).
+    flow: FlowLimiter
+    flow_board: FlowBoard
+    # Spans of requests and occurrences: export off unless OTEL_* say otherwise.
+    tracing: Tracing
+    # What /readyz checks and what ``close`` closes: not ports, none is a stand-in.
     pings: dict[str, Pingable] = field(default_factory=dict)
     closers: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
-    # Live inbox messages; the in-process fake unless opened (unit tests keep it).
-    inbox_bus: InboxBus = field(default_factory=MemoryInboxBus)
-    # Per-caller request rates and pending quotas (Redis when opened: shared by every API).
-    limiter: RateLimiter = field(default_factory=MemoryRateLimiter)
-    quota: PendingQuota = field(default_factory=MemoryPendingQuota)
-    # Each caller's open inbox streams, counted across every API process (Redis when opened).
-    stream_slots: StreamSlots = field(default_factory=MemoryStreamSlots)
-    # Channels' daily send counts (Redis when opened: shared by the API and the dispatchers).
-    budget: SendBudget = field(default_factory=MemorySendBudget)
-    # DNS for the registration half of the SSRF guard (app/callbacks.py).
-    resolver: HostResolver = field(default_factory=LoopResolver)
-    # Recipient profiles: Cassandra when opened, on the store's session.
-    recipients: RecipientStore = field(default_factory=MemoryRecipients)
-    # Endpoint health records: Cassandra when opened, on the store's session.
-    endpoint_health: EndpointHealthStore = field(default_factory=MemoryEndpointHealth)
-    # The operators' events (a signed webhook when opened).
-    ops_events: OpsEvents = field(default_factory=MemoryOpsEvents)
-    # Flow control per destination: the dispatchers' shared limiter and the ops
-    # page's views (Redis when opened).
-    flow: FlowLimiter = field(default_factory=MemoryFlowLimiter)
-    flow_board: FlowBoard = field(default_factory=MemoryFlowBoard)
-    # Spans of requests and occurrences: export off unless OTEL_* say otherwise.
-    tracing: Tracing = field(default_factory=Tracing)
 
     @classmethod
     async def open(cls, settings: Settings, process: str = "service") -> Runtime:
@@ -165,17 +160,17 @@ class Runtime:
             settings.redis.url, tls_ca_file=settings.redis.tls_ca_file))
         lease = RedisLease(redis, int(settings.sweep.lease_ttl_s * 1000), settings.sweep.group)
         return cls(settings, callers, store, queue, RedisIdempotencyCache(redis), lease,
-                   clock, metrics, RedisOpsBoard(redis, settings.sqs.queue),
-                   pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
-                            metrics.close, _flushing(provider)],
-                   inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis),
+                   clock, metrics, board=RedisOpsBoard(redis, settings.sqs.queue),
+                   inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis), resolver=LoopResolver(),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
                    endpoint_health=CassandraEndpointHealth.of(store, settings.endpoint_health),
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
-                   flow=RedisFlowLimiter(redis),
-                   flow_board=RedisFlowBoard(redis, settings.sqs.queue), tracing=tracing)
+                   flow=RedisFlowLimiter(redis), tracing=tracing,
+                   flow_board=RedisFlowBoard(redis, settings.sqs.queue),
+                   pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
+                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
+                            metrics.close, _flushing(provider)])
 
     def health_checks(self) -> dict[str, Pingable]:
         """name → dependency, for ``/readyz``."""

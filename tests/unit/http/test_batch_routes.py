@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from tests.fake_runtime import fake_runtime
 from tests.unit.app.support import NOW_MS, make_env
 from tests.unit.http.test_routes import (
     AUTH,
@@ -26,7 +27,6 @@ from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.app.quota import QuotaGate
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.platform.metrics import InMemoryMetrics
-from trigger_service.platform.wiring import Runtime
 
 URL = "/v1/triggers/batch"
 
@@ -137,9 +137,9 @@ async def limited() -> AsyncIterator[Api]:
     quota = QuotaGate(pending, lambda n: getattr(callers.by_name(n), "max_pending", None),
                       InMemoryMetrics())
     env = make_env(quota=quota)
-    runtime = Runtime(env.settings, callers, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                      limiter=MemoryRateLimiter(env.clock), quota=pending)
+    runtime = fake_runtime(env.settings, callers, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                           limiter=MemoryRateLimiter(env.clock), quota=pending)
     async with serving(env, runtime) as served:
         yield served
 

@@ -14,6 +14,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from structlog.testing import capture_logs
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
 from tests.unit.http.test_routes import assert_error
@@ -23,7 +24,6 @@ from trigger_service.app.callbacks import REFUSAL, vet_callback_host
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import CallbackNotAllowed
 from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "wide": {"token_sha256": hash_token("tok"),
@@ -57,8 +57,9 @@ class Api:
 async def api() -> AsyncIterator[Api]:
     resolver = StaticResolver(DNS)
     env = make_env(resolver=resolver)
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics, resolver=resolver)
+    runtime = fake_runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                           resolver=resolver)
     app = build_app(runtime, env.service)
     contract = check_contract(app)  # every exchange against openapi.yaml
     client: Client = TestClient(TestServer(app))

@@ -10,6 +10,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
@@ -17,7 +18,6 @@ from trigger_service.adapters.memory.flow import MemoryFlowBoard
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.core.ports.flow import FlowView
 from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 Client = TestClient[web.Request, web.Application]
 
@@ -30,9 +30,9 @@ async def board() -> MemoryFlowBoard:
 @pytest.fixture
 async def client(board: MemoryFlowBoard) -> AsyncIterator[Client]:
     env = make_env()
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                      flow_board=board)
+    runtime = fake_runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                           flow_board=board)
     app = build_app(runtime, env.service)
     contract = check_contract(app)
     c: Client = TestClient(TestServer(app))

@@ -12,12 +12,12 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import make_env
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 Client = TestClient[web.Request, web.Application]
 CALLERS = CallerRegistry.from_mapping({"callers": {
@@ -28,9 +28,9 @@ CALLERS = CallerRegistry.from_mapping({"callers": {
 @pytest.fixture
 async def client() -> AsyncIterator[Client]:
     env = make_env()
-    runtime = Runtime(env.settings, CALLERS, env.store,
-                      env.queue, env.cache, MemoryLease(env.clock, 10_000), env.clock,
-                      env.metrics, pings={})
+    runtime = fake_runtime(env.settings, CALLERS, env.store,
+                           env.queue, env.cache, MemoryLease(env.clock, 10_000), env.clock,
+                           env.metrics, pings={})
     app = build_app(runtime, env.service)
     contract = check_contract(app)  # every exchange against openapi.yaml
     c: Client = TestClient(TestServer(app))

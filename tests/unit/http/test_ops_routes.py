@@ -9,6 +9,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import NOW_MS, Env, make_env
 from tests.unit.http.test_routes import AUTH, CALLERS, OPERATOR, VIEWER
@@ -18,7 +19,6 @@ from trigger_service.core.errors import CacheError, QueueError
 from trigger_service.core.ports.ops import BreakerView
 from trigger_service.core.time.lag import BUCKETS, bucket_of, slot_of
 from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 Client = TestClient[web.Request, web.Application]
 ORIGIN = "http://127.0.0.1:9000"
@@ -35,8 +35,8 @@ class Ops:
 async def ops() -> AsyncIterator[Ops]:
     env = make_env()
     board = MemoryOpsBoard()
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics, board)
+    runtime = fake_runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics, board=board)
     app = build_app(runtime, env.service)
     contract = check_contract(app)  # every exchange against openapi.yaml
     client: Client = TestClient(TestServer(app))

@@ -13,6 +13,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from tests.api_server import ApiTestServer
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, make_env
 from tests.unit.http.test_routes import AUTH, OTHER, Api, assert_error
@@ -22,7 +23,6 @@ from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.notify.channels import EmailSpec
 from trigger_service.core.ports.limit import utc_day
 from trigger_service.http.app import build_app
-from trigger_service.platform.wiring import Runtime
 
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "orders": {"token_sha256": hash_token("tok"), "callback_prefixes": [CALLBACK],
@@ -49,8 +49,8 @@ async def budget() -> MemorySendBudget:
 @pytest.fixture
 async def rapi(budget: MemorySendBudget) -> AsyncIterator[Api]:
     env = make_env(budget=budget)
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics, budget=budget)
+    runtime = fake_runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics, budget=budget)
     app = build_app(runtime, env.service)
     contract = check_contract(app)
     client = TestClient(ApiTestServer(app))

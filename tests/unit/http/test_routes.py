@@ -15,6 +15,7 @@ from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
 
 from tests.api_server import ApiTestServer
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, NOW_MS, Env, make_env
 from trigger_service.adapters.memory.store import MemoryLease
@@ -83,9 +84,9 @@ async def serving(env: Env, runtime: Runtime) -> AsyncIterator[Api]:
 
 def memory_runtime(env: Env, settings: Settings | None = None) -> Runtime:
     """The route tests' runtime on ``env``'s fakes (``settings``: ``env``'s unless given)."""
-    return Runtime(settings or env.settings, CALLERS, env.store, env.queue, env.cache,
-                   MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                   pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
+    return fake_runtime(settings or env.settings, CALLERS, env.store, env.queue, env.cache,
+                        MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                        pings={"cassandra": env.store, "sqs": env.queue, "redis": env.cache})
 
 
 def counted_parses(monkeypatch: pytest.MonkeyPatch) -> list[object]:

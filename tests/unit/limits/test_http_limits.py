@@ -11,6 +11,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
+from tests.fake_runtime import fake_runtime
 from tests.openapi_check import check_contract
 from tests.unit.app.support import CALLBACK, Env, make_env
 from tests.unit.app.support import SETTINGS as BASE
@@ -23,7 +24,6 @@ from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import StoreError
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import RUNTIME_KEY
-from trigger_service.platform.wiring import Runtime
 
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "limited": {"token_sha256": hash_token("lim"), "rate_per_s": 2, "burst": 3,
@@ -64,9 +64,9 @@ async def api() -> AsyncIterator[Api]:
                      env.metrics)
     service = TriggerService(env.settings, env.store, env.store, env.queue, env.cache,
                              env.clock, env.metrics, gate)
-    runtime = Runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics,
-                      limiter=limiter, quota=quota)
+    runtime = fake_runtime(env.settings, CALLERS, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics,
+                           limiter=limiter, quota=quota)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against openapi.yaml
     client: Client = TestClient(TestServer(app))

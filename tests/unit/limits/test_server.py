@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 from aiohttp import web
 
+from tests.fake_runtime import fake_runtime
 from tests.unit.app.support import make_env
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.config.limits import LimitSettings
 from trigger_service.http.app import build_app
 from trigger_service.http.server import GuardedAppRunner
-from trigger_service.platform.wiring import Runtime
 
 LIMITS = LimitSettings(header_timeout_s=0.3, body_timeout_s=0.3, keepalive_timeout_s=5,
                        max_connections=4, max_field_bytes=1000, max_headers=20)
@@ -33,8 +33,8 @@ async def guarded_port(limits: LimitSettings, callers: CallerRegistry) -> AsyncI
     port: the port."""
     env = make_env()
     settings = replace(env.settings, limits=limits)
-    runtime = Runtime(settings, callers, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics)
+    runtime = fake_runtime(settings, callers, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics)
     runner = GuardedAppRunner(build_app(runtime, env.service), limits, env.metrics,
                               access_log=None)
     await runner.setup()

@@ -12,12 +12,12 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
+from tests.fake_runtime import fake_runtime
 from tests.unit.app.support import make_env
 from tests.unit.config.test_live_callers import write
 from trigger_service.adapters.memory.store import MemoryLease
 from trigger_service.config.live_callers import LiveCallers
 from trigger_service.platform.process import watch_callers
-from trigger_service.platform.wiring import Runtime
 
 
 async def hup_and_wait_for(event: str, logs: list[MutableMapping[str, Any]],
@@ -36,8 +36,8 @@ async def test_sighup_reloads_the_callers_and_a_bad_file_keeps_them(tmp_path: Pa
     env = make_env()
     path = write(tmp_path / "callers.toml", "revoked", "kept")
     live = LiveCallers.load(path)
-    runtime = Runtime(env.settings, live, env.store, env.queue, env.cache,
-                      MemoryLease(env.clock, 10_000), env.clock, env.metrics)
+    runtime = fake_runtime(env.settings, live, env.store, env.queue, env.cache,
+                           MemoryLease(env.clock, 10_000), env.clock, env.metrics)
     unwatch = watch_callers(runtime)
     try:
         with capture_logs() as logs:

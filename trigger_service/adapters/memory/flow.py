@@ -1,6 +1,6 @@
-"""In-memory ``FlowLimiter`` and ``FlowBoard`` (one process: unit tests, and a ``Runtime``
-that was not opened). The same arithmetic as the Lua scripts of
-``adapters.redis.flow_control``; ``fail`` makes every call raise ``CacheError``."""
+"""In-memory ``FlowLimiter`` and ``FlowBoard`` (one process: tests only). The same
+arithmetic as the Lua scripts of ``adapters.redis.flow_control``; ``fail`` makes every call
+raise ``CacheError``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """In-memory ``RateLimiter``, ``PendingQuota``, ``StreamSlots`` and ``SendBudget`` (one
-process; unit tests and the default of a ``Runtime`` that was not opened). Same arithmetic as
-the Redis scripts."""
+process: tests only). Same arithmetic as the Redis scripts."""
 
 from __future__ import annotations
 
