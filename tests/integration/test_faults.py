@@ -83,7 +83,7 @@ async def test_a_cancel_right_after_a_create_on_a_fast_clock_sticks(stack: Stack
                               rt.metrics)
     now_ms = fast.now_ms()
     new = NewTrigger(stack.receiver.base_url + "skew", "null", now_ms + 1_000, now_ms)
-    created = await fast_api.register(stack.caller, new, None, "h")
+    created = await fast_api.register_planned(stack.caller, new, None, "h")
     cancelled = await stack.service.cancel(stack.caller, created.trigger_id)
     assert cancelled.status is Status.CANCELLED
     row = await rt.store.get(created.trigger_id)

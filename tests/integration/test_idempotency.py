@@ -168,12 +168,12 @@ async def test_a_retry_after_a_store_timeout_replays_the_write_that_landed(
     now_ms = rt.clock.now_ms()
     new = NewTrigger(stack.body()["callbackUrl"], "null", now_ms + 600_000, now_ms)
     with pytest.raises(StoreError):
-        await flaky.register(stack.caller, new, "timed-out", "h")
+        await flaky.register_planned(stack.caller, new, "timed-out", "h")
     await asyncio.sleep(0.05)
     later = replace(new, fire_at_ms=rt.clock.now_ms() + 600_000,
                     received_at_ms=rt.clock.now_ms())  # the same body sent again later
     started = time.monotonic()
-    retry = await stack.service.register(stack.caller, later, "timed-out", "h")
+    retry = await stack.service.register_planned(stack.caller, later, "timed-out", "h")
     assert time.monotonic() - started < 1  # the failed owner gave the key back
     assert retry.replayed and retry.trigger_id == keyed_trigger_id(stack.caller, "timed-out")
     assert retry.fire_at_ms == new.fire_at_ms != later.fire_at_ms
@@ -189,7 +189,7 @@ async def test_redis_down_still_makes_one_trigger_under_concurrency(stack: Stack
         new = NewTrigger(stack.body()["callbackUrl"], "null", now_ms + 600_000, now_ms)
         # Received a millisecond apart (a delaySeconds body: 20 fire times). Requests of
         # one body received in one millisecond are one creation, each answered as first.
-        results = await asyncio.gather(*(offline.register(
+        results = await asyncio.gather(*(offline.register_planned(
             stack.caller, replace(new, fire_at_ms=new.fire_at_ms + i,
                                   received_at_ms=now_ms + i), "no-redis", "h")
             for i in range(20)))

@@ -76,7 +76,7 @@ async def test_a_timed_out_registration_is_outcome_unknown_and_its_key_settles_i
     now_ms = rt.clock.now_ms()
     new = NewTrigger(body["callbackUrl"], '{"n":1}', now_ms + 3_600_000, now_ms)
     with pytest.raises(OutcomeUnknown) as caught:
-        await service.register(stack.caller, new, "k-unknown", request_hash(body))
+        await service.register_planned(stack.caller, new, "k-unknown", request_hash(body))
     assert isinstance(caught.value.__cause__, StoreTimeout)
     counts = rt.metrics.snapshot()
     assert counts["registration_write_retries_total"] == UNKNOWN_OUTCOME_ATTEMPTS - 1

@@ -1,8 +1,9 @@
 """Batch create: many registrations answered one by one, their I/O shared. No HTTP here.
 
-Each entry goes through exactly the single registration's use case (``TriggerService.accept``
-then ``register``: its key's replay, its quota place, its rows, its SQS message), so a batch
-item and a ``POST /v1/triggers`` with the same body and key are one and the same request.
+Each entry goes through exactly the single registration's use case, the same one call
+(``TriggerService.register``: its planning, its key's replay, its budgets and quota place,
+its rows, its SQS message), so a batch item and a ``POST /v1/triggers`` with the same body
+and key are one and the same request.
 What a batch shares is the cost around them: one request, one JSON parse, one
 authentication, one rate-limit call for all its items (``take_up_to``), and the registrations
 run concurrently (at most ``IN_FLIGHT`` at once), so the store's coalesced writes
@@ -89,16 +90,13 @@ class BatchRegistration:
         return [outcomes[e.index] for e in entries]
 
     async def _one(self, caller: Caller, entry: BatchEntry, request_id: str) -> BatchOutcome:
-        service = self._service
         try:
-            new = await service.accept(caller, entry.request, budgets=False)
-            registered = await service.register(caller.name, new, entry.idem_key,
-                                                entry.request_hash,
-                                                admit=service.budget_check(caller, new))
+            done = await self._service.register(caller, entry.request, entry.idem_key,
+                                                entry.request_hash)
         except ApiError as e:
             return BatchOutcome(entry.index, error=e)
         except AdapterError as e:
             log.error("dependency_error", index=entry.index, dependency=e.dependency,
                       error=str(e))
             return BatchOutcome(entry.index, error=DependencyUnavailable.for_request(request_id))
-        return BatchOutcome(entry.index, registered=registered, new=new)
+        return BatchOutcome(entry.index, registered=done.registered, new=done.new)

@@ -1,5 +1,6 @@
-"""Writing a new trigger: its quota place, its rows, its SQS message, and an honest answer
-when Cassandra does not say whether the rows were written.
+"""Writing a new trigger: its quota place and its rows, and an honest answer when Cassandra
+does not say whether the rows were written. (Its SQS message is sent by its registration,
+``TriggerService.register``, once the rows are written.)
 
 A write that timed out (``StoreTimeout``) may have applied, or may still apply: the
 due-scan would then find the row and fire it. Answering "nothing was accepted" would make a
@@ -21,7 +22,7 @@ import structlog
 
 from trigger_service.app.quota import QuotaGate
 from trigger_service.core.errors import OutcomeUnknown, StoreTimeout
-from trigger_service.core.model import Route, Trigger
+from trigger_service.core.model import Trigger
 from trigger_service.core.ports import Clock, KeyedCreation, Metrics, TriggerCatalog
 
 log = structlog.get_logger(__name__)
@@ -36,38 +37,27 @@ T = TypeVar("T")
 
 class TriggerWriter:
     def __init__(self, catalog: TriggerCatalog, quota: QuotaGate | None, clock: Clock,
-                 metrics: Metrics, index_ttl_s: Callable[[Trigger], int],
-                 enqueue: Callable[[Trigger], Awaitable[None]]) -> None:
-        """``enqueue`` starts the SQS send of a direct trigger (it does not wait for it)."""
+                 metrics: Metrics) -> None:
         self._catalog = catalog
         self._quota = quota
         self._clock = clock
         self._metrics = metrics
-        self._index_ttl_s = index_ttl_s
-        self._enqueue = enqueue
 
-    async def create(self, t: Trigger) -> None:
-        """Count ``t`` against its caller's quota, write it (plain writes) and enqueue it; a
-        failed write gives the quota place back. Raises ``QuotaExceeded``, ``StoreError``
-        (nothing was written) or ``OutcomeUnknown``."""
-        await self._counted(t, lambda: self._catalog.create(t, self._index_ttl_s(t)))
-        if t.route is Route.DIRECT:
-            await self._enqueue(t)
+    async def create(self, t: Trigger, index_ttl_s: int) -> None:
+        """Count ``t`` against its caller's quota and write it (plain writes, its index
+        entries for ``index_ttl_s``); a failed write gives the quota place back. Raises
+        ``QuotaExceeded``, ``StoreError`` (nothing was written) or ``OutcomeUnknown``."""
+        await self._counted(t, lambda: self._catalog.create(t, index_ttl_s))
 
-    async def create_keyed(self, t: Trigger) -> KeyedCreation:
+    async def create_keyed(self, t: Trigger, index_ttl_s: int) -> KeyedCreation:
         """``create`` for a keyed trigger (``TriggerCatalog.create_keyed``: one row per id
-        whatever the key's requests do): the id's row and whether this call wrote it. A
-        written one is enqueued (the row as written: at another request's home, with its
-        fire time, when that one was elected); the one of another request is not."""
-        done = await self._counted(
-            t, lambda: self._catalog.create_keyed(t, self._index_ttl_s(t)))
-        if not done.created:
-            # The quota counts ids: the one there counts (again) while it may still fire.
-            if done.trigger.status.terminal:
-                await self.release(t.caller, t.trigger_id)
-            return done
-        if done.trigger.route is Route.DIRECT:
-            await self._enqueue(done.trigger)
+        whatever the key's requests do): the id's row and whether this call wrote it (the
+        row as written: at another request's home, with its fire time, when that one was
+        elected)."""
+        done = await self._counted(t, lambda: self._catalog.create_keyed(t, index_ttl_s))
+        # The quota counts ids: the one there counts (again) while it may still fire.
+        if not done.created and done.trigger.status.terminal:
+            await self.release(t.caller, t.trigger_id)
         return done
 
     async def _counted(self, t: Trigger, write: Callable[[], Awaitable[T]]) -> T:

@@ -171,8 +171,8 @@ class DeadLetterService:
         req = NewTrigger(callback_url=d.callback_url, payload_json=t.payload_json,
                          fire_at_ms=at_ms, received_at_ms=now_ms, plan=t.plan,
                          flow_control=t.flow_control)
-        done = await self._triggers.register(t.caller, req, key, key,
-                                             snoozed_from=t.trigger_id)
+        done = await self._triggers.register_planned(t.caller, req, key, key,
+                                                     snoozed_from=t.trigger_id)
         if done.replayed:
             raise AlreadyReplayed(f"dead letter {d.id} was replayed already")
         copy = await self._store.get(done.trigger_id)

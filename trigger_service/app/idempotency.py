@@ -56,7 +56,6 @@ and the read with it, once it is empty: at the latest ``TRIGGER_API_MAX_FIRE_AHE
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
@@ -99,11 +98,28 @@ class Registered:
     replayed: bool
 
 
-# Write a keyed trigger and enqueue it if this call wrote it (``TriggerWriter.create_keyed``).
-CreateKeyed = Callable[[Trigger], Awaitable[KeyedCreation]]
+@dataclass(frozen=True, slots=True)
+class LegacyReplay:
+    """An earlier release's record of a key, as this request's answer: ``answer`` (a
+    replay), and whether the record's trigger has no row (``lost``: its writer died between
+    the record and the row; the registration writes ``record.trigger`` before it answers)."""
+
+    answer: Registered
+    record: IdempotencyRecord
+    lost: bool
 
 
 class IdempotentRegistration:
+    """The decisions of a keyed registration, one step at a time; its caller
+    (``TriggerService.register``) writes between them and calls nothing back here:
+
+    1. ``claim``: an answer from Redis (a replay), or None: this request creates;
+    2. ``legacy_replay``: an earlier release's record of the key answers, if there is one;
+    3. the caller writes the trigger (``TriggerCatalog.create_keyed``), then
+       ``created`` with what the write left, or ``refused`` with its ``QuotaExceeded``;
+    4. ``release`` if anything after a None ``claim`` raised.
+    """
+
     def __init__(self, triggers: TriggerStates, legacy: LegacyIdempotency,
                  cache: IdempotencyCache, clock: Clock, metrics: Metrics,
                  retention_s: int) -> None:
@@ -119,17 +135,15 @@ class IdempotentRegistration:
         self._legacy_probed_until_ms = -(2**63)
         self._legacy_probe: asyncio.Future[bool] | None = None
 
-    async def register(self, trigger: Trigger, idem_key: str,
-                       create: CreateKeyed) -> Registered:
-        """Create ``trigger`` unless its key was used before, then answer as the first time.
+    async def claim(self, trigger: Trigger, idem_key: str) -> Registered | None:
+        """Order ``trigger``'s request among its key's (Redis): the first request's answer
+        when the key was answered, or is while this one waits for its owner (a replay);
+        None when this request is to create ``trigger`` (the key is its own, or Redis did
+        not answer in time: the store decides). After None, the caller ends with
+        ``created``, ``refused`` or ``legacy_replay``'s answer, or else ``release``.
 
         ``trigger``: the new trigger with its derived id, ``request_hash`` and
-        ``registered_fire_at_ms`` set. ``create`` writes it (``TriggerCatalog.create_keyed``:
-        plain writes when the request is alone, one row per id whatever else happens). Safe
-        to retry: a retry is a replay or finishes what was left undone. Raises
-        ``IdempotencyKeyReused`` (another body), ``QuotaExceeded`` (only when the key has
-        no trigger), ``StoreError`` or ``OutcomeUnknown`` (then nothing is promised: the
-        retry with the key decides)."""
+        ``registered_fire_at_ms`` set. Raises ``IdempotencyKeyReused`` (another body)."""
         assert trigger.request_hash is not None
         caller, request_hash = trigger.caller, trigger.request_hash
         try:
@@ -140,33 +154,46 @@ class IdempotentRegistration:
         if held is not None and not held.done:
             # Another request owns the key right now: its answer is ours.
             held = await self._wait_for_done(caller, idem_key)
-        if held is not None:
-            assert held.trigger_id is not None and held.fire_at_ms is not None
-            return self._replay(held.request_hash, request_hash, held.trigger_id,
-                                held.fire_at_ms)
-        # Ours, or not answered in time. Redis holding nothing does not mean the key is new
-        # (an eviction, a flush, a failover): the store says.
-        try:
-            return await self._create(trigger, idem_key, create)
-        except BaseException:
-            # Give the key back: a retry then owns it at once instead of waiting for the
-            # claim to expire (the store, not this entry, says whether anything was written).
-            await self._cache_release(caller, idem_key)
-            raise
+        if held is None:
+            # Ours, or not answered in time. Redis holding nothing does not mean the key is
+            # new (an eviction, a flush, a failover): the store says.
+            return None
+        assert held.trigger_id is not None and held.fire_at_ms is not None
+        return self._replay(held.request_hash, request_hash, held.trigger_id, held.fire_at_ms)
 
-    async def _create(self, trigger: Trigger, idem_key: str,
-                      create: CreateKeyed) -> Registered:
+    async def legacy_replay(self, trigger: Trigger, idem_key: str) -> LegacyReplay | None:
+        """The answer of the earlier releases' record of the key, None without one (read
+        only while their table holds any). Written first if both exist: an earlier release
+        recorded it before anything of this release could write the derived row. When the
+        record's row is ``lost`` the caller writes ``record.trigger`` (safe against a slow
+        first writer: both writes carry the creation timestamp, so they write identical
+        cells and neither can overwrite a later transition), then ``remember_legacy``.
+        Raises ``IdempotencyKeyReused`` (another body) or ``StoreError``."""
         assert trigger.request_hash is not None
-        legacy = (await self._legacy.legacy_record(trigger.caller, idem_key)
-                  if await self._legacy_table_live() else None)
-        if legacy is not None:
-            # Written first if both exist: an earlier release recorded it before anything
-            # of this release could write the derived row.
-            return await self._replay_legacy(legacy, trigger.request_hash, create)
-        try:
-            done = await create(trigger)
-        except QuotaExceeded as e:
-            return await self._refusal_or_replay(trigger, idem_key, e)
+        rec = (await self._legacy.legacy_record(trigger.caller, idem_key)
+               if await self._legacy_table_live() else None)
+        if rec is None:
+            return None
+        t = rec.trigger
+        answer = self._replay(rec.request_hash, trigger.request_hash, t.trigger_id,
+                              t.fire_at_ms)
+        lost = await self._triggers.get(t.trigger_id) is None
+        if lost:
+            log.warning("idempotent_repair", trigger_id=t.trigger_id, caller=t.caller)
+        return LegacyReplay(answer, rec, lost)
+
+    async def remember_legacy(self, rec: IdempotencyRecord) -> None:
+        """Redis's ``done`` entry for a legacy record's key (never raises)."""
+        t = rec.trigger
+        await self._cache_done(t, rec.idem_key, rec.request_hash, t.trigger_id, t.fire_at_ms)
+
+    async def created(self, trigger: Trigger, idem_key: str,
+                      done: KeyedCreation) -> Registered:
+        """The answer once ``trigger`` was written (``TriggerCatalog.create_keyed`` left
+        ``done``): the first one, or a replay when the id's row is another request's (its
+        fire time, its hash: ``IdempotencyKeyReused`` for another body). Redis's ``done``
+        entry is written either way."""
+        assert trigger.request_hash is not None
         if not done.created:
             return await self._replay_row(done.trigger, trigger.request_hash, idem_key)
         t = done.trigger
@@ -178,16 +205,27 @@ class IdempotentRegistration:
                                 t.fire_at_ms)
         return Registered(t.trigger_id, t.fire_at_ms, replayed=False)
 
-    async def _refusal_or_replay(self, trigger: Trigger, idem_key: str,
-                                 refusal: QuotaExceeded) -> Registered:
-        """A full quota is no answer for a key whose trigger exists (a first write that was
-        slow, or timed out and landed after the read): that trigger is, as a replay. Raises
-        ``refusal`` when there is none."""
+    async def refused(self, trigger: Trigger, idem_key: str,
+                      refusal: QuotaExceeded) -> Registered:
+        """A full quota (or a spent budget) is no answer for a key whose trigger exists (a
+        first write that was slow, or timed out and landed after the read): that trigger
+        is, as a replay. Raises ``refusal`` when there is none."""
         assert trigger.request_hash is not None
         row = await self._reads.get(trigger.trigger_id)
         if row is None:
             raise refusal
         return await self._replay_row(row, trigger.request_hash, idem_key)
+
+    async def release(self, caller: str, idem_key: str) -> None:
+        """Give the key back after a failure, so that a retry owns it at once instead of
+        waiting for the claim to expire (the store, not this entry, says whether anything
+        was written). Never raises."""
+        try:
+            await self._cache.release(caller, idem_key)
+        except CacheError as e:
+            # The claim then expires by itself; the next request waits for it, then decides
+            # in Cassandra.
+            log.warning("idem_cache_unavailable", error=str(e))
 
     async def _legacy_table_live(self) -> bool:
         """Whether the earlier releases' table may hold a record: asked at most every
@@ -220,18 +258,6 @@ class IdempotentRegistration:
             raise _reused()  # not a keyed registration's row (2^-128): never one of ours
         result = self._replay(row.request_hash, request_hash, row.trigger_id, fire_at_ms)
         await self._cache_done(row, idem_key, row.request_hash, row.trigger_id, fire_at_ms)
-        return result
-
-    async def _replay_legacy(self, rec: IdempotencyRecord, request_hash: str,
-                             create: CreateKeyed) -> Registered:
-        t = rec.trigger
-        result = self._replay(rec.request_hash, request_hash, t.trigger_id, t.fire_at_ms)
-        if await self._triggers.get(t.trigger_id) is None:
-            # Safe against a slow first writer: both writes carry the creation timestamp,
-            # so they write identical cells and neither can overwrite a later transition.
-            log.warning("idempotent_repair", trigger_id=t.trigger_id, caller=t.caller)
-            await create(t)
-        await self._cache_done(t, rec.idem_key, rec.request_hash, t.trigger_id, t.fire_at_ms)
         return result
 
     def _replay(self, stored_hash: str, request_hash: str, trigger_id: str,
@@ -268,15 +294,6 @@ class IdempotentRegistration:
         try:
             await self._cache.put_done(t.caller, idem_key, entry, ttl_ms)
         except CacheError as e:
-            log.warning("idem_cache_unavailable", error=str(e))
-
-
-    async def _cache_release(self, caller: str, idem_key: str) -> None:
-        try:
-            await self._cache.release(caller, idem_key)
-        except CacheError as e:
-            # The claim then expires by itself; the next request waits for it, then decides
-            # in Cassandra.
             log.warning("idem_cache_unavailable", error=str(e))
 
 

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.settling import ROUNDS, settle
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import NotEditable
@@ -23,22 +24,22 @@ log = structlog.get_logger(__name__)
 
 
 Get = Callable[[str, str], Awaitable[Trigger]]
-Enqueue = Callable[[Trigger], Awaitable[None]]
 Release = Callable[[str, str], Awaitable[None]]
 
 
 class Pausing:
     def __init__(self, settings: Settings, catalog: TriggerCatalog, clock: Clock,
-                 metrics: Metrics, get: Get, enqueue: Enqueue, release: Release) -> None:
-        """``get``: the caller's trigger or ``NotFound``; ``enqueue``: start sending a direct
-        trigger to SQS (``TriggerService.enqueue``); ``release``: give back the caller's
+                 metrics: Metrics, get: Get, sends: BackgroundSends,
+                 release: Release) -> None:
+        """``get``: the caller's trigger or ``NotFound``; ``sends``: the SQS sends of direct
+        triggers, started in the background; ``release``: give back the caller's
         ``max_pending`` place of a trigger that finished."""
         self._s = settings
         self._catalog = catalog
         self._clock = clock
         self._metrics = metrics
         self._get = get
-        self._enqueue = enqueue
+        self._sends = sends
         self._release = release
 
     async def pause(self, caller: str, trigger_id: str) -> Trigger:
@@ -83,7 +84,7 @@ class Pausing:
                          status=new.status.value, fire_at_ms=new.fire_at_ms,
                          policy=policy.value if policy else None)
                 if new.status is Status.PENDING and new.route is Route.DIRECT:
-                    await self._enqueue(new)
+                    self._sends.start(new)
                 elif new.status.terminal:
                     await self._release(caller, trigger_id)
                 return new

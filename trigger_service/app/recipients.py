@@ -18,7 +18,7 @@
   recipients again). A trigger registered while budget is left may still find it spent when
   it fires: that channel is then dead-lettered ``budget_exhausted``.
 
-A registration checks the budgets as it counts and writes (``TriggerService.budget_check``),
+A registration checks the budgets as it counts and writes (``TriggerService.register``),
 after its idempotency key is looked at: a keyed retry of a registration made while budget was
 left gets its trigger (a replay), never 429, once the budget is spent.
 

@@ -1,17 +1,25 @@
 """The trigger use cases: register, get, cancel, list. No HTTP here.
 
-Durability order for a registration: (1) the index entries and then the trigger row (plain
-writes; a keyed registration's row, at the id derived from its key, is also the key's
-record: ``app.idempotency``), (2) the SQS send of a direct trigger, started in the
-background (the answer never waits for it), (3) the Redis ``done`` entry of a key, (4) the
-answer. A crash after (1), or a send that fails, leaves a PENDING row that the sweepers'
-due-scan or the reconciler enqueues, and that a retry with the same key finds and replays; a
-crash before it left nothing (index entries alone point nowhere), and the retry creates it.
+A registration (``TriggerService.register``: every route that creates a trigger makes that
+one call) runs these steps, in this order:
+
+1. plan the request, vet its callback and its channels (``accept``; the budgets in 5);
+2. the trigger: its id (a keyed one's derived from its key), first fire time, route;
+3. its recipient's index entry (``link_recipient``);
+4. with a key: the key's earlier answer (``app.idempotency``), a replay, ends it here;
+5. admission: the channels' daily budgets left, then a place in the caller's quota;
+6. the index entries and then the trigger row (``app.creation``: plain writes; a keyed
+   registration's row, at the id derived from its key, is also the key's record);
+7. the SQS send of a direct trigger, started in the background (never waited for);
+8. with a key: its Redis ``done`` entry; then the answer.
+
+A crash after 6, or a send that fails, leaves a PENDING row that the sweepers' due-scan or
+the reconciler enqueues, and that a retry with the same key finds and replays; a crash
+before it left nothing (index entries alone point nowhere), and the retry creates it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 import structlog
@@ -25,21 +33,26 @@ from trigger_service.app.pausing import Pausing
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.recipient_binding import bind_recipient, link_recipient
 from trigger_service.app.recipients import ChannelGate
-from trigger_service.app.registration import NewTrigger, RegisterRequest, plan_request
+from trigger_service.app.registration import (
+    Budgets,
+    NewTrigger,
+    RegisterRequest,
+    Registration,
+    new_trigger,
+    plan_request,
+    snoozed,
+)
 from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import NotCancellable, NotEditable, NotFound
+from trigger_service.core.errors import NotCancellable, NotEditable, NotFound, QuotaExceeded
 from trigger_service.core.model import (
     Route,
     Status,
     Trigger,
     fire_month,
     is_trigger_id,
-    keyed_trigger_id,
-    new_trigger_id,
     route_for,
-    shard_of,
 )
 from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.notify.plan import DeliveryPlan
@@ -57,17 +70,14 @@ from trigger_service.core.ports.limit import SendBudget
 from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.tags import FilteredCatalog, TriggerFilter
 from trigger_service.core.time.catchup import CatchUpPolicy
-from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.core.time.timing import DAY_MS
 from trigger_service.core.time.zones import TZDATA_VERSION
-from trigger_service.core.trace_context import current_traceparent, mark
+from trigger_service.core.trace_context import mark
 
 log = structlog.get_logger(__name__)
 
 _MIN_MS = -(2**63)
 _FINISHED = {s.value for s in Status if s.terminal}
-# A check a registration passes before it counts and writes (never run for a key's replay).
-Admit = Callable[[], Awaitable[None]]
 
 
 class TriggerService:
@@ -99,20 +109,19 @@ class TriggerService:
         self._clock = clock
         self._metrics = metrics
         self._sends = BackgroundSends(settings.sqs, queue, clock, metrics)
-        self._writer = TriggerWriter(catalog, quota, clock, metrics, self.index_ttl_s,
-                                     self.enqueue)
-        self._idempotent = IdempotentRegistration(
+        self._writer = TriggerWriter(catalog, quota, clock, metrics)
+        self._keys = IdempotentRegistration(
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
-        self._pausing = Pausing(settings, catalog, clock, metrics, self.get, self.enqueue,
+        self._pausing = Pausing(settings, catalog, clock, metrics, self.get, self._sends,
                                 self._writer.release)
 
     # --- accept: a parsed request becomes a trigger to register ------------------------
     async def accept(self, caller: Caller, req: RegisterRequest, *,
                      budgets: bool = True) -> NewTrigger:
         """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
-        ``register``, ``edit`` and ``snooze`` take, its channels vetted (``app.recipients``;
-        the daily budgets only if ``budgets``: a registration passes ``budget_check`` to
-        ``register`` instead, so that its key's replay comes first). Raises
+        ``edit`` takes (``register`` runs it first), its channels vetted
+        (``app.recipients``; the daily budgets only if ``budgets``: ``register`` checks them
+        itself after its key's replay, so that the replay comes first). Raises
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         bound = await bind_recipient(self.recipients, caller.name, req)
@@ -126,11 +135,6 @@ class TriggerService:
         """``plan`` as it may be stored for ``caller`` (``ChannelGate.vet``)."""
         return await self._channels.vet(caller, plan, budgets=budgets)
 
-    def budget_check(self, caller: Caller, new: NewTrigger) -> Admit:
-        """What ``register`` runs before it counts and writes ``new``: its channels' daily
-        budgets (``QuotaExceeded``)."""
-        return lambda: self._channels.check_budgets(caller, new.plan)
-
     async def vet_callback(self, caller: Caller, url: str) -> None:
         """Refuse a callback whose host name resolves to a forbidden address
         (``app.callbacks``). Raises ``CallbackNotAllowed``."""
@@ -138,69 +142,96 @@ class TriggerService:
             await vet_callback_host(caller, url, self._resolver)
 
     # --- register ----------------------------------------------------------------------
-    async def register(self, caller: str, req: NewTrigger, idem_key: str | None,
-                       request_hash: str, *, snoozed_from: str | None = None,
-                       admit: Admit | None = None) -> Registered:
-        """Create a PENDING trigger, once per ``idem_key`` (``app.idempotency``): ``admit``
-        (e.g. ``budget_check``; a key's replay never runs it), its quota place, its rows, its
-        SQS message (``app.creation``). Raises ``QuotaExceeded``, ``IdempotencyKeyReused``,
-        ``StoreError`` (then nothing was accepted; a retry with the key is safe) or
-        ``OutcomeUnknown`` (written or not: a retry with the key settles it)."""
-        trigger = replace(self._new_trigger(caller, req, idem_key, request_hash),
-                          snoozed_from=snoozed_from)
-        mark({"trigger.id": trigger.trigger_id, "trigger.caller": caller})
-        writer = self._writer
-        await link_recipient(self.recipients, trigger, self.index_ttl_s(trigger))
+    async def register(self, caller: Caller, req: RegisterRequest, idem_key: str | None,
+                       request_hash: str, *, snoozes: Trigger | None = None) -> Registration:
+        """Register what ``req`` asks for ``caller``, once per ``idem_key``: the module
+        docstring's steps (``_register`` from 3 on). ``request_hash``: the hash of the body
+        as sent (a keyed retry must send the same). ``snoozes``: the trigger a snooze copies
+        (``registration.snoozed``). Returns the outcome and ``req`` as planned (what the
+        answer shows). Raises what ``accept`` raises, ``NotEditable`` (``snoozes`` is not
+        pending, in flight or fired), ``QuotaExceeded`` (with a key, only when the key has
+        no trigger), ``IdempotencyKeyReused``, ``StoreError`` (then nothing was accepted; a
+        retry with the key is safe) or ``OutcomeUnknown`` (written or not: a retry with
+        the key settles it)."""
+        new = await self.accept(caller, req, budgets=False)
+        trigger = new_trigger(caller.name, new, idem_key, request_hash, self._s)
+        if snoozes is not None:
+            trigger = snoozed(snoozes, trigger)
+        registered = await self._register(trigger, idem_key, Budgets(caller, new.plan))
+        return Registration(registered, new)
 
+    async def register_planned(self, caller: str, new: NewTrigger, idem_key: str | None,
+                               request_hash: str, *, snoozed_from: str | None = None
+                               ) -> Registered:
+        """``register`` from step 2 on for a trigger planned already, admitted by its quota
+        place alone (no daily budgets are checked): a dead letter's copy
+        (``app.dead_letters``). Raises what ``register`` raises from step 2 on."""
+        trigger = new_trigger(caller, new, idem_key, request_hash, self._s,
+                              snoozed_from=snoozed_from)
+        return await self._register(trigger, idem_key, None)
+
+    async def _register(self, trigger: Trigger, idem_key: str | None,
+                        budgets: Budgets | None) -> Registered:
+        """Steps 3 to 8 for ``trigger`` (``budgets`` None: none are checked)."""
+        mark({"trigger.id": trigger.trigger_id, "trigger.caller": trigger.caller})
+        index_ttl_s = self.index_ttl_s(trigger)
+        await link_recipient(self.recipients, trigger, index_ttl_s)
         if idem_key is None:
-            if admit is not None:
-                await admit()
-            await writer.create(trigger)
+            if budgets is not None:
+                await self._channels.check_budgets(budgets.caller, budgets.plan)
+            await self._writer.create(trigger, index_ttl_s)  # its quota place, its rows
+            if trigger.route is Route.DIRECT:
+                self._sends.start(trigger)
             result = Registered(trigger.trigger_id, trigger.fire_at_ms, replayed=False)
         else:
-            async def create_keyed(t: Trigger) -> KeyedCreation:
-                if admit is not None:
-                    await admit()
-                return await writer.create_keyed(t)
-
-            result = await self._idempotent.register(trigger, idem_key, create_keyed)
+            result = await self._register_keyed(trigger, idem_key, index_ttl_s, budgets)
         if not result.replayed:
             self._metrics.inc("triggers_registered_total")
         return result
 
-    def _new_trigger(self, caller: str, req: NewTrigger, idem_key: str | None,
-                     request_hash: str) -> Trigger:
-        now_ms = req.received_at_ms
-        keyed = idem_key is not None
-        # A keyed trigger's id is its key's: every request with the key finds the one row.
-        trigger_id = (keyed_trigger_id(caller, idem_key) if idem_key is not None
-                      else new_trigger_id(now_ms))
-        # The first occurrence's jitter: stored, routed and answered is the jittered instant.
-        fire_at_ms = req.fire_at_ms + jitter_offset_ms(f"{trigger_id}.1", req.jitter_s)
-        return Trigger(
-            trigger_id=trigger_id, caller=caller, callback_url=req.callback_url,
-            payload_json=req.payload_json, fire_at_ms=fire_at_ms, created_at_ms=now_ms,
-            shard=shard_of(trigger_id, self._s.shards),
-            route=route_for(fire_at_ms, now_ms, self._s.direct_max_delay_s),
-            idem_key=idem_key, schedule=req.schedule,
-            occurrence_index=req.occurrence.index if req.occurrence else 0,
-            occurrence_second=req.occurrence.second if req.occurrence else False,
-            tzdata_version=TZDATA_VERSION if req.schedule else None, plan=req.plan,
-            request_hash=request_hash if keyed else None,
-            registered_fire_at_ms=fire_at_ms if keyed else None,
-            home_at_ms=fire_at_ms, jitter_s=req.jitter_s, tags=req.tags, labels=req.labels,
-            recipient=req.recipient, recipient_zone=req.recipient_zone,
-            expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
-            flow_control=req.flow_control, trace_parent=current_traceparent(),
-        )
+    async def _register_keyed(self, trigger: Trigger, idem_key: str, index_ttl_s: int,
+                              budgets: Budgets | None) -> Registered:
+        """Steps 4 to 8 with a key: the key's decisions (``app.idempotency``) around the
+        writes, the key given back (``release``) if anything fails once it was ours."""
+        keys = self._keys
+        earlier = await keys.claim(trigger, idem_key)
+        if earlier is not None:
+            return earlier
+        try:
+            legacy = await keys.legacy_replay(trigger, idem_key)
+            if legacy is not None:
+                if legacy.lost:  # its first writer died between the record and the row
+                    lost = legacy.record.trigger
+                    await self._write_keyed(lost, self.index_ttl_s(lost), budgets)
+                await keys.remember_legacy(legacy.record)
+                return legacy.answer
+            try:
+                done = await self._write_keyed(trigger, index_ttl_s, budgets)
+            except QuotaExceeded as refusal:
+                return await keys.refused(trigger, idem_key, refusal)
+            return await keys.created(trigger, idem_key, done)
+        except BaseException:
+            await keys.release(trigger.caller, idem_key)
+            raise
+
+    async def _write_keyed(self, t: Trigger, index_ttl_s: int,
+                           budgets: Budgets | None) -> KeyedCreation:
+        """Steps 5 to 7 for a keyed ``t``: the row written is sent (as written: at another
+        request's elected home, with its fire time); another request's is not."""
+        if budgets is not None:
+            await self._channels.check_budgets(budgets.caller, budgets.plan)
+        done = await self._writer.create_keyed(t, index_ttl_s)  # its quota place, its row
+        if done.created and done.trigger.route is Route.DIRECT:
+            self._sends.start(done.trigger)
+        return done
 
     def index_ttl_s(self, t: Trigger) -> int:
         """Index entries outlive the row's own retention by the whole retry schedule."""
         return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
 
     async def enqueue(self, t: Trigger) -> None:
-        """Start sending a direct trigger to SQS in the background and return at once
-        (``app.background_sends``); ``drain`` waits for the sends still running."""
+        """Start sending a direct trigger to SQS in the background and return at once (a
+        dead letter's replay: ``app.background_sends``); ``drain`` waits for the sends."""
         self._sends.start(t)
 
     async def drain(self) -> None:
@@ -347,22 +378,8 @@ class TriggerService:
                               "try again", status=current.status.value)
         log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
         if moved and new.route is Route.DIRECT and new.status is Status.PENDING:
-            await self.enqueue(new)  # the old message is dropped as stale
+            self._sends.start(new)  # the old message is dropped as stale
         return new
-
-    async def snooze(self, original: Trigger, req: NewTrigger, idem_key: str | None,
-                     request_hash: str, admit: Admit | None = None) -> Registered:
-        """A new one-time trigger with ``original``'s callback and payload at ``req``'s time.
-        Raises ``NotEditable`` unless ``original`` is pending, in flight or fired."""
-        if original.status not in (Status.PENDING, Status.IN_FLIGHT, Status.FIRED):
-            raise NotEditable(f"trigger {original.trigger_id} is {original.status.value}; "
-                              "only a pending or fired trigger can be snoozed",
-                              status=original.status.value)
-        copy = replace(req, callback_url=original.callback_url,
-                       payload_json=original.payload_json, plan=original.plan,
-                       tags=original.tags, labels=original.labels)
-        return await self.register(original.caller, copy, idem_key, request_hash,
-                                   snoozed_from=original.trigger_id, admit=admit)
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None, flt: TriggerFilter | None = None

@@ -91,8 +91,8 @@ async def test_the_normal_keyed_path_runs_no_conditional_statement() -> None:
     clock = ManualClock(NOW_MS)
     store, cache = SpyStore(), MemoryIdempotencyCache(clock)
     svc = service(store, cache, clock)
-    first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
-    again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    first = await svc.register_planned("orders", in_ten_minutes(clock), "k1", "h1")
+    again = await svc.register_planned("orders", in_ten_minutes(clock), "k1", "h1")
     assert not first.replayed and again.replayed and first.trigger_id == again.trigger_id
     # The index batch with the pointer, one read of the pointer back, the row. The legacy
     # table is asked whether it holds anything (it does not), not read per key.
@@ -102,7 +102,7 @@ async def test_the_normal_keyed_path_runs_no_conditional_statement() -> None:
     assert store.conditional() == []
     clock.advance_ms(1_000)
     cache.entries.clear()  # Redis lost the key: a request a second later, another home
-    lost = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    lost = await svc.register_planned("orders", in_ten_minutes(clock), "k1", "h1")
     assert lost.replayed and lost.trigger_id == first.trigger_id
     assert lost.fire_at_ms == first.fire_at_ms
     assert store.conditional() == ["home_elect"]  # the one row there, elected once
@@ -114,8 +114,8 @@ async def test_without_redis_a_lone_request_runs_no_conditional_statement() -> N
     store, cache = SpyStore(), MemoryIdempotencyCache(clock)
     cache.failures["claim"] = CacheError("redis down")
     svc = service(store, cache, clock)
-    first = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    first = await svc.register_planned("orders", in_ten_minutes(clock), "k1", "h1")
     assert not first.replayed and store.conditional() == []
     clock.advance_ms(1_000)
-    again = await svc.register("orders", in_ten_minutes(clock), "k1", "h1")
+    again = await svc.register_planned("orders", in_ten_minutes(clock), "k1", "h1")
     assert again.replayed and store.conditional() == ["home_elect"]

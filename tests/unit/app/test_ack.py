@@ -23,7 +23,8 @@ PLAN = DeliveryPlan((SmsSpec("+4915112345678", "go"),))
 
 
 async def with_channels(env: Env) -> str:
-    r = await env.service.register("orders", replace(request(env, 60_000), plan=PLAN), None, "h")
+    r = await env.service.register_planned("orders", replace(request(env, 60_000), plan=PLAN),
+                                           None, "h")
     return r.trigger_id
 
 
@@ -59,7 +60,8 @@ async def test_ack_waits_for_a_step_in_flight() -> None:
 
 async def test_ack_of_a_trigger_without_channels_or_a_future_occurrence() -> None:
     env = make_env()
-    plain = (await env.service.register("orders", request(env, 60_000), None, "h")).trigger_id
+    plain = (await env.service.register_planned("orders", request(env, 60_000), None,
+                                                "h")).trigger_id
     with pytest.raises(NotEditable):
         await env.service.ack("orders", plain, None)
     tid = await with_channels(env)

@@ -51,8 +51,8 @@ class Parts:
         env.service.list_triggers = counted  # type: ignore[method-assign]
 
     async def new(self, delay_ms: int, url: str = ORIGIN_URL) -> Trigger:
-        r = await self.env.service.register(CALLER, request(self.env, delay_ms, url=url), None,
-                                            "h")
+        r = await self.env.service.register_planned(
+            CALLER, request(self.env, delay_ms, url=url), None, "h")
         return await self.env.service.get(CALLER, r.trigger_id)
 
     async def hold(self, t: Trigger, *, entered: bool = True) -> Trigger:

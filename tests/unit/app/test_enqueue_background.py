@@ -46,7 +46,7 @@ async def test_the_answer_does_not_wait_for_sqs_and_drain_waits_for_the_send() -
     queue, env = slow_env()
     # SQS never answers while the registration runs, and the clock never moves: the answer
     # waited for the durable write alone.
-    result = await env.service.register("orders", request(env, 1_000), None, "h")
+    result = await env.service.register_planned("orders", request(env, 1_000), None, "h")
     assert env.store.triggers[result.trigger_id].status is Status.PENDING
     assert queue.sent == []
     drained = asyncio.ensure_future(env.service.drain())
@@ -61,7 +61,7 @@ async def test_the_answer_does_not_wait_for_sqs_and_drain_waits_for_the_send() -
 async def test_a_send_that_fails_after_the_answer_is_counted_and_the_row_stays_pending() -> None:
     queue, env = slow_env()
     queue.fail_with = QueueError("sqs gone")
-    result = await env.service.register("orders", request(env, 1_000), None, "h")
+    result = await env.service.register_planned("orders", request(env, 1_000), None, "h")
     queue.gate.set()
     await env.service.drain()  # the failure is counted, not raised
     assert env.metrics.snapshot().get("enqueue_failures_total") == 1
@@ -71,8 +71,8 @@ async def test_a_send_that_fails_after_the_answer_is_counted_and_the_row_stays_p
 
 async def test_concurrent_registrations_each_send_in_the_background() -> None:
     queue, env = slow_env()
-    results = await asyncio.gather(*(env.service.register("orders", request(env, 1_000), None,
-                                                          f"h{i}") for i in range(20)))
+    results = await asyncio.gather(*(env.service.register_planned(
+        "orders", request(env, 1_000), None, f"h{i}") for i in range(20)))
     assert queue.sent == []
     queue.gate.set()
     await env.service.drain()
@@ -82,7 +82,7 @@ async def test_concurrent_registrations_each_send_in_the_background() -> None:
 async def test_background_sends_are_bounded_and_the_rest_left_to_the_due_scan() -> None:
     settings = replace(SETTINGS, sqs=replace(SETTINGS.sqs, max_background_sends=3))
     queue, env = slow_env(settings)  # SQS hangs: no send answers
-    results = [await env.service.register("orders", request(env, 1_000), None, f"h{i}")
+    results = [await env.service.register_planned("orders", request(env, 1_000), None, f"h{i}")
                for i in range(5)]
     # Every registration answered and is durable; only 3 sends are pending, 2 not started.
     assert all(env.store.triggers[r.trigger_id].status is Status.PENDING for r in results)
@@ -91,7 +91,7 @@ async def test_background_sends_are_bounded_and_the_rest_left_to_the_due_scan() 
     await env.service.drain()
     assert [m.trigger_id for m in queue.sent] == [r.trigger_id for r in results[:3]]
     # Once they answered there is room again.
-    late = await env.service.register("orders", request(env, 1_000), None, "h5")
+    late = await env.service.register_planned("orders", request(env, 1_000), None, "h5")
     await env.service.drain()
     assert queue.sent[-1].trigger_id == late.trigger_id
     assert env.metrics.snapshot().get("enqueue_overflow_total") == 2

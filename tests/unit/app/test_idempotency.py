@@ -53,7 +53,7 @@ CONDITIONAL = ("elect", "seal", "put_if_absent", "compare_and_set")
 async def reg(env: Env, key: str, req_hash: str = "h1", *, delay_ms: int = DELAY_MS,
               caller: str = "orders") -> Registered:
     try:
-        return await env.service.register(caller, request(env, delay_ms), key, req_hash)
+        return await env.service.register_planned(caller, request(env, delay_ms), key, req_hash)
     finally:
         await env.service.drain()  # the SQS send runs after the answer
 
@@ -201,7 +201,7 @@ async def test_redis_down_concurrent_duplicates_make_one_trigger() -> None:
     for _ in range(20):  # received a millisecond apart: 20 fire times, 20 homes
         requests.append(request(env, DELAY_MS))
         env.clock.advance_ms(1)
-    results = await asyncio.gather(*(env.service.register("orders", r, "same", "h1")
+    results = await asyncio.gather(*(env.service.register_planned("orders", r, "same", "h1")
                                      for r in requests))
     await env.service.drain()
     assert {r.trigger_id for r in results} == {keyed_trigger_id("orders", "same")}
@@ -354,7 +354,7 @@ async def test_done_entry_and_keyed_row_outlive_the_key_promise() -> None:
     env.clock.advance_ms(CACHE_MAX_MS + 1)  # the done entry is gone: the row answers
     again = await reg(env, "k1", delay_ms=60 * DAY_MS - CACHE_MAX_MS - 1)
     assert again == Registered(first.trigger_id, first.fire_at_ms, replayed=True)
-    plain = await env.service.register("orders", request(env, 60 * DAY_MS), None, "h")
+    plain = await env.service.register_planned("orders", request(env, 60 * DAY_MS), None, "h")
     await env.service.cancel("orders", plain.trigger_id)
     assert env.store.cas_ttls[-1] == SETTINGS.retention_s
 

@@ -47,9 +47,8 @@ class World:
         req: RegisterRequest = parse_register(
             {"callbackUrl": CALLBACK, **body}, caller=CALLER, now_ms=self.env.clock.now_ms(),
             payload_max_bytes=4096)
-        new = await self.env.service.accept(CALLER, req)
-        result = await self.env.service.register(CALLER.name, new, None, "h")
-        return await self.env.service.get(CALLER.name, result.trigger_id)
+        done = await self.env.service.register(CALLER, req, None, "h")
+        return await self.env.service.get(CALLER.name, done.registered.trigger_id)
 
     def row(self, t: Trigger) -> Trigger:
         return self.env.store.triggers[t.trigger_id]

@@ -25,8 +25,8 @@ def tagged(req: NewTrigger, *tags: str) -> NewTrigger:
 
 async def test_a_job_left_by_a_dead_runner_is_resumed_after_its_lease_once() -> None:
     env = make_env()
-    ids = [(await env.service.register("orders", tagged(request(env, 60_000), "x"), None,
-                                       "h")).trigger_id for _ in range(30)]
+    ids = [(await env.service.register_planned(
+        "orders", tagged(request(env, 60_000), "x"), None, "h")).trigger_id for _ in range(30)]
     a = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
     env.store.failures["claim_trigger_job"] = StoreError("down")  # a's kick gets nowhere
     job = await a.start("orders", JobAction.CANCEL, TriggerFilter(tag="x"))
@@ -44,10 +44,10 @@ async def test_a_job_left_by_a_dead_runner_is_resumed_after_its_lease_once() -> 
 
 async def test_pause_then_resume_by_tag_jobs_move_every_match_and_nothing_else() -> None:
     env = make_env()
-    x = [(await env.service.register("orders", tagged(request(env, 60_000), "x"), None,
-                                     "h")).trigger_id for _ in range(5)]
-    other = (await env.service.register("orders", tagged(request(env, 60_000), "y"), None,
-                                        "h")).trigger_id
+    x = [(await env.service.register_planned(
+        "orders", tagged(request(env, 60_000), "x"), None, "h")).trigger_id for _ in range(5)]
+    other = (await env.service.register_planned(
+        "orders", tagged(request(env, 60_000), "y"), None, "h")).trigger_id
     runner = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
     paused = await runner.start("orders", JobAction.PAUSE, TriggerFilter(tag="x"))
     await runner.run_once()
@@ -70,7 +70,7 @@ async def test_more_matches_than_a_job_takes_is_refused(monkeypatch: pytest.Monk
     env = make_env()
     monkeypatch.setattr(trigger_jobs, "MAX_JOB_ITEMS", 5)
     for _ in range(6):
-        await env.service.register("orders", tagged(request(env, 60_000), "x"), None, "h")
+        await env.service.register_planned("orders", tagged(request(env, 60_000), "x"), None, "h")
     runner = TriggerJobRunner(env.settings, env.service, env.store, env.clock, owner="a")
     with pytest.raises(InvalidRequest, match="narrow it"):
         await runner.start("orders", JobAction.CANCEL, TriggerFilter(tag="x"))

@@ -45,7 +45,7 @@ LEAD_S = SETTINGS.sqs.enqueue_lead_s
 
 
 async def register(env: Env, delay_ms: int, caller: str = "orders") -> Trigger:
-    result = await env.service.register(caller, request(env, delay_ms), None, "h")
+    result = await env.service.register_planned(caller, request(env, delay_ms), None, "h")
     await env.service.drain()  # the SQS send runs after the answer
     return env.store.triggers[result.trigger_id]
 
@@ -53,8 +53,8 @@ async def register(env: Env, delay_ms: int, caller: str = "orders") -> Trigger:
 # --- register ---------------------------------------------------------------------------
 async def test_direct_registration_writes_the_row_and_sends_one_message() -> None:
     env = make_env()
-    result = await env.service.register("orders", request(env, 600_000, payload={"a": 1}),
-                                        None, "h")
+    result = await env.service.register_planned(
+        "orders", request(env, 600_000, payload={"a": 1}), None, "h")
     await env.service.drain()
     assert result.replayed is False and result.fire_at_ms == NOW_MS + 600_000
     t = env.store.triggers[result.trigger_id]
@@ -99,8 +99,8 @@ async def test_fire_time_now_is_sent_without_delay() -> None:
 
 async def test_created_row_carries_the_request() -> None:
     env = make_env()
-    result = await env.service.register("orders", request(env, 5_000, payload=[1, "é"]),
-                                        "key-1", "hash-1")
+    result = await env.service.register_planned(
+        "orders", request(env, 5_000, payload=[1, "é"]), "key-1", "hash-1")
     t = env.store.triggers[result.trigger_id]
     assert is_trigger_id(t.trigger_id)
     assert (t.caller, t.callback_url, t.payload_json) == ("orders", CALLBACK, '[1, "\\u00e9"]')
@@ -120,7 +120,7 @@ async def test_index_entries_outlive_the_row_retention() -> None:
 async def test_queue_error_still_registers_and_counts_the_failure() -> None:
     env = make_env()
     env.queue.failures["send"] = QueueError("sqs down")
-    result = await env.service.register("orders", request(env, 1_000), None, "h")
+    result = await env.service.register_planned("orders", request(env, 1_000), None, "h")
     await env.service.drain()  # the failure is counted, not raised
     assert result.replayed is False
     assert env.store.triggers[result.trigger_id].status is Status.PENDING
@@ -133,7 +133,7 @@ async def test_store_error_on_create_is_raised_and_nothing_is_sent() -> None:
     env = make_env()
     env.store.failures["create"] = StoreError("cassandra down")
     with pytest.raises(StoreError):
-        await env.service.register("orders", request(env, 1_000), None, "h")
+        await env.service.register_planned("orders", request(env, 1_000), None, "h")
     assert env.store.triggers == {} and env.queue.sent == []
     assert env.metrics.snapshot() == {}
 

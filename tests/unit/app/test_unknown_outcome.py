@@ -38,7 +38,8 @@ async def register(env: Env, key: str | None, req_hash: str = "h1") -> Registere
     """A registration while the manual clock moves (the repeats pause on it)."""
     async def run() -> Registered:
         try:
-            return await env.service.register("orders", request(env, DELAY_MS), key, req_hash)
+            return await env.service.register_planned("orders", request(env, DELAY_MS), key,
+                                                      req_hash)
         finally:
             await env.service.drain()
     task = asyncio.create_task(run())

@@ -39,8 +39,8 @@ def _request(env: Env, payload: str = '{"n": 1}') -> NewTrigger:
 async def _register(env: Env, svc: TriggerService, key: str, payload: str = '{"n": 1}',
                     request_hash: str = "h1") -> str:
     """What the API answers: the trigger id, or ``"503"``, or ``"422"``."""
-    task = asyncio.create_task(svc.register(CALLER, _request(env, payload), key,
-                                            request_hash))
+    task = asyncio.create_task(svc.register_planned(CALLER, _request(env, payload), key,
+                                                    request_hash))
     while not task.done():  # the repeats after a timeout pause on the manual clock
         await asyncio.sleep(0)
         env.clock.advance_ms(10)

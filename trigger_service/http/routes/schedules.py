@@ -209,10 +209,10 @@ async def snooze(request: web.Request) -> web.Response:
     if req.time.rule_kind is not None:
         raise InvalidRequest(f"when: {body.get('when')!r} is recurring; a snooze is one time "
                              "('in 10 minutes', 'tomorrow at 9am')", field="when")
-    new = await service.accept(caller, req, budgets=False)
-    result = await service.snooze(original, new, idem_key,
-                                  parsing.request_hash({"snooze": original.trigger_id, **body}),
-                                  admit=service.budget_check(caller, new))
+    done = await service.register(
+        caller, req, idem_key, parsing.request_hash({"snooze": original.trigger_id, **body}),
+        snoozes=original)
+    result = done.registered
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     return web.json_response(views.created_view(result) | {"snoozedFrom": original.trigger_id},
                              status=201, headers=headers)

@@ -22,9 +22,8 @@ async def register(request: web.Request) -> web.Response:
     req = await costly(parsing.parse_register, body, caller=caller,
                        now_ms=runtime.clock.now_ms(),
                        payload_max_bytes=runtime.settings.api.payload_max_bytes)
-    new = await service.accept(caller, req, budgets=False)
-    result = await service.register(caller.name, new, idem_key, parsing.request_hash(body),
-                                    admit=service.budget_check(caller, new))
+    done = await service.register(caller, req, idem_key, parsing.request_hash(body))
+    result, new = done.registered, done.new
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     answer = views.created_view(result)
     if "when" in body:  # parse_register accepted it: body is a dict
