@@ -394,9 +394,10 @@ async def stack(
                       cache, lease, SystemClock(), metrics,
                       RedisOpsBoard(redis, settings.sqs.queue),
                       pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                      budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
+                      budget=RedisSendBudget(redis),
+                      recipients=CassandraRecipients(store.statements, store.sealer),
                       endpoint_health=CassandraEndpointHealth.of(
-                          store, settings.endpoint_health),
+                          store.statements, settings.endpoint_health),
                       ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
                       flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,

@@ -13,7 +13,8 @@ from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.flow import FlowControl
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.tags import Labels
-from trigger_service.core.time.recurrence import Occurrence, Recurrence
+from trigger_service.core.time.occurrence import Occurrence
+from trigger_service.core.time.recurrence import Recurrence
 
 # The time fields read again for a recipient (issue 26): in its zone (None: the request's
 # own, the time does not float) with its locale (``when``'s date order; None: no hint).

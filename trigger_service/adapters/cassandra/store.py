@@ -82,11 +82,14 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         payloads and plans (``sealing``)."""
         self._cluster = cluster
         self._session = session
-        self._sealer = RowSealer(cipher, seal_payloads=seal_payloads)
+        self.sealer = self._sealer = RowSealer(cipher, seal_payloads=seal_payloads)
         self.list_max_rows = LIST_MAX_ROWS
         self._versions: WrittenUntil[str] = WrittenUntil()
+        # Every part of the store runs its statements here (the recipients and endpoint
+        # health too: ``CassandraRecipients``, ``CassandraEndpointHealth``).
+        self.statements: driver.Statements = driver.PreparedStatements(
+            session, all_statements(settings.keyspace))
         self._coalesce(clock or SystemClock())
-        self._prepared = driver.prepare(session, all_statements(settings.keyspace))
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, cipher: Cipher, *,
@@ -114,24 +117,17 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         self._cluster.shutdown()
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        """Every row of a statement, all pages read (``driver.execute``)."""
-        return await driver.execute(self._session, name, self._prepared[name], params)
+        return await self.statements.run(name, params)
 
     def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        """Every row of a statement, a page at a time (``driver.pages``)."""
-        return driver.pages(self._session, name, self._prepared[name].bind(params))
+        return self.statements.pages(name, params)
 
     async def _run_unlogged(self, writes: Sequence[driver.Write]) -> None:
-        """Independent writes as one unlogged batch (``driver.execute_unlogged``)."""
-        await driver.execute_unlogged(self._session, "+".join(name for name, _ in writes),
-                                      [(self._prepared[name], params) for name, params in writes])
+        await self.statements.run_unlogged(writes)
 
     async def _run_conditional(self, writes: Sequence[tuple[str, Sequence[Any]]]
                                ) -> list[dict[str, Any]]:
-        """Conditional writes to one partition as one request (``driver.execute_conditional``)."""
-        return await driver.execute_conditional(
-            self._session, "+".join(sorted({name for name, _ in writes})),
-            [(self._prepared[name], params) for name, params in writes])
+        return await self.statements.run_conditional(writes)
 
     def _coalesce(self, clock: Clock) -> None:
         """Concurrent registrations share requests: their index entries go together in one
@@ -372,9 +368,8 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
         """One query per minute partition, paged."""
         out: list[BucketEntry] = []
         for minute in range(bucket_minute(after_ms + 1), bucket_minute(until_ms) + 1):
-            stmt = self._prepared["bucket_scan"].bind([minute, shard, after_ms, until_ms])
-            stmt.fetch_size = _SCAN_PAGE_SIZE
-            async for rows in driver.pages(self._session, "bucket scan", stmt):
+            async for rows in self.statements.pages(
+                    "bucket_scan", [minute, shard, after_ms, until_ms], _SCAN_PAGE_SIZE):
                 out.extend(BucketEntry(r[schema.COL_TRIGGER_ID], r[schema.COL_FIRE_AT_MS], shard,
                                        Route(r[schema.COL_PATH]), r[schema.COL_HOME_AT_MS])
                            for r in rows)
