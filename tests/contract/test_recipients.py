@@ -148,7 +148,7 @@ async def test_the_person_index_comes_a_page_at_a_time_to_the_last(
 async def test_a_profile_is_sealed_at_rest(sealing_cassandra: CassandraStore) -> None:
     caller = unique("rs-")
     await on_store(sealing_cassandra).put_profile(caller, profile("ada"))
-    rows = await sealing_cassandra._run("recipient_get", [caller, _part("ada"), "ada"])
+    rows = await sealing_cassandra.statements.run("recipient_get", [caller, _part("ada"), "ada"])
     text = rows[0][schema.COL_PROFILE]
     assert is_sealed(text) and "+15551234567" not in text
 

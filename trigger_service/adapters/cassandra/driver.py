@@ -12,8 +12,8 @@ to hold (the zone-rules index of a release and shard, a replay job's items). Not
 hands back the first page alone.
 
 Writes to many rows of one partition go in unlogged batches of :data:`ROWS_PER_BATCH`
-(:func:`write_in_batches`); the mixins of ``CassandraStore`` run their statements through
-what :class:`StoreStatements` declares.
+(:func:`write_in_batches`). The parts of ``CassandraStore`` run its statements by name
+through :class:`Statements` (:class:`PreparedStatements`: prepared on its session).
 """
 
 from __future__ import annotations
@@ -295,19 +295,3 @@ class PreparedStatements:
             self._session, "+".join(sorted({name for name, _ in writes})),
             [(self._prepared[name], params) for name, params in writes])
 
-
-class StoreStatements:
-    """The base of ``CassandraStore``'s mixins: the statements they run by name, on the
-    store's session with its prepared statements (``CassandraStore`` provides them)."""
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[Row]:
-        """Every row of a statement, all pages read (:func:`execute`)."""
-        raise NotImplementedError  # provided by CassandraStore
-
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[Row]]:
-        """Every row of a statement, a page at a time (:func:`pages`)."""
-        raise NotImplementedError  # provided by CassandraStore
-
-    async def _run_unlogged(self, writes: Sequence[Write]) -> None:
-        """Independent writes as one unlogged batch (:func:`execute_unlogged`)."""
-        raise NotImplementedError  # provided by CassandraStore

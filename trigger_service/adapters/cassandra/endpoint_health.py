@@ -127,8 +127,8 @@ class CassandraEndpointHealth:
             for r in page:
                 h = _health(r)
                 await self._cql.run("eh_first", [h.caller, h.origin, *_counts(h),
-                                             _set(h.disabled_at_ms), _set(h.notified_at_ms),
-                                             self.ttl_s])
+                                                 _set(h.disabled_at_ms), _set(h.notified_at_ms),
+                                                 self.ttl_s])
                 await self._cql.run("eh_legacy_drop", [s.ENDPOINT_HEALTH_KEY, h.caller, h.origin])
                 moved += 1
         self._legacy_empty = moved == 0
@@ -139,7 +139,7 @@ class CassandraEndpointHealth:
         if h.origin not in origins and len(origins) >= max_per_caller:
             return None  # the caller's cap: not tracked
         rows = await self._cql.run("eh_first", [h.caller, h.origin, *_counts(h), _UNSET, _UNSET,
-                                            self.ttl_s])
+                                                self.ttl_s])
         if not _applied(rows):
             # Not applied: the row holds the record that was there (every column).
             return _health(rows[0])
@@ -164,8 +164,8 @@ class CassandraEndpointHealth:
 
     async def mark_notified(self, h: EndpointHealth, at_ms: int) -> None:
         await self._cql.run("eh_notified", [self.ttl_s, *_counts(h), h.disabled_at_ms, at_ms,
-                                        h.caller, h.origin, h.first_failure_at_ms,
-                                        h.disabled_at_ms])
+                                            h.caller, h.origin, h.first_failure_at_ms,
+                                            h.disabled_at_ms])
 
     async def clear_failing(self, caller: str, origin: str) -> bool:
         return _applied(await self._cql.run("eh_clear_failing", [caller, origin]))

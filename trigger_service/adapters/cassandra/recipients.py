@@ -86,7 +86,7 @@ class CassandraRecipients:
         text = self._sealer.seal_text(profile_to_json(profile),
                                       _context(caller, profile.recipient_id))
         await self._cql.run("recipient_put", [text, caller, _part(profile.recipient_id),
-                                          profile.recipient_id])
+                                              profile.recipient_id])
 
     async def delete_profile(self, caller: str, recipient_id: str) -> None:
         await self._cql.run("recipient_delete", [caller, _part(recipient_id), recipient_id])
@@ -115,7 +115,7 @@ class CassandraRecipients:
     async def link(self, caller: str, recipient_id: str, entry: LinkedTrigger,
                    ttl_s: int) -> None:
         await self._cql.run("recipient_link", [caller, recipient_id, entry.trigger_id,
-                                           entry.home_at_ms, entry.shard, ttl_s])
+                                               entry.home_at_ms, entry.shard, ttl_s])
 
     async def linked(self, caller: str, recipient_id: str
                      ) -> AsyncIterator[list[LinkedTrigger]]:
