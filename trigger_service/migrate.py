@@ -31,7 +31,7 @@ async def _backfill(settings: Settings) -> int:
     store = await CassandraStore.connect(settings.cassandra, cipher,
                                          seal_payloads=settings.encryption.payloads)
     try:
-        return await backfill_listings(store, settings, SystemClock().now_ms())
+        return await backfill_listings(store.triggers, settings, SystemClock().now_ms())
     finally:
         await store.close()
 

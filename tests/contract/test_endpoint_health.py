@@ -9,6 +9,7 @@ read, and first failures made together past a caller's cap are taken back (Cassa
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -60,7 +61,7 @@ def health_ttls(request: pytest.FixtureRequest) -> tuple[Health, TtlsOf]:
         row = real._session.execute(cql, (caller, origin)).one()
         # A null column has no TTL (none to renew).
         return [row[f"t{n}"] for n, c in enumerate(cols) if n < 3 or row[c] is not None]
-    return CassandraEndpointHealth.of(real, SETTINGS), ttls
+    return CassandraEndpointHealth.of(real.statements, SETTINGS), ttls
 
 
 @pytest.fixture
@@ -187,7 +188,7 @@ async def test_the_records_of_the_table_before_027_move_on_the_first_read(
         f"first_failure_at_ms, last_failure_at_ms, failures, disabled_at_ms) "
         f"VALUES (%s, %s, %s, %s, %s, %s, %s)",
         (schema.ENDPOINT_HEALTH_KEY, caller, ORIGIN, T0, T0 + 5, 7, T0 + 6))
-    health = CassandraEndpointHealth.of(cassandra_store, SETTINGS)
+    health = CassandraEndpointHealth.of(cassandra_store.statements, SETTINGS)
     moved = [h for h in await health.endpoint_health() if h.caller == caller]
     assert [(h.origin, h.failures, h.disabled_at_ms) for h in moved] == [(ORIGIN, 7, T0 + 6)]
     assert await health.endpoint_health(caller) == moved
@@ -204,10 +205,11 @@ async def test_first_failures_made_together_past_the_cap_never_leave_more_than_i
     before any inserts (the interleaving injected): the check after the insert takes back
     what went past the cap, so the bound holds (the ones taken back try at their next
     failure)."""
-    health = CassandraEndpointHealth.of(cassandra_store, SETTINGS)
+    cql = copy.copy(cassandra_store.statements)  # the store's session and statements
+    health = CassandraEndpointHealth.of(cql, SETTINGS)
     caller, cap = unique("eh-race"), 2
     await made(health, first_failure(caller, ORIGIN, T0, None))  # one of the cap taken
-    run, together = health._run, 4
+    run, together = cql.run, 4
     checked = asyncio.Event()
 
     async def inserts_after_every_check(name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
@@ -219,7 +221,7 @@ async def test_first_failures_made_together_past_the_cap_never_leave_more_than_i
             await checked.wait()
         return await run(name, params)
 
-    health._run = inserts_after_every_check
+    cql.run = inserts_after_every_check  # type: ignore[method-assign]
     got = await asyncio.gather(*(health.note_first_failure(
         first_failure(caller, f"https://o{n}.x:443", T0, None), cap) for n in range(4)))
     stored = await health.endpoint_health(caller)

@@ -40,7 +40,7 @@ def holds(request: pytest.FixtureRequest) -> tuple[EndpointHealthStore, PassTime
             clock.advance_ms(int(seconds * 1000))
         return MemoryEndpointHealth(clock, page_size=PAGE), advance
     real: CassandraStore = request.getfixturevalue("cassandra_store")
-    return (CassandraEndpointHealth.of(real, EndpointHealthSettings(page_size=PAGE)),
+    return (CassandraEndpointHealth.of(real.statements, EndpointHealthSettings(page_size=PAGE)),
             asyncio.sleep)
 
 

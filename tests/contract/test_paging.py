@@ -155,7 +155,7 @@ async def _zoned_entries(store: CassandraStore, version: str, shard: int, ids: l
     """Bare zone-index entries, 50 to a single-partition unlogged batch, written at once."""
     ts_us = SystemClock().now_ms() * 1000
     writes = [("zoned_put", [version, shard, tid, ttl_s, ts_us]) for tid in ids]
-    await asyncio.gather(*(store._run_unlogged(writes[i:i + 50])
+    await asyncio.gather(*(store.statements.run_unlogged(writes[i:i + 50])
                            for i in range(0, len(writes), 50)))
 
 

@@ -40,6 +40,11 @@ from trigger_service.core.time.zones import TZDATA_VERSION, DstPolicy
 from trigger_service.platform.metrics import InMemoryMetrics
 
 
+def on_store(store: CassandraStore) -> CassandraRecipients:
+    """The recipients on ``store``'s statements and sealer (as the wiring builds them)."""
+    return CassandraRecipients(store.statements, store.sealer)
+
+
 @pytest.fixture(scope="module")
 def sealing_cassandra(cassandra_store: CassandraStore) -> Iterator[CassandraStore]:
     """A connection to the contract keyspace that seals payloads (and so profiles)."""
@@ -54,7 +59,7 @@ def sealing_cassandra(cassandra_store: CassandraStore) -> Iterator[CassandraStor
 def recipients(request: pytest.FixtureRequest) -> RecipientStore:
     if request.param == "memory":
         return MemoryRecipients()
-    return CassandraRecipients.of(request.getfixturevalue("sealing_cassandra"))
+    return on_store(request.getfixturevalue("sealing_cassandra"))
 
 
 @pytest.fixture(params=[pytest.param("memory"),
@@ -65,7 +70,7 @@ def small_pages_recipients(request: pytest.FixtureRequest) -> RecipientStore:
         fake = MemoryRecipients()
         fake.page_size = SMALL_PAGE
         return fake
-    return CassandraRecipients.of(request.getfixturevalue("small_pages_cassandra_store"))
+    return on_store(request.getfixturevalue("small_pages_cassandra_store"))
 
 
 def profile(rid: str, **changes: object) -> RecipientProfile:
@@ -142,8 +147,8 @@ async def test_the_person_index_comes_a_page_at_a_time_to_the_last(
 @pytest.mark.integration
 async def test_a_profile_is_sealed_at_rest(sealing_cassandra: CassandraStore) -> None:
     caller = unique("rs-")
-    await CassandraRecipients.of(sealing_cassandra).put_profile(caller, profile("ada"))
-    rows = await sealing_cassandra._run("recipient_get", [caller, _part("ada"), "ada"])
+    await on_store(sealing_cassandra).put_profile(caller, profile("ada"))
+    rows = await sealing_cassandra.statements.run("recipient_get", [caller, _part("ada"), "ada"])
     text = rows[0][schema.COL_PROFILE]
     assert is_sealed(text) and "+15551234567" not in text
 
@@ -179,7 +184,7 @@ def people(request: pytest.FixtureRequest) -> People:
         fake = MemoryStore()
         return People(fake, MemoryRecipients())
     real: CassandraStore = request.getfixturevalue("cassandra_store")
-    return People(real, CassandraRecipients.of(real))
+    return People(real, on_store(real))
 
 
 def floating_daily(caller: str, now_ms: int) -> Trigger:

@@ -397,8 +397,9 @@ async def stack(
         settings, CallerRegistry.load(settings.api.callers_file), store, queue, cache, lease,
         SystemClock(), metrics, board=RedisOpsBoard(redis, settings.sqs.queue),
         pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-        budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-        endpoint_health=CassandraEndpointHealth.of(store, settings.endpoint_health),
+        budget=RedisSendBudget(redis),
+        recipients=CassandraRecipients(store.statements, store.sealer),
+        endpoint_health=CassandraEndpointHealth.of(store.statements, settings.endpoint_health),
         ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
         flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,

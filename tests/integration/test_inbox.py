@@ -137,7 +137,7 @@ async def test_every_cell_expires_with_the_retention(
     mid = (await inbox.send(SPEC, occurrence(stack))).provider_message_id
     assert (await stack.client.post(f"/v1/inbox/ada/{mid}/read",
                                     headers=stack.auth())).status == 204
-    [row] = await store._run("inbox_get", [stack.caller, "ada", mid])
+    [row] = await store.statements.run("inbox_get", [stack.caller, "ada", mid])
     retention_s = stack.settings.inbox.retention_days * 86_400
     assert retention_s - 60 < row[schema.COL_TTL] <= retention_s
     ttl = await asyncio.to_thread(store._session.execute, (

@@ -61,7 +61,7 @@ async def _listed(store: CassandraStore, caller: str, hour: int, limit: int,
 async def _marked(store: CassandraStore, caller: str, hour: int
                   ) -> tuple[tuple[int, str] | None, set[str]]:
     """Part 0's mark and the ids it holds."""
-    marks = store._open_index.marks
+    marks = store.triggers._open_index.marks
     now_ms = SystemClock().now_ms()
     held = await marks.held(caller, hour, 0, (-(2**63), ""), 1000, now_ms)
     return (await marks.hour(caller, hour, now_ms))[0], {h.key[1] for h in held}
@@ -72,7 +72,7 @@ async def _batches(store: CassandraStore, writes: list[tuple[str, Sequence[Any]]
 
     async def one(chunk: list[tuple[str, Sequence[Any]]]) -> None:
         async with sem:
-            await store._run_unlogged(chunk)
+            await store.statements.run_unlogged(chunk)
 
     await asyncio.gather(*(one(writes[i:i + BATCH]) for i in range(0, len(writes), BATCH)))
 
@@ -86,7 +86,7 @@ async def test_the_first_pending_page_is_full_and_fast_behind_200000_finished_tr
     (READ_TOO_MANY_TOMBSTONES)."""
     caller, hour = unique("herd-"), _past_hour()
     h0, created_ms = hour * HOUR_MS, hour * HOUR_MS - HOUR_MS
-    index: OpenIndex = store._open_index
+    index: OpenIndex = store.triggers._open_index
     base = _at(caller, h0, 0, created_ms)
     dead = [replace(base, trigger_id=f"trg_{i:026d}", fire_at_ms=h0 + i * 3_000_000 // DEAD)
             for i in range(DEAD)]  # part 0, over the hour's first 50 minutes
@@ -131,7 +131,7 @@ async def test_entries_below_a_mark_stay_listed(store: CassandraStore,
     and are held; an entry edited to a time below the mark and ones registered in the past
     (below the mark and above it) are held by their writers; all are listed once, in
     fire-time order, and a held one that finishes is no longer listed."""
-    monkeypatch.setattr(store._open_index.marks, "probe_one_in", 1)
+    monkeypatch.setattr(store.triggers._open_index.marks, "probe_one_in", 1)
     caller, hour = unique("marks-"), _past_hour()
     h0, created_ms = hour * HOUR_MS, hour * HOUR_MS - HOUR_MS
     run = [_at(caller, h0 + i * 30_000, 8 * (i % 8), created_ms) for i in range(60)]
@@ -190,7 +190,7 @@ async def test_a_reader_moves_the_mark_to_the_first_entry_it_found(
     through their tombstones and marks the first entry it found; the next starts there."""
     caller, hour = unique("reader-"), _past_hour()
     h0, created_ms = hour * HOUR_MS, hour * HOUR_MS - HOUR_MS
-    index: OpenIndex = store._open_index
+    index: OpenIndex = store.triggers._open_index
     base = _at(caller, h0, 0, created_ms)
     dead = [replace(base, trigger_id=f"trg_{i:026d}", fire_at_ms=h0 + i * 1_000)
             for i in range(600)]
@@ -213,7 +213,7 @@ async def test_no_mark_passes_now_less_the_lag(store: CassandraStore,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     """Triggers due around now finish: the marks stay OPEN_MARK_LAG_MS behind the clock,
     where an entry still written below them holds itself."""
-    monkeypatch.setattr(store._open_index.marks, "probe_one_in", 1)
+    monkeypatch.setattr(store.triggers._open_index.marks, "probe_one_in", 1)
     caller = unique("lag-")
     now_ms = SystemClock().now_ms()
     ts = [replace(make_trigger(caller, now_ms - 600_000 + i * 60_000, shard=0),

@@ -88,7 +88,7 @@ async def test_a_claim_rewrites_only_what_it_changes_and_fired_expires_the_whole
 async def test_created_hours_is_written_once_per_process_and_hour_unless_outlived(
         store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
     caller = unique("hours-")
-    run = store._run_unlogged
+    run = store.statements.run_unlogged
     written: list[tuple[str, list[Any]]] = []
 
     async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
@@ -96,7 +96,7 @@ async def test_created_hours_is_written_once_per_process_and_hour_unless_outlive
                        if name == "created_hour_put" and params[0] == caller)
         await run(writes)
 
-    monkeypatch.setattr(store, "_run_unlogged", spy)
+    monkeypatch.setattr(store.statements, "run_unlogged", spy)
     first = make_trigger(caller, utc_ms(2031, 3, 2))
     await store.create(first, INDEX_TTL_S)
     same = make_trigger(caller, utc_ms(2031, 3, 1))  # same creation hour, expires sooner
@@ -113,14 +113,14 @@ async def test_created_hours_is_written_once_per_process_and_hour_unless_outlive
 async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
         store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
     caller = unique("coalesce-")
-    run = store._run_unlogged
+    run = store.statements.run_unlogged
     requests: list[list[str]] = []
 
     async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
         requests.append([name for name, _ in writes])
         await run(writes)
 
-    monkeypatch.setattr(store, "_run_unlogged", spy)
+    monkeypatch.setattr(store.statements, "run_unlogged", spy)
     triggers = [make_trigger(caller, utc_ms(2031, 5, 1) + i) for i in range(40)]
     await asyncio.gather(*(store.create(t, INDEX_TTL_S) for t in triggers))
     # 40 registrations, each an index write then a row write, in far fewer requests; each
@@ -139,14 +139,14 @@ async def test_concurrent_registrations_share_batches_and_each_row_is_complete(
 
 async def test_a_large_payload_row_is_written_alone(
         store: CassandraStore, monkeypatch: pytest.MonkeyPatch) -> None:
-    run_unlogged = store._run_unlogged
+    run_unlogged = store.statements.run_unlogged
     batched: list[str] = []
 
     async def spy(writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
         batched.extend(name for name, _ in writes)
         await run_unlogged(writes)
 
-    monkeypatch.setattr(store, "_run_unlogged", spy)
+    monkeypatch.setattr(store.statements, "run_unlogged", spy)
     big = replace(make_trigger(unique("big-"), utc_ms(2031, 5, 2)),
                   payload_json='"' + "x" * 4000 + '"')
     await store.create(big, INDEX_TTL_S)
@@ -236,9 +236,9 @@ async def test_a_row_of_an_earlier_release_is_read_and_moved_where_it_is(
     from trigger_service.adapters.cassandra.statements import row_values
     caller = unique("legacy-")
     old = make_trigger(caller, utc_ms(2031, 8, 1, 9))
-    await store._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
+    await store.triggers._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
     values = [UNSET_VALUE if v is None else v for v in row_values(old).values()]
-    await store._run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
+    await store.statements.run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
     got = await read(store, old.trigger_id)
     assert got == old and got.home_at_ms is None
     assert await store.get_many([old.trigger_id, "trg_missing"]) == [old, None]
@@ -266,9 +266,9 @@ async def legacy_row(store: CassandraStore, caller: str, fire_at_ms: int) -> Tri
 
     from trigger_service.adapters.cassandra.statements import row_values
     old = make_trigger(caller, fire_at_ms)
-    await store._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
+    await store.triggers._write_index(old, INDEX_TTL_S, old.created_at_ms * 1000)
     values = [UNSET_VALUE if v is None else v for v in row_values(old).values()]
-    await store._run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
+    await store.statements.run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
     return await read(store, old.trigger_id)
 
 
@@ -416,9 +416,9 @@ async def test_the_backfill_indexes_the_triggers_of_an_earlier_release(
     everything = await store.list_by_caller(caller, start=NEWEST, last_month=last, limit=10,
                                             status=None)
     assert everything.triggers == []
-    assert caller in await store.listed_callers()
+    assert caller in await store.triggers.listed_callers()
     settings = Settings.from_env({"TRIGGER_CASSANDRA_KEYSPACE": KEYSPACE})
-    assert await backfill_listings(store, settings, utc_ms(2031, 7, 1), [caller]) == 3
+    assert await backfill_listings(store.triggers, settings, utc_ms(2031, 7, 1), [caller]) == 3
     page = await store.list_by_caller(caller, start=start, last_month=last, limit=10,
                                       status=Status.PENDING)
     assert [t.trigger_id for t in page.triggers] == [t.trigger_id for t in old[:3]]

@@ -21,6 +21,8 @@ from cassandra.cluster import EXEC_PROFILE_DEFAULT
 
 from tests.integration.conftest import KEYSPACE, Stack
 from tests.keys import fixture_cipher
+from trigger_service.adapters.cassandra import driver
+from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.app.creation import UNKNOWN_OUTCOME_ATTEMPTS
 from trigger_service.app.registration import NewTrigger
@@ -28,6 +30,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import OutcomeUnknown, StoreTimeout
 from trigger_service.core.model import Trigger, keyed_trigger_id
+from trigger_service.core.ports import Clock
 from trigger_service.http.parsing import request_hash
 
 pytestmark = pytest.mark.integration
@@ -36,13 +39,19 @@ pytestmark = pytest.mark.integration
 class HastyRowStore(CassandraStore):
     """Sends the trigger row with a 1 µs timeout (the index entries with the normal one)."""
 
-    async def _write_row(self, t: Trigger, ts_us: int) -> None:
-        profile = self._cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT]
-        normal_s, profile.request_timeout = profile.request_timeout, 1e-6
-        try:
-            await super()._write_row(t, ts_us)
-        finally:
-            profile.request_timeout = normal_s
+    def _compose(self, statements: driver.Statements, sealer: RowSealer, clock: Clock) -> None:
+        super()._compose(statements, sealer, clock)
+        write_row = self.triggers._write_row
+
+        async def hasty(t: Trigger, ts_us: int) -> None:
+            profile = self._cluster.profile_manager.profiles[EXEC_PROFILE_DEFAULT]
+            normal_s, profile.request_timeout = profile.request_timeout, 1e-6
+            try:
+                await write_row(t, ts_us)
+            finally:
+                profile.request_timeout = normal_s
+
+        self.triggers._write_row = hasty  # type: ignore[method-assign]
 
 
 @pytest.fixture

@@ -127,6 +127,60 @@ def test_the_memory_allow_list_names_real_modules() -> None:
     assert set(MEMORY_ALLOWED) <= {module_name(p) for p in sources()}
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Each of our modules → the modules of ours it imports, wherever in it: at module level,
+    inside a function, and under ``if TYPE_CHECKING:`` too (a type-only import is still a
+    dependency of the design, and a circle closed by one is a circle all the same: it is the
+    guard such a circle usually hides behind). ``from package import name`` imports the
+    submodule ``package.name`` when there is one, else the package."""
+    modules = {module_name(p): p for p in sources()}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name in modules}
+            elif isinstance(node, ast.ImportFrom) and node.module in modules:
+                deps |= {sub if (sub := f"{node.module}.{a.name}") in modules else node.module
+                         for a in node.names}
+        graph[module] = deps - {module}
+    return graph
+
+
+def import_cycle(graph: Mapping[str, set[str]]) -> list[str] | None:
+    """A circle of ``graph``: its modules in import order, the first again at the end; None
+    if there is none."""
+    finished: set[str] = set()
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        if module in path:
+            return [*path[path.index(module):], module]
+        if module in finished:
+            return None
+        path.append(module)
+        for dep in sorted(graph[module]):
+            if (found := visit(dep)) is not None:
+                return found
+        path.pop()
+        finished.add(module)
+        return None
+
+    return next((c for m in sorted(graph) if (c := visit(m)) is not None), None)
+
+
+def test_import_cycle_finds_a_circle_and_only_a_circle() -> None:
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"b"}}) == ["b", "c", "b"]
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    # A circle makes the import order matter (a name read before its module finished) and
+    # ties its modules into one: none can be understood, tested or moved alone.
+    found = import_cycle(import_graph())
+    assert found is None, "import cycle: " + " -> ".join(found or [])
+
+
 def third_party(path: Path) -> set[str]:
     return {i.split(".")[0] for i in imports(path)
             if not ours(i) and i.split(".")[0] not in sys.stdlib_module_names}

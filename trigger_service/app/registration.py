@@ -26,7 +26,8 @@ from trigger_service.core.model import (
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.tags import Labels
 from trigger_service.core.time.jitter import jitter_offset_ms
-from trigger_service.core.time.recurrence import Occurrence, Recurrence
+from trigger_service.core.time.occurrence import Occurrence
+from trigger_service.core.time.recurrence import Recurrence
 from trigger_service.core.time.zones import TZDATA_VERSION
 from trigger_service.core.trace_context import current_traceparent
 

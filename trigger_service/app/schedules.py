@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from trigger_service.app.cpu_shares import metered
 from trigger_service.core.errors import FireAtOutOfRange, InvalidRequest, NonexistentLocalTime
 from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.occurrence import Occurrence
 from trigger_service.core.time.recurrence import (
-    Occurrence,
     Recurrence,
     RuleKind,
     occurrences,

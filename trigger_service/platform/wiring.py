@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import KW_ONLY, dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -47,6 +47,9 @@ from trigger_service.core.trace_context import Tracing
 from trigger_service.core.trigger_jobs import TriggerJobStore
 from trigger_service.platform.metrics import PrometheusMetrics
 from trigger_service.platform.tracing import open_tracing
+
+if TYPE_CHECKING:  # (a driver is loaded by ``Runtime.open`` alone)
+    from trigger_service.adapters.cassandra.store import CassandraStore
 
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
@@ -118,8 +121,6 @@ class Runtime:
         (``CipherError``: KMS) or ``QueueError``."""
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
-        from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
-        from trigger_service.adapters.cassandra.recipients import CassandraRecipients
         from trigger_service.adapters.cassandra.store import CassandraStore
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.ops_events import WebhookOpsEvents
@@ -155,6 +156,7 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
+        recipients, endpoint_health = _on_store(store, settings)
         # Its one connection is opened by the first inbox stream (so only by an API process).
         inbox_bus = RedisInboxBus(redis, open_listener(
             settings.redis.url, tls_ca_file=settings.redis.tls_ca_file))
@@ -163,8 +165,8 @@ class Runtime:
                    clock, metrics, board=RedisOpsBoard(redis, settings.sqs.queue),
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis), resolver=LoopResolver(),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
-                   budget=RedisSendBudget(redis), recipients=CassandraRecipients.of(store),
-                   endpoint_health=CassandraEndpointHealth.of(store, settings.endpoint_health),
+                   budget=RedisSendBudget(redis), recipients=recipients,
+                   endpoint_health=endpoint_health,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
                    flow=RedisFlowLimiter(redis), tracing=tracing,
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue),
@@ -180,6 +182,16 @@ class Runtime:
         """Close every adapter (the queue flushes what it still batches)."""
         for close in self.closers:
             await close()
+
+
+def _on_store(store: CassandraStore, settings: Settings
+              ) -> tuple[RecipientStore, EndpointHealthStore]:
+    """The recipient profiles and the endpoint health records, on ``store``'s statements
+    (prepared on its session; the profiles sealed by its sealer)."""
+    from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
+    from trigger_service.adapters.cassandra.recipients import CassandraRecipients
+    return (CassandraRecipients(store.statements, store.sealer),
+            CassandraEndpointHealth.of(store.statements, settings.endpoint_health))
 
 
 def _flushing(provider: TracerProvider | None) -> Callable[[], Awaitable[None]]:

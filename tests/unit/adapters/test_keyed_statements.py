@@ -5,7 +5,7 @@ another fire time) runs one, the election of the home (``adapters.homes``)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from cassandra.query import UNSET_VALUE
@@ -13,7 +13,6 @@ from cassandra.query import UNSET_VALUE
 from tests.keys import throwaway_cipher
 from tests.unit.app.support import CALLBACK, NOW_MS, SETTINGS
 from trigger_service.adapters import schema
-from trigger_service.adapters.cassandra.indexes import WrittenUntil
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import all_statements
 from trigger_service.adapters.cassandra.store import CassandraStore
@@ -28,21 +27,16 @@ from trigger_service.platform.metrics import InMemoryMetrics
 KEYSPACE = "ks"
 
 
-class SpyStore(CassandraStore):
-    """The real store's statements and row mapping; ``_run`` records each statement's CQL
-    and keeps the trigger rows it is given, instead of a session."""
+class SpyStatements:
+    """``driver.Statements`` without a session: records each statement's name and keeps the
+    trigger rows it is given."""
 
-    def __init__(self) -> None:  # no cluster: nothing here talks to one
-        self.list_max_rows = 2000
-        self._versions = WrittenUntil()
-        self.texts = all_statements(KEYSPACE)
+    def __init__(self) -> None:
         self.ran: list[str] = []
         self.pointers: dict[str, dict[str, Any]] = {}  # triggers: id -> where its row is
         self.rows: dict[tuple[Any, ...], dict[str, Any]] = {}  # triggers_by_minute, by key
-        self._sealer = RowSealer(throwaway_cipher(), seal_payloads=True)
-        self._coalesce(SystemClock())  # a lone registration's writes go at once
 
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    async def run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         self.ran.append(name)
         if name == "home_put_keyed":
             p = self.pointers.setdefault(params[-1], {
@@ -68,9 +62,30 @@ class SpyStore(CassandraStore):
             return [self.rows[tuple(params)]]
         return []
 
-    async def _run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    async def pages(self, name: str, params: Sequence[Any], page_size: int | None = None
+                    ) -> AsyncIterator[list[dict[str, Any]]]:
+        if rows := await self.run(name, params):
+            yield rows
+
+    async def run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
         for name, params in writes:
-            await self._run(name, params)
+            await self.run(name, params)
+
+    async def run_conditional(self, writes: Sequence[tuple[str, Sequence[Any]]]
+                              ) -> list[dict[str, Any]]:
+        return [row for name, params in writes for row in await self.run(name, params)]
+
+
+class SpyStore(CassandraStore):
+    """The real store's parts and row mapping, on ``SpyStatements`` instead of a session."""
+
+    def __init__(self) -> None:  # no cluster: nothing here talks to one
+        self.texts = all_statements(KEYSPACE)
+        self.spy = SpyStatements()
+        self.ran = self.spy.ran
+        # A system clock: a lone registration's writes go at once.
+        self._compose(self.spy, RowSealer(throwaway_cipher(), seal_payloads=True),
+                      SystemClock())
 
     def conditional(self) -> list[str]:
         return [name for name in self.ran if " IF " in self.texts[name]]

@@ -3,7 +3,7 @@ stale; and a rotation in a taken millisecond (the in-memory store, as the real o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -129,16 +129,26 @@ class _CountingCipher:
         return self._inner.is_current(value)
 
 
-class _InboxRows(CassandraInbox):
-    """The Cassandra inbox over rows in hand (newest first, as ``inbox_before`` reads)."""
+class _InboxRows:
+    """The inbox's statements over rows in hand (newest first, as ``inbox_before`` reads)."""
 
-    def __init__(self, rows: list[dict[str, Any]], sealer: RowSealer) -> None:
+    def __init__(self, rows: list[dict[str, Any]]) -> None:
         self._rows = rows
-        self._sealer = sealer
 
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
+    async def run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
         assert name == "inbox_before"
         return [r for r in self._rows if r[schema.COL_MESSAGE_ID] < params[2]]
+
+    def pages(self, name: str, params: Sequence[Any], page_size: int | None = None
+              ) -> AsyncIterator[list[dict[str, Any]]]:
+        raise AssertionError("the inbox lists by run")
+
+    async def run_unlogged(self, writes: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        raise AssertionError("a listing writes nothing")
+
+    async def run_conditional(self, writes: Sequence[tuple[str, Sequence[Any]]]
+                              ) -> list[dict[str, Any]]:
+        raise AssertionError("a listing writes nothing")
 
 
 async def test_an_unread_listing_opens_no_read_message(tmp_path: Path) -> None:
@@ -154,7 +164,8 @@ async def test_an_unread_listing_opens_no_read_message(tmp_path: Path) -> None:
                 schema.COL_CREATED_AT_MS: i, schema.COL_READ_AT_MS: read_at_ms,
                 schema.COL_DELETED_AT_MS: None}
 
-    inbox = _InboxRows([row(i, None if i < 2 else 5) for i in reversed(range(12))], rows)
+    inbox = CassandraInbox(_InboxRows([row(i, None if i < 2 else 5)
+                                       for i in reversed(range(12))]), rows)
     page = await inbox.list_inbox("c", "ada", before=None, limit=10, unread_only=True)
     assert [(m.message_id, m.title) for m in page.items] == [
         ("msg_01", "title 1"), ("msg_00", "title 0")]

@@ -20,7 +20,8 @@ from trigger_service.core.time.catchup import (
     parse_policy,
     pick,
 )
-from trigger_service.core.time.recurrence import Occurrence, Recurrence, RuleKind, parse_rule
+from trigger_service.core.time.occurrence import Occurrence
+from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
 from trigger_service.core.time.zones import load_zone
 
 T0 = 1_700_000_000_000 - 1_700_000_000_000 % 3_600_000  # on the hour

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.cassandra.triggers import CassandraTriggers
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import fire_month
 from trigger_service.core.ports import ListCursor
@@ -22,21 +22,22 @@ _DAY_MS = 86_400_000
 _PAGE = 500
 
 
-async def backfill_listings(store: CassandraStore, settings: Settings, now_ms: int,
-                              callers: Sequence[str] | None = None) -> int:
-    """Write the listing entries of every trigger (of ``callers``; None: of every caller
-    with fire-month entries); returns how many were open. Raises ``StoreError``."""
+async def backfill_listings(triggers: CassandraTriggers, settings: Settings, now_ms: int,
+                            callers: Sequence[str] | None = None) -> int:
+    """Write the listing entries of every trigger of ``triggers`` (``CassandraStore.triggers``)
+    of ``callers`` (None: of every caller with fire-month entries); returns how many were
+    open. Raises ``StoreError``."""
     first = fire_month(now_ms - (settings.retention_days + 2) * _DAY_MS)
     last = fire_month(now_ms + (settings.api.max_fire_ahead_days + 2) * _DAY_MS)
     written = 0
-    for caller in await store.listed_callers() if callers is None else callers:
+    for caller in await triggers.listed_callers() if callers is None else callers:
         cursor: ListCursor | None = (first, -(2**63), "")
         while cursor is not None:
-            page = await store.legacy_listing(caller, start=cursor, last_month=last,
-                                              limit=_PAGE)
+            page = await triggers.legacy_listing(caller, start=cursor, last_month=last,
+                                                 limit=_PAGE)
             # A page's triggers at once: the writes are independent and idempotent.
             await asyncio.gather(*(
-                store.reindex(t, settings.index_ttl_s(t.fire_at_ms, now_ms), now_ms)
+                triggers.reindex(t, settings.index_ttl_s(t.fire_at_ms, now_ms), now_ms)
                 for t in page.triggers))
             written += sum(not t.status.terminal for t in page.triggers)
             cursor = page.next_cursor

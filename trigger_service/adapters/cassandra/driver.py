@@ -12,8 +12,8 @@ to hold (the zone-rules index of a release and shard, a replay job's items). Not
 hands back the first page alone.
 
 Writes to many rows of one partition go in unlogged batches of :data:`ROWS_PER_BATCH`
-(:func:`write_in_batches`); the mixins of ``CassandraStore`` run their statements through
-what :class:`StoreStatements` declares.
+(:func:`write_in_batches`). The parts of ``CassandraStore`` run its statements by name
+through :class:`Statements` (:class:`PreparedStatements`: prepared on its session).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from cassandra import (
     AuthenticationFailed,
@@ -250,18 +250,48 @@ def _settle(fut: asyncio.Future[Page], value: Page | None, exc: BaseException | 
         fut.set_result(value)
 
 
-class StoreStatements:
-    """The base of ``CassandraStore``'s mixins: the statements they run by name, on the
-    store's session with its prepared statements (``CassandraStore`` provides them)."""
+class Statements(Protocol):
+    """The store's statements, run by name: what each part of the store is given to reach
+    Cassandra (:class:`PreparedStatements`, or a test's double). Raises ``StoreError``."""
 
-    async def _run(self, name: str, params: Sequence[Any]) -> list[Row]:
+    async def run(self, name: str, params: Sequence[Any]) -> list[Row]:
         """Every row of a statement, all pages read (:func:`execute`)."""
-        raise NotImplementedError  # provided by CassandraStore
 
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[Row]]:
-        """Every row of a statement, a page at a time (:func:`pages`)."""
-        raise NotImplementedError  # provided by CassandraStore
+    def pages(self, name: str, params: Sequence[Any], page_size: int | None = None
+              ) -> AsyncIterator[list[Row]]:
+        """Every row of a statement, a page at a time (:func:`pages`): ``page_size`` rows a
+        page, or the session's fetch size."""
 
-    async def _run_unlogged(self, writes: Sequence[Write]) -> None:
+    async def run_unlogged(self, writes: Sequence[Write]) -> None:
         """Independent writes as one unlogged batch (:func:`execute_unlogged`)."""
-        raise NotImplementedError  # provided by CassandraStore
+
+    async def run_conditional(self, writes: Sequence[Write]) -> list[Row]:
+        """Conditional writes to one partition as one request (:func:`execute_conditional`)."""
+
+
+class PreparedStatements:
+    """``Statements`` prepared on one session (blocking: :func:`prepare`)."""
+
+    def __init__(self, session: Session, queries: dict[str, str]) -> None:
+        self._session = session
+        self._prepared = prepare(session, queries)
+
+    async def run(self, name: str, params: Sequence[Any]) -> list[Row]:
+        return await execute(self._session, name, self._prepared[name], params)
+
+    def pages(self, name: str, params: Sequence[Any], page_size: int | None = None
+              ) -> AsyncIterator[list[Row]]:
+        stmt = self._prepared[name].bind(params)
+        if page_size is not None:
+            stmt.fetch_size = page_size
+        return pages(self._session, name, stmt)
+
+    async def run_unlogged(self, writes: Sequence[Write]) -> None:
+        await execute_unlogged(self._session, "+".join(name for name, _ in writes),
+                               [(self._prepared[name], params) for name, params in writes])
+
+    async def run_conditional(self, writes: Sequence[Write]) -> list[Row]:
+        return await execute_conditional(
+            self._session, "+".join(sorted({name for name, _ in writes})),
+            [(self._prepared[name], params) for name, params in writes])
+

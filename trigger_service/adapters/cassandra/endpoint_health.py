@@ -1,6 +1,6 @@
 """``EndpointHealthStore`` on Cassandra (``endpoint_health_by_caller``, infra/cql/027), on the
-session of ``CassandraStore`` (its statements are prepared with the store's). A partition per
-caller; every write is an LWT (``core.ports.endpoint_health``).
+statements of ``CassandraStore`` (``CassandraStore.statements``: prepared on its session). A
+partition per caller; every write is an LWT (``core.ports.endpoint_health``).
 
 Bounded: every write rewrites each column the record has, with ``USING TTL ttl_s``, so a
 record lives ``ttl_s`` after its last change (a column written alone would outlive the
@@ -21,8 +21,8 @@ of the partition (``driver.write_in_batches``).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from cassandra.query import UNSET_VALUE
 
@@ -31,12 +31,6 @@ from trigger_service.adapters.cassandra import driver
 from trigger_service.config.endpoint_health import EndpointHealthSettings
 from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger
 
-if TYPE_CHECKING:
-    from trigger_service.adapters.cassandra.store import CassandraStore
-
-Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]
-# (statement name, parameters, page size) → its rows, a page at a time
-Pages = Callable[[str, Sequence[Any], int], AsyncIterator[list[dict[str, Any]]]]
 _FIRST, _LAST, _FAILURES, _ERROR, _DISABLED, _NOTIFIED = s.ENDPOINT_HEALTH_COLUMNS
 _APPLIED = "[applied]"
 _UNSET = UNSET_VALUE
@@ -103,48 +97,39 @@ def _counts(h: EndpointHealth) -> list[Any]:
 
 
 class CassandraEndpointHealth:
-    def __init__(self, run: Run, pages: Pages, run_unlogged: driver.RunUnlogged, *,
-                 ttl_s: int, page_size: int) -> None:
-        self._run = run
-        self._pages = pages
-        self._run_unlogged = run_unlogged
+    def __init__(self, cql: driver.Statements, *, ttl_s: int, page_size: int) -> None:
+        self._cql = cql
         self.ttl_s = ttl_s
         self._page_size = page_size
         self._legacy_empty = False  # the 021 partition was read empty (by this process)
 
     @classmethod
-    def of(cls, store: CassandraStore, settings: EndpointHealthSettings
+    def of(cls, cql: driver.Statements, settings: EndpointHealthSettings
            ) -> CassandraEndpointHealth:
-        """On ``store``'s session (its statements are prepared there), with the settings'
+        """On the store's statements (``CassandraStore.statements``), with the settings'
         ``record_ttl_s`` and ``page_size``."""
-        def pages(name: str, params: Sequence[Any], size: int
-                  ) -> AsyncIterator[list[dict[str, Any]]]:
-            stmt = store._prepared[name].bind(params)
-            stmt.fetch_size = size
-            return driver.pages(store._session, name, stmt)
-        return cls(store._run, pages, store._run_unlogged, ttl_s=settings.record_ttl_s,
-                   page_size=settings.page_size)
+        return cls(cql, ttl_s=settings.record_ttl_s, page_size=settings.page_size)
 
     async def endpoint_health(self, caller: str | None = None) -> list[EndpointHealth]:
         if caller is not None:
-            return [_health(r) for r in await self._run("eh_caller", [caller])]
+            return [_health(r) for r in await self._cql.run("eh_caller", [caller])]
         if not self._legacy_empty:
             await self._move_legacy()
         out: list[EndpointHealth] = []
-        async for page in self._pages("eh_all", [], self._page_size):
+        async for page in self._cql.pages("eh_all", [], self._page_size):
             out += (_health(r) for r in page)
         # A token range scan comes in token order: in (caller, origin) order for the caller.
         return sorted(out, key=lambda h: h.key)
 
     async def _move_legacy(self) -> None:
         moved = 0
-        async for page in self._pages("eh_legacy", [s.ENDPOINT_HEALTH_KEY], self._page_size):
+        async for page in self._cql.pages("eh_legacy", [s.ENDPOINT_HEALTH_KEY], self._page_size):
             for r in page:
                 h = _health(r)
-                await self._run("eh_first", [h.caller, h.origin, *_counts(h),
-                                             _set(h.disabled_at_ms), _set(h.notified_at_ms),
-                                             self.ttl_s])
-                await self._run("eh_legacy_drop", [s.ENDPOINT_HEALTH_KEY, h.caller, h.origin])
+                await self._cql.run("eh_first", [h.caller, h.origin, *_counts(h),
+                                                 _set(h.disabled_at_ms), _set(h.notified_at_ms),
+                                                 self.ttl_s])
+                await self._cql.run("eh_legacy_drop", [s.ENDPOINT_HEALTH_KEY, h.caller, h.origin])
                 moved += 1
         self._legacy_empty = moved == 0
 
@@ -153,56 +138,56 @@ class CassandraEndpointHealth:
         origins = await self._origins(h.caller, max_per_caller)
         if h.origin not in origins and len(origins) >= max_per_caller:
             return None  # the caller's cap: not tracked
-        rows = await self._run("eh_first", [h.caller, h.origin, *_counts(h), _UNSET, _UNSET,
-                                            self.ttl_s])
+        rows = await self._cql.run("eh_first", [h.caller, h.origin, *_counts(h), _UNSET, _UNSET,
+                                                self.ttl_s])
         if not _applied(rows):
             # Not applied: the row holds the record that was there (every column).
             return _health(rows[0])
         origins = await self._origins(h.caller, max_per_caller)
         if len(origins - {h.origin}) >= max_per_caller:  # another made one meanwhile
-            await self._run("eh_untrack", [h.caller, h.origin, h.first_failure_at_ms])
+            await self._cql.run("eh_untrack", [h.caller, h.origin, h.first_failure_at_ms])
             return None
         return h
 
     async def _origins(self, caller: str, cap: int) -> set[str]:
         """The caller's tracked origins, ``cap + 1`` at most."""
-        return {r[s.COL_ORIGIN] for r in await self._run("eh_origins", [caller, cap + 1])}
+        return {r[s.COL_ORIGIN] for r in await self._cql.run("eh_origins", [caller, cap + 1])}
 
     async def note_failures(self, h: EndpointHealth) -> bool:
-        return _applied(await self._run("eh_again", [
+        return _applied(await self._cql.run("eh_again", [
             self.ttl_s, *_counts(h), _set(h.disabled_at_ms), _set(h.notified_at_ms), h.caller,
             h.origin, h.first_failure_at_ms, h.disabled_at_ms, h.notified_at_ms]))
 
     async def mark_disabled(self, h: EndpointHealth, at_ms: int) -> bool:
-        return _applied(await self._run("eh_disable", [
+        return _applied(await self._cql.run("eh_disable", [
             self.ttl_s, *_counts(h), at_ms, h.caller, h.origin, h.first_failure_at_ms]))
 
     async def mark_notified(self, h: EndpointHealth, at_ms: int) -> None:
-        await self._run("eh_notified", [self.ttl_s, *_counts(h), h.disabled_at_ms, at_ms,
-                                        h.caller, h.origin, h.first_failure_at_ms,
-                                        h.disabled_at_ms])
+        await self._cql.run("eh_notified", [self.ttl_s, *_counts(h), h.disabled_at_ms, at_ms,
+                                            h.caller, h.origin, h.first_failure_at_ms,
+                                            h.disabled_at_ms])
 
     async def clear_failing(self, caller: str, origin: str) -> bool:
-        return _applied(await self._run("eh_clear_failing", [caller, origin]))
+        return _applied(await self._cql.run("eh_clear_failing", [caller, origin]))
 
     async def clear(self, caller: str, origin: str) -> EndpointHealth | None:
-        rows = await self._run("eh_one", [caller, origin])
+        rows = await self._cql.run("eh_one", [caller, origin])
         if not rows:
             return None
-        await self._run("eh_clear", [caller, origin])
+        await self._cql.run("eh_clear", [caller, origin])
         return _health(rows[0])
 
     # --- the index of held triggers -------------------------------------------------------
     async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
                         ) -> None:
-        await self._run("eh_hold", [caller, origin, held.due_at_ms, held.trigger_id, ttl_s])
+        await self._cql.run("eh_hold", [caller, origin, held.due_at_ms, held.trigger_id, ttl_s])
 
     async def held_since(self, caller: str, origin: str, since_ms: int
                          ) -> AsyncIterator[list[HeldTrigger]]:
-        async for page in self._pages("eh_held", [caller, origin, since_ms], self._page_size):
+        async for page in self._cql.pages("eh_held", [caller, origin, since_ms], self._page_size):
             yield [HeldTrigger(r[s.COL_TRIGGER_ID], r[s.COL_DUE_AT_MS]) for r in page]
 
     async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
                           ) -> None:
-        await driver.write_in_batches(self._run_unlogged, [
+        await driver.write_in_batches(self._cql.run_unlogged, [
             ("eh_unhold", [caller, origin, h.due_at_ms, h.trigger_id]) for h in held])

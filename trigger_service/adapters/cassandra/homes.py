@@ -1,7 +1,7 @@
 """``KeyedRows`` on Cassandra: the pointer row in ``triggers`` (with ``creations`` and
 ``live_home``), the rows in ``triggers_by_second``; ``adapters.homes`` builds one row per
-keyed trigger id on them. Held by ``CassandraStore``, which owns the connection, the
-index writes and the row writes.
+keyed trigger id on them. Held by ``.triggers`` (``CassandraTriggers``), which owns
+the index writes and the row writes.
 """
 
 from __future__ import annotations

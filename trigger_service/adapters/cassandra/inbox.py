@@ -1,5 +1,5 @@
-"""``InboxStore`` on Cassandra (table in ``infra/cql/009_inbox.cql``), mixed into
-``CassandraStore`` (one session).
+"""``InboxStore`` on Cassandra (table in ``infra/cql/009_inbox.cql``): a part of
+``CassandraStore``, on its statements and sealer.
 
 A message is written once with ``INSERT IF NOT EXISTS`` (a redelivery finds it and changes
 nothing, read time included); the read time is set with an LWT ``IF read_at_ms = null`` (the
@@ -11,10 +11,10 @@ bound to its message and column); rows written in clear read as they are.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.sealing import RowSealer, inbox_context
 from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 
@@ -55,12 +55,10 @@ def _opened_message(r: dict[str, Any]) -> InboxMessage:
 
 
 class CassandraInbox:
-    """Needs ``_run(name, params)`` and ``_sealer`` from ``CassandraStore``."""
-
-    _sealer: RowSealer
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
+    def __init__(self, cql: driver.Statements, sealer: RowSealer) -> None:
+        """On the store's statements and sealer (``CassandraStore.statements``, ``.sealer``)."""
+        self._cql = cql
+        self._sealer = sealer
 
     async def _message(self, r: dict[str, Any]) -> InboxMessage | None:
         """The message ``r`` holds, its sealed columns opened; None for a deleted marker or a
@@ -74,7 +72,7 @@ class CassandraInbox:
         return _opened_message(opened)
 
     async def _row(self, caller: str, recipient: str, message_id: str) -> dict[str, Any] | None:
-        rows = await self._run("inbox_get", [caller, recipient, message_id])
+        rows = await self._cql.run("inbox_get", [caller, recipient, message_id])
         return rows[0] if rows else None
 
     async def put_inbox_message(self, m: InboxMessage, ttl_s: int) -> InboxMessage | None:
@@ -82,7 +80,7 @@ class CassandraInbox:
             return self._sealer.seal_text(value, inbox_context(
                 m.caller, m.recipient, m.message_id, column))
 
-        rows = await self._run("inbox_put", [
+        rows = await self._cql.run("inbox_put", [
             m.caller, m.recipient, m.message_id, m.trigger_id, m.occurrence_id,
             sealed("title", m.title), sealed("body", m.body), sealed("data", m.data_json),
             m.created_at_ms, ttl_s])
@@ -104,7 +102,7 @@ class CassandraInbox:
         found: list[InboxMessage] = []
         cursor = before or _ABOVE_ALL
         for _ in range(_LIST_MAX_READS):
-            rows = await self._run("inbox_before", [caller, recipient, cursor, _READ_ROWS])
+            rows = await self._cql.run("inbox_before", [caller, recipient, cursor, _READ_ROWS])
             for r in rows:
                 cursor = r[s.COL_MESSAGE_ID]
                 if unread_only and r.get(s.COL_READ_AT_MS) is not None:
@@ -120,7 +118,7 @@ class CassandraInbox:
 
     async def inbox_after(self, caller: str, recipient: str, after: str,
                           limit: int) -> list[InboxMessage]:
-        rows = await self._run("inbox_after", [caller, recipient, after, limit])
+        rows = await self._cql.run("inbox_after", [caller, recipient, after, limit])
         found = [await self._message(r) for r in rows]
         return [m for m in found if m is not None]
 
@@ -130,8 +128,8 @@ class CassandraInbox:
         m = None if row is None else await self._message(row)
         if row is None or m is None or m.read_at_ms is not None:
             return m
-        await self._run("inbox_read", [row[s.COL_TTL] or 0, read_at_ms, caller, recipient,
-                                       message_id])
+        await self._cql.run("inbox_read", [row[s.COL_TTL] or 0, read_at_ms, caller, recipient,
+                                           message_id])
         # Applied or not (a concurrent first read won), the stored time is the answer.
         return await self.get_inbox_message(caller, recipient, message_id)
 
@@ -140,5 +138,5 @@ class CassandraInbox:
         row = await self._row(caller, recipient, message_id)
         if row is None or row.get(s.COL_DELETED_AT_MS) is not None:
             return  # unknown (a marker would outlive nothing) or deleted already
-        await self._run("inbox_delete", [row[s.COL_TTL] or 0, now_ms, caller, recipient,
-                                         message_id])
+        await self._cql.run("inbox_delete", [row[s.COL_TTL] or 0, now_ms, caller, recipient,
+                                             message_id])

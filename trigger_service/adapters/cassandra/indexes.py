@@ -1,7 +1,7 @@
 """The indexes that find triggers by fire time: the entries a trigger's fire time writes (the
 due index, the zone-rules index and its small "which releases" table), and a page of the
 fire-month listing earlier releases wrote (``triggers_by_caller``: the backfill reads it).
-Used by ``CassandraStore``."""
+Used by ``.triggers``."""
 
 from __future__ import annotations
 

@@ -1,12 +1,10 @@
-"""``CallerPauses`` on Cassandra (``paused_callers``, infra/cql/017), mixed into
-``CassandraStore`` (one session). One partition: the whole table is a handful of rows."""
+"""``CallerPauses`` on Cassandra (``paused_callers``, infra/cql/017): a part of
+``CassandraStore``, on its statements. One partition: the whole table is a handful of rows."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
-
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 
 
 def pause_queries(keyspace: str) -> dict[str, str]:
@@ -23,17 +21,16 @@ def pause_queries(keyspace: str) -> dict[str, str]:
 
 
 class CassandraCallerPauses:
-    """Needs ``_run`` from ``CassandraStore``."""
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
+    def __init__(self, cql: driver.Statements) -> None:
+        """On the store's statements (``CassandraStore.statements``)."""
+        self._cql = cql
 
     async def pause_caller(self, caller: str, paused_at_ms: int) -> None:
-        await self._run("caller_pause", [s.PAUSED_CALLERS_KEY, caller, paused_at_ms])
+        await self._cql.run("caller_pause", [s.PAUSED_CALLERS_KEY, caller, paused_at_ms])
 
     async def resume_caller(self, caller: str) -> None:
-        await self._run("caller_resume", [s.PAUSED_CALLERS_KEY, caller])
+        await self._cql.run("caller_resume", [s.PAUSED_CALLERS_KEY, caller])
 
     async def paused_callers(self) -> dict[str, int]:
-        rows = await self._run("callers_paused", [s.PAUSED_CALLERS_KEY])
+        rows = await self._cql.run("callers_paused", [s.PAUSED_CALLERS_KEY])
         return {r[s.COL_CALLER]: r[s.COL_PAUSED_AT_MS] for r in rows}

@@ -1,5 +1,5 @@
 """``RecipientStore`` on Cassandra (tables in ``infra/cql/016_recipients.cql``), on the
-session and sealer of ``CassandraStore`` (its statements are prepared with the store's).
+statements and sealer of ``CassandraStore`` (its statements are prepared on the store's session).
 
 A profile is one row, its JSON sealed (context: table, caller, id) when payloads are sealed
 (``TRIGGER_ENCRYPTION_PAYLOADS``: the profile holds the same kind of data as a plan, the
@@ -11,10 +11,10 @@ from __future__ import annotations
 import asyncio
 import heapq
 import zlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.core.ports.recipient import LinkedTrigger, ZoneChange
 from trigger_service.core.recipient_profiles import (
@@ -22,12 +22,6 @@ from trigger_service.core.recipient_profiles import (
     profile_from_json,
     profile_to_json,
 )
-
-if TYPE_CHECKING:
-    from trigger_service.adapters.cassandra.store import CassandraStore
-
-Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]
-Pages = Callable[[str, Sequence[Any]], AsyncIterator[list[dict[str, Any]]]]
 
 
 def recipient_queries(keyspace: str) -> dict[str, str]:
@@ -71,23 +65,18 @@ def _context(caller: str, recipient_id: str) -> str:
 
 
 class CassandraRecipients:
-    def __init__(self, run: Run, pages: Pages, sealer: RowSealer) -> None:
-        self._run = run
-        self._pages = pages
+    def __init__(self, cql: driver.Statements, sealer: RowSealer) -> None:
+        """On the store's statements and sealer (``CassandraStore.statements``, ``.sealer``):
+        one session, one sealer."""
+        self._cql = cql
         self._sealer = sealer
-
-    @classmethod
-    def of(cls, store: CassandraStore) -> CassandraRecipients:
-        """On ``store``'s session (its statements are prepared there) and its sealer."""
-        # One session, one sealer: the store's.
-        return cls(store._run, store._pages, store._sealer)
 
     async def _open(self, caller: str, recipient_id: str, text: str) -> RecipientProfile:
         text = await self._sealer.open_text(text, _context(caller, recipient_id))
         return profile_from_json(recipient_id, text)
 
     async def get_profile(self, caller: str, recipient_id: str) -> RecipientProfile | None:
-        rows = await self._run("recipient_get", [caller, _part(recipient_id), recipient_id])
+        rows = await self._cql.run("recipient_get", [caller, _part(recipient_id), recipient_id])
         if not rows or rows[0][s.COL_PROFILE] is None:
             return None
         return await self._open(caller, recipient_id, rows[0][s.COL_PROFILE])
@@ -96,17 +85,17 @@ class CassandraRecipients:
         # JSON never reads as sealed: sealed exactly when payloads are.
         text = self._sealer.seal_text(profile_to_json(profile),
                                       _context(caller, profile.recipient_id))
-        await self._run("recipient_put", [text, caller, _part(profile.recipient_id),
-                                          profile.recipient_id])
+        await self._cql.run("recipient_put", [text, caller, _part(profile.recipient_id),
+                                              profile.recipient_id])
 
     async def delete_profile(self, caller: str, recipient_id: str) -> None:
-        await self._run("recipient_delete", [caller, _part(recipient_id), recipient_id])
+        await self._cql.run("recipient_delete", [caller, _part(recipient_id), recipient_id])
 
     async def list_profiles(self, caller: str, after: str, limit: int
                             ) -> list[RecipientProfile]:
         # Each partition's first ``limit`` after the cursor, merged: the first ``limit`` of
         # all (bounded: RECIPIENT_PARTS reads of at most ``limit`` rows).
-        pages = await asyncio.gather(*(self._run("recipient_list", [caller, p, after, limit])
+        pages = await asyncio.gather(*(self._cql.run("recipient_list", [caller, p, after, limit])
                                        for p in range(s.RECIPIENT_PARTS)))
         rows = heapq.merge(*pages, key=lambda r: str(r[s.COL_RECIPIENT_ID]))
         out: list[RecipientProfile] = []
@@ -119,33 +108,33 @@ class CassandraRecipients:
         return out
 
     async def count_profiles(self, caller: str) -> int:
-        counts = await asyncio.gather(*(self._run("recipient_count", [caller, p])
+        counts = await asyncio.gather(*(self._cql.run("recipient_count", [caller, p])
                                         for p in range(s.RECIPIENT_PARTS)))
         return sum(int(rows[0]["n"]) for rows in counts if rows)
 
     async def link(self, caller: str, recipient_id: str, entry: LinkedTrigger,
                    ttl_s: int) -> None:
-        await self._run("recipient_link", [caller, recipient_id, entry.trigger_id,
-                                           entry.home_at_ms, entry.shard, ttl_s])
+        await self._cql.run("recipient_link", [caller, recipient_id, entry.trigger_id,
+                                               entry.home_at_ms, entry.shard, ttl_s])
 
     async def linked(self, caller: str, recipient_id: str
                      ) -> AsyncIterator[list[LinkedTrigger]]:
-        async for rows in self._pages("recipient_linked", [caller, recipient_id]):
+        async for rows in self._cql.pages("recipient_linked", [caller, recipient_id]):
             yield [LinkedTrigger(r[s.COL_TRIGGER_ID], r[s.COL_HOME_AT_MS], r[s.COL_SHARD])
                    for r in rows]
 
     async def record_zone_change(self, change: ZoneChange) -> None:
-        await self._run("zone_change_put", [
+        await self._cql.run("zone_change_put", [
             change.changed_at_ms, _zone_part(change.caller, change.recipient_id),
             change.caller, change.recipient_id])
 
     async def zone_changes(self, limit: int) -> list[ZoneChange]:
-        pages = await asyncio.gather(*(self._run("zone_change_list", [k, limit])
+        pages = await asyncio.gather(*(self._cql.run("zone_change_list", [k, limit])
                                        for k in range(s.ZONE_CHANGE_PARTS)))
         return [ZoneChange(r[s.COL_CALLER], r[s.COL_RECIPIENT_ID], r[s.COL_CHANGED_AT_MS])
                 for rows in pages for r in rows][:limit]
 
     async def complete_zone_change(self, change: ZoneChange) -> None:
-        await self._run("zone_change_done", [
+        await self._cql.run("zone_change_done", [
             _zone_part(change.caller, change.recipient_id), change.caller,
             change.recipient_id, change.changed_at_ms])

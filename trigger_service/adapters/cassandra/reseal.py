@@ -1,7 +1,7 @@
-"""The trigger rows' part of ``Resealer`` (``python -m reconciler --reencrypt``), mixed into
-``CassandraStore``: every row of ``triggers_by_second`` is read, a page at a time to the
-last page, and each sealed column (``schema.SEALED_COLUMNS``) that ``RowSealer.stale`` finds
-is sealed again under the current key.
+"""The trigger rows' part of ``Resealer`` (``python -m reconciler --reencrypt``), a part of
+``CassandraStore`` on its statements and sealer: every row of ``triggers_by_second`` is read,
+a page at a time to the last page, and each sealed column (``schema.SEALED_COLUMNS``) that
+``RowSealer.stale`` finds is sealed again under the current key.
 
 Each rewrite is an LWT on the value read (``IF payload = <read>``): a concurrent edit, or a
 finished trigger's terminal rewrite, changes the value first and the rewrite does nothing
@@ -12,12 +12,12 @@ are left as they are: they read the same either way and end with their triggers.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 import structlog
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.sealing import RowSealer, column_context
 from trigger_service.core.errors import CipherError
 from trigger_service.core.ports.crypto import ResealReport
@@ -45,19 +45,14 @@ def reseal_queries(keyspace: str) -> dict[str, str]:
 
 
 class CassandraReseal:
-    """Needs ``_run``, ``_pages`` and ``_sealer`` from ``CassandraStore``."""
-
-    _sealer: RowSealer
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        raise NotImplementedError  # provided by CassandraStore
+    def __init__(self, cql: driver.Statements, sealer: RowSealer) -> None:
+        """On the store's statements and sealer (``CassandraStore.statements``, ``.sealer``)."""
+        self._cql = cql
+        self._sealer = sealer
 
     async def reseal_triggers(self) -> ResealReport:
         report = ResealReport()
-        async for page in self._pages("reseal_scan", []):
+        async for page in self._cql.pages("reseal_scan", []):
             for row in page:
                 report = _add(report, await self._reseal_row(row))
         return report
@@ -78,7 +73,7 @@ class CassandraReseal:
                           error=str(e))
                 failed += 1
                 continue
-            done = await self._run(f"reseal_{column}", [
+            done = await self._cql.run(f"reseal_{column}", [
                 row.get(_ttl_alias(column)) or 0, self._sealer.cipher.seal(plain, context),
                 *(row[c] for c in _KEY), value])
             if done and done[0].get(s.LWT_APPLIED):

@@ -4,7 +4,7 @@ trigger was created with (its home, ``Trigger.home_at_ms``) and a group of shard
 cancels) that share a partition go to Cassandra as one conditional ``BATCH``: one Paxos round
 for many triggers, not one each.
 
-Held by ``CassandraStore`` (which owns the connection and the pointers in ``triggers``).
+Held by ``.triggers`` (``CassandraTriggers``, which writes the pointers in ``triggers``).
 """
 
 from __future__ import annotations

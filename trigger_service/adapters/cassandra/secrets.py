@@ -1,5 +1,5 @@
-"""``SecretStore`` on Cassandra (``signing_secrets``, infra/cql/007), mixed into
-``CassandraStore`` (one session), with the secrets' part of ``Resealer``.
+"""``SecretStore`` on Cassandra (``signing_secrets``, infra/cql/007), with the secrets'
+part of ``Resealer``: a part of ``CassandraStore``, on its statements and sealer.
 
 A secret is always sealed (``sealing.RowSealer``; rows of releases before are in clear and
 read as they are). A rotation takes its millisecond with ``INSERT IF NOT EXISTS``: two
@@ -11,12 +11,10 @@ millisecond. Reads take the newest few only (``LIMIT``): each secret read is ope
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
-
 import structlog
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.core.errors import CipherError, StoreError
 from trigger_service.core.ports.crypto import ResealReport
@@ -46,36 +44,31 @@ def secret_queries(keyspace: str) -> dict[str, str]:
 
 
 class CassandraSecrets:
-    """Needs ``_run``, ``_pages`` and ``_sealer`` from ``CassandraStore``."""
-
-    _sealer: RowSealer
-
-    async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
-        raise NotImplementedError  # provided by CassandraStore
-
-    def _pages(self, name: str, params: Sequence[Any]) -> AsyncIterator[list[dict[str, Any]]]:
-        raise NotImplementedError  # provided by CassandraStore
+    def __init__(self, cql: driver.Statements, sealer: RowSealer) -> None:
+        """On the store's statements and sealer (``CassandraStore.statements``, ``.sealer``)."""
+        self._cql = cql
+        self._sealer = sealer
 
     async def add_secret(self, caller: str, created_at_ms: int, secret: str) -> int:
         for ms in range(created_at_ms, created_at_ms + _ROTATION_TRIES):
-            rows = await self._run("secret_put", [
+            rows = await self._cql.run("secret_put", [
                 caller, ms, self._sealer.seal_secret(caller, ms, secret)])
             if rows and rows[0].get(s.LWT_APPLIED):
                 return ms
         raise StoreError(f"no free millisecond for {caller}'s rotation near {created_at_ms}")
 
     async def secrets(self, caller: str, limit: int) -> list[tuple[int, str]]:
-        rows = await self._run("secrets", [caller, max(1, limit)])
+        rows = await self._cql.run("secrets", [caller, max(1, limit)])
         return [(r[s.COL_CREATED_AT_MS],
                  await self._sealer.open_secret(caller, r[s.COL_CREATED_AT_MS], r[s.COL_SECRET]))
                 for r in rows]
 
     async def retire_secrets(self, caller: str, before_ms: int) -> None:
-        await self._run("secrets_retire", [caller, before_ms])
+        await self._cql.run("secrets_retire", [caller, before_ms])
 
     async def reseal_secrets(self) -> ResealReport:
         scanned = resealed = failed = raced = 0
-        async for page in self._pages("secrets_all", []):
+        async for page in self._cql.pages("secrets_all", []):
             for r in page:
                 scanned += 1
                 caller, ms, value = r[s.COL_CALLER], r[s.COL_CREATED_AT_MS], r[s.COL_SECRET]
@@ -88,7 +81,7 @@ class CassandraSecrets:
                               error=str(e))
                     failed += 1
                     continue
-                rows = await self._run("secret_reseal", [
+                rows = await self._cql.run("secret_reseal", [
                     self._sealer.seal_secret(caller, ms, secret), caller, ms, value])
                 if rows and rows[0].get(s.LWT_APPLIED):
                     resealed += 1

@@ -17,6 +17,7 @@ from trigger_service.adapters.cassandra.open_index import open_queries
 from trigger_service.adapters.cassandra.open_marks import mark_queries
 from trigger_service.adapters.cassandra.pauses import pause_queries
 from trigger_service.adapters.cassandra.recipients import recipient_queries
+from trigger_service.adapters.cassandra.replay_jobs import replay_job_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
 from trigger_service.adapters.cassandra.term_index import term_queries
@@ -37,7 +38,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     silently run the other's CQL)."""
     merged: dict[str, str] = {}
     for room in (queries, open_queries, mark_queries, created_queries, dead_letter_queries,
-                 inbox_queries, secret_queries, reseal_queries, term_queries,
+                 replay_job_queries, inbox_queries, secret_queries, reseal_queries, term_queries,
                  trigger_job_queries, recipient_queries, pause_queries,
                  endpoint_health_queries):
         some = room(keyspace)
@@ -122,7 +123,7 @@ def _trigger_queries(t: str) -> dict[str, str]:
         "cas": f"UPDATE {t} SET {cols} WHERE {key} {cond}",
         "cas_ttl": f"UPDATE {t} USING TTL ? SET {cols} WHERE {key} {cond}",
         # An earlier release's whole row becomes a pointer to the row just created for it
-        # (a series' step: ``CassandraStore.advance``), if its state is still the one read.
+        # (a series' step: ``CassandraTriggers.advance``), if its state is still the one read.
         "legacy_move": f"UPDATE {t} SET {s.COL_HOME_AT_MS} = ?, "
         + ", ".join(f"{c} = null" for c in s.TRIGGER_COLUMNS if c != s.COL_SHARD)
         + f" WHERE {key} {cond}",

@@ -79,14 +79,3 @@ class TermIndex:
             for part in range(s.TERM_PARTS)))
         return merge_parts(parts, want, s.COL_CREATED_AT_MS, newest_first=True)
 
-
-class TermListing:
-    """``FilteredListing`` for ``CassandraStore`` (a base of it): its ``_terms``."""
-
-    _terms: TermIndex
-    list_max_rows: int
-
-    async def list_by_filter(self, caller: str, flt: TriggerFilter, *, before: ListCursor,
-                             limit: int) -> ListPage:
-        return await self._terms.page(caller, flt, before=before, limit=limit,
-                                      max_rows=self.list_max_rows)

@@ -1,6 +1,6 @@
 """``TriggerJobStore`` on Cassandra (``trigger_jobs``, ``trigger_job_items``,
-``trigger_jobs_open``): the replay jobs' shape over triggers. Mixed into ``CassandraStore``,
-which provides what ``driver.StoreStatements`` declares."""
+``trigger_jobs_open``): the replay jobs' shape over triggers. A part of ``CassandraStore``, on its
+statements."""
 
 from __future__ import annotations
 
@@ -54,20 +54,24 @@ def _job(job_id: str, r: dict[str, Any]) -> TriggerJob:
                       policy=r[s.COL_POLICY])
 
 
-class CassandraTriggerJobs(driver.StoreStatements):
+class CassandraTriggerJobs:
+    def __init__(self, cql: driver.Statements) -> None:
+        """On the store's statements (``CassandraStore.statements``)."""
+        self._cql = cql
+
     async def create_trigger_job(self, job: TriggerJob, items: Sequence[TriggerJobItem],
                                  ttl_s: int) -> None:
         # A job's items share its partition.
-        await driver.write_in_batches(self._run_unlogged, [
+        await driver.write_in_batches(self._cql.run_unlogged, [
             ("tjob_item_put", [job.job_id, i.id, i.state.value, ttl_s]) for i in items])
-        await self._run("tjob_put", [
+        await self._cql.run("tjob_put", [
             job.job_id, job.caller, job.action.value, json.dumps(job.filter.to_json()),
             job.policy, job.created_at_ms, job.total, job.status.value, ttl_s])
-        await asyncio.gather(*(self._run("tjob_open_put", [key, job.job_id, ttl_s])
+        await asyncio.gather(*(self._cql.run("tjob_open_put", [key, job.job_id, ttl_s])
                                for key in _keys(job.job_id, job.caller)))
 
     async def get_trigger_job(self, job_id: str) -> TriggerJob | None:
-        rows = await self._run("tjob_get", [job_id])
+        rows = await self._cql.run("tjob_get", [job_id])
         if not rows or rows[0][s.COL_FILTER] is None:
             return None
         done = failed = 0
@@ -79,31 +83,31 @@ class CassandraTriggerJobs(driver.StoreStatements):
                           job.total, job.status, done, failed, job.policy)
 
     async def trigger_job_items(self, job_id: str) -> AsyncIterator[list[TriggerJobItem]]:
-        async for rows in self._pages("tjob_items", [job_id]):
+        async for rows in self._cql.pages("tjob_items", [job_id]):
             yield [TriggerJobItem(r[s.COL_TRIGGER_ID], ItemState(r[s.COL_STATE]))
                    for r in rows]
 
     async def set_trigger_item_state(self, job_id: str, item: TriggerJobItem,
                                      state: ItemState, ttl_s: int) -> None:
-        await self._run("tjob_item_put", [job_id, item.id, state.value, ttl_s])
+        await self._cql.run("tjob_item_put", [job_id, item.id, state.value, ttl_s])
 
     async def open_trigger_jobs(self, turn: int | None = None) -> list[str]:
         keys = _OPEN_KEYS if turn is None else (_OPEN_KEYS[turn % len(_OPEN_KEYS)],)
-        found = await asyncio.gather(*(self._run("tjob_open_list", [k]) for k in keys))
+        found = await asyncio.gather(*(self._cql.run("tjob_open_list", [k]) for k in keys))
         return sorted(r[s.COL_JOB_ID] for rows in found for r in rows)
 
     async def count_open_trigger_jobs(self, caller: str) -> int:
-        return len(await self._run("tjob_open_list", [s.replay_caller_key(caller)]))
+        return len(await self._cql.run("tjob_open_list", [s.replay_caller_key(caller)]))
 
     async def claim_trigger_job(self, job_id: str, owner: str, now_ms: int,
                                 lease_ms: int) -> bool:
-        return await claim_lease(self._run, "tjob", job_id, owner, now_ms, lease_ms)
+        return await claim_lease(self._cql.run, "tjob", job_id, owner, now_ms, lease_ms)
 
     async def finish_trigger_job(self, job_id: str, ttl_s: int) -> None:
-        rows = await self._run("tjob_get", [job_id])  # whose it is: its caller key
-        await self._run("tjob_done", [ttl_s, JobStatus.DONE.value, job_id])
+        rows = await self._cql.run("tjob_get", [job_id])  # whose it is: its caller key
+        await self._cql.run("tjob_done", [ttl_s, JobStatus.DONE.value, job_id])
         caller = rows[0][s.COL_CALLER] if rows else None
-        await asyncio.gather(*(self._run("tjob_open_delete", [key, job_id])
+        await asyncio.gather(*(self._cql.run("tjob_open_delete", [key, job_id])
                                for key in _keys(job_id, caller)))
 
 

@@ -1,19 +1,17 @@
 """The fake store's rows of triggers as Cassandra holds them: by (trigger id, home), with a
 pointer row per id (``MemoryPointer``), ``MemoryStore.triggers``' live view of them
 (``LiveRows``) and the primitives ``adapters.homes`` builds one row per keyed id on
-(``MemoryKeyedRows``)."""
+(``MemoryKeyedRows``). Both work on the store's state through ``RowHost`` (what
+``MemoryStore`` offers them), so that this module does not import the store's."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports.homes import Creation, Pointer, creation_of
-
-if TYPE_CHECKING:
-    from trigger_service.adapters.memory.store import MemoryStore
 
 
 @dataclass
@@ -48,12 +46,33 @@ class MemoryPointer:
         return Pointer(self.home_at_ms, self.shard, frozenset(self.creations), self.live_home)
 
 
+class RowHost(Protocol):
+    """What the views of this module need of the fake store (``MemoryStore``): its rows and
+    pointers, and the writes and reads it makes of them (counted and failed as its own)."""
+
+    rows: dict[tuple[str, int | None], Trigger]
+    pointers: dict[str, MemoryPointer]
+    _sealed: set[tuple[str, int]]
+
+    def live_home(self, trigger_id: str) -> int | None: ...
+
+    def _enter(self, name: str) -> None: ...
+
+    def _index(self, trigger: Trigger) -> None: ...
+
+    def _point(self, t: Trigger, *, keyed: bool) -> None: ...
+
+    def _at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None: ...
+
+    def _write_row(self, t: Trigger) -> None: ...
+
+
 class LiveRows(MutableMapping[str, Trigger]):
     """``MemoryStore.triggers``: each id's row as its pointer settles it (the elected home,
     the only one, or the last creation's), in the order the ids were created; a test's
     assignment writes the row at its home (a new id: unkeyed, that home alone)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: RowHost) -> None:
         self._s = store
 
     def _live(self, trigger_id: str) -> Trigger | None:
@@ -93,7 +112,7 @@ class LiveRows(MutableMapping[str, Trigger]):
 class MemoryKeyedRows:
     """``KeyedRows`` on the fake's dicts (``adapters.homes`` builds on it)."""
 
-    def __init__(self, store: MemoryStore) -> None:
+    def __init__(self, store: RowHost) -> None:
         self._s = store
 
     async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:

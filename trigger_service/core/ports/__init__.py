@@ -6,12 +6,14 @@ port (module)              used by                       implementations (fakes:
 =========================  ============================  =========================================
 ``Clock``                  everyone                      ``core.time.clock`` (system, manual)
 ``Pingable``               readiness checks              every networked adapter
-``TriggerStates``          every process                 adapters.cassandra.store; memory.store
-``TriggerCatalog``         API (create, list)            adapters.cassandra.store; memory.store
-``ZoneIndex``              reconciler (re-zoning)        adapters.cassandra.store
-``DueIndex``               sweeper, reconciler           adapters.cassandra.store; memory.store
-``SweepCursors``           sweeper                       adapters.cassandra.store; memory.store
-``CounterStore``           every process                 adapters.cassandra.store; memory.store
+``TriggerStates``          every process                 adapters.cassandra.triggers; memory.store
+``TriggerCatalog``         API (create, list)            adapters.cassandra.triggers; memory.store
+``ZoneIndex``              reconciler (re-zoning)        adapters.cassandra.zone_index
+``DueIndex``               sweeper, reconciler           adapters.cassandra.due_index;
+                                                         memory.store
+``SweepCursors``           sweeper                       adapters.cassandra.due_index;
+                                                         memory.store
+``CounterStore``           every process                 adapters.cassandra.counters; memory.store
 ``Enqueuer``               API, sweeper, reconciler      adapters.sqs; memory.queue
 ``QueueDepth``             sweeper (due-scan), ops page  adapters.sqs; memory.queue
 ``DeliveryQueue``          dispatcher                    adapters.sqs; memory.queue
@@ -22,13 +24,13 @@ port (module)              used by                       implementations (fakes:
 ``Metrics``                everyone                      platform.metrics (prometheus_client)
 ``KeySource``, ``Cipher``,  every process that reads      adapters.crypto (key file, KMS envelope),
 ``Resealer`` (crypto)      payloads or secrets           adapters.cassandra.reseal
-``IdempotencyStore``,      API                           adapters.cassandra.store,
+``IdempotencyStore``,      API                           adapters.cassandra.legacy,
 ``IdempotencyCache``,                                    adapters.redis.idempotency;
 ``LegacyIdempotency``                                    memory.store, memory.idempotency
 (idempotency)
-``AttemptLog``,            dispatcher, reconciler, API   adapters.cassandra.dead_letters;
-``DeadLetterIndex``,                                     memory.dead_letters
-``ReplayJobStore``
+``AttemptLog``,            dispatcher, reconciler, API   adapters.cassandra.dead_letters,
+``DeadLetterIndex``,                                     adapters.cassandra.replay_jobs;
+``ReplayJobStore``                                       memory.dead_letters
 (history)
 ``InboxStore``,            API, dispatcher               adapters.cassandra.inbox,
 ``InboxBus`` (inbox)                                     adapters.redis.inbox_bus; memory.inbox

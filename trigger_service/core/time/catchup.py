@@ -23,12 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trigger_service.core.errors import InvalidRequest
-
-if TYPE_CHECKING:  # (recurrence imports this module: a Recurrence holds its CatchUp)
-    from trigger_service.core.time.recurrence import Occurrence
+from trigger_service.core.time.occurrence import Occurrence
 
 # How late an occurrence may be and still count as on time (not missed): a dispatcher's
 # claim lead, a busy queue or a sweeper's promotion delay make a few seconds normal.

@@ -49,6 +49,7 @@ from trigger_service.core.time.anchors import (
     usable,
 )
 from trigger_service.core.time.catchup import CatchUp
+from trigger_service.core.time.occurrence import Occurrence
 from trigger_service.core.time.rule_walk import REQUEST_STEPS, Walk, cron_charge, walls
 from trigger_service.core.time.timing import datetime_to_ms
 from trigger_service.core.time.zone_offsets import offset_bounds
@@ -115,18 +116,6 @@ class Recurrence:
                    DstPolicy(Gap(d["gap"]), Overlap(d["overlap"])),
                    tuple(datetime.fromisoformat(x) for x in d["exdates"]),
                    CatchUp.from_json(d.get("catchUp")), Anchor.from_dict(d.get("anchor")))
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class Occurrence:
-    at_ms: int
-    index: int  # the wall instance's position in the rule (skipped ones count)
-    second: bool = False  # the later instant of an overlap under ``both``
-    wall: datetime = field(compare=False, default=datetime.min)
-
-    @property
-    def key(self) -> tuple[int, int, bool]:
-        return (self.at_ms, self.index, self.second)
 
 
 def normalize_rrule(text: object, tz: zoneinfo.ZoneInfo) -> str:

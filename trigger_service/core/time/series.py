@@ -23,8 +23,8 @@ from trigger_service.core.errors import RuleTooCostly
 from trigger_service.core.model import Status, Trigger, route_for
 from trigger_service.core.time.anchors import Tracker
 from trigger_service.core.time.catchup import MISSED_TOLERANCE_MS, CatchUpPolicy, Pick, pick
+from trigger_service.core.time.occurrence import Occurrence
 from trigger_service.core.time.recurrence import (
-    Occurrence,
     Recurrence,
     RuleKind,
     instances,
