@@ -58,11 +58,6 @@ class Breakers:
                                           reset_s=self._reset_s)
         return b
 
-    def peek(self, caller: str, origin: str) -> CircuitBreaker | None:
-        """The circuit if tracked, without making one or touching its place."""
-        mine = self._by_caller.get(caller)
-        return None if mine is None else mine.get(origin)
-
     def items(self) -> list[tuple[BreakerKey, CircuitBreaker]]:
         return [(BreakerKey(caller, origin), b) for caller, mine in self._by_caller.items()
                 for origin, b in mine.items()]
