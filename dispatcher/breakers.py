@@ -25,7 +25,7 @@ MAX_DROPPED_KEPT = 10_000
 
 class BreakerKey(NamedTuple):
     caller: str
-    origin: str  # breaker.callback_origin
+    origin: str  # ``core.urls.callback_origin``'s form
 
 
 class Breakers:
