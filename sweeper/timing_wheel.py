@@ -117,11 +117,6 @@ class TimingWheel(Generic[T]):
         return self._ticks_ms[0]
 
     @property
-    def wheel_size(self) -> int:
-        """Buckets per level."""
-        return self._wheel_size
-
-    @property
     def levels(self) -> int:
         """How many levels exist so far (overflow levels are created on demand, never dropped)."""
         return len(self._rings)

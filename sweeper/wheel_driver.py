@@ -44,11 +44,6 @@ class WheelDriver(Generic[T]):
         # with no timers at all (then any poke must wake it).
         self._sleep_target_ms: int | None = None
 
-    @property
-    def wheel(self) -> TimingWheel[T]:
-        """The wheel this driver advances."""
-        return self._wheel
-
     async def run_once(self) -> int:
         """Advance the wheel to ``clock.now_ms()`` and deliver what came due.
 

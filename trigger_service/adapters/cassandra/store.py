@@ -108,9 +108,9 @@ class CassandraStore(CassandraDeadLetters, CassandraInbox, CassandraSecrets, Cas
             raise
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._cluster.shutdown)
+        await asyncio.to_thread(self.close_sync)
 
-    def close_sync(self) -> None:
+    def close_sync(self) -> None:  # blocking close, for scripts and test fixtures
         self._cluster.shutdown()
 
     async def _run(self, name: str, params: Sequence[Any]) -> list[dict[str, Any]]:
