@@ -45,8 +45,8 @@ from trigger_service.adapters.crypto.keyring import open_cipher
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Route, Trigger, new_trigger_id, shard_of
 from trigger_service.core.time.recurrence import Recurrence, RuleKind
+from trigger_service.core.time.timing import DAY_MS
 
-DAY_MS = 86_400_000
 CALLER = "dev"
 LOAD_CONCURRENCY = 384
 IDLE_S = 60.0

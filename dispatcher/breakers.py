@@ -25,7 +25,7 @@ MAX_DROPPED_KEPT = 10_000
 
 class BreakerKey(NamedTuple):
     caller: str
-    origin: str  # breaker.callback_origin
+    origin: str  # ``core.urls.callback_origin``'s form
 
 
 class Breakers:
@@ -57,11 +57,6 @@ class Breakers:
         b = mine[origin] = CircuitBreaker(self._clock, fail_max=self._fail_max,
                                           reset_s=self._reset_s)
         return b
-
-    def peek(self, caller: str, origin: str) -> CircuitBreaker | None:
-        """The circuit if tracked, without making one or touching its place."""
-        mine = self._by_caller.get(caller)
-        return None if mine is None else mine.get(origin)
 
     def items(self) -> list[tuple[BreakerKey, CircuitBreaker]]:
         return [(BreakerKey(caller, origin), b) for caller, mine in self._by_caller.items()

@@ -64,11 +64,6 @@ class ClaimGate:
         claims that run at once."""
         return max(MIN_CLAIM_COST_MS, self._latency_ms / self._concurrency)
 
-    @property
-    def backlog(self) -> int:
-        """Held messages waiting for their claim time."""
-        return len(self._waiting)
-
     def lead_ms(self, ahead: int) -> int:
         """How long before its due time a message with ``ahead`` unclaimed messages due no
         later than it is claimed."""

@@ -218,7 +218,7 @@ class Delivery:
         self.lag = LagTally()  # fire lag not yet published to the ops board
 
     def breaker(self, caller: str, origin: str) -> CircuitBreaker | None:
-        """The circuit of a caller's callbacks to an origin (``breaker.callback_origin``);
+        """The circuit of a caller's callbacks to an origin (``core.urls.callback_origin``);
         None when the caller is at its cap of circuits in trouble (``breakers``)."""
         return self.breakers.get(caller, origin)
 

@@ -57,6 +57,7 @@ from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsE
 from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.time.timing import SQS_MAX_BATCH
 from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import run_together
 
@@ -68,7 +69,6 @@ _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
-_FULL_RECEIVE = 10  # SQS's most messages per receive
 
 
 class Dispatcher:
@@ -170,9 +170,9 @@ class Dispatcher:
                     log.warning("receive_failed", lane=lane, error=str(e))
                     await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
                     continue
-                if received >= _FULL_RECEIVE and self.polls < self._d.receivers:
+                if received >= SQS_MAX_BATCH and self.polls < self._d.receivers:
                     start_another(lane)
-                elif received < _FULL_RECEIVE // 2 and self._lane_polls[lane] > 1:
+                elif received < SQS_MAX_BATCH // 2 and self._lane_polls[lane] > 1:
                     return
         finally:
             self._lane_polls[lane] -= 1
@@ -196,9 +196,9 @@ class Dispatcher:
             if held >= 2 * self._d.max_inflight:
                 await self._clock.sleep_ms(_FULL_BACKOFF_MS)
                 return 0
-            free = _FULL_RECEIVE
+            free = SQS_MAX_BATCH
         messages = await self._queue.receive(
-            max_messages=min(_FULL_RECEIVE, free), wait_s=self._d.wait_time_s,
+            max_messages=min(SQS_MAX_BATCH, free), wait_s=self._d.wait_time_s,
             visibility_s=self._visibility.receive_s, lane=lane)
         deferrals = []
         for m in messages:

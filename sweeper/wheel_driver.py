@@ -8,6 +8,7 @@ from typing import Any, Generic, TypeVar
 
 from sweeper.timing_wheel import Expired, TimingWheel
 from trigger_service.core.ports import Clock
+from trigger_service.core.time.timing import ceil_div
 
 T = TypeVar("T")
 
@@ -42,11 +43,6 @@ class WheelDriver(Generic[T]):
         # The wake-up time run() is sleeping towards; None while it is not sleeping or is waiting
         # with no timers at all (then any poke must wake it).
         self._sleep_target_ms: int | None = None
-
-    @property
-    def wheel(self) -> TimingWheel[T]:
-        """The wheel this driver advances."""
-        return self._wheel
 
     async def run_once(self) -> int:
         """Advance the wheel to ``clock.now_ms()`` and deliver what came due.
@@ -108,7 +104,7 @@ class WheelDriver(Generic[T]):
     def _wake_ms(self, deadline_ms: int) -> int:
         # Round up to a tick boundary: one wake-up per tick drains a whole level-0 bucket, where
         # waking at each deadline would wake up to tick_ms times per bucket.
-        return -(-deadline_ms // self._tick_ms) * self._tick_ms
+        return ceil_div(deadline_ms, self._tick_ms) * self._tick_ms
 
     async def _sleep(self, target_ms: int | None, stop: asyncio.Event) -> None:
         waiters: list[asyncio.Task[Any]] = [

@@ -23,11 +23,12 @@ from __future__ import annotations
 import functools
 import json
 import warnings
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from jsonschema import Draft202012Validator
 from multidict import CIMultiDict
 from openapi_core import Config, OpenAPI
@@ -38,8 +39,6 @@ from openapi_core.templating.paths.exceptions import OperationNotFound, PathNotF
 from openapi_core.templating.responses.exceptions import ResponseNotFound
 
 from trigger_service.http.routes.docs import load_spec
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @functools.cache

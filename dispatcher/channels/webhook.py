@@ -101,11 +101,6 @@ class WebhookChannel:
         return webhook_headers(self._signers_of(trigger.caller, secrets), trigger.occurrence_id,
                                clock_now(self._clock), body)
 
-    @property
-    def signer_callers(self) -> int:
-        """How many callers' signers are kept (at most ``max_signer_callers``)."""
-        return len(self._signers)
-
     def _signers_of(self, caller: str, secrets: tuple[str, ...]) -> list[Webhook]:
         """The signers of ``secrets``, kept per caller (made again when they change)."""
         kept = self._signers.get(caller)  # (a hit is now the most recently used)

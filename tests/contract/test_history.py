@@ -13,7 +13,6 @@ from tests.contract.support import Store, unique, utc_ms
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import dead_letter_listing
 from trigger_service.core.dead_letters import (
-    DAY_MS,
     Attempt,
     DeadLetter,
     DeadLetterQuery,
@@ -25,6 +24,7 @@ from trigger_service.core.dead_letters import (
     ReplayJob,
 )
 from trigger_service.core.model import new_trigger_id
+from trigger_service.core.time.timing import DAY_MS
 
 T0 = utc_ms(2031, 3, 10, 12, 0, 0, 0)
 TTL_S = 3_600

@@ -35,6 +35,7 @@ from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import DAY_MS
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +47,6 @@ PORT = int(os.environ.get("TRIGGER_CASSANDRA_PORT", "9042"))
 WORKERS = 3  # concurrent writers, each create -> read -> claim -> stale claim in a loop
 PAUSE_S = 0.05  # between a writer's rounds: the ring shares 2 cores with the test
 REJOIN_PAUSE_S = 0.5  # slower while the node restarts: its start-up needs the CPU
-DAY_MS = 86_400_000
 
 
 def _live_nodes() -> int:

@@ -20,6 +20,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.core.model import Status, Trigger, row_partition
 from trigger_service.core.ports import NEWEST
+from trigger_service.core.time.timing import DAY_MS
 
 pytestmark = pytest.mark.integration
 
@@ -270,9 +271,6 @@ async def legacy_row(store: CassandraStore, caller: str, fire_at_ms: int) -> Tri
     values = [UNSET_VALUE if v is None else v for v in row_values(old).values()]
     await store.statements.run("legacy_create", [old.created_at_ms * 1000, *values, old.trigger_id])
     return await read(store, old.trigger_id)
-
-
-DAY_MS = 86_400_000
 
 
 async def test_a_series_of_an_earlier_release_moves_at_its_next_step(

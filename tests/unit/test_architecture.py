@@ -4,11 +4,12 @@ declared dependencies (each one used, every third-party import declared)."""
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.metadata
 import re
 import sys
 import tomllib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,83 @@ def test_no_module_imports_itself_through_others() -> None:
     # ties its modules into one: none can be understood, tested or moved alone.
     found = import_cycle(import_graph())
     assert found is None, "import cycle: " + " -> ".join(found or [])
+
+
+# A method a production class has only for its tests is behaviour production lacks: it belongs
+# in tests/ (a subclass there, or the test reads the state another way). Told by name: a method
+# is used when production or bench/ reads an attribute of its name anywhere, names it to
+# getattr or hasattr, or a Protocol declares it (a port's member, called through the port);
+# it is for tests only when it is not used and tests read it. So the check is generous: a
+# method sharing its name with one production calls passes. The in-memory fakes are test
+# doubles, all theirs is for tests. Listed here, "Class.method": why it stays.
+TEST_ONLY_ALLOWED = {
+    "ManualClock.advance_ms": "ManualClock is the Clock's test double, beside SystemClock",
+    "InMemoryMetrics.observed": "InMemoryMetrics is the Metrics test double, beside "
+                                "PrometheusMetrics",
+    "StreamGate.open_streams": "tests count the streams of the gate the app made: no test "
+                               "subclass can stand in for it",
+    "RedisInboxBus.local_subscribers": "integration tests wait on it for a subscription to be "
+                                       "live (then a publish is seen) on the bus Runtime.open "
+                                       "made: no test subclass can stand in for it",
+}
+
+
+MEMORY_DIR = ROOT / MEMORY.replace(".", "/")
+
+
+def production_classes() -> Iterator[tuple[Path, ast.ClassDef]]:
+    for path in sources():
+        if MEMORY_DIR not in path.parents:
+            yield from ((path, n) for n in ast.walk(ast.parse(path.read_text()))
+                        if isinstance(n, ast.ClassDef))
+
+
+def is_protocol(c: ast.ClassDef) -> bool:
+    bases = [b.value if isinstance(b, ast.Subscript) else b for b in c.bases]
+    return any((isinstance(b, ast.Name) and b.id == "Protocol")
+               or (isinstance(b, ast.Attribute) and b.attr == "Protocol") for b in bases)
+
+
+def methods(c: ast.ClassDef) -> list[str]:
+    return [f.name for f in c.body if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)]
+
+
+def attributes_read(paths: Iterable[Path]) -> set[str]:
+    """Every ``x.name`` in ``paths``, and every name given to getattr or hasattr as text."""
+    names: set[str] = set()
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                  and node.func.id in ("getattr", "hasattr") and len(node.args) > 1
+                  and isinstance(node.args[1], ast.Constant)):
+                names.add(str(node.args[1].value))
+    return names
+
+
+@functools.cache
+def for_tests_only() -> dict[str, str]:
+    """``Class.method`` → where it is defined, for every method only tests use."""
+    classes = list(production_classes())
+    used = attributes_read(p for p in [*sources(), *(ROOT / "bench").rglob("*.py")]
+                           if MEMORY_DIR not in p.parents)
+    used |= {m for _, c in classes if is_protocol(c) for m in methods(c)}
+    in_tests = attributes_read((ROOT / "tests").rglob("*.py"))
+    return {f"{c.name}.{m}": f"{path.relative_to(ROOT)}:{c.lineno}"
+            for path, c in classes if not is_protocol(c) for m in methods(c)
+            if not (m.startswith("__") and m.endswith("__")) and m not in used
+            and m in in_tests}
+
+
+def test_no_production_method_is_for_tests_only() -> None:
+    found = {k: v for k, v in for_tests_only().items() if k not in TEST_ONLY_ALLOWED}
+    assert not found, f"used by tests only (move it to tests/): {found}"
+
+
+def test_the_test_only_allow_list_is_current() -> None:
+    stale = set(TEST_ONLY_ALLOWED) - set(for_tests_only())
+    assert not stale, f"no longer used by tests only (or gone): take them off the list: {stale}"
 
 
 def third_party(path: Path) -> set[str]:

@@ -550,9 +550,9 @@ MSG_CALLER: Final = "caller"  # a hint for the dispatcher's fair shares; absent 
 MSG_REASON: Final = "reason"
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"
-SQS_MAX_DELAY_S: Final = 900
+# SQS's caps on a delay and on a batch are core.time.timing's (the dispatcher and the
+# sweeper plan with them, and they may not import adapters); these two only the adapter needs.
 SQS_MAX_VISIBILITY_S: Final = 43_200
-SQS_MAX_BATCH: Final = 10
 SQS_RETENTION_S: Final = 1_209_600
 
 

@@ -52,6 +52,7 @@ from trigger_service.core.ports import (
     ReceivedMessage,
     VisibilityChange,
 )
+from trigger_service.core.time.timing import SQS_MAX_BATCH, SQS_MAX_DELAY_S
 
 # A batch entry whose receipt is no longer valid: that message is gone (or was received
 # again): deleting it has nothing left to do.
@@ -93,17 +94,17 @@ class SqsQueue:
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         lanes = range(max(1, settings.lanes))
         self._senders: list[Batcher[OutgoingMessage]] = [Batcher(
-            functools.partial(self._send_batch, lane), clock, max_batch=schema.SQS_MAX_BATCH,
+            functools.partial(self._send_batch, lane), clock, max_batch=SQS_MAX_BATCH,
             linger_ms=settings.send_linger_ms) for lane in lanes]
         # Not eager: nobody waits for a delete (the dispatcher lets it go in the background),
         # so a delete always waits for company, up to the linger: full batches at any rate.
         self._deleters: list[Batcher[str]] = [Batcher(
             functools.partial(self._delete_batch, lane), clock,
-            max_batch=schema.SQS_MAX_BATCH, linger_ms=settings.delete_linger_ms, eager=False)
+            max_batch=SQS_MAX_BATCH, linger_ms=settings.delete_linger_ms, eager=False)
             for lane in lanes]
         self._rehiders: list[Batcher[VisibilityChange]] = [Batcher(
             functools.partial(self._change_visibility_batch, lane), clock,
-            max_batch=schema.SQS_MAX_BATCH, linger_ms=settings.visibility_linger_ms)
+            max_batch=SQS_MAX_BATCH, linger_ms=settings.visibility_linger_ms)
             for lane in lanes]
 
     @property
@@ -213,8 +214,8 @@ class SqsQueue:
         by_lane: dict[int, list[OutgoingMessage]] = {}
         for m in messages:
             by_lane.setdefault(self._lane_of(m), []).append(m)
-        chunks = [(lane, ms[i:i + schema.SQS_MAX_BATCH]) for lane, ms in by_lane.items()
-                  for i in range(0, len(ms), schema.SQS_MAX_BATCH)]
+        chunks = [(lane, ms[i:i + SQS_MAX_BATCH]) for lane, ms in by_lane.items()
+                  for i in range(0, len(ms), SQS_MAX_BATCH)]
         results = await asyncio.gather(*(self._send_batch(lane, c) for lane, c in chunks))
         failed = [e for errors in results for e in errors.values()]
         if failed:
@@ -227,7 +228,7 @@ class SqsQueue:
             "Id": str(i),
             "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard,
                                        m.caller),
-            "DelaySeconds": max(0, min(schema.SQS_MAX_DELAY_S, m.delay_s)),
+            "DelaySeconds": max(0, min(SQS_MAX_DELAY_S, m.delay_s)),
         } for i, m in enumerate(batch)]
         resp = await self._call("send", lambda: self._client.send_message_batch(
             QueueUrl=self.urls.lane(lane), Entries=entries), operation="send",
@@ -249,7 +250,7 @@ class SqsQueue:
         operation = what.replace(" ", "_")
         resp = await self._call(what, lambda: self._client.receive_message(
             QueueUrl=url(),
-            MaxNumberOfMessages=min(max_messages, schema.SQS_MAX_BATCH),
+            MaxNumberOfMessages=min(max_messages, SQS_MAX_BATCH),
             WaitTimeSeconds=wait_s,
             VisibilityTimeout=visibility_s,
             MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],

@@ -11,14 +11,13 @@ and every delivery's signature list.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import structlog
 
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError, RateLimited
-from trigger_service.core.notify.signing import active_secrets, new_secret, retire_before
+from trigger_service.core.notify.signing import new_secret, retire_before
 from trigger_service.core.ports import Clock, SecretStore
 from trigger_service.core.ports.limit import BucketRule, RateLimiter
 
@@ -92,8 +91,3 @@ class SigningSecrets:
             raise RateLimited(f"more than {rule.burst} signing-secret rotations per minute; "
                               "retry after the seconds Retry-After gives",
                               decision.retry_after_s)
-
-    async def active(self, caller: str, file_secrets: Sequence[str]) -> list[str]:
-        return active_secrets(await self._store.secrets(caller, self._policy.max_live),
-                              file_secrets, self._clock.now_ms(), self._overlap_ms,
-                              self._policy.max_live)

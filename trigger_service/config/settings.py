@@ -51,6 +51,7 @@ from trigger_service.config.sweep import (
     SweepSettings,
 )
 from trigger_service.core.errors import ConfigError
+from trigger_service.core.time.timing import SQS_MAX_DELAY_S, ceil_div
 
 REPO_ROOT = Path(__file__).resolve().parent.parent.parent
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -123,7 +124,7 @@ RETIRED_VARIABLES = {
 class Settings:
     shards: int = 64
     retention_days: int = 30
-    direct_max_delay_s: int = 900
+    direct_max_delay_s: int = SQS_MAX_DELAY_S
     idempotency_retention_s: int = 86_400
     log_level: str = "INFO"
     log_format: str = "json"
@@ -180,7 +181,7 @@ class Settings:
         the key create the trigger again)."""
         if registered_fire_at_ms is None:
             return self.retention_s
-        key_s = -(-(registered_fire_at_ms - now_ms) // 1000) + self.idempotency_retention_s
+        key_s = ceil_div(registered_fire_at_ms - now_ms, 1000) + self.idempotency_retention_s
         return max(self.retention_s, key_s)
 
     @classmethod
@@ -218,8 +219,9 @@ class Settings:
 
     def validate(self) -> None:
         """Cross-field checks; raises ``ConfigError`` naming the variable."""
-        if not 0 < self.direct_max_delay_s <= 900:
-            raise ConfigError("TRIGGER_DIRECT_MAX_DELAY_S must be in 1..900 (SQS's delay cap)")
+        if not 0 < self.direct_max_delay_s <= SQS_MAX_DELAY_S:
+            raise ConfigError(f"TRIGGER_DIRECT_MAX_DELAY_S must be in 1..{SQS_MAX_DELAY_S} "
+                              "(SQS's delay cap)")
         if self.shards < 1:
             raise ConfigError("TRIGGER_SHARDS must be >= 1")
         if self.dispatch.max_attempts < 1:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from trigger_service.core.model import Status, Trigger
+from trigger_service.core.time.timing import DAY_MS
 
 ERROR_MAX_CHARS = 500
 EXCERPT_MAX_BYTES = 512
@@ -165,9 +166,6 @@ class JobItem:
     id: str  # the dead letter's
     dead_at_ms: int  # which death of it the job replays
     state: ItemState = ItemState.PENDING
-
-
-DAY_MS = 86_400_000
 
 
 def day_of(at_ms: int) -> int:

@@ -3,7 +3,7 @@
 dispatcher. A trigger's own ``flowControl`` wins over its caller's default for the callback's
 origin (``config.callers``). Pure: the values, their JSON shape and their checks.
 
-The arithmetic the limiter runs (``flow_ports.FlowLimiter``, in Lua on Redis and in memory):
+The arithmetic the limiter runs (``core.ports.flow.FlowLimiter``, in Lua on Redis and in memory):
 
 - a *rate slot* is the interval ``[start, start + 1000 / rate)``; a reservation takes the
   earliest one at or after ``max(due, now)`` that overlaps no other slot of the key

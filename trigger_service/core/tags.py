@@ -17,7 +17,7 @@ listing checks it on the row.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -192,11 +192,3 @@ def _text(raw: Mapping[str, Any], name: str, prefix: str) -> str | None:
         raise InvalidRequest(f"{prefix}{name}: a string of 1 to 200 characters",
                              field=f"{prefix}{name}")
     return value
-
-
-def labels_json(labels: Labels) -> dict[str, str]:
-    return dict(labels)
-
-
-def tags_of(values: Sequence[str] | None) -> tuple[str, ...]:
-    return tuple(values or ())

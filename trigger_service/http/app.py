@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 from aiohttp import web
+from aiohttp.typedefs import Handler
 from opentelemetry.trace import StatusCode
 
 from trigger_service.app.caller_pause import CallerPauseService
@@ -69,8 +70,6 @@ _HTTP_CODES = {
 }
 # The body is read whole; far more than a 4 KiB payload needs, far less than harm.
 MAX_BODY_BYTES = 64 * 1024
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def error_response(status: int, code: str, message: str) -> web.Response:

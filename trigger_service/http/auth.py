@@ -11,13 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from trigger_service.config.callers import Caller, Principal, Role
 from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import Forbidden, Unauthorized
 from trigger_service.http.keys import CALLER_KEY, PRINCIPAL_KEY
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def auth_middleware(callers: Callers) -> Callable[..., Awaitable[web.StreamResponse]]:

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 
 import structlog
 from aiohttp import hdrs, web
+from aiohttp.typedefs import Handler
 
 from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging
 from trigger_service.config.callers import Caller
@@ -27,7 +28,6 @@ from trigger_service.http.keys import CALLER_KEY, REQUEST_ID_KEY
 
 log = structlog.get_logger(__name__)
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 Middleware = Callable[..., Awaitable[web.StreamResponse]]
 REQUEST_ID_HEADER = "X-Request-Id"
 

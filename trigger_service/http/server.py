@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 from aiohttp import web
 from aiohttp.http_exceptions import LineTooLong
+from aiohttp.typedefs import Handler
 from aiohttp.web_protocol import RequestHandler
 
 from trigger_service.config.limits import LimitSettings
@@ -208,9 +208,6 @@ class GuardedAppRunner(web.AppRunner):
     async def _make_server(self) -> web.Server:
         return GuardedServer(await super()._make_server(), self._limits, self._metrics,
                              self._clock)
-
-
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 @web.middleware

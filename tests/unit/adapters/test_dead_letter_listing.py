@@ -12,7 +12,8 @@ import pytest
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import dead_letter_listing as listing
-from trigger_service.core.dead_letters import DAY_MS, DeadLetterCursor, DeadLetterQuery, day_of
+from trigger_service.core.dead_letters import DeadLetterCursor, DeadLetterQuery, day_of
+from trigger_service.core.time.timing import DAY_MS
 
 T0 = 40 * 365 * DAY_MS
 Row = dict[str, Any]

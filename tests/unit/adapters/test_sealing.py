@@ -21,6 +21,7 @@ from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.signing import RotationPolicy, SigningSecrets
 from trigger_service.core.errors import CipherError
 from trigger_service.core.model import Route, Trigger
+from trigger_service.core.notify.signing import active_secrets
 from trigger_service.core.ports.crypto import Cipher, is_sealed
 from trigger_service.core.time.clock import ManualClock
 
@@ -85,12 +86,15 @@ async def test_secrets_are_sealed_whatever_the_payload_setting(tmp_path: Path) -
 
 async def test_two_rotations_in_one_millisecond_keep_both_secrets() -> None:
     store, clock = MemoryStore(), ManualClock(1_000_000)
-    signing = SigningSecrets(store, clock, MemoryRateLimiter(clock), RotationPolicy(60))
+    policy = RotationPolicy(60)
+    signing = SigningSecrets(store, clock, MemoryRateLimiter(clock), policy)
     first = await signing.rotate("c")
     second = await signing.rotate("c")  # the clock has not moved
     assert (first.created_at_ms, second.created_at_ms) == (1_000_000, 1_000_001)
     assert await store.secrets("c", 3) == [(1_000_001, second.secret), (1_000_000, first.secret)]
-    assert await signing.active("c", []) == [second.secret, first.secret]
+    signing_now = active_secrets(await store.secrets("c", policy.max_live), [], clock.now_ms(),
+                                 policy.overlap_s * 1000, policy.max_live)
+    assert signing_now == [second.secret, first.secret]  # both sign
 
 
 async def test_inbox_text_is_sealed_with_payloads_and_a_look_alike_always(

@@ -43,9 +43,9 @@ from trigger_service.core.model import (
 from trigger_service.core.ports import KeyedCreation, OutgoingMessage
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.time.clock import ManualClock
+from trigger_service.core.time.timing import DAY_MS
 
 DELAY_MS = 600_000
-DAY_MS = 86_400_000
 # The port methods that are conditional writes (a Paxos round on Cassandra).
 CONDITIONAL = ("elect", "seal", "put_if_absent", "compare_and_set")
 

@@ -32,6 +32,13 @@ pytestmark = pytest.mark.timeout(10)
 START_MS = 1_700_000_000_000
 
 
+class WatchedGate(ClaimGate):
+    @property
+    def backlog(self) -> int:
+        """Held messages waiting for their claim time."""
+        return len(self._waiting)
+
+
 # --- the gate ---------------------------------------------------------------------------------
 async def _claim_times(gate: ClaimGate, clock: ManualClock, dues: list[int],
                        until_ms: int, groups: list[str] | None = None) -> list[int | None]:
@@ -164,7 +171,7 @@ async def test_at_most_concurrency_claims_run_at_once() -> None:
 
 async def test_a_stopping_dispatcher_claims_nothing() -> None:
     clock = ManualClock(START_MS)
-    gate = ClaimGate(clock, min_lead_ms=1_000, max_lead_ms=1_000, concurrency=2)
+    gate = WatchedGate(clock, min_lead_ms=1_000, max_lead_ms=1_000, concurrency=2)
     stopping = asyncio.Event()
     answers: list[bool] = []
 

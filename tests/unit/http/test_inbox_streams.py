@@ -24,6 +24,14 @@ from trigger_service.http.routes.inbox import GATE_KEY
 LIFETIME_S = 600
 
 
+class BreakableInboxBus(MemoryInboxBus):
+    """A bus whose subscriptions can be broken, as a lost Redis connection breaks them."""
+
+    def break_subscriptions(self, error: CacheError) -> None:
+        """Every open subscription raises ``error``."""
+        self._fanout.fail_all(error)
+
+
 @pytest.fixture
 def bus(api: Api) -> MemoryInboxBus:
     api.runtime.settings = replace(api.runtime.settings, inbox=InboxSettings(
@@ -126,8 +134,9 @@ async def test_a_message_published_as_json_by_an_earlier_dispatcher_is_read_from
 
 async def test_a_broken_subscription_ends_the_stream_and_frees_its_place(
         api: Api, bus: MemoryInboxBus) -> None:
+    api.runtime.inbox_bus = breakable = BreakableInboxBus()  # (bus: sets the stream settings)
     async with stream(api, AUTH) as sse:
-        bus.break_subscriptions(CacheError("redis connection lost"))
+        breakable.break_subscriptions(CacheError("redis connection lost"))
         assert await asyncio.wait_for(sse.resp.content.read(), 5) == b"retry: 1500\n\n"
     await until(lambda: gate_count(api) == 0)
 

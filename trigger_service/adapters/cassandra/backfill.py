@@ -17,8 +17,8 @@ from trigger_service.adapters.cassandra.triggers import CassandraTriggers
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import fire_month
 from trigger_service.core.ports import ListCursor
+from trigger_service.core.time.timing import DAY_MS
 
-_DAY_MS = 86_400_000
 _PAGE = 500
 
 
@@ -27,8 +27,8 @@ async def backfill_listings(triggers: CassandraTriggers, settings: Settings, now
     """Write the listing entries of every trigger of ``triggers`` (``CassandraStore.triggers``)
     of ``callers`` (None: of every caller with fire-month entries); returns how many were
     open. Raises ``StoreError``."""
-    first = fire_month(now_ms - (settings.retention_days + 2) * _DAY_MS)
-    last = fire_month(now_ms + (settings.api.max_fire_ahead_days + 2) * _DAY_MS)
+    first = fire_month(now_ms - (settings.retention_days + 2) * DAY_MS)
+    last = fire_month(now_ms + (settings.api.max_fire_ahead_days + 2) * DAY_MS)
     written = 0
     for caller in await triggers.listed_callers() if callers is None else callers:
         cursor: ListCursor | None = (first, -(2**63), "")

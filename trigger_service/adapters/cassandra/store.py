@@ -125,9 +125,9 @@ class CassandraStore:
             raise
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._cluster.shutdown)
+        await asyncio.to_thread(self.close_sync)
 
-    def close_sync(self) -> None:
+    def close_sync(self) -> None:  # blocking close, for scripts and test fixtures
         self._cluster.shutdown()
 
     @property

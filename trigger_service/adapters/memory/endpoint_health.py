@@ -10,6 +10,7 @@ from dataclasses import replace
 from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger, OpsEvent
 from trigger_service.core.ports import Clock
 from trigger_service.core.time.clock import SystemClock
+from trigger_service.core.time.timing import ceil_div
 
 
 class MemoryEndpointHealth:
@@ -44,7 +45,7 @@ class MemoryEndpointHealth:
         rows = [h for _, h in sorted(self.records.items())
                 if caller is None or h.caller == caller]
         if caller is None:
-            self.pages_read += max(1, -(-len(rows) // self.page_size))
+            self.pages_read += max(1, ceil_div(len(rows), self.page_size))
         return rows
 
     async def note_first_failure(self, h: EndpointHealth, max_per_caller: int

@@ -105,7 +105,3 @@ class MemoryInboxBus:
             raise self.failure
         with self._fanout.subscriber((caller, recipient)) as sub:
             yield sub.payloads()
-
-    def break_subscriptions(self, error: CacheError) -> None:
-        """What a broken Redis subscription does: every open subscription raises ``error``."""
-        self._fanout.fail_all(error)

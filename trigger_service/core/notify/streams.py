@@ -4,7 +4,8 @@ Each stream holds one of the process's connection slots (``TRIGGER_LIMITS_MAX_CO
 long as it is open, so streams are capped per caller and per process, and each lives at most
 a maximum lifetime: then the server ends it and the client reconnects (``Last-Event-ID``
 replays what it missed). The counts are this process's own; the caller's count across the
-API processes is ``limit_ports.StreamSlots`` (the HTTP layer checks both; docs/channels.md "Inbox").
+API processes is ``core.ports.limit.StreamSlots`` (the HTTP layer checks both;
+docs/channels.md "Inbox").
 
 Pure: no I/O; the caller passes the time (``Clock.now_ms``) and a source of randomness.
 """

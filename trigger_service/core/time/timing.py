@@ -11,8 +11,10 @@ from datetime import UTC, datetime, timedelta
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DAY_MS = 86_400_000
-SQS_MAX_DELAY_S = 900  # SQS's cap on a message's delay
-SQS_MAX_BATCH = 10  # SQS's cap on the messages of one batch request
+# SQS's caps, here because the dispatcher, the sweeper and the settings plan with them (and
+# the core is the layer they all may import); the adapter's own are in adapters.schema.
+SQS_MAX_DELAY_S = 900  # on a message's delay
+SQS_MAX_BATCH = 10  # on the messages of one batch request, and of one receive
 # The instants every zone's wall clock can still show (a day inside datetime's range, so
 # that any UTC offset stays inside it too).
 WALL_MIN_MS = (datetime(1, 1, 2, tzinfo=UTC) - _EPOCH) // timedelta(milliseconds=1)
