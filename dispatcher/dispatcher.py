@@ -37,12 +37,13 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps, NextAttempt
-from dispatcher.delivery import new_claim_id as random_claim_id
+from dispatcher.claiming import HELD_BACK
+from dispatcher.claiming import new_claim_id as random_claim_id
+from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
 from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
-from dispatcher.finishing import DispatchStore
+from dispatcher.finishing import DispatchStore, NextAttempt
 from dispatcher.flow_control import FlowGate
 from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.delivery import REFRESH_AFTER_RECEIVES
+from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
     CALLER,
     OTHER_CALLER,
