@@ -40,7 +40,8 @@ from dispatcher.visibility import Visibility
 from trigger_service.config.settings import DispatchSettings
 from trigger_service.core.deadlines import expired
 from trigger_service.core.model import Status, Trigger, row_partition
-from trigger_service.core.ports import Clock, Metrics, ReceivedMessage
+from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.trace_context import Tracing
 from trigger_service.core.urls import callback_origin
 

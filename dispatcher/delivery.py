@@ -73,8 +73,9 @@ from dispatcher.visibility import Visibility
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
+from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.lag import LagTally
 from trigger_service.core.trace_context import Tracing
 

@@ -53,11 +53,12 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
+from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import run_together
 

@@ -34,7 +34,8 @@ from trigger_service.config.callers import parse_callback_url
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import DispatchSettings
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Channel, Clock, DeliveryResult, Metrics, ReceivedMessage
+from trigger_service.core.ports import Channel, Clock, Metrics
+from trigger_service.core.ports.values import DeliveryResult, ReceivedMessage
 from trigger_service.core.time.lag import LagTally
 from trigger_service.core.trace_context import Tracing
 from trigger_service.core.urls import callback_origin

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import fire_month
-from trigger_service.core.ports import ListCursor
+from trigger_service.core.ports.values import ListCursor
 
 _DAY_MS = 86_400_000
 _PAGE = 500

@@ -47,10 +47,11 @@ from trigger_service.config.stores import CassandraSettings
 from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, bucket_minute
-from trigger_service.core.ports import BucketEntry, Clock, KeyedCreation, ListCursor, ListPage
+from trigger_service.core.ports import Clock
 from trigger_service.core.ports.crypto import Cipher
 from trigger_service.core.ports.homes import KeyedRows, creation_of
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import BucketEntry, KeyedCreation, ListCursor, ListPage
 from trigger_service.core.time.clock import SystemClock
 
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
