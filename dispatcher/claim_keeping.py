@@ -40,7 +40,8 @@ from dispatcher.finishing import DispatchStore
 from dispatcher.visibility import Visibility
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import CLAIM_STALE_SLACK_MS, Status, Trigger
-from trigger_service.core.ports import Clock, Metrics, ReceivedMessage
+from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.values import ReceivedMessage
 
 log = structlog.get_logger("dispatcher")
 

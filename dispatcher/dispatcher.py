@@ -37,12 +37,13 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.delivery import HELD_BACK, Delivery, DispatchDeps, NextAttempt
-from dispatcher.delivery import new_claim_id as random_claim_id
+from dispatcher.claiming import HELD_BACK
+from dispatcher.claiming import new_claim_id as random_claim_id
+from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
 from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
-from dispatcher.finishing import DispatchStore
+from dispatcher.finishing import DispatchStore, NextAttempt
 from dispatcher.flow_control import FlowGate
 from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
@@ -52,11 +53,12 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics, ReceivedMessage
+from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.pause import CallerPauses
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.timing import SQS_MAX_BATCH
 from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import run_together

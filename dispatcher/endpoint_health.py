@@ -44,14 +44,9 @@ from trigger_service.core.endpoint_health import (
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Trigger
 from trigger_service.core.pause import paused
-from trigger_service.core.ports import (
-    Clock,
-    DeliveryResult,
-    Metrics,
-    ReceivedMessage,
-    TriggerStates,
-)
+from trigger_service.core.ports import Clock, Metrics, TriggerStates
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
+from trigger_service.core.ports.values import DeliveryResult, ReceivedMessage
 from trigger_service.core.urls import callback_origin
 
 log = structlog.get_logger("dispatcher")

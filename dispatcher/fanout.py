@@ -48,13 +48,8 @@ from trigger_service.core.notify.plan import (
     initial_states,
     with_state,
 )
-from trigger_service.core.ports import (
-    Channel,
-    Clock,
-    DeliveryResult,
-    Metrics,
-    ReceivedMessage,
-)
+from trigger_service.core.ports import Channel, Clock, Metrics
+from trigger_service.core.ports.values import DeliveryResult, ReceivedMessage
 from trigger_service.core.recipient_profiles import RecipientProfile, deleted_error
 
 log = structlog.get_logger("dispatcher")

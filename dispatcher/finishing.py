@@ -27,16 +27,9 @@ from trigger_service.core.dead_letters import (
 from trigger_service.core.deadlines import expired, expiry_error
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Route, Status, Trigger
-from trigger_service.core.ports import (
-    Clock,
-    DeliveryQueue,
-    DeliveryResult,
-    Metrics,
-    OutgoingMessage,
-    ReceivedMessage,
-    TriggerStates,
-)
+from trigger_service.core.ports import Clock, DeliveryQueue, Metrics, TriggerStates
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex
+from trigger_service.core.ports.values import DeliveryResult, OutgoingMessage, ReceivedMessage
 from trigger_service.core.time import series
 from trigger_service.core.time.timing import ceil_div, retry_backoff_s, sqs_delay_s
 

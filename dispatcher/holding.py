@@ -21,8 +21,9 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.pause import paused
-from trigger_service.core.ports import Clock, Metrics, OutgoingMessage, ReceivedMessage
+from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.pause import CallerPauses
+from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage
 from trigger_service.core.time import series
 from trigger_service.core.time.catchup import is_missed
 from trigger_service.core.time.timing import sqs_delay_s

@@ -19,14 +19,8 @@ import contextlib
 
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.ports import (
-    Clock,
-    DeliveryQueue,
-    Metrics,
-    OutgoingMessage,
-    ReceivedMessage,
-    VisibilityChange,
-)
+from trigger_service.core.ports import Clock, DeliveryQueue, Metrics
+from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
 
 REFRESH_AFTER_RECEIVES = 10

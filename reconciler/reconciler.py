@@ -32,10 +32,10 @@ from trigger_service.core.ports import (
     DueIndex,
     Enqueuer,
     Metrics,
-    OutgoingMessage,
     SweepCursors,
     TriggerStates,
 )
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.platform.supervisor import every
 
 log = structlog.get_logger("reconciler")

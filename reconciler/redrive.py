@@ -20,14 +20,9 @@ import structlog
 from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import (
-    Clock,
-    Metrics,
-    ReceivedMessage,
-    RedriveQueue,
-    TriggerStates,
-)
+from trigger_service.core.ports import Clock, Metrics, RedriveQueue, TriggerStates
 from trigger_service.core.ports.history import DeadLetterIndex
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time import series
 from trigger_service.platform.supervisor import every
 

@@ -26,14 +26,8 @@ import structlog
 
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Route, Status, Trigger, route_for
-from trigger_service.core.ports import (
-    Clock,
-    Enqueuer,
-    Metrics,
-    OutgoingMessage,
-    TriggerStates,
-    ZoneIndex,
-)
+from trigger_service.core.ports import Clock, Enqueuer, Metrics, TriggerStates, ZoneIndex
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.series import same_occurrence
 from trigger_service.core.time.timing import sqs_delay_s
 from trigger_service.core.time.zones import TZDATA_VERSION

@@ -33,15 +33,8 @@ import structlog
 
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Status, Trigger, is_overdue
-from trigger_service.core.ports import (
-    Clock,
-    DueIndex,
-    Enqueuer,
-    Metrics,
-    OutgoingMessage,
-    QueueDepth,
-    TriggerStates,
-)
+from trigger_service.core.ports import Clock, DueIndex, Enqueuer, Metrics, QueueDepth, TriggerStates
+from trigger_service.core.ports.values import OutgoingMessage
 
 log = structlog.get_logger("sweeper")
 T = TypeVar("T")

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, Enqueuer, OutgoingMessage, TriggerStates
+from trigger_service.core.ports import Clock, Enqueuer, TriggerStates
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import SQS_MAX_BATCH, sqs_delay_s
 from trigger_service.core.trace_context import Tracing
 

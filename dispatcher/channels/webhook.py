@@ -45,7 +45,8 @@ from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
 from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
 from trigger_service.core.notify.signing import webhook_headers
-from trigger_service.core.ports import Clock, DeliveryResult
+from trigger_service.core.ports import Clock
+from trigger_service.core.ports.values import DeliveryResult
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.trace_context import inject

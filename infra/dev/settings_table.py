@@ -1,7 +1,7 @@
 """Rewrite the docs' generated tables from the code (run after adding or changing a setting):
 ``.venv/bin/python infra/dev/settings_table.py``. The settings table and the
 "tuning by process" table of ``docs/operations/settings.md`` come from ``settings.VARIABLES``
-(and ``config.tuning``), the production table of
+(``config.settings_docs``), the production table of
 ``docs/operations/production.md`` from ``production_needs``; ``tests/unit/config/test_docs.py``
 fails while a page and the code disagree."""
 
@@ -11,8 +11,8 @@ import re
 
 from trigger_service.config.aliases import renamed_table
 from trigger_service.config.production_needs import production_table
-from trigger_service.config.settings import REPO_ROOT, markdown_table
-from trigger_service.config.tuning import tuning_table
+from trigger_service.config.settings import REPO_ROOT
+from trigger_service.config.settings_docs import markdown_table, tuning_table
 
 # Each generated block sits between `<!-- generated: NAME -->` and `<!-- end: NAME -->`.
 PAGES = (

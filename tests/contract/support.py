@@ -19,7 +19,6 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DueIndex,
     Enqueuer,
-    ReceivedMessage,
     SweepCursors,
     TriggerCatalog,
 )
@@ -27,6 +26,7 @@ from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, Repl
 from trigger_service.core.ports.homes import KeyedRows
 from trigger_service.core.ports.idempotency import IdempotencyStore
 from trigger_service.core.ports.inbox import InboxStore
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.tags import FilteredListing
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.trigger_jobs import TriggerJobStore

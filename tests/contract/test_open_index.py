@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, unique, utc_ms
 from trigger_service.core.model import Status, Trigger, fire_month
-from trigger_service.core.ports import ListCursor
+from trigger_service.core.ports.values import ListCursor
 
 HOUR_MS = 3_600_000
 START: ListCursor = (203101, MIN_MS, "")

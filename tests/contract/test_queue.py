@@ -11,7 +11,7 @@ import pytest
 from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
 from trigger_service.core.errors import QueueError
 from trigger_service.core.lanes import lane_of
-from trigger_service.core.ports import OutgoingMessage, VisibilityChange
+from trigger_service.core.ports.values import OutgoingMessage, VisibilityChange
 
 FIRE_AT_MS = 1_924_992_000_000
 

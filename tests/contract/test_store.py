@@ -17,8 +17,8 @@ from tests.contract.support import (
     utc_ms,
 )
 from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
-from trigger_service.core.ports import NEWEST, BucketEntry, ListCursor
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import NEWEST, BucketEntry, ListCursor
 
 
 def _shard() -> int:

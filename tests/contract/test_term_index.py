@@ -9,7 +9,7 @@ from dataclasses import replace
 from tests.contract.support import INDEX_TTL_S, Store, make_trigger, unique, utc_ms
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import NEWEST, ListCursor
+from trigger_service.core.ports.values import NEWEST, ListCursor
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
 

@@ -12,7 +12,7 @@ import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from tests.integration.conftest import SIGNING_SECRETS, Stack
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration

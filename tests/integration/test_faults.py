@@ -14,7 +14,7 @@ from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 

@@ -35,8 +35,8 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
-from trigger_service.core.ports import KeyedCreation
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import KeyedCreation
 from trigger_service.core.time.timing import format_rfc3339_ms, parse_rfc3339_ms
 from trigger_service.http.parsing import request_hash
 

@@ -18,7 +18,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.open_index import OpenIndex
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.core.model import Status, Trigger, fire_month
-from trigger_service.core.ports import ListCursor
+from trigger_service.core.ports.values import ListCursor
 from trigger_service.core.time.clock import SystemClock
 
 pytestmark = pytest.mark.integration

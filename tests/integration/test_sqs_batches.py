@@ -10,7 +10,7 @@ import re
 import pytest
 
 from tests.integration.conftest import Stack
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 
 pytestmark = pytest.mark.integration
 

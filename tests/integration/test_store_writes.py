@@ -19,7 +19,7 @@ from tests.integration.conftest import KEYSPACE
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.core.model import Status, Trigger, row_partition
-from trigger_service.core.ports import NEWEST
+from trigger_service.core.ports.values import NEWEST
 from trigger_service.core.time.timing import DAY_MS
 
 pytestmark = pytest.mark.integration

@@ -37,8 +37,8 @@ from dataclasses import replace
 
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import KeyedCreation
 from trigger_service.core.ports.homes import KeyedRows, Pointer, creation_of
+from trigger_service.core.ports.values import KeyedCreation
 
 # Rounds a reader goes through while creations change the homes under it (each round is a
 # change it saw: one or two in the rarest race).

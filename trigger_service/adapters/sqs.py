@@ -45,13 +45,8 @@ from trigger_service.adapters.sqs_wire import (
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.errors import QueueError
 from trigger_service.core.lanes import lane_of
-from trigger_service.core.ports import (
-    Clock,
-    Metrics,
-    OutgoingMessage,
-    ReceivedMessage,
-    VisibilityChange,
-)
+from trigger_service.core.ports import Clock, Metrics
+from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_BATCH, SQS_MAX_DELAY_S
 
 # A batch entry whose receipt is no longer valid: that message is gone (or was received

@@ -12,7 +12,7 @@ from botocore.exceptions import ClientError
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, ItemErrors
 from trigger_service.core.errors import QueueError
-from trigger_service.core.ports import ReceivedMessage
+from trigger_service.core.ports.values import ReceivedMessage
 
 # What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
 _MISSING_QUEUE_CODES = frozenset({

@@ -15,7 +15,8 @@ import structlog
 
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Clock, Enqueuer, Metrics, OutgoingMessage
+from trigger_service.core.ports import Clock, Enqueuer, Metrics
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import sqs_delay_s
 
 log = structlog.get_logger(__name__)

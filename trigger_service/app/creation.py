@@ -23,7 +23,8 @@ import structlog
 from trigger_service.app.quota import QuotaGate
 from trigger_service.core.errors import OutcomeUnknown, StoreTimeout
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Clock, KeyedCreation, Metrics, TriggerCatalog
+from trigger_service.core.ports import Clock, Metrics, TriggerCatalog
+from trigger_service.core.ports.values import KeyedCreation
 
 log = structlog.get_logger(__name__)
 

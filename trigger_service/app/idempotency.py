@@ -68,13 +68,14 @@ from trigger_service.core.errors import (
     StoreError,
 )
 from trigger_service.core.model import Trigger
-from trigger_service.core.ports import Clock, KeyedCreation, Metrics, TriggerStates
+from trigger_service.core.ports import Clock, Metrics, TriggerStates
 from trigger_service.core.ports.idempotency import (
     CachedKey,
     IdempotencyCache,
     IdempotencyRecord,
     LegacyIdempotency,
 )
+from trigger_service.core.ports.values import KeyedCreation
 
 log = structlog.get_logger(__name__)
 

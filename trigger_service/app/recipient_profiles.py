@@ -34,9 +34,10 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import DeadLetter, DeadLetterReason, truncate
 from trigger_service.core.errors import AdapterError, NotFound, RecipientNotAllowed
 from trigger_service.core.model import Route, Status, Trigger, route_for
-from trigger_service.core.ports import Clock, Enqueuer, Metrics, OutgoingMessage, TriggerStates
+from trigger_service.core.ports import Clock, Enqueuer, Metrics, TriggerStates
 from trigger_service.core.ports.history import DeadLetterIndex
 from trigger_service.core.ports.recipient import RecipientStore, ZoneChange
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.recipient_profiles import (
     RECIPIENT_DELETED,
     RecipientProfile,

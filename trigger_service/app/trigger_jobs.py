@@ -24,7 +24,8 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.dead_letters import ItemState
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, ListCursor
+from trigger_service.core.ports import Clock
+from trigger_service.core.ports.values import ListCursor
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.time.catchup import CatchUpPolicy
 from trigger_service.core.trigger_jobs import (

@@ -56,18 +56,11 @@ from trigger_service.core.model import (
 )
 from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.notify.plan import DeliveryPlan
-from trigger_service.core.ports import (
-    NEWEST,
-    Clock,
-    Enqueuer,
-    KeyedCreation,
-    ListCursor,
-    ListPage,
-    Metrics,
-)
+from trigger_service.core.ports import Clock, Enqueuer, Metrics
 from trigger_service.core.ports.idempotency import IdempotencyCache, LegacyIdempotency
 from trigger_service.core.ports.limit import SendBudget
 from trigger_service.core.ports.recipient import RecipientStore
+from trigger_service.core.ports.values import NEWEST, KeyedCreation, ListCursor, ListPage
 from trigger_service.core.tags import FilteredCatalog, TriggerFilter
 from trigger_service.core.time.catchup import CatchUpPolicy
 from trigger_service.core.time.timing import DAY_MS

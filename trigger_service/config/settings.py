@@ -1,11 +1,11 @@
 """One frozen ``Settings``, read from ``TRIGGER_*`` environment variables in ``main()`` only.
 
 Each setting is written once: its default is the dataclass field's, and ``VARIABLES`` maps a
-variable name onto that field with a parser and a help line (the table of
-docs/operations/settings.md is made from the same list, and a unit test keeps them in
-step). A bad value fails at start-up with a ``ConfigError`` naming the variable. The infra
-scripts read the same names (they take the ports from ``TRIGGER_CASSANDRA_PORT``,
-``TRIGGER_SQS_ENDPOINT_URL`` and ``TRIGGER_REDIS_URL``).
+variable name onto that field with a parser and a help line (the tables of
+docs/operations/settings.md are made from the same list, ``config.settings_docs``, and a unit
+test keeps them in step). A bad value fails at start-up with a ``ConfigError`` naming the
+variable. The infra scripts read the same names (they take the ports from
+``TRIGGER_CASSANDRA_PORT``, ``TRIGGER_SQS_ENDPOINT_URL`` and ``TRIGGER_REDIS_URL``).
 """
 
 from __future__ import annotations
@@ -406,11 +406,3 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in ENDPOINT_HEALTH_VARIABLES),
 )
 
-
-def markdown_table() -> str:
-    """The table of ``docs/operations/settings.md`` (``python -c 'from
-    trigger_service.config.settings import *; print(markdown_table())'``); a unit test keeps
-    the page in step with ``VARIABLES``."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |" for v in VARIABLES]
-    return "\n".join(rows)

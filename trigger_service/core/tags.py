@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import ListCursor, ListPage, TriggerCatalog
+from trigger_service.core.ports import TriggerCatalog
+from trigger_service.core.ports.values import ListCursor, ListPage
 
 MAX_TAGS = 10
 MAX_LABELS = 10

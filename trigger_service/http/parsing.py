@@ -25,7 +25,7 @@ from trigger_service.core.errors import (
 from trigger_service.core.flow import parse_flow_control
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify.plan import PLAN_FIELDS, parse_plan
-from trigger_service.core.ports import ListCursor
+from trigger_service.core.ports.values import ListCursor
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
@@ -199,7 +199,7 @@ def decode_cursor(text: str) -> ListCursor:
             raise ValueError("too long")
         raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
         month, after_ms, after_id = json.loads(raw)
-        # month 0: the newest-first order's cursor (``core.ports.ListCursor``).
+        # month 0: the newest-first order's cursor (``core.ports.values.ListCursor``).
         if not (type(month) is int and (month == 0 or (month in _MONTHS
                                                        and 1 <= month % 100 <= 12))
                 and type(after_ms) is int and after_ms in _MS

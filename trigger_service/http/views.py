@@ -8,7 +8,7 @@ from typing import Any
 from trigger_service.app.idempotency import Registered
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.plan import initial_states
-from trigger_service.core.ports import ListPage
+from trigger_service.core.ports.values import ListPage
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
 from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.core.time.recurrence import Recurrence, RuleKind

@@ -14,7 +14,7 @@ import pytest
 from trigger_service.adapters.sqs import QueueUrls, SqsQueue
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.errors import QueueError
-from trigger_service.core.ports import OutgoingMessage, VisibilityChange
+from trigger_service.core.ports.values import OutgoingMessage, VisibilityChange
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 

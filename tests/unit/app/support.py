@@ -15,8 +15,8 @@ from trigger_service.config.settings import Settings
 from trigger_service.core.errors import StoreTimeout
 from trigger_service.core.model import Trigger
 from trigger_service.core.notify.addresses import HostResolver
-from trigger_service.core.ports import KeyedCreation
 from trigger_service.core.ports.limit import SendBudget
+from trigger_service.core.ports.values import KeyedCreation
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 

@@ -18,7 +18,7 @@ from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.core.endpoint_health import ENDPOINT_DISABLED, HeldTrigger
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.pause import paused
-from trigger_service.core.ports import ListCursor, ListPage
+from trigger_service.core.ports.values import ListCursor, ListPage
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.urls import callback_origin
 

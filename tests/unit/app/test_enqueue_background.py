@@ -15,7 +15,7 @@ from trigger_service.app.triggers import TriggerService
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import ConfigError, QueueError
 from trigger_service.core.model import Status
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 
 pytestmark = pytest.mark.timeout(10)
 

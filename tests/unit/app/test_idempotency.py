@@ -40,8 +40,8 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
-from trigger_service.core.ports import KeyedCreation, OutgoingMessage
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import KeyedCreation, OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.core.time.timing import DAY_MS
 

@@ -37,7 +37,7 @@ from trigger_service.core.model import (
     new_trigger_id,
     shard_of,
 )
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import DAY_MS
 
 DIRECT_MAX_MS = SETTINGS.direct_max_delay_s * 1000

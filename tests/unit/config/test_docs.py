@@ -1,13 +1,13 @@
 """The docs site documents every setting (it is what operators read), with tables generated
-from ``settings.VARIABLES`` and ``production_needs`` (the pages hold their output; these
-tests fail when a page and the code disagree)."""
+from ``settings.VARIABLES`` (``settings_docs``) and ``production_needs`` (the pages hold their
+output; these tests fail when a page and the code disagree)."""
 
 from __future__ import annotations
 
 from trigger_service.config.aliases import renamed_table
 from trigger_service.config.production_needs import PRODUCTION_NEEDS, production_table
-from trigger_service.config.settings import REPO_ROOT, VARIABLES, markdown_table
-from trigger_service.config.tuning import tuning_table
+from trigger_service.config.settings import REPO_ROOT, VARIABLES
+from trigger_service.config.settings_docs import markdown_table, tuning_table
 
 DOCS = REPO_ROOT / "docs"
 

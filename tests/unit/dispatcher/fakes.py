@@ -20,7 +20,7 @@ from trigger_service.config.callers import CallerRegistry
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
 from trigger_service.core.notify.channels import ChannelOutcome, ChannelSpec, OccurrenceNotice
-from trigger_service.core.ports import DeliveryResult, OutgoingMessage, ReceivedMessage
+from trigger_service.core.ports.values import DeliveryResult, OutgoingMessage, ReceivedMessage
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 

@@ -22,7 +22,8 @@ from tests.unit.dispatcher.test_claim_ahead import SkewedClock, _cancel
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger
-from trigger_service.core.ports import Clock, ReceivedMessage
+from trigger_service.core.ports import Clock
+from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.clock import ManualClock
 
 pytestmark = pytest.mark.timeout(20)

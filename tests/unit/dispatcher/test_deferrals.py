@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.delivery import REFRESH_AFTER_RECEIVES
+from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
     CALLER,
     OTHER_CALLER,
@@ -19,7 +19,7 @@ from tests.unit.dispatcher.fakes import (
 )
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import OutgoingMessage, ReceivedMessage
+from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage
 
 pytestmark = pytest.mark.timeout(10)
 

@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from dispatcher.delivery import HeldBack, NextAttempt
+from dispatcher.claiming import HeldBack
+from dispatcher.finishing import NextAttempt
 from tests.unit.dispatcher.fakes import (
     CALLER,
     CLAIM_LEAD_MS,

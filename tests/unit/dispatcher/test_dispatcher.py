@@ -26,7 +26,7 @@ from trigger_service.adapters.memory.queue import MemoryQueue, QueuedDeadLetter
 from trigger_service.core.errors import QueueError, StoreError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.model import Status, Trigger, new_trigger_id
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 
 # A regression that leaves a task waiting on the ManualClock would otherwise hang.
 pytestmark = pytest.mark.timeout(10)

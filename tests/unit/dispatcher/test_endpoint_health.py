@@ -31,7 +31,7 @@ from trigger_service.core.endpoint_health import (
 )
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status
-from trigger_service.core.ports import DeliveryResult
+from trigger_service.core.ports.values import DeliveryResult
 from trigger_service.core.urls import callback_origin
 
 pytestmark = pytest.mark.timeout(10)

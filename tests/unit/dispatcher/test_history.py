@@ -10,7 +10,7 @@ from tests.unit.dispatcher.fakes import UNKNOWN_CALLER, Env, failed, settle
 from trigger_service.core.dead_letters import DeadLetterReason, DeadLetterState
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import DeliveryResult
+from trigger_service.core.ports.values import DeliveryResult
 
 
 async def deliver_now(env: Env, t: Trigger) -> None:

@@ -33,7 +33,7 @@ from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.channels import PushSpec, SmsSpec
 from trigger_service.core.notify.plan import DeliveryPlan, EscalationStep
-from trigger_service.core.ports import VisibilityChange
+from trigger_service.core.ports.values import VisibilityChange
 
 pytestmark = pytest.mark.timeout(10)
 

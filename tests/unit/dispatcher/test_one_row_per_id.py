@@ -21,7 +21,7 @@ from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import CacheError, IdempotencyKeyReused, OutcomeUnknown
 from trigger_service.core.model import Status, keyed_trigger_id
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 
 DELAY_MS = 10_000
 

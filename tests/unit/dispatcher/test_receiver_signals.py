@@ -10,7 +10,7 @@ from tests.unit.dispatcher.test_delivery import attempt_now, deliver_now
 from trigger_service.adapters.memory.queue import QueuedDeadLetter
 from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.model import Status
-from trigger_service.core.ports import DeliveryResult
+from trigger_service.core.ports.values import DeliveryResult
 
 pytestmark = pytest.mark.timeout(10)
 

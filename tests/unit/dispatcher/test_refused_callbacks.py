@@ -15,7 +15,7 @@ from trigger_service.config.callers import CallerRegistry
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.model import Status
 from trigger_service.core.notify.plan import DeliveryPlan
-from trigger_service.core.ports import DeliveryResult
+from trigger_service.core.ports.values import DeliveryResult
 
 pytestmark = pytest.mark.timeout(10)
 

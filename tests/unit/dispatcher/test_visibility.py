@@ -13,7 +13,7 @@ from dispatcher.visibility import Visibility
 from tests.unit.dispatcher.fakes import Env, settle
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import Status
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.core.time.timing import sqs_delay_s
 

@@ -13,7 +13,7 @@ from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
-from trigger_service.core.ports import BucketEntry, OutgoingMessage
+from trigger_service.core.ports.values import BucketEntry, OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
 

@@ -22,7 +22,7 @@ from tests.unit.sweeper.test_sweeper import (
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.errors import QueueError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import OutgoingMessage
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
 
 FIRE_MS = 1_700_000_100_000  # 100 s after the rig's start: read into the wheel at once

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from trigger_service.adapters.cassandra.triggers import CassandraTriggers
 from trigger_service.config.settings import Settings
 from trigger_service.core.model import fire_month
-from trigger_service.core.ports import ListCursor
+from trigger_service.core.ports.values import ListCursor
 from trigger_service.core.time.timing import DAY_MS
 
 _PAGE = 500

@@ -11,7 +11,7 @@ from typing import Any
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.indexes import Entry, WrittenUntil, home_value, merge_parts
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import ListCursor, ListPage
+from trigger_service.core.ports.values import ListCursor, ListPage
 
 Write = tuple[str, Sequence[Any]]
 Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import driver
 from trigger_service.core.model import Route, bucket_minute
-from trigger_service.core.ports import BucketEntry
+from trigger_service.core.ports.values import BucketEntry
 
 _SCAN_PAGE_SIZE = 2000  # rows per page of a bucket's scan
 

@@ -18,7 +18,7 @@ from trigger_service.core.model import (
     bucket_minute,
     next_month,
 )
-from trigger_service.core.ports import ListCursor, ListPage
+from trigger_service.core.ports.values import ListCursor, ListPage
 
 K = TypeVar("K")
 Row = dict[str, Any]

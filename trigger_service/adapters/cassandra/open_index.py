@@ -22,7 +22,7 @@ from trigger_service.adapters.cassandra.indexes import Entry, home_value, merge_
 from trigger_service.adapters.cassandra.open_marks import Held, OpenMarks, RunBatch, held_write
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger, fire_month, month_end_ms, month_start_ms
-from trigger_service.core.ports import ListPage
+from trigger_service.core.ports.values import ListPage
 
 Write = tuple[str, Sequence[Any]]
 Run = Callable[[str, Sequence[Any]], Awaitable[list[dict[str, Any]]]]

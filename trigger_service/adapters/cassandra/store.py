@@ -64,10 +64,11 @@ from trigger_service.core.dead_letters import (
 )
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.inbox import InboxMessage, InboxPage
-from trigger_service.core.ports import BucketEntry, Clock, KeyedCreation, ListCursor, ListPage
+from trigger_service.core.ports import Clock
 from trigger_service.core.ports.crypto import Cipher, ResealReport
 from trigger_service.core.ports.homes import KeyedRows
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import BucketEntry, KeyedCreation, ListCursor, ListPage
 from trigger_service.core.tags import TriggerFilter
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.trigger_jobs import TriggerJob, TriggerJobItem

@@ -35,8 +35,9 @@ from trigger_service.adapters.cassandra.term_index import TermIndex, term_writes
 from trigger_service.adapters.homes import Homes
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
-from trigger_service.core.ports import Clock, KeyedCreation, ListCursor, ListPage
+from trigger_service.core.ports import Clock
 from trigger_service.core.ports.homes import KeyedRows, creation_of
+from trigger_service.core.ports.values import KeyedCreation, ListCursor, ListPage
 from trigger_service.core.tags import TriggerFilter
 
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many

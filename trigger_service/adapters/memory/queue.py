@@ -12,12 +12,8 @@ from dataclasses import dataclass
 from trigger_service.adapters.memory.failing import Failing
 from trigger_service.core.errors import QueueError
 from trigger_service.core.lanes import lane_of
-from trigger_service.core.ports import (
-    Clock,
-    OutgoingMessage,
-    ReceivedMessage,
-    VisibilityChange,
-)
+from trigger_service.core.ports import Clock
+from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S
 
 

@@ -32,16 +32,11 @@ from trigger_service.core.model import (
     month_end_ms,
     month_start_ms,
 )
-from trigger_service.core.ports import (
-    BucketEntry,
-    Clock,
-    KeyedCreation,
-    ListCursor,
-    ListPage,
-)
+from trigger_service.core.ports import Clock
 from trigger_service.core.ports.crypto import ResealReport
 from trigger_service.core.ports.homes import KeyedRows, creation_of
 from trigger_service.core.ports.idempotency import IdempotencyRecord
+from trigger_service.core.ports.values import BucketEntry, KeyedCreation, ListCursor, ListPage
 from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 

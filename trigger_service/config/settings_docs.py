@@ -1,8 +1,8 @@
-"""Which process reads which settings: a variable's section names it (``TRIGGER_<SECTION>_``),
-and this table maps sections onto the processes of a deployment. docs/operations/settings.md's
-"tuning by process" table is generated from it (``tuning_table()``), leaving out what
-production must set (``production_needs``: docs/operations/production.md has those); a unit
-test keeps the page in step.
+"""The settings as docs/operations/settings.md shows them, made from ``settings.VARIABLES``:
+the table of every setting (``markdown_table``) and the "tuning by process" tables
+(``tuning_table``), which leave out what production must set (``production_needs``:
+docs/operations/production.md has those). ``infra/dev/settings_table.py`` writes them into
+the page; tests/unit/config/test_docs.py fails while the page and the code disagree.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 from trigger_service.config.production_needs import PRODUCTION_NEEDS
 from trigger_service.config.settings import VARIABLES
 
-# Process → the sections it alone reads (in the order a reader meets them). The top-level
-# settings (no section) and the stores' sections are read by every process. A process is a
-# heading of the section.
+# Which process reads which settings: a variable's section names it (``TRIGGER_<SECTION>_``),
+# and this maps sections onto the processes of a deployment. Process → the sections it alone
+# reads (in the order a reader meets them). The top-level settings (no section) and the
+# stores' sections are read by every process. A process is a heading of the section.
 PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("API (`trigger-api`)", ("api", "limits", "inbox")),
     ("dispatcher (`trigger-dispatcher`)",
@@ -21,6 +22,14 @@ PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("reconciler (`trigger-reconciler`)", ("reconcile",)),
     ("every process", ("", "cassandra", "sqs", "redis", "encryption")),
 )
+
+
+def markdown_table() -> str:
+    """The "every setting" table of ``docs/operations/settings.md``, in ``VARIABLES``
+    order."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |" for v in VARIABLES]
+    return "\n".join(rows)
 
 
 def tuning_table() -> str:
