@@ -50,7 +50,6 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dispatcher.breaker import CircuitBreaker
 from dispatcher.breakers import Breakers
 from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, Waves
@@ -138,11 +137,6 @@ class Delivery:
                                self.fan_out, allowed=allowed, bulkheads=self.bulkheads,
                                flow=flow, endpoints=endpoints, lag=self.lag, clock=deps.clock,
                                metrics=deps.metrics, tracing=deps.tracing)
-
-    def breaker(self, caller: str, origin: str) -> CircuitBreaker | None:
-        """The circuit of a caller's callbacks to an origin (``core.urls.callback_origin``);
-        None when the caller is at its cap of circuits in trouble (``breakers``)."""
-        return self.breakers.get(caller, origin)
 
     async def starts_at(self, t: Trigger) -> int:
         """When ``t``'s next send may start: its due time, or the rate slot flow control

@@ -234,6 +234,6 @@ class Env:
 
 def breaker_of(delivery: Delivery, caller: str = CALLER, origin: str = ORIGIN) -> CircuitBreaker:
     """``caller``'s circuit for ``origin`` (made if new; the tests stay under the cap)."""
-    b = delivery.breaker(caller, origin)
+    b = delivery.breakers.get(caller, origin)
     assert b is not None
     return b
