@@ -45,8 +45,8 @@ from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore, NextAttempt
 from dispatcher.flow_control import FlowGate
-from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
+from dispatcher.screening import PausedCallers, Screening
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
@@ -113,9 +113,9 @@ class Dispatcher:
                              self.delivery.finishing, self._visibility, metrics,
                              held_ttl_s=settings.retention_s)
                 if self.endpoints is not None and endpoints is not None else None)
-        self.holding = Holding(settings, store, self._visibility, clock, metrics,
-                               PausedCallers(pauses, clock) if pauses is not None else None,
-                               hold)
+        self.screening = Screening(settings, store, self._visibility, clock, metrics,
+                                   PausedCallers(pauses, clock) if pauses is not None else None,
+                                   hold)
         self._s, self._d = settings, settings.dispatch
         # Anything put back is hidden at least a second (``sqs_delay_s``: until the lead
         # before it is due, rounded down): one shown again at once would be received again
@@ -326,7 +326,7 @@ class Dispatcher:
             if watched := await self._watch(m, t, hidden_until_ms):  # a few times at most
                 (t, hidden_until_ms), lost_rounds = watched, lost_rounds + 1
                 continue
-            if await self.holding.held(m, t):  # its caller paused, or passed over (late)
+            if await self.screening.screened_out(m, t):  # caller paused, endpoint off, passed over
                 return
             starts_ms = await self.delivery.starts_at(t)  # flow control may spread it
             if starts_ms - self._clock.now_ms() > self.hold_max_ms:

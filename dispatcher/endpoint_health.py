@@ -1,5 +1,5 @@
 """Endpoint health in a dispatcher (``core.endpoint_health``): the records as last read,
-updated by this process's attempts, and the holding of due occurrences for a disabled
+updated by this process's attempts, and the screening of due occurrences for a disabled
 endpoint.
 
 Cheap on purpose: the records are read at most every ``refresh_s`` (in pages: the origins
