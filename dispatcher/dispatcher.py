@@ -37,7 +37,7 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.claiming import HELD_BACK
+from dispatcher.claiming import NOT_NOW
 from dispatcher.claiming import new_claim_id as random_claim_id
 from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.endpoint_health import EndpointHold, EndpointWatch
@@ -337,7 +337,7 @@ class Dispatcher:
             # Held until its claim time (ahead of the start by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
                                                             self._stopping, starts_ms)
-            if outcome is HELD_BACK:
+            if outcome is NOT_NOW:
                 await self._put_back(m, due_ms)
                 return
             if outcome is None:
