@@ -40,7 +40,7 @@ import structlog
 from dispatcher.claiming import NOT_NOW
 from dispatcher.claiming import new_claim_id as random_claim_id
 from dispatcher.delivery import Delivery, DispatchDeps
-from dispatcher.endpoint_health import EndpointHold, EndpointWatch
+from dispatcher.endpoint_health import EndpointParking, EndpointWatch
 from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore, NextAttempt
@@ -109,13 +109,13 @@ class Dispatcher:
                                  notifiers=notifiers, recipients=recipients,
                                  endpoints=self.endpoints, flow=flow)
         self._visibility = self.delivery.visibility
-        hold = (EndpointHold(self.endpoints, endpoints[0], store, callers,
-                             self.delivery.finishing, self._visibility, metrics,
-                             held_ttl_s=settings.retention_s)
-                if self.endpoints is not None and endpoints is not None else None)
+        parking = (EndpointParking(self.endpoints, endpoints[0], store, callers,
+                                   self.delivery.finishing, self._visibility, metrics,
+                                   parked_ttl_s=settings.retention_s)
+                   if self.endpoints is not None and endpoints is not None else None)
         self.screening = Screening(settings, store, self._visibility, clock, metrics,
                                    PausedCallers(pauses, clock) if pauses is not None else None,
-                                   hold)
+                                   parking)
         self._s, self._d = settings, settings.dispatch
         # Anything put back is hidden at least a second (``sqs_delay_s``: until the lead
         # before it is due, rounded down): one shown again at once would be received again

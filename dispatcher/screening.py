@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import structlog
 
-from dispatcher.endpoint_health import EndpointHold
+from dispatcher.endpoint_health import EndpointParking
 from dispatcher.finishing import DispatchStore
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
@@ -64,11 +64,11 @@ class PausedCallers:
 class Screening:
     """The screen a due occurrence passes just before its claim: screened out (not
     delivered now, the message dealt with) if its caller is paused, its endpoint disabled
-    (``EndpointHold``), or it is a series' late occurrence passed over."""
+    (``EndpointParking``), or it is a series' late occurrence passed over."""
 
     def __init__(self, settings: Settings, store: DispatchStore, visibility: Visibility,
                  clock: Clock, metrics: Metrics, paused_callers: PausedCallers | None,
-                 endpoints: EndpointHold | None = None) -> None:
+                 endpoints: EndpointParking | None = None) -> None:
         """``endpoints``: deals with the occurrences of disabled endpoints (None: none is)."""
         self._s = settings
         self._store = store
@@ -90,7 +90,7 @@ class Screening:
                 await self._visibility.delete_quietly(m)
                 return True
             return False
-        if self._endpoints is not None and await self._endpoints.held(m, t):
+        if self._endpoints is not None and await self._endpoints.park(m, t):
             return True
         return await self._passed_over(m, t)
 
