@@ -84,10 +84,10 @@ async def test_a_lone_creation_writes_one_row_by_plain_writes(store: Store) -> N
     fire, now = times()
     t = keyed(unique("caller-"), "k", fire, now)
     done = await store.create_keyed(t, INDEX_TTL_S)
-    assert done.created and done.trigger == t.homed()
-    assert await store.get(t.trigger_id) == t.homed()
+    assert done.created and done.trigger == t.with_home()
+    assert await store.get(t.trigger_id) == t.with_home()
     again = await store.create_keyed(t, INDEX_TTL_S)  # a repeat of the same request
-    assert again.created and await store.get(t.trigger_id) == t.homed()
+    assert again.created and await store.get(t.trigger_id) == t.with_home()
     p = await store.keyed_rows.pointer(t.trigger_id)
     assert p is not None and p.live_home is None and p.homes == {fire}  # no election
 
@@ -102,7 +102,7 @@ async def test_a_retry_after_a_timed_out_row_write_that_lands_later_makes_one_ro
     b = keyed(caller, "k", fire + 3_000, now + 3_000)
     delayed = DelayedRows(store.keyed_rows)
     first = await Homes(delayed).create(a, INDEX_TTL_S)  # its row write "timed out"
-    assert first.created and delayed.delayed == [a.homed()]
+    assert first.created and delayed.delayed == [a.with_home()]
     second = await store.create_keyed(b, INDEX_TTL_S)
     # B adopted A's home and fire time: the retry answers the first request's time.
     assert second.created and second.trigger.fire_at_ms == fire
@@ -122,7 +122,7 @@ async def test_two_creations_that_both_read_each_other_agree_on_one_home(
     caller = unique("caller-")
     a = keyed(caller, "k", fire + 5_000, now + 5)
     b = keyed(caller, "k", fire, now)
-    await store.keyed_rows.write_creation_index(a.homed(), INDEX_TTL_S)
+    await store.keyed_rows.write_creation_index(a.with_home(), INDEX_TTL_S)
     done = await asyncio.gather(store.create_keyed(b, INDEX_TTL_S),
                                 store.create_keyed(a, INDEX_TTL_S))
     assert {d.trigger.fire_at_ms for d in done} == {fire}
@@ -180,5 +180,5 @@ async def test_two_bodies_without_redis_keep_one_row_whole(store: Store) -> None
                 payload_json='{"other": true}')
     first = await store.create_keyed(a, INDEX_TTL_S)
     second = await store.create_keyed(b, INDEX_TTL_S)
-    assert first.created and not second.created and second.trigger == a.homed()
-    assert await store.get(a.trigger_id) == a.homed()
+    assert first.created and not second.created and second.trigger == a.with_home()
+    assert await store.get(a.trigger_id) == a.with_home()
