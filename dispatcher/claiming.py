@@ -48,14 +48,15 @@ from trigger_service.core.urls import callback_origin
 log = structlog.get_logger("dispatcher")
 
 
-class HeldBack(enum.Enum):
-    """``claim_and_deliver``'s answer when the dispatcher started stopping before the send
-    (a claim taken ahead is given back first)."""
+class NotNow(enum.Enum):
+    """``claim_and_deliver``'s answer when no delivery is attempted now: the dispatcher
+    started stopping before the send (while at the claim gate, or with a claim taken ahead,
+    which is given back first). The message is put back; no attempt is spent."""
 
-    HELD_BACK = "held_back"
+    NOT_NOW = "not_now"
 
 
-HELD_BACK = HeldBack.HELD_BACK
+NOT_NOW = NotNow.NOT_NOW
 
 
 def new_claim_id() -> str:
@@ -172,13 +173,13 @@ class Claiming:
             self._metrics.inc("claims_late_total")
         return Claimed(t, claim, slot, starts_ms)
 
-    async def give_back(self, c: Claimed) -> HeldBack | Trigger | None:
+    async def give_back(self, c: Claimed) -> NotNow | Trigger | None:
         """Stopping with a claim taken ahead: the row goes back as it was, so whoever gets
-        the message sends on time (the claim would outlive the drain). ``HELD_BACK`` if it
+        the message sends on time (the claim would outlive the drain). ``NOT_NOW`` if it
         went back, else the row as it is now (the claim was lost meanwhile)."""
         if await self._store.compare_and_set(c.trigger, c.before):
             self._metrics.inc("claims_given_back_total")
-            return HELD_BACK
+            return NOT_NOW
         return await self._store.get(c.trigger.trigger_id)
 
     @property

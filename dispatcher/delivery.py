@@ -54,7 +54,7 @@ from dispatcher.breakers import Breakers
 from dispatcher.bulkheads import Bulkheads
 from dispatcher.claim_gate import ClaimGate, Waves
 from dispatcher.claim_keeping import ClaimKeeper
-from dispatcher.claiming import HELD_BACK, Claimed, Claiming, HeldBack, new_claim_id, partition
+from dispatcher.claiming import NOT_NOW, Claimed, Claiming, NotNow, new_claim_id, partition
 from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.fair_share import caller_weights
 from dispatcher.fanout import UNCONFIGURED, FanOut, Notifiers
@@ -163,10 +163,10 @@ class Delivery:
                                 hidden_until_ms: int | None = None,
                                 stopping: asyncio.Event | None = None,
                                 starts_ms: int | None = None
-                                ) -> Trigger | NextAttempt | HeldBack | None:
+                                ) -> Trigger | NextAttempt | NotNow | None:
         """Wait for ``t``'s claim time (``claim_gate``), claim it and deliver it. Returns the
         current trigger if the claim lost a race or a cancel won before the send (the caller
-        looks again), ``HELD_BACK`` if ``stopping`` was set before the send (a claim taken is
+        looks again), ``NOT_NOW`` if ``stopping`` was set before the send (a claim taken is
         given back; the caller hands the message back), a ``NextAttempt`` if the occurrence
         was written back PENDING for a later attempt (a retry, a channel due later: the
         message is still hidden, the caller holds it for that attempt or hides it until
@@ -182,7 +182,7 @@ class Delivery:
 
     async def _deliver(self, m: ReceivedMessage, t: Trigger, hidden_until_ms: int | None,
                        stopping: asyncio.Event | None, starts_ms: int | None
-                       ) -> Trigger | NextAttempt | HeldBack | None:
+                       ) -> Trigger | NextAttempt | NotNow | None:
         """The delivery, top to bottom. What is held over which steps:
 
         - the origin's breaker slot (``held``): from just before the claim's LWT to the
@@ -197,7 +197,7 @@ class Delivery:
             # 1. The claim, in its turn at the claim gate (ahead of the send's start).
             async with self.gate.turn(starts_ms, stopping, partition(t), t.caller) as go:
                 if not go:
-                    return HELD_BACK
+                    return NOT_NOW
                 claimed = await self.claiming.claim(m, t, held, starts_ms)
             if not isinstance(claimed, Claimed):
                 return claimed

@@ -37,16 +37,16 @@ from collections.abc import Callable
 
 import structlog
 
-from dispatcher.claiming import HELD_BACK
+from dispatcher.claiming import NOT_NOW
 from dispatcher.claiming import new_claim_id as random_claim_id
 from dispatcher.delivery import Delivery, DispatchDeps
-from dispatcher.endpoint_health import EndpointHold, EndpointWatch
+from dispatcher.endpoint_health import EndpointParking, EndpointWatch
 from dispatcher.fair_share import FAIR_DEFER_S, Shares
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.finishing import DispatchStore, NextAttempt
 from dispatcher.flow_control import FlowGate
-from dispatcher.holding import Holding, PausedCallers
 from dispatcher.ops_report import OpsReporter
+from dispatcher.screening import PausedCallers, Screening
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
@@ -109,13 +109,13 @@ class Dispatcher:
                                  notifiers=notifiers, recipients=recipients,
                                  endpoints=self.endpoints, flow=flow)
         self._visibility = self.delivery.visibility
-        hold = (EndpointHold(self.endpoints, endpoints[0], store, callers,
-                             self.delivery.finishing, self._visibility, metrics,
-                             held_ttl_s=settings.retention_s)
-                if self.endpoints is not None and endpoints is not None else None)
-        self.holding = Holding(settings, store, self._visibility, clock, metrics,
-                               PausedCallers(pauses, clock) if pauses is not None else None,
-                               hold)
+        parking = (EndpointParking(self.endpoints, endpoints[0], store, callers,
+                                   self.delivery.finishing, self._visibility, metrics,
+                                   parked_ttl_s=settings.retention_s)
+                   if self.endpoints is not None and endpoints is not None else None)
+        self.screening = Screening(settings, store, self._visibility, clock, metrics,
+                                   PausedCallers(pauses, clock) if pauses is not None else None,
+                                   parking)
         self._s, self._d = settings, settings.dispatch
         # Anything put back is hidden at least a second (``sqs_delay_s``: until the lead
         # before it is due, rounded down): one shown again at once would be received again
@@ -326,7 +326,7 @@ class Dispatcher:
             if watched := await self._watch(m, t, hidden_until_ms):  # a few times at most
                 (t, hidden_until_ms), lost_rounds = watched, lost_rounds + 1
                 continue
-            if await self.holding.held(m, t):  # its caller paused, or passed over (late)
+            if await self.screening.screened_out(m, t):  # caller paused, endpoint off, passed over
                 return
             starts_ms = await self.delivery.starts_at(t)  # flow control may spread it
             if starts_ms - self._clock.now_ms() > self.hold_max_ms:
@@ -337,7 +337,7 @@ class Dispatcher:
             # Held until its claim time (ahead of the start by the claim gate's lead).
             outcome = await self.delivery.claim_and_deliver(m, t, hidden_until_ms,
                                                             self._stopping, starts_ms)
-            if outcome is HELD_BACK:
+            if outcome is NOT_NOW:
                 await self._put_back(m, due_ms)
                 return
             if outcome is None:

@@ -1,5 +1,5 @@
 """Endpoint health in a dispatcher (``core.endpoint_health``): the records as last read,
-updated by this process's attempts, and the holding of due occurrences for a disabled
+updated by this process's attempts, and the screening of due occurrences for a disabled
 endpoint.
 
 Cheap on purpose: the records are read at most every ``refresh_s`` (in pages: the origins
@@ -33,8 +33,8 @@ from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
-    HeldTrigger,
     OnDisabled,
+    ParkedTrigger,
     disable_due,
     disabled_event,
     failed_again,
@@ -277,32 +277,34 @@ class EndpointWatch:
                 task.cancel()
 
 
-class EndpointHold:
-    """Holds a due occurrence whose endpoint is disabled, per its caller's ``on_disabled``:
-    PAUSED (``core.pause.paused``) or FAILED with a dead letter (a series goes on), with
-    ``last_error`` ``ENDPOINT_DISABLED`` either way. Both are LWTs on the row as read.
+class EndpointParking:
+    """Parks a due occurrence whose endpoint is disabled, per its caller's ``on_disabled``
+    (``"hold"``: PAUSED, ``core.pause.paused``), or fails it with a dead letter (a series goes
+    on), with ``last_error`` ``ENDPOINT_DISABLED`` either way. Both are LWTs on the row as
+    read.
 
-    A PAUSED one is first entered in the index of held triggers of its (caller, origin)
-    (``EndpointHealthStore.note_held``, for ``held_ttl_s``), where an enable's replay finds
-    it: a crash (or a lost LWT) after the entry leaves an entry of a trigger not held, which
-    the replay checks against the row; the other order could lose a held trigger from it.
-    A dead-lettered one is found by its dead letter."""
+    A parked one is first entered in the index of parked triggers of its (caller, origin)
+    (``EndpointHealthStore.note_parked``, for ``parked_ttl_s``), where an enable's replay
+    finds it: a crash (or a lost LWT) after the entry leaves an entry of a trigger not
+    parked, which the replay checks against the row; the other order could lose a parked
+    trigger from it. A dead-lettered one is found by its dead letter."""
 
-    def __init__(self, watch: EndpointWatch, holds: EndpointHealthStore, store: TriggerStates,
+    def __init__(self, watch: EndpointWatch, index: EndpointHealthStore, store: TriggerStates,
                  callers: Callers, finishing: Finishing, visibility: Visibility,
-                 metrics: Metrics, *, held_ttl_s: int) -> None:
+                 metrics: Metrics, *, parked_ttl_s: int) -> None:
         self.watch = watch
-        self._holds = holds
-        self._held_ttl_s = held_ttl_s
+        self._index = index
+        self._parked_ttl_s = parked_ttl_s
         self._store = store
         self._callers = callers
         self._finishing = finishing
         self._visibility = visibility
         self._metrics = metrics
 
-    async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
-        """Whether ``t`` (PENDING) was held here (the message is then dealt with). Raises
-        ``StoreError`` (the message is received again)."""
+    async def park(self, m: ReceivedMessage, t: Trigger) -> bool:
+        """Whether ``t`` (PENDING) was parked or dead-lettered here, its endpoint disabled
+        (the message is then dealt with). Raises ``StoreError`` (the message is received
+        again)."""
         if not await self.watch.disabled_for(t):
             return False
         c = self._callers.by_name(t.caller)
@@ -312,8 +314,9 @@ class EndpointHold:
                 m, t, ENDPOINT_DISABLED, {"trigger_id": t.trigger_id, "caller": t.caller},
                 DeadLetterReason.ENDPOINT_DISABLED)
             return True
-        await self._holds.note_held(t.caller, callback_origin(t.callback_url),
-                                    HeldTrigger(t.trigger_id, t.due_at_ms()), self._held_ttl_s)
+        await self._index.note_parked(t.caller, callback_origin(t.callback_url),
+                                      ParkedTrigger(t.trigger_id, t.due_at_ms()),
+                                      self._parked_ttl_s)
         if not await self._store.compare_and_set(
                 t, replace(paused(t), last_error=ENDPOINT_DISABLED)):
             return False

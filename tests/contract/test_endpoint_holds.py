@@ -16,7 +16,7 @@ from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpoint
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth
 from trigger_service.config.endpoint_health import EndpointHealthSettings
-from trigger_service.core.endpoint_health import HeldTrigger
+from trigger_service.core.endpoint_health import ParkedTrigger
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore
 from trigger_service.core.time.clock import ManualClock
 
@@ -45,23 +45,23 @@ def holds(request: pytest.FixtureRequest) -> tuple[EndpointHealthStore, PassTime
 
 
 async def read(store: EndpointHealthStore, caller: str, origin: str, since_ms: int
-               ) -> list[list[HeldTrigger]]:
-    return [page async for page in store.held_since(caller, origin, since_ms)]
+               ) -> list[list[ParkedTrigger]]:
+    return [page async for page in store.parked_since(caller, origin, since_ms)]
 
 
 async def test_entries_come_back_from_a_due_time_by_due_then_id_in_pages(
         holds: tuple[EndpointHealthStore, PassTime]) -> None:
     store = holds[0]
     caller, other = unique("eh-"), unique("eh-")
-    mine = [HeldTrigger(f"t{n}", T0 + due) for n, due in enumerate((30, 10, 20, 20, 40, 50))]
+    mine = [ParkedTrigger(f"t{n}", T0 + due) for n, due in enumerate((30, 10, 20, 20, 40, 50))]
     for h in mine:
-        await store.note_held(caller, ORIGIN, h, TTL_S)
-    await store.note_held(caller, OTHER_ORIGIN, HeldTrigger("x1", T0 + 30), TTL_S)
-    await store.note_held(other, ORIGIN, HeldTrigger("x2", T0 + 30), TTL_S)
+        await store.note_parked(caller, ORIGIN, h, TTL_S)
+    await store.note_parked(caller, OTHER_ORIGIN, ParkedTrigger("x1", T0 + 30), TTL_S)
+    await store.note_parked(other, ORIGIN, ParkedTrigger("x2", T0 + 30), TTL_S)
     pages = await read(store, caller, ORIGIN, T0 + 20)
     assert [h for page in pages for h in page] == [
-        HeldTrigger("t2", T0 + 20), HeldTrigger("t3", T0 + 20), HeldTrigger("t0", T0 + 30),
-        HeldTrigger("t4", T0 + 40), HeldTrigger("t5", T0 + 50)]
+        ParkedTrigger("t2", T0 + 20), ParkedTrigger("t3", T0 + 20), ParkedTrigger("t0", T0 + 30),
+        ParkedTrigger("t4", T0 + 40), ParkedTrigger("t5", T0 + 50)]
     assert all(len(page) <= PAGE for page in pages) and len(pages) >= 3
     assert [h for p in await read(store, caller, ORIGIN, T0 + 51) for h in p] == []
 
@@ -70,13 +70,13 @@ async def test_an_entry_written_again_is_one_and_a_forgotten_one_is_gone(
         holds: tuple[EndpointHealthStore, PassTime]) -> None:
     store = holds[0]
     caller = unique("eh-")
-    a, b = HeldTrigger("ta", T0 + 1), HeldTrigger("tb", T0 + 2)
+    a, b = ParkedTrigger("ta", T0 + 1), ParkedTrigger("tb", T0 + 2)
     for h in (a, a, b):
-        await store.note_held(caller, ORIGIN, h, TTL_S)
+        await store.note_parked(caller, ORIGIN, h, TTL_S)
     assert [h for p in await read(store, caller, ORIGIN, T0) for h in p] == [a, b]
-    await store.forget_held(caller, ORIGIN, [a, HeldTrigger("never", T0 + 3)])
-    await store.forget_held(caller, ORIGIN, [a])  # again: nothing
-    await store.forget_held(caller, OTHER_ORIGIN, [b])  # another origin's: not this one
+    await store.forget_parked(caller, ORIGIN, [a, ParkedTrigger("never", T0 + 3)])
+    await store.forget_parked(caller, ORIGIN, [a])  # again: nothing
+    await store.forget_parked(caller, OTHER_ORIGIN, [b])  # another origin's: not this one
     assert [h for p in await read(store, caller, ORIGIN, T0) for h in p] == [b]
 
 
@@ -84,10 +84,10 @@ async def test_many_entries_forgotten_at_once_are_all_gone_and_only_they(
         holds: tuple[EndpointHealthStore, PassTime]) -> None:
     store = holds[0]
     caller = unique("eh-")
-    entries = [HeldTrigger(f"t{n:03}", T0 + n) for n in range(MANY)]
-    await asyncio.gather(*(store.note_held(caller, ORIGIN, h, TTL_S) for h in entries))
+    entries = [ParkedTrigger(f"t{n:03}", T0 + n) for n in range(MANY)]
+    await asyncio.gather(*(store.note_parked(caller, ORIGIN, h, TTL_S) for h in entries))
     kept = entries[::10]
-    await store.forget_held(caller, ORIGIN, [h for h in entries if h not in kept])
+    await store.forget_parked(caller, ORIGIN, [h for h in entries if h not in kept])
     assert [h for p in await read(store, caller, ORIGIN, T0) for h in p] == kept
 
 
@@ -95,8 +95,8 @@ async def test_an_entry_expires_after_its_ttl(
         holds: tuple[EndpointHealthStore, PassTime]) -> None:
     store, pass_time = holds
     caller = unique("eh-")
-    await store.note_held(caller, ORIGIN, HeldTrigger("short", T0), 1)
-    await store.note_held(caller, ORIGIN, HeldTrigger("long", T0), TTL_S)
+    await store.note_parked(caller, ORIGIN, ParkedTrigger("short", T0), 1)
+    await store.note_parked(caller, ORIGIN, ParkedTrigger("long", T0), TTL_S)
     assert {h.trigger_id for p in await read(store, caller, ORIGIN, T0) for h in p} == {
         "short", "long"}
     await pass_time(2.2)

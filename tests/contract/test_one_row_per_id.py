@@ -5,7 +5,7 @@ id has one live row: the one ``get`` answers, the only one ``get_at`` answers at
 the one a cancel governs.
 
 The interleavings are built from the store's own primitives (``store.keyed_rows``), with a
-row write held back and landed later, as a coordinator that timed out may still apply it.
+row write delayed and landed later, as a coordinator that timed out may still apply it.
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ def keyed(caller: str, key: str, fire_at_ms: int, created_at_ms: int,
 
 
 @dataclass
-class Holding:
-    """``KeyedRows`` whose row writes are held back (the caller is told they timed out)
+class DelayedRows:
+    """``KeyedRows`` whose row writes are delayed (the caller is told they timed out)
     until ``land``; everything else goes to the store's."""
 
     rows: KeyedRows
-    held: list[Trigger] = field(default_factory=list)
-    holding: bool = True
+    delayed: list[Trigger] = field(default_factory=list)
+    delaying: bool = True
 
     async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:
         await self.rows.write_creation_index(t, index_ttl_s)
@@ -48,8 +48,8 @@ class Holding:
         return await self.rows.row_at(trigger_id, home_at_ms, shard)
 
     async def write_row(self, t: Trigger) -> None:
-        if self.holding:
-            self.held.append(t)
+        if self.delaying:
+            self.delayed.append(t)
             return
         await self.rows.write_row(t)
 
@@ -63,9 +63,9 @@ class Holding:
         await self.rows.drop_row(trigger_id, home_at_ms, shard)
 
     async def land(self) -> None:
-        for t in self.held:
+        for t in self.delayed:
             await self.rows.write_row(t)
-        self.held.clear()
+        self.delayed.clear()
 
 
 async def live_rows(store: Store, t: Trigger, homes: list[int]) -> list[Trigger]:
@@ -84,10 +84,10 @@ async def test_a_lone_creation_writes_one_row_by_plain_writes(store: Store) -> N
     fire, now = times()
     t = keyed(unique("caller-"), "k", fire, now)
     done = await store.create_keyed(t, INDEX_TTL_S)
-    assert done.created and done.trigger == t.homed()
-    assert await store.get(t.trigger_id) == t.homed()
+    assert done.created and done.trigger == t.with_home()
+    assert await store.get(t.trigger_id) == t.with_home()
     again = await store.create_keyed(t, INDEX_TTL_S)  # a repeat of the same request
-    assert again.created and await store.get(t.trigger_id) == t.homed()
+    assert again.created and await store.get(t.trigger_id) == t.with_home()
     p = await store.keyed_rows.pointer(t.trigger_id)
     assert p is not None and p.live_home is None and p.homes == {fire}  # no election
 
@@ -100,13 +100,13 @@ async def test_a_retry_after_a_timed_out_row_write_that_lands_later_makes_one_ro
     caller = unique("caller-")
     a = keyed(caller, "k", fire, now)
     b = keyed(caller, "k", fire + 3_000, now + 3_000)
-    held = Holding(store.keyed_rows)
-    first = await Homes(held).create(a, INDEX_TTL_S)  # its row write "timed out"
-    assert first.created and held.held == [a.homed()]
+    delayed = DelayedRows(store.keyed_rows)
+    first = await Homes(delayed).create(a, INDEX_TTL_S)  # its row write "timed out"
+    assert first.created and delayed.delayed == [a.with_home()]
     second = await store.create_keyed(b, INDEX_TTL_S)
     # B adopted A's home and fire time: the retry answers the first request's time.
     assert second.created and second.trigger.fire_at_ms == fire
-    await held.land()
+    await delayed.land()
     row = await store.get(a.trigger_id)
     assert row is not None and row.fire_at_ms == fire
     assert await store.compare_and_set(row, replace(row, status=Status.CANCELLED))
@@ -122,7 +122,7 @@ async def test_two_creations_that_both_read_each_other_agree_on_one_home(
     caller = unique("caller-")
     a = keyed(caller, "k", fire + 5_000, now + 5)
     b = keyed(caller, "k", fire, now)
-    await store.keyed_rows.write_creation_index(a.homed(), INDEX_TTL_S)
+    await store.keyed_rows.write_creation_index(a.with_home(), INDEX_TTL_S)
     done = await asyncio.gather(store.create_keyed(b, INDEX_TTL_S),
                                 store.create_keyed(a, INDEX_TTL_S))
     assert {d.trigger.fire_at_ms for d in done} == {fire}
@@ -138,11 +138,11 @@ async def test_a_lone_row_that_lands_after_another_home_won_is_never_answered(
     caller = unique("caller-")
     a = keyed(caller, "k", fire + 5_000, now)
     b = keyed(caller, "k", fire, now + 5)
-    held = Holding(store.keyed_rows)
-    assert (await Homes(held).create(a, INDEX_TTL_S)).created  # alone; its row held
+    delayed = DelayedRows(store.keyed_rows)
+    assert (await Homes(delayed).create(a, INDEX_TTL_S)).created  # alone; its row delayed
     done = await store.create_keyed(b, INDEX_TTL_S)
     assert done.created and done.trigger.fire_at_ms == fire
-    await held.land()
+    await delayed.land()
     assert await store.get_at(a.trigger_id, fire + 5_000, a.shard) is None
     got = await store.get(a.trigger_id)
     assert got is not None and got.fire_at_ms == fire
@@ -157,13 +157,13 @@ async def test_an_elected_home_whose_creation_stopped_gives_way_to_the_row_that_
     caller = unique("caller-")
     a = keyed(caller, "k", fire + 5_000, now)
     b = keyed(caller, "k", fire, now + 5)
-    held_a, held_b = Holding(store.keyed_rows), Holding(store.keyed_rows)
-    assert (await Homes(held_a).create(a, INDEX_TTL_S)).created  # alone; its row held
-    assert (await Homes(held_b).create(b, INDEX_TTL_S)).created  # elected; row held
-    await held_a.land()
+    delayed_a, delayed_b = DelayedRows(store.keyed_rows), DelayedRows(store.keyed_rows)
+    assert (await Homes(delayed_a).create(a, INDEX_TTL_S)).created  # alone; its row delayed
+    assert (await Homes(delayed_b).create(b, INDEX_TTL_S)).created  # elected; row delayed
+    await delayed_a.land()
     got = await store.get_at(a.trigger_id, fire + 5_000, a.shard)
     assert got is not None and got.fire_at_ms == fire + 5_000
-    await held_b.land()  # B's write arrives after all: under the seal
+    await delayed_b.land()  # B's write arrives after all: under the seal
     assert await store.get_at(a.trigger_id, fire, a.shard) is None
     assert await store.get(a.trigger_id) == got
     p = await store.keyed_rows.pointer(a.trigger_id)
@@ -180,5 +180,5 @@ async def test_two_bodies_without_redis_keep_one_row_whole(store: Store) -> None
                 payload_json='{"other": true}')
     first = await store.create_keyed(a, INDEX_TTL_S)
     second = await store.create_keyed(b, INDEX_TTL_S)
-    assert first.created and not second.created and second.trigger == a.homed()
-    assert await store.get(a.trigger_id) == a.homed()
+    assert first.created and not second.created and second.trigger == a.with_home()
+    assert await store.get(a.trigger_id) == a.with_home()

@@ -195,7 +195,7 @@ def floating_daily(caller: str, now_ms: int) -> Trigger:
     return Trigger(tid, caller, "https://receiver.example/cb", "{}", NINE_NY_MS, now_ms,
                    shard_of(tid, SETTINGS.shards), Route.SWEEP, schedule=rec,
                    tzdata_version=TZDATA_VERSION, recipient="ada",
-                   recipient_zone=True).homed()
+                   recipient_zone=True).with_home()
 
 
 async def test_a_zone_change_moves_every_one_of_12_000_triggers(people: People) -> None:

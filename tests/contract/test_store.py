@@ -261,13 +261,13 @@ async def test_create_keyed_writes_one_row_then_answers_it(store: Store) -> None
     other = replace(t, payload_json='{"other": true}', request_hash="hash-2",
                     created_at_ms=t.created_at_ms + 1)
     done = await store.create_keyed(t, INDEX_TTL_S)
-    assert done.created and done.trigger == t.homed()
-    assert await store.get(t.trigger_id) == t.homed()
+    assert done.created and done.trigger == t.with_home()
+    assert await store.get(t.trigger_id) == t.with_home()
     again = await store.create_keyed(other, INDEX_TTL_S)
-    assert not again.created and again.trigger == t.homed()
-    assert await store.get(t.trigger_id) == t.homed()
-    cancelled = replace(t.homed(), status=Status.CANCELLED)
-    assert await store.compare_and_set(t.homed(), cancelled)
+    assert not again.created and again.trigger == t.with_home()
+    assert await store.get(t.trigger_id) == t.with_home()
+    cancelled = replace(t.with_home(), status=Status.CANCELLED)
+    assert await store.compare_and_set(t.with_home(), cancelled)
     later = await store.create_keyed(replace(other, created_at_ms=t.created_at_ms + 2),
                                      INDEX_TTL_S)
     assert not later.created and later.trigger == cancelled

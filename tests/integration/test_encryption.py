@@ -90,7 +90,7 @@ async def test_channel_addresses_are_not_in_clear_and_read_back(
         store: CassandraStore, raw: Session) -> None:
     plan = parse_plan(PLAN)
     t = replace(make_trigger("enc-" + uuid.uuid4().hex[:8], SystemClock().now_ms() + 3_600_000),
-                plan=plan).homed()
+                plan=plan).with_home()
     await store.create(t, INDEX_TTL_S)
     row = raw_row(raw, KEYSPACE, t)
     assert all(is_sealed(row[c]) for c in schema.SEALED_COLUMNS)
@@ -186,7 +186,7 @@ async def test_reencrypt_moves_clear_and_old_key_rows_to_the_current_key(tmp_pat
         fire_ms = SystemClock().now_ms() + 3_600_000
         writers = [reseal_store(file_cipher(old), seal_payloads=sealing)
                    for sealing in (False, True)]
-        triggers = [replace(make_trigger(caller, fire_ms), plan=parse_plan(PLAN)).homed()
+        triggers = [replace(make_trigger(caller, fire_ms), plan=parse_plan(PLAN)).with_home()
                     for _ in range(5)]
         try:
             for i, t in enumerate(triggers):  # in clear and under the old key, by turns

@@ -53,7 +53,7 @@ class Homes:
         """Create a keyed trigger (``TriggerCatalog.create_keyed``): the one row of its id
         afterwards, and whether this call wrote it. Safe to repeat after a timeout. Raises
         ``StoreError``."""
-        t = trigger.homed()
+        t = trigger.with_home()
         assert t.home_at_ms is not None
         await self._rows.write_creation_index(t, index_ttl_s)
         p = await self._rows.pointer(t.trigger_id)

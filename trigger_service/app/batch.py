@@ -53,7 +53,7 @@ class BatchEntry:
 
 @dataclass(frozen=True, slots=True)
 class BatchOutcome:
-    """What became of one entry: ``registered`` (with the planned ``new``), or ``error``."""
+    """What became of one entry: ``registered`` (with the timed ``new``), or ``error``."""
 
     index: int
     registered: Registered | None = None

@@ -2,7 +2,7 @@
 
 The pause is a durable flag (``CallerPauses``); every dispatcher reads the flags through a
 cache refreshed every ``PAUSED_CALLERS_REFRESH_MS`` (2 s) and turns a due trigger of a paused
-caller PAUSED instead of delivering it (``dispatcher.holding``). Registrations, edits and
+caller PAUSED instead of delivering it (``dispatcher.screening``). Registrations, edits and
 cancels still work.
 
 Resuming clears the flag, waits until no dispatcher can still hold the old answer (the
@@ -30,7 +30,7 @@ from trigger_service.core.trigger_jobs import JobAction, TriggerJob
 
 log = structlog.get_logger(__name__)
 
-# The dispatchers' cache period (dispatcher.holding.PAUSED_CALLERS_REFRESH_MS) and a margin.
+# The dispatchers' cache period (dispatcher.screening.PAUSED_CALLERS_REFRESH_MS) and a margin.
 RESUME_SETTLE_MS = 2_000 + 1_000
 _PAGE = 500
 

@@ -3,23 +3,24 @@ list everyone's; either enables a disabled (or failing) endpoint. No HTTP here.
 
 Enabling deletes the record (``EndpointHealthStore.clear``), sends the operators'
 ``endpoint.enabled`` event (in the background, retried) and, with ``replay_since_ms``,
-replays what was held for the endpoint since then, delivering each held occurrence once:
+replays what was parked or dead-lettered for the endpoint since then, delivering each such
+occurrence once:
 
-- held (``on_disabled = "hold"``): the caller's PAUSED triggers whose ``last_error`` is
+- parked (``on_disabled = "hold"``): the caller's PAUSED triggers whose ``last_error`` is
   ``ENDPOINT_DISABLED``, whose callback is on the origin and whose occurrence was due at or
   after the time, resumed by a job over triggers (``app.trigger_jobs``, action ``resume``:
   each series by its own catch-up policy, a one-time trigger at once). They are found
-  through the index of held triggers of the (caller, origin) (``EndpointHealthStore.
-  held_since``, written by the dispatcher before each hold), each entry checked against its
-  row: the cost is that of the endpoint's held triggers, never of the caller's others. A
-  trigger held before the index existed has no entry: it stays PAUSED (resumed by itself, or
+  through the index of parked triggers of the (caller, origin) (``EndpointHealthStore.
+  parked_since``, written by the dispatcher before it parks one), each entry checked against its
+  row: the cost is that of the endpoint's parked triggers, never of the caller's others. A
+  trigger parked before the index existed has no entry: it stays PAUSED (resumed by itself, or
   by an operator's resume of the caller);
 - dead-lettered (``on_disabled = "dead_letter"``): the caller's open dead letters with
   reason ``endpoint_disabled`` on the origin that died at or after the time, by a bulk
   replay (``DeadLetterService.start_bulk``).
 
-Both wait first until no dispatcher can still hold the old record (its refresh period and a
-margin), as an operator's resume of a paused caller does; without a replay the held
+Both wait first until no dispatcher can still have the old record (its refresh period and a
+margin), as an operator's resume of a paused caller does; without a replay the parked
 triggers stay PAUSED (each can be resumed by itself) and the answer is immediate.
 """
 
@@ -37,7 +38,7 @@ from trigger_service.core.dead_letters import DeadLetterQuery, DeadLetterReason,
 from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
-    HeldTrigger,
+    ParkedTrigger,
     enabled_event,
     origin_prefix,
 )
@@ -70,7 +71,7 @@ class EndpointService:
     def __init__(self, settings: EndpointHealthSettings, store: EndpointHealthStore,
                  events: OpsEvents, states: TriggerStates, jobs: TriggerJobRunner,
                  letters: DeadLetterService, clock: Clock) -> None:
-        """``states``: the triggers' rows, read by id (the held triggers' entries)."""
+        """``states``: the triggers' rows, read by id (the parked triggers' entries)."""
         self._s = settings
         self._store = store
         self._events = events
@@ -88,8 +89,8 @@ class EndpointService:
     async def enable(self, caller: str, origin: str, replay_since_ms: int | None,
                      by: str) -> Enabled:
         """Enable ``caller``'s endpoint ``origin`` (idempotent: a healthy one stays so, and
-        sends no event) and, with ``replay_since_ms``, replay what was held since then.
-        ``by``: who asked (in the event). Raises ``StoreError``."""
+        sends no event) and, with ``replay_since_ms``, replay what was parked or
+        dead-lettered since then. ``by``: who asked (in the event). Raises ``StoreError``."""
         cleared = await self._store.clear(caller, origin)
         now_ms = self._clock.now_ms()
         if cleared is not None:
@@ -100,30 +101,30 @@ class EndpointService:
             task.add_done_callback(self._sending.discard)
         if replay_since_ms is None:
             return Enabled(caller, origin, cleared)
-        # A dispatcher holding the old copy would hold the replayed occurrences again.
+        # A dispatcher with the old copy would park the replayed occurrences again.
         await self._clock.sleep_ms(self._s.refresh_s * 1000 + SETTLE_MARGIN_MS)
-        ids = await self._held_ids(caller, origin, replay_since_ms)
+        ids = await self._parked_ids(caller, origin, replay_since_ms)
         job = (await self._jobs.start_over(caller, JobAction.RESUME,
                                            TriggerFilter(status=Status.PAUSED), ids)
                if ids else None)
         return Enabled(caller, origin, cleared, job,
                        await self._replay_letters(caller, origin, replay_since_ms))
 
-    async def _held_ids(self, caller: str, origin: str, since_ms: int) -> list[str]:
-        """The ids of ``caller``'s triggers held for ``origin`` at an occurrence due at or
+    async def _parked_ids(self, caller: str, origin: str, since_ms: int) -> list[str]:
+        """The ids of ``caller``'s triggers parked for ``origin`` at an occurrence due at or
         after ``since_ms``, in the order of their entries: each entry's row read and checked
-        (``_held_for``). The entries of triggers that are no longer held are deleted."""
+        (``_parked_for``). The entries of triggers that are no longer parked are deleted."""
         ids: dict[str, None] = {}
-        async for page in self._store.held_since(caller, origin, since_ms):
+        async for page in self._store.parked_since(caller, origin, since_ms):
             rows = await self._states.get_many([h.trigger_id for h in page])
-            stale: list[HeldTrigger] = []
+            stale: list[ParkedTrigger] = []
             for h, t in zip(page, rows, strict=True):
-                if t is not None and t.caller == caller and _held_for(t, origin, since_ms):
+                if t is not None and t.caller == caller and _parked_for(t, origin, since_ms):
                     ids[t.trigger_id] = None
                 elif _stale(h, t):
                     stale.append(h)
             if stale:
-                await self._store.forget_held(caller, origin, stale)
+                await self._store.forget_parked(caller, origin, stale)
         return list(ids)
 
     async def _replay_letters(self, caller: str, origin: str, since_ms: int
@@ -136,18 +137,18 @@ class EndpointService:
             return None
 
 
-def _held_for(t: Trigger, origin: str, since_ms: int) -> bool:
+def _parked_for(t: Trigger, origin: str, since_ms: int) -> bool:
     return (t.status is Status.PAUSED and t.last_error == ENDPOINT_DISABLED and t.plan is None
             and callback_origin(t.callback_url) == origin and t.due_at_ms() >= since_ms)
 
 
-def _stale(h: HeldTrigger, t: Trigger | None) -> bool:
-    """Whether the entry ``h`` can no longer stand for a held trigger: its trigger is gone
-    or finished, or no longer held and moved on from the occurrence held (resumed). Kept:
-    an entry of a trigger still held (edited, or held again later: a duplicate is
+def _stale(h: ParkedTrigger, t: Trigger | None) -> bool:
+    """Whether the entry ``h`` can no longer stand for a parked trigger: its trigger is gone
+    or finished, or no longer parked and moved on from the occurrence parked (resumed). Kept:
+    an entry of a trigger still parked (edited, or parked again later: a duplicate is
     harmless), and one whose trigger is still PENDING at that occurrence (its dispatcher
-    may be about to hold it: the entry is written before the hold's LWT)."""
+    may be about to park it: the entry is written before the parking LWT)."""
     if t is None or t.status.terminal:
         return True
-    held = t.status is Status.PAUSED and t.last_error == ENDPOINT_DISABLED
-    return not held and t.due_at_ms() != h.due_at_ms
+    parked = t.status is Status.PAUSED and t.last_error == ENDPOINT_DISABLED
+    return not parked and t.due_at_ms() != h.due_at_ms

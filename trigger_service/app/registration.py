@@ -1,5 +1,5 @@
 """A registration request on its way in: as parsed (``RegisterRequest``: shapes only), then
-planned (``NewTrigger``: its first fire time and schedule), then the trigger it makes
+timed (``NewTrigger``: its first fire time and schedule), then the trigger it makes
 (``new_trigger``, ``snoozed``), and what ``TriggerService.register`` answers
 (``Registration``). No HTTP here, no I/O."""
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from trigger_service.app.idempotency import Registered
-from trigger_service.app.schedules import TimeRequest, plan
+from trigger_service.app.schedules import TimeRequest, first_fire
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import ApiSettings, Settings
 from trigger_service.core.deadlines import check_expiry
@@ -60,14 +60,14 @@ class NewTrigger:
 @dataclass(frozen=True, slots=True)
 class RegisterRequest:
     """A registration (or an edit's, a snooze's) as the HTTP layer parsed it: every field's
-    shape checked, nothing resolved or planned yet (``TriggerService.accept`` does both)."""
+    shape checked, nothing resolved or timed yet (``TriggerService.accept`` does both)."""
 
     callback_url: str  # normalised and under the caller's prefixes; "" with channels alone
     payload_json: str
     time: TimeRequest
     received_at_ms: int  # the one "now" of this request
     plan: DeliveryPlan | None = None
-    jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``plan_request``)
+    jitter_s: int = 0  # jitterSeconds: >= 0 (its bound is a setting: ``timed_request``)
     tags: tuple[str, ...] = ()
     labels: Labels = ()
     recipient: str | None = None  # a recipient profile's id
@@ -76,7 +76,7 @@ class RegisterRequest:
     # UTC, for their shape only) and with its locale.
     retime: Retime | None = field(default=None, compare=False)
     floats: bool = False  # ``"timeZone": "recipient"``
-    expires_at_ms: int | None = None  # expiresAt (not before the first fire time: planned)
+    expires_at_ms: int | None = None  # expiresAt (not before the first fire time: timed)
     max_lateness_s: int | None = None  # maxLatenessSeconds (>= 1)
     flow_control: FlowControl | None = None  # ``flowControl`` (``core.flow``): checked
 
@@ -94,26 +94,27 @@ class Budgets:
 class Registration:
     """What ``TriggerService.register`` made of a request: ``registered``, the trigger's id
     and first fire time (a replay's: the first request's), and ``new``, the request as
-    planned (its schedule and jitter, which the answer shows)."""
+    timed (its schedule and jitter, which the answer shows)."""
 
     registered: Registered
     new: NewTrigger
 
 
-def plan_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
+def timed_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
     """The trigger ``req`` describes: its first fire time (a past one is now) and schedule.
     Pure. Raises ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime`` or
     ``ExpiresBeforeFire``."""
     if req.jitter_s > api.max_jitter_s:
         raise InvalidRequest(f"jitterSeconds: 0 to {api.max_jitter_s} "
                              "(TRIGGER_API_MAX_JITTER_S)", field="jitterSeconds")
-    planned = plan(req.time, now_ms=req.received_at_ms, horizon_days=api.max_fire_ahead_days,
-                   min_interval_s=api.min_recurrence_interval_s)
-    check_expiry(req.expires_at_ms, planned.fire_at_ms)
-    return NewTrigger(req.callback_url, req.payload_json, planned.fire_at_ms,
-                      req.received_at_ms, planned.schedule, planned.occurrence, req.plan,
+    first = first_fire(req.time, now_ms=req.received_at_ms,
+                       horizon_days=api.max_fire_ahead_days,
+                       min_interval_s=api.min_recurrence_interval_s)
+    check_expiry(req.expires_at_ms, first.fire_at_ms)
+    return NewTrigger(req.callback_url, req.payload_json, first.fire_at_ms,
+                      req.received_at_ms, first.schedule, first.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
-                      req.floats and planned.schedule is not None, req.expires_at_ms,
+                      req.floats and first.schedule is not None, req.expires_at_ms,
                       req.max_lateness_s, req.flow_control)
 
 

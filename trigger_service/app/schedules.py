@@ -52,7 +52,10 @@ class TimeRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class Planned:
+class FirstFire:
+    """A request's first fire time, with its schedule and first occurrence (None: a
+    plain instant)."""
+
     fire_at_ms: int
     schedule: Recurrence | None = None
     occurrence: Occurrence | None = None
@@ -81,14 +84,14 @@ def schedule_of(req: TimeRequest) -> Recurrence | None:
                       req.catch_up or CatchUp())
 
 
-def plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
-         min_interval_s: int) -> Planned:
+def first_fire(req: TimeRequest, *, now_ms: int, horizon_days: int,
+               min_interval_s: int) -> FirstFire:
     """The first fire time of a request received at ``now_ms``. Raises ``InvalidRequest``,
     ``FireAtOutOfRange`` or ``NonexistentLocalTime``. Metered against the request's caller's
     CPU share (``app/cpu_shares.py``)."""
     with metered(), _naming(req.source), _in_range(req):
-        return _plan(req, now_ms=now_ms, horizon_days=horizon_days,
-                     min_interval_s=min_interval_s)
+        return _first_fire(req, now_ms=now_ms, horizon_days=horizon_days,
+                           min_interval_s=min_interval_s)
 
 
 @contextmanager
@@ -115,25 +118,26 @@ def _in_range(req: TimeRequest) -> Iterator[None]:
                              "(years 1 to 9999)", field=name) from e
 
 
-def _plan(req: TimeRequest, *, now_ms: int, horizon_days: int,
-          min_interval_s: int) -> Planned:
+def _first_fire(req: TimeRequest, *, now_ms: int, horizon_days: int,
+                min_interval_s: int) -> FirstFire:
     rec = schedule_of(req)
     if rec is None:
         assert req.at_ms is not None
         _within_horizon(req.at_ms, now_ms, horizon_days, req.at_field)
-        return Planned(max(req.at_ms, now_ms))
+        return FirstFire(max(req.at_ms, now_ms))
     if rec.kind is RuleKind.ONCE:
-        return _plan_once(rec, now_ms, horizon_days)
-    return _plan_series(rec, now_ms, horizon_days, min_interval_s)
+        return _first_fire_once(rec, now_ms, horizon_days)
+    return _first_fire_series(rec, now_ms, horizon_days, min_interval_s)
 
 
 def preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
             horizon_days: int, min_interval_s: int) -> list[int]:
     """The first ``count`` fire instants from DTSTART (or strictly after ``after_ms``), after
-    the DST policy, within the horizon from there. Validates the rule like :func:`plan`;
-    a rule never depends on ``now_ms`` (only ``delaySeconds`` and ``when`` do); a single
-    instant is refused past the horizon from now as registration refuses it (a huge
-    ``delaySeconds`` is no date to show). Metered like :func:`plan`."""
+    the DST policy, within the horizon from there. Validates the rule like
+    :func:`first_fire`; a rule never depends on ``now_ms`` (only ``delaySeconds`` and
+    ``when`` do); a single instant is refused past the horizon from now as registration
+    refuses it (a huge ``delaySeconds`` is no date to show). Metered like
+    :func:`first_fire`."""
     with metered(), _naming(req.source), _in_range(req):
         return _preview(req, count=count, after_ms=after_ms, now_ms=now_ms,
                         horizon_days=horizon_days, min_interval_s=min_interval_s)
@@ -149,7 +153,7 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     start_ms = datetime_to_ms(rec.dtstart.replace(tzinfo=UTC)) - MAX_UTC_OFFSET_MS
     limit = search_limit(rec, max(start_ms, after_ms or start_ms), horizon_days)
     if rec.kind is RuleKind.ONCE:
-        _plan_once(rec, start_ms, horizon_days)  # a gap under "skip" is refused here too
+        _first_fire_once(rec, start_ms, horizon_days)  # a gap under "skip" is refused here too
     out: list[int] = []
     # From the first instant after ``after_ms``: a fixed-step rule starts there, not at DTSTART.
     for occ in occurrences(rec, limit=limit,
@@ -164,7 +168,7 @@ def _preview(req: TimeRequest, *, count: int, after_ms: int | None, now_ms: int,
     return out
 
 
-def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
+def _first_fire_once(rec: Recurrence, now_ms: int, horizon_days: int) -> FirstFire:
     occ = first_occurrence(rec, not_before_ms=-(2**62), horizon_days=horizon_days)
     if occ is None:
         assert rec.dst.gap is Gap.SKIP
@@ -173,11 +177,11 @@ def _plan_once(rec: Recurrence, now_ms: int, horizon_days: int) -> Planned:
             "gap) and dstPolicy.gap is 'skip'", field="localTime")
     _within_horizon(occ.at_ms, now_ms, horizon_days, "localTime")
     # A wall time in the past fires now, like a past fireAt.
-    return Planned(max(occ.at_ms, now_ms), rec, occ)
+    return FirstFire(max(occ.at_ms, now_ms), rec, occ)
 
 
-def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
-                 min_interval_s: int) -> Planned:
+def _first_fire_series(rec: Recurrence, now_ms: int, horizon_days: int,
+                       min_interval_s: int) -> FirstFire:
     field_name = rec.kind.value
     # Whole seconds: an occurrence in the second the request arrived still fires. The
     # schedule is stored anchored: a DTSTART far back is not expanded from again. Looked for
@@ -190,7 +194,7 @@ def _plan_series(rec: Recurrence, now_ms: int, horizon_days: int,
     _check_interval(rec, search_limit(rec, now_ms, horizon_days), min_interval_s)
     rec = first.schedule
     _within_horizon(occ.at_ms, now_ms, horizon_days, field_name)
-    return Planned(occ.at_ms, rec, occ)
+    return FirstFire(occ.at_ms, rec, occ)
 
 
 def _check_interval(rec: Recurrence, limit: datetime, min_interval_s: int) -> None:

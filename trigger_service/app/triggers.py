@@ -39,8 +39,8 @@ from trigger_service.app.registration import (
     RegisterRequest,
     Registration,
     new_trigger,
-    plan_request,
     snoozed,
+    timed_request,
 )
 from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
@@ -119,7 +119,7 @@ class TriggerService:
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""
         bound = await bind_recipient(self.recipients, caller.name, req)
         # A costly caller's plans one at a time, in another process (app/cpu_shares.py).
-        new = await costly(plan_request, bound, self._s.api)
+        new = await costly(timed_request, bound, self._s.api)
         await self.vet_callback(caller, new.callback_url)
         return replace(new, plan=await self.vet_channels(caller, new.plan, budgets=budgets))
 
@@ -140,7 +140,7 @@ class TriggerService:
         """Register what ``req`` asks for ``caller``, once per ``idem_key``: the module
         docstring's steps (``_register`` from 3 on). ``request_hash``: the hash of the body
         as sent (a keyed retry must send the same). ``snoozes``: the trigger a snooze copies
-        (``registration.snoozed``). Returns the outcome and ``req`` as planned (what the
+        (``registration.snoozed``). Returns the outcome and ``req`` as timed (what the
         answer shows). Raises what ``accept`` raises, ``NotEditable`` (``snoozes`` is not
         pending, in flight or fired), ``QuotaExceeded`` (with a key, only when the key has
         no trigger), ``IdempotencyKeyReused``, ``StoreError`` (then nothing was accepted; a
@@ -156,7 +156,7 @@ class TriggerService:
     async def register_planned(self, caller: str, new: NewTrigger, idem_key: str | None,
                                request_hash: str, *, snoozed_from: str | None = None
                                ) -> Registered:
-        """``register`` from step 2 on for a trigger planned already, admitted by its quota
+        """``register`` from step 2 on for a trigger timed already, admitted by its quota
         place alone (no daily budgets are checked): a dead letter's copy
         (``app.dead_letters``). Raises what ``register`` raises from step 2 on."""
         trigger = new_trigger(caller, new, idem_key, request_hash, self._s,

@@ -11,10 +11,10 @@ counted (processes do not add up each other's counts). A success deletes a faili
 a disabled one stays disabled until someone enables it (``app.endpoints``).
 
 After ``disable_after_s`` of continuous failure the endpoint is DISABLED: the dispatchers
-hold its caller's due occurrences (PAUSED, or FAILED with a dead letter, per the caller's
-``on_disabled``) with ``last_error`` ``ENDPOINT_DISABLED``, so the replay on enable finds
-them again: a held trigger through its ``HeldTrigger`` entry of the (caller, origin), written
-before it is PAUSED, a dead letter by its reason.
+park its caller's due occurrences (PAUSED) or fail them with a dead letter, per the
+caller's ``on_disabled``, with ``last_error`` ``ENDPOINT_DISABLED``, so the replay on enable
+finds them again: a parked trigger through its ``ParkedTrigger`` entry of the (caller,
+origin), written before it is PAUSED, a dead letter by its reason.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.time.timing import format_rfc3339_ms
 from trigger_service.core.urls import UrlError, normalise_callback_url
 
-# ``last_error`` of an occurrence held for a disabled endpoint (the marker the replay reads).
+# ``last_error`` of an occurrence parked for a disabled endpoint (the marker the replay reads).
 ENDPOINT_DISABLED = DeadLetterReason.ENDPOINT_DISABLED.value
 ERROR_MAX_CHARS = 500
 
@@ -41,7 +41,7 @@ class EndpointState(StrEnum):
 class OnDisabled(StrEnum):
     """What a caller's due occurrences for a disabled endpoint become (callers file)."""
 
-    HOLD = "hold"  # PAUSED (resumed by the replay on enable)
+    HOLD = "hold"  # parked: PAUSED (resumed by the replay on enable); the value is a setting
     DEAD_LETTER = "dead_letter"  # FAILED (a series goes on) with a dead letter
 
 
@@ -51,9 +51,9 @@ class OpsEventType(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class HeldTrigger:
-    """An entry of the index of held triggers of one (caller, origin): the trigger
-    ``trigger_id`` was held for the disabled endpoint at its occurrence due at
+class ParkedTrigger:
+    """An entry of the index of parked triggers of one (caller, origin): the trigger
+    ``trigger_id`` was parked for the disabled endpoint at its occurrence due at
     ``due_at_ms`` (``Trigger.due_at_ms``). A hint, not the truth: the trigger may have been
     resumed, cancelled or edited since (its row says)."""
 

@@ -201,7 +201,7 @@ class Trigger:
         started_ms = max(self.claimed_at_ms or 0, self.due_at_ms())
         return min(self.claim_stale_at_ms(callback_timeout_ms), started_ms + grace_ms)
 
-    def homed(self) -> Trigger:
+    def with_home(self) -> Trigger:
         """This trigger with its home set: the fire time it is created with, unless it has
         one (what a store keeps when it creates it)."""
         return self if self.home_at_ms is not None else replace(self, home_at_ms=self.fire_at_ms)

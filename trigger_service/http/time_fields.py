@@ -2,8 +2,8 @@
 ``timeZone``, ``rrule`` | ``cron``, ``dstPolicy``, ``exdates``; or ``when`` with ``timeZone``
 and ``dstPolicy``; a series' ``catchUp`` with either) → a ``TimeRequest``, or an
 ``InvalidRequest`` naming the field. Shapes only: zones, rules and the horizon are checked by
-``app.schedules.plan``; a ``when`` phrase is read into the other fields by ``core.time.when``.
-Pure: the current time is passed in."""
+``app.schedules.first_fire``; a ``when`` phrase is read into the other fields by
+``core.time.when``. Pure: the current time is passed in."""
 
 from __future__ import annotations
 

@@ -42,7 +42,9 @@ from trigger_client.models import (
     Status,
     Trigger,
 )
-from trigger_client.models_more import (
+from trigger_client.pausing import CatchUp, CatchUpPolicy, PausedCaller, ResumeJob
+from trigger_client.requests import TriggerRequest
+from trigger_client.resource_models import (
     Attempt,
     BatchItemResult,
     DeadLetter,
@@ -57,8 +59,6 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
-from trigger_client.pausing import CatchUp, CatchUpPolicy, PausedCaller, ResumeJob
-from trigger_client.requests import TriggerRequest
 
 __all__ = [
     "AckResult",

@@ -24,7 +24,9 @@ from trigger_client.models import (
     Status,
     Trigger,
 )
-from trigger_client.models_more import (
+from trigger_client.pausing import PausedCaller, ResumeJob
+from trigger_client.requests import TriggerRequest
+from trigger_client.resource_models import (
     BatchItemResult,
     DeadLetter,
     Health,
@@ -38,8 +40,6 @@ from trigger_client.models_more import (
     ReplayResult,
     TriggerJob,
 )
-from trigger_client.pausing import PausedCaller, ResumeJob
-from trigger_client.requests import TriggerRequest
 
 T = TypeVar("T")
 NO_BODY: Any = object()

@@ -32,7 +32,16 @@ from trigger_client.models import (
     Status,
     Trigger,
 )
-from trigger_client.models_more import (
+from trigger_client.pausing import CatchUpPolicy, PausedCaller, ResumeJob
+from trigger_client.requests import (
+    PatchFields,
+    TriggerFields,
+    TriggerRequest,
+    patch_body,
+    request_from,
+    snooze_body,
+)
+from trigger_client.resource_models import (
     BatchItemResult,
     DeadLetter,
     Health,
@@ -45,15 +54,6 @@ from trigger_client.models_more import (
     ReplayJob,
     ReplayResult,
     TriggerJob,
-)
-from trigger_client.pausing import CatchUpPolicy, PausedCaller, ResumeJob
-from trigger_client.requests import (
-    PatchFields,
-    TriggerFields,
-    TriggerRequest,
-    patch_body,
-    request_from,
-    snooze_body,
 )
 
 T = TypeVar("T")

@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from dateutil.rrule import rrulestr
 
-from trigger_service.app.schedules import TimeRequest, plan, preview
+from trigger_service.app.schedules import TimeRequest, first_fire, preview
 from trigger_service.core.errors import InvalidRequest, RuleTooCostly
 from trigger_service.core.model import Route, Trigger
 from trigger_service.core.time import rule_walk, series
@@ -64,10 +64,10 @@ def test_a_rule_that_never_matches_stops_at_its_limit(rule: str, steps: list[int
 
 
 @pytest.mark.parametrize("rule", NEVER)
-def test_planning_a_rule_that_never_matches_is_a_400_in_one_walk(
+def test_the_first_fire_of_a_rule_that_never_matches_is_a_400_in_one_walk(
         rule: str, steps: list[int]) -> None:
     with pytest.raises(InvalidRequest) as e:
-        plan(request(rule), now_ms=NOW_MS, horizon_days=HORIZON_DAYS, min_interval_s=60)
+        first_fire(request(rule), now_ms=NOW_MS, horizon_days=HORIZON_DAYS, min_interval_s=60)
     assert e.value.status == 400 and e.value.extra["field"] == "rrule"
     assert sum(steps) <= 3 * HORIZON_DAYS + 400
     assert preview(request(rule), count=1000, after_ms=None, now_ms=NOW_MS,
@@ -82,7 +82,8 @@ def test_planning_a_rule_that_never_matches_is_a_400_in_one_walk(
 def test_a_rule_past_its_budget_is_refused_naming_its_field(
         rule: str, start: datetime, steps: list[int]) -> None:
     with pytest.raises(RuleTooCostly) as e:
-        plan(request(rule, start), now_ms=NOW_MS, horizon_days=HORIZON_DAYS, min_interval_s=60)
+        first_fire(request(rule, start), now_ms=NOW_MS, horizon_days=HORIZON_DAYS,
+                   min_interval_s=60)
     assert e.value.status == 400 and e.value.extra["field"] == "rrule"
     assert "steps" in e.value.message
     assert sum(steps) <= 2 * (REQUEST_STEPS + 86_400)  # stopped at the budget (a step over)
@@ -91,8 +92,8 @@ def test_a_rule_past_its_budget_is_refused_naming_its_field(
 def test_an_empty_combination_found_while_iterating_is_a_400() -> None:
     # dateutil raises ValueError for it only once it iterates (a 500 before).
     with pytest.raises(InvalidRequest) as e:
-        plan(request("FREQ=MINUTELY;INTERVAL=1440;BYHOUR=5"), now_ms=NOW_MS,
-             horizon_days=HORIZON_DAYS, min_interval_s=60)
+        first_fire(request("FREQ=MINUTELY;INTERVAL=1440;BYHOUR=5"), now_ms=NOW_MS,
+                   horizon_days=HORIZON_DAYS, min_interval_s=60)
     assert e.value.extra["field"] == "rrule" and "empty rule" in e.value.message
 
 
@@ -102,8 +103,8 @@ def test_an_impossible_cron_is_a_400_naming_cron(cron: str) -> None:
     # and raised CroniterBadDateError (a 500).
     start = NOW - timedelta(days=2)
     with pytest.raises(InvalidRequest) as e:
-        plan(request(cron, start, RuleKind.CRON), now_ms=NOW_MS, horizon_days=HORIZON_DAYS,
-             min_interval_s=60)
+        first_fire(request(cron, start, RuleKind.CRON), now_ms=NOW_MS, horizon_days=HORIZON_DAYS,
+                   min_interval_s=60)
     assert e.value.status == 400 and e.value.extra["field"] == "cron"
     assert preview(request(cron, start, RuleKind.CRON), count=10, after_ms=None,
                    now_ms=NOW_MS, horizon_days=HORIZON_DAYS, min_interval_s=60) == []
@@ -113,8 +114,8 @@ def test_a_cron_walk_is_bounded_too() -> None:
     # Not countable by the fast-forward (a day of the month and of the week both given):
     # walked from a start 40 years back, a step per day and ten per instance.
     with pytest.raises(RuleTooCostly) as e:
-        plan(request("*/5 * 1-31 * 1-5", datetime(1987, 1, 1), RuleKind.CRON), now_ms=NOW_MS,
-             horizon_days=HORIZON_DAYS, min_interval_s=60)
+        first_fire(request("*/5 * 1-31 * 1-5", datetime(1987, 1, 1), RuleKind.CRON), now_ms=NOW_MS,
+                   horizon_days=HORIZON_DAYS, min_interval_s=60)
     assert e.value.extra["field"] == "cron"
 
 

@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from dispatcher.claiming import HeldBack
+from dispatcher.claiming import NotNow
 from dispatcher.finishing import NextAttempt
 from tests.unit.dispatcher.fakes import (
     CALLER,
@@ -44,7 +44,7 @@ async def attempt_now(env: Env, t: Trigger) -> Trigger | NextAttempt | None:
     """Receive ``t``'s message and make one attempt through ``Delivery`` (``t`` is due): a
     retry is answered, not held."""
     outcome = await env.delivery().claim_and_deliver(await env.receive_one(t), t)
-    assert not isinstance(outcome, HeldBack)
+    assert not isinstance(outcome, NotNow)
     return outcome
 
 

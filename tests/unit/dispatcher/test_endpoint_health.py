@@ -1,6 +1,6 @@
 """Endpoint health in the dispatcher (``dispatcher.endpoint_health``), on a fake clock: a
 herd of failures writes little, a success resets, continuous failure past disable_after_s
-disables once with one event, and a disabled endpoint's due occurrences are held."""
+disables once with one event, and a disabled endpoint's due occurrences are parked."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from trigger_service.core.endpoint_health import (
     ENDPOINT_DISABLED,
     EndpointHealth,
     EndpointState,
-    HeldTrigger,
+    ParkedTrigger,
 )
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status
@@ -177,7 +177,7 @@ async def _disable(env: Env, store: MemoryEndpointHealth, events: MemoryOpsEvent
     await w.drain()
 
 
-async def test_a_disabled_endpoints_due_occurrences_are_held_not_attempted(
+async def test_a_disabled_endpoints_due_occurrences_are_parked_not_attempted(
         env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
     store, events = parts
     await _disable(env, store, events)
@@ -189,18 +189,18 @@ async def test_a_disabled_endpoints_due_occurrences_are_held_not_attempted(
     assert env.row(mine).last_error == ENDPOINT_DISABLED
     assert env.channel.ids() == [other.trigger_id]
     assert env.row(other).status is Status.FIRED
-    assert await env.receive() == []  # the held one's message is deleted
-    # Entered in the index of the endpoint's held triggers, for the trigger retention.
-    assert store.held_entries(CALLER, ORIGIN) == {
-        HeldTrigger(mine.trigger_id, mine.due_at_ms()): env.settings.retention_s}
-    assert store.held_entries(OTHER_CALLER, callback_origin(other.callback_url)) == {}
+    assert await env.receive() == []  # the parked one's message is deleted
+    # Entered in the index of the endpoint's parked triggers, for the trigger retention.
+    assert store.parked_entries(CALLER, ORIGIN) == {
+        ParkedTrigger(mine.trigger_id, mine.due_at_ms()): env.settings.retention_s}
+    assert store.parked_entries(OTHER_CALLER, callback_origin(other.callback_url)) == {}
 
 
 @pytest.mark.parametrize("cas", ["lost", "failed"])
-async def test_the_index_entry_is_written_before_the_holds_lwt(
+async def test_the_index_entry_is_written_before_the_parking_lwt(
         env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents], cas: str) -> None:
     """Whatever becomes of the LWT (lost to a cancel, or the store failing), the entry is
-    there: the other order could lose a held trigger from the replay."""
+    there: the other order could lose a parked trigger from the replay."""
     store, events = parts
     if cas == "lost":  # another process's transition lands first, every time
         env.store = AlwaysLosingStore()
@@ -214,18 +214,18 @@ async def test_the_index_entry_is_written_before_the_holds_lwt(
         await d.handle(msg)
     assert env.row(t).status is Status.PENDING and env.channel.calls == []
     assert cas == "failed" or env.store.calls["compare_and_set"] >= 1  # tried, and lost
-    assert HeldTrigger(t.trigger_id, t.due_at_ms()) in store.held_entries(CALLER, ORIGIN)
+    assert ParkedTrigger(t.trigger_id, t.due_at_ms()) in store.parked_entries(CALLER, ORIGIN)
 
 
-class _UnwrittenHolds(MemoryEndpointHealth):
-    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
-                        ) -> None:
+class _UnwrittenEntries(MemoryEndpointHealth):
+    async def note_parked(self, caller: str, origin: str, parked: ParkedTrigger, ttl_s: int
+                          ) -> None:
         raise StoreError("down")
 
 
-async def test_a_trigger_whose_entry_is_not_written_is_not_held(
+async def test_a_trigger_whose_entry_is_not_written_is_not_parked(
         env: Env, parts: tuple[MemoryEndpointHealth, MemoryOpsEvents]) -> None:
-    store, events = _UnwrittenHolds(env.clock), parts[1]
+    store, events = _UnwrittenEntries(env.clock), parts[1]
     await _disable(env, store, events)
     t = await env.add(0)
     d = env.dispatcher_with(endpoints=(store, events))

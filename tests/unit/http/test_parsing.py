@@ -5,7 +5,7 @@ from typing import Any
 
 import pytest
 
-from trigger_service.app.registration import plan_request
+from trigger_service.app.registration import timed_request
 from trigger_service.config.callers import Caller, CallerRegistry, hash_token, parse_callback_url
 from trigger_service.config.settings import ApiSettings
 from trigger_service.core.errors import (
@@ -37,9 +37,9 @@ ORDERS: Caller = _orders
 
 
 def reg(body: Any) -> Any:
-    """What the API makes of a body: parsed here (shapes), planned by the use case."""
+    """What the API makes of a body: parsed here (shapes), timed by the use case."""
     parsed = parse_register(body, caller=ORDERS, now_ms=NOW, payload_max_bytes=4096)
-    return plan_request(parsed, ApiSettings(max_fire_ahead_days=366))
+    return timed_request(parsed, ApiSettings(max_fire_ahead_days=366))
 
 
 def err(body: Any) -> ApiError:

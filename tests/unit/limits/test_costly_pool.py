@@ -162,7 +162,7 @@ async def test_every_costly_route_parses_and_plans_in_the_worker(
     env = make_env()
     async with serving(env, memory_runtime(env)) as api:
         await _every_costly_route(api)
-    assert {"parse_register", "plan_request", "parse_time_fields", "preview", "plan",
+    assert {"parse_register", "timed_request", "parse_time_fields", "preview", "first_fire",
             "parse_item"} <= set(sent), sent
 
 

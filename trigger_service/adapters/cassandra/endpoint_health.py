@@ -13,7 +13,7 @@ here by the first read of every caller's records of each process, until one find
 each is inserted ``IF NOT EXISTS`` (a newer record of the same endpoint wins) and deleted
 from the old partition.
 
-The index of held triggers is ``endpoint_holds`` (infra/cql/028): a partition per (caller,
+The index of parked triggers is ``endpoint_holds`` (infra/cql/028): a partition per (caller,
 origin), by (due time, trigger id); an entry is a plain ``INSERT ... USING TTL`` (written
 again, it is only renewed), read in pages of ``page_size`` rows, deleted in unlogged batches
 of the partition (``driver.write_in_batches``).
@@ -29,7 +29,7 @@ from cassandra.query import UNSET_VALUE
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra import driver
 from trigger_service.config.endpoint_health import EndpointHealthSettings
-from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger
+from trigger_service.core.endpoint_health import EndpointHealth, ParkedTrigger
 
 _FIRST, _LAST, _FAILURES, _ERROR, _DISABLED, _NOTIFIED = s.ENDPOINT_HEALTH_COLUMNS
 _APPLIED = "[applied]"
@@ -61,19 +61,19 @@ def endpoint_health_queries(keyspace: str) -> dict[str, str]:
         "eh_clear": f"DELETE FROM {t} WHERE {key} IF EXISTS",
         "eh_legacy": f"SELECT {cols} FROM {old} WHERE {s.COL_K} = ?",
         "eh_legacy_drop": f"DELETE FROM {old} WHERE {s.COL_K} = ? AND {key}",
-        **_hold_queries(keyspace),
+        **_parking_queries(keyspace),
     }
 
 
-def _hold_queries(keyspace: str) -> dict[str, str]:
+def _parking_queries(keyspace: str) -> dict[str, str]:
     t = f"{keyspace}.{s.TABLE_ENDPOINT_HOLDS}"
     key = f"{s.COL_CALLER} = ? AND {s.COL_ORIGIN} = ?"
     return {
-        "eh_hold": f"INSERT INTO {t} ({s.COL_CALLER}, {s.COL_ORIGIN}, {s.COL_DUE_AT_MS}, "
+        "eh_park": f"INSERT INTO {t} ({s.COL_CALLER}, {s.COL_ORIGIN}, {s.COL_DUE_AT_MS}, "
         f"{s.COL_TRIGGER_ID}) VALUES (?, ?, ?, ?) USING TTL ?",
-        "eh_held": f"SELECT {s.COL_DUE_AT_MS}, {s.COL_TRIGGER_ID} FROM {t} WHERE {key} "
+        "eh_parked": f"SELECT {s.COL_DUE_AT_MS}, {s.COL_TRIGGER_ID} FROM {t} WHERE {key} "
         f"AND {s.COL_DUE_AT_MS} >= ?",
-        "eh_unhold": f"DELETE FROM {t} WHERE {key} AND {s.COL_DUE_AT_MS} = ? "
+        "eh_unpark": f"DELETE FROM {t} WHERE {key} AND {s.COL_DUE_AT_MS} = ? "
         f"AND {s.COL_TRIGGER_ID} = ?",
     }
 
@@ -177,17 +177,17 @@ class CassandraEndpointHealth:
         await self._cql.run("eh_clear", [caller, origin])
         return _health(rows[0])
 
-    # --- the index of held triggers -------------------------------------------------------
-    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
-                        ) -> None:
-        await self._cql.run("eh_hold", [caller, origin, held.due_at_ms, held.trigger_id, ttl_s])
-
-    async def held_since(self, caller: str, origin: str, since_ms: int
-                         ) -> AsyncIterator[list[HeldTrigger]]:
-        async for page in self._cql.pages("eh_held", [caller, origin, since_ms], self._page_size):
-            yield [HeldTrigger(r[s.COL_TRIGGER_ID], r[s.COL_DUE_AT_MS]) for r in page]
-
-    async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
+    # --- the index of parked triggers -------------------------------------------------------
+    async def note_parked(self, caller: str, origin: str, parked: ParkedTrigger, ttl_s: int
                           ) -> None:
+        await self._cql.run("eh_park", [caller, origin, parked.due_at_ms, parked.trigger_id, ttl_s])
+
+    async def parked_since(self, caller: str, origin: str, since_ms: int
+                           ) -> AsyncIterator[list[ParkedTrigger]]:
+        async for page in self._cql.pages("eh_parked", [caller, origin, since_ms], self._page_size):
+            yield [ParkedTrigger(r[s.COL_TRIGGER_ID], r[s.COL_DUE_AT_MS]) for r in page]
+
+    async def forget_parked(self, caller: str, origin: str, parked: Sequence[ParkedTrigger]
+                            ) -> None:
         await driver.write_in_batches(self._cql.run_unlogged, [
-            ("eh_unhold", [caller, origin, h.due_at_ms, h.trigger_id]) for h in held])
+            ("eh_unpark", [caller, origin, h.due_at_ms, h.trigger_id]) for h in parked])

@@ -84,7 +84,7 @@ class CassandraTriggers:
         # Every write carries a timestamp fixed by the trigger, so a repeat rewrites
         # identical cells; the row's is backdated below every LWT's (see
         # schema.CREATE_BACKDATE_MS).
-        t = trigger.homed()
+        t = trigger.with_home()
         row_ts_us = (t.created_at_ms - schema.CREATE_BACKDATE_MS) * 1000
         await self._write_index(t, index_ttl_s, t.created_at_ms * 1000, home_ts_us=row_ts_us)
         await self._write_row(t, row_ts_us)

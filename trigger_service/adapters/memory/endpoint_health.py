@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import replace
 
-from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger, OpsEvent
+from trigger_service.core.endpoint_health import EndpointHealth, OpsEvent, ParkedTrigger
 from trigger_service.core.ports import Clock
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.time.timing import ceil_div
@@ -23,7 +23,7 @@ class MemoryEndpointHealth:
         self.writes = 0  # every write asked for, applied or not
         self.pages_read = 0
         # (caller, origin) → entry → when it expires (ms)
-        self._held: dict[tuple[str, str], dict[HeldTrigger, int]] = {}
+        self._parked: dict[tuple[str, str], dict[ParkedTrigger, int]] = {}
 
     @property
     def records(self) -> dict[tuple[str, str], EndpointHealth]:
@@ -100,30 +100,30 @@ class MemoryEndpointHealth:
         self._records.pop((caller, origin), None)
         return now
 
-    # --- the index of held triggers -------------------------------------------------------
-    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
-                        ) -> None:
-        self._held.setdefault((caller, origin), {})[held] = self._clock.now_ms() + ttl_s * 1000
+    # --- the index of parked triggers -------------------------------------------------------
+    async def note_parked(self, caller: str, origin: str, parked: ParkedTrigger, ttl_s: int
+                          ) -> None:
+        self._parked.setdefault((caller, origin), {})[parked] = self._clock.now_ms() + ttl_s * 1000
 
-    def held_entries(self, caller: str, origin: str) -> dict[HeldTrigger, int]:
+    def parked_entries(self, caller: str, origin: str) -> dict[ParkedTrigger, int]:
         """The entries of (caller, origin) not expired, with the seconds each has left."""
         now_ms = self._clock.now_ms()
         return {h: (until_ms - now_ms) // 1000
-                for h, until_ms in self._held.get((caller, origin), {}).items()
+                for h, until_ms in self._parked.get((caller, origin), {}).items()
                 if now_ms < until_ms}
 
-    async def held_since(self, caller: str, origin: str, since_ms: int
-                         ) -> AsyncIterator[list[HeldTrigger]]:
-        rows = sorted((h for h in self.held_entries(caller, origin) if h.due_at_ms >= since_ms),
+    async def parked_since(self, caller: str, origin: str, since_ms: int
+                           ) -> AsyncIterator[list[ParkedTrigger]]:
+        rows = sorted((h for h in self.parked_entries(caller, origin) if h.due_at_ms >= since_ms),
                       key=lambda h: (h.due_at_ms, h.trigger_id))
         for i in range(0, len(rows), self.page_size):
             self.pages_read += 1
             yield rows[i:i + self.page_size]
 
-    async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
-                          ) -> None:
-        mine = self._held.get((caller, origin), {})
-        for h in held:
+    async def forget_parked(self, caller: str, origin: str, parked: Sequence[ParkedTrigger]
+                            ) -> None:
+        mine = self._parked.get((caller, origin), {})
+        for h in parked:
             mine.pop(h, None)
 
 

@@ -83,7 +83,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
     # --- creation --------------------------------------------------------------------
     async def create(self, trigger: Trigger, index_ttl_s: int) -> None:
         self._enter("create")
-        trigger = trigger.homed()
+        trigger = trigger.with_home()
         self._index(trigger)
         self._point(trigger, keyed=False)
         self._write_row(trigger)

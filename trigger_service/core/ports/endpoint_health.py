@@ -10,10 +10,10 @@ caller has at most ``max_per_caller`` records (a new failing origin past that is
 tracked: it is never disabled, its deliveries retry as any), and every caller's records are
 read in pages.
 
-The index of held triggers (``HeldTrigger``), per (caller, origin): what an enable's replay
-reads instead of every trigger of the caller's. An entry is written before its trigger is
-held, so a held trigger always has one (a crash between the two leaves an entry of a trigger
-not held, which the reader checks against the row); it lives ``ttl_s`` (the trigger
+The index of parked triggers (``ParkedTrigger``), per (caller, origin): what an enable's
+replay reads instead of every trigger of the caller's. An entry is written before its trigger
+is parked, so a parked trigger always has one (a crash between the two leaves an entry of a
+trigger not parked, which the reader checks against the row); it lives ``ttl_s`` (the trigger
 retention) unless the reader deletes it as stale. Its partition holds at most the entries of
 that (caller, origin) written within ``ttl_s``."""
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
-from trigger_service.core.endpoint_health import EndpointHealth, HeldTrigger, OpsEvent
+from trigger_service.core.endpoint_health import EndpointHealth, OpsEvent, ParkedTrigger
 
 
 class EndpointHealthStore(Protocol):
@@ -65,23 +65,23 @@ class EndpointHealthStore(Protocol):
         """Enable: delete the record whatever its state; the record deleted (None: none)."""
         ...
 
-    async def note_held(self, caller: str, origin: str, held: HeldTrigger, ttl_s: int
-                        ) -> None:
-        """Add ``held`` to the index of (``caller``, ``origin``) for ``ttl_s`` (idempotent:
-        the same entry again only renews it). Written before the trigger is held."""
+    async def note_parked(self, caller: str, origin: str, parked: ParkedTrigger, ttl_s: int
+                          ) -> None:
+        """Add ``parked`` to the index of (``caller``, ``origin``) for ``ttl_s`` (idempotent:
+        the same entry again only renews it). Written before the trigger is parked."""
         ...
 
-    def held_since(self, caller: str, origin: str, since_ms: int
-                   ) -> AsyncIterator[list[HeldTrigger]]:
+    def parked_since(self, caller: str, origin: str, since_ms: int
+                     ) -> AsyncIterator[list[ParkedTrigger]]:
         """The entries of (``caller``, ``origin``) due at or after ``since_ms``, in pages, by
-        due time then id, to the end (a trigger held at several occurrences has an entry
+        due time then id, to the end (a trigger parked at several occurrences has an entry
         for each)."""
         ...
 
-    async def forget_held(self, caller: str, origin: str, held: Sequence[HeldTrigger]
-                          ) -> None:
+    async def forget_parked(self, caller: str, origin: str, parked: Sequence[ParkedTrigger]
+                            ) -> None:
         """Delete these entries of (``caller``, ``origin``) (idempotent): their triggers are
-        no longer held."""
+        no longer parked."""
         ...
 
 

@@ -1,5 +1,5 @@
 """The port of the operators' caller pause (``POST /v1/ops/callers/{caller}/pause``): a
-durable flag per caller, read by every dispatcher through a cache (``dispatcher.holding``)."""
+durable flag per caller, read by every dispatcher through a cache (``dispatcher.screening``)."""
 
 from __future__ import annotations
 

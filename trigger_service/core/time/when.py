@@ -67,8 +67,9 @@ from trigger_service.core.time.zones import (
 )
 
 MAX_WHEN_LEN = 200
-# How far a rule's first occurrence is looked for (the default horizon; plan() then holds
-# it to TRIGGER_API_MAX_FIRE_AHEAD_DAYS). Every rule of the grammar matches within 8 years.
+# How far a rule's first occurrence is looked for (the default horizon; first_fire() then
+# holds it to TRIGGER_API_MAX_FIRE_AHEAD_DAYS). Every rule of the grammar matches within 8
+# years.
 _SEARCH_DAYS = 3660
 _AMOUNT = r"(?:\d{1,6}(?:\.\d{1,3})?|an?|one)"
 _UNIT = r"(?:seconds?|secs?|minutes?|mins?|hours?|hrs?|days?|weeks?)"

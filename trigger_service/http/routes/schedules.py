@@ -9,7 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from trigger_service.app.cpu_shares import costly
-from trigger_service.app.schedules import plan, preview
+from trigger_service.app.schedules import first_fire, preview
 from trigger_service.core.errors import InvalidRequest
 from trigger_service.core.model import Trigger, keyed_trigger_id
 from trigger_service.core.notify.plan import PREFERRED, parse_plan, plan_to_json
@@ -68,16 +68,15 @@ async def preview_occurrences(request: web.Request) -> web.Response:
         horizon_days=api.max_fire_ahead_days, min_interval_s=api.min_recurrence_interval_s)
     answer: dict[str, Any] = {"occurrences": [format_rfc3339_ms(t) for t in instants]}
     if "when" in body or jitter_s:  # what create would make of it (its checks too)
-        planned = await costly(
-            plan, req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
+        first = await costly(
+            first_fire, req, now_ms=now_ms, horizon_days=api.max_fire_ahead_days,
             min_interval_s=api.min_recurrence_interval_s)
         if "when" in body:
-            answer["resolved"] = views.resolved_view(body, planned.fire_at_ms,
-                                                     planned.schedule)
+            answer["resolved"] = views.resolved_view(body, first.fire_at_ms, first.schedule)
         if jitter_s:
             answer["jittered"] = views.jittered_view(
                 instants, jitter_s, keyed_id, None if after_ms is not None
-                else planned.fire_at_ms)
+                else first.fire_at_ms)
     return web.json_response(answer)
 
 

@@ -19,7 +19,7 @@ from trigger_client.cli.common import (
     print_json,
 )
 from trigger_client.client import TriggerClient
-from trigger_client.models_more import ReplayJob
+from trigger_client.resource_models import ReplayJob
 
 app = typer.Typer(no_args_is_help=True, help="Dead letters: list, show, replay, purge.")
 

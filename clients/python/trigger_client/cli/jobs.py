@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
 from trigger_client.cli.common import Output, out, print_json
 from trigger_client.client import TriggerClient
-from trigger_client.models_more import TriggerJob
+from trigger_client.resource_models import TriggerJob
 
 Tag = Annotated[str | None, typer.Option("--tag", help="Only triggers with this tag.")]
 Label = Annotated[str | None, typer.Option("--label", help="Only with this label: key:value.")]

@@ -9,7 +9,7 @@ import typer
 from rich.table import Table
 
 from trigger_client.cli.common import Output, OutputOpt, api_errors, client, out, print_json
-from trigger_client.models_more import Recipient
+from trigger_client.resource_models import Recipient
 
 app = typer.Typer(no_args_is_help=True, help="Recipients: put, get, rm, ls.")
 

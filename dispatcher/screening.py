@@ -1,7 +1,7 @@
-"""What stops a due occurrence before its claim: its caller paused by an operator (the
-trigger is turned PAUSED instead of delivered), its endpoint disabled
-(``dispatcher.endpoint_health``), or the series' catch-up policy passing over a late
-occurrence (``core.time.catchup``: the series moves on without delivering it).
+"""The screen (``Screening``): what stops a due occurrence before its claim: its caller
+paused by an operator (the trigger is turned PAUSED instead of delivered), its endpoint
+disabled (``dispatcher.endpoint_health``), or the series' catch-up policy passing over a
+late occurrence (``core.time.catchup``: the series moves on without delivering it).
 
 Both are LWTs on the row as read, like the claim they replace: if one loses (a cancel, an
 edit, another dispatcher), nothing is done here and the claim that follows loses too, so the
@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import structlog
 
-from dispatcher.endpoint_health import EndpointHold
+from dispatcher.endpoint_health import EndpointParking
 from dispatcher.finishing import DispatchStore
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import Settings
@@ -30,7 +30,7 @@ from trigger_service.core.time.timing import sqs_delay_s
 
 log = structlog.get_logger("dispatcher")
 
-# How old the dispatcher's copy of the paused callers may be: an operator's pause holds every
+# How old the dispatcher's copy of the paused callers may be: an operator's pause stops every
 # occurrence due this long after the answer.
 PAUSED_CALLERS_REFRESH_MS = 2_000
 SERIES_ENDED = ("the series' remaining occurrences were missed and passed over by its "
@@ -61,11 +61,15 @@ class PausedCallers:
         return caller in self._paused
 
 
-class Holding:
+class Screening:
+    """The screen a due occurrence passes just before its claim: screened out (not
+    delivered now, the message dealt with) if its caller is paused, its endpoint disabled
+    (``EndpointParking``), or it is a series' late occurrence passed over."""
+
     def __init__(self, settings: Settings, store: DispatchStore, visibility: Visibility,
                  clock: Clock, metrics: Metrics, paused_callers: PausedCallers | None,
-                 endpoints: EndpointHold | None = None) -> None:
-        """``endpoints``: holds the occurrences of disabled endpoints (None: none is)."""
+                 endpoints: EndpointParking | None = None) -> None:
+        """``endpoints``: deals with the occurrences of disabled endpoints (None: none is)."""
         self._s = settings
         self._store = store
         self._visibility = visibility
@@ -74,9 +78,9 @@ class Holding:
         self._callers = paused_callers
         self._endpoints = endpoints
 
-    async def held(self, m: ReceivedMessage, t: Trigger) -> bool:
-        """Whether ``t`` (PENDING or IN_FLIGHT, about to be claimed) was held back here: the
-        message is then dealt with. False: claim and deliver it."""
+    async def screened_out(self, m: ReceivedMessage, t: Trigger) -> bool:
+        """Whether ``t`` (PENDING or IN_FLIGHT, about to be claimed) was screened out here:
+        the message is then dealt with. False: claim and deliver it."""
         if t.status is not Status.PENDING:
             return False
         if self._callers is not None and await self._callers.is_paused(t.caller):
@@ -86,7 +90,7 @@ class Holding:
                 await self._visibility.delete_quietly(m)
                 return True
             return False
-        if self._endpoints is not None and await self._endpoints.held(m, t):
+        if self._endpoints is not None and await self._endpoints.park(m, t):
             return True
         return await self._passed_over(m, t)
 

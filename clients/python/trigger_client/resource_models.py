@@ -1,5 +1,6 @@
-"""Dead letters, bulk replay jobs, the inbox and the ops answers as frozen dataclasses (see
-:mod:`trigger_client.models` for the conventions)."""
+"""The answers about the API's resources beside a trigger itself, as frozen dataclasses (see
+:mod:`trigger_client.models` for the conventions): a batch's items, dead letters and their
+replays, trigger and replay jobs, the inbox, recipients, and the ops answers."""
 
 from __future__ import annotations
 

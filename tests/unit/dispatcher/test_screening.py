@@ -1,4 +1,4 @@
-"""What the dispatcher holds back before a claim: PAUSED triggers, triggers of a paused
+"""What the dispatcher screens out before a claim: PAUSED triggers, triggers of a paused
 caller, and a series' late occurrences passed over by its catch-up policy."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from dispatcher.holding import PAUSED_CALLERS_REFRESH_MS, SERIES_ENDED, PausedCallers
+from dispatcher.screening import PAUSED_CALLERS_REFRESH_MS, SERIES_ENDED, PausedCallers
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env, settle
 from trigger_service.adapters.memory.pauses import MemoryCallerPauses
 from trigger_service.core.errors import StoreError
