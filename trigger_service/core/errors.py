@@ -52,7 +52,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 
 class TriggerError(Exception):
@@ -194,6 +194,9 @@ class NothingToReplay(ApiError):
 
 class RateLimited(ApiError):
     status, code = 429, "rate_limited"
+    # A refusal for going too fast is answered after a wait (http/guards.py); one that frees
+    # a slot by being answered (a stream or connection cap) is answered at once.
+    frees_a_slot: ClassVar[bool] = False
 
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
@@ -219,6 +222,7 @@ class TooManyStreams(RateLimited):
     the oldest of those streams reaches its maximum lifetime (one may end sooner)."""
 
     code = "too_many_streams"
+    frees_a_slot = True
 
 
 class TooManyConnections(RateLimited):
@@ -227,6 +231,7 @@ class TooManyConnections(RateLimited):
     closed after the answer. Retry on one of its own connections, or once one is closed."""
 
     code = "too_many_connections"
+    frees_a_slot = True
 
 
 class DependencyUnavailable(ApiError):

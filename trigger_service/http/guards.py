@@ -19,7 +19,7 @@ import structlog
 from aiohttp import hdrs, web
 from aiohttp.typedefs import Handler
 
-from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging
+from trigger_service.app.cpu_shares import CpuShares, charging
 from trigger_service.config.callers import Caller
 from trigger_service.core.errors import AdapterError, RateLimited, UnsupportedMediaType
 from trigger_service.core.ports import Metrics
@@ -87,12 +87,6 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
     return middleware
 
 
-# What a caller is refused for going too fast (its request rate, its CPU share, its secret
-# rotations): held. Not a stream or connection cap (TooManyStreams, TooManyConnections):
-# those free a slot by answering at once.
-HELD_REFUSALS = (RateLimited, CpuShareExceeded)
-
-
 def refusal_hold_middleware(hold_s: float, sleep: Callable[[float], Awaitable[None]]
                             = asyncio.sleep) -> Middleware:
     """A caller's ``429 rate_limited`` is answered after ``min(hold_s, Retry-After)``, with
@@ -107,7 +101,7 @@ def refusal_hold_middleware(hold_s: float, sleep: Callable[[float], Awaitable[No
         try:
             return await handler(request)
         except RateLimited as e:
-            if hold_s <= 0 or type(e) not in HELD_REFUSALS:
+            if hold_s <= 0 or e.frees_a_slot:
                 raise
             held_s = min(hold_s, e.retry_after_s)
             await sleep(held_s)
