@@ -84,10 +84,10 @@ async def open_api(settings: Settings, callers: CallerRegistry, store: Cassandra
 @pytest.fixture
 async def two_apis(store: CassandraStore) -> AsyncIterator[tuple[str, Api, Api]]:
     tag = "l" + uuid.uuid4().hex[:10]
-    # Refusals answered at once: the bucket is under test, and a held refusal would let it
-    # refill mid-test (the hold: tests/unit/limits/test_refusal_hold.py).
+    # Refusals answered at once: the bucket is under test, and a waiting refusal would let it
+    # refill mid-test (the wait: tests/unit/limits/test_refusal_wait.py).
     base = Settings.from_env()
-    settings = replace(base, limits=replace(base.limits, refusal_hold_s=0))
+    settings = replace(base, limits=replace(base.limits, refusal_wait_s=0))
     callers = callers_for(tag)
     gen_a, gen_b = open_api(settings, callers, store), open_api(settings, callers, store)
     a, b = await anext(gen_a), await anext(gen_b)

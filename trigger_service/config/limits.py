@@ -16,8 +16,8 @@ Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 ENVIRONMENTS = ("development", "production")
 # aiohttp closes an idle keep-alive connection after this at most (the setting's ceiling).
 MAX_KEEPALIVE_S = 75.0
-# A held refusal keeps its connection (and a slot of its caller's share) this long at most.
-MAX_REFUSAL_HOLD_S = 5.0
+# A waiting refusal keeps its connection (and a slot of its caller's share) this long at most.
+MAX_REFUSAL_WAIT_S = 5.0
 
 
 def _fraction(raw: str) -> float:
@@ -27,10 +27,10 @@ def _fraction(raw: str) -> float:
     return value
 
 
-def _hold(raw: str) -> float:
+def _refusal_wait(raw: str) -> float:
     value = float(raw)
-    if not 0 <= value <= MAX_REFUSAL_HOLD_S:
-        raise ValueError(f"0 (answer at once) to {MAX_REFUSAL_HOLD_S:g}")
+    if not 0 <= value <= MAX_REFUSAL_WAIT_S:
+        raise ValueError(f"0 (answer at once) to {MAX_REFUSAL_WAIT_S:g}")
     return value
 
 
@@ -65,7 +65,7 @@ class LimitSettings:
     caller_cpu_burst_ms: float = 1000.0
     # A caller refused for going too fast is answered after this (at most its Retry-After):
     # measured, a caller retrying its 429s at once from 8 connections sent ~1,000 a second.
-    refusal_hold_s: float = 1.0
+    refusal_wait_s: float = 1.0
     max_line_bytes: int = 8190
     max_field_bytes: int = 8190
     max_headers: int = 64
@@ -98,10 +98,10 @@ LIMIT_VARIABLES: tuple[Row, ...] = (
      "and planning when/rrule/cron values (after its burst); past it 429 rate_limited"),
     ("TRIGGER_LIMITS_CALLER_CPU_BURST_MS", ("limits", "caller_cpu_burst_ms"), _pos_float,
      "the CPU milliseconds a caller may spend so at once before the per-second share applies"),
-    ("TRIGGER_LIMITS_REFUSAL_HOLD_S", ("limits", "refusal_hold_s"), _hold,
+    ("TRIGGER_LIMITS_REFUSAL_WAIT_S", ("limits", "refusal_wait_s"), _refusal_wait,
      "a 429 rate_limited (the caller's request rate, CPU share or rotations) is answered "
      "after this, or its Retry-After if shorter, which then counts the wait: a client that "
-     "retries at once gets one answer per connection per hold; 0 answers at once"),
+     "retries at once gets one answer per connection per wait; 0 answers at once"),
     ("TRIGGER_LIMITS_MAX_LINE_BYTES", ("limits", "max_line_bytes"), at_least_one,
      "longest request line or header line; longer is 431"),
     ("TRIGGER_LIMITS_MAX_FIELD_BYTES", ("limits", "max_field_bytes"), at_least_one,

@@ -27,7 +27,7 @@ from trigger_service.http.guards import (
     cpu_share_middleware,
     json_body_middleware,
     rate_limit_middleware,
-    refusal_hold_middleware,
+    refusal_wait_middleware,
     request_id_middleware,
     request_id_of,
 )
@@ -154,7 +154,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
                      request_id_middleware, errors_middleware,
                      auth_middleware(runtime.callers), connection_share_middleware,
-                     refusal_hold_middleware(runtime.settings.limits.refusal_hold_s),
+                     refusal_wait_middleware(runtime.settings.limits.refusal_wait_s),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
                      cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
                                                     runtime.settings.limits.caller_cpu_burst_ms)),

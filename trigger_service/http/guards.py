@@ -2,9 +2,9 @@
 callers' request rates, and a deadline on reading a request's body.
 
 Order in ``build_app``: timing → tracing → request id → errors → auth → connection share
-(``http/server.py``) → refusal hold → rate limit → CPU share → body deadline → the route. The
+(``http/server.py``) → refusal wait → rate limit → CPU share → body deadline → the route. The
 rate limit runs after auth (it needs the caller) and before the body is read, so a caller
-over its rate costs one Redis round trip and nothing else; the hold then bounds how often a
+over its rate costs one Redis round trip and nothing else; the wait then bounds how often a
 caller that ignores its ``Retry-After`` can make the API pay even that.
 """
 
@@ -87,25 +87,25 @@ def rate_limit_middleware(limiter: RateLimiter, metrics: Metrics) -> Middleware:
     return middleware
 
 
-def refusal_hold_middleware(hold_s: float, sleep: Callable[[float], Awaitable[None]]
+def refusal_wait_middleware(wait_s: float, sleep: Callable[[float], Awaitable[None]]
                             = asyncio.sleep) -> Middleware:
-    """A caller's ``429 rate_limited`` is answered after ``min(hold_s, Retry-After)``, with
-    ``Retry-After`` less the time held: a client that waits as told loses nothing, one that
-    retries at once gets at most one answer per connection per hold, instead of as many as
+    """A caller's ``429 rate_limited`` is answered after ``min(wait_s, Retry-After)``, with
+    ``Retry-After`` less the time waited: a client that waits as told loses nothing, one that
+    retries at once gets at most one answer per connection per wait, instead of as many as
     the API can refuse (each refusal costs the API a request's parsing and a Redis round
-    trip, CPU every other caller shares). The held request keeps its connection, within its
-    caller's share (``http/server.py``). ``hold_s`` 0: answered at once."""
+    trip, CPU every other caller shares). The waiting request keeps its connection, within its
+    caller's share (``http/server.py``). ``wait_s`` 0: answered at once."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
         try:
             return await handler(request)
         except RateLimited as e:
-            if hold_s <= 0 or e.frees_a_slot:
+            if wait_s <= 0 or e.frees_a_slot:
                 raise
-            held_s = min(hold_s, e.retry_after_s)
-            await sleep(held_s)
-            e.retry_after_s = max(0, math.ceil(e.retry_after_s - held_s))
+            waited_s = min(wait_s, e.retry_after_s)
+            await sleep(waited_s)
+            e.retry_after_s = max(0, math.ceil(e.retry_after_s - waited_s))
             raise
 
     return middleware

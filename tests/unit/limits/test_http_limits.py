@@ -51,9 +51,9 @@ class Api:
         return resp.status
 
 
-# The limiter's own Retry-After, answered at once: the refusal hold has tests of its own
-# (test_refusal_hold.py), and on a manual clock it would only wait for real.
-SETTINGS = replace(BASE, limits=replace(BASE.limits, refusal_hold_s=0))
+# The limiter's own Retry-After, answered at once: the refusal wait has tests of its own
+# (test_refusal_wait.py), and on a manual clock it would only wait for real.
+SETTINGS = replace(BASE, limits=replace(BASE.limits, refusal_wait_s=0))
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
-"""``refusal_hold_middleware``: a caller refused for going too fast is answered after the
-hold (or its Retry-After, if shorter), with Retry-After less the time held; the refusals
+"""``refusal_wait_middleware``: a caller refused for going too fast is answered after a
+wait (or its Retry-After, if shorter), with Retry-After less the time waited; the refusals
 that free a slot (streams, connections) and everything else are answered at once."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from trigger_service.core.errors import (
     TooManyStreams,
 )
 from trigger_service.http.app import errors_middleware
-from trigger_service.http.guards import refusal_hold_middleware
+from trigger_service.http.guards import refusal_wait_middleware
 
 Client = TestClient[web.Request, web.Application]
 RAISED: dict[str, Callable[[], ApiError]] = {
@@ -33,7 +33,7 @@ RAISED: dict[str, Callable[[], ApiError]] = {
 }
 
 
-async def serve(hold_s: float, slept: list[float]) -> Client:
+async def serve(wait_s: float, slept: list[float]) -> Client:
     async def sleep(s: float) -> None:
         slept.append(s)
 
@@ -41,7 +41,7 @@ async def serve(hold_s: float, slept: list[float]) -> Client:
         raise RAISED[request.match_info["kind"]]()
 
     app = web.Application(middlewares=[errors_middleware,
-                                       refusal_hold_middleware(hold_s, sleep)])
+                                       refusal_wait_middleware(wait_s, sleep)])
     app.router.add_get("/{kind}", handler)
     client: Client = TestClient(TestServer(app))
     await client.start_server()
@@ -53,7 +53,7 @@ async def slept() -> AsyncIterator[list[float]]:
     yield []
 
 
-async def test_a_rate_refusal_is_held_and_its_retry_after_counts_the_hold(
+async def test_a_rate_refusal_waits_and_its_retry_after_counts_the_wait(
         slept: list[float]) -> None:
     client = await serve(1.0, slept)
     try:
@@ -64,7 +64,7 @@ async def test_a_rate_refusal_is_held_and_its_retry_after_counts_the_hold(
             answers[kind] = resp.headers["Retry-After"]
     finally:
         await client.close()
-    # Held a second each (the short one only its own Retry-After), told the rest of the wait.
+    # A second's wait each (the short one only its own Retry-After), told the rest of the wait.
     assert slept == [1.0, 1.0, 1.0] and answers == {"rate": "2", "cpu": "6", "short": "0"}
 
 
@@ -82,7 +82,7 @@ async def test_refusals_that_free_a_slot_and_other_errors_are_answered_at_once(
     assert slept == []
 
 
-async def test_a_hold_of_zero_answers_at_once(slept: list[float]) -> None:
+async def test_a_wait_of_zero_answers_at_once(slept: list[float]) -> None:
     client = await serve(0.0, slept)
     try:
         resp = await client.get("/rate")
@@ -92,8 +92,8 @@ async def test_a_hold_of_zero_answers_at_once(slept: list[float]) -> None:
     assert slept == []
 
 
-def test_the_hold_setting_is_bounded() -> None:
-    parse = next(row[2] for row in LIMIT_VARIABLES if row[0] == "TRIGGER_LIMITS_REFUSAL_HOLD_S")
+def test_the_wait_setting_is_bounded() -> None:
+    parse = next(row[2] for row in LIMIT_VARIABLES if row[0] == "TRIGGER_LIMITS_REFUSAL_WAIT_S")
     assert parse("0") == 0 and parse("2.5") == 2.5
     for bad in ("-1", "6", "x"):
         with pytest.raises(ValueError):
