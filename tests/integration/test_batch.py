@@ -51,7 +51,8 @@ async def create_due_at(stack: Stack, n: int, due_ms: int, url: Callable[[int], 
                  for i in range(start, min(n, start + 1_000))]
         status, body = await post_batch(stack, items, token=token)
         assert status == 200, body
-        assert {a["status"] for a in body["items"]} == {201}, body["items"][:3]
+        refused = [a for a in body["items"] if a["status"] != 201]
+        assert not refused, f"{len(refused)} refused, the first: {refused[:2]}"
         ids += [a["triggerId"] for a in body["items"]]
     return ids
 

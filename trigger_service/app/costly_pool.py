@@ -8,7 +8,8 @@ would still add to every other request. Not at the same priority: the worker run
 parsing gets only the CPU the service's own work leaves idle.
 
 A section is a module-level function and picklable arguments; the worker measures the
-CPU it took (the worker's thread time: all of it was spent for the caller) and sends back
+CPU it took (the worker's thread time: all of it was spent for the caller, but a full
+garbage collection, ``app/work_time.py``) and sends back
 ``(returned, value or exception, cpu_ms)`` for the parent to charge. An exception comes
 back whole (``ApiError`` pickles its attributes, ``core/errors.py``); one that would not
 survive the trip comes back as a ``RuntimeError`` naming it, with the worker's traceback
@@ -45,6 +46,7 @@ from typing import Any
 
 import structlog
 
+from trigger_service.app.work_time import work_time_s
 from trigger_service.core.errors import ApiError
 from trigger_service.core.time.when import warm_up
 
@@ -116,12 +118,12 @@ def measured(fn: Callable[..., Any], args: tuple[Any, ...],
              kwargs: Mapping[str, Any]) -> Section:
     """Run ``fn(*args, **kwargs)`` and measure the CPU it took in this thread; an
     ``Exception`` it raises is returned, not raised."""
-    started = time.thread_time()
+    started = work_time_s()
     try:
         ok, value = True, fn(*args, **kwargs)
     except Exception as e:  # returned: charged like a value, raised by the parent
         ok, value = False, e
-    return ok, value, (time.thread_time() - started) * 1000
+    return ok, value, (work_time_s() - started) * 1000
 
 
 def _in_worker(fn: Callable[..., Any], args: tuple[Any, ...],

@@ -7,10 +7,11 @@ most), but a batch holds 1,000 of them and a caller may send many batches at onc
 items still add up to seconds of one event loop. So each caller has a bucket of CPU
 milliseconds per process, refilled at ``rate_ms_per_s`` up to ``burst_ms``. The work is
 measured as it runs (the thread's CPU time around synchronous code only, so no other task's
-work is charged) and charged after; a caller whose bucket is empty is refused before any more
-of its work starts (``CpuShareExceeded``, 429 with Retry-After), while other callers' buckets
-are untouched. A healthy registration costs well under a millisecond: only a caller that
-spends many tenths of a core on parsing meets the bound.
+work is charged, less the process's full garbage collections: ``app/work_time.py``) and
+charged after; a caller whose bucket is empty is refused before any more of its work starts
+(``CpuShareExceeded``, 429 with Retry-After), while other callers' buckets are untouched. A
+healthy registration costs well under a millisecond: only a caller that spends many tenths of
+a core on parsing meets the bound.
 
 Where the work runs (:func:`costly`): a cheap caller's on the event loop, where it costs
 less than a trip elsewhere would. A costly caller's (a section of ``COSTLY_MS`` lately) in
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from typing import ParamSpec, TypeVar, cast
 
 from trigger_service.app import costly_pool
+from trigger_service.app.work_time import work_time_s
 from trigger_service.core.errors import RateLimited
 
 T = TypeVar("T")
@@ -178,9 +180,9 @@ def metered() -> Iterator[None]:
     shares, caller = account
     shares.admit(caller)
     inside = _INSIDE.set(True)
-    started = time.thread_time()
+    started = work_time_s()
     try:
         yield
     finally:
-        shares.spend(caller, (time.thread_time() - started) * 1000)
+        shares.spend(caller, (work_time_s() - started) * 1000)
         _INSIDE.reset(inside)

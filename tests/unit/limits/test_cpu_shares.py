@@ -5,6 +5,7 @@ whose costly batches spent its share refused 429 while another caller is served.
 from __future__ import annotations
 
 import asyncio
+import gc
 import os
 import threading
 import time
@@ -18,6 +19,7 @@ from tests.unit.http.test_routes import AUTH, OTHER, Api, memory_runtime, servin
 from tests.unit.limits.sections import place
 from trigger_service.app import cpu_shares
 from trigger_service.app.cpu_shares import CpuShareExceeded, CpuShares, charging, costly, metered
+from trigger_service.app.work_time import work_time_s
 
 
 class Clock:
@@ -85,6 +87,42 @@ def test_work_refused_inside_is_charged_and_an_empty_share_refuses_before_work()
         with pytest.raises(CpuShareExceeded), metered():
             ran.append(1)
     assert ran == [] and shares.balance_ms("b") < 0
+
+
+@pytest.fixture
+def heap() -> list[dict[str, int]]:
+    """A heap for a full collection to walk: a busy API process's many requests' objects."""
+    return [{"i": i} for i in range(300_000)]
+
+
+def full_collection_s() -> float:
+    """Thread CPU seconds of one full collection."""
+    started = time.thread_time()
+    gc.collect()
+    return time.thread_time() - started
+
+
+def test_a_full_collection_is_the_process_cost_and_a_young_one_the_callers(
+        heap: list[dict[str, int]]) -> None:
+    started, work_started = time.thread_time(), work_time_s()
+    full_s = full_collection_s()
+    assert full_s > 0.002  # it took CPU (the heap makes sure)
+    assert work_time_s() - work_started < (time.thread_time() - started) - full_s / 2
+    young = [[i] for i in range(50_000)]  # what the section itself allocated
+    started, work_started = time.thread_time(), work_time_s()
+    gc.collect(0)
+    spent_s, charged_s = time.thread_time() - started, work_time_s() - work_started
+    assert charged_s == pytest.approx(spent_s, abs=0.001) and len(young) == 50_000
+
+
+def test_a_full_collection_inside_a_cheap_section_leaves_its_caller_cheap(
+        heap: list[dict[str, int]]) -> None:
+    shares = CpuShares(rate_ms_per_s=0.001, burst_ms=1000, monotonic_s=Clock())
+    with charging(shares, "b"), metered():
+        full_s = full_collection_s()
+    assert full_s * 1000 > cpu_shares.COSTLY_MS  # charged whole, it would have marked b
+    assert 1000 - shares.balance_ms("b") < cpu_shares.COSTLY_MS
+    assert shares.turns_of("b") is None  # still cheap: runs in place
 
 
 @pytest.fixture
