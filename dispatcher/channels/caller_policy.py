@@ -1,4 +1,4 @@
-"""A caller's recipient controls at send time (``config/recipients.py``): a
+"""A caller's recipient controls at send time (``config/recipient_controls.py``): a
 ``Notifiers`` that checks each channel against its caller's policy before handing it on.
 
 - Recipients are checked again (email and SMS addresses, Telegram chats, push tokens): the
@@ -26,7 +26,7 @@ import structlog
 
 from dispatcher.fanout import BUDGET_EXHAUSTED, Notifiers
 from trigger_service.config.live_callers import Callers
-from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy
+from trigger_service.config.recipient_controls import NO_RECIPIENTS, RecipientPolicy
 from trigger_service.core.errors import CacheError
 from trigger_service.core.notify.channels import (
     ChannelOutcome,

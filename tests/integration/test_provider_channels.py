@@ -31,7 +31,7 @@ from tests.integration.conftest import Stack
 from tests.integration.helpers import until
 from tests.providers import TelegramSimulator, telegram_error
 from trigger_service.adapters.redis.limits import RedisSendBudget
-from trigger_service.config.recipients import RecipientPolicy
+from trigger_service.config.recipient_controls import RecipientPolicy
 from trigger_service.core.notify.channels import EmailSpec, OccurrenceNotice
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics

@@ -1,7 +1,7 @@
 """Recipient profiles: put, get, list and delete a caller's people, and what a
 change of a profile means for that person's triggers. No HTTP here.
 
-- A profile's addresses pass the caller's recipient controls (``config/recipients.py``)
+- A profile's addresses pass the caller's recipient controls (``config/recipient_controls.py``)
   like a trigger's channels: ``422 recipient_not_allowed`` naming ``email``, ``phone``,
   ``pushTokens`` or ``telegram``.
 - A changed ``timeZone`` moves every pending occurrence of the person's floating triggers

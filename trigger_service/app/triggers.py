@@ -26,13 +26,13 @@ import structlog
 
 from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.callbacks import vet_callback_host
+from trigger_service.app.channel_gate import ChannelGate
 from trigger_service.app.cpu_shares import costly
 from trigger_service.app.creation import TriggerWriter
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.pausing import Pausing
 from trigger_service.app.quota import QuotaGate
 from trigger_service.app.recipient_binding import bind_recipient, link_recipient
-from trigger_service.app.recipients import ChannelGate
 from trigger_service.app.registration import (
     Budgets,
     NewTrigger,
@@ -113,7 +113,7 @@ class TriggerService:
                      budgets: bool = True) -> NewTrigger:
         """Plan ``req`` (its first fire time, its schedule) and vet its callback host; what
         ``edit`` takes (``register`` runs it first), its channels vetted
-        (``app.recipients``; the daily budgets only if ``budgets``: ``register`` checks them
+        (``app.channel_gate``; the daily budgets only if ``budgets``: ``register`` checks them
         itself after its key's replay, so that the replay comes first). Raises
         ``InvalidRequest``, ``FireAtOutOfRange``, ``NonexistentLocalTime``,
         ``CallbackNotAllowed``, ``RecipientNotAllowed`` or ``QuotaExceeded``."""

@@ -24,7 +24,7 @@ The callers file (``TRIGGER_API_CALLERS_FILE``) is TOML with one table per calle
     flow_control = [{origin = "https://orders.internal", rate_per_second = 50,
                      parallelism = 5}]  # optional: defaults per origin (``flow_defaults``)
 
-The recipient controls (the last four) are ``config/recipients.py``'s: without
+The recipient controls (the last four) are ``config/recipient_controls.py``'s: without
 ``email_domains`` a caller may not use the email channel, without ``sms_country_codes`` not
 the SMS channel.
 
@@ -66,7 +66,11 @@ from trigger_service.config.endpoint_health import (
     parse_endpoint_policy,
 )
 from trigger_service.config.flow_defaults import FlowDefault, parse_flow_defaults
-from trigger_service.config.recipients import NO_RECIPIENTS, RecipientPolicy, parse_recipients
+from trigger_service.config.recipient_controls import (
+    NO_RECIPIENTS,
+    RecipientPolicy,
+    parse_recipients,
+)
 from trigger_service.core.errors import ConfigError
 from trigger_service.core.notify.addresses import forbidden_address, forbidden_name
 from trigger_service.core.urls import (

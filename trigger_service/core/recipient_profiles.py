@@ -183,7 +183,7 @@ def parse_profile(recipient_id: str, body: Any, now_ms: int) -> RecipientProfile
 def address_specs(p: RecipientProfile) -> tuple[tuple[str, ChannelSpec], ...]:
     """A spec per address of ``p`` (content empty) with the profile's field that holds it:
     what the caller's recipient controls check
-    (``config.recipients.RecipientPolicy.spec_refusal``)."""
+    (``config.recipient_controls.RecipientPolicy.spec_refusal``)."""
     out: list[tuple[str, ChannelSpec]] = []
     if p.email:
         out.append(("email", EmailSpec(p.email, "", "")))

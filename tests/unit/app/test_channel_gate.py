@@ -1,4 +1,4 @@
-"""A trigger's channels against its caller's recipient controls (app/recipients.py), on the
+"""A trigger's channels against its caller's recipient controls (app/channel_gate.py), on the
 fakes: refused recipients, HTML sanitised unless trusted, daily budgets at registration."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from trigger_service.adapters.memory.limits import MemorySendBudget
-from trigger_service.app.recipients import ChannelGate, vet_recipients
+from trigger_service.app.channel_gate import ChannelGate, vet_recipients
 from trigger_service.config.callers import CallbackPrefix, Caller
-from trigger_service.config.recipients import RecipientPolicy, sanitise_html
+from trigger_service.config.recipient_controls import RecipientPolicy, sanitise_html
 from trigger_service.core.errors import QuotaExceeded, RecipientNotAllowed
 from trigger_service.core.notify.channels import (
     ChannelSpec,

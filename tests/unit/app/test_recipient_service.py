@@ -17,7 +17,7 @@ from trigger_service.adapters.memory.store import MemoryQueue
 from trigger_service.app.recipient_profiles import STEPS_AT_ONCE, RecipientService
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.config.callers import CallbackPrefix, Caller
-from trigger_service.config.recipients import RecipientPolicy
+from trigger_service.config.recipient_controls import RecipientPolicy
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.errors import (
     InvalidRequest,

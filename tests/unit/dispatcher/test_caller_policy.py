@@ -16,7 +16,7 @@ from dispatcher.channels.caller_policy import (
 from dispatcher.fanout import BUDGET_EXHAUSTED
 from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, Env
 from trigger_service.adapters.memory.limits import MemorySendBudget
-from trigger_service.config.recipients import RecipientPolicy
+from trigger_service.config.recipient_controls import RecipientPolicy
 from trigger_service.core.dead_letters import DeadLetterReason
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.channels import (

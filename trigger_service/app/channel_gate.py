@@ -1,5 +1,5 @@
 """A trigger's channels against its caller's recipient controls
-(``config/recipients.py``), at registration, edit, snooze and preview alike:
+(``config/recipient_controls.py``), at registration, edit, snooze and preview alike:
 
 - every email recipient (``to`` and ``replyTo``) in the caller's ``email_domains``, every
   SMS number in its ``sms_country_codes``, every Telegram ``chatId`` in its

@@ -1,4 +1,4 @@
-"""Recipient controls of the callers file (config/recipients.py): which email domains and
+"""Recipient controls of the callers file (config/recipient_controls.py): which email domains and
 SMS country codes a caller may send to, its daily budgets, and the safe default."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trigger_service.config.callers import CallerRegistry, hash_token
-from trigger_service.config.recipients import RecipientPolicy, parse_recipients
+from trigger_service.config.recipient_controls import RecipientPolicy, parse_recipients
 from trigger_service.core.errors import ConfigError
 from trigger_service.core.notify.channels import ChannelType
 

@@ -24,7 +24,7 @@ start of the E.164 number (ITU codes are prefix-free, so ``1`` is the whole Nort
 Numbering Plan, Caribbean included). A Telegram chat is its numeric id (a whole number,
 negative for groups and channels) or a public channel's ``@username`` (matched
 case-insensitively); a push token matches exactly. Email ``to`` and ``replyTo``, SMS ``to``,
-Telegram ``chatId`` and push ``token`` are checked at registration (``app/recipients.py``;
+Telegram ``chatId`` and push ``token`` are checked at registration (``app/channel_gate.py``;
 a recipient profile's addresses when it is put) and again before each send
 (``dispatcher/channels/caller_policy.py``: the file may have changed, a profile's address is
 resolved only then, and triggers stored before these controls existed were never checked).
