@@ -92,6 +92,24 @@ async def test_a_lone_creation_writes_one_row_by_plain_writes(store: Store) -> N
     assert p is not None and p.live_home is None and p.homes == {fire}  # no election
 
 
+async def test_pointers_read_together_are_each_the_pointer_read_alone(store: Store) -> None:
+    """Reads asked for at once (a batch create's, a received herd's) may share a request:
+    each reader still gets its own id's pointer, none for an id never created, and the same
+    for an id asked twice."""
+    fire, now = times()
+    caller = unique("caller-")
+    made = [keyed(caller, f"k{i}", fire + i, now) for i in range(5)]
+    for t in made:
+        await store.create_keyed(t, INDEX_TTL_S)
+    ids = [t.trigger_id for t in made] + [keyed(caller, "never", fire, now).trigger_id,
+                                          made[0].trigger_id]
+    together = await asyncio.gather(*(store.keyed_rows.pointer(i) for i in ids))
+    alone = [await store.keyed_rows.pointer(i) for i in ids]
+    assert together == alone
+    assert [p.homes if p else None for p in together] == [
+        {fire + i} for i in range(5)] + [None, {fire}]
+
+
 async def test_a_retry_after_a_timed_out_row_write_that_lands_later_makes_one_row(
         store: Store) -> None:
     """The race this module is about: A's row write times out and lands after B (the retry, a

@@ -2,6 +2,13 @@
 ``live_home``), the rows in ``triggers_by_second``; ``adapters.homes`` builds one row per
 keyed trigger id on them. Held by ``.triggers`` (``CassandraTriggers``), which owns
 the index writes and the row writes.
+
+Pointer reads asked for in the same turn of the event loop go as one ``IN`` request
+(``core.coalescing``): every keyed registration and every delivery reads its id's pointer,
+and a batch create or a received herd asks for hundreds at once, where a request each costs
+both the driver and Cassandra more than the read itself. A lone read waits for nothing but
+the end of the turn; each reader gets the row ``get`` would have read (the same consistency:
+an ``IN`` read reads each partition at the session's level), or the request's error.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra.rows import Run, TriggerRows, row_key
 from trigger_service.adapters.cassandra.sealing import RowSealer
 from trigger_service.adapters.cassandra.statements import trigger_from_row
+from trigger_service.core.coalescing import TurnCoalescer
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Trigger
 from trigger_service.core.ports.homes import Pointer
@@ -21,6 +29,9 @@ from trigger_service.core.ports.homes import Pointer
 # the id's creations) and the row, both timestamped by the creation.
 WriteIndex = Callable[[Trigger, int], Awaitable[None]]
 WriteRow = Callable[[Trigger], Awaitable[None]]
+Row = dict[str, Any]
+# Pointers per IN request at most: one coordinator answers them quickly.
+POINTERS_PER_READ = 100
 
 
 async def pointer_from_row(trigger_id: str, row: dict[str, Any] | None,
@@ -52,13 +63,24 @@ class CassandraKeyedRows:
         self._sealer = sealer
         self._write_index = write_index
         self._write_row = write_row
+        self._pointers: TurnCoalescer[str, Row | None] = TurnCoalescer(
+            self._read_pointers, POINTERS_PER_READ)
 
     async def write_creation_index(self, t: Trigger, index_ttl_s: int) -> None:
         await self._write_index(t, index_ttl_s)
 
     async def pointer(self, trigger_id: str) -> Pointer | None:
-        rows = await self._run("get", [trigger_id])
-        return await pointer_from_row(trigger_id, rows[0] if rows else None, self._sealer)
+        row = await self._pointers.run(trigger_id)
+        return await pointer_from_row(trigger_id, row, self._sealer)
+
+    async def _read_pointers(self, ids: list[str]) -> list[Row | None]:
+        """The ``triggers`` rows of ``ids`` (None: none), in order: one request."""
+        if len(ids) == 1:
+            rows = await self._run("get", ids)
+            return [rows[0] if rows else None]
+        found = {row[schema.COL_TRIGGER_ID]: row
+                 for row in await self._run("get_in", [list(dict.fromkeys(ids))])}
+        return [found.get(i) for i in ids]
 
     async def row_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
         return await self._rows.get(trigger_id, home_at_ms, shard)
