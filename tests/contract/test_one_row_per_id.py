@@ -110,6 +110,24 @@ async def test_pointers_read_together_are_each_the_pointer_read_alone(store: Sto
         {fire + i} for i in range(5)] + [None, {fire}]
 
 
+async def test_rows_read_together_are_each_the_row_at_its_home(store: Store) -> None:
+    """Row reads asked for at once may share a request (one partition's together): each
+    reader gets the row at the home it asked for, not another home's row of its id in the
+    same partition (one that lost an election), and none where no row is."""
+    fire, now = times()
+    base = fire - fire % 1000  # three homes in one second: one partition per shard group
+    caller = unique("caller-")
+    first, second = (keyed(caller, "k", base + i, now).with_home() for i in (0, 1))
+    other = keyed(caller, "other", base + 2, now).with_home()
+    for t in (first, second, other):
+        await store.keyed_rows.write_row(t)
+    asks = [(first.trigger_id, base, first.shard), (second.trigger_id, base + 1, first.shard),
+            (other.trigger_id, base + 2, other.shard), (first.trigger_id, base + 2, first.shard)]
+    together = await asyncio.gather(*(store.keyed_rows.row_at(*a) for a in asks))
+    alone = [await store.keyed_rows.row_at(*a) for a in asks]
+    assert together == alone == [first, second, other, None]
+
+
 async def test_a_retry_after_a_timed_out_row_write_that_lands_later_makes_one_row(
         store: Store) -> None:
     """The race this module is about: A's row write times out and lands after B (the retry, a

@@ -22,6 +22,7 @@ from trigger_service.adapters.cassandra.statements import (
     creation_values,
     trigger_from_row,
 )
+from trigger_service.core.coalescing import TurnCoalescer
 from trigger_service.core.model import Trigger, row_partition
 from trigger_service.core.ports import Clock
 
@@ -43,6 +44,8 @@ _BATCH_ROUNDS = 4
 _PATIENT_LINGER_MS = 250
 # Rows per multi-row read (one partition's rows in one request).
 _IN_CHUNK = 100
+# Single-row reads of one turn of the loop read together, at most this many.
+_COALESCED_READS = 500
 
 
 @dataclass(slots=True)
@@ -75,6 +78,8 @@ class TriggerRows:
         self._patient: Batcher[_Cas] = Batcher(
             self._flush, clock, max_batch=_COALESCE, linger_ms=_PATIENT_LINGER_MS,
             max_concurrent_flushes=_FLUSHES, eager=False)
+        self._reads: TurnCoalescer[tuple[str, int, int], Row | None] = TurnCoalescer(
+            self._read_at, _COALESCED_READS)
 
     def create(self, t: Trigger, ts_us: int) -> tuple[str, list[Any]]:
         """The plain write that creates ``t``'s row (``t.home_at_ms`` set), with a fixed
@@ -94,29 +99,42 @@ class TriggerRows:
         return bool(rows and rows[0].get(schema.LWT_APPLIED))
 
     async def get(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:
-        rows = await self._run("row_get", row_key(trigger_id, shard, home_at_ms))
-        if not rows:
+        """The row at (``home_at_ms``, ``shard``), read with the reads asked for in the same
+        turn of the loop (a received batch's, a herd's): those of one partition in one
+        request. Raises ``StoreError`` (the shared request's)."""
+        row = await self._reads.run((trigger_id, home_at_ms, shard))
+        if row is None:
             return None
-        return trigger_from_row(trigger_id, await self._sealer.open_row(trigger_id, rows[0]))
+        return trigger_from_row(trigger_id, await self._sealer.open_row(trigger_id, row))
 
     async def get_many(self, homes: Sequence[tuple[str, int, int]]) -> dict[str, Trigger]:
         """The rows of (trigger id, home, shard) that exist: one request per partition (and
         per chunk of one), the partitions side by side."""
+        out: dict[str, Trigger] = {}
+        for (tid, _home, _shard), row in zip(homes, await self._read_at(homes), strict=True):
+            if row is not None and (t := trigger_from_row(
+                    tid, await self._sealer.open_row(tid, row))) is not None:
+                out[tid] = t
+        return out
+
+    async def _read_at(self, keys: Sequence[tuple[str, int, int]]) -> list[Row | None]:
+        """The raw rows at (trigger id, home, shard), in order (None: no row there)."""
+        if len(keys) == 1:
+            tid, home, shard = keys[0]
+            rows = await self._run("row_get", row_key(tid, shard, home))
+            return [rows[0] if rows else None]
         parts: dict[tuple[int, int], list[tuple[int, str]]] = {}
-        for trigger_id, home, shard in homes:
+        for trigger_id, home, shard in dict.fromkeys(keys):
             parts.setdefault(row_partition(home, shard), []).append((home, trigger_id))
         reads = [self._run("row_get_in", [second, group, list({h for h, _ in chunk}),
                                           [tid for _, tid in chunk]])
                  for (second, group), rows in parts.items()
                  for chunk in (rows[i:i + _IN_CHUNK] for i in range(0, len(rows), _IN_CHUNK))]
-        out: dict[str, Trigger] = {}
-        for found in await asyncio.gather(*reads):
-            for row in found:
-                tid = row[schema.COL_TRIGGER_ID]
-                t = trigger_from_row(tid, await self._sealer.open_row(tid, row))
-                if t is not None:
-                    out[tid] = t
-        return out
+        # The IN of homes and ids reads their product: another home's row of an id (one
+        # that lost its id's election) may come back too, and is not the one asked for.
+        found = {(row[schema.COL_TRIGGER_ID], row[schema.COL_HOME_AT_MS]): row
+                 for rows in await asyncio.gather(*reads) for row in rows}
+        return [found.get((tid, home)) for tid, home, _ in keys]
 
     async def compare_and_set(self, old: Trigger, values: list[Any], *, ttl_s: int | None,
                               alone: bool, patient: bool = False) -> bool:
