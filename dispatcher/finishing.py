@@ -216,13 +216,15 @@ class Finishing:
             await self._visibility.delete_quietly(m)
         return True
 
-    async def record_attempt(self, a: Attempted) -> None:
+    async def record_attempt(self, a: Attempted, *, patient: bool = False) -> None:
+        """``a``'s line in the history (best effort: a failure is logged). ``patient``: it
+        may wait for company (the outcome beside it does)."""
         t, r = a.trigger, a.result
         try:
             await self._store.record_attempt(Attempt(
                 t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
                 r.status_code, truncate(r.error), r.response_excerpt, self.name),
-                ttl_s=self._s.retention_s)
+                ttl_s=self._s.retention_s, patient=patient)
         except AdapterError as e:
             # The delivery itself is recorded by the outcome; only its history line is lost.
             self._metrics.inc("attempt_record_failures_total")

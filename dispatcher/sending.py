@@ -136,7 +136,8 @@ class Sending:
         company (others of its wave are still sending)."""
         async with self._finish_slot():
             # The history and the outcome are independent writes: side by side.
-            history = asyncio.ensure_future(self._finishing.record_attempt(outcome))
+            history = asyncio.ensure_future(
+                self._finishing.record_attempt(outcome, patient=patient))
             try:
                 with self._tracing.child("trigger.outcome", attributes={
                         "trigger.delivered": outcome.result.ok}):

@@ -19,6 +19,7 @@ from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory.store import MemoryStore
 from trigger_service.app.registration import NewTrigger
 from trigger_service.app.triggers import TriggerService
+from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.errors import NotCancellable, NotEditable
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.channels import PushSpec
@@ -94,11 +95,18 @@ def test_an_outcome_waits_for_company_only_while_mates_of_its_wave_are_being_sen
 
 
 class PatienceSpy(MemoryStore):
-    """Records, for each FIRED write, whether it was allowed to wait for company."""
+    """Records, for each FIRED write and each history line, whether it was allowed to wait
+    for company."""
 
     def __init__(self) -> None:
         super().__init__()
         self.fired_patient: dict[str, bool] = {}
+        self.history_patient: dict[str, bool] = {}
+
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+                             patient: bool = False) -> None:
+        self.history_patient[attempt.trigger_id] = patient
+        await super().record_attempt(attempt, ttl_s, patient=patient)
 
     async def compare_and_set(self, old: Trigger, new: Trigger, *,
                               ttl_s: int | None = None, patient: bool = False) -> bool:
@@ -122,6 +130,7 @@ async def test_fired_is_patient_only_while_a_mate_is_still_being_sent(env: Env) 
     await asyncio.gather(*tasks)
     assert sorted(store.fired_patient[t.trigger_id] for t in (a, b)) == [False, True]
     assert store.fired_patient[lone.trigger_id] is False
+    assert store.history_patient == store.fired_patient  # the history line waits as its outcome
 
 
 async def test_each_message_due_no_later_moves_the_claim_earlier_by_one_claim_cost() -> None:

@@ -22,16 +22,25 @@ COALESCE_SUBMISSIONS = 8
 COALESCE_PAYLOAD_MAX_BYTES = 2048
 COALESCE_LINGER_MS = 2
 COALESCE_FLUSHES = 64
+# A patient submission (nobody waits on it sooner than on a write beside it that waits for
+# company too) waits up to this long for a full batch, even when no batch is in flight.
+PATIENT_LINGER_MS = 100
 
 Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
 
-def write_batcher(cql: driver.Statements, clock: Clock) -> Batcher[Writes]:
+def write_batcher(cql: driver.Statements, clock: Clock, *,
+                  patient: bool = False) -> Batcher[Writes]:
     """Submitted writes, coalesced into unlogged batches of ``cql`` (``clock`` times the
-    linger)."""
+    linger). ``patient``: a lone write waits ``PATIENT_LINGER_MS`` for company rather than
+    going at once."""
     async def flush(batch: Sequence[Writes]) -> ItemErrors:
         await cql.run_unlogged([w for writes in batch for w in writes])
         return NO_ERRORS
 
+    if patient:
+        return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
+                       linger_ms=PATIENT_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
+                       eager=False)
     return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
                    max_concurrent_flushes=COALESCE_FLUSHES)

@@ -84,11 +84,15 @@ class CassandraDeadLetters:
         coalescing of history lines."""
         self._cql = cql
         self._history_writes = write_batcher(cql, clock)
+        self._patient_history_writes = write_batcher(cql, clock, patient=True)
 
     # --- AttemptLog --------------------------------------------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
-        # The history lines of concurrent deliveries share unlogged batches (``.coalescing``).
-        await self._history_writes.submit([("attempt_put", attempt_values(attempt, ttl_s))])
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+                             patient: bool = False) -> None:
+        # The history lines of concurrent deliveries share unlogged batches (``.coalescing``);
+        # a patient one waits for company, as its outcome's write beside it does.
+        writes = self._patient_history_writes if patient else self._history_writes
+        await writes.submit([("attempt_put", attempt_values(attempt, ttl_s))])
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         rows = await self._cql.run("attempts", [trigger_id, occurrence_id])

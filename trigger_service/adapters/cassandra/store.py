@@ -222,8 +222,9 @@ class CassandraStore:
         return await self.counters.read_counters()
 
     # --- AttemptLog, DeadLetterIndex: ``dead_letters`` ---------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
-        await self.dead_letters.record_attempt(attempt, ttl_s)
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+                             patient: bool = False) -> None:
+        await self.dead_letters.record_attempt(attempt, ttl_s, patient=patient)
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         return await self.dead_letters.attempts(trigger_id, occurrence_id)

@@ -42,7 +42,8 @@ class MemoryDeadLetters:
         raise NotImplementedError
 
     # --- AttemptLog --------------------------------------------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+                             patient: bool = False) -> None:
         self._enter("record_attempt")
         log = self.attempt_log.setdefault((attempt.trigger_id, attempt.occurrence_id), [])
         log[:] = [a for a in log if (a.started_at_ms, a.attempt)

@@ -30,8 +30,10 @@ from trigger_service.core.dead_letters import (
 class AttemptLog(Protocol):
     """Every delivery attempt, durably; entries expire ``ttl_s`` after being written."""
 
-    async def record_attempt(self, attempt: Attempt, ttl_s: int) -> None:
-        """Raises ``StoreError``."""
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+                             patient: bool = False) -> None:
+        """Raises ``StoreError``. ``patient``: the line may wait for company (a wave's
+        outcomes are being written beside it) to share a request with other lines."""
         ...
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
