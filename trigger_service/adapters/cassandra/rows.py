@@ -126,12 +126,9 @@ class TriggerRows:
         parts: dict[tuple[int, int], list[tuple[int, str]]] = {}
         for trigger_id, home, shard in dict.fromkeys(keys):
             parts.setdefault(row_partition(home, shard), []).append((home, trigger_id))
-        reads = [self._run("row_get_in", [second, group, list({h for h, _ in chunk}),
-                                          [tid for _, tid in chunk]])
+        reads = [self._run("row_get_in", [second, group, chunk])
                  for (second, group), rows in parts.items()
                  for chunk in (rows[i:i + _IN_CHUNK] for i in range(0, len(rows), _IN_CHUNK))]
-        # The IN of homes and ids reads their product: another home's row of an id (one
-        # that lost its id's election) may come back too, and is not the one asked for.
         found = {(row[schema.COL_TRIGGER_ID], row[schema.COL_HOME_AT_MS]): row
                  for rows in await asyncio.gather(*reads) for row in rows}
         return [found.get((tid, home)) for tid, home, _ in keys]

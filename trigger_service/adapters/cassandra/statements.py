@@ -150,10 +150,11 @@ def _row_queries(rows: str) -> dict[str, str]:
         # by Paxos, only if no row is there; and a row that lost its id's election.
         "row_seal": f"DELETE FROM {rows} WHERE {key} IF {s.TRIGGER_ABSENT_CONDITION} = null",
         "row_drop": f"DELETE FROM {rows} WHERE {key}",
-        # Rows of one partition in one request: each id has one row, at its home, so the
-        # product of the two lists matches only the rows asked for.
+        # Rows of one partition in one request, by their whole clustering keys: (home, id)
+        # pairs, not the product of a list of homes and a list of ids (a herd's rows have as
+        # many homes as ids: its product is quadratic).
         "row_get_in": f"SELECT {select} FROM {rows} WHERE {s.COL_HOME_SECOND} = ? "
-        f"AND {s.COL_ROW_SHARD} = ? AND {s.COL_HOME_AT_MS} IN ? AND {s.COL_TRIGGER_ID} IN ?",
+        f"AND {s.COL_ROW_SHARD} = ? AND ({s.COL_HOME_AT_MS}, {s.COL_TRIGGER_ID}) IN ?",
         # A row created for an earlier release's trigger whose move then lost (nothing
         # points at it, and only its creator could have).
         "row_drop_lwt": f"DELETE FROM {rows} WHERE {key} IF EXISTS",
