@@ -13,7 +13,7 @@ an ``IN`` read reads each partition at the session's level), or the request's er
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from trigger_service.adapters import schema
@@ -48,6 +48,13 @@ async def pointer_from_row(trigger_id: str, row: dict[str, Any] | None,
                    row[schema.COL_LIVE_HOME], legacy)
 
 
+async def pointer_rows(run: Run, ids: Sequence[str]) -> dict[str, Row]:
+    """id → its ``triggers`` row, for those of ``ids`` (at most ``POINTERS_PER_READ``
+    distinct) that have one: one ``get_in`` request."""
+    return {row[schema.COL_TRIGGER_ID]: row
+            for row in await run("get_in", [list(dict.fromkeys(ids))])}
+
+
 def settled_home(row: dict[str, Any]) -> int | None:
     """Where a ``get_in`` row says the trigger's row is, without reading rows: the elected
     home, else the pointer's (a listing's read; ``get_at`` checks before any delivery)."""
@@ -78,8 +85,7 @@ class CassandraKeyedRows:
         if len(ids) == 1:
             rows = await self._run("get", ids)
             return [rows[0] if rows else None]
-        found = {row[schema.COL_TRIGGER_ID]: row
-                 for row in await self._run("get_in", [list(dict.fromkeys(ids))])}
+        found = await pointer_rows(self._run, ids)
         return [found.get(i) for i in ids]
 
     async def row_at(self, trigger_id: str, home_at_ms: int, shard: int) -> Trigger | None:

@@ -21,8 +21,10 @@ from trigger_service.adapters.cassandra.coalescing import (
 )
 from trigger_service.adapters.cassandra.created_index import CreatedIndex
 from trigger_service.adapters.cassandra.homes import (
+    POINTERS_PER_READ,
     CassandraKeyedRows,
     pointer_from_row,
+    pointer_rows,
     settled_home,
 )
 from trigger_service.adapters.cassandra.indexes import WrittenUntil, entry_writes, list_page
@@ -43,8 +45,6 @@ from trigger_service.core.tags import TriggerFilter
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
 # and answers a short page with a cursor, rather than reading a caller's whole history.
 LIST_MAX_ROWS = 2000
-# Rows per IN request (get_many): few round trips, and one coordinator answers quickly.
-_IN_CHUNK = 100
 
 
 class CassandraTriggers:
@@ -171,10 +171,9 @@ class CassandraTriggers:
         by_id: dict[str, Trigger | None] = {}
         homes: list[tuple[str, int, int]] = []
         # One IN request per chunk: far less driver work per row than a request each.
-        for i in range(0, len(trigger_ids), _IN_CHUNK):
-            chunk = list(dict.fromkeys(trigger_ids[i:i + _IN_CHUNK]))
-            for row in await self._cql.run("get_in", [chunk]):
-                tid = row[schema.COL_TRIGGER_ID]
+        for i in range(0, len(trigger_ids), POINTERS_PER_READ):
+            found = await pointer_rows(self._cql.run, trigger_ids[i:i + POINTERS_PER_READ])
+            for tid, row in found.items():
                 if row[schema.COL_STATUS] is not None:
                     # An earlier release's row.
                     by_id[tid] = trigger_from_row(tid, await self._sealer.open_row(tid, row))
