@@ -4,6 +4,7 @@ page whatever history lies behind it, and exact under every move a trigger makes
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, unique, utc_ms
 from trigger_service.core.model import Status, Trigger, fire_month
@@ -148,3 +149,33 @@ async def test_a_page_that_ends_on_an_hours_last_millisecond_goes_on_without_a_r
     for limit in (1, 2, 3):
         pages = await _pages(store, caller, limit, Status.PENDING)
         assert [i for p in pages for i in p] == _ids(ts), f"limit {limit}"
+
+
+async def test_a_rare_open_status_reads_a_bounded_number_of_rows_then_goes_on_with_a_cursor(
+        store: Store) -> None:
+    """Many PENDING triggers and a few IN_FLIGHT among them: a page of the rare status reads
+    at most ``list_max_rows`` open triggers, then ends short (even empty) with a cursor, and
+    paging still lists each IN_FLIGHT one once."""
+    caller = unique("caller-")
+    at = utc_ms(2031, 11, 2, 8)
+    ts = [make_trigger(caller, at + i * 400_000, shard=i) for i in range(20)]  # over 3 hours
+    for t in ts:
+        await store.create(t, INDEX_TTL_S)
+    flying = [ts[4], ts[17]]
+    for t in flying:
+        assert await store.compare_and_set(t, replace(
+            t, status=Status.IN_FLIGHT, claim_id="k", claimed_at_ms=t.created_at_ms, attempts=1))
+    bounded: Any = store
+    saved, bounded.list_max_rows = bounded.list_max_rows, 3
+    try:
+        first = await store.list_by_caller(caller, start=START, last_month=LAST, limit=100,
+                                           status=Status.IN_FLIGHT)
+        assert first.triggers == [] and first.next_cursor is not None
+        in_flight = await _pages(store, caller, 100, Status.IN_FLIGHT)
+        pending = await _pages(store, caller, 100, Status.PENDING)
+    finally:
+        bounded.list_max_rows = saved
+    assert [i for p in in_flight for i in p] == _ids(flying)
+    assert len(in_flight) >= 20 // 3
+    assert [i for p in pending for i in p] == _ids([t for t in ts if t not in flying])
+    assert all(len(p) <= 3 for p in pending)

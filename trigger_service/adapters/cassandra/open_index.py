@@ -123,21 +123,22 @@ class OpenIndex:
             await self.marks.probe(old, now_ms)
 
     async def page(self, caller: str, *, start: tuple[int, int, str], last_month: int,
-                   limit: int, status: Status, now_ms: int) -> ListPage:
+                   limit: int, status: Status, max_rows: int, now_ms: int) -> ListPage:
         """``TriggerCatalog.list_by_caller`` for an open status: the caller's ``status``
         triggers after ``start`` ((month, fire time, id), as every LIST cursor) by fire time,
         up to the end of ``last_month``. Reads the hours with entries in order, all parts of
-        an hour at once, each from its mark; answers short (with a cursor) only after
-        ``_MAX_HOUR_READS`` hours."""
+        an hour at once, each from its mark; answers short (with a cursor, even empty) once
+        it has read ``max_rows`` entries (each a row read: a rare open status among many
+        open triggers) or looked into ``_MAX_HOUR_READS`` hours."""
         month, after_ms, after_id = start
         after: Key = (max(after_ms, month_start_ms(month) - 1), after_id)
         last_hour = (month_end_ms(last_month) - 1) // HOUR_MS
         found: list[Trigger] = []
-        reads = 0
+        reads = rows_read = 0
         hours = await self._hours(caller, after[0] // HOUR_MS if after[0] >= 0 else 0, last_hour)
         marks: list[Key | None] = []  # of hours[0], read once
         while hours and len(found) < limit:
-            if reads == _MAX_HOUR_READS:
+            if reads == _MAX_HOUR_READS or rows_read >= max_rows:
                 return ListPage(found, _cursor(after))
             reads += 1
             hour = hours[0]
@@ -145,7 +146,8 @@ class OpenIndex:
                 after = (hour * HOUR_MS - 1, "")
             marks = marks or await self.marks.hour(caller, hour, now_ms)
             entries, held, done, hints = await self._read_hour(
-                caller, hour, after, limit - len(found), marks, now_ms)
+                caller, hour, after, min(limit - len(found), max_rows - rows_read), marks, now_ms)
+            rows_read += len(entries)
             triggers = await self._get_many_at(
                 [(tid, home, shard) for (_, tid), home, shard in entries])
             for (key, _, _), t in zip(entries, triggers, strict=True):

@@ -43,7 +43,8 @@ from trigger_service.core.ports.values import KeyedCreation, ListCursor, ListPag
 from trigger_service.core.tags import TriggerFilter
 
 # Index rows (each then a row read) per LIST page: a rare status filter stops after this many
-# and answers a short page with a cursor, rather than reading a caller's whole history.
+# and answers a short page with a cursor, rather than reading a caller's whole history (or,
+# for an open status, all of its open triggers).
 LIST_MAX_ROWS = 2000
 
 
@@ -223,6 +224,7 @@ class CassandraTriggers:
         if status is not None and status.open:
             return await self._open_index.page(caller, start=start, last_month=last_month,
                                                limit=limit, status=status,
+                                               max_rows=self.list_max_rows,
                                                now_ms=self._clock.now_ms())
         return await self._created.page(caller, before=start, limit=limit, status=status,
                                         max_rows=self.list_max_rows)

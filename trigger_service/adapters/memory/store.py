@@ -260,16 +260,22 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
     def _open_page(self, caller: str, start: ListCursor, last_month: int, limit: int,
                    status: Status) -> ListPage:
         """An open status's page, as the real store's open index answers it: only open
-        triggers are read, so a page is full whenever that many are left."""
+        triggers are read, by fire time, at most ``list_max_rows`` of them; a page ends
+        short (even empty, with a cursor) only when that budget ran out first."""
         end_ms = month_end_ms(last_month)
         after = (max(start[1], month_start_ms(start[0]) - 1), start[2])
         keys = sorted((t.fire_at_ms, t.trigger_id) for t in self.triggers.values()
-                      if t.caller == caller and t.status is status
+                      if t.caller == caller and t.status.open
                       and after < (t.fire_at_ms, t.trigger_id) and t.fire_at_ms < end_ms)
-        page = [self.triggers[tid] for _, tid in keys[:limit]]
-        last = page[-1] if len(keys) > limit else None
-        return ListPage(page, None if last is None else (
-            fire_month(last.fire_at_ms), last.fire_at_ms, last.trigger_id))
+        found: list[Trigger] = []
+        read = 0
+        for read, (_, tid) in enumerate(keys, 1):
+            if self.triggers[tid].status is status:
+                found.append(self.triggers[tid])
+            if len(found) == limit or read == self.list_max_rows:
+                break
+        last = keys[read - 1] if read and read < len(keys) else None
+        return ListPage(found, None if last is None else (fire_month(last[0]), *last))
 
     async def legacy_record(self, caller: str, idem_key: str) -> IdempotencyRecord | None:
         self._enter("legacy_record")
