@@ -10,6 +10,7 @@ from dispatcher.dispatcher import Dispatcher
 from dispatcher.flow_control import FlowGate
 from dispatcher.ops_report import dispatcher_id
 from dispatcher.secrets import SecretBook
+from dispatcher.succession import Succession
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.wiring import Runtime
 
@@ -35,8 +36,12 @@ async def build(runtime: Runtime) -> Component:
     flow = FlowGate(runtime.flow, runtime.callers, runtime.clock, runtime.metrics,
                     lease_ms=int(d.callback_timeout_s * 1000) + 5_000,
                     board=runtime.flow_board, source=dispatcher_id())
+    # Claims name this process; its slot file proves its predecessor dead.
+    succession = Succession(runtime.deaths, runtime.clock, runtime.metrics)
+    succession.take_slot(d.slot_file)
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
+                            new_claim_id=succession.claim_id, succession=succession,
                             notifiers=policed, recipients=runtime.recipients,
                             pauses=runtime.store,
                             endpoints=(runtime.endpoint_health, runtime.ops_events),
@@ -45,6 +50,7 @@ async def build(runtime: Runtime) -> Component:
     async def close() -> None:
         await channel.close()
         await notifiers.close()
+        succession.release()
 
     return Component({"dispatch": dispatcher.run},
                      status=lambda: {"inflight": dispatcher.inflight},

@@ -36,6 +36,7 @@ from dispatcher.claim_keeping import (
 )
 from dispatcher.endpoint_health import EndpointWatch
 from dispatcher.finishing import DispatchStore, Finishing
+from dispatcher.succession import Succession
 from dispatcher.visibility import Visibility
 from trigger_service.config.settings import DispatchSettings
 from trigger_service.core.deadlines import expired
@@ -89,8 +90,11 @@ class Claiming:
     def __init__(self, d: DispatchSettings, store: DispatchStore, keeper: ClaimKeeper,
                  visibility: Visibility, finishing: Finishing, *, bulkheads: Bulkheads,
                  breakers: Breakers, endpoints: EndpointWatch | None, clock: Clock,
-                 metrics: Metrics, tracing: Tracing) -> None:
-        """``endpoints``: endpoint health (None: no endpoint is ever disabled here)."""
+                 metrics: Metrics, tracing: Tracing,
+                 succession: Succession | None = None) -> None:
+        """``endpoints``: endpoint health (None: no endpoint is ever disabled here).
+        ``succession``: proves claimers dead (``dispatcher.succession``; None: every claim
+        of another is watched for its lease)."""
         self._d = d
         self._store = store
         self._keeper = keeper
@@ -103,6 +107,7 @@ class Claiming:
         self._metrics = metrics
         self._tracing = tracing
         self._sightings = Sightings(clock)  # others' claims, watched before a takeover
+        self._succession = succession
         # The lease of a claim written before leases were: the longest such a claim was
         # (taken the maximum lead ahead, then a whole callback timeout and the slack).
         self._legacy_lease_ms = (d.claim_lead_max_ms + int(d.callback_timeout_s * 1000)
@@ -111,11 +116,12 @@ class Claiming:
     async def claim(self, m: ReceivedMessage, t: Trigger, held: contextlib.ExitStack,
                     starts_ms: int) -> Claimed | Trigger | None:
         """The claim LWT (inside a claim slot), unless someone else's claim not yet watched
-        for its lease (``claim_keeping.Sightings``), the caller's backlog or an open circuit
-        defers the message, or the occurrence is past its deadline and dead-lettered
-        (``Finishing.expire``) (None). The breaker's slot goes into ``held``."""
+        for its lease (``claim_keeping.Sightings``) nor proved dead (``succession``), the
+        caller's backlog or an open circuit defers the message, or the occurrence is past
+        its deadline and dead-lettered (``Finishing.expire``) (None). The breaker's slot
+        goes into ``held``."""
         if t.status is Status.IN_FLIGHT:
-            wait_ms = self._sightings.wait_ms(t, self._lease_of(t))
+            wait_ms = await self.watch_ms(t)
             if wait_ms:
                 # Someone may be delivering it right now: look again once this dispatcher
                 # has watched their claim for its lease (a dead claimer's trigger is late by
@@ -166,8 +172,12 @@ class Claiming:
         if t.status is Status.IN_FLIGHT:
             self._sightings.forget(t.trigger_id)
             self._metrics.inc("claim_takeovers_total")
+            # (Remembered by the succession when proved: no second read.)
+            proved = await self._proven_dead(t)
+            if proved:
+                self._metrics.inc("claim_takeovers_proved_dead_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,
-                        attempt=claimed.attempts, stale_claim=t.claim_id)
+                        attempt=claimed.attempts, stale_claim=t.claim_id, claimer_dead=proved)
         if self._clock.now_ms() > starts_ms:
             # Claimed too late to send on time: the backlog outgrew the claim lead.
             self._metrics.inc("claims_late_total")
@@ -188,10 +198,15 @@ class Claiming:
         the claim gate goes)."""
         return self._legacy_lease_ms + TAKEOVER_MARGIN_MS
 
-    def watch_ms(self, t: Trigger) -> int:
+    async def watch_ms(self, t: Trigger) -> int:
         """How much longer this dispatcher must watch ``t``'s claim (``t`` as just read,
-        IN_FLIGHT) before it may take it over: 0 now (``claim_keeping.Sightings``)."""
-        return self._sightings.wait_ms(t, self._lease_of(t))
+        IN_FLIGHT) before it may take it over: 0 now (``claim_keeping.Sightings``), or at
+        once when its claimer was proved dead (``succession``)."""
+        wait_ms = self._sightings.wait_ms(t, self._lease_of(t))
+        return 0 if wait_ms and await self._proven_dead(t) else wait_ms
+
+    async def _proven_dead(self, t: Trigger) -> bool:
+        return self._succession is not None and await self._succession.proven_dead(t.claim_id)
 
     def _lease_of(self, t: Trigger) -> int:
         return t.claim_lease_ms if t.claim_lease_ms is not None else self._legacy_lease_ms

@@ -68,6 +68,7 @@ from dispatcher.finishing import (
 from dispatcher.flow_control import FlowGate
 from dispatcher.recipients import SendTimeProfiles
 from dispatcher.sending import MIN_SEND_TIMEOUT_MS, Sending, callback_allowed
+from dispatcher.succession import Succession
 from dispatcher.visibility import Visibility
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
@@ -100,9 +101,11 @@ class Delivery:
                  notifiers: Notifiers = UNCONFIGURED,
                  recipients: RecipientStore | None = None,
                  endpoints: EndpointWatch | None = None,
-                 flow: FlowGate | None = None) -> None:
+                 flow: FlowGate | None = None,
+                 succession: Succession | None = None) -> None:
         """``flow``: flow control per destination (None: none, every send at its due
-        time)."""
+        time). ``succession``: proves claimers dead (None: others' claims are watched for
+        their leases)."""
         d = deps.settings.dispatch
         self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
         self.flow = flow
@@ -132,7 +135,7 @@ class Delivery:
         self.claiming = Claiming(d, deps.store, keeper, self.visibility, self.finishing,
                                  bulkheads=self.bulkheads, breakers=self.breakers,
                                  endpoints=endpoints, clock=deps.clock, metrics=deps.metrics,
-                                 tracing=deps.tracing)
+                                 tracing=deps.tracing, succession=succession)
         self.sending = Sending(d, deps.store, channel, keeper, self.visibility, self.finishing,
                                self.fan_out, allowed=allowed, bulkheads=self.bulkheads,
                                flow=flow, endpoints=endpoints, lag=self.lag, clock=deps.clock,
@@ -154,10 +157,10 @@ class Delivery:
         the claim gate goes)."""
         return self.claiming.longest_watch_ms
 
-    def watch_ms(self, t: Trigger) -> int:
+    async def watch_ms(self, t: Trigger) -> int:
         """How much longer this dispatcher must watch ``t``'s claim (``t`` as just read,
         IN_FLIGHT) before it may take it over: 0 now (``claim_keeping.Sightings``)."""
-        return self.claiming.watch_ms(t)
+        return await self.claiming.watch_ms(t)
 
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,
                                 hidden_until_ms: int | None = None,

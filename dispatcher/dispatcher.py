@@ -47,6 +47,7 @@ from dispatcher.finishing import DispatchStore, NextAttempt
 from dispatcher.flow_control import FlowGate
 from dispatcher.ops_report import OpsReporter
 from dispatcher.screening import PausedCallers, Screening
+from dispatcher.succession import Succession
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
@@ -92,22 +93,24 @@ class Dispatcher:
         endpoints: tuple[EndpointHealthStore, OpsEvents] | None = None,
         flow: FlowGate | None = None,
         tracing: Tracing | None = None,
+        succession: Succession | None = None,
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
         ``pauses``: the operators' paused callers (None: no caller is ever paused here).
         ``endpoints``: the endpoint health records and the operators' events (None: no
-        endpoint is ever disabled here).
-        ``flow``: flow control per destination (None: none).
-        ``tracing``: spans of each occurrence's steps (None: export off)."""
+        endpoint is ever disabled here). ``flow``: flow control per destination (None: none).
+        ``tracing``: spans of each occurrence's steps (None: export off). ``succession``:
+        proves other claimers dead (``dispatcher.succession``; None: never)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing())
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)
                           if endpoints is not None else None)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers, recipients=recipients,
-                                 endpoints=self.endpoints, flow=flow)
+                                 endpoints=self.endpoints, flow=flow, succession=succession)
+        self.succession = succession  # its run declares its predecessor dead
         self._visibility = self.delivery.visibility
         parking = (EndpointParking(self.endpoints, endpoints[0], store, callers,
                                    self.delivery.finishing, self._visibility, metrics,
@@ -121,8 +124,7 @@ class Dispatcher:
         # before it is due, rounded down): one shown again at once would be received again
         # while it is still in hand here, and passed over.
         self.hold_max_ms = max(_HOLD_MAX_MS, (settings.sqs.enqueue_lead_s + 1) * 1000)
-        self._store, self._queue = store, queue
-        self._clock, self._metrics = clock, metrics
+        self._store, self._queue, self._clock, self._metrics = store, queue, clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
         # (trigger id, fire time) -> the message id being handled: one occurrence at a time
         # (a series' next occurrence may arrive while the previous one is finishing).
@@ -139,6 +141,8 @@ class Dispatcher:
         """Receive with ``receivers`` concurrent long-polls until ``stop``; then drain:
         held messages are handed back to SQS, deliveries under way finish."""
         loops = [self._receiving(stop)]
+        if self.succession is not None:
+            loops.append(self.succession.run(stop))
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
         try:
@@ -361,7 +365,7 @@ class Dispatcher:
         watch too long to hold: the claim's check defers the message)."""
         if t.status is not Status.IN_FLIGHT:
             return None
-        watch_ms = self.delivery.watch_ms(t)
+        watch_ms = await self.delivery.watch_ms(t)
         if not 0 < watch_ms <= max(self.hold_max_ms, self.delivery.longest_watch_ms):
             return None
         until_ms = self._clock.now_ms() + watch_ms

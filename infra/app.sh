@@ -72,8 +72,9 @@ app_command() {
         echo "$PYTHON" -m tests.providers "$SANDBOX_SMS_PORT" "$SANDBOX_PUSH_PORT" \
             "$SANDBOX_SMTP_PORT" "$SANDBOX_TELEGRAM_PORT"
     elif [[ "$1" == dispatcher-* ]]; then
+        # Its slot file: its successor after a crash proves it dead (dispatcher/succession.py).
         echo env "TRIGGER_DISPATCH_METRICS_PORT=$(nth_port "$DISPATCHER_METRICS_PORT" "$1")" \
-            "$PYTHON" -m "$2"
+            "TRIGGER_DISPATCH_SLOT_FILE=$RUN_DIR/$1.slot" "$PYTHON" -m "$2"
     elif [[ "$1" == sweeper-* ]]; then
         echo env "TRIGGER_SWEEP_METRICS_PORT=$(nth_port "$SWEEPER_METRICS_PORT" "$1")" \
             "$PYTHON" -m "$2"

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory.board import MemoryOpsBoard
+from trigger_service.adapters.memory.deaths import MemoryDispatcherDeaths
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimiter
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
@@ -22,6 +23,7 @@ from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.ports import Clock, Lease, Pingable
+from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.flow import FlowBoard, FlowLimiter
 from trigger_service.core.ports.idempotency import IdempotencyCache
@@ -48,6 +50,7 @@ def fake_runtime(
     ops_events: OpsEvents | None = None,
     flow: FlowLimiter | None = None,
     flow_board: FlowBoard | None = None,
+    deaths: DispatcherDeaths | None = None,
     tracing: Tracing | None = None,
     pings: dict[str, Pingable] | None = None,
     closers: list[Callable[[], Awaitable[None]]] | None = None,
@@ -70,6 +73,7 @@ def fake_runtime(
         ops_events=ops_events if ops_events is not None else MemoryOpsEvents(),
         flow=flow if flow is not None else MemoryFlowLimiter(),
         flow_board=flow_board if flow_board is not None else MemoryFlowBoard(),
+        deaths=deaths if deaths is not None else MemoryDispatcherDeaths(clock),
         tracing=tracing if tracing is not None else Tracing(),
         pings=pings if pings is not None else {},
         closers=closers if closers is not None else [],

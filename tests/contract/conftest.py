@@ -19,6 +19,7 @@ from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.memory.deaths import MemoryDispatcherDeaths
 from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
 from trigger_service.adapters.memory.store import (
@@ -27,6 +28,7 @@ from trigger_service.adapters.memory.store import (
     MemoryStore,
 )
 from trigger_service.adapters.redis.client import open_client
+from trigger_service.adapters.redis.deaths import RedisDispatcherDeaths
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.lease import RedisLease
@@ -34,6 +36,7 @@ from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.config.stores import CassandraSettings, RedisSettings
 from trigger_service.core.ports import Lease
+from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.idempotency import IdempotencyCache
 from trigger_service.core.ports.inbox import InboxBus
 from trigger_service.core.time.clock import SystemClock
@@ -150,6 +153,19 @@ async def lease(request: pytest.FixtureRequest, lease_ttl_ms: int) -> AsyncItera
         keys = [k async for k in client.scan_iter(match=f"*:{group}:*")]
         if keys:
             await client.delete(*keys)
+        await client.aclose()
+
+
+@pytest.fixture(params=_impls("memory", "redis"))
+async def deaths(request: pytest.FixtureRequest) -> AsyncIterator[DispatcherDeaths]:
+    """Tests use unique incarnations and TTLs of seconds: nothing needs deleting."""
+    if request.param == "memory":
+        yield MemoryDispatcherDeaths(SystemClock())
+        return
+    client = open_client(REDIS_URL)
+    try:
+        yield RedisDispatcherDeaths(client)
+    finally:
         await client.aclose()
 
 

@@ -30,6 +30,7 @@ from dispatcher.dispatcher import Dispatcher
 from dispatcher.fanout import UNCONFIGURED, Notifiers
 from dispatcher.flow_control import FlowGate
 from dispatcher.secrets import SecretBook
+from dispatcher.succession import Succession
 from sweeper.sweeper import Sweeper
 from tests.api_server import ApiTestServer
 from tests.fake_runtime import fake_runtime
@@ -42,6 +43,7 @@ from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
 from trigger_service.adapters.ops_events import WebhookOpsEvents
 from trigger_service.adapters.redis.client import RedisPing, open_from_settings
+from trigger_service.adapters.redis.deaths import RedisDispatcherDeaths
 from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.lease import RedisLease
@@ -215,11 +217,13 @@ class Stack:
 
     async def start_dispatcher(self, *, notifiers: Notifiers | None = None,
                                lookup: Lookup | None = None, endpoints: bool = False,
-                               **overrides: Any) -> DispatcherHandle:
+                               slot_file: str = "", **overrides: Any) -> DispatcherHandle:
         """A dispatcher on the real stack; ``notifiers``: its email/SMS/push/inbox senders
         (tests/integration/test_channels.py), else channels are "not configured";
         ``lookup``: the webhook channel's DNS (tests/integration/test_ssrf.py);
-        ``endpoints``: it keeps endpoint health (tests/integration/test_endpoint_health.py)."""
+        ``endpoints``: it keeps endpoint health (tests/integration/test_endpoint_health.py);
+        ``slot_file``: the slot it locks (``dispatcher.succession``; every one reads the
+        deaths declared on the real Redis)."""
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
@@ -240,8 +244,11 @@ class Stack:
                         metrics, lease_ms=int(settings.dispatch.callback_timeout_s * 1000)
                         + 5_000, board=RedisFlowBoard(self.redis, settings.sqs.queue),
                         source=f"d{len(self._dispatchers)}")
+        succession = Succession(RedisDispatcherDeaths(self.redis), SystemClock(), metrics)
+        succession.take_slot(slot_file)
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
+                       new_claim_id=succession.claim_id, succession=succession,
                        notifiers=notifiers or UNCONFIGURED,
                        recipients=self.runtime.recipients, pauses=self.runtime.store,
                        endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)
@@ -311,6 +318,8 @@ class DispatcherHandle:
         await asyncio.wait_for(self.task, timeout=30)
         await self.channel.close()
         await self.queue.close()
+        if self.dispatcher.succession is not None:
+            self.dispatcher.succession.release()
 
 
 # The test caller may send to any recipient unless a module overrides ``caller_controls``.

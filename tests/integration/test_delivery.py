@@ -7,11 +7,14 @@ import os
 import signal
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
+from dispatcher.succession import incarnation_of
 from tests.integration.conftest import SIGNING_SECRETS, Stack
+from trigger_service.core.model import Status
 from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import parse_rfc3339_ms
 
@@ -171,6 +174,42 @@ async def test_dispatcher_killed_mid_flight_still_delivers(stack: Stack) -> None
     t = await stack.wait_status(tid, "FIRED")
     assert t["status"] == "FIRED"
     assert d.metrics.snapshot().get("claim_takeovers_total") == 1
+
+
+async def test_a_killed_dispatchers_successor_proves_it_dead_and_its_claim_is_taken_at_once(
+        stack: Stack, tmp_path: Path) -> None:
+    """SIGKILL a dispatcher process (with a slot file) while its callback is in flight; its
+    successor locks the slot, finds the dead one's incarnation there and declares it dead:
+    the claim is taken over when its message comes back, without a lease's watch first."""
+    slot = str(tmp_path / "dispatcher-1.slot")
+    env = {**os.environ, **stack.env, "TRIGGER_DISPATCH_RECEIVERS": "1",
+           "TRIGGER_DISPATCH_SLOT_FILE": slot, "TRIGGER_DISPATCH_METRICS_PORT": "0"}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", env=env,
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    rec = stack.receiver
+    try:
+        _, body, _ = await stack.post(stack.body(delaySeconds=1))
+        tid = body["triggerId"]
+        rec.script[tid] = ["hang", 200]
+        rec.hang_s = 10
+        assert await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 60)
+        proc.send_signal(signal.SIGKILL)
+        await asyncio.wait_for(proc.wait(), 10)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    row = await stack.runtime.store.get(tid)
+    assert row is not None and row.status is Status.IN_FLIGHT
+    d = await stack.start_dispatcher(slot_file=slot)
+    assert d.dispatcher.succession is not None and d.dispatcher.succession.slot is not None
+    assert d.dispatcher.succession.slot.predecessor == incarnation_of(row.claim_id)
+    assert await rec.wait_for(lambda: len(rec.for_trigger(tid)) >= 2, 45)
+    assert (await stack.wait_status(tid, "FIRED"))["status"] == "FIRED"
+    got = d.metrics.snapshot()
+    assert got.get("dispatcher_deaths_declared_total", 0) >= 1
+    assert got.get("claim_takeovers_total") == got.get("claim_takeovers_proved_dead_total") == 1
 
 
 async def test_callbacks_are_signed_for_every_key_of_a_rotation(stack: Stack) -> None:

@@ -481,6 +481,11 @@ def fence_key(group: str, shard: int) -> str:
     return f"lease:{_tag(group)}:fence:{shard}"
 
 
+def dead_dispatcher_key(incarnation: str) -> str:
+    """A dispatcher process declared dead by its successor (``dispatcher.succession``)."""
+    return f"dispatcher:dead:{incarnation}"
+
+
 def sweeper_members_key(group: str) -> str:
     return f"sweeper:{_tag(group)}:members"
 

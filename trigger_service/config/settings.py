@@ -103,6 +103,8 @@ class DispatchSettings:
     secret_max_live: int = 3  # signing secrets per caller at once (core.notify.signing)
     signer_cache_size: int = 1_000  # callers whose signers a dispatcher keeps (LRU)
     metrics_port: int = 9101
+    # A file this dispatcher holds locked while it runs; empty: none (dispatcher.succession).
+    slot_file: str = ""
 
     @property
     def visibility_timeout_s(self) -> int:
@@ -395,6 +397,10 @@ VARIABLES: tuple[Variable, ...] = (
     Variable("TRIGGER_METRICS_TOKEN", ("", "metrics_token"), str,
              "when set, the API's /metrics needs Authorization: Bearer <it> (and so do the "
              "dispatchers' and sweepers' /metrics ports)"),
+    Variable("TRIGGER_DISPATCH_SLOT_FILE", ("dispatch", "slot_file"), str,
+             "a file the dispatcher holds locked while it runs, one per dispatcher of a host "
+             "(infra/app.sh names one); the next process to lock it has proved the last one "
+             "dead, whose claims are then taken over without waiting out their leases"),
     Variable("TRIGGER_DISPATCH_METRICS_PORT", ("dispatch", "metrics_port"), _pos_int,
              "a dispatcher's own /metrics port, 0 = none (infra/app.sh gives its Nth "
              "dispatcher this + N - 1)"),

@@ -32,6 +32,7 @@ from trigger_service.core.ports import (
     ZoneIndex,
 )
 from trigger_service.core.ports.crypto import Resealer
+from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.flow import FlowBoard, FlowLimiter
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
@@ -107,6 +108,8 @@ class Runtime:
     # views (Redis).
     flow: FlowLimiter
     flow_board: FlowBoard
+    # Dispatcher processes proved dead by their successors (Redis).
+    deaths: DispatcherDeaths
     # Spans of requests and occurrences: export off unless OTEL_* say otherwise.
     tracing: Tracing
     # What /readyz checks and what ``close`` closes: not ports, none is a stand-in.
@@ -125,6 +128,7 @@ class Runtime:
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.ops_events import WebhookOpsEvents
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
+        from trigger_service.adapters.redis.deaths import RedisDispatcherDeaths as Deaths
         from trigger_service.adapters.redis.flow_control import RedisFlowBoard, RedisFlowLimiter
         from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
         from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
@@ -169,7 +173,7 @@ class Runtime:
                    endpoint_health=endpoint_health,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
                    flow=RedisFlowLimiter(redis), tracing=tracing,
-                   flow_board=RedisFlowBoard(redis, settings.sqs.queue),
+                   flow_board=RedisFlowBoard(redis, settings.sqs.queue), deaths=Deaths(redis),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
                             metrics.close, _flushing(provider)])

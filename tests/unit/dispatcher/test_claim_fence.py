@@ -17,8 +17,10 @@ import pytest
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.delivery import Delivery, DispatchDeps
 from dispatcher.dispatcher import Dispatcher
+from dispatcher.succession import Incarnation, Succession, incarnation_of
 from tests.unit.dispatcher.fakes import START_MS, Env, failed, settle
 from tests.unit.dispatcher.test_claim_ahead import SkewedClock, _cancel
+from trigger_service.adapters.memory.deaths import MemoryDispatcherDeaths
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger
@@ -291,3 +293,54 @@ async def test_a_slow_signing_secret_read_ends_the_send_unsent() -> None:
         assert posted == []
     finally:
         await ch.close()
+
+
+# --- a claimer proved dead by its successor (dispatcher.succession) ---------------------------
+async def _dead_claimer_taken_over(declared: str | None
+                                   ) -> tuple[Env, ClaimLog, int, str, Trigger]:
+    """A (incarnation ``aaaa…``) claims and is killed; ``declared`` (an incarnation) is
+    declared dead; B, which proves deaths on the same records, handles the due-scan's copy
+    from the fire time on. Returns when B first saw the row (the true clock), A's claim id
+    and the trigger."""
+    env, queue, store = _world()
+    queue.release = asyncio.Event()
+    deaths = MemoryDispatcherDeaths(env.clock)
+    t = await env.add(10_000)
+    await env.enqueue(t)
+    a_life = Incarnation("a" * 16)
+    deps = DispatchDeps(env.settings, env.store, env.queue, env.clock, env.metrics)
+    a = Delivery(deps, env.channel, env.callers, claim_ids=a_life.claim_id)
+    task, _, a_claim = await _claimed_and_stalled(env, queue, a, t)
+    task.cancel()  # killed
+    await asyncio.gather(task, return_exceptions=True)
+    if declared is not None:
+        await deaths.declare(declared, ttl_s=600)
+    b_life = Succession(deaths, env.clock, env.metrics, incarnation=Incarnation("b" * 16))
+    b = Dispatcher(env.settings, env.store, env.queue, env.channel, env.callers, env.clock,
+                   env.metrics, new_claim_id=b_life.claim_id, succession=b_life,
+                   notifiers=env.notifiers)
+    seen_from_ms = env.clock.now_ms()
+    await env.enqueue(t)
+    await _b_until(env, b, t, t.fire_at_ms + 18_000)
+    return env, store, seen_from_ms, a_claim, t
+
+
+async def test_a_claimer_proved_dead_is_taken_over_at_once() -> None:
+    env, store, seen_from_ms, a_claim, t = await _dead_claimer_taken_over("a" * 16)
+    [claim, takeover] = store.claims
+    assert claim.claim_id == a_claim and incarnation_of(a_claim) == "a" * 16
+    assert incarnation_of(takeover.claim_id) == "b" * 16
+    assert takeover.at_ms <= seen_from_ms + 200  # no lease watched first
+    assert env.row(t).status is Status.FIRED and env.row(t).attempts == 2
+    assert len(env.channel.calls) == 1
+    assert env.count("claim_takeovers_proved_dead_total") == 1
+
+
+async def test_a_claimer_not_declared_dead_is_watched_for_its_lease() -> None:
+    """Another process's death proves nothing about A: A's claim is watched as always."""
+    env, store, seen_from_ms, _, _ = await _dead_claimer_taken_over("c" * 16)
+    [claim, takeover] = store.claims
+    assert claim.lease_ms is not None
+    assert takeover.at_ms > seen_from_ms + claim.lease_ms + 1_000
+    assert env.count("claim_takeovers_proved_dead_total") == 0
+    assert len(env.channel.calls) == 1
