@@ -87,6 +87,19 @@ def parse_register(
                            parse_flow_control(body.get("flowControl")))
 
 
+def check_unplanned_fields(body: dict[str, Any], payload_max_bytes: int) -> None:
+    """The shape of the create fields a preview computes nothing from (payload, tags,
+    labels, recipient, deadlines, flow control): what create would refuse in them, a
+    preview refuses too (the same 400 or 413)."""
+    _payload_json(body, payload_max_bytes)
+    parse_tags(body.get("tags"))
+    parse_labels(body.get("labels"))
+    _recipient_id(body)
+    parse_expires_at(body.get("expiresAt"))
+    parse_max_lateness(body.get("maxLatenessSeconds"))
+    parse_flow_control(body.get("flowControl"))
+
+
 def parse_jitter(value: object) -> int:
     """``jitterSeconds``: absent or null is 0; else whole seconds, at least 0."""
     if value is None:
@@ -102,16 +115,21 @@ def parse_recipient(body: dict[str, Any], now_ms: int
     """``recipient`` (a profile's id), whether the time floats with it (``"timeZone":
     "recipient"``), and then or with ``when`` the time fields read again with what the
     profile gives later (its zone, its locale: ``app.recipient_binding``)."""
-    recipient = body.get("recipient")
-    if recipient is not None and not is_recipient_id(recipient):
-        raise InvalidRequest("recipient: a recipient id (1 to 200 characters of letters, "
-                             "digits and _.:@+-)", field="recipient")
+    recipient = _recipient_id(body)
     floats = body.get("timeZone") == RECIPIENT_ZONE
     if floats and recipient is None:
         raise InvalidRequest('timeZone: "recipient" needs a recipient', field="timeZone")
     if recipient is None or not (floats or "when" in body):
         return recipient, False, None
     return recipient, floats, Reparse(body, now_ms)
+
+
+def _recipient_id(body: dict[str, Any]) -> str | None:
+    recipient = body.get("recipient")
+    if recipient is not None and not is_recipient_id(recipient):
+        raise InvalidRequest("recipient: a recipient id (1 to 200 characters of letters, "
+                             "digits and _.:@+-)", field="recipient")
+    return recipient
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:

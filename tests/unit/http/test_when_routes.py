@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from tests.unit.app.support import CALLBACK, NOW_MS
 from tests.unit.http.test_routes import AUTH, Api, assert_error
 from trigger_service.core.time.recurrence import RuleKind
@@ -238,3 +240,23 @@ async def test_preview_of_the_newer_forms(api: Api) -> None:
                                      json={"when": phrase, "timeZone": NY})
         got = await assert_error(resp, 400, "invalid_request")
         assert got["field"] == "when" and says in got["message"], got
+
+
+@pytest.mark.parametrize("field", [
+    {"maxLatenessSeconds": {"a": []}}, {"expiresAt": "tomorrow"}, {"tags": "a"},
+    {"labels": ["a"]}, {"recipient": "a b"}, {"flowControl": {"ratePerSecond": "fast"}}])
+async def test_preview_refuses_the_fields_create_would_refuse(api: Api,
+                                                              field: dict[str, Any]) -> None:
+    """Found by the fuzz test: a preview answered 200 to a ``maxLatenessSeconds`` that was
+    an object. Fields a preview computes nothing from are still checked as create checks
+    them."""
+    body = {"delaySeconds": 0, **field}
+    status, answer = await preview(api, body)
+    assert status == 400 and answer["error"] == "invalid_request", (field, answer)
+    status, _, _ = await api.post({**body, "callbackUrl": CALLBACK})
+    assert status == 400, field
+
+
+async def test_preview_refuses_a_payload_create_would_refuse(api: Api) -> None:
+    status, answer = await preview(api, {"delaySeconds": 0, "payload": "x" * 5_000})
+    assert status == 413 and answer["error"] == "payload_too_large", answer

@@ -51,6 +51,7 @@ async def preview_occurrences(request: web.Request) -> web.Response:
     extra = sorted(set(body) - parsing.ALLOWED_FIELDS)
     if extra:
         raise InvalidRequest(f"{extra[0]}: unknown field")
+    parsing.check_unplanned_fields(body, api.payload_max_bytes)
     if body.get("callbackUrl") is not None:
         await request.app[SERVICE_KEY].vet_callback(caller_of(request), parsing.parse_callback(
             body, caller_of(request)))
