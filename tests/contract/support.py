@@ -6,10 +6,11 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 import pytest
 
@@ -113,3 +114,15 @@ def known_violation(request: pytest.FixtureRequest, fixture: str, impl: str,
     callspec = getattr(request.node, "callspec", None)
     if callspec is not None and callspec.params.get(fixture) == impl:
         request.applymarker(pytest.mark.xfail(strict=True, reason=reason))
+
+
+@contextmanager
+def rows_per_call(store: object, rows: int) -> Iterator[None]:
+    """Within the block, a listing call of ``store`` (either one: both have the attribute)
+    reads at most ``rows`` index entries (``list_max_rows``)."""
+    bounded: Any = store
+    saved, bounded.list_max_rows = bounded.list_max_rows, rows
+    try:
+        yield
+    finally:
+        bounded.list_max_rows = saved

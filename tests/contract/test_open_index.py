@@ -4,9 +4,16 @@ page whatever history lies behind it, and exact under every move a trigger makes
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 
-from tests.contract.support import INDEX_TTL_S, MIN_MS, Store, make_trigger, unique, utc_ms
+from tests.contract.support import (
+    INDEX_TTL_S,
+    MIN_MS,
+    Store,
+    make_trigger,
+    rows_per_call,
+    unique,
+    utc_ms,
+)
 from trigger_service.core.model import Status, Trigger, fire_month
 from trigger_service.core.ports.values import ListCursor
 
@@ -165,16 +172,12 @@ async def test_a_rare_open_status_reads_a_bounded_number_of_rows_then_goes_on_wi
     for t in flying:
         assert await store.compare_and_set(t, replace(
             t, status=Status.IN_FLIGHT, claim_id="k", claimed_at_ms=t.created_at_ms, attempts=1))
-    bounded: Any = store
-    saved, bounded.list_max_rows = bounded.list_max_rows, 3
-    try:
+    with rows_per_call(store, 3):
         first = await store.list_by_caller(caller, start=START, last_month=LAST, limit=100,
                                            status=Status.IN_FLIGHT)
         assert first.triggers == [] and first.next_cursor is not None
         in_flight = await _pages(store, caller, 100, Status.IN_FLIGHT)
         pending = await _pages(store, caller, 100, Status.PENDING)
-    finally:
-        bounded.list_max_rows = saved
     assert [i for p in in_flight for i in p] == _ids(flying)
     assert len(in_flight) >= 20 // 3
     assert [i for p in pending for i in p] == _ids([t for t in ts if t not in flying])

@@ -13,6 +13,7 @@ from tests.contract.support import (
     MIN_MS,
     Store,
     make_trigger,
+    rows_per_call,
     unique,
     utc_ms,
 )
@@ -382,14 +383,10 @@ async def test_a_list_call_reads_a_bounded_number_of_rows_then_goes_on_with_a_cu
     fired = [replace(t, status=Status.FIRED, fired_at_ms=1) for t in expected[6:]]
     for t, done in zip(expected[6:], fired, strict=True):
         assert await store.compare_and_set(t, done)
-    bounded: Any = store
-    saved, bounded.list_max_rows = bounded.list_max_rows, 2
-    try:
+    with rows_per_call(store, 2):
         first = await store.list_by_caller(caller, start=NEWEST, last_month=MAR, limit=100,
                                            status=Status.FIRED)
         assert first.triggers == [] and first.next_cursor is not None
         pages = await _all_pages(store, caller, 100, Status.FIRED)
-    finally:
-        bounded.list_max_rows = saved
     assert [t for p in pages for t in p] == fired
     assert len(pages) >= 3

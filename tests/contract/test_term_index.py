@@ -6,7 +6,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from tests.contract.support import INDEX_TTL_S, Store, make_trigger, unique, utc_ms
+from tests.contract.support import (
+    INDEX_TTL_S,
+    Store,
+    make_trigger,
+    rows_per_call,
+    unique,
+    utc_ms,
+)
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports.values import NEWEST, ListCursor
@@ -79,15 +86,12 @@ async def test_a_page_reads_a_bounded_number_of_entries(store: Store) -> None:
     made = await _tagged(store, caller, 9, tags=("a",))
     for t in made[1:]:
         assert await store.compare_and_set(t, replace(t, status=Status.CANCELLED))
-    saved, store.list_max_rows = store.list_max_rows, 3  # type: ignore[attr-defined]
-    try:
+    with rows_per_call(store, 3):
         first = await store.list_by_filter(caller, TriggerFilter(tag="a", status=Status.PENDING),
                                            before=NEWEST, limit=5)
         assert first.next_cursor is not None
         found = await _all(store, caller, TriggerFilter(tag="a", status=Status.PENDING), 5)
-        assert found == [made[0].trigger_id]
-    finally:
-        store.list_max_rows = saved  # type: ignore[attr-defined]
+    assert found == [made[0].trigger_id]
 
 
 async def test_trigger_jobs_keep_items_progress_leases_and_the_open_count(

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import socket
+import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
 import aioboto3
@@ -90,6 +92,28 @@ async def until(pred: Callable[[], Awaitable[bool]], timeout_s: float = 20,
             return True
         await asyncio.sleep(interval_s)
     return bool(await pred())
+
+
+@asynccontextmanager
+async def dispatcher_process(env: Mapping[str, str]
+                             ) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``python -m dispatcher`` with ``env``, its output discarded; killed on the way out if
+    it still runs (a test kills it itself with ``sigkill``)."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "dispatcher", env=dict(env),
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+
+
+async def sigkill(proc: asyncio.subprocess.Process) -> None:
+    """SIGKILL ``proc`` and wait (10 s at most) until it is gone."""
+    proc.send_signal(signal.SIGKILL)
+    await asyncio.wait_for(proc.wait(), 10)
 
 
 def free_port() -> int:

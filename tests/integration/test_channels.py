@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import signal
-import sys
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -19,6 +17,7 @@ import pytest
 from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import NotifierRouter
 from tests.integration.conftest import Stack
+from tests.integration.helpers import dispatcher_process, sigkill
 from tests.integration.helpers import until as until  # (test_budgets imports it from here)
 from tests.providers import (
     PushSimulator,
@@ -244,10 +243,7 @@ async def test_a_dispatcher_killed_between_two_channels_resends_only_the_unrecor
     p.sms.script(PHONE, slow(Reply(201, {"sid": "SMslow"}), 30))
     env = {**os.environ, **stack.env, **p.env, "TRIGGER_DISPATCH_RECEIVERS": "1",
            "TRIGGER_DISPATCH_METRICS_PORT": "0"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dispatcher", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
+    async with dispatcher_process(env) as proc:
         tid = await create(stack, channels=four(stack), delaySeconds=1)
 
         async def three_recorded() -> bool:
@@ -255,12 +251,7 @@ async def test_a_dispatcher_killed_between_two_channels_resends_only_the_unrecor
             return got.count("DELIVERED") == 3 and len(p.sms.requests) == 1
 
         assert await until(three_recorded, 40)
-        proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await sigkill(proc)
     taker = await stack.start_dispatcher(notifiers=p.notifiers)
     assert await until(lambda: _fired(stack, tid), 60)
     got = await view(stack, tid)

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import signal
-import sys
 import time
 from collections import Counter
 from typing import Any
@@ -14,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.helpers import dispatcher_process, sigkill
 
 pytestmark = pytest.mark.integration
 
@@ -122,21 +121,13 @@ async def test_bulk_replay_of_200_survives_a_dispatcher_sigkill(stack: Stack) ->
     rec.arrivals.clear()
     rec.default_status = 200
     env = {**os.environ, **stack.env, "TRIGGER_DISPATCH_RECEIVERS": "1"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dispatcher", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-    try:
+    async with dispatcher_process(env) as proc:
         resp = await stack.client.post(f"{DL}/replay", headers=stack.auth(),
                                        json={"reason": "max_attempts"})
         job = await resp.json()
         assert resp.status == 202 and job["total"] == 200, job
         assert await rec.wait_for(lambda: len(rec.arrivals) >= 40, 60)
-        proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await sigkill(proc)
     second = await stack.start_dispatcher()
     assert await rec.wait_for(lambda: {a.trigger_id for a in rec.arrivals} >= tids, 120)
     deadline = time.monotonic() + 30

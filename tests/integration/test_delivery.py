@@ -14,6 +14,7 @@ from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
 from dispatcher.succession import incarnation_of
 from tests.integration.conftest import SIGNING_SECRETS, Stack
+from tests.integration.helpers import dispatcher_process, sigkill
 from trigger_service.core.model import Status
 from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.timing import parse_rfc3339_ms
@@ -184,22 +185,14 @@ async def test_a_killed_dispatchers_successor_proves_it_dead_and_its_claim_is_ta
     slot = str(tmp_path / "dispatcher-1.slot")
     env = {**os.environ, **stack.env, "TRIGGER_DISPATCH_RECEIVERS": "1",
            "TRIGGER_DISPATCH_SLOT_FILE": slot, "TRIGGER_DISPATCH_METRICS_PORT": "0"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "dispatcher", env=env,
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
     rec = stack.receiver
-    try:
+    async with dispatcher_process(env) as proc:
         _, body, _ = await stack.post(stack.body(delaySeconds=1))
         tid = body["triggerId"]
         rec.script[tid] = ["hang", 200]
         rec.hang_s = 10
         assert await rec.wait_for(lambda: bool(rec.for_trigger(tid)), 60)
-        proc.send_signal(signal.SIGKILL)
-        await asyncio.wait_for(proc.wait(), 10)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
+        await sigkill(proc)
     row = await stack.runtime.store.get(tid)
     assert row is not None and row.status is Status.IN_FLIGHT
     d = await stack.start_dispatcher(slot_file=slot)
