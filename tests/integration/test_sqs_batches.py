@@ -69,4 +69,7 @@ async def test_a_burst_of_registrations_shares_batches(stack: Stack) -> None:
     messages, requests = (a - b for a, b in zip(await batch_stats(stack, "send"), before,
                                                  strict=True))
     assert messages == BURST
-    assert messages / requests > 5, f"{requests:.0f} requests for {BURST} registrations"
+    # Shared, not necessarily full: on a loaded machine the 201s (and so the sends) spread
+    # out, and a send that finds the batcher idle goes alone (95 requests for 200 seen once,
+    # 21-23 usually). Alone, each would be a request of its own.
+    assert messages / requests > 2, f"{requests:.0f} requests for {BURST} registrations"
