@@ -41,7 +41,7 @@ async def build(runtime: Runtime) -> Component:
     succession.take_slot(d.slot_file)
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
-                            new_claim_id=succession.claim_id, succession=succession,
+                            succession=succession,
                             notifiers=policed, recipients=runtime.recipients,
                             pauses=runtime.store,
                             endpoints=(runtime.endpoint_health, runtime.ops_events),
@@ -50,7 +50,7 @@ async def build(runtime: Runtime) -> Component:
     async def close() -> None:
         await channel.close()
         await notifiers.close()
-        succession.release()
+        # The slot stays locked until the process exits: then it can send nothing more.
 
     return Component({"dispatch": dispatcher.run},
                      status=lambda: {"inflight": dispatcher.inflight},

@@ -172,8 +172,7 @@ class Claiming:
         if t.status is Status.IN_FLIGHT:
             self._sightings.forget(t.trigger_id)
             self._metrics.inc("claim_takeovers_total")
-            # (Remembered by the succession when proved: no second read.)
-            proved = await self._proven_dead(t)
+            proved = self._succession is not None and self._succession.known_dead(t.claim_id)
             if proved:
                 self._metrics.inc("claim_takeovers_proved_dead_total")
             log.warning("claim_taken_over", trigger_id=t.trigger_id, caller=t.caller,

@@ -104,14 +104,17 @@ class Delivery:
                  flow: FlowGate | None = None,
                  succession: Succession | None = None) -> None:
         """``flow``: flow control per destination (None: none, every send at its due
-        time). ``succession``: proves claimers dead (None: others' claims are watched for
-        their leases)."""
+        time). ``succession``: names this process in every claim id (instead of
+        ``claim_ids``) and proves claimers dead (None: others' claims are watched for their
+        leases)."""
         d = deps.settings.dispatch
         self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
         self.flow = flow
         self._tracing = deps.tracing
         self.name = f"{socket.gethostname()}:{os.getpid()}"  # in the attempt history
         self.visibility = Visibility(deps.settings, deps.queue, deps.clock, deps.metrics)
+        # With a succession every claim id names this process: the one its deaths speak of.
+        claim_ids = succession.claim_id if succession is not None else claim_ids
         keeper = ClaimKeeper(deps.store, self.visibility, deps.clock, deps.metrics, claim_ids,
                              int(d.callback_timeout_s * 1000), MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
@@ -159,7 +162,7 @@ class Delivery:
 
     async def watch_ms(self, t: Trigger) -> int:
         """How much longer this dispatcher must watch ``t``'s claim (``t`` as just read,
-        IN_FLIGHT) before it may take it over: 0 now (``claim_keeping.Sightings``)."""
+        IN_FLIGHT) before it may take it over: 0 now (``Claiming.watch_ms``)."""
         return await self.claiming.watch_ms(t)
 
     async def claim_and_deliver(self, m: ReceivedMessage, t: Trigger,

@@ -102,7 +102,7 @@ class Dispatcher:
         ``endpoints``: the endpoint health records and the operators' events (None: no
         endpoint is ever disabled here). ``flow``: flow control per destination (None: none).
         ``tracing``: spans of each occurrence's steps (None: export off). ``succession``:
-        proves other claimers dead (``dispatcher.succession``; None: never)."""
+        names this process's claim ids, proves others dead (``dispatcher.succession``)."""
         deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing())
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)

@@ -131,10 +131,13 @@ class Succession:
         if self.slot is None:
             log.warning("dispatcher_slot_busy", slot_file=path,
                         detail="another live process holds it: no death is proved from it")
+            return
         log.info("dispatcher_slot_taken", slot_file=path, incarnation=self.incarnation.id,
-                 predecessor=self.slot.predecessor if self.slot else None)
+                 predecessor=self.slot.predecessor)
 
     def release(self) -> None:
+        """Unlock the slot now (tests: several dispatchers in one process). A dispatcher
+        process never does: its exit does, once it can send nothing more."""
         if self.slot is not None:
             self.slot.release()
             self.slot = None
@@ -168,6 +171,10 @@ class Succession:
                 w.cancel()
             await asyncio.gather(*waits, return_exceptions=True)
         return stop.is_set()
+
+    def known_dead(self, claim_id: str | None) -> bool:
+        """Whether ``proven_dead`` already found ``claim_id``'s process dead (no read)."""
+        return incarnation_of(claim_id) in self._known_dead
 
     async def proven_dead(self, claim_id: str | None) -> bool:
         """Whether the process that wrote ``claim_id`` was declared dead (False when not,

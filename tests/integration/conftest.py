@@ -248,7 +248,7 @@ class Stack:
         succession.take_slot(slot_file)
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
-                       new_claim_id=succession.claim_id, succession=succession,
+                       succession=succession,
                        notifiers=notifiers or UNCONFIGURED,
                        recipients=self.runtime.recipients, pauses=self.runtime.store,
                        endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)

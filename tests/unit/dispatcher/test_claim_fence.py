@@ -317,7 +317,7 @@ async def _dead_claimer_taken_over(declared: str | None
         await deaths.declare(declared, ttl_s=600)
     b_life = Succession(deaths, env.clock, env.metrics, incarnation=Incarnation("b" * 16))
     b = Dispatcher(env.settings, env.store, env.queue, env.channel, env.callers, env.clock,
-                   env.metrics, new_claim_id=b_life.claim_id, succession=b_life,
+                   env.metrics, succession=b_life,
                    notifiers=env.notifiers)
     seen_from_ms = env.clock.now_ms()
     await env.enqueue(t)

@@ -16,4 +16,3 @@ class MemoryDispatcherDeaths:
 
     async def is_dead(self, incarnation: str) -> bool:
         return self._until_ms.get(incarnation, 0) > self._clock.now_ms()
-
