@@ -8,8 +8,8 @@ would still add to every other request. Not at the same priority: the worker run
 parsing gets only the CPU the service's own work leaves idle.
 
 A section is a module-level function and picklable arguments; the worker measures the
-CPU it took (the worker's thread time: all of it was spent for the caller, but a full
-garbage collection, ``app/work_time.py``) and sends back
+CPU it took (the worker's thread time: all of it was spent for the caller, but the
+garbage collections, ``app/work_time.py``) and sends back
 ``(returned, value or exception, cpu_ms)`` for the parent to charge. An exception comes
 back whole (``ApiError`` pickles its attributes, ``core/errors.py``); one that would not
 survive the trip comes back as a ``RuntimeError`` naming it, with the worker's traceback

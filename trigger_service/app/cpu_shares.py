@@ -7,7 +7,7 @@ most), but a batch holds 1,000 of them and a caller may send many batches at onc
 items still add up to seconds of one event loop. So each caller has a bucket of CPU
 milliseconds per process, refilled at ``rate_ms_per_s`` up to ``burst_ms``. The work is
 measured as it runs (the thread's CPU time around synchronous code only, so no other task's
-work is charged, less the process's full garbage collections: ``app/work_time.py``) and
+work is charged, less the garbage collections that ran meanwhile: ``app/work_time.py``) and
 charged after; a caller whose bucket is empty is refused before any more of its work starts
 (``CpuShareExceeded``, 429 with Retry-After), while other callers' buckets are untouched. A
 healthy registration costs well under a millisecond: only a caller that spends many tenths of
