@@ -3,7 +3,7 @@
 Only the trigger id and its fire time travel in a message (``schema.MSG_*``); the row in
 Cassandra is the truth. Every botocore error is translated here into ``QueueError``.
 
-Batching lives here: concurrent ``send``/``delete``/``change_visibility_many`` calls share
+Batching lives here: concurrent ``send``/``delete``/``change_visibility(_many)`` calls share
 ``SendMessageBatch`` / ``DeleteMessageBatch`` / ``ChangeMessageVisibilityBatch`` requests
 through a ``Batcher`` (a lone call goes at once; under load a call waits at most its linger,
 ``TRIGGER_SQS_*_LINGER_MS``, for a full batch of 10: a message in a batch of 10 costs SQS
@@ -278,11 +278,9 @@ class SqsQueue:
         await self.delete(receipt_handle)
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
-        lane, handle = self._unwrap(receipt_handle)
-        await self._call("change visibility", lambda: self._client.change_message_visibility(
-            QueueUrl=self.urls.lane(lane), ReceiptHandle=handle,
-            VisibilityTimeout=clamp_visibility(visibility_s),
-        ), operation="change_visibility", messages=1)
+        # Through the batcher like the others: the extensions of a backlog's late
+        # deliveries (``Visibility.keep_hidden``) come many at a time.
+        await self.change_visibility_many([VisibilityChange(receipt_handle, visibility_s)])
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
         by_lane: dict[int, list[VisibilityChange]] = {}

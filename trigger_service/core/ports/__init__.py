@@ -259,7 +259,9 @@ class DeliveryQueue(Protocol):
         ...
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
-        """Hide the message for ``visibility_s`` from now (0: show it again now), at once."""
+        """Hide the message for ``visibility_s`` from now (0: show it again now): sent at
+        once when alone, in a batch with concurrent changes otherwise (as
+        ``change_visibility_many``)."""
         ...
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
