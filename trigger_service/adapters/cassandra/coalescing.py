@@ -7,6 +7,7 @@ effort)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,17 +15,22 @@ from trigger_service.adapters.batching import NO_ERRORS, Batcher, ItemErrors
 from trigger_service.adapters.cassandra import driver
 from trigger_service.core.ports import Clock
 
-# At most this many submissions share one batch (a registration's up to 5 index entries, and
-# one a tag or label: near Cassandra's default warning of 10 partitions per unlogged batch
-# untagged), rows only with a payload this small (8 such rows stay far below the 50 KiB batch
-# limit), a submission waits at most this long for company.
-COALESCE_SUBMISSIONS = 8
+# At most this many submissions share one request (a registration's up to 5 index entries
+# and one more a tag or label; or its row), and a request's values at most
+# ``COALESCE_MAX_BYTES``: a fuller batch is cut into several requests, sent at once, so a
+# batch of big rows stays far below Cassandra's 50 KiB batch limit
+# (``batch_size_fail_threshold``). Rows are coalesced only with a payload this small, and a
+# submission waits at most this long for company.
+COALESCE_SUBMISSIONS = 32
+COALESCE_MAX_BYTES = 24 * 1024
 COALESCE_PAYLOAD_MAX_BYTES = 2048
 COALESCE_LINGER_MS = 2
 COALESCE_FLUSHES = 64
 # A patient submission (nobody waits on it sooner than on a write beside it that waits for
 # company too) waits up to this long for a full batch, even when no batch is in flight.
 PATIENT_LINGER_MS = 100
+# What a statement costs in a batch besides its values (its id, the values' lengths).
+_STATEMENT_BYTES = 32
 
 Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
@@ -35,8 +41,15 @@ def write_batcher(cql: driver.Statements, clock: Clock, *,
     linger). ``patient``: a lone write waits ``PATIENT_LINGER_MS`` for company rather than
     going at once."""
     async def flush(batch: Sequence[Writes]) -> ItemErrors:
-        await cql.run_unlogged([w for writes in batch for w in writes])
-        return NO_ERRORS
+        requests = by_size(batch, COALESCE_MAX_BYTES)
+        if len(requests) == 1:
+            await cql.run_unlogged([w for writes in batch for w in writes])
+            return NO_ERRORS
+        outcomes = await asyncio.gather(
+            *(cql.run_unlogged([w for i in part for w in batch[i]]) for part in requests),
+            return_exceptions=True)
+        return {i: outcome for part, outcome in zip(requests, outcomes, strict=True)
+                if isinstance(outcome, Exception) for i in part}
 
     if patient:
         return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
@@ -44,3 +57,37 @@ def write_batcher(cql: driver.Statements, clock: Clock, *,
                        eager=False)
     return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
                    max_concurrent_flushes=COALESCE_FLUSHES)
+
+
+def by_size(batch: Sequence[Writes], max_bytes: int) -> list[list[int]]:
+    """The submissions of ``batch`` (by position) cut into requests, in order, each of
+    values of at most ``max_bytes`` (estimated: ``written_bytes``) unless one submission
+    alone is more."""
+    requests: list[list[int]] = [[]]
+    size = 0
+    for i, writes in enumerate(batch):
+        n = sum(written_bytes(values) for _, values in writes)
+        if requests[-1] and size + n > max_bytes:
+            requests.append([])
+            size = 0
+        requests[-1].append(i)
+        size += n
+    return requests
+
+
+def written_bytes(values: Sequence[Any]) -> int:
+    """About what one statement's values take in a batch (UTF-8 text, bytes, collections
+    item by item; other values 16)."""
+    return _STATEMENT_BYTES + sum(_value_bytes(v) for v in values)
+
+
+def _value_bytes(v: Any) -> int:
+    if isinstance(v, str):
+        return len(v) if v.isascii() else len(v.encode())
+    if isinstance(v, bytes | bytearray):
+        return len(v)
+    if isinstance(v, dict):
+        return sum(_value_bytes(k) + _value_bytes(x) for k, x in v.items())
+    if isinstance(v, list | tuple | set | frozenset):
+        return sum(_value_bytes(x) for x in v)
+    return 16
