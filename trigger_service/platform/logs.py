@@ -59,13 +59,14 @@ def add_trace_ids(_logger: Any, _method: str, event: MutableMapping[str, Any]
 
 class OncePerKind(logging.Filter):
     """Lets a record of ``prefix`` through once per kind (its text with the numbers taken
-    out) every ``every_s``; the next one let through says how many were held back.
+    out) every ``every_s``; the next one let through says how many were held back since
+    the last.
 
     For the Cassandra driver's ``Server warning: ...`` lines: it logs one for every response
     that carries a warning. The service's coalesced writes are unlogged batches across
     partitions on purpose (one request instead of many, ``adapters.cassandra.coalescing``),
     and a node left at Cassandra's defaults (10 partitions, 5 KiB) warns about most of
-    them: during a batch create, thousands of lines a second, and a tenth of the API's CPU
+    them: during a batch create, thousands of lines a second, about 5 % of the API's CPU
     spent logging them. Everything else passes."""
 
     def __init__(self, prefix: str, every_s: float = 60.0,
@@ -90,8 +91,7 @@ class OncePerKind(logging.Filter):
         held = 0 if last is None else last[1]
         self._kinds[kind] = (now, 0)
         if held:
-            record.msg = f"{record.msg} ({held} more like it held back in the last " \
-                         f"{self._every_s:g} s)"
+            record.msg = f"{record.msg} ({held} more like it held back since the last)"
         return True
 
 

@@ -31,6 +31,7 @@ COALESCE_FLUSHES = 64
 PATIENT_LINGER_MS = 100
 # What a statement costs in a batch besides its values (its id, the values' lengths).
 _STATEMENT_BYTES = 32
+_COLLECTIONS = (list, tuple, set, frozenset, dict)
 
 Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
@@ -41,14 +42,13 @@ def write_batcher(cql: driver.Statements, clock: Clock, *,
     linger). ``patient``: a lone write waits ``PATIENT_LINGER_MS`` for company rather than
     going at once."""
     async def flush(batch: Sequence[Writes]) -> ItemErrors:
-        requests = by_size(batch, COALESCE_MAX_BYTES)
-        if len(requests) == 1:
-            await cql.run_unlogged([w for writes in batch for w in writes])
+        parts = by_size(batch, COALESCE_MAX_BYTES)
+        if len(parts) == 1:  # the usual case: one request, its failure every submission's
+            await cql.run_unlogged(_joined(batch, parts[0]))
             return NO_ERRORS
-        outcomes = await asyncio.gather(
-            *(cql.run_unlogged([w for i in part for w in batch[i]]) for part in requests),
-            return_exceptions=True)
-        return {i: outcome for part, outcome in zip(requests, outcomes, strict=True)
+        outcomes = await asyncio.gather(*(cql.run_unlogged(_joined(batch, part))
+                                          for part in parts), return_exceptions=True)
+        return {i: outcome for part, outcome in zip(parts, outcomes, strict=True)
                 if isinstance(outcome, Exception) for i in part}
 
     if patient:
@@ -75,19 +75,23 @@ def by_size(batch: Sequence[Writes], max_bytes: int) -> list[list[int]]:
     return requests
 
 
+def _joined(batch: Sequence[Writes], part: list[int]) -> list[tuple[str, Sequence[Any]]]:
+    return [w for i in part for w in batch[i]]
+
+
 def written_bytes(values: Sequence[Any]) -> int:
     """About what one statement's values take in a batch (UTF-8 text, bytes, collections
-    item by item; other values 16)."""
-    return _STATEMENT_BYTES + sum(_value_bytes(v) for v in values)
-
-
-def _value_bytes(v: Any) -> int:
-    if isinstance(v, str):
-        return len(v) if v.isascii() else len(v.encode())
-    if isinstance(v, bytes | bytearray):
-        return len(v)
-    if isinstance(v, dict):
-        return sum(_value_bytes(k) + _value_bytes(x) for k, x in v.items())
-    if isinstance(v, list | tuple | set | frozenset):
-        return sum(_value_bytes(x) for x in v)
-    return 16
+    item by item; other values 16). Every coalesced write is sized, so by type identity
+    first: most values are ints, None and unset."""
+    n = _STATEMENT_BYTES
+    for v in values:
+        kind = type(v)
+        if kind is str:
+            n += len(v) if v.isascii() else len(v.encode())
+        elif kind is bytes:
+            n += len(v)
+        elif kind in _COLLECTIONS:
+            n += written_bytes(list(v.items()) if kind is dict else v) - _STATEMENT_BYTES
+        else:
+            n += 16
+    return n
