@@ -2,9 +2,11 @@
 
 Whatever expires in one wheel tick is promoted together, whatever its shard: the rows are
 read again (cancelled or finished ones are never sent) in ``get_many`` requests of 100, a
-few at once, and the PENDING ones sent in ``send_many`` calls of ``SQS_MAX_BATCH`` (one
-SendMessageBatch each), a few at once. A tick that holds one trigger in each of 30 shards
-costs 3 SendMessageBatch requests, not 30 of one message each. Nothing is sent early: only
+few at once, and the PENDING ones of each sent in one ``send_many`` call, a few at once: the
+queue sends those of one delay as packs (``adapters.sqs_packs``), ten packs a
+SendMessageBatch. A tick that holds one trigger in each of 30 shards costs one
+SendMessageBatch request, not 30 of one message each; a herd of 100 due in one second, one
+request of two messages. Nothing is sent early: only
 what has expired is promoted, and each message's delay is computed when its batch is sent.
 
 The outcome is per trigger: a failed read or send fails only the triggers it carried, and
@@ -23,7 +25,7 @@ from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports import Clock, Enqueuer, TriggerStates
 from trigger_service.core.ports.values import OutgoingMessage
-from trigger_service.core.time.timing import SQS_MAX_BATCH, sqs_delay_s
+from trigger_service.core.time.timing import sqs_delay_s
 from trigger_service.core.trace_context import Tracing
 
 # Bounds on concurrent requests, shared by every promotion of the sweeper, so that a hot
@@ -81,13 +83,12 @@ class Promoter:
             return Outcome(failed=frozenset(d.trigger_id for d in chunk), error=str(e))
         pending = [(d, t) for d, t in zip(chunk, rows, strict=True)
                    if t is not None and t.status is Status.PENDING]
-        groups = [pending[i:i + SQS_MAX_BATCH] for i in range(0, len(pending), SQS_MAX_BATCH)]
-        sent = await asyncio.gather(*(self._send(g) for g in groups))
-        return sum(sent, Outcome(skipped=len(chunk) - len(pending)))
+        sent = await self._send(pending) if pending else Outcome()
+        return sent + Outcome(skipped=len(chunk) - len(pending))
 
     async def _send(self, group: Sequence[tuple[Due, Trigger]]) -> Outcome:
-        """One send_many of at most ``SQS_MAX_BATCH``: one SendMessageBatch (each message
-        says where its row is, as read)."""
+        """One send_many of a chunk's pending triggers (each message says where its row is,
+        as read)."""
         try:
             async with self._sends:
                 now_ms = self._clock.now_ms()

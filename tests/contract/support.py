@@ -20,6 +20,7 @@ from trigger_service.core.ports import (
     DeliveryQueue,
     DueIndex,
     Enqueuer,
+    QueueDepth,
     SweepCursors,
     TriggerCatalog,
 )
@@ -44,8 +45,8 @@ class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterSto
     keyed_rows: KeyedRows  # the primitives of one row per keyed id (adapters.homes)
 
 
-class Queue(Enqueuer, DeliveryQueue, Protocol):
-    """Both sides of the queue (``MemoryQueue``, ``SqsQueue``)."""
+class Queue(Enqueuer, DeliveryQueue, QueueDepth, Protocol):
+    """Both sides of the queue and its depth (``MemoryQueue``, ``SqsQueue``)."""
 
 
 DeadLetterRow = tuple[str, int, str]  # trigger id, fire time, reason

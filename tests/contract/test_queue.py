@@ -205,3 +205,66 @@ async def test_receipts_of_every_lane_hide_show_and_delete_their_own_message(
         await q.delete(r.receipt_handle)
     await asyncio.sleep(2.5)  # past the 1 s they were received with: deleted, not hidden
     assert await receive_now(q) == []
+
+
+async def test_many_sent_together_come_back_each_until_each_is_deleted(
+    queue: QueueUnderTest,
+) -> None:
+    """Messages sent with one delay may travel as one SQS message (``adapters.sqs_packs``):
+    each still comes back alone, and each is gone when it is deleted, whatever the others
+    do."""
+    q, ms = queue.queue, [_message() for _ in range(25)]
+    await q.send_many(ms)
+    got = await receive_within(q, 5, visibility_s=1, want=len(ms))
+    assert sorted(r.trigger_id for r in got) == sorted(m.trigger_id for m in ms)
+    assert len({r.message_id for r in got}) == len({r.receipt_handle for r in got}) == len(ms)
+    deleted, kept = got[:20], got[20:]
+    for r in deleted:
+        await q.delete(r.receipt_handle)
+    again = await receive_within(q, 1 + 3, visibility_s=1, want=len(kept))
+    assert sorted((r.trigger_id, r.receive_count) for r in again) == sorted(
+        (r.trigger_id, 2) for r in kept)
+    for r in again:
+        await q.delete(r.receipt_handle)
+    assert await receive_within(q, 1 + 2) == [], "all would be visible again by now"
+
+
+async def test_one_of_many_deferred_comes_back_alone_at_its_time(
+    queue: QueueUnderTest,
+) -> None:
+    q, ms = queue.queue, [_message() for _ in range(5)]
+    await q.send_many(ms)
+    got = await receive_within(q, 5, visibility_s=30, want=len(ms))
+    deferred, *rest = got
+    await q.change_visibility_many([VisibilityChange(deferred.receipt_handle, 2)])
+    assert await receive_now(q) == []
+    back = await receive_within(q, 2 + 2, visibility_s=30)
+    assert [r.trigger_id for r in back] == [deferred.trigger_id]
+    for r in [*back, *rest]:
+        await q.delete(r.receipt_handle)
+    with pytest.raises(QueueError):  # it left: its first receipt is no longer valid
+        await q.change_visibility_many([VisibilityChange(rest[0].receipt_handle, 0)])
+
+
+async def test_all_deferred_together_come_back_together(queue: QueueUnderTest) -> None:
+    q, ms = queue.queue, [_message() for _ in range(5)]
+    await q.send_many(ms)
+    got = await receive_within(q, 5, visibility_s=30, want=len(ms))
+    await q.change_visibility_many([VisibilityChange(r.receipt_handle, 2) for r in got])
+    assert await receive_now(q) == []
+    back = await receive_within(q, 2 + 3, visibility_s=30, want=len(ms))
+    assert sorted((r.trigger_id, r.receive_count) for r in back) == sorted(
+        (m.trigger_id, 2) for m in ms)
+
+
+async def test_the_visible_backlog_counts_triggers_not_messages(queue: QueueUnderTest) -> None:
+    """What the due-scan compares with the rows it would read (``sweeper.heal``): a queue
+    that packs many triggers in a message still says about how many triggers wait."""
+    q = queue.queue
+    before = await q.visible_backlog()
+    await q.send_many([_message() for _ in range(20)])
+    deadline = asyncio.get_running_loop().time() + 5
+    while await q.visible_backlog() < before + 20:
+        assert asyncio.get_running_loop().time() < deadline, await q.visible_backlog()
+        await asyncio.sleep(0.2)
+    assert await q.visible_backlog() == before + 20

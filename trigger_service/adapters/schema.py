@@ -553,6 +553,8 @@ MSG_HOME_AT_MS: Final = "homeAtMs"
 MSG_SHARD: Final = "shard"
 MSG_CALLER: Final = "caller"  # a hint for the dispatcher's fair shares; absent in old bodies
 MSG_REASON: Final = "reason"
+# A pack (adapters.sqs_packs): its members, each [trigger id, fire time, home, shard, caller].
+MSG_PACK: Final = "pack"
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"
 # SQS's caps on a delay and on a batch are core.time.timing's (the dispatcher and the

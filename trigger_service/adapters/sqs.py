@@ -3,6 +3,10 @@
 Only the trigger id and its fire time travel in a message (``schema.MSG_*``); the row in
 Cassandra is the truth. Every botocore error is translated here into ``QueueError``.
 
+Packs live here too (``adapters.sqs_packs``): messages sent together with the same delay
+travel as one SQS message of up to ``TRIGGER_SQS_PACK_MAX`` triggers, handed out on receipt
+as one ``ReceivedMessage`` each; their deletes and visibility changes are kept apart here.
+
 Batching lives here: concurrent ``send``/``delete``/``change_visibility(_many)`` calls share
 ``SendMessageBatch`` / ``DeleteMessageBatch`` / ``ChangeMessageVisibilityBatch`` requests
 through a ``Batcher`` (a lone call goes at once; under load a call waits at most its linger,
@@ -34,12 +38,24 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import Batcher, ItemErrors
+from trigger_service.adapters.sqs_packs import (
+    PackBook,
+    member_receipt,
+    pack_body,
+    pack_members,
+    packs_of,
+    split_member,
+    sqs_delay,
+)
 from trigger_service.adapters.sqs_wire import (
     clamp_visibility,
     decode_message,
     encode_body,
     entry_errors,
+    lane_receipt,
+    parse_body,
     queue_missing,
+    receive_count,
     split_receipt,
 )
 from trigger_service.config.sqs import SqsSettings
@@ -47,7 +63,7 @@ from trigger_service.core.errors import QueueError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
-from trigger_service.core.time.timing import SQS_MAX_BATCH, SQS_MAX_DELAY_S
+from trigger_service.core.time.timing import SQS_MAX_BATCH
 
 # A batch entry whose receipt is no longer valid: that message is gone (or was received
 # again): deleting it has nothing left to do.
@@ -85,11 +101,19 @@ class SqsQueue:
         self._visibility_timeout_s = visibility_timeout_s
         self._urls = urls
         self._metrics = metrics
+        self._clock = clock
+        self._pack_max = max(1, settings.pack_max)
+        self._packs = PackBook()  # of the main queue's lanes
+        self._redriven_packs = PackBook()
+        # Messages sent to the main queue, and the triggers they carried (the mean pack:
+        # ``visible_backlog`` counts triggers, SQS counts messages).
+        self._sent = [0, 0]
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         lanes = range(max(1, settings.lanes))
         self._senders: list[Batcher[OutgoingMessage]] = [Batcher(
-            functools.partial(self._send_batch, lane), clock, max_batch=SQS_MAX_BATCH,
+            functools.partial(self._send_batch, lane), clock,
+            max_batch=SQS_MAX_BATCH * self._pack_max,
             linger_ms=settings.send_linger_ms) for lane in lanes]
         # Not eager: nobody waits for a delete (the dispatcher lets it go in the background),
         # so a delete always waits for company, up to the linger: full batches at any rate.
@@ -209,26 +233,52 @@ class SqsQueue:
         by_lane: dict[int, list[OutgoingMessage]] = {}
         for m in messages:
             by_lane.setdefault(self._lane_of(m), []).append(m)
-        chunks = [(lane, ms[i:i + SQS_MAX_BATCH]) for lane, ms in by_lane.items()
-                  for i in range(0, len(ms), SQS_MAX_BATCH)]
-        results = await asyncio.gather(*(self._send_batch(lane, c) for lane, c in chunks))
+        results = await asyncio.gather(*(self._send_batch(lane, ms)
+                                         for lane, ms in by_lane.items()))
         failed = [e for errors in results for e in errors.values()]
         if failed:
             raise QueueError(f"sqs send: {len(failed)} of {len(messages)} failed: {failed[0]}")
 
     async def _send_batch(self, lane: int, batch: Sequence[OutgoingMessage]) -> ItemErrors:
-        """One SendMessageBatch (at most 10) to ``lane``; the entries SQS refused, by
-        position."""
-        entries = [{
-            "Id": str(i),
-            "MessageBody": encode_body(m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard,
-                                       m.caller),
-            "DelaySeconds": max(0, min(SQS_MAX_DELAY_S, m.delay_s)),
-        } for i, m in enumerate(batch)]
+        """``batch`` to ``lane``, in packs (those of one delay together), the packs in
+        SendMessageBatch requests of 10 side by side; the messages not sent, by position
+        (a pack refused fails each of its members)."""
+        packs = packs_of(batch, self._pack_max)
+        requests = [packs[i:i + SQS_MAX_BATCH] for i in range(0, len(packs), SQS_MAX_BATCH)]
+        answers = await asyncio.gather(*(self._send_packs(lane, batch, r) for r in requests),
+                                       return_exceptions=True)
+        errors: dict[int, Exception] = {}
+        for request, answer in zip(requests, answers, strict=True):
+            if isinstance(answer, BaseException):
+                if not isinstance(answer, Exception):
+                    raise answer
+                errors.update(dict.fromkeys((i for p in request for i in p), answer))
+                continue
+            for position, error in answer.items():
+                errors.update(dict.fromkeys(request[position], error))
+        return errors
+
+    async def _send_packs(self, lane: int, batch: Sequence[OutgoingMessage],
+                          packs: list[list[int]]) -> ItemErrors:
+        """One SendMessageBatch of ``packs`` (positions in ``batch``); the packs refused,
+        by position in ``packs``."""
+        entries = []
+        for i, pack in enumerate(packs):
+            first = batch[pack[0]]
+            body = (encode_body(first.trigger_id, first.fire_at_ms, first.home_at_ms,
+                                first.shard, first.caller) if len(pack) == 1
+                    else pack_body([batch[j] for j in pack]))
+            entries.append({"Id": str(i), "MessageBody": body, "DelaySeconds": sqs_delay(first)})
         resp = await self._call("send", lambda: self._client.send_message_batch(
             QueueUrl=self.urls.lane(lane), Entries=entries), operation="send",
             messages=len(entries))
-        return entry_errors("send", resp, len(entries))
+        errors = entry_errors("send", resp, len(entries))
+        sent = [p for i, p in enumerate(packs) if i not in errors]
+        triggers = sum(map(len, sent))
+        self._metrics.inc("sqs_triggers_sent_total", triggers)
+        self._sent[0] += len(sent)
+        self._sent[1] += triggers
+        return errors
 
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
@@ -236,12 +286,14 @@ class SqsQueue:
         if not 0 <= lane < self.lanes:
             raise QueueError(f"sqs receive: no lane {lane} (of {self.lanes})")
         return await self._receive("receive", lambda: self.urls.lane(lane), max_messages,
-                                   wait_s, visibility_s, lane)
+                                   wait_s, visibility_s, self._packs, lane)
 
     async def _receive(self, what: str, url: Callable[[], str], max_messages: int,
-                       wait_s: int, visibility_s: int, lane: int = 0) -> list[ReceivedMessage]:
+                       wait_s: int, visibility_s: int, packs: PackBook,
+                       lane: int = 0) -> list[ReceivedMessage]:
         """One ReceiveMessage on the queue ``url()`` names (read per call: a re-created
-        queue has a new URL). The main queue's are observed by how many messages came."""
+        queue has a new URL); a pack comes back as its members (kept in ``packs``). The
+        main queue's are observed by how many messages came."""
         operation = what.replace(" ", "_")
         resp = await self._call(what, lambda: self._client.receive_message(
             QueueUrl=url(),
@@ -250,12 +302,27 @@ class SqsQueue:
             VisibilityTimeout=visibility_s,
             MessageSystemAttributeNames=[schema.SQS_ATTR_RECEIVE_COUNT],
         ), operation=operation)
-        got = [decode_message(m, lane) for m in resp.get("Messages") or []]
+        hidden_until_ms = self._clock.now_ms() + visibility_s * 1000
+        got: list[ReceivedMessage] = []
+        for m in resp.get("Messages") or []:
+            body = parse_body(m)
+            members = pack_members(body)
+            if members is None:
+                got.append(decode_message(m, lane, body))
+                continue
+            got += packs.received(m["MessageId"], lane_receipt(lane, m["ReceiptHandle"]),
+                                  members, receive_count(m), hidden_until_ms)
         if operation == "receive":
             self._metrics.observe("sqs_batch_messages", len(got), operation=operation)
         return got
 
     async def delete(self, receipt_handle: str) -> None:
+        """A pack's member leaves it; the pack is deleted with its last member."""
+        if (member := split_member(receipt_handle)) is not None:
+            pack = self._packs.let_go(member[1], member[0])
+            if pack is None:
+                return
+            receipt_handle = pack
         lane, handle = self._unwrap(receipt_handle)
         await self._deleters[lane].submit(handle)
 
@@ -278,11 +345,71 @@ class SqsQueue:
         await self.delete(receipt_handle)
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
+        """A pack's member: alone in hand, it hides (or shows) the pack; with others in
+        hand, it keeps the pack hidden at least that long, never shorter."""
         # Through the batcher like the others: the extensions of a backlog's late
         # deliveries (``Visibility.keep_hidden``) come many at a time.
-        await self.change_visibility_many([VisibilityChange(receipt_handle, visibility_s)])
+        if (member := split_member(receipt_handle)) is not None:
+            index, pack = member
+            if self._packs.has_left(pack, index):
+                raise QueueError("sqs change visibility: that pack member was deleted")
+            until_ms = self._clock.now_ms() + visibility_s * 1000
+            if self._packs.in_hand(pack) - {index}:
+                if not self._packs.extend(pack, until_ms):
+                    return
+            else:
+                self._packs.hidden(pack, until_ms)
+            receipt_handle = self._packs.latest(pack)
+        await self._change_visibility_plain([VisibilityChange(receipt_handle, visibility_s)])
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
+        """Members of a pack: those that are every member still in hand hide (or show) the
+        pack, for the longest asked; others are each sent again alone, with their delay
+        (at most SQS's 15 minutes), and leave the pack. A member that left fails alone."""
+        plain: list[VisibilityChange] = []
+        by_pack: dict[str, list[tuple[int, int]]] = {}
+        gone = 0
+        for c in changes:
+            if (member := split_member(c.receipt_handle)) is None:
+                plain.append(c)
+            elif self._packs.has_left(member[1], member[0]):
+                gone += 1
+            else:
+                by_pack.setdefault(self._packs.latest(member[1]), []).append(
+                    (member[0], c.visibility_s))
+        alone: list[tuple[str, int, OutgoingMessage]] = []
+        now_ms = self._clock.now_ms()
+        for pack, asked in by_pack.items():
+            in_hand = self._packs.in_hand(pack)
+            if in_hand <= {i for i, _ in asked}:
+                # The whole pack (or one no longer in hand here: it goes as it is).
+                longest_s = max(s for _, s in asked)
+                plain.append(VisibilityChange(pack, longest_s))
+                self._packs.hidden(pack, now_ms + longest_s * 1000)
+                continue
+            for i, s in asked:
+                if (m := self._packs.member(pack, i)) is not None:
+                    alone.append((pack, i, OutgoingMessage(
+                        m.trigger_id, m.fire_at_ms, s, m.home_at_ms, m.shard, m.caller)))
+        results = await asyncio.gather(
+            *([self._change_visibility_plain(plain)] if plain else []),
+            *(self._send_alone(pack, i, m) for pack, i, m in alone), return_exceptions=True)
+        failed = [r for r in results if isinstance(r, BaseException)]
+        for r in failed:
+            if not isinstance(r, Exception):
+                raise r
+        if failed or gone:
+            first = failed[0] if failed else None
+            raise QueueError(f"sqs change visibility: {len(failed)} requests failed, "
+                             f"{gone} pack members deleted already: {first}") from first
+
+    async def _send_alone(self, pack: str, index: int, message: OutgoingMessage) -> None:
+        """Member ``index`` of ``pack`` sent again by itself (first: a crash in between
+        leaves two copies, never none), then it leaves the pack."""
+        await self.send(message)
+        await self.delete(member_receipt(index, pack))
+
+    async def _change_visibility_plain(self, changes: Sequence[VisibilityChange]) -> None:
         by_lane: dict[int, list[VisibilityChange]] = {}
         for c in changes:
             lane, handle = self._unwrap(c.receipt_handle)
@@ -317,9 +444,14 @@ class SqsQueue:
     async def receive_redriven(self, *, max_messages: int, wait_s: int,
                                visibility_s: int) -> list[ReceivedMessage]:
         return await self._receive("redrive receive", lambda: self.urls.redrive, max_messages,
-                                   wait_s, visibility_s)
+                                   wait_s, visibility_s, self._redriven_packs)
 
     async def delete_redriven(self, receipt_handle: str) -> None:
+        if (member := split_member(receipt_handle)) is not None:
+            pack = self._redriven_packs.let_go(member[1], member[0])
+            if pack is None:
+                return
+            receipt_handle = pack
         try:
             await self._call("redrive delete", lambda: self._client.delete_message(
                 QueueUrl=self.urls.redrive, ReceiptHandle=receipt_handle),
@@ -329,8 +461,12 @@ class SqsQueue:
                 raise
 
     async def visible_backlog(self) -> int:
-        return sum(await asyncio.gather(*(self._visible("backlog", self.urls.lane(lane))
-                                          for lane in range(self.lanes))))
+        """SQS counts messages: times the triggers a message sent by this process carried
+        on average (1 before it sent any), about the triggers they hold."""
+        messages = sum(await asyncio.gather(*(self._visible("backlog", self.urls.lane(lane))
+                                              for lane in range(self.lanes))))
+        messages_sent, triggers_sent = self._sent
+        return messages * triggers_sent // messages_sent if messages_sent else messages
 
     async def dead_letter_backlog(self) -> int:
         return await self._visible("dlq backlog", self.urls.dlq)

@@ -78,9 +78,22 @@ def queue_missing(e: ClientError) -> bool:
     return e.response.get("Error", {}).get("Code") in _MISSING_QUEUE_CODES
 
 
-def decode_message(m: dict[str, Any], lane: int = 0) -> ReceivedMessage:
+def parse_body(m: dict[str, Any]) -> Any:
+    """A received message's body parsed (None: not JSON)."""
     try:
-        body = json.loads(m["Body"])
+        return json.loads(m["Body"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def receive_count(m: dict[str, Any]) -> int:
+    return int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1))
+
+
+def decode_message(m: dict[str, Any], lane: int = 0, body: Any = None) -> ReceivedMessage:
+    """A plain (one trigger) message as received; ``body``: already parsed."""
+    try:
+        body = json.loads(m["Body"]) if body is None else body
         trigger_id = str(body[schema.MSG_TRIGGER_ID])
         fire_at_ms = int(body[schema.MSG_FIRE_AT_MS])
     except (ValueError, KeyError, TypeError):
@@ -94,7 +107,7 @@ def decode_message(m: dict[str, Any], lane: int = 0) -> ReceivedMessage:
         receipt_handle=lane_receipt(lane, m["ReceiptHandle"]),
         trigger_id=trigger_id,
         fire_at_ms=fire_at_ms,
-        receive_count=int(m.get("Attributes", {}).get(schema.SQS_ATTR_RECEIVE_COUNT, 1)),
+        receive_count=receive_count(m),
         home_at_ms=where[0], shard=where[1],
         caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None)
 

@@ -13,6 +13,9 @@ from trigger_service.config.parsers import pos_int as _pos_int
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 _linger_ms = int_up_to(1000)  # a wait added to calls under load: past 1 s, a mistake
 _lanes = int_up_to(64)  # each lane is a long poll per dispatcher: past 64, a mistake
+# A member is at most ~150 bytes (a 64-character caller name): 10 packs of 150 in a
+# SendMessageBatch stay under SQS's 256 KiB a request.
+_pack_max = int_up_to(150)
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,9 @@ class SqsSettings:
     # The main queue is this many queues, a caller's messages in one (core.lanes): one
     # caller's herd does not stand in front of another caller's messages on SQS.
     lanes: int = 8
+    # Triggers one message may carry when they are sent with the same delay (a herd's second,
+    # a batch): adapters.sqs_packs. 1: one message each.
+    pack_max: int = 50
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
@@ -77,6 +83,12 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "by a hash of its name, each lane with its own long poll in every dispatcher: one "
              "caller's herd does not queue in front of another's. Lowering it leaves the "
              "dropped lanes' messages to the due-scan: drain them first"),
+    ("TRIGGER_SQS_PACK_MAX", ("sqs", "pack_max"), _pack_max,
+             "triggers one SQS message may carry when sent together with the same delay (a "
+             "herd promoted by the sweeper, a batch, concurrent registrations): a herd costs "
+             "SQS one message per this many; 1 sends one message each. A message carries each "
+             "trigger's id, times and caller (at most about 150 bytes): at most 150, so that ten "
+             "such messages stay under SQS's 256 KiB a request"),
     ("TRIGGER_SQS_MAX_BACKGROUND_SENDS", ("sqs", "max_background_sends"), _pos_int,
              "SQS sends an API process may have pending in the background (after answering); "
              "past it a trigger is left to the due-scan (`enqueue_overflow_total`)"),

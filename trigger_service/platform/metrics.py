@@ -126,6 +126,9 @@ SERIES: dict[str, Series] = {
     "sqs_batch_messages": Series(
         "histogram", "messages per SQS request (send, delete, change_visibility: carried; "
         "receive: got)", ("operation",), buckets=SQS_BATCH_BUCKETS),
+    "sqs_triggers_sent_total": Series(
+        "counter", "triggers carried by the messages sent to the main queue (a pack carries "
+        "many: divided by the messages sent, triggers per message)"),
 }
 
 

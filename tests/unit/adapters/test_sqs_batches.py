@@ -1,6 +1,8 @@
 """``SqsQueue`` on a fake SQS client and a ManualClock: concurrent calls share batch requests,
 an entry SQS refuses fails only its own caller, and every request is counted by operation
-with the messages it carried (``sqs_calls_total``, ``sqs_batch_messages``)."""
+with the messages it carried (``sqs_calls_total``, ``sqs_batch_messages``); and packs
+(``adapters.sqs_packs``): sends of one delay travel together, a pack comes back as its
+members, and what each member asks for reaches SQS once for the pack."""
 
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ from trigger_service.platform.metrics import InMemoryMetrics
 
 pytestmark = pytest.mark.timeout(10)
 
-SETTINGS = SqsSettings()
+# One message per trigger: the batching alone (the packs' tests ask for packs).
+SETTINGS = SqsSettings(pack_max=1)
 
 
 class FakeSqs:
@@ -40,7 +43,8 @@ class FakeSqs:
 
     async def send_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
         for e in Entries:
-            e["trigger"] = json.loads(e["MessageBody"])["triggerId"]
+            body = json.loads(e["MessageBody"])
+            e["trigger"] = body["pack"][0][0] if "pack" in body else body["triggerId"]
         return self._batch("send", Entries, "trigger")
 
     async def delete_message_batch(self, QueueUrl: str, Entries: list[dict[str, Any]]) -> Any:
@@ -62,9 +66,10 @@ class FakeSqs:
         return [len(entries) for o, entries in self.requests if o == op]
 
 
-def make() -> tuple[ManualClock, FakeSqs, InMemoryMetrics, SqsQueue]:
+def make(pack_max: int = 1) -> tuple[ManualClock, FakeSqs, InMemoryMetrics, SqsQueue]:
     clock, client, metrics = ManualClock(1_000), FakeSqs(), InMemoryMetrics()
-    queue = SqsQueue(client, AsyncExitStack(), SETTINGS, 30, QueueUrls("main", "dlq", "re"),
+    settings = SqsSettings(pack_max=pack_max)
+    queue = SqsQueue(client, AsyncExitStack(), settings, 30, QueueUrls("main", "dlq", "re"),
                      metrics=metrics, clock=clock)
     return clock, client, metrics, queue
 
@@ -175,3 +180,83 @@ async def test_single_calls_and_receives_are_counted_too() -> None:
     assert observed(metrics, "change_visibility") == [1]
     assert observed(metrics, "receive") == [3, 0]  # an empty poll is a request too
     assert metrics.snapshot()['sqs_calls_total{operation="receive"}'] == 2
+
+
+def pack_of(message_id: str, receipt: str, ids: list[str]) -> dict[str, Any]:
+    """A pack as SQS hands it out."""
+    return {"MessageId": message_id, "ReceiptHandle": receipt,
+            "Body": json.dumps({"pack": [[t, 1_700_000_000_000, None, None, None]
+                                         for t in ids]}),
+            "Attributes": {"ApproximateReceiveCount": "1"}}
+
+
+async def test_sends_of_one_delay_go_as_packs_and_a_refused_pack_fails_its_members() -> None:
+    _clock, client, metrics, q = make(pack_max=4)
+    later = [OutgoingMessage(f"trg_l{i}", 1_700_000_000_000, 5) for i in range(3)]
+    await q.send_many([message(i) for i in range(10)] + later)
+    [entries] = [e for op, e in client.requests if op == "send"]
+    bodies = [json.loads(e["MessageBody"]) for e in entries]
+    assert [[m[0] for m in b["pack"]] for b in bodies] == [
+        ["trg_0", "trg_1", "trg_2", "trg_3"], ["trg_4", "trg_5", "trg_6", "trg_7"],
+        ["trg_8", "trg_9"], ["trg_l0", "trg_l1", "trg_l2"]]
+    assert [e["DelaySeconds"] for e in entries] == [0, 0, 0, 5]
+    assert metrics.snapshot()["sqs_triggers_sent_total"] == 13
+    client.refuse["trg_4"] = "InternalError"
+    with pytest.raises(QueueError, match="4 of 10 failed"):
+        await q.send_many([message(i) for i in range(10)])
+    assert metrics.snapshot()["sqs_triggers_sent_total"] == 13 + 6
+
+
+async def test_a_pack_comes_back_as_its_members_and_goes_with_the_last() -> None:
+    clock, client, _metrics, q = make(pack_max=4)
+    client.inbox = [pack_of("m1", "h1", ["trg_a", "trg_b", "trg_c"])]
+    got = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
+    assert [m.trigger_id for m in got] == ["trg_a", "trg_b", "trg_c"]
+    assert len({m.message_id for m in got}) == len({m.receipt_handle for m in got}) == 3
+    for m in got[:2]:
+        await q.delete(m.receipt_handle)
+    clock.advance_ms(SETTINGS.delete_linger_ms)
+    await settle()
+    assert client.sizes("delete") == []  # one member still in hand: the pack stays
+    last = asyncio.ensure_future(q.delete(got[2].receipt_handle))
+    await settle()
+    clock.advance_ms(SETTINGS.delete_linger_ms)
+    await last
+    assert [e["ReceiptHandle"] for op, es in client.requests if op == "delete"
+            for e in es] == ["h1"]
+
+
+async def test_members_deferred_together_hide_the_pack_one_alone_is_sent_again() -> None:
+    _clock, client, _metrics, q = make(pack_max=4)
+    client.inbox = [pack_of("m1", "h1", ["trg_a", "trg_b", "trg_c"])]
+    got = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
+    await q.change_visibility_many([VisibilityChange(m.receipt_handle, 5 + i)
+                                    for i, m in enumerate(got)])
+    assert [(e["ReceiptHandle"], e["VisibilityTimeout"]) for op, es in client.requests
+            if op == "change_visibility" for e in es] == [("h1", 7)]  # the longest asked
+    # Received again: one member deferred alone goes as a fresh message with its delay.
+    client.inbox = [pack_of("m1", "h2", ["trg_a", "trg_b", "trg_c"])]
+    again = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
+    await q.change_visibility_many([VisibilityChange(again[1].receipt_handle, 9)])
+    sent = [e for op, es in client.requests if op == "send" for e in es]
+    assert [(json.loads(e["MessageBody"])["triggerId"], e["DelaySeconds"]) for e in sent] == [
+        ("trg_b", 9)]
+    assert len(client.sizes("change_visibility")) == 1
+    with pytest.raises(QueueError):  # it left the pack: its receipt is no longer valid
+        await q.change_visibility_many([VisibilityChange(again[1].receipt_handle, 1)])
+
+
+async def test_a_member_kept_hidden_extends_the_pack_only_when_it_must() -> None:
+    _clock, client, _metrics, q = make(pack_max=4)
+    client.inbox = [pack_of("m1", "h1", ["trg_a", "trg_b", "trg_c"])]
+    a, b, c = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
+    await q.change_visibility(a.receipt_handle, 60)
+    await q.change_visibility(b.receipt_handle, 50)  # hidden 60 s already: nothing to ask
+    await q.change_visibility(c.receipt_handle, 20)  # never shorter while others are held
+    assert [(e["ReceiptHandle"], e["VisibilityTimeout"]) for op, es in client.requests
+            if op == "change_visibility" for e in es] == [("h1", 60)]
+    for m in (a, b):
+        await q.delete(m.receipt_handle)
+    await q.change_visibility(c.receipt_handle, 0)  # alone in hand: shown again at once
+    assert [e["VisibilityTimeout"] for op, es in client.requests
+            if op == "change_visibility" for e in es] == [60, 0]

@@ -47,7 +47,7 @@ async def test_a_ticks_triggers_from_every_shard_share_full_batches(rig: Rig) ->
     rig.clock.set_ms(FIRE_MS - AHEAD_MS)
     await sw.run_once()
     assert sorted(rig.sent_ids()) == sorted(t.trigger_id for t in ts)
-    assert rig.queue.send_calls == [10, 10, 5]  # not one request per shard (8)
+    assert rig.queue.send_calls == [25]  # one call (packs, 10 a request), not one per shard
     assert rig.store.calls["get_many"] == 1  # one IN request of 25
     # One fencing check for the eight shards (the fake's renew checks through held too).
     assert rig.lease.calls["held"] == rig.lease.calls["renew"] + 1
@@ -130,18 +130,18 @@ class ReadLog(MemoryStore):
 async def test_a_failed_batch_retries_only_its_own_triggers(rig: Rig) -> None:
     rig.queue = FlakyQueue(rig.clock, 1)
     sw = rig.sweeper()
-    ts = await spread(rig, {1: 7, 2: 8})
+    ts = await spread(rig, {1: 60, 2: 60})  # two reads of 100 and 20, a send each
     await sw.run_once()
     rig.clock.set_ms(FIRE_MS - AHEAD_MS)
     await sw.run_once()
-    assert len(rig.queue.sent) == 5  # the second batch went; the first failed
-    assert rig.count("promoted_total") == 5 and rig.count("promotion_retries_total") == 1
-    assert sw.pending == 10
+    assert len(rig.queue.sent) == 20  # the second batch went; the first failed
+    assert rig.count("promoted_total") == 20 and rig.count("promotion_retries_total") == 1
+    assert sw.pending == 100
     assert (GROUP, 1) not in rig.store.cursors and (GROUP, 2) not in rig.store.cursors
     rig.clock.advance_ms(1000)
     await sw.run_once()
     assert sorted(rig.sent_ids()) == sorted(t.trigger_id for t in ts)
-    assert rig.count("promoted_total") == 15 and sw.pending == 0
+    assert rig.count("promoted_total") == 120 and sw.pending == 0
     assert rig.store.cursors[(GROUP, 1)] == rig.clock.now_ms() + 120_000
 
 

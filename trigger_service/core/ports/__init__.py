@@ -234,8 +234,9 @@ class Enqueuer(Protocol):
 
 class QueueDepth(Protocol):
     async def visible_backlog(self) -> int:
-        """About how many messages are visible and not yet received (SQS's approximate
-        count): a backlog means the dispatchers are behind, not that messages were lost."""
+        """About how many triggers are visible and not yet received (SQS's approximate
+        count of messages, a pack counted as the triggers a message carries on average): a
+        backlog means the dispatchers are behind, not that messages were lost."""
         ...
 
     async def dead_letter_backlog(self) -> int:
@@ -251,23 +252,29 @@ class DeliveryQueue(Protocol):
         self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
     ) -> list[ReceivedMessage]:
         """Long-poll ``lane`` for up to ``max_messages``; each stays hidden ``visibility_s``.
-        Its receipts name the lane: the methods below take them as they come."""
+        Its receipts name the lane: the methods below take them as they come. A message
+        that carries many triggers (a pack, ``adapters.sqs_packs``) comes back as one each,
+        so more than ``max_messages`` may come (at most ``TRIGGER_SQS_PACK_MAX`` times)."""
         ...
 
     async def delete(self, receipt_handle: str) -> None:
-        """Delete one (concurrent calls share batches); a receipt already gone is fine."""
+        """Delete one (concurrent calls share batches); a receipt already gone is fine. A
+        pack's member leaves the pack; the pack goes with its last member in hand."""
         ...
 
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
         """Hide the message for ``visibility_s`` from now (0: show it again now): sent at
         once when alone, in a batch with concurrent changes otherwise (as
-        ``change_visibility_many``)."""
+        ``change_visibility_many``). A pack's member with others in hand keeps the pack
+        hidden at least that long (never shorter)."""
         ...
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
         """``change_visibility`` for each, in batches shared with concurrent calls (a lone
         call goes at once, others wait a few ms at most): for deferrals. Raises
-        ``QueueError`` if any failed (a receipt no longer valid too); the others applied."""
+        ``QueueError`` if any failed (a receipt no longer valid too); the others applied.
+        A pack's members deferred all together hide the pack (for the longest asked); a
+        member deferred without the others is sent again alone and leaves the pack."""
         ...
 
     async def replace(self, receipt_handle: str, message: OutgoingMessage) -> None:
