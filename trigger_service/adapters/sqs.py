@@ -115,6 +115,12 @@ class SqsQueue:
             functools.partial(self._send_batch, lane), clock,
             max_batch=SQS_MAX_BATCH * self._pack_max,
             linger_ms=settings.send_linger_ms) for lane in lanes]
+        # Sends that may wait for company (``send``): not eager, a longer linger.
+        self._pack_linger_ms = min(settings.pack_linger_ms, settings.enqueue_lead_s * 1000)
+        self._patient: list[Batcher[OutgoingMessage]] = [Batcher(
+            functools.partial(self._send_batch, lane), clock,
+            max_batch=SQS_MAX_BATCH * self._pack_max, linger_ms=self._pack_linger_ms,
+            eager=False) for lane in lanes]
         # Not eager: nobody waits for a delete (the dispatcher lets it go in the background),
         # so a delete always waits for company, up to the linger: full batches at any rate.
         self._deleters: list[Batcher[str]] = [Batcher(
@@ -176,7 +182,7 @@ class SqsQueue:
     async def close(self) -> None:
         """Flush the sends, deletes and visibility changes still waiting for company, then
         disconnect."""
-        for batchers in (self._senders, self._deleters, self._rehiders):
+        for batchers in (self._senders, self._patient, self._deleters, self._rehiders):
             for batcher in batchers:
                 await batcher.drain()
         await self._stack.aclose()
@@ -227,7 +233,14 @@ class SqsQueue:
         return lane_of(message.caller, self.lanes)
 
     async def send(self, message: OutgoingMessage) -> None:
-        await self._senders[self._lane_of(message)].submit(message)
+        """A message SQS is to hide at least the pack linger (its trigger is due later than
+        the enqueue lead and that) waits up to the linger for others of its delay, to share
+        a pack: it shows that much later, inside the lead. Others go as soon as they can."""
+        lane = self._lane_of(message)
+        if self._pack_max > 1 and 0 < self._pack_linger_ms <= message.delay_s * 1000:
+            await self._patient[lane].submit(message)
+        else:
+            await self._senders[lane].submit(message)
 
     async def send_many(self, messages: Sequence[OutgoingMessage]) -> None:
         by_lane: dict[int, list[OutgoingMessage]] = {}

@@ -18,6 +18,14 @@ _lanes = int_up_to(64)  # each lane is a long poll per dispatcher: past 64, a mi
 _pack_max = int_up_to(150)
 
 
+def _pack_linger_ms(raw: str) -> int:
+    """0 (no wait) up to 5 s: a third of the default enqueue lead."""
+    value = int(raw)
+    if not 0 <= value <= 5000:
+        raise ValueError("must be between 0 and 5000")
+    return value
+
+
 @dataclass(frozen=True)
 class SqsSettings:
     endpoint_url: str = "http://127.0.0.1:4566"
@@ -48,6 +56,9 @@ class SqsSettings:
     # Triggers one message may carry when they are sent with the same delay (a herd's second,
     # a batch): adapters.sqs_packs. 1: one message each.
     pack_max: int = 50
+    # A message not due to show for at least this long waits up to this long for others of
+    # its delay to share its pack (inside the enqueue lead: never late).
+    pack_linger_ms: int = 1000
 
 
 SQS_VARIABLES: tuple[Row, ...] = (
@@ -89,6 +100,10 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "SQS one message per this many; 1 sends one message each. A message carries each "
              "trigger's id, times and caller (at most about 150 bytes): at most 150, so that ten "
              "such messages stay under SQS's 256 KiB a request"),
+    ("TRIGGER_SQS_PACK_LINGER_MS", ("sqs", "pack_linger_ms"), _pack_linger_ms,
+             "a message that SQS is to hide at least this long (its trigger is due later than "
+             "the enqueue lead and this) waits up to this long for others of its delay to share "
+             "its pack; it shows that much later, still inside the enqueue lead. 0: no wait"),
     ("TRIGGER_SQS_MAX_BACKGROUND_SENDS", ("sqs", "max_background_sends"), _pos_int,
              "SQS sends an API process may have pending in the background (after answering); "
              "past it a trigger is left to the due-scan (`enqueue_overflow_total`)"),

@@ -227,7 +227,7 @@ async def test_a_pack_comes_back_as_its_members_and_goes_with_the_last() -> None
 
 
 async def test_members_deferred_together_hide_the_pack_one_alone_is_sent_again() -> None:
-    _clock, client, _metrics, q = make(pack_max=4)
+    clock, client, _metrics, q = make(pack_max=4)
     client.inbox = [pack_of("m1", "h1", ["trg_a", "trg_b", "trg_c"])]
     got = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
     await q.change_visibility_many([VisibilityChange(m.receipt_handle, 5 + i)
@@ -237,7 +237,11 @@ async def test_members_deferred_together_hide_the_pack_one_alone_is_sent_again()
     # Received again: one member deferred alone goes as a fresh message with its delay.
     client.inbox = [pack_of("m1", "h2", ["trg_a", "trg_b", "trg_c"])]
     again = await q.receive(max_messages=10, wait_s=0, visibility_s=30)
-    await q.change_visibility_many([VisibilityChange(again[1].receipt_handle, 9)])
+    alone = asyncio.ensure_future(
+        q.change_visibility_many([VisibilityChange(again[1].receipt_handle, 9)]))
+    await settle()
+    clock.advance_ms(1000)  # hidden 9 s: it waits the pack linger for company
+    await alone
     sent = [e for op, es in client.requests if op == "send" for e in es]
     assert [(json.loads(e["MessageBody"])["triggerId"], e["DelaySeconds"]) for e in sent] == [
         ("trg_b", 9)]
@@ -260,3 +264,20 @@ async def test_a_member_kept_hidden_extends_the_pack_only_when_it_must() -> None
     await q.change_visibility(c.receipt_handle, 0)  # alone in hand: shown again at once
     assert [e["VisibilityTimeout"] for op, es in client.requests
             if op == "change_visibility" for e in es] == [60, 0]
+
+
+async def test_a_send_due_to_hide_a_while_waits_the_pack_linger_for_company() -> None:
+    clock, client, _metrics, q = make(pack_max=4)
+    now = asyncio.ensure_future(q.send(message(0)))  # shown at once: goes at once
+    await settle()
+    assert now.done() and client.sizes("send") == [1]
+    later = [OutgoingMessage(f"trg_l{i}", 1_700_000_000_000, 3) for i in range(3)]
+    waiting = asyncio.gather(*(q.send(m) for m in later))
+    await settle()
+    clock.advance_ms(999)
+    await settle()
+    assert client.sizes("send") == [1]  # hidden 3 s anyway: they wait up to 1 s
+    clock.advance_ms(1)
+    await waiting
+    [_, pack] = [e for op, e in client.requests if op == "send"]
+    assert [len(json.loads(e["MessageBody"])["pack"]) for e in pack] == [3]
