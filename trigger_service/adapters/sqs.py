@@ -107,7 +107,8 @@ class SqsQueue:
         self._redriven_packs = PackBook()
         # Messages sent to the main queue, and the triggers they carried (the mean pack:
         # ``visible_backlog`` counts triggers, SQS counts messages).
-        self._sent = [0, 0]
+        self._messages_sent = 0
+        self._triggers_sent = 0
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
         lanes = range(max(1, settings.lanes))
@@ -289,8 +290,8 @@ class SqsQueue:
         sent = [p for i, p in enumerate(packs) if i not in errors]
         triggers = sum(map(len, sent))
         self._metrics.inc("sqs_triggers_sent_total", triggers)
-        self._sent[0] += len(sent)
-        self._sent[1] += triggers
+        self._messages_sent += len(sent)
+        self._triggers_sent += triggers
         return errors
 
     async def receive(
@@ -478,8 +479,9 @@ class SqsQueue:
         on average (1 before it sent any), about the triggers they hold."""
         messages = sum(await asyncio.gather(*(self._visible("backlog", self.urls.lane(lane))
                                               for lane in range(self.lanes))))
-        messages_sent, triggers_sent = self._sent
-        return messages * triggers_sent // messages_sent if messages_sent else messages
+        if not self._messages_sent:
+            return messages
+        return messages * self._triggers_sent // self._messages_sent
 
     async def dead_letter_backlog(self) -> int:
         return await self._visible("dlq backlog", self.urls.dlq)

@@ -36,6 +36,7 @@ _MEMBER_MARK = "^"
 # have reappeared (another process received it, or a member's handling failed): the book
 # stays bounded.
 _FORGET_AFTER_MS = 15 * 60_000
+_SWEEP_AT = 1024  # packs in the book before the first forget pass
 
 
 def sqs_delay(m: OutgoingMessage) -> int:
@@ -107,6 +108,7 @@ class PackBook:
     def __init__(self) -> None:
         self._packs: dict[str, _Pack] = {}  # by the pack's message id
         self._ids: dict[str, str] = {}  # a receipt handed out -> its pack's message id
+        self._sweep_at = _SWEEP_AT  # the book's size that makes the next forget pass
 
     def __len__(self) -> int:
         return len(self._packs)
@@ -191,8 +193,11 @@ class PackBook:
             self._ids.pop(r, None)
 
     def _forget_old(self, now_ms: int) -> None:
-        if len(self._packs) < 1024:
+        """Forget the packs long past their hiding, once the book has doubled since the
+        last pass (a pass reads every pack: not on every receive of a large book)."""
+        if len(self._packs) < self._sweep_at:
             return
         horizon_ms = now_ms - _FORGET_AFTER_MS
         for pack in [p for p in self._packs.values() if p.hidden_until_ms < horizon_ms]:
             self._drop(pack)
+        self._sweep_at = max(_SWEEP_AT, 2 * len(self._packs))

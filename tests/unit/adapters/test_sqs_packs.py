@@ -68,3 +68,11 @@ def test_an_extension_is_asked_once_for_the_members_that_ask_no_later() -> None:
     assert book.extend("r1", 40_000)
     assert not book.extend("r1", 39_000)
     assert book.extend("unknown", 1)  # not in the book: ask SQS
+
+
+def test_packs_long_past_their_hiding_are_forgotten_once_the_book_is_large() -> None:
+    book = PackBook()
+    for i in range(1024):  # hidden until 0: long past by the next receive
+        book.received(f"old{i}", f"r{i}", [_m(0)], 1, 0)
+    book.received("new", "rn", [_m(1)], 1, 20 * 60_000)
+    assert len(book) == 1 and book.in_hand("rn") == {0}
