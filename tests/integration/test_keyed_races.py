@@ -11,6 +11,7 @@ import asyncio
 import time
 
 import pytest
+from redis.exceptions import RedisError
 
 from tests.integration.conftest import Stack
 from trigger_service.adapters.cassandra.store import CassandraStore
@@ -35,8 +36,13 @@ async def test_keyed_creates_raced_while_redis_is_flushed_then_cancelled_never_f
     async def flush() -> None:
         nonlocal flushes
         while not flushing.is_set():
-            await stack.redis.flushdb()
-            flushes += 1
+            try:
+                await stack.redis.flushdb()
+                flushes += 1
+            except RedisError:
+                # The 450 requests share this event loop: a connect can outlast Redis'
+                # 2 s timeout. A flush missed is not the test's failure; the next one runs.
+                pass
             await asyncio.sleep(0.03)
 
     flusher = asyncio.create_task(flush())
