@@ -25,8 +25,9 @@ shard, a gap while nobody owned a shard) is the reconciler's, which reads the la
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Protocol, TypeVar
 
 import structlog
@@ -112,11 +113,14 @@ class DueScan:
         now_ms = self._clock.now_ms()
         slots = asyncio.Semaphore(_SCAN_CONCURRENCY)
 
-        async def bounded(step: Awaitable[T]) -> T:
+        async def bounded(step: Callable[[], Awaitable[T]]) -> T:
+            # The step's coroutine is made once a slot is held: one made before would be
+            # left never awaited when the pass is cancelled (the sweeper stopping) meanwhile.
             async with slots:
-                return await step
+                return await step()
 
-        parts = await asyncio.gather(*(bounded(self._index(s, now_ms)) for s in shards))
+        parts = await asyncio.gather(*(bounded(partial(self._index, s, now_ms))
+                                       for s in shards))
         scanned = sum(p.scanned for p in parts)
         wanted = sum(len(p.to_read) for p in parts)
         if wanted and await self._queue.visible_backlog() >= wanted:
@@ -127,7 +131,7 @@ class DueScan:
             self._metrics.inc("heal_deferred_total", wanted)
             log.info("heal_deferred_backlog", waiting=wanted)
             return HealReport(scanned, self._watch_count(), 0, wanted)
-        found = await asyncio.gather(*(bounded(self._look(p, now_ms)) for p in parts))
+        found = await asyncio.gather(*(bounded(partial(self._look, p, now_ms)) for p in parts))
         overdue = [t for ts in found for t in ts]
         if overdue:
             await self._queue.send_many(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import warnings
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -258,3 +260,29 @@ async def test_a_pass_running_while_its_shard_changes_owner_does_not_undo_the_fr
     w.clock.advance_ms(2_000)
     assert (await w.scan.run_once([0])).resent == 1
     assert w.resent() == [overdue.trigger_id]
+
+
+async def test_a_pass_cancelled_while_shards_wait_for_a_slot_leaves_no_step_unawaited(
+) -> None:
+    """Seen at a test's teardown: the sweeper stopped while a pass's shards waited for the
+    scan's slots, and the reads made for them before they got one were never awaited
+    ("coroutine 'DueScan._index' was never awaited"). A step is made once it has a slot."""
+    w = World()
+    reading, never = asyncio.Event(), asyncio.Event()
+
+    async def stuck_read(shard: int, start_ms: int, until_ms: int) -> list[BucketEntry]:
+        reading.set()
+        await never.wait()
+        return []
+
+    w.store.bucket_entries = stuck_read  # type: ignore[method-assign,assignment]
+    running = asyncio.create_task(w.scan.run_once(range(64)))  # more shards than slots
+    await reading.wait()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        del running
+        gc.collect()
+    assert [str(x.message) for x in seen if x.category is RuntimeWarning] == []
