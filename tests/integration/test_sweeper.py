@@ -20,7 +20,8 @@ from tests.integration.conftest import Stack
 from tests.integration.helpers import lease_owners
 from tests.integration.test_batch import create_due_at
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id, shard_of
-from trigger_service.core.ports import Enqueuer, OutgoingMessage
+from trigger_service.core.ports import Enqueuer
+from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.core.time.timing import parse_rfc3339_ms
 from trigger_service.platform.metrics import InMemoryMetrics
