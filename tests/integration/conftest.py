@@ -138,8 +138,8 @@ class Receiver:
         Checked when asked, not as they arrive: a check costs about 10 CPU-ms, and a herd's
         checks inside ``handle`` would stall the event loop the test's dispatcher shares,
         past its callback timeout (then the retries look like duplicates)."""
-        while self._unchecked:
-            headers, raw = self._unchecked.pop()
+        unchecked, self._unchecked = self._unchecked, []
+        for headers, raw in unchecked:  # in the order they came
             self._violations += callback_violations(headers, raw.encode())
         return self._violations
 
