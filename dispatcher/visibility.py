@@ -17,11 +17,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import structlog
+
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import AdapterError
+from trigger_service.core.errors import AdapterError, MessageNotInFlight
 from trigger_service.core.ports import Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
+
+log = structlog.get_logger(__name__)
 
 REFRESH_AFTER_RECEIVES = 10
 # Time to write an outcome after a send that took the whole callback timeout.
@@ -60,7 +64,17 @@ class Visibility:
         now_ms = self._clock.now_ms()
         visibility_s = ceil_div(busy_until_ms - now_ms, 1000)
         self._metrics.inc("visibility_extensions_total")
-        await self._queue.change_visibility(m.receipt_handle, visibility_s)
+        try:
+            await self._queue.change_visibility(m.receipt_handle, visibility_s)
+        except MessageNotInFlight as e:
+            # Shown again already (this process fell behind its extensions, a herd on a
+            # busy machine) or received again: it cannot be hidden, and it need not be.
+            # The claim's LWT fences the delivery, not the message: whoever gets the copy
+            # meets this claim. Giving up here would leave a claimed trigger to the
+            # stale-claim takeover, minutes late.
+            self._metrics.inc("visibility_lost_total")
+            log.info("visibility_lost", trigger_id=m.trigger_id, error=str(e))
+            return busy_until_ms  # nothing more to extend for this delivery
         return now_ms + visibility_s * 1000
 
     async def defer(self, m: ReceivedMessage, delay_s: int) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
-from trigger_service.core.errors import QueueError
+from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports.values import OutgoingMessage, VisibilityChange
 
@@ -64,6 +64,20 @@ async def test_change_visibility_extends_the_hiding_and_zero_shows_it_again(
     again = await receive_within(q, 2)
     assert [(r.trigger_id, r.fire_at_ms, r.receive_count) for r in again] == [
         (m.trigger_id, FIRE_AT_MS, 2)]
+
+
+async def test_a_visibility_change_for_a_deleted_message_says_it_is_not_in_flight(
+    queue: QueueUnderTest,
+) -> None:
+    """What ``Visibility.keep_hidden`` tells apart from an SQS failure: the receipt no
+    longer hides anything (the message was deleted, or received again elsewhere), so there
+    is nothing to extend and the delivery goes on under its claim."""
+    q, m = queue.queue, _message()
+    await q.send(m)
+    [got] = await receive_within(q, 3, visibility_s=30)
+    await q.delete(got.receipt_handle)
+    with pytest.raises(MessageNotInFlight):
+        await q.change_visibility(got.receipt_handle, 30)
 
 
 async def test_change_visibility_many_applies_each_and_a_stale_receipt_fails_alone(

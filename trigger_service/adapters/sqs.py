@@ -59,7 +59,7 @@ from trigger_service.adapters.sqs_wire import (
     split_receipt,
 )
 from trigger_service.config.sqs import SqsSettings
-from trigger_service.core.errors import QueueError
+from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
@@ -366,7 +366,7 @@ class SqsQueue:
         if (member := split_member(receipt_handle)) is not None:
             index, pack = member
             if self._packs.has_left(pack, index):
-                raise QueueError("sqs change visibility: that pack member was deleted")
+                raise MessageNotInFlight("sqs change visibility: that pack member was deleted")
             until_ms = self._clock.now_ms() + visibility_s * 1000
             if self._packs.in_hand(pack) - {index}:
                 if not self._packs.extend(pack, until_ms):
@@ -432,8 +432,11 @@ class SqsQueue:
                                          for lane, cs in by_lane.items()))
         failed = [e for errors in answers for e in errors if e is not None]
         if failed:
-            raise QueueError(f"sqs change visibility: {len(failed)} of {len(changes)} "
-                             f"failed: {failed[0]}") from failed[0]
+            # Not in flight, each of them: nothing to hide any more (``MessageNotInFlight``).
+            kind = (MessageNotInFlight if all(isinstance(e, MessageNotInFlight) for e in failed)
+                    else QueueError)
+            raise kind(f"sqs change visibility: {len(failed)} of {len(changes)} "
+                       f"failed: {failed[0]}") from failed[0]
 
     async def _change_visibility_batch(self, lane: int, changes: Sequence[VisibilityChange]
                                        ) -> ItemErrors:

@@ -11,12 +11,18 @@ from botocore.exceptions import ClientError
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, ItemErrors
-from trigger_service.core.errors import QueueError
+from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.ports.values import ReceivedMessage
 
 # What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
 _MISSING_QUEUE_CODES = frozenset({
     "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist", "NonExistentQueue"})
+# What SQS and LocalStack answer for a visibility change of a message no longer in flight
+# for that receipt (shown again, received again, or deleted): by code, or LocalStack's
+# InvalidParameterValue by its message.
+_NOT_IN_FLIGHT_CODES = frozenset({
+    "AWS.SimpleQueueService.MessageNotInflight", "MessageNotInflight", "ReceiptHandleIsInvalid"})
+_NOT_IN_FLIGHT_TEXT = "not available for visibility timeout change"
 # A receipt for lane i > 0 is ``~i~`` and SQS's handle (base64: it has no ``~``); lane 0's
 # is SQS's own, as before lanes.
 _LANE_MARK = "~"
@@ -66,7 +72,10 @@ def entry_errors(what: str, resp: dict[str, Any], count: int,
             position = int(f["Id"])
         except (KeyError, TypeError, ValueError):
             position = -1
-        error = QueueError(f"sqs {what}: entry refused: {f.get('Code')} {f.get('Message', '')}")
+        code, text = f.get("Code"), str(f.get("Message", ""))
+        kind = (MessageNotInFlight if code in _NOT_IN_FLIGHT_CODES or _NOT_IN_FLIGHT_TEXT in text
+                else QueueError)
+        error = kind(f"sqs {what}: entry refused: {code} {text}")
         if not 0 <= position < count:
             # An answer we cannot place: fail the whole batch rather than lose one.
             return dict.fromkeys(range(count), error)

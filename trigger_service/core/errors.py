@@ -290,6 +290,12 @@ class QueueError(AdapterError):
     dependency = "sqs"
 
 
+class MessageNotInFlight(QueueError):
+    """A visibility change for a message SQS no longer hides for this receipt: its
+    visibility lapsed (it is shown again, perhaps received again already) or it was
+    deleted. Nothing was changed; the message itself is not lost."""
+
+
 class CacheError(AdapterError):
     """Redis could not do what was asked. Callers treat the cache as optional."""
 

@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from trigger_service.adapters.sqs import QueueUrls, SqsQueue
+from trigger_service.adapters.sqs_wire import entry_errors
 from trigger_service.config.sqs import SqsSettings
-from trigger_service.core.errors import QueueError
+from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.ports.values import OutgoingMessage, VisibilityChange
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.platform.metrics import InMemoryMetrics
@@ -281,3 +282,21 @@ async def test_a_send_due_to_hide_a_while_waits_the_pack_linger_for_company() ->
     await waiting
     [_, pack] = [e for op, e in client.requests if op == "send"]
     assert [len(json.loads(e["MessageBody"])["pack"]) for e in pack] == [3]
+
+
+@pytest.mark.parametrize(("code", "text", "not_in_flight"), [
+    ("AWS.SimpleQueueService.MessageNotInflight", "", True),  # SQS, query protocol
+    ("MessageNotInflight", "", True),
+    ("ReceiptHandleIsInvalid", "", True),
+    # LocalStack's answer for a message shown again
+    ("InvalidParameterValue", "Value abc for parameter ReceiptHandle is invalid. Reason: "
+     "Message does not exist or is not available for visibility timeout change.", True),
+    ("InternalError", "try again", False),
+])
+def test_a_refused_visibility_change_says_whether_the_message_is_still_in_flight(
+        code: str, text: str, not_in_flight: bool) -> None:
+    resp = {"Failed": [{"Id": "1", "Code": code, "Message": text, "SenderFault": True}]}
+    errors = entry_errors("change visibility", resp, 2)
+    assert set(errors) == {1}
+    assert isinstance(errors[1], QueueError)
+    assert isinstance(errors[1], MessageNotInFlight) is not_in_flight

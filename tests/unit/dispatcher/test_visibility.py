@@ -63,6 +63,41 @@ async def test_a_delivery_that_starts_late_extends_the_visibility_once(env: Env)
     assert env.queue.calls.get("change_visibility", 0) == 1
 
 
+async def test_a_message_shown_again_before_its_late_delivery_starts_is_still_delivered(
+        env: Env) -> None:
+    """Seen under a sustained herd on a busy machine: the extension came after the receive
+    visibility had lapsed and another dispatcher had the message, SQS refused it, and the handler
+    gave up on a trigger it held, which then waited minutes for a stale-claim takeover. The
+    delivery goes on: the claim, not the message, fences it; a copy received meanwhile meets
+    the claim (or the trigger FIRED) and is dropped."""
+    env.with_dispatch(default_max_concurrency=1)
+    first = await env.add(1_000)
+    second = await env.add(1_000)
+    env.channel.gate = asyncio.Event()  # the first POST hangs: the second waits its turn
+    await env.enqueue(first, second)
+    d = env.dispatcher()
+    assert await d.run_once() == 2
+    await settle()
+    env.clock.advance_ms(1_000)
+    await settle()
+    # Past the whole receive visibility: both messages were shown again, and another
+    # dispatcher received them (their receipts here no longer hide anything).
+    env.clock.advance_ms(d._visibility.receive_s * 1000 + 1_000)
+    copies = await env.receive()
+    assert sorted(c.trigger_id for c in copies) == sorted([first.trigger_id, second.trigger_id])
+    env.channel.gate.set()
+    await d.drain()
+    assert env.row(first).status is Status.FIRED and env.row(second).status is Status.FIRED
+    assert sorted(c.trigger_id for c in env.channel.calls) == sorted(
+        [first.trigger_id, second.trigger_id])
+    assert env.metrics.snapshot().get("visibility_lost_total") == 1
+    # The other dispatcher's copies meet FIRED triggers: dropped, nothing sent again.
+    other = env.dispatcher()
+    for c in copies:
+        await other.handle(c)
+    assert len(env.channel.calls) == 2 and env.queue.messages == []
+
+
 def half_open_with_its_trial_taken() -> CircuitBreaker:
     clock = ManualClock(0)
     b = CircuitBreaker(clock, fail_max=1, reset_s=1)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from trigger_service.adapters.memory.failing import Failing
-from trigger_service.core.errors import QueueError
+from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.lanes import lane_of
 from trigger_service.core.ports import Clock
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
@@ -116,8 +116,8 @@ class MemoryQueue(Failing):
     async def change_visibility(self, receipt_handle: str, visibility_s: int) -> None:
         self._enter("change_visibility")
         m = self._by_receipt(receipt_handle)
-        if m is None:
-            raise QueueError("receipt handle is no longer valid")
+        if m is None:  # deleted, or received again (SQS: only the latest receipt hides it)
+            raise MessageNotInFlight("receipt handle is no longer valid")
         m.visible_at_ms = self._clock.now_ms() + max(0, visibility_s) * 1000
 
     async def change_visibility_many(self, changes: Sequence[VisibilityChange]) -> None:
