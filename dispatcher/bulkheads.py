@@ -50,6 +50,10 @@ class Bulkheads:
         return self.pace.come_back_ms(caller, self._clock.now_ms(),
                                       self._waiting.get(caller, 0), receive_count)
 
+    def waiting_callers(self) -> list[str]:
+        """The callers with messages waiting for their bulkhead now (due, held back)."""
+        return [caller for caller, n in self._waiting.items() if n > 0]
+
     @property
     def waiting(self) -> int:
         """Messages waiting for a caller's bulkhead, over all callers."""

@@ -402,6 +402,7 @@ class Dispatcher:
         bulkheads = self.delivery.bulkheads
         if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller):
             self._metrics.inc("bulkhead_deferrals_total")
+            self.delivery.behind.add(caller)
             return bulkheads.come_back_ms(caller, m.receive_count)
         return None
 
@@ -422,6 +423,7 @@ class Dispatcher:
             return now_ms + max(FAIR_DEFER_S, ahead_ms // 2000) * 1000
         if ahead_ms > 0:
             return due_ms + FAIR_DEFER_S * 1000
+        self.delivery.behind.add(caller)  # due, and held back: its copies would wait too
         return self.delivery.bulkheads.pace.come_back_ms(
             caller, now_ms, self.shares.in_hand(caller), m.receive_count)
 

@@ -1,7 +1,9 @@
 """What a dispatcher tells the ops page and Prometheus about its circuits and fire lag, every
 ``PUBLISH_EVERY_S``: each (caller, origin) circuit's state (the ``breaker_state`` gauge and
 the ``OpsBoard``), the circuits it dropped since (deleted from the board), the fire lag
-tallied since the last round (the ``OpsBoard``), and flow control's keys (``FlowGate``).
+tallied since the last round (the ``OpsBoard``), the callers it is behind on (a due message
+held back for capacity since the last round, or waiting for a bulkhead now: the due-scan
+does not re-send their overdue triggers), and flow control's keys (``FlowGate``).
 
 Safe to lose: a failed publication is logged by the loop and the lag tally is put back for
 the next round; breaker entries expire ``OPS_BREAKER_TTL_S`` after a dispatcher stops
@@ -23,6 +25,8 @@ from trigger_service.platform.supervisor import every
 
 PUBLISH_EVERY_S = 1.0
 BREAKER_TTL_S = 30
+# A caller stays behind this long after the last round that found it so (a round a second).
+BEHIND_TTL_S = 5
 # A closed circuit unused this long is forgotten (origins come and go).
 IDLE_FORGET_MS = 600_000
 
@@ -65,6 +69,11 @@ class OpsReporter:
             except BaseException:
                 self._delivery.lag.put_back(lag)
                 raise
+        behind = self._delivery.behind | set(self._delivery.bulkheads.waiting_callers())
+        if behind:
+            await self._board.mark_behind(
+                behind, self._clock.now_ms() + BEHIND_TTL_S * 1000)
+            self._delivery.behind.clear()  # (kept if the publication failed: next round)
         if self._delivery.flow is not None:  # flow control's keys, in the same round
             await self._delivery.flow.publish()
 

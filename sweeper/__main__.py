@@ -9,7 +9,8 @@ from trigger_service.platform.wiring import Runtime
 
 async def build(runtime: Runtime) -> Component:
     sweeper = Sweeper(runtime.settings, runtime.store, runtime.queue, runtime.lease,
-                      runtime.clock, runtime.metrics, tracing=runtime.tracing)
+                      runtime.clock, runtime.metrics, tracing=runtime.tracing,
+                      board=runtime.board)
     return Component({"sweep": sweeper.run}, status=lambda: {
         "owner": sweeper.owner, "shards": len(sweeper.owned), "pending": sweeper.pending},
         metrics_port=runtime.settings.sweep.metrics_port)

@@ -11,7 +11,12 @@ Re-sending is harmless when it was only slow (the claim LWT delivers once) but n
 an overloaded system is not flooded with copies: while SQS holds at least as many visible
 messages as there are rows to look at, the dispatchers are behind, not missing messages, and
 nothing is read (``heal_deferred_total``; they are looked at a grace later); and each trigger
-is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes).
+is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes). Nor is
+a PENDING trigger of a caller the dispatchers are *behind* on (``OpsBoard.read_behind``: they
+hold back its due messages for its fair share or bulkhead): its message is most likely among
+those held back, deferred and so not visible, and a copy would only wait behind them. It is
+looked at again a grace later (``heal_behind_total``), and re-sent once the caller has caught
+up if it is still overdue; other callers' overdue triggers are re-sent meanwhile.
 
 What the scan reads does not grow with what is stored: a trigger that is not finished is
 watched only until the moment it could next be overdue (its retry time plus the grace, its
@@ -33,8 +38,10 @@ from typing import Protocol, TypeVar
 import structlog
 
 from trigger_service.config.settings import Settings
+from trigger_service.core.errors import CacheError
 from trigger_service.core.model import Status, Trigger, is_overdue
 from trigger_service.core.ports import Clock, DueIndex, Enqueuer, Metrics, QueueDepth, TriggerStates
+from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.values import OutgoingMessage
 
 log = structlog.get_logger("sweeper")
@@ -85,7 +92,9 @@ class _Part:
 
 class DueScan:
     def __init__(self, settings: Settings, store: HealStore, queue: HealQueue, clock: Clock,
-                 metrics: Metrics) -> None:
+                 metrics: Metrics, board: OpsBoard | None = None) -> None:
+        """``board``: where dispatchers say which callers they are behind on (None: every
+        overdue trigger is re-sent)."""
         self._grace_ms = settings.heal.overdue_grace_s * 1000
         self._lookback_ms = settings.heal.lookback_s * 1000
         self._timeout_ms = int(settings.dispatch.callback_timeout_s * 1000)
@@ -93,6 +102,7 @@ class DueScan:
         self._queue = queue
         self._clock = clock
         self._metrics = metrics
+        self._board = board
         self._scanned_until: dict[int, int] = {}
         # shard -> open trigger id -> where its row is, when to look at it, its re-sends
         self._watched: dict[int, dict[str, _Watched]] = {}
@@ -132,7 +142,7 @@ class DueScan:
             log.info("heal_deferred_backlog", waiting=wanted)
             return HealReport(scanned, self._watch_count(), 0, wanted)
         found = await asyncio.gather(*(bounded(partial(self._look, p, now_ms)) for p in parts))
-        overdue = [t for ts in found for t in ts]
+        overdue = await self._not_behind([t for ts in found for t in ts], now_ms)
         if overdue:
             await self._queue.send_many(
                 [OutgoingMessage.of(t, 0) for t in overdue])
@@ -148,6 +158,30 @@ class DueScan:
                         status=t.status.value, attempt=t.attempts, route=t.route.value,
                         late_ms=now_ms - t.due_at_ms())
         return HealReport(scanned, self._watch_count(), len(overdue))
+
+    async def _not_behind(self, overdue: list[Trigger], now_ms: int) -> list[Trigger]:
+        """``overdue`` less the PENDING triggers of callers the dispatchers are behind on,
+        which are looked at again a grace later (watched already: ``_look``)."""
+        if not overdue or self._board is None:
+            return overdue
+        try:
+            behind = await self._board.read_behind(now_ms)
+        except CacheError as e:  # without the board, re-send: copies cost, losses do not heal
+            log.warning("heal_behind_unread", error=str(e))
+            return overdue
+        keep: list[Trigger] = []
+        wait: list[Trigger] = []
+        for t in overdue:
+            (wait if t.caller in behind and t.status is Status.PENDING else keep).append(t)
+        for t in wait:
+            watch = self._watched.get(t.shard, {})
+            if (w := watch.get(t.trigger_id)) is not None:
+                watch[t.trigger_id] = replace(w, look_at_ms=now_ms + self._grace_ms)
+        if wait:
+            self._metrics.inc("heal_behind_total", len(wait))
+            log.info("heal_deferred_behind", waiting=len(wait),
+                     callers=sorted({t.caller for t in wait})[:10])
+        return keep
 
     def _watch_count(self) -> int:
         return sum(len(w) for w in self._watched.values())

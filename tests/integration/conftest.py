@@ -278,7 +278,8 @@ class Stack:
                            self.settings.sweep.group)
         metrics = InMemoryMetrics()
         sw = Sweeper(self.settings, self.runtime.store, self.runtime.queue, lease, SystemClock(),
-                     metrics, tracing=self.runtime.tracing)
+                     metrics, tracing=self.runtime.tracing,
+                     board=RedisOpsBoard(redis, self.settings.sqs.queue))
         stop = asyncio.Event()
         task = asyncio.create_task(sw.run(stop)) if run else None
         handle = SweeperHandle(sw, stop, task, redis, metrics)
