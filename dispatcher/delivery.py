@@ -135,9 +135,6 @@ class Delivery:
         self.breakers = Breakers(deps.clock, deps.metrics, fail_max=d.breaker_fail_max,
                                  reset_s=d.breaker_reset_s, max_per_caller=d.breaker_max_origins)
         self.lag = LagTally()  # fire lag not yet published to the ops board
-        # Callers a due message of whose was deferred for capacity since the last publish
-        # (with those waiting for a bulkhead then, published as behind: ``ops_report``).
-        self.behind: set[str] = set()
         self.claiming = Claiming(d, deps.store, keeper, self.visibility, self.finishing,
                                  bulkheads=self.bulkheads, breakers=self.breakers,
                                  endpoints=endpoints, clock=deps.clock, metrics=deps.metrics,

@@ -71,6 +71,8 @@ log = structlog.get_logger("dispatcher")
 _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
+# A message in hand this long past its due time means its caller waits here: behind.
+BEHIND_LATE_MS = 1000
 _RECEIVE_ERROR_BACKOFF_MS = 1000
 
 
@@ -133,8 +135,17 @@ class Dispatcher:
         self._stopping = asyncio.Event()
         self._lane_polls: dict[int, int] = {}  # lane -> long polls running on it
         self.max_polls = 0  # the most long polls that ran at once
-        self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
+        self._deferred_due: set[str] = set()  # callers a due message of whose was deferred
+        self.reporter = (OpsReporter(self.delivery, board, clock, metrics, self.take_behind)
                          if board is not None else None)
+
+    def take_behind(self) -> set[str]:
+        """The callers this dispatcher is behind on: a due message of theirs was deferred
+        for capacity (fair share, bulkhead) since the last call, or one in hand now is
+        ``BEHIND_LATE_MS`` past its time (waiting for its read, claim or bulkhead)."""
+        behind = self._deferred_due | self.delivery.bulkheads.take_deferred()
+        self._deferred_due = set()
+        return behind | set(self.shares.late_callers(self._clock.now_ms() - BEHIND_LATE_MS))
 
     # --- loops ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -402,7 +413,6 @@ class Dispatcher:
         bulkheads = self.delivery.bulkheads
         if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller):
             self._metrics.inc("bulkhead_deferrals_total")
-            self.delivery.behind.add(caller)
             return bulkheads.come_back_ms(caller, m.receive_count)
         return None
 
@@ -423,7 +433,7 @@ class Dispatcher:
             return now_ms + max(FAIR_DEFER_S, ahead_ms // 2000) * 1000
         if ahead_ms > 0:
             return due_ms + FAIR_DEFER_S * 1000
-        self.delivery.behind.add(caller)  # due, and held back: its copies would wait too
+        self._deferred_due.add(caller)  # due, and held back: its copies would wait too
         return self.delivery.bulkheads.pace.come_back_ms(
             caller, now_ms, self.shares.in_hand(caller), m.receive_count)
 

@@ -13,8 +13,9 @@ messages as there are rows to look at, the dispatchers are behind, not missing m
 nothing is read (``heal_deferred_total``; they are looked at a grace later); and each trigger
 is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes). Nor is
 a PENDING trigger of a caller the dispatchers are *behind* on (``OpsBoard.read_behind``: they
-hold back its due messages for its fair share or bulkhead): its message is most likely among
-those held back, deferred and so not visible, and a copy would only wait behind them. It is
+deferred its due messages for its fair share or bulkhead, or hold them in hand past their
+time): its message is most likely among those, not visible, and a copy would only wait
+behind them. It is
 looked at again a grace later (``heal_behind_total``), and re-sent once the caller has caught
 up if it is still overdue; other callers' overdue triggers are re-sent meanwhile.
 

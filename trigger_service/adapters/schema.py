@@ -192,8 +192,8 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
-- ``ops:{ns}:behind`` zset: caller → the ms until which it counts as behind (a dispatcher held
-  back one of its due messages for capacity: fair share, bulkhead), ZADD GT by each
+- ``ops:{ns}:behind`` zset: caller → the ms until which it counts as behind (a dispatcher deferred
+  one of its due messages for fair share or bulkhead, or holds one a second past its time), ZADD GT by each
   dispatcher every second (5 s ahead), EXPIRE ``OPS_BEHIND_TTL_S``; readers drop members past
   their score. Read by the due-scan, which does not re-send such a caller's overdue triggers
   (they are slow, not lost).

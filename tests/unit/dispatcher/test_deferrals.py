@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from dispatcher.dispatcher import BEHIND_LATE_MS
 from dispatcher.ops_report import BEHIND_TTL_S
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
@@ -208,8 +209,9 @@ async def test_messages_waiting_for_a_bulkhead_do_not_stop_receives(env: Env) ->
 async def test_a_caller_held_back_is_published_as_behind_and_forgotten_once_caught_up(
         env: Env) -> None:
     """What the due-scan reads to tell slow from lost (``sweeper.heal``): a caller whose due
-    messages wait for its bulkhead, or were deferred because it was full, is behind for a
-    few seconds past the last round that found it so; another caller is not."""
+    messages were deferred because its bulkhead was full, or wait in hand a second past their
+    time, is behind for a few seconds past the last round that found it so; another caller,
+    whose message is in hand only just due, is not."""
     env.callers = make_callers(orders_max_concurrency=1)
     env.with_dispatch(max_inflight=2)
     gate = env.channel.gate = asyncio.Event()
@@ -228,12 +230,19 @@ async def test_a_caller_held_back_is_published_as_behind_and_forgotten_once_caug
     assert env.count("bulkhead_deferrals_total") == 1 and d.delivery.waiting == 2
     await d.reporter.publish()
     assert await board.read_behind(env.clock.now_ms()) == {CALLER}
-    assert d.delivery.behind == set()  # the deferral published once
+    assert d.take_behind() == set()  # the deferral published once, none in hand yet late
+    env.clock.advance_ms(BEHIND_LATE_MS - 1)
+    await d.reporter.publish()  # still in hand, not yet late: behind only as marked before
+    assert await board.read_behind(env.clock.now_ms() + BEHIND_TTL_S * 1000) == set()
+    env.clock.advance_ms(1)
+    await d.reporter.publish()  # now a second late: both callers waiting here are behind
+    assert await board.read_behind(env.clock.now_ms() + BEHIND_TTL_S * 1000 - 1) == {
+        CALLER, OTHER_CALLER}
     gate.set()
     await asyncio.gather(*tasks)  # caught up: nothing waits, nothing deferred since
     env.clock.advance_ms(1_000)
     await d.reporter.publish()
-    assert await board.read_behind(env.clock.now_ms()) == {CALLER}  # marked 4 s more
+    assert await board.read_behind(env.clock.now_ms()) == {CALLER, OTHER_CALLER}  # 4 s more
     env.clock.advance_ms(BEHIND_TTL_S * 1000)
     await d.reporter.publish()
     assert await board.read_behind(env.clock.now_ms()) == set()
@@ -246,8 +255,9 @@ async def test_a_due_message_over_its_callers_share_marks_the_caller_behind(env:
     first, second = await env.add(0), await env.add(0)
     task = asyncio.create_task(d.handle(await env.receive_one(first)))
     await settle()
-    assert d.delivery.behind == set()
+    assert d.take_behind() == set()
     await d.handle(await env.receive_one(second))  # over the share: deferred, unread
-    assert d.delivery.behind == {CALLER}
+    assert d.take_behind() == {CALLER}
+    assert d.take_behind() == set()  # noted once
     env.channel.gate.set()
     await task

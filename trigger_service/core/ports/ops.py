@@ -41,8 +41,8 @@ class OpsBoard(Protocol):
     async def read_lag(self, slots: Sequence[int]) -> list[int]: ...  # summed over slots
 
     async def mark_behind(self, callers: Collection[str], until_ms: int) -> None:
-        """``callers`` are behind until ``until_ms`` at least (a dispatcher held back a due
-        message of theirs for capacity); a later mark never shortens an earlier one."""
+        """``callers`` are behind until ``until_ms`` at least (a dispatcher deferred a due
+        message of theirs for capacity, or holds one past its time); a later mark never shortens an earlier one."""
         ...
 
     async def read_behind(self, now_ms: int) -> set[str]:
