@@ -42,7 +42,8 @@ class OpsBoard(Protocol):
 
     async def mark_behind(self, callers: Collection[str], until_ms: int) -> None:
         """``callers`` are behind until ``until_ms`` at least (a dispatcher deferred a due
-        message of theirs for capacity, or holds one past its time); a later mark never shortens an earlier one."""
+        message of theirs for capacity, or holds one past its time); a later mark never
+        shortens an earlier one."""
         ...
 
     async def read_behind(self, now_ms: int) -> set[str]:
