@@ -195,8 +195,8 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:behind`` zset: caller → the ms until which it counts as behind (a dispatcher
   deferred one of its due messages for fair share or bulkhead, or holds one a second past its
   time), ZADD GT by each dispatcher every second (5 s ahead), EXPIRE ``OPS_BEHIND_TTL_S``;
-  readers drop members past their score. Read by the due-scan, which does not re-send such a caller's overdue triggers
-  (they are slow, not lost).
+  readers drop members past their score. Read by the due-scan, which does not re-send such a
+  caller's overdue triggers (they are slow, not lost).
 - ``rate:{key}`` hash ``{tokens, ms}``: a caller's request token bucket, refilled by the Lua
   script that takes from it (Redis' clock); PEXPIRE the time to refill it whole plus 1 s.
 - ``pending:{caller}`` zset: trigger id → the ms until which it counts against ``max_pending``
