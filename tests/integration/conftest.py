@@ -106,6 +106,7 @@ class Receiver:
     script: dict[str, list[int | str]] = field(default_factory=dict)
     default_status: int = 200
     hang_s: float = 30.0
+    delay_s: float = 0.0  # every answer waits this long (a slow receiver, within timeouts)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _unchecked: list[tuple[Mapping[str, str], str]] = field(default_factory=list)
     _violations: list[str] = field(default_factory=list)
@@ -127,6 +128,8 @@ class Receiver:
         if answer == "hang":
             await asyncio.sleep(self.hang_s)
             answer = 200
+        elif self.delay_s:
+            await asyncio.sleep(self.delay_s)
         # "429:4" answers 429 with Retry-After: 4
         status, _, retry_after = str(answer).partition(":")
         headers = {"Retry-After": retry_after} if retry_after else {}
