@@ -12,12 +12,14 @@ an overloaded system is not flooded with copies: while SQS holds at least as man
 messages as there are rows to look at, the dispatchers are behind, not missing messages, and
 nothing is read (``heal_deferred_total``; they are looked at a grace later); and each trigger
 is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes). Nor is
-a PENDING trigger of a caller the dispatchers are *behind* on (``OpsBoard.read_behind``: they
+any trigger of a caller the dispatchers are *behind* on (``OpsBoard.read_behind``: they
 deferred its due messages for its fair share or bulkhead, or hold them in hand past their
-time): its message is most likely among those, not visible, and a copy would only wait
-behind them. It is
-looked at again a grace later (``heal_behind_total``), and re-sent once the caller has caught
-up if it is still overdue; other callers' overdue triggers are re-sent meanwhile.
+time): a PENDING one's message is most likely among those, not visible, and a copy would
+only wait behind them; an IN_FLIGHT one's claim looks stale because it waits for its
+caller's bulkhead, claimed. It is looked at again a grace later (``heal_behind_total``), and
+re-sent once the caller has caught up if it is still overdue; other callers' overdue
+triggers are re-sent meanwhile. (A claimer that died meanwhile loses nothing: its messages
+show again when their visibility lapses, and the stale claim is taken over then.)
 
 What the scan reads does not grow with what is stored: a trigger that is not finished is
 watched only until the moment it could next be overdue (its retry time plus the grace, its
@@ -161,7 +163,7 @@ class DueScan:
         return HealReport(scanned, self._watch_count(), len(overdue))
 
     async def _not_behind(self, overdue: list[Trigger], now_ms: int) -> list[Trigger]:
-        """``overdue`` less the PENDING triggers of callers the dispatchers are behind on,
+        """``overdue`` less the triggers of callers the dispatchers are behind on,
         which are looked at again a grace later (watched already: ``_look``)."""
         if not overdue or self._board is None:
             return overdue
@@ -173,7 +175,7 @@ class DueScan:
         keep: list[Trigger] = []
         wait: list[Trigger] = []
         for t in overdue:
-            (wait if t.caller in behind and t.status is Status.PENDING else keep).append(t)
+            (wait if t.caller in behind else keep).append(t)
         for t in wait:
             watch = self._watched.get(t.shard, {})
             if (w := watch.get(t.trigger_id)) is not None:

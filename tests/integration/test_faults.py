@@ -95,7 +95,9 @@ async def test_a_herd_waiting_in_a_dispatchers_hands_gets_no_copies_but_a_lost_o
     assert last_ms - herd[0].fire_at_ms > 3_000  # the herd did wait past the grace
     assert sorted(a.trigger_id for a in rec.arrivals if a.trigger_id in ids) == sorted(ids)
     snap = sweeper.metrics.snapshot()
-    assert snap.get("overdue_resent_total", 0) == 1, snap  # the lost one, no copies
+    # The lost one (again, if its copy was not claimed within the grace on a slow machine);
+    # without the dispatcher's marks the herd's claims, waiting, looked stale: 10 or more.
+    assert 1 <= snap.get("overdue_resent_total", 0) <= 2, snap
     assert snap.get("heal_behind_total", 0) >= 1, snap
     assert d.metrics.snapshot().get("duplicate_messages_total", 0) == 0
 

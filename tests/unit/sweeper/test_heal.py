@@ -108,26 +108,29 @@ async def test_no_resend_while_sqs_holds_a_backlog_as_large_as_the_overdue() -> 
 
 async def test_a_caller_the_dispatchers_are_behind_on_is_not_resent_until_it_catches_up(
 ) -> None:
-    """Its messages are held back (deferred, not visible): a copy would wait behind them.
-    Another caller's overdue trigger, and a stale claim of the behind caller, are re-sent."""
+    """Its messages are held back (deferred, or in hand: not visible), a copy would wait
+    behind them, and its claims wait for its bulkhead. Another caller's overdue trigger
+    and stale claim are re-sent meanwhile."""
     w = World()
     herd = [await w.add(0) for _ in range(3)]
+    waiting = await w.add(-TIMEOUT_MS, status=Status.IN_FLIGHT, attempts=1,
+                          claimed_at_ms=START_MS - TIMEOUT_MS, claim_id="waits")
     lone = await w.add(0, caller="billing")
-    claimed = await w.add(-TIMEOUT_MS, status=Status.IN_FLIGHT, attempts=1,
-                          claimed_at_ms=START_MS - TIMEOUT_MS, claim_id="dead")
+    dead = await w.add(-TIMEOUT_MS, caller="billing", status=Status.IN_FLIGHT, attempts=1,
+                       claimed_at_ms=START_MS - TIMEOUT_MS, claim_id="dead")
     behind_until_ms = START_MS + GRACE_MS + 5_000
     await w.board.mark_behind(["orders"], behind_until_ms)
     w.clock.advance_ms(GRACE_MS + 1)
     report = await w.scan.run_once([0])
-    assert sorted(w.resent()) == sorted([lone.trigger_id, claimed.trigger_id])
-    assert report.resent == 2 and w.metrics.snapshot()["heal_behind_total"] == 3
+    assert sorted(w.resent()) == sorted([lone.trigger_id, dead.trigger_id])
+    assert report.resent == 2 and w.metrics.snapshot()["heal_behind_total"] == 4
     w.clock.set_ms(behind_until_ms)  # caught up, but not yet looked at again
     await w.scan.run_once([0])
     assert len(w.resent()) == 2
     w.clock.set_ms(START_MS + 2 * GRACE_MS + 1)  # a grace after: still overdue, re-sent
     await w.scan.run_once([0])  # (with the two re-sent before, their pause over)
     assert sorted(w.resent()[2:]) == sorted(
-        [t.trigger_id for t in herd] + [lone.trigger_id, claimed.trigger_id])
+        [t.trigger_id for t in [*herd, waiting, lone, dead]])
 
 
 async def test_without_the_board_every_overdue_trigger_is_resent() -> None:
