@@ -97,8 +97,8 @@ class Dispatcher:
         tracing: Tracing | None = None,
         succession: Succession | None = None,
     ) -> None:
-        """``board``: where breaker states and fire lag are published for the ops page
-        (``dispatcher.ops_report``); without one they are only in the metrics.
+        """``board``: where breaker states, fire lag and the callers this dispatcher is
+        behind on are published (``dispatcher.ops_report``; None: metrics only).
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
         ``pauses``: the operators' paused callers (None: no caller is ever paused here).
         ``endpoints``: the endpoint health records and the operators' events (None: no
@@ -132,10 +132,9 @@ class Dispatcher:
         # (a series' next occurrence may arrive while the previous one is finishing).
         self._handling: dict[tuple[str, int], str] = {}
         self.shares = Shares(self._d.max_inflight, self.delivery.weight)
-        self._stopping = asyncio.Event()
+        self._stopping, self._deferred_due = asyncio.Event(), set[str]()  # (take_behind)
         self._lane_polls: dict[int, int] = {}  # lane -> long polls running on it
         self.max_polls = 0  # the most long polls that ran at once
-        self._deferred_due: set[str] = set()  # callers a due message of whose was deferred
         self.reporter = (OpsReporter(self.delivery, board, clock, metrics, self.take_behind)
                          if board is not None else None)
 
