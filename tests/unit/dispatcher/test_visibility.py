@@ -9,10 +9,11 @@ import asyncio
 import pytest
 
 from dispatcher.breaker import BreakerState, CircuitBreaker
+from dispatcher.dispatcher import Dispatcher
 from dispatcher.visibility import Visibility
 from tests.unit.dispatcher.fakes import Env, settle
 from trigger_service.config.settings import Settings
-from trigger_service.core.model import Status
+from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports.values import OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
 from trigger_service.core.time.timing import sqs_delay_s
@@ -43,20 +44,28 @@ async def test_a_message_as_early_as_the_lead_allows_needs_no_visibility_change(
     assert env.queue.calls.get("change_visibility", 0) == 0
 
 
-async def test_a_delivery_that_starts_late_extends_the_visibility_once(env: Env) -> None:
+async def second_waits_behind_first(env: Env) -> tuple[Dispatcher, Trigger, Trigger]:
+    """Two due in a second, one send at a time, the first POST hanging: the dispatcher, the
+    first trigger, and the second, waiting for its caller's bulkhead since its due time."""
     env.with_dispatch(default_max_concurrency=1)
     first = await env.add(1_000)
     second = await env.add(1_000)
-    env.channel.gate = asyncio.Event()  # the first POST hangs: the second waits its turn
+    env.channel.gate = asyncio.Event()
     await env.enqueue(first, second)
     d = env.dispatcher()
     assert await d.run_once() == 2
     await settle()
     env.clock.advance_ms(1_000)
     await settle()
+    return d, first, second
+
+
+async def test_a_delivery_that_starts_late_extends_the_visibility_once(env: Env) -> None:
+    d, _, second = await second_waits_behind_first(env)
     # 20 s later the second still waits for the bulkhead: when it starts, what is left of
     # the receive visibility (30 s) would not cover its callback timeout and outcome.
     env.clock.advance_ms(20_000)
+    assert env.channel.gate is not None
     env.channel.gate.set()
     await d.drain()
     assert env.row(second).status is Status.FIRED
@@ -70,21 +79,13 @@ async def test_a_message_shown_again_before_its_late_delivery_starts_is_still_de
     gave up on a trigger it held, which then waited minutes for a stale-claim takeover. The
     delivery goes on: the claim, not the message, fences it; a copy received meanwhile meets
     the claim (or the trigger FIRED) and is dropped."""
-    env.with_dispatch(default_max_concurrency=1)
-    first = await env.add(1_000)
-    second = await env.add(1_000)
-    env.channel.gate = asyncio.Event()  # the first POST hangs: the second waits its turn
-    await env.enqueue(first, second)
-    d = env.dispatcher()
-    assert await d.run_once() == 2
-    await settle()
-    env.clock.advance_ms(1_000)
-    await settle()
+    d, first, second = await second_waits_behind_first(env)
     # Past the whole receive visibility: both messages were shown again, and another
     # dispatcher received them (their receipts here no longer hide anything).
     env.clock.advance_ms(d._visibility.receive_s * 1000 + 1_000)
     copies = await env.receive()
     assert sorted(c.trigger_id for c in copies) == sorted([first.trigger_id, second.trigger_id])
+    assert env.channel.gate is not None
     env.channel.gate.set()
     await d.drain()
     assert env.row(first).status is Status.FIRED and env.row(second).status is Status.FIRED
