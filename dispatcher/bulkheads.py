@@ -30,7 +30,6 @@ class Bulkheads:
         self._sems: dict[str, asyncio.Semaphore] = {}
         self._waiting: dict[str, int] = {}
         self._waiting_total = 0  # the sum of ``_waiting`` (asked on every message)
-        self._deferred: set[str] = set()  # callers deferred since ``take_deferred``
 
     def of(self, caller: str) -> asyncio.Semaphore:
         """The caller's semaphore, sized when first used."""
@@ -47,17 +46,9 @@ class Bulkheads:
 
     def come_back_ms(self, caller: str, receive_count: int) -> int:
         """When a message of ``caller`` deferred because it is ``full`` comes back: at about
-        its turn, behind those waiting (``DrainPace.come_back_ms``); the caller is noted as
-        deferred (``take_deferred``)."""
-        self._deferred.add(caller)
+        its turn, behind those waiting (``DrainPace.come_back_ms``)."""
         return self.pace.come_back_ms(caller, self._clock.now_ms(),
                                       self._waiting.get(caller, 0), receive_count)
-
-    def take_deferred(self) -> set[str]:
-        """The callers a message of whose was deferred (``come_back_ms``) since the last
-        call: their due messages wait for this dispatcher."""
-        deferred, self._deferred = self._deferred, set()
-        return deferred
 
     @property
     def waiting(self) -> int:

@@ -71,8 +71,6 @@ log = structlog.get_logger("dispatcher")
 _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
-# A message in hand this long past its due time means its caller waits here: behind.
-BEHIND_LATE_MS = 1000
 _RECEIVE_ERROR_BACKOFF_MS = 1000
 
 
@@ -97,8 +95,8 @@ class Dispatcher:
         tracing: Tracing | None = None,
         succession: Succession | None = None,
     ) -> None:
-        """``board``: where breaker states, fire lag and the callers this dispatcher is
-        behind on are published (``dispatcher.ops_report``; None: metrics only).
+        """``board``: where breaker states and fire lag are published for the ops page
+        (``dispatcher.ops_report``); without one they are only in the metrics.
         ``recipients``: the profiles a trigger's channels are resolved from at send time.
         ``pauses``: the operators' paused callers (None: no caller is ever paused here).
         ``endpoints``: the endpoint health records and the operators' events (None: no
@@ -132,19 +130,11 @@ class Dispatcher:
         # (a series' next occurrence may arrive while the previous one is finishing).
         self._handling: dict[tuple[str, int], str] = {}
         self.shares = Shares(self._d.max_inflight, self.delivery.weight)
-        self._stopping, self._deferred_due = asyncio.Event(), set[str]()  # (take_behind)
+        self._stopping = asyncio.Event()
         self._lane_polls: dict[int, int] = {}  # lane -> long polls running on it
         self.max_polls = 0  # the most long polls that ran at once
-        self.reporter = (OpsReporter(self.delivery, board, clock, metrics, self.take_behind)
+        self.reporter = (OpsReporter(self.delivery, board, clock, metrics)
                          if board is not None else None)
-
-    def take_behind(self) -> set[str]:
-        """The callers this dispatcher is behind on: a due message of theirs was deferred
-        for capacity (fair share, bulkhead) since the last call, or one in hand now is
-        ``BEHIND_LATE_MS`` past its time (waiting for its read, claim or bulkhead)."""
-        behind = self._deferred_due | self.delivery.bulkheads.take_deferred()
-        self._deferred_due = set()
-        return behind | set(self.shares.late_callers(self._clock.now_ms() - BEHIND_LATE_MS))
 
     # --- loops ----------------------------------------------------------------------
     async def run(self, stop: asyncio.Event) -> None:
@@ -432,7 +422,6 @@ class Dispatcher:
             return now_ms + max(FAIR_DEFER_S, ahead_ms // 2000) * 1000
         if ahead_ms > 0:
             return due_ms + FAIR_DEFER_S * 1000
-        self._deferred_due.add(caller)  # due, and held back: its copies would wait too
         return self.delivery.bulkheads.pace.come_back_ms(
             caller, now_ms, self.shares.in_hand(caller), m.receive_count)
 

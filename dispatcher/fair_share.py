@@ -86,11 +86,6 @@ class Shares:
             gone[heapq.heappop(dues)] -= 1
         return dues[0] if dues else None
 
-    def late_callers(self, due_by_ms: int) -> list[str]:
-        """The callers holding a message in hand that was due by ``due_by_ms``."""
-        return [c for c in list(self._dues) if (due := self.earliest_due_ms(c)) is not None
-                and due <= due_by_ms]
-
     def enter(self, caller: str, due_ms: int = 0) -> tuple[str, int]:
         """Count one more message of ``caller``, due at ``due_ms``, in hand; ``leave`` with
         what this returns when it is done."""

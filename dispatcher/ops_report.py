@@ -1,9 +1,7 @@
 """What a dispatcher tells the ops page and Prometheus about its circuits and fire lag, every
 ``PUBLISH_EVERY_S``: each (caller, origin) circuit's state (the ``breaker_state`` gauge and
 the ``OpsBoard``), the circuits it dropped since (deleted from the board), the fire lag
-tallied since the last round (the ``OpsBoard``), the callers it is behind on (a due message
-held back for capacity since the last round, or one in hand now a second past its time: the
-due-scan does not re-send their overdue triggers), and flow control's keys (``FlowGate``).
+tallied since the last round (the ``OpsBoard``), and flow control's keys (``FlowGate``).
 
 Safe to lose: a failed publication is logged by the loop and the lag tally is put back for
 the next round; breaker entries expire ``OPS_BREAKER_TTL_S`` after a dispatcher stops
@@ -16,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
-from collections.abc import Callable
 
 from dispatcher.breaker import STATE_CODES
 from dispatcher.delivery import Delivery
@@ -26,8 +23,6 @@ from trigger_service.platform.supervisor import every
 
 PUBLISH_EVERY_S = 1.0
 BREAKER_TTL_S = 30
-# A caller stays behind this long after the last round that found it so (a round a second).
-BEHIND_TTL_S = 5
 # A closed circuit unused this long is forgotten (origins come and go).
 IDLE_FORGET_MS = 600_000
 
@@ -38,15 +33,12 @@ def dispatcher_id() -> str:
 
 class OpsReporter:
     def __init__(self, delivery: Delivery, board: OpsBoard, clock: Clock, metrics: Metrics,
-                 take_behind: Callable[[], set[str]], *, source: str | None = None) -> None:
-        """``take_behind``: the callers this dispatcher is behind on, since the last call
-        (``Dispatcher.take_behind``)."""
+                 *, source: str | None = None) -> None:
         self._delivery = delivery
         self._board = board
         self._clock = clock
         self._metrics = metrics
         self.source = source or dispatcher_id()
-        self._take_behind = take_behind
 
     def breaker_views(self) -> list[BreakerView]:
         """Every circuit's state now (and the gauge set to it); idle closed ones forgotten
@@ -73,9 +65,6 @@ class OpsReporter:
             except BaseException:
                 self._delivery.lag.put_back(lag)
                 raise
-        # (Lost if the publication fails: a caller still behind is found so again.)
-        if behind := self._take_behind():
-            await self._board.mark_behind(behind, self._clock.now_ms() + BEHIND_TTL_S * 1000)
         if self._delivery.flow is not None:  # flow control's keys, in the same round
             await self._delivery.flow.publish()
 

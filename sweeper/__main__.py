@@ -9,8 +9,7 @@ from trigger_service.platform.wiring import Runtime
 
 async def build(runtime: Runtime) -> Component:
     sweeper = Sweeper(runtime.settings, runtime.store, runtime.queue, runtime.lease,
-                      runtime.clock, runtime.metrics, tracing=runtime.tracing,
-                      board=runtime.board)
+                      runtime.clock, runtime.metrics, tracing=runtime.tracing)
     return Component({"sweep": sweeper.run}, status=lambda: {
         "owner": sweeper.owner, "shards": len(sweeper.owned), "pending": sweeper.pending},
         metrics_port=runtime.settings.sweep.metrics_port)

@@ -11,15 +11,7 @@ Re-sending is harmless when it was only slow (the claim LWT delivers once) but n
 an overloaded system is not flooded with copies: while SQS holds at least as many visible
 messages as there are rows to look at, the dispatchers are behind, not missing messages, and
 nothing is read (``heal_deferred_total``; they are looked at a grace later); and each trigger
-is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes). Nor is
-any trigger of a caller the dispatchers are *behind* on (``OpsBoard.read_behind``: they
-deferred its due messages for its fair share or bulkhead, or hold them in hand past their
-time): a PENDING one's message is most likely among those, not visible, and a copy would
-only wait behind them; an IN_FLIGHT one's claim looks stale because it waits for its
-caller's bulkhead, claimed. It is looked at again a grace later (``heal_behind_total``), and
-re-sent once the caller has caught up if it is still overdue; other callers' overdue
-triggers are re-sent meanwhile. (A claimer that died meanwhile loses nothing: its messages
-show again when their visibility lapses, and the stale claim is taken over then.)
+is re-sent again only after a doubling pause (grace, 2 x grace, ... up to 5 minutes).
 
 What the scan reads does not grow with what is stored: a trigger that is not finished is
 watched only until the moment it could next be overdue (its retry time plus the grace, its
@@ -41,10 +33,8 @@ from typing import Protocol, TypeVar
 import structlog
 
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import CacheError
 from trigger_service.core.model import Status, Trigger, is_overdue
 from trigger_service.core.ports import Clock, DueIndex, Enqueuer, Metrics, QueueDepth, TriggerStates
-from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.ports.values import OutgoingMessage
 
 log = structlog.get_logger("sweeper")
@@ -95,9 +85,7 @@ class _Part:
 
 class DueScan:
     def __init__(self, settings: Settings, store: HealStore, queue: HealQueue, clock: Clock,
-                 metrics: Metrics, board: OpsBoard | None = None) -> None:
-        """``board``: where dispatchers say which callers they are behind on (None: every
-        overdue trigger is re-sent)."""
+                 metrics: Metrics) -> None:
         self._grace_ms = settings.heal.overdue_grace_s * 1000
         self._lookback_ms = settings.heal.lookback_s * 1000
         self._timeout_ms = int(settings.dispatch.callback_timeout_s * 1000)
@@ -105,7 +93,6 @@ class DueScan:
         self._queue = queue
         self._clock = clock
         self._metrics = metrics
-        self._board = board
         self._scanned_until: dict[int, int] = {}
         # shard -> open trigger id -> where its row is, when to look at it, its re-sends
         self._watched: dict[int, dict[str, _Watched]] = {}
@@ -145,7 +132,7 @@ class DueScan:
             log.info("heal_deferred_backlog", waiting=wanted)
             return HealReport(scanned, self._watch_count(), 0, wanted)
         found = await asyncio.gather(*(bounded(partial(self._look, p, now_ms)) for p in parts))
-        overdue = await self._not_behind([t for ts in found for t in ts], now_ms)
+        overdue = [t for ts in found for t in ts]
         if overdue:
             await self._queue.send_many(
                 [OutgoingMessage.of(t, 0) for t in overdue])
@@ -161,30 +148,6 @@ class DueScan:
                         status=t.status.value, attempt=t.attempts, route=t.route.value,
                         late_ms=now_ms - t.due_at_ms())
         return HealReport(scanned, self._watch_count(), len(overdue))
-
-    async def _not_behind(self, overdue: list[Trigger], now_ms: int) -> list[Trigger]:
-        """``overdue`` less the triggers of callers the dispatchers are behind on,
-        which are looked at again a grace later (watched already: ``_look``)."""
-        if not overdue or self._board is None:
-            return overdue
-        try:
-            behind = await self._board.read_behind(now_ms)
-        except CacheError as e:  # without the board, re-send: copies cost, losses do not heal
-            log.warning("heal_behind_unread", error=str(e))
-            return overdue
-        keep: list[Trigger] = []
-        wait: list[Trigger] = []
-        for t in overdue:
-            (wait if t.caller in behind else keep).append(t)
-        for t in wait:
-            watch = self._watched.get(t.shard, {})
-            if (w := watch.get(t.trigger_id)) is not None:
-                watch[t.trigger_id] = replace(w, look_at_ms=now_ms + self._grace_ms)
-        if wait:
-            self._metrics.inc("heal_behind_total", len(wait))
-            log.info("heal_deferred_behind", waiting=len(wait),
-                     callers=sorted({t.caller for t in wait})[:10])
-        return keep
 
     def _watch_count(self) -> int:
         return sum(len(w) for w in self._watched.values())

@@ -47,7 +47,6 @@ from trigger_service.core.ports import (
     SweepCursors,
     TriggerStates,
 )
-from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.trace_context import Tracing
 from trigger_service.platform.supervisor import every, run_together
 
@@ -103,11 +102,9 @@ class Sweeper:
         *,
         owner: str | None = None,
         tracing: Tracing | None = None,
-        board: OpsBoard | None = None,
     ) -> None:
         """``tracing``: a ``trigger.promote`` span per trigger promoted (None: export
-        off); ``board``: the callers dispatchers are behind on, for the due-scan (None: it
-        re-sends every overdue trigger)."""
+        off)."""
         self._s = settings
         self._sw = settings.sweep
         self._store = store
@@ -120,7 +117,7 @@ class Sweeper:
             tick_ms=self._sw.tick_ms, start_ms=clock.now_ms())
         self._driver = WheelDriver(self._wheel, clock, self._on_expired)
         self._shards: dict[int, _Shard] = {}
-        self.due_scan = DueScan(settings, store, queue, clock, metrics, board)
+        self.due_scan = DueScan(settings, store, queue, clock, metrics)
         self._sweep_lock = asyncio.Lock()
         self._promotions: set[asyncio.Task[None]] = set()
         self._promote_slots = asyncio.Semaphore(_PROMOTE_CONCURRENCY)

@@ -19,7 +19,6 @@ from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.store import CassandraStore
-from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.adapters.memory.deaths import MemoryDispatcherDeaths
 from trigger_service.adapters.memory.idempotency import MemoryIdempotencyCache
 from trigger_service.adapters.memory.inbox import MemoryInboxBus
@@ -33,7 +32,6 @@ from trigger_service.adapters.redis.deaths import RedisDispatcherDeaths
 from trigger_service.adapters.redis.idempotency import RedisIdempotencyCache
 from trigger_service.adapters.redis.inbox_bus import RedisInboxBus, open_listener
 from trigger_service.adapters.redis.lease import RedisLease
-from trigger_service.adapters.redis.ops_board import RedisOpsBoard
 from trigger_service.adapters.sqs import SqsQueue
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.config.stores import CassandraSettings, RedisSettings
@@ -41,7 +39,6 @@ from trigger_service.core.ports import Lease
 from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.idempotency import IdempotencyCache
 from trigger_service.core.ports.inbox import InboxBus
-from trigger_service.core.ports.ops import OpsBoard
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.platform.metrics import InMemoryMetrics
 
@@ -156,19 +153,6 @@ async def lease(request: pytest.FixtureRequest, lease_ttl_ms: int) -> AsyncItera
         keys = [k async for k in client.scan_iter(match=f"*:{group}:*")]
         if keys:
             await client.delete(*keys)
-        await client.aclose()
-
-
-@pytest.fixture(params=_impls("memory", "redis"))
-async def ops_board(request: pytest.FixtureRequest) -> AsyncIterator[OpsBoard]:
-    """A board of its own deployment (a unique namespace): its keys expire by themselves."""
-    if request.param == "memory":
-        yield MemoryOpsBoard()
-        return
-    client = open_client(REDIS_URL)
-    try:
-        yield RedisOpsBoard(client, unique("ns-"))
-    finally:
         await client.aclose()
 
 

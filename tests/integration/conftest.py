@@ -106,7 +106,6 @@ class Receiver:
     script: dict[str, list[int | str]] = field(default_factory=dict)
     default_status: int = 200
     hang_s: float = 30.0
-    delay_s: float = 0.0  # every answer waits this long (a slow receiver, within timeouts)
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     _unchecked: list[tuple[Mapping[str, str], str]] = field(default_factory=list)
     _violations: list[str] = field(default_factory=list)
@@ -128,8 +127,6 @@ class Receiver:
         if answer == "hang":
             await asyncio.sleep(self.hang_s)
             answer = 200
-        elif self.delay_s:
-            await asyncio.sleep(self.delay_s)
         # "429:4" answers 429 with Retry-After: 4
         status, _, retry_after = str(answer).partition(":")
         headers = {"Retry-After": retry_after} if retry_after else {}
@@ -281,8 +278,7 @@ class Stack:
                            self.settings.sweep.group)
         metrics = InMemoryMetrics()
         sw = Sweeper(self.settings, self.runtime.store, self.runtime.queue, lease, SystemClock(),
-                     metrics, tracing=self.runtime.tracing,
-                     board=RedisOpsBoard(redis, self.settings.sqs.queue))
+                     metrics, tracing=self.runtime.tracing)
         stop = asyncio.Event()
         task = asyncio.create_task(sw.run(stop)) if run else None
         handle = SweeperHandle(sw, stop, task, redis, metrics)

@@ -192,11 +192,6 @@ all of a group's keys share one slot.)
 - ``ops:{ns}:lag:{slot}`` hash: fire-lag bucket index → count for the 10 s slot starting at
   epoch second ``slot`` (HINCRBY by every dispatcher), EXPIRE ``OPS_LAG_TTL_S`` (the 5 min window
   of the ops page, and a margin).
-- ``ops:{ns}:behind`` zset: caller → the ms until which it counts as behind (a dispatcher
-  deferred one of its due messages for fair share or bulkhead, or holds one a second past its
-  time), ZADD GT by each dispatcher every second (5 s ahead), EXPIRE ``OPS_BEHIND_TTL_S``;
-  readers drop members past their score. Read by the due-scan, which does not re-send such a
-  caller's overdue triggers (they are slow, not lost).
 - ``rate:{key}`` hash ``{tokens, ms}``: a caller's request token bucket, refilled by the Lua
   script that takes from it (Redis' clock); PEXPIRE the time to refill it whole plus 1 s.
 - ``pending:{caller}`` zset: trigger id → the ms until which it counts against ``max_pending``
@@ -502,7 +497,6 @@ def redis_idem_key(caller: str, idem_key: str) -> str:
 
 OPS_BREAKER_TTL_S: Final = 30
 OPS_LAG_TTL_S: Final = 360
-OPS_BEHIND_TTL_S: Final = 30
 INBOX_CHANNELS: Final = "inbox:*"  # every inbox channel: the API's one PSUBSCRIBE
 STREAM_SLOTS_KEY: Final = "streams:{{{caller}}}"  # .format(caller=...): a hash tag, as _tag
 
@@ -513,10 +507,6 @@ def ops_breakers_key(ns: str) -> str:
 
 def ops_lag_key(ns: str, slot: int) -> str:
     return f"ops:{_tag(ns)}:lag:{slot}"
-
-
-def ops_behind_key(ns: str) -> str:
-    return f"ops:{_tag(ns)}:behind"
 
 
 def ops_breaker_field(source: str, caller: str, origin: str) -> str:

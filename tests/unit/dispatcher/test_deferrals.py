@@ -8,8 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from dispatcher.dispatcher import BEHIND_LATE_MS
-from dispatcher.ops_report import BEHIND_TTL_S
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from tests.unit.dispatcher.fakes import (
     CALLER,
@@ -19,7 +17,6 @@ from tests.unit.dispatcher.fakes import (
     make_callers,
     settle,
 )
-from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage
@@ -204,60 +201,3 @@ async def test_messages_waiting_for_a_bulkhead_do_not_stop_receives(env: Env) ->
     gate.set()
     await d.drain()
     assert all(env.row(t).status is Status.FIRED for t in [*slow, other])
-
-
-async def test_a_caller_held_back_is_published_as_behind_and_forgotten_once_caught_up(
-        env: Env) -> None:
-    """What the due-scan reads to tell slow from lost (``sweeper.heal``): a caller whose due
-    messages were deferred because its bulkhead was full, or wait in hand a second past their
-    time, is behind for a few seconds past the last round that found it so; another caller,
-    whose message is in hand only just due, is not."""
-    env.callers = make_callers(orders_max_concurrency=1)
-    env.with_dispatch(max_inflight=2)
-    gate = env.channel.gate = asyncio.Event()
-    board = MemoryOpsBoard()
-    d = env.dispatcher_with(board=board)
-    assert d.reporter is not None
-    slow = [await env.add(0) for _ in range(4)]
-    await env.enqueue(*slow)
-    tasks = []
-    for m in await env.receive():
-        tasks.append(asyncio.create_task(d.handle(m)))
-        await settle()
-    other = await env.add(0, caller=OTHER_CALLER)
-    tasks.append(asyncio.create_task(d.handle(await env.receive_one(other))))
-    await settle()
-    assert env.count("bulkhead_deferrals_total") == 1 and d.delivery.waiting == 2
-    await d.reporter.publish()
-    assert await board.read_behind(env.clock.now_ms()) == {CALLER}
-    assert d.take_behind() == set()  # the deferral published once, none in hand yet late
-    env.clock.advance_ms(BEHIND_LATE_MS - 1)
-    await d.reporter.publish()  # still in hand, not yet late: behind only as marked before
-    assert await board.read_behind(env.clock.now_ms() + BEHIND_TTL_S * 1000) == set()
-    env.clock.advance_ms(1)
-    await d.reporter.publish()  # now a second late: both callers waiting here are behind
-    assert await board.read_behind(env.clock.now_ms() + BEHIND_TTL_S * 1000 - 1) == {
-        CALLER, OTHER_CALLER}
-    gate.set()
-    await asyncio.gather(*tasks)  # caught up: nothing waits, nothing deferred since
-    env.clock.advance_ms(1_000)
-    await d.reporter.publish()
-    assert await board.read_behind(env.clock.now_ms()) == {CALLER, OTHER_CALLER}  # 4 s more
-    env.clock.advance_ms(BEHIND_TTL_S * 1000)
-    await d.reporter.publish()
-    assert await board.read_behind(env.clock.now_ms()) == set()
-
-
-async def test_a_due_message_over_its_callers_share_marks_the_caller_behind(env: Env) -> None:
-    env.with_dispatch(max_inflight=1)
-    env.channel.gate = asyncio.Event()
-    d = env.dispatcher()
-    first, second = await env.add(0), await env.add(0)
-    task = asyncio.create_task(d.handle(await env.receive_one(first)))
-    await settle()
-    assert d.take_behind() == set()
-    await d.handle(await env.receive_one(second))  # over the share: deferred, unread
-    assert d.take_behind() == {CALLER}
-    assert d.take_behind() == set()  # noted once
-    env.channel.gate.set()
-    await task

@@ -11,10 +11,9 @@ from dataclasses import replace
 import pytest
 
 from sweeper.heal import DueScan
-from trigger_service.adapters.memory.board import MemoryOpsBoard
 from trigger_service.adapters.memory.store import MemoryQueue, MemoryStore
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import CacheError, StoreError
+from trigger_service.core.errors import StoreError
 from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
 from trigger_service.core.ports.values import BucketEntry, OutgoingMessage
 from trigger_service.core.time.clock import ManualClock
@@ -43,9 +42,7 @@ class World:
         self.store = CountingStore()
         self.queue = MemoryQueue(self.clock)
         self.metrics = InMemoryMetrics()
-        self.board = MemoryOpsBoard()
-        self.scan = DueScan(settings, self.store, self.queue, self.clock, self.metrics,
-                            self.board)
+        self.scan = DueScan(settings, self.store, self.queue, self.clock, self.metrics)
 
     async def add(self, fire_in_ms: int, *, shard: int = 0, route: Route = Route.DIRECT,
                   **changes: object) -> Trigger:
@@ -104,45 +101,6 @@ async def test_no_resend_while_sqs_holds_a_backlog_as_large_as_the_overdue() -> 
     w.clock.advance_ms(GRACE_MS)
     await w.scan.run_once([0])
     assert sorted(w.resent()) == sorted(t.trigger_id for t in overdue)
-
-
-async def test_a_caller_the_dispatchers_are_behind_on_is_not_resent_until_it_catches_up(
-) -> None:
-    """Its messages are held back (deferred, or in hand: not visible), a copy would wait
-    behind them, and its claims wait for its bulkhead. Another caller's overdue trigger
-    and stale claim are re-sent meanwhile."""
-    w = World()
-    herd = [await w.add(0) for _ in range(3)]
-    waiting = await w.add(-TIMEOUT_MS, status=Status.IN_FLIGHT, attempts=1,
-                          claimed_at_ms=START_MS - TIMEOUT_MS, claim_id="waits")
-    lone = await w.add(0, caller="billing")
-    dead = await w.add(-TIMEOUT_MS, caller="billing", status=Status.IN_FLIGHT, attempts=1,
-                       claimed_at_ms=START_MS - TIMEOUT_MS, claim_id="dead")
-    behind_until_ms = START_MS + GRACE_MS + 5_000
-    await w.board.mark_behind(["orders"], behind_until_ms)
-    w.clock.advance_ms(GRACE_MS + 1)
-    report = await w.scan.run_once([0])
-    assert sorted(w.resent()) == sorted([lone.trigger_id, dead.trigger_id])
-    assert report.resent == 2 and w.metrics.snapshot()["heal_behind_total"] == 4
-    w.clock.set_ms(behind_until_ms)  # caught up, but not yet looked at again
-    await w.scan.run_once([0])
-    assert len(w.resent()) == 2
-    w.clock.set_ms(START_MS + 2 * GRACE_MS + 1)  # a grace after: still overdue, re-sent
-    await w.scan.run_once([0])  # (with the two re-sent before, their pause over)
-    assert sorted(w.resent()[2:]) == sorted(
-        [t.trigger_id for t in [*herd, waiting, lone, dead]])
-
-
-async def test_without_the_board_every_overdue_trigger_is_resent() -> None:
-    class DownBoard(MemoryOpsBoard):
-        async def read_behind(self, now_ms: int) -> set[str]:
-            raise CacheError("redis away")
-
-    w = World()
-    w.scan = DueScan(SETTINGS, w.store, w.queue, w.clock, w.metrics, DownBoard())
-    overdue = await w.add(0)
-    w.clock.advance_ms(GRACE_MS + 1)
-    assert (await w.scan.run_once([0])).resent == 1 and w.resent() == [overdue.trigger_id]
 
 
 @pytest.mark.parametrize("stored", [10, 300])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 from trigger_service.core.ports.ops import BreakerView
 from trigger_service.core.time.lag import BUCKETS
@@ -12,7 +12,6 @@ class MemoryOpsBoard:
     def __init__(self) -> None:
         self._breakers: dict[tuple[str, str, str], tuple[BreakerView, int]] = {}
         self._lag: dict[int, list[int]] = {}
-        self._behind: dict[str, int] = {}  # caller -> behind until (ms)
 
     async def publish_breakers(self, source: str, breakers: Sequence[BreakerView],
                                now_ms: int, ttl_s: int,
@@ -39,10 +38,3 @@ class MemoryOpsBoard:
             for i, n in enumerate(self._lag.get(slot, ())):
                 counts[i] += n
         return counts
-
-    async def mark_behind(self, callers: Collection[str], until_ms: int) -> None:
-        for caller in callers:
-            self._behind[caller] = max(until_ms, self._behind.get(caller, 0))
-
-    async def read_behind(self, now_ms: int) -> set[str]:
-        return {caller for caller, until_ms in self._behind.items() if until_ms > now_ms}

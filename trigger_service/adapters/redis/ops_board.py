@@ -4,7 +4,7 @@ page. Errors become ``CacheError``; an entry that cannot be read is skipped."""
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError
@@ -96,26 +96,3 @@ class RedisOpsBoard:
                 if bucket.isdigit() and int(bucket) < BUCKETS:
                     counts[int(bucket)] += int(n)
         return counts
-
-    async def mark_behind(self, callers: Collection[str], until_ms: int) -> None:
-        if not callers:
-            return
-        key = schema.ops_behind_key(self._ns)
-        try:
-            async with self._r.pipeline(transaction=False) as p:
-                p.zadd(key, dict.fromkeys(callers, until_ms), gt=True)
-                p.expire(key, schema.OPS_BEHIND_TTL_S)
-                await p.execute()
-        except RedisError as e:
-            raise CacheError(f"redis behind publish failed: {e}") from e
-
-    async def read_behind(self, now_ms: int) -> set[str]:
-        key = schema.ops_behind_key(self._ns)
-        try:
-            async with self._r.pipeline(transaction=False) as p:
-                p.zremrangebyscore(key, "-inf", now_ms)
-                p.zrange(key, 0, -1)
-                _, callers = await p.execute()
-        except RedisError as e:
-            raise CacheError(f"redis behind read failed: {e}") from e
-        return {str(c) for c in callers}

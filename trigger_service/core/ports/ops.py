@@ -1,10 +1,9 @@
-"""What dispatchers publish for the ops page and the due-scan (``core.ports`` holds the other
-boundaries; the same rules apply): breaker states, fire lag and the callers they are behind on,
-across processes and hosts."""
+"""What dispatchers publish for the ops page (``core.ports`` holds the other boundaries;
+the same rules apply): breaker states and fire lag, across processes and hosts."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -39,13 +38,3 @@ class OpsBoard(Protocol):
         ...
 
     async def read_lag(self, slots: Sequence[int]) -> list[int]: ...  # summed over slots
-
-    async def mark_behind(self, callers: Collection[str], until_ms: int) -> None:
-        """``callers`` are behind until ``until_ms`` at least (a dispatcher deferred a due
-        message of theirs for capacity, or holds one past its time); a later mark never
-        shortens an earlier one."""
-        ...
-
-    async def read_behind(self, now_ms: int) -> set[str]:
-        """The callers marked behind until after ``now_ms``."""
-        ...
