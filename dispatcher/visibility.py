@@ -25,7 +25,7 @@ from trigger_service.core.ports import Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S, ceil_div, sqs_delay_s
 
-log = structlog.get_logger(__name__)
+log = structlog.get_logger("dispatcher")
 
 REFRESH_AFTER_RECEIVES = 10
 # Time to write an outcome after a send that took the whole callback timeout.
