@@ -9,6 +9,11 @@ soon as ``max_batch`` of them are there, or when the oldest has waited ``linger_
 whichever comes first. So under load batches are full and the linger is only a bound on
 the wait (the first item waiting starts the timer; none waits longer).
 
+A batch's size can follow the load (``busy_batch``): small while few flushes are in flight,
+where the far end has room and a small batch is answered sooner (each item waits for its
+whole batch), fuller once it is busy, where waiting in its queue costs more than sharing a
+batch, and a fuller batch costs both ends less per item.
+
 Each caller gets its own item's outcome: the flush returns the errors of the items that
 failed, by position in the batch (the others succeeded); an exception raised by the flush
 itself (the request failed) is raised to every caller of that batch.
@@ -40,12 +45,16 @@ class Batcher(Generic[T]):
         linger_ms: int = 20,
         max_concurrent_flushes: int = 8,
         eager: bool = True,
+        busy_batch: int | None = None,
+        busy_flushes: int = 0,
     ) -> None:
         """``flush`` sends one batch of at most ``max_batch`` items; at most
         ``max_concurrent_flushes`` run at once (more wait their turn: back-pressure, on top
         of the linger). The linger is timed on ``clock``. ``eager=False``: an item never goes
         alone at once, it always waits for company (for calls whose caller does not wait
-        on them, where a full batch matters more than a few hundred ms)."""
+        on them, where a full batch matters more than a few hundred ms). ``busy_batch``:
+        the size of a batch cut while ``busy_flushes`` or more flushes are in flight
+        (None: always ``max_batch``)."""
         self._flush = flush
         self._clock = clock
         self._max_batch = max_batch
@@ -56,6 +65,8 @@ class Batcher(Generic[T]):
         self._slots = asyncio.Semaphore(max_concurrent_flushes)
         self._tasks: set[asyncio.Task[None]] = set()
         self._eager = eager
+        self._busy_batch = busy_batch
+        self._busy_flushes = busy_flushes
 
     async def submit(self, item: T) -> None:
         """Return once ``item`` was sent in a batch; raise its error (``flush``'s item error,
@@ -84,9 +95,8 @@ class Batcher(Generic[T]):
     def _cut(self, *, everything: bool) -> None:
         """Start a flush of each full batch waiting, and with ``everything`` of the rest
         too; what still waits has a timer (the one its elders started, if running)."""
-        while len(self._pending) >= self._max_batch or (everything and self._pending):
-            batch, self._pending = (self._pending[: self._max_batch],
-                                    self._pending[self._max_batch:])
+        while len(self._pending) >= (size := self._size()) or (everything and self._pending):
+            batch, self._pending = self._pending[:size], self._pending[size:]
             self._in_flight += 1
             task = asyncio.get_running_loop().create_task(self._run(batch))
             self._tasks.add(task)
@@ -96,6 +106,11 @@ class Batcher(Generic[T]):
             self._timer = None
         elif self._pending and self._timer is None:
             self._timer = asyncio.ensure_future(self._linger())
+
+    def _size(self) -> int:
+        if self._busy_batch is not None and self._in_flight >= self._busy_flushes:
+            return self._busy_batch
+        return self._max_batch
 
     async def _run(self, batch: list[tuple[T, asyncio.Future[None]]]) -> None:
         try:

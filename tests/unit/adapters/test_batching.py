@@ -196,3 +196,40 @@ async def test_submit_many_in_company_cuts_the_full_batches_and_the_rest_waits()
     sink.gate.set()
     assert await many == [None] * 12
     await asyncio.gather(first, late)
+
+
+async def test_batches_grow_to_the_busy_size_once_enough_flushes_are_in_flight() -> None:
+    clock = ManualClock(1_000)
+    sink = Sink(clock)
+    b: Batcher[int] = Batcher(sink.flush, clock, max_batch=2, linger_ms=LINGER_MS,
+                              max_concurrent_flushes=10, busy_batch=5, busy_flushes=3)
+    sink.gate.clear()
+    first = asyncio.ensure_future(b.submit(0))
+    await settle()
+    crowd = submit_all(b, range(1, 17))
+    await settle()
+    # One in flight, then batches of 2 until three are in flight, then batches of 5; the
+    # last two wait for company (fewer than the busy size).
+    assert sink.sizes() == [1, 2, 2, 5, 5]
+    clock.advance_ms(LINGER_MS)
+    await settle()
+    assert sink.sizes() == [1, 2, 2, 5, 5, 2]
+    sink.gate.set()
+    assert await crowd == [None] * 16
+    await first
+    # Idle again: a lone item goes at once, and a pair is a full batch again.
+    await asyncio.gather(b.submit(20))
+    assert sink.sizes()[-1] == 1
+
+
+async def test_without_a_busy_size_the_batch_size_never_changes() -> None:
+    _clock, sink, b = make()
+    sink.gate.clear()
+    first = asyncio.ensure_future(b.submit(0))
+    await settle()
+    crowd = submit_all(b, range(1, 61))
+    await settle()
+    assert sink.sizes() == [1] + [10] * 6
+    sink.gate.set()
+    assert await crowd == [None] * 60
+    await first

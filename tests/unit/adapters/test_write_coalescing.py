@@ -67,7 +67,7 @@ async def test_a_batch_of_big_rows_goes_as_several_requests_each_under_the_bound
     cql = Recording()
     writes = write_batcher(cql, SystemClock())
     n = coalescing.COALESCE_SUBMISSIONS
-    await asyncio.gather(*(writes.submit(row(2048)) for _ in range(n)))
+    await asyncio.gather(*(writes.submit(row(4096)) for _ in range(n)))
     assert sum(len(r) for r in cql.requests) == n
     assert len(cql.requests) > 2  # the first alone (the batcher was idle), then cut by size
     for request in cql.requests:

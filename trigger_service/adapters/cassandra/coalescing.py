@@ -21,7 +21,19 @@ from trigger_service.core.ports import Clock
 # batch of big rows stays far below Cassandra's 50 KiB batch limit
 # (``batch_size_fail_threshold``). Rows are coalesced only with a payload this small, and a
 # submission waits at most this long for company.
-COALESCE_SUBMISSIONS = 32
+# So few while Cassandra has room (fewer than ``BUSY_FLUSHES`` requests of the batcher in
+# flight): somebody waits on each of these writes (a registration makes three such round
+# trips before its answer), and Cassandra applies one request's batch on one of its threads,
+# so every submission in it waits for all of it. Once it is busy, ``BUSY_SUBMISSIONS``: a
+# fuller batch costs both ends less per write. Measured (docs/benchmarks.md, 2026-11-30):
+# 64 clients registered 459-488/s with 32 a batch always, 605-628/s with 8 always, 545-660/s
+# with these; batch create (CPU-bound) made 1,816-2,066/s with 32 always, 1,614-1,647/s
+# with 8 always, 1,910-1,945/s with these.
+COALESCE_SUBMISSIONS = 8
+BUSY_SUBMISSIONS = 32
+BUSY_FLUSHES = 16
+# A patient write's batch: nobody waits on it soon, so fewer, fuller requests.
+PATIENT_SUBMISSIONS = 32
 COALESCE_MAX_BYTES = 24 * 1024
 COALESCE_PAYLOAD_MAX_BYTES = 2048
 COALESCE_LINGER_MS = 2
@@ -52,11 +64,12 @@ def write_batcher(cql: driver.Statements, clock: Clock, *,
                 if isinstance(outcome, Exception) for i in part}
 
     if patient:
-        return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
+        return Batcher(flush, clock, max_batch=PATIENT_SUBMISSIONS,
                        linger_ms=PATIENT_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
                        eager=False)
     return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
-                   max_concurrent_flushes=COALESCE_FLUSHES)
+                   max_concurrent_flushes=COALESCE_FLUSHES, busy_batch=BUSY_SUBMISSIONS,
+                   busy_flushes=BUSY_FLUSHES)
 
 
 def by_size(batch: Sequence[Writes], max_bytes: int) -> list[list[int]]:
