@@ -21,14 +21,14 @@ from trigger_service.core.ports import Clock
 # batch of big rows stays far below Cassandra's 50 KiB batch limit
 # (``batch_size_fail_threshold``). Rows are coalesced only with a payload this small, and a
 # submission waits at most this long for company.
-# So few while Cassandra has room (fewer than ``BUSY_FLUSHES`` requests of the batcher in
-# flight): somebody waits on each of these writes (a registration makes three such round
-# trips before its answer), and Cassandra applies one request's batch on one of its threads,
-# so every submission in it waits for all of it. Once it is busy, ``BUSY_SUBMISSIONS``: a
-# fuller batch costs both ends less per write. Measured (docs/benchmarks.md, 2026-11-30):
-# 64 clients registered 459-488/s with 32 a batch always, 605-628/s with 8 always, 545-660/s
-# with these; batch create (CPU-bound) made 1,816-2,066/s with 32 always, 1,614-1,647/s
-# with 8 always, 1,910-1,945/s with these.
+# So few for the writes a caller's answer waits on (``waited``: a registration makes three
+# such round trips before its answer) while Cassandra has room (fewer than ``BUSY_FLUSHES``
+# requests of the batcher in flight): Cassandra applies one request's batch on one of its
+# threads, so every submission in it waits for all of it. Once it is busy, and for every
+# other write, ``BUSY_SUBMISSIONS``: a fuller batch costs both ends less per write.
+# Measured (docs/benchmarks.md, 2026-11-30): 64 clients registered 459-488/s with 32 a batch
+# always, 605-628/s with 8 always, 545-660/s with these; batch create (CPU-bound) made
+# 1,816-2,066/s with 32 always, 1,614-1,647/s with 8 always, 1,910-1,945/s with these.
 COALESCE_SUBMISSIONS = 8
 BUSY_SUBMISSIONS = 32
 BUSY_FLUSHES = 16
@@ -48,11 +48,13 @@ _COLLECTIONS = (list, tuple, set, frozenset, dict)
 Writes = Sequence[tuple[str, Sequence[Any]]]  # statements by name with values, written together
 
 
-def write_batcher(cql: driver.Statements, clock: Clock, *,
-                  patient: bool = False) -> Batcher[Writes]:
+def write_batcher(cql: driver.Statements, clock: Clock, *, patient: bool = False,
+                  waited: bool = False) -> Batcher[Writes]:
     """Submitted writes, coalesced into unlogged batches of ``cql`` (``clock`` times the
     linger). ``patient``: a lone write waits ``PATIENT_LINGER_MS`` for company rather than
-    going at once."""
+    going at once. ``waited``: a caller's answer waits on these writes (a registration's),
+    so batches are small while Cassandra has room (``COALESCE_SUBMISSIONS``); otherwise,
+    and once it is busy, ``BUSY_SUBMISSIONS``."""
     async def flush(batch: Sequence[Writes]) -> ItemErrors:
         parts = by_size(batch, COALESCE_MAX_BYTES)
         if len(parts) == 1:  # the usual case: one request, its failure every submission's
@@ -67,9 +69,12 @@ def write_batcher(cql: driver.Statements, clock: Clock, *,
         return Batcher(flush, clock, max_batch=PATIENT_SUBMISSIONS,
                        linger_ms=PATIENT_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
                        eager=False)
-    return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
-                   max_concurrent_flushes=COALESCE_FLUSHES, busy_batch=BUSY_SUBMISSIONS,
-                   busy_flushes=BUSY_FLUSHES)
+    if waited:
+        return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
+                       linger_ms=COALESCE_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
+                       busy_batch=BUSY_SUBMISSIONS, busy_flushes=BUSY_FLUSHES)
+    return Batcher(flush, clock, max_batch=BUSY_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
+                   max_concurrent_flushes=COALESCE_FLUSHES)
 
 
 def by_size(batch: Sequence[Writes], max_bytes: int) -> list[list[int]]:

@@ -61,8 +61,9 @@ class CassandraTriggers:
         self._clock = clock
         self.list_max_rows = LIST_MAX_ROWS
         self._versions: WrittenUntil[str] = WrittenUntil()
-        self._index_writes = write_batcher(cql, clock)
-        self._row_writes = write_batcher(cql, clock)
+        # A registration's answer waits on both (``coalescing.COALESCE_SUBMISSIONS``).
+        self._index_writes = write_batcher(cql, clock, waited=True)
+        self._row_writes = write_batcher(cql, clock, waited=True)
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
         self._rows = TriggerRows(cql.run, cql.run_conditional, clock, sealer)
         self._legacy = LegacyRows(cql.run, self._rows)
