@@ -58,6 +58,15 @@ def submit_all(b: Batcher[int], items: range) -> asyncio.Future[list[object]]:
     return asyncio.gather(*(b.submit(i) for i in items), return_exceptions=True)
 
 
+async def hold_one(sink: Sink, b: Batcher[int]) -> asyncio.Future[None]:
+    """Item 0 sent on an idle batcher (alone, at once) and kept in flight until the gate
+    is set again."""
+    sink.gate.clear()
+    first = asyncio.ensure_future(b.submit(0))
+    await settle()
+    return first
+
+
 async def test_a_lone_item_goes_at_once_without_waiting_for_the_linger() -> None:
     _clock, sink, b = make()
     await b.submit(1)  # the clock never moves: no linger was waited for
@@ -68,9 +77,7 @@ async def test_a_lone_item_goes_at_once_without_waiting_for_the_linger() -> None
 
 async def test_items_arriving_while_a_flush_is_in_flight_go_in_full_batches() -> None:
     _clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     assert sink.sizes() == [1]  # nothing in flight: sent alone at once
     crowd = submit_all(b, range(1, 31))
     await settle()
@@ -96,9 +103,7 @@ async def test_a_concurrent_burst_goes_out_in_full_batches() -> None:
 
 async def test_no_item_waits_longer_than_the_linger() -> None:
     clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     waiting = submit_all(b, range(1, 4))  # in flight: these wait for company
     await settle()
     clock.advance_ms(LINGER_MS - 1)
@@ -144,9 +149,7 @@ async def test_an_item_error_reaches_only_that_items_caller() -> None:
 
 async def test_drain_sends_what_waits_without_the_linger() -> None:
     _clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     waiting = submit_all(b, range(1, 3))
     await settle()
     sink.gate.set()
@@ -158,9 +161,7 @@ async def test_drain_sends_what_waits_without_the_linger() -> None:
 
 async def test_a_cancelled_caller_does_not_stop_its_batch() -> None:
     clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     gone = asyncio.ensure_future(b.submit(1))
     kept = asyncio.ensure_future(b.submit(2))
     await settle()
@@ -182,9 +183,7 @@ async def test_submit_many_on_an_idle_batcher_sends_everything_at_once() -> None
 
 async def test_submit_many_in_company_cuts_the_full_batches_and_the_rest_waits() -> None:
     clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     many = asyncio.ensure_future(b.submit_many(list(range(1, 13))))
     await settle()
     assert sink.sizes() == [1, 10]
@@ -203,9 +202,7 @@ async def test_batches_grow_to_the_busy_size_once_enough_flushes_are_in_flight()
     sink = Sink(clock)
     b: Batcher[int] = Batcher(sink.flush, clock, max_batch=2, linger_ms=LINGER_MS,
                               max_concurrent_flushes=10, busy_batch=5, busy_flushes=3)
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     crowd = submit_all(b, range(1, 17))
     await settle()
     # One in flight, then batches of 2 until three are in flight, then batches of 5; the
@@ -217,16 +214,18 @@ async def test_batches_grow_to_the_busy_size_once_enough_flushes_are_in_flight()
     sink.gate.set()
     assert await crowd == [None] * 16
     await first
-    # Idle again: a lone item goes at once, and a pair is a full batch again.
-    await asyncio.gather(b.submit(20))
-    assert sink.sizes()[-1] == 1
+    # Idle again: a lone item goes at once, and a crowd goes in batches of 2 again.
+    await b.submit(20)
+    crowd = submit_all(b, range(21, 26))
+    await settle()
+    assert sink.sizes()[-4:] == [1, 1, 2, 2]
+    clock.advance_ms(LINGER_MS)
+    assert await crowd == [None] * 5
 
 
 async def test_without_a_busy_size_the_batch_size_never_changes() -> None:
     _clock, sink, b = make()
-    sink.gate.clear()
-    first = asyncio.ensure_future(b.submit(0))
-    await settle()
+    first = await hold_one(sink, b)
     crowd = submit_all(b, range(1, 61))
     await settle()
     assert sink.sizes() == [1] + [10] * 6
