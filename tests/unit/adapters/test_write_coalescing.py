@@ -66,7 +66,7 @@ def test_requests_are_cut_by_size_in_order_and_one_big_submission_goes_alone() -
 async def test_a_batch_of_big_rows_goes_as_several_requests_each_under_the_bound() -> None:
     cql = Recording()
     writes = write_batcher(cql, SystemClock(), waited=True)
-    n = coalescing.COALESCE_SUBMISSIONS
+    n = coalescing.WAITED_SUBMISSIONS
     await asyncio.gather(*(writes.submit(row(4096)) for _ in range(n)))
     assert sum(len(r) for r in cql.requests) == n
     assert len(cql.requests) > 2  # the first alone (the batcher was idle), then cut by size

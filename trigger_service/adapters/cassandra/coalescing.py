@@ -21,19 +21,17 @@ from trigger_service.core.ports import Clock
 # batch of big rows stays far below Cassandra's 50 KiB batch limit
 # (``batch_size_fail_threshold``). Rows are coalesced only with a payload this small, and a
 # submission waits at most this long for company.
-# So few for the writes a caller's answer waits on (``waited``: a registration makes three
-# such round trips before its answer) while Cassandra has room (fewer than ``BUSY_FLUSHES``
-# requests of the batcher in flight): Cassandra applies one request's batch on one of its
-# threads, so every submission in it waits for all of it. Once it is busy, and for every
-# other write, ``BUSY_SUBMISSIONS``: a fuller batch costs both ends less per write.
+COALESCE_SUBMISSIONS = 32
+# The writes a caller's answer waits on (``waited``: a registration makes three such round
+# trips before its answer) share a request with fewer while Cassandra has room (fewer than
+# ``WAITED_BUSY_FLUSHES`` requests of the batcher in flight): Cassandra applies one
+# request's batch on one of its threads, so every submission in it waits for all of it.
+# Once it is busy, ``COALESCE_SUBMISSIONS``: a fuller batch costs both ends less per write.
 # Measured (docs/benchmarks.md, 2026-11-30): 64 clients registered 459-488/s with 32 a batch
 # always, 605-628/s with 8 always, 545-660/s with these; batch create (CPU-bound) made
 # 1,816-2,066/s with 32 always, 1,614-1,647/s with 8 always, 1,910-1,945/s with these.
-COALESCE_SUBMISSIONS = 8
-BUSY_SUBMISSIONS = 32
-BUSY_FLUSHES = 16
-# A patient write's batch: nobody waits on it soon, so fewer, fuller requests.
-PATIENT_SUBMISSIONS = 32
+WAITED_SUBMISSIONS = 8
+WAITED_BUSY_FLUSHES = 16
 COALESCE_MAX_BYTES = 24 * 1024
 COALESCE_PAYLOAD_MAX_BYTES = 2048
 COALESCE_LINGER_MS = 2
@@ -53,8 +51,8 @@ def write_batcher(cql: driver.Statements, clock: Clock, *, patient: bool = False
     """Submitted writes, coalesced into unlogged batches of ``cql`` (``clock`` times the
     linger). ``patient``: a lone write waits ``PATIENT_LINGER_MS`` for company rather than
     going at once. ``waited``: a caller's answer waits on these writes (a registration's),
-    so batches are small while Cassandra has room (``COALESCE_SUBMISSIONS``); otherwise,
-    and once it is busy, ``BUSY_SUBMISSIONS``."""
+    so batches are small while Cassandra has room (``WAITED_SUBMISSIONS``); otherwise,
+    and once it is busy, ``COALESCE_SUBMISSIONS``."""
     async def flush(batch: Sequence[Writes]) -> ItemErrors:
         parts = by_size(batch, COALESCE_MAX_BYTES)
         if len(parts) == 1:  # the usual case: one request, its failure every submission's
@@ -66,14 +64,14 @@ def write_batcher(cql: driver.Statements, clock: Clock, *, patient: bool = False
                 if isinstance(outcome, Exception) for i in part}
 
     if patient:
-        return Batcher(flush, clock, max_batch=PATIENT_SUBMISSIONS,
+        return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
                        linger_ms=PATIENT_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
                        eager=False)
     if waited:
-        return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS,
+        return Batcher(flush, clock, max_batch=WAITED_SUBMISSIONS,
                        linger_ms=COALESCE_LINGER_MS, max_concurrent_flushes=COALESCE_FLUSHES,
-                       busy_batch=BUSY_SUBMISSIONS, busy_flushes=BUSY_FLUSHES)
-    return Batcher(flush, clock, max_batch=BUSY_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
+                       busy_batch=COALESCE_SUBMISSIONS, busy_flushes=WAITED_BUSY_FLUSHES)
+    return Batcher(flush, clock, max_batch=COALESCE_SUBMISSIONS, linger_ms=COALESCE_LINGER_MS,
                    max_concurrent_flushes=COALESCE_FLUSHES)
 
 

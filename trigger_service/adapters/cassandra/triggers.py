@@ -61,7 +61,7 @@ class CassandraTriggers:
         self._clock = clock
         self.list_max_rows = LIST_MAX_ROWS
         self._versions: WrittenUntil[str] = WrittenUntil()
-        # A registration's answer waits on both (``coalescing.COALESCE_SUBMISSIONS``).
+        # A registration's answer waits on both (``coalescing.WAITED_SUBMISSIONS``).
         self._index_writes = write_batcher(cql, clock, waited=True)
         self._row_writes = write_batcher(cql, clock, waited=True)
         # The rows themselves, whose conditional writes share Paxos rounds per partition.
