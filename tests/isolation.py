@@ -182,6 +182,7 @@ CASES: dict[tuple[str, str], Request] = {
                                                {"delaySeconds": 60}),
     ("POST", "/v1/triggers/{id}/ack"): call("POST", "/v1/triggers/{trigger}/ack"),
     ("POST", "/v1/triggers/{id}/pause"): call("POST", "/v1/triggers/{trigger}/pause"),
+    ("POST", "/v1/triggers/{id}/run"): call("POST", "/v1/triggers/{trigger}/run"),
     ("POST", "/v1/triggers/{id}/resume"): call("POST", "/v1/triggers/{trigger}/resume",
                                                {"policy": "none"}),
     ("GET", "/v1/dead-letters/{id}"): call("GET", "/v1/dead-letters/{dead_letter}"),

@@ -186,7 +186,7 @@ class IdempotentRegistration:
     async def remember_legacy(self, rec: IdempotencyRecord) -> None:
         """Redis's ``done`` entry for a legacy record's key (never raises)."""
         t = rec.trigger
-        await self._cache_done(t, rec.idem_key, rec.request_hash, t.trigger_id, t.fire_at_ms)
+        await self._cache_done(t.caller, rec.idem_key, rec.request_hash, t.trigger_id, t.fire_at_ms)
 
     async def created(self, trigger: Trigger, idem_key: str,
                       done: KeyedCreation) -> Registered:
@@ -198,7 +198,7 @@ class IdempotentRegistration:
         if not done.created:
             return await self._replay_row(done.trigger, trigger.request_hash, idem_key)
         t = done.trigger
-        await self._cache_done(t, idem_key, trigger.request_hash, t.trigger_id, t.fire_at_ms)
+        await self._cache_done(t.caller, idem_key, trigger.request_hash, t.trigger_id, t.fire_at_ms)
         if t.fire_at_ms != trigger.fire_at_ms:
             # Written at another request's elected home, with its fire time: that request
             # is the first, this one its replay (it wrote the row in case that one stopped).
@@ -216,6 +216,32 @@ class IdempotentRegistration:
         if row is None:
             raise refusal
         return await self._replay_row(row, trigger.request_hash, idem_key)
+
+    async def answered(self, caller: str, idem_key: str, request_hash: str
+                       ) -> Registered | None:
+        """The key's answer as Redis holds it, for an operation whose only record of its
+        key is Redis (a run now of a one-time trigger: ``app.running``): a replay when the
+        key is done (``IdempotencyKeyReused`` for another body), None when Redis holds
+        nothing, does not answer, or the key's owner does not finish within the wait. Sets
+        nothing: the operation itself must be safe to repeat."""
+        try:
+            held = await self._cache.get(caller, idem_key)
+        except CacheError as e:
+            log.warning("idem_cache_unavailable", error=str(e))
+            return None
+        if held is not None and not held.done:
+            held = await self._wait_for_done(caller, idem_key)
+        if held is None:
+            return None
+        assert held.trigger_id is not None and held.fire_at_ms is not None
+        return self._replay(held.request_hash, request_hash, held.trigger_id, held.fire_at_ms)
+
+    async def remember(self, caller: str, idem_key: str, request_hash: str,
+                       answer: Registered) -> None:
+        """Redis's ``done`` entry for ``answer`` (what ``answered`` gives back to a retry;
+        never raises)."""
+        await self._cache_done(caller, idem_key, request_hash, answer.trigger_id,
+                               answer.fire_at_ms)
 
     async def release(self, caller: str, idem_key: str) -> None:
         """Give the key back after a failure, so that a retry owns it at once instead of
@@ -258,7 +284,7 @@ class IdempotentRegistration:
         if row.request_hash is None:
             raise _reused()  # not a keyed registration's row (2^-128): never one of ours
         result = self._replay(row.request_hash, request_hash, row.trigger_id, fire_at_ms)
-        await self._cache_done(row, idem_key, row.request_hash, row.trigger_id, fire_at_ms)
+        await self._cache_done(row.caller, idem_key, row.request_hash, row.trigger_id, fire_at_ms)
         return result
 
     def _replay(self, stored_hash: str, request_hash: str, trigger_id: str,
@@ -284,8 +310,8 @@ class IdempotentRegistration:
         self._metrics.inc("idempotent_wait_timeouts_total")
         return None
 
-    async def _cache_done(self, t: Trigger, idem_key: str, request_hash: str, trigger_id: str,
-                          fire_at_ms: int) -> None:
+    async def _cache_done(self, caller: str, idem_key: str, request_hash: str,
+                          trigger_id: str, fire_at_ms: int) -> None:
         # Only the fast path for the next replay: on its errors Cassandra answers that one,
         # and so it does after the entry expired (the row keeps the key's promise). So the
         # entry lives as long as retries are likely, not until a fire time years ahead.
@@ -293,7 +319,7 @@ class IdempotentRegistration:
                                     + self._retention_s) * 1000)
         entry = CachedKey(True, request_hash, trigger_id, fire_at_ms)
         try:
-            await self._cache.put_done(t.caller, idem_key, entry, ttl_ms)
+            await self._cache.put_done(caller, idem_key, entry, ttl_ms)
         except CacheError as e:
             log.warning("idem_cache_unavailable", error=str(e))
 

@@ -1,4 +1,5 @@
-"""The trigger use cases: register, get, cancel, list. No HTTP here.
+"""The trigger use cases: register, get, cancel, list (pause and resume: ``.pausing``; run
+now: ``.running``). No HTTP here.
 
 A registration (``TriggerService.register``: every route that creates a trigger makes that
 one call) runs these steps, in this order:
@@ -42,6 +43,7 @@ from trigger_service.app.registration import (
     snoozed,
     timed_request,
 )
+from trigger_service.app.running import Run, Running
 from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
@@ -107,6 +109,8 @@ class TriggerService:
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
         self._pausing = Pausing(settings, catalog, clock, metrics, self.get, self._sends,
                                 self._writer.release)
+        self._running = Running(settings, catalog, clock, metrics, self.get, self._sends,
+                                self._keys, self.register_planned)
 
     # --- accept: a parsed request becomes a trigger to register ------------------------
     async def accept(self, caller: Caller, req: RegisterRequest, *,
@@ -248,6 +252,12 @@ class TriggerService:
                      policy: CatchUpPolicy | None) -> Trigger:
         """PAUSED → PENDING by ``policy`` (None: the series'), idempotent (``app.pausing``)."""
         return await self._pausing.resume(caller, trigger_id, policy)
+
+    async def run(self, caller: str, trigger_id: str, idem_key: str | None,
+                  request_hash: str) -> Run:
+        """Fire the trigger now, once per ``idem_key`` (``app.running``: what runs, its
+        errors)."""
+        return await self._running.run(caller, trigger_id, idem_key, request_hash)
 
     async def cancel(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → CANCELLED (idempotent); a 200 is never followed by a delivery.

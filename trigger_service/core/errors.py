@@ -14,6 +14,8 @@
     │   ├── NotFound                  404 not_found
     │   ├── NotCancellable            409 not_cancellable
     │   ├── NotEditable               409 not_editable (finished, or an occurrence in flight)
+    │   ├── NotRunnable               409 not_runnable (run now: the trigger finished, or
+    │   │                             keeps changing state)
     │   ├── AlreadyReplayed           409 already_replayed (a dead letter replayed already)
     │   ├── NotReplayable             409 not_replayable (its trigger has expired)
     │   ├── PayloadTooLarge           413 payload_too_large
@@ -143,6 +145,10 @@ class NotCancellable(ApiError):
 
 class NotEditable(ApiError):
     status, code = 409, "not_editable"
+
+
+class NotRunnable(ApiError):
+    status, code = 409, "not_runnable"
 
 
 class AlreadyReplayed(ApiError):

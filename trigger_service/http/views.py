@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from trigger_service.app.idempotency import Registered
+from trigger_service.app.running import Run
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.plan import initial_states
 from trigger_service.core.ports.values import ListPage
@@ -122,6 +123,13 @@ def resolved_view(body: dict[str, Any], fire_at_ms: int,
     time_zone = body.get("timeZone")
     return {"when": body["when"], "fireAt": format_rfc3339_ms(fire_at_ms), "rrule": rule,
             "timeZone": time_zone if isinstance(time_zone, str) else None}
+
+
+def run_view(run: Run) -> dict[str, Any]:
+    """The 202 body of a run now (``app.running``): ``runTriggerId`` is the trigger that
+    fires the occurrence (the one asked, or its one-time copy)."""
+    return {"triggerId": run.trigger_id, "occurrenceId": run.occurrence_id,
+            "fireAt": format_rfc3339_ms(run.fire_at_ms), "runTriggerId": run.run_trigger_id}
 
 
 def cancelled_view(t: Trigger) -> dict[str, Any]:

@@ -20,6 +20,7 @@ from trigger_client.models import (
     CreatedTrigger,
     Page,
     Preview,
+    RunStarted,
     SigningSecret,
     Status,
     Trigger,
@@ -180,6 +181,14 @@ def patch(trigger_id: str, body: Mapping[str, Any]) -> Call[Trigger]:
 
 def snooze(trigger_id: str, body: Mapping[str, Any], key: str | None) -> Call[CreatedTrigger]:
     return Call("POST", f"/v1/triggers/{seg(trigger_id)}/snooze", _created, body=dict(body),
+                headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
+
+
+def run(trigger_id: str, key: str | None) -> Call[RunStarted]:
+    # Always keyed, so that a retried request runs once.
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/run",
+                lambda r: RunStarted.from_json(r.json(),
+                                               r.headers.get("Idempotent-Replayed") == "true"),
                 headers={"Idempotency-Key": key or new_idempotency_key()}, retry=True)
 
 

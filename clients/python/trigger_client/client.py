@@ -32,6 +32,7 @@ from trigger_client.models import (
     DstPolicy,
     Page,
     Preview,
+    RunStarted,
     SigningSecret,
     Status,
     Trigger,
@@ -190,6 +191,13 @@ class Triggers:
         body = snooze_body(delay_s=delay_s, fire_at=fire_at, local_time=local_time,
                            time_zone=time_zone, dst_policy=dst_policy, when=when)
         return self._x.run(calls.snooze(trigger_id, body, idempotency_key))
+
+    def run(self, trigger_id: str, *, idempotency_key: str | None = None) -> RunStarted:
+        """Fire the trigger now: a one-time trigger moves to now (same occurrence id); a
+        series or a paused trigger gets an extra occurrence, a one-time copy firing now
+        (``.run_trigger_id``). Once per ``idempotency_key`` (one is made if not given, so
+        the SDK's own retries run it once)."""
+        return self._x.run(calls.run(trigger_id, idempotency_key))
 
     def pause(self, trigger_id: str) -> Trigger:
         """PENDING → PAUSED (idempotent): nothing is delivered until ``resume``. ``Conflict``

@@ -104,8 +104,9 @@ class RequestTimeout(ApiError):
 
 
 class Conflict(ApiError):
-    """409: the state does not allow it (not_cancellable, not_editable, already_replayed,
-    not_replayable); ``trigger_status`` is the trigger's status when the API names it."""
+    """409: the state does not allow it (not_cancellable, not_editable, not_runnable,
+    already_replayed, not_replayable); ``trigger_status`` is the trigger's status when the
+    API names it."""
 
     @property
     def trigger_status(self) -> str | None:
@@ -162,7 +163,8 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "invalid_request": InvalidRequest, "fire_at_out_of_range": FireAtOutOfRange,
     "unauthorized": Unauthorized, "forbidden": Forbidden, "not_found": NotFound,
     "method_not_allowed": MethodNotAllowed, "request_timeout": RequestTimeout,
-    "not_cancellable": Conflict, "not_editable": Conflict, "already_replayed": Conflict,
+    "not_cancellable": Conflict, "not_editable": Conflict, "not_runnable": Conflict,
+    "already_replayed": Conflict,
     "not_replayable": Conflict, "payload_too_large": PayloadTooLarge,
     "unsupported_media_type": UnsupportedMediaType, "callback_not_allowed": Unprocessable,
     "idempotency_key_reused": Unprocessable, "nonexistent_local_time": Unprocessable,

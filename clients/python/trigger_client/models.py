@@ -80,6 +80,26 @@ class CreatedTrigger:
 
 
 @dataclass(frozen=True, slots=True)
+class RunStarted:
+    """``POST /v1/triggers/{id}/run``'s answer: the occurrence that fires now
+    (``occurrence_id``, what the receiver deduplicates on) and the trigger that fires it
+    (``run_trigger_id``: the one asked, or for a series or a paused trigger its one-time
+    copy). ``replayed``: a retry with the Idempotency-Key, answered the first run."""
+
+    trigger_id: str
+    occurrence_id: str
+    fire_at: datetime
+    run_trigger_id: str
+    replayed: bool = False
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any], replayed: bool = False) -> RunStarted:
+        return cls(d["triggerId"], d["occurrenceId"], parse_instant(d["fireAt"]),
+                   d["runTriggerId"], replayed, d)
+
+
+@dataclass(frozen=True, slots=True)
 class CancelledTrigger:
     trigger_id: str
     status: Status

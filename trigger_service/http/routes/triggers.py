@@ -1,4 +1,4 @@
-"""``/v1/triggers``: register, get, cancel, list, pause, resume."""
+"""``/v1/triggers``: register, get, cancel, list, pause, resume, run now."""
 
 from __future__ import annotations
 
@@ -56,6 +56,18 @@ async def resume_trigger(request: web.Request) -> web.Response:
     return web.json_response(views.trigger_view(t))
 
 
+async def run_trigger(request: web.Request) -> web.Response:
+    trigger_id = request.match_info["id"]
+    idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
+    body = parsing.parse_optional_json_body(await request.read())
+    if body is not parsing.NO_BODY and body != {}:
+        raise InvalidRequest("body: none, or {} (a run takes no fields)")
+    run = await request.app[SERVICE_KEY].run(caller_of(request).name, trigger_id, idem_key,
+                                             parsing.request_hash({"run": trigger_id}))
+    headers = {"Idempotent-Replayed": "true"} if run.replayed else {}
+    return web.json_response(views.run_view(run), status=202, headers=headers)
+
+
 def resume_policy(raw: bytes) -> CatchUpPolicy | None:
     """The policy of a resume body: none (an empty body or ``{}``: the series' own), or
     ``{"policy": "all" | "latest" | "none"}``. Raises ``InvalidRequest``."""
@@ -85,3 +97,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_delete("/v1/triggers/{id}", cancel_trigger)
     app.router.add_post("/v1/triggers/{id}/pause", pause_trigger)
     app.router.add_post("/v1/triggers/{id}/resume", resume_trigger)
+    app.router.add_post("/v1/triggers/{id}/run", run_trigger)

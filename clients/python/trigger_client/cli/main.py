@@ -295,6 +295,31 @@ def snooze(ctx: typer.Context, trigger_id: str, in_: In = None, at: At = None, t
         print_created(created, zone(tz))
 
 
+@app.command("run")
+def run_now(ctx: typer.Context, trigger_id: str, tz: Tz = None,
+            idempotency_key: Annotated[str | None, typer.Option(
+                help="Default: a fresh one (printed when the outcome is unknown).")] = None,
+            output: OutputOpt = Output.text) -> None:
+    """Fire a trigger now: a one-time trigger moves to now, a series (or a paused trigger)
+    gets one extra occurrence now and keeps its schedule."""
+    with api_errors(output), client(ctx) as c:
+        key = idempotency_key or new_idempotency_key()
+        try:
+            started = c.triggers.run(trigger_id, idempotency_key=key)
+        except (ServerError, ConnectionFailed):
+            err.print(f"it may or may not run: retry with --idempotency-key {key}")
+            raise
+    if output is Output.json:
+        print_json(started.raw)
+        return
+    note = " [dim](replayed: this Idempotency-Key was used before)[/dim]" if \
+        started.replayed else ""
+    out.print(f"[green]{started.occurrence_id}[/green] fires at "
+              f"{show(started.fire_at, zone(tz))}{note}")
+    if started.run_trigger_id != started.trigger_id:
+        out.print(f"  an extra occurrence: the one-time copy {started.run_trigger_id}")
+
+
 @app.command()
 def ack(ctx: typer.Context, trigger_id: str,
         occurrence: Annotated[str | None, typer.Option(help="Default: the current one.")] = None,
