@@ -31,7 +31,8 @@ async def build(runtime: Runtime) -> Component:
         runtime.callers.by_name(name), "max_pending", None), runtime.metrics)
     service = TriggerService(s, runtime.store, runtime.store, runtime.queue, runtime.cache,
                              runtime.clock, runtime.metrics, quota, resolver=runtime.resolver,
-                             budget=runtime.budget, recipients=runtime.recipients)
+                             budget=runtime.budget, recipients=runtime.recipients,
+                             debounce_heads=runtime.store)
     app = build_app(runtime, service)
     runner = GuardedAppRunner(app, s.limits, runtime.metrics, access_log=None,
                               handle_signals=False)

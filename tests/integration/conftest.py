@@ -423,7 +423,8 @@ async def stack(
         ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
         flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
-                             runtime.metrics, resolver=runtime.resolver, budget=runtime.budget)
+                             runtime.metrics, resolver=runtime.resolver, budget=runtime.budget,
+                             debounce_heads=store)
     app = build_app(runtime, service)
     contract = check_contract(app)  # every exchange against trigger_service/openapi.yaml
     client = TestClient(ApiTestServer(app))  # the API's own runner: its deadlines, its 431

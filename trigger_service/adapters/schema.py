@@ -98,6 +98,11 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
+- ``debounce_heads``      (``caller``, ``debounce_key``) → the head of a debounce key: when it
+                          started (its trigger's id derives from it) and its maxWaitSeconds;
+                          written only by LWTs (IF NOT EXISTS, IF started_at_ms = ?). Lives
+                          as long as a trigger may (``TRIGGER_API_MAX_FIRE_AHEAD_DAYS`` +
+                          the retention). Size: 1 row per partition; rows: the keys in use.
 - ``endpoint_health_by_caller`` (``caller``) → per ``origin`` a failing or disabled endpoint;
                           read in pages every few s by each dispatcher; deleted by a success
                           or an enable, else expires ``TRIGGER_ENDPOINT_HEALTH_RECORD_TTL_S``
@@ -267,6 +272,9 @@ TABLE_SECRETS: Final = "signing_secrets"
 TABLE_PAUSED_CALLERS: Final = "paused_callers"
 PAUSED_CALLERS_KEY: Final = "all"
 COL_PAUSED_AT_MS: Final = "paused_at_ms"
+TABLE_DEBOUNCE_HEADS: Final = "debounce_heads"
+COL_DEBOUNCE_KEY: Final = "debounce_key"
+COL_MAX_WAIT_S: Final = "max_wait_s"
 TABLE_ENDPOINT_HEALTH: Final = "endpoint_health_by_caller"
 TABLE_ENDPOINT_HEALTH_LEGACY: Final = "endpoint_health"
 ENDPOINT_HEALTH_KEY: Final = "all"  # the legacy table's one partition

@@ -92,11 +92,12 @@ _LEGACY_PROBE_MS = 60_000
 @dataclass(frozen=True, slots=True)
 class Registered:
     """The outcome of a registration: the trigger's id and fire time (a replay answers with
-    the first request's), and whether this was a replay."""
+    the first request's), whether this was a replay, and whether it was debounced."""
 
     trigger_id: str
     fire_at_ms: int
     replayed: bool
+    debounced: bool = False  # joined an open trigger of its debounce key (``app.debouncing``)
 
 
 @dataclass(frozen=True, slots=True)

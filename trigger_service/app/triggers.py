@@ -30,6 +30,7 @@ from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.channel_gate import ChannelGate
 from trigger_service.app.cpu_shares import costly
 from trigger_service.app.creation import TriggerWriter
+from trigger_service.app.debouncing import Debouncing
 from trigger_service.app.idempotency import IdempotentRegistration, Registered
 from trigger_service.app.pausing import Pausing
 from trigger_service.app.quota import QuotaGate
@@ -47,7 +48,14 @@ from trigger_service.app.running import Run, Running
 from trigger_service.app.settling import POLL_MS, WAIT_MS, settle
 from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
-from trigger_service.core.errors import NotCancellable, NotEditable, NotFound, QuotaExceeded
+from trigger_service.core.debounce import Debounce
+from trigger_service.core.errors import (
+    InvalidRequest,
+    NotCancellable,
+    NotEditable,
+    NotFound,
+    QuotaExceeded,
+)
 from trigger_service.core.model import (
     Route,
     Status,
@@ -59,6 +67,7 @@ from trigger_service.core.model import (
 from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.notify.plan import DeliveryPlan
 from trigger_service.core.ports import Clock, Enqueuer, Metrics
+from trigger_service.core.ports.debounce import DebounceHeads
 from trigger_service.core.ports.idempotency import IdempotencyCache, LegacyIdempotency
 from trigger_service.core.ports.limit import SendBudget
 from trigger_service.core.ports.recipient import RecipientStore
@@ -90,12 +99,14 @@ class TriggerService:
         resolver: HostResolver | None = None,
         budget: SendBudget | None = None,
         recipients: RecipientStore | None = None,
+        debounce_heads: DebounceHeads | None = None,
     ) -> None:
         """``resolver``: DNS for the registration half of the SSRF guard (the API passes its
         own); None resolves nothing here, and the dispatcher's check at every connection is
         then the only one. ``budget``: the channels' daily send counts (None: not checked at
         registration; recipients are checked either way). ``recipients``: the profiles a
-        trigger may name (None: naming one is ``recipient_not_found``)."""
+        trigger may name (None: naming one is ``recipient_not_found``). ``debounce_heads``:
+        the heads of debounce keys (None: a request with ``debounce`` is refused)."""
         self._s = settings
         self.recipients = recipients
         self._channels = ChannelGate(budget, clock, metrics)
@@ -109,6 +120,9 @@ class TriggerService:
             catalog, idempotency, cache, clock, metrics, settings.idempotency_retention_s)
         self._pausing = Pausing(settings, catalog, clock, metrics, self.get, self._sends,
                                 self._writer.release)
+        self._debouncing = None if debounce_heads is None else Debouncing(
+            settings, catalog, debounce_heads, self._writer, self._channels, self._sends,
+            metrics)
         self._running = Running(settings, catalog, clock, metrics, self.get, self._sends,
                                 self._keys, self.register_planned)
 
@@ -140,7 +154,8 @@ class TriggerService:
 
     # --- register ----------------------------------------------------------------------
     async def register(self, caller: Caller, req: RegisterRequest, idem_key: str | None,
-                       request_hash: str, *, snoozes: Trigger | None = None) -> Registration:
+                       request_hash: str, *, snoozes: Trigger | None = None,
+                       debounce: Debounce | None = None) -> Registration:
         """Register what ``req`` asks for ``caller``, once per ``idem_key``: the module
         docstring's steps (``_register`` from 3 on). ``request_hash``: the hash of the body
         as sent (a keyed retry must send the same). ``snoozes``: the trigger a snooze copies
@@ -151,11 +166,39 @@ class TriggerService:
         retry with the key is safe) or ``OutcomeUnknown`` (written or not: a retry with
         the key settles it)."""
         new = await self.accept(caller, req, budgets=False)
+        if debounce is not None:
+            return Registration(
+                await self._debounced(caller, new, debounce, idem_key, request_hash), new)
         trigger = new_trigger(caller.name, new, idem_key, request_hash, self._s)
         if snoozes is not None:
             trigger = snoozed(snoozes, trigger)
         registered = await self._register(trigger, idem_key, Budgets(caller, new.plan))
         return Registration(registered, new)
+
+    async def _debounced(self, caller: Caller, new: NewTrigger, debounce: Debounce,
+                         idem_key: str | None, request_hash: str) -> Registered:
+        """``register`` with a debounce key (``app.debouncing``). With an Idempotency-Key
+        too, the key names this request: a retry is answered from Redis's record of the
+        first answer (a replay, ``debounced``); one Redis forgot is debounced again (its
+        payload and time once more under ``replace``, nothing under ``keep``)."""
+        if new.schedule is not None and new.schedule.recurring:
+            raise InvalidRequest("debounce: a one-time trigger only (no rrule or cron)",
+                                 field="debounce")
+        if new.recipient is not None:
+            raise InvalidRequest("debounce: not with a recipient", field="debounce")
+        if self._debouncing is None:
+            raise InvalidRequest("debounce: not available on this server", field="debounce")
+        if idem_key is not None:
+            earlier = await self._keys.answered(caller.name, idem_key, request_hash)
+            if earlier is not None:
+                return replace(earlier, debounced=True)
+        done = await self._debouncing.register(caller.name, new, debounce, request_hash,
+                                               Budgets(caller, new.plan))
+        if not done.debounced:
+            self._metrics.inc("triggers_registered_total")
+        if idem_key is not None:
+            await self._keys.remember(caller.name, idem_key, request_hash, done)
+        return done
 
     async def register_planned(self, caller: str, new: NewTrigger, idem_key: str | None,
                                request_hash: str, *, snoozed_from: str | None = None

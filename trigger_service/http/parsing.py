@@ -17,6 +17,8 @@ from trigger_service.core.deadlines import (
     parse_expires_at,
     parse_max_lateness,
 )
+from trigger_service.core.debounce import KEY_MAX_LEN as DEBOUNCE_KEY_MAX_LEN
+from trigger_service.core.debounce import MAX_WAIT_S, Debounce, DebounceMode
 from trigger_service.core.errors import (
     CallbackNotAllowed,
     InvalidRequest,
@@ -85,6 +87,32 @@ def parse_register(
                            recipient, retime, floats, parse_expires_at(body.get("expiresAt")),
                            parse_max_lateness(body.get("maxLatenessSeconds")),
                            parse_flow_control(body.get("flowControl")))
+
+
+def parse_debounce(value: object) -> Debounce:
+    """``debounce``: ``{"key": 1 to 200 printable characters, "mode": "replace" | "keep",
+    "maxWaitSeconds": a whole number of seconds >= 1, optional}``."""
+    if not isinstance(value, dict):
+        raise InvalidRequest('debounce: an object such as {"key": "digest", "mode": "replace"}',
+                             field="debounce")
+    extra = sorted(set(value) - {"key", "mode", "maxWaitSeconds"})
+    if extra:
+        raise InvalidRequest(f"debounce.{extra[0]}: unknown field", field="debounce")
+    key = value.get("key")
+    if not isinstance(key, str) or not 1 <= len(key) <= DEBOUNCE_KEY_MAX_LEN \
+            or not key.isprintable():
+        raise InvalidRequest(f"debounce.key: 1 to {DEBOUNCE_KEY_MAX_LEN} printable characters",
+                             field="debounce")
+    modes = {m.value: m for m in DebounceMode}
+    mode = modes.get(value["mode"]) if isinstance(value.get("mode"), str) else None
+    if mode is None:
+        raise InvalidRequest('debounce.mode: "replace" or "keep"', field="debounce")
+    wait = value.get("maxWaitSeconds")
+    if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int)
+                             or not 1 <= wait <= MAX_WAIT_S):
+        raise InvalidRequest(f"debounce.maxWaitSeconds: whole seconds, 1 to {MAX_WAIT_S}",
+                             field="debounce")
+    return Debounce(key, mode, wait)
 
 
 def check_unplanned_fields(body: dict[str, Any], payload_max_bytes: int) -> None:

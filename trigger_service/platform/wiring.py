@@ -33,6 +33,7 @@ from trigger_service.core.ports import (
 )
 from trigger_service.core.ports.crypto import Resealer
 from trigger_service.core.ports.deaths import DispatcherDeaths
+from trigger_service.core.ports.debounce import DebounceHeads
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.flow import FlowBoard, FlowLimiter
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
@@ -55,7 +56,7 @@ if TYPE_CHECKING:  # (a driver is loaded by ``Runtime.open`` alone)
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
             SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Resealer,
-            Pingable, FilteredListing, TriggerJobStore, CallerPauses, Protocol):
+            Pingable, FilteredListing, TriggerJobStore, CallerPauses, DebounceHeads, Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

@@ -111,7 +111,7 @@ def make_env(settings: Settings = SETTINGS, *, store: RecordingStore | None = No
     cache = cache if cache is not None else MemoryIdempotencyCache(clock)
     metrics = InMemoryMetrics()
     service = TriggerService(settings, store, store, queue, cache, clock, metrics, quota,
-                             resolver=resolver, budget=budget)
+                             resolver=resolver, budget=budget, debounce_heads=store)
     return Env(clock, store, queue, cache, metrics, service, settings)
 
 

@@ -11,6 +11,7 @@ from cassandra.query import UNSET_VALUE
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
+from trigger_service.adapters.cassandra.debounce import debounce_queries
 from trigger_service.adapters.cassandra.endpoint_health import endpoint_health_queries
 from trigger_service.adapters.cassandra.inbox import inbox_queries
 from trigger_service.adapters.cassandra.open_index import open_queries
@@ -40,7 +41,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     for room in (queries, open_queries, mark_queries, created_queries, dead_letter_queries,
                  replay_job_queries, inbox_queries, secret_queries, reseal_queries, term_queries,
                  trigger_job_queries, recipient_queries, pause_queries,
-                 endpoint_health_queries):
+                 endpoint_health_queries, debounce_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")

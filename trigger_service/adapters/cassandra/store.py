@@ -39,6 +39,7 @@ from cassandra.cluster import Cluster, Session
 from trigger_service.adapters.cassandra import driver, migrate
 from trigger_service.adapters.cassandra.counters import CassandraCounters
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters
+from trigger_service.adapters.cassandra.debounce import CassandraDebounceHeads
 from trigger_service.adapters.cassandra.due_index import CassandraDueIndex
 from trigger_service.adapters.cassandra.inbox import CassandraInbox
 from trigger_service.adapters.cassandra.legacy import LegacyKeys
@@ -62,6 +63,7 @@ from trigger_service.core.dead_letters import (
     JobItem,
     ReplayJob,
 )
+from trigger_service.core.debounce import DebounceHead
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.inbox import InboxMessage, InboxPage
 from trigger_service.core.ports import Clock
@@ -105,6 +107,7 @@ class CassandraStore:
         self.signing_secrets = CassandraSecrets(statements, sealer)
         self.reseal = CassandraReseal(statements, sealer)
         self.pauses = CassandraCallerPauses(statements)
+        self.debounce = CassandraDebounceHeads(statements)
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, cipher: Cipher, *,
@@ -339,6 +342,17 @@ class CassandraStore:
 
     async def reseal_triggers(self) -> ResealReport:
         return await self.reseal.reseal_triggers()
+
+    # --- DebounceHeads: ``debounce`` ---------------------------------------------------
+    async def debounce_head(self, caller: str, key: str) -> DebounceHead | None:
+        return await self.debounce.debounce_head(caller, key)
+
+    async def start_head(self, head: DebounceHead, ttl_s: int) -> DebounceHead:
+        return await self.debounce.start_head(head, ttl_s)
+
+    async def replace_head(self, old: DebounceHead, new: DebounceHead,
+                           ttl_s: int) -> DebounceHead:
+        return await self.debounce.replace_head(old, new, ttl_s)
 
     # --- CallerPauses: ``pauses`` ------------------------------------------------------
     async def pause_caller(self, caller: str, paused_at_ms: int) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from trigger_service.adapters.homes import Homes
 from trigger_service.adapters.memory.dead_letters import MemoryDeadLetters
+from trigger_service.adapters.memory.debounce import MemoryDebounceHeads
 from trigger_service.adapters.memory.failing import Failing as Failing
 from trigger_service.adapters.memory.homes import LiveRows, MemoryKeyedRows, MemoryPointer
 from trigger_service.adapters.memory.inbox import MemoryInbox
@@ -41,7 +42,7 @@ from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 
 class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
-                  MemoryCallerPauses, MemorySecrets):
+                  MemoryCallerPauses, MemorySecrets, MemoryDebounceHeads):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs.
@@ -59,6 +60,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self._init_inbox()
         self._init_trigger_jobs()
         self._init_secrets()
+        self._init_debounce()
         self.rows: dict[tuple[str, int | None], Trigger] = {}
         self.pointers: dict[str, MemoryPointer] = {}
         self.triggers: MutableMapping[str, Trigger] = LiveRows(self)

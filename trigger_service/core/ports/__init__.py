@@ -47,6 +47,8 @@ port (module)              used by                       implementations (fakes:
 (endpoint_health)                                        memory.endpoint_health
 ``OpsBoard`` (ops)         dispatcher, ops page          adapters.redis.ops_board; memory.board
 ``CallerPauses`` (pause)   API, dispatcher               adapters.cassandra.pauses; memory.pauses
+``DebounceHeads``          API (create with debounce)    adapters.cassandra.debounce;
+(debounce)                                               memory.debounce
 ``RecipientStore``         API, dispatcher               adapters.cassandra.recipients;
 (recipient)                                              memory.recipients
 ``Notifier`` (notify)      dispatcher                    dispatcher.channels (email, ses, sms,

@@ -19,19 +19,27 @@ async def register(request: web.Request) -> web.Response:
     caller = caller_of(request)
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
     body = parsing.parse_json_body(await request.read())
-    req = await costly(parsing.parse_register, body, caller=caller,
+    fields, debounce = body, None
+    if isinstance(body, dict) and "debounce" in body:
+        fields = {k: v for k, v in body.items() if k != "debounce"}
+        debounce = parsing.parse_debounce(body["debounce"])
+    req = await costly(parsing.parse_register, fields, caller=caller,
                        now_ms=runtime.clock.now_ms(),
                        payload_max_bytes=runtime.settings.api.payload_max_bytes)
-    done = await service.register(caller, req, idem_key, parsing.request_hash(body))
+    done = await service.register(caller, req, idem_key, parsing.request_hash(body),
+                                  debounce=debounce)
     result, new = done.registered, done.new
     headers = {"Idempotent-Replayed": "true"} if result.replayed else {}
     answer = views.created_view(result)
+    if debounce is not None:
+        answer["debounced"] = result.debounced
     if "when" in body:  # parse_register accepted it: body is a dict
         # The first fire time is the stored trigger's (a replay's is the first request's),
         # as scheduled: what the phrase means, without the first occurrence's jitter.
         first_ms = result.fire_at_ms - jitter_offset_ms(f"{result.trigger_id}.1", new.jitter_s)
         answer["resolved"] = views.resolved_view(body, first_ms, new.schedule)
-    return web.json_response(answer, status=201, headers=headers)
+    return web.json_response(answer, status=200 if result.debounced else 201,
+                             headers=headers)
 
 
 async def get_trigger(request: web.Request) -> web.Response:

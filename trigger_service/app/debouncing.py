@@ -1,0 +1,142 @@
+"""Debounce on create (``"debounce": {"key", "mode", "maxWaitSeconds"}``). No HTTP here.
+
+While a caller's debounce key has an open trigger (pending or paused, never attempted:
+``core.debounce.open_for_debounce``), a request with that key joins it instead of creating
+another, and is answered ``debounced`` with its id:
+
+- ``replace`` (trailing debounce) gives it the request's payload and fire time, but never a
+  fire time later than the head's ``maxWaitSeconds`` after its first request (the first
+  request's bound); the trigger fires once, at the last request's time, with the last
+  payload. The change is the LWT an edit makes (``TriggerCatalog.advance``): a claim that
+  comes first wins, and the request then starts the next trigger.
+- ``keep`` leaves it as it is.
+
+Once the trigger went out (claimed, fired, failed, cancelled, or retrying an attempt) the
+next request starts a new head: a new trigger, with its own id and occurrence ids.
+
+Concurrent requests with one key make one trigger: the head is a row changed only by
+conditional writes (``DebounceHeads``), the trigger's id is derived from the head
+(``DebounceHead.idem_key``), and two first writers of that id make one row
+(``TriggerCatalog.create_keyed``), the later joining the earlier. A head whose first writer
+died before its row is completed by the next request, with that request's fields.
+
+The trigger created counts against the caller's ``max_pending`` and the channels' budgets
+like any registration; a request that joins takes nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import structlog
+
+from trigger_service.app.background_sends import BackgroundSends
+from trigger_service.app.channel_gate import ChannelGate
+from trigger_service.app.creation import TriggerWriter
+from trigger_service.app.idempotency import Registered
+from trigger_service.app.registration import Budgets, NewTrigger, new_trigger
+from trigger_service.app.settling import ROUNDS
+from trigger_service.config.settings import Settings
+from trigger_service.core.debounce import (
+    Debounce,
+    DebounceHead,
+    DebounceMode,
+    debounced_fire_at_ms,
+    open_for_debounce,
+)
+from trigger_service.core.errors import NotEditable
+from trigger_service.core.model import Route, Status, Trigger, route_for
+from trigger_service.core.ports import Metrics, TriggerCatalog
+from trigger_service.core.ports.debounce import DebounceHeads
+
+log = structlog.get_logger(__name__)
+
+
+class Debouncing:
+    def __init__(self, settings: Settings, catalog: TriggerCatalog, heads: DebounceHeads,
+                 writer: TriggerWriter, channels: ChannelGate, sends: BackgroundSends,
+                 metrics: Metrics) -> None:
+        self._s = settings
+        self._catalog = catalog
+        self._heads = heads
+        self._writer = writer
+        self._channels = channels
+        self._sends = sends
+        self._metrics = metrics
+
+    async def register(self, caller: str, new: NewTrigger, debounce: Debounce,
+                       request_hash: str, budgets: Budgets) -> Registered:
+        """Create the key's trigger, or join the open one (the module docstring). ``new``:
+        the request as timed (one-time). Raises what a registration raises
+        (``QuotaExceeded``, ``StoreError``, ``OutcomeUnknown``), or ``NotEditable`` when
+        the key's trigger keeps changing under this request."""
+        now_ms = new.received_at_ms
+        head = await self._heads.debounce_head(caller, debounce.key)
+        for _ in range(ROUNDS):
+            if head is None:
+                head = await self._heads.start_head(
+                    DebounceHead(caller, debounce.key, now_ms, debounce.max_wait_s),
+                    self._head_ttl_s(new.fire_at_ms, now_ms))
+            capped = replace(new, fire_at_ms=debounced_fire_at_ms(head, new.fire_at_ms))
+            t = new_trigger(caller, capped, head.idem_key, request_hash, self._s)
+            there = await self._catalog.get(t.trigger_id)
+            if there is None and now_ms - head.started_at_ms > self._s.retention_s:
+                # Its trigger expired long since: never its id again (its occurrence ids
+                # were delivered).
+                head = await self._next_head(head, debounce, now_ms, new.fire_at_ms)
+                continue
+            if there is None:  # the head's first write: ours, or one that has not landed
+                await self._channels.check_budgets(budgets.caller, budgets.plan)
+                done = await self._writer.create_keyed(t, self.index_ttl_s(t))
+                if done.created:
+                    if t.route is Route.DIRECT:
+                        self._sends.start(t)
+                    log.info("debounce_started", caller=caller, trigger_id=t.trigger_id)
+                    return Registered(t.trigger_id, t.fire_at_ms, replayed=False)
+                there = done.trigger  # another request's first write: join it
+            if not open_for_debounce(there):
+                head = await self._next_head(head, debounce, now_ms, new.fire_at_ms)
+                continue
+            joined = await self._join(there, head, debounce.mode, capped.payload_json,
+                                      capped.fire_at_ms, now_ms)
+            if joined is not None:
+                self._metrics.inc("triggers_debounced_total", mode=debounce.mode.value)
+                return Registered(joined.trigger_id, joined.fire_at_ms, replayed=False,
+                                  debounced=True)
+            head = await self._heads.debounce_head(caller, debounce.key)  # lost: look again
+        raise NotEditable(f"debounce key {debounce.key!r}: its trigger keeps changing; "
+                          "retry in a moment", status=Status.PENDING.value)
+
+    async def _join(self, t: Trigger, head: DebounceHead, mode: DebounceMode,
+                    payload_json: str, fire_at_ms: int, now_ms: int) -> Trigger | None:
+        """``t`` as joined by this request: as it is (``keep``), or with the payload and
+        the fire time (``replace``); None when the change lost its LWT."""
+        if mode is DebounceMode.KEEP:
+            return t
+        new = replace(t.jittered(fire_at_ms), payload_json=payload_json,
+                      revision=(t.revision or 0) + 1)
+        moved = new.fire_at_ms != t.fire_at_ms
+        if moved:
+            new = replace(new, route=route_for(new.fire_at_ms, now_ms, self._s.direct_max_delay_s))
+        if not await self._catalog.advance(t, new, self.index_ttl_s(new), now_ms):
+            return None
+        if new.fire_at_ms > t.fire_at_ms:  # the head must outlive its trigger
+            await self._heads.replace_head(head, head, self._head_ttl_s(new.fire_at_ms, now_ms))
+        if moved and new.route is Route.DIRECT and new.status is Status.PENDING:
+            self._sends.start(new)  # the old message is dropped as stale
+        return new
+
+    async def _next_head(self, head: DebounceHead, debounce: Debounce, now_ms: int,
+                         fire_at_ms: int) -> DebounceHead:
+        """The head after ``head``: this request's, or another's that came first."""
+        return await self._heads.replace_head(
+            head, DebounceHead(head.caller, head.key, now_ms, debounce.max_wait_s),
+            self._head_ttl_s(fire_at_ms, now_ms))
+
+    def index_ttl_s(self, t: Trigger) -> int:
+        return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
+
+    def _head_ttl_s(self, fire_at_ms: int, now_ms: int) -> int:
+        """A head lives as long as its trigger's row may (a fire time moved later renews
+        it): then its trigger is found finished, or gone, rather than a second one made."""
+        return self._s.index_ttl_s(fire_at_ms, now_ms)
