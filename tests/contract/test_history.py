@@ -43,7 +43,7 @@ async def test_attempts_round_trip_in_start_order(store: Store) -> None:
     first = Attempt(tid, f"{tid}.1", 1, T0, 7, 503, "HTTP 503", "busy", "d1")
     other = Attempt(tid, f"{tid}.2", 1, T0 + 9_000, 3, 200, None, "ok", "d1")
     for a in (later, first, other):
-        await store.record_attempt(a, TTL_S)
+        await store.record_attempt(a, TTL_S, kept=10)
     assert await store.attempts(tid, f"{tid}.1") == [first, later]
     assert await store.attempts(tid, f"{tid}.2") == [other]
 
