@@ -8,9 +8,11 @@ occurrence's sequence number times a stride, plus the attempt's place in its occ
 grows with every attempt of a trigger, so a slot is only ever taken by a later attempt (and
 the store's last write wins anyway). The stride is the first number from ``STRIDE_MIN`` up
 that has no factor in common with ``kept``: a series delivered at its first attempt each time
-then fills every slot, its last ``kept`` occurrences each in its own. Every attempt of a
-trigger with fewer than ``kept`` numbers is kept; past that, the newest are (an occurrence
-retried often may push out some a little older than the oldest others still there).
+then fills every slot, its last ``kept`` occurrences each in its own. What is kept for
+sure: every attempt numbered within ``kept`` of the newest (all of a one-time trigger's last
+``kept``; every attempt of a series' last ``kept // stride`` occurrences); older ones until
+a later attempt takes their slot (a retry's number falls on a later occurrence's first
+attempt's slot, so a series that retries shows a few gaps among its older attempts).
 
 Read newest first: by start time, then occurrence id, channel and attempt, descending (ties
 only between the channels of one wave). A page's cursor is the last item's key: the next

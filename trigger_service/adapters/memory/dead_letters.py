@@ -53,7 +53,7 @@ class MemoryDeadLetters:
             # As the table keeps it: what the ring's columns hold.
             self.recent_rings.setdefault(attempt.trigger_id, {})[
                 ring_slot(attempt.number, kept)] = replace(
-                    attempt, response_excerpt=None, dispatcher="")
+                    attempt, response_excerpt=None, dispatcher="", number=0)
         # As the table keeps it: no outcome, channel nor number (those are the ring's).
         line = replace(attempt, outcome=None, channel=WEBHOOK, number=0)
         log = self.attempt_log.setdefault((attempt.trigger_id, attempt.occurrence_id), [])
