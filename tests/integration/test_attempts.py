@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import Stack
+from tests.integration.test_cli import base_url, cli, cli_json
+from trigger_client import AsyncTriggerClient, NotFound
 from trigger_service.core.time.timing import parse_rfc3339_ms
 
 pytestmark = pytest.mark.integration
@@ -56,3 +58,16 @@ async def test_two_failures_then_a_delivery_list_newest_first(stack: Stack) -> N
     other = stack.token + "-other"
     resp = await stack.client.get(f"/v1/triggers/{tid}/attempts", headers=stack.auth(other))
     assert resp.status == 404 and (await resp.json())["error"] == "not_found"
+    # The SDK and triggerctl read the same page.
+    async with AsyncTriggerClient(base_url(stack), stack.token) as client:
+        sdk = await client.triggers.attempts(tid, limit=2)
+        assert [(a.attempt, a.outcome) for a in sdk.items] == [(3, "delivered"), (2, "retry")]
+        more = await client.triggers.attempts(tid, cursor=sdk.next_cursor)
+        assert [a.attempt for a in more.items] == [1] and more.next_cursor is None
+    async with AsyncTriggerClient(base_url(stack), other) as theirs:
+        with pytest.raises(NotFound):
+            await theirs.triggers.attempts(tid)
+    shown = await cli_json(stack, "attempts", tid)
+    assert [i["outcome"] for i in shown["items"]] == ["delivered", "retry", "retry"]
+    code, text = await cli(stack, "attempts", tid, "--limit", "1")
+    assert code == 0 and "delivered" in text and "--cursor" in text

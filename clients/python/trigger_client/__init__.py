@@ -57,6 +57,7 @@ from trigger_client.resource_models import (
     RecipientPage,
     ReplayJob,
     ReplayResult,
+    TriggerAttempt,
     TriggerJob,
 )
 
@@ -108,6 +109,7 @@ __all__ = [
     "SigningSecret",
     "Status",
     "Trigger",
+    "TriggerAttempt",
     "TriggerClient",
     "TriggerError",
     "TriggerJob",
