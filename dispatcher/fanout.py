@@ -36,7 +36,13 @@ import structlog
 from dispatcher.finishing import DispatchStore, Finishing, NextAttempt
 from dispatcher.recipients import SendTimeProfiles, plan_for, resolved
 from trigger_service.config.settings import Settings
-from trigger_service.core.dead_letters import Attempt, DeadLetterReason, truncate
+from trigger_service.core.dead_letters import (
+    WEBHOOK,
+    Attempt,
+    AttemptOutcome,
+    DeadLetterReason,
+    truncate,
+)
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.ack_links import make_token
@@ -50,6 +56,7 @@ from trigger_service.core.notify.plan import (
 )
 from trigger_service.core.ports import Channel, Clock, Metrics
 from trigger_service.core.ports.values import DeliveryResult, ReceivedMessage
+from trigger_service.core.recent_attempts import attempt_number
 from trigger_service.core.recipient_profiles import RecipientProfile, deleted_error
 
 log = structlog.get_logger("dispatcher")
@@ -97,6 +104,15 @@ def _from_http(r: DeliveryResult) -> ChannelOutcome:
     code = NOT_ALLOWED if r.refused else str(r.status_code) if r.status_code else None
     return ChannelOutcome(r.ok, permanent=r.gone or r.refused, provider_code=code,
                           error=r.error, retry_after_s=r.retry_after_s)
+
+
+# A channel's state after a send, as its attempt's outcome: a channel given up on is
+# ``failed`` (the occurrence is dead-lettered, and says so, once every channel is done).
+_OUTCOMES = {ChannelStatus.DELIVERED: AttemptOutcome.DELIVERED,
+             ChannelStatus.PENDING: AttemptOutcome.RETRY,
+             ChannelStatus.DEFERRED: AttemptOutcome.RETRY,
+             ChannelStatus.FAILED: AttemptOutcome.FAILED,
+             ChannelStatus.SKIPPED: AttemptOutcome.SKIPPED}
 
 
 class FanOut:
@@ -237,15 +253,22 @@ class FanOut:
         """Channel ``i``'s attempt in the history (best effort, like the callback's)."""
         s = row.channel_states[i]
         code = int(o.provider_code) if o.provider_code and o.provider_code.isdigit() else None
+        kept = self._s.attempts_kept
+        # The occurrence's sends so far, this one last: each send of the occurrence has its
+        # own (``row`` is this send's, nothing awaited since its state was counted).
+        sends = sum(c.attempts for c in row.channel_states)
         history = Attempt(row.trigger_id, row.occurrence_id, s.attempts, started_ms,
                           self._clock.now_ms() - started_ms, code,
                           truncate(f"{s.type}: {o.provider_code or ''} {o.error}")
                           if o.error else None,
                           truncate(f"{s.type}: {o.provider_message_id}")
-                          if o.provider_message_id else s.type, self._finishing.name)
+                          if o.provider_message_id else s.type, self._finishing.name,
+                          outcome=_OUTCOMES[s.status],
+                          channel=WEBHOOK if s.type == HTTP else s.type,
+                          number=attempt_number(row.occurrence_seq, sends, kept))
         self._metrics.inc("channel_sends_total", type=s.type, outcome=s.status.value.lower())
         try:
-            await self._store.record_attempt(history, ttl_s=self._s.retention_s)
+            await self._store.record_attempt(history, ttl_s=self._s.retention_s, kept=kept)
         except AdapterError as e:
             self._metrics.inc("attempt_record_failures_total")
             log.warning("attempt_not_recorded", trigger_id=row.trigger_id, error=str(e))

@@ -19,6 +19,7 @@ from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import DispatchSettings, Settings
 from trigger_service.core.dead_letters import (
     Attempt,
+    AttemptOutcome,
     DeadLetter,
     DeadLetterReason,
     truncate,
@@ -30,6 +31,7 @@ from trigger_service.core.model import Route, Status, Trigger
 from trigger_service.core.ports import Clock, DeliveryQueue, Metrics, TriggerStates
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex
 from trigger_service.core.ports.values import DeliveryResult, OutgoingMessage, ReceivedMessage
+from trigger_service.core.recent_attempts import attempt_number
 from trigger_service.core.time import series
 from trigger_service.core.time.timing import ceil_div, retry_backoff_s, sqs_delay_s
 
@@ -83,6 +85,18 @@ class RetryPolicies:
         return RetryPolicy((c.max_attempts if c else None) or self._d.max_attempts,
                            (c.retry_backoff_s if c else None) or self._d.retry_backoff_s,
                            c.max_age_s if c else None, self._d.retry_after_max_s)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """An attempt's outcome, decided once at ``now_ms`` (``Finishing.decide``): its history
+    line and the write that records it say the same. ``reason``: why it is given up on
+    (``EXPIRED``: its retry would start past the deadline); ``delay_s``: until the retry."""
+
+    outcome: AttemptOutcome
+    now_ms: int
+    reason: DeadLetterReason | None = None
+    delay_s: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,55 +230,75 @@ class Finishing:
             await self._visibility.delete_quietly(m)
         return True
 
-    async def record_attempt(self, a: Attempted, *, patient: bool = False) -> None:
-        """``a``'s line in the history (best effort: a failure is logged). ``patient``: it
-        may wait for company (the outcome beside it does)."""
-        t, r = a.trigger, a.result
-        try:
-            await self._store.record_attempt(Attempt(
-                t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
-                r.status_code, truncate(r.error), r.response_excerpt, self.name),
-                ttl_s=self._s.retention_s, patient=patient)
-        except AdapterError as e:
-            # The delivery itself is recorded by the outcome; only its history line is lost.
-            self._metrics.inc("attempt_record_failures_total")
-            log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
-
-    async def record_outcome(self, m: ReceivedMessage, a: Attempted, *,
-                             patient: bool = False) -> NextAttempt | None:
-        """Record an attempt's outcome. A retry is written PENDING and answered as a
-        ``NextAttempt`` (``m`` left as it is, hidden); otherwise ``m`` is dealt with here
-        (deleted or passed on; after a lost claim, left to come back) and the answer is
-        None. ``patient``: others of its wave are still being delivered, so a FIRED may wait
-        for theirs to share a Paxos round (alone, it goes at once: the wait is also how long
-        a SIGKILL would deliver it twice). Raises ``AdapterError``."""
+    def decide(self, a: Attempted) -> Verdict:
+        """What ``a``'s outcome is to be (``record_outcome`` writes it; the history line
+        beside it says it), decided once, at one instant."""
         t, result = a.trigger, a.result
-        ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
-        if result.ok:
-            await self.record_fired(m, t, result, ctx, patient=patient)
-            return None
-        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
-        error = result.error
-        policy = self.policies.of(t.caller)
         now_ms = self._clock.now_ms()
+        if result.ok:
+            return Verdict(AttemptOutcome.DELIVERED, now_ms)
+        policy = self.policies.of(t.caller)
         reason = (DeadLetterReason.CALLBACK_NOT_ALLOWED if a.refused
                   else DeadLetterReason.GONE if result.gone
                   else DeadLetterReason.MAX_AGE if policy.too_old(t.fire_at_ms, now_ms)
                   else DeadLetterReason.MAX_ATTEMPTS if t.attempts >= policy.max_attempts
                   else None)
         if reason is not None:
-            await self.give_up(m, t, with_reason(reason, error), ctx, reason)
-            return None
+            return Verdict(AttemptOutcome.DEAD_LETTERED, now_ms, reason)
         delay_s = policy.delay_s(t.attempts, result.retry_after_s)
         if expired(t, now_ms + delay_s * 1000):  # the retry would start past the deadline
-            await self.expire(m, t, now_ms + delay_s * 1000, error)
+            return Verdict(AttemptOutcome.DEAD_LETTERED, now_ms, DeadLetterReason.EXPIRED,
+                           delay_s)
+        return Verdict(AttemptOutcome.RETRY, now_ms, None, delay_s)
+
+    async def record_attempt(self, a: Attempted, outcome: AttemptOutcome, *,
+                             patient: bool = False) -> None:
+        """``a``'s line in the history, with its ``outcome`` (best effort: a failure is
+        logged). ``patient``: it may wait for company (the outcome beside it does)."""
+        t, r = a.trigger, a.result
+        kept = self._s.attempts_kept
+        try:
+            await self._store.record_attempt(Attempt(
+                t.trigger_id, t.occurrence_id, t.attempts, a.started_at_ms, a.duration_ms,
+                r.status_code, truncate(r.error), r.response_excerpt, self.name,
+                outcome=outcome, number=attempt_number(t.occurrence_seq, t.attempts, kept)),
+                ttl_s=self._s.retention_s, kept=kept, patient=patient)
+        except AdapterError as e:
+            # The delivery itself is recorded by the outcome; only its history line is lost.
+            self._metrics.inc("attempt_record_failures_total")
+            log.warning("attempt_not_recorded", trigger_id=t.trigger_id, error=str(e))
+
+    async def record_outcome(self, m: ReceivedMessage, a: Attempted,
+                             verdict: Verdict | None = None, *,
+                             patient: bool = False) -> NextAttempt | None:
+        """Record an attempt's outcome, as ``verdict`` decided it (``decide``; None: decided
+        here). A retry is written PENDING and answered as a ``NextAttempt`` (``m`` left as
+        it is, hidden); otherwise ``m`` is dealt with here (deleted or passed on; after a
+        lost claim, left to come back) and the answer is None. ``patient``: others of its
+        wave are still being delivered, so a FIRED may wait for theirs to share a Paxos
+        round (alone, it goes at once: the wait is also how long a SIGKILL would deliver it
+        twice). Raises ``AdapterError``."""
+        t, result = a.trigger, a.result
+        v = verdict or self.decide(a)
+        ctx = {"trigger_id": t.trigger_id, "caller": t.caller, "attempt": t.attempts}
+        if result.ok:
+            await self.record_fired(m, t, result, ctx, patient=patient)
+            return None
+        self._metrics.inc("deliveries_total", outcome="failed_attempt", caller=t.caller)
+        error = result.error
+        if v.reason is DeadLetterReason.EXPIRED:
+            await self.expire(m, t, v.now_ms + v.delay_s * 1000, error)
+            return None
+        if v.reason is not None:
+            await self.give_up(m, t, with_reason(v.reason, error), ctx, v.reason)
             return None
         new = replace(t, status=Status.PENDING, claim_id=None, last_error=error,
-                            next_attempt_at_ms=now_ms + delay_s * 1000)
+                            next_attempt_at_ms=v.now_ms + v.delay_s * 1000)
         if await self._store.compare_and_set(t, new):
-            log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=delay_s)
+            log.warning("delivery_failed_will_retry", **ctx, error=error, retry_in_s=v.delay_s)
             return NextAttempt(new)
         # Taken over meanwhile (the claim went stale): the taker finishes the occurrence;
         # this copy comes back when its visibility ends and finds the row as it was left.
+        # (Its history line still says retry: what this dispatcher decided.)
         log.warning("retry_not_recorded_claim_lost", **ctx, error=error)
         return None

@@ -135,13 +135,16 @@ class Sending:
         (``Finishing``), in a finish slot. ``patient``: the outcome's write may wait for
         company (others of its wave are still sending)."""
         async with self._finish_slot():
-            # The history and the outcome are independent writes: side by side.
+            # The history and the outcome are independent writes: side by side, of one
+            # decision.
+            verdict = self._finishing.decide(outcome)
             history = asyncio.ensure_future(
-                self._finishing.record_attempt(outcome, patient=patient))
+                self._finishing.record_attempt(outcome, verdict.outcome, patient=patient))
             try:
                 with self._tracing.child("trigger.outcome", attributes={
                         "trigger.delivered": outcome.result.ok}):
-                    return await self._finishing.record_outcome(m, outcome, patient=patient)
+                    return await self._finishing.record_outcome(m, outcome, verdict,
+                                                                patient=patient)
             finally:
                 await history
 

@@ -14,6 +14,7 @@ from trigger_service.adapters import schema
 from trigger_service.adapters.cassandra import dead_letter_listing
 from trigger_service.core.dead_letters import (
     Attempt,
+    AttemptOutcome,
     DeadLetter,
     DeadLetterQuery,
     DeadLetterReason,
@@ -24,6 +25,7 @@ from trigger_service.core.dead_letters import (
     ReplayJob,
 )
 from trigger_service.core.model import new_trigger_id
+from trigger_service.core.recent_attempts import attempt_number, ring_slot
 from trigger_service.core.time.timing import DAY_MS
 
 T0 = utc_ms(2031, 3, 10, 12, 0, 0, 0)
@@ -43,9 +45,40 @@ async def test_attempts_round_trip_in_start_order(store: Store) -> None:
     first = Attempt(tid, f"{tid}.1", 1, T0, 7, 503, "HTTP 503", "busy", "d1")
     other = Attempt(tid, f"{tid}.2", 1, T0 + 9_000, 3, 200, None, "ok", "d1")
     for a in (later, first, other):
-        await store.record_attempt(a, TTL_S)
+        await store.record_attempt(a, TTL_S, kept=10)
     assert await store.attempts(tid, f"{tid}.1") == [first, later]
     assert await store.attempts(tid, f"{tid}.2") == [other]
+
+
+async def test_recent_attempts_keep_the_newest_in_a_ring_of_kept_slots(store: Store) -> None:
+    tid, kept = new_trigger_id(T0), 4
+    made = [Attempt(tid, f"{tid}.{seq + 1}", n, T0 + seq * 60_000 + n * 1_000, 9,
+                    503 if n == 1 else 200, "HTTP 503" if n == 1 else None, "busy", "d1",
+                    outcome=AttemptOutcome.RETRY if n == 1 else AttemptOutcome.DELIVERED,
+                    channel="webhook" if seq % 2 else "email",
+                    number=attempt_number(seq, n, kept))
+            for seq in range(4) for n in (1, 2)]  # 8 attempts: the ring keeps 4
+    for a in made:
+        await store.record_attempt(a, TTL_S, kept=kept)
+    await store.record_attempt(made[-1], TTL_S, kept=kept)  # a repeat changes nothing
+    ring = {ring_slot(a.number, kept): a for a in made}  # a later attempt takes its slot
+    assert len(ring) == kept and made[-1] in ring.values()
+    found = await store.recent_attempts(tid)
+    # The ring keeps no excerpt nor dispatcher, nor the number it was placed by.
+    assert sorted(found, key=lambda a: a.started_at_ms) == sorted(
+        (replace(a, response_excerpt=None, dispatcher="", number=0) for a in ring.values()),
+        key=lambda a: a.started_at_ms)
+    assert await store.recent_attempts(new_trigger_id(T0)) == []
+    # The occurrence's history keeps every line, without outcome or channel.
+    assert [a.attempt for a in await store.attempts(tid, f"{tid}.1")] == [1, 2]
+
+
+async def test_an_attempt_without_an_outcome_is_not_kept_in_the_ring(store: Store) -> None:
+    tid = new_trigger_id(T0)
+    await store.record_attempt(Attempt(tid, f"{tid}.1", 1, T0, 7, 503, "HTTP 503", None, "d"),
+                               TTL_S, kept=10)
+    assert await store.recent_attempts(tid) == []
+    assert len(await store.attempts(tid, f"{tid}.1")) == 1
 
 
 async def test_listing_newest_first_across_days_with_cursor_and_filters(store: Store) -> None:

@@ -103,7 +103,7 @@ async def test_secrets_attempts_cursors_and_counters_come_back_whole(
     tid = new_trigger_id(T0)
     attempts = [Attempt(tid, f"{tid}.1", n + 1, T0 + n, 5, 503, "HTTP 503", None, "d")
                 for n in range(ROWS)]
-    await asyncio.gather(*(store.record_attempt(a, TTL_S) for a in attempts))
+    await asyncio.gather(*(store.record_attempt(a, TTL_S, kept=10) for a in attempts))
     assert await store.attempts(tid, f"{tid}.1") == attempts
     group = unique("grp-")
     for shard in range(ROWS):

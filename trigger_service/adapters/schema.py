@@ -139,6 +139,12 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
                           Size: ≤ 6 (``TRIGGER_DISPATCH_MAX_ATTEMPTS``) for a one-time trigger; a
                           series' occurrences in retention times 6 (a minutely one: 260,000).
+- ``attempts_recent``     (``trigger_id``, ``slot``) → a trigger's recent attempts, a ring: an
+                          attempt takes slot (its number mod ``TRIGGER_ATTEMPTS_KEPT``),
+                          replacing the older one there (``core.recent_attempts``); read whole.
+                          Written with the attempt's ``attempts`` line, in one batch.
+                          Lifetime: retention from the attempt. Size: ≤ ``TRIGGER_ATTEMPTS_KEPT``
+                          (100) whatever a series does.
 - ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
 - ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first, under the
                           caller and under one operators' bucket ``*:<n>`` (n: a hash of the
@@ -292,6 +298,7 @@ COL_K: Final = "k"
 ZONED_VERSIONS_KEY: Final = "all"
 TABLE_IDEMPOTENCY: Final = "idempotency"
 TABLE_ATTEMPTS: Final = "attempts"
+TABLE_ATTEMPTS_RECENT: Final = "attempts_recent"
 TABLE_DEAD_LETTERS: Final = "dead_letters"
 TABLE_DEAD_LETTERS_BY_DAY: Final = "dead_letters_by_day"
 TABLE_REPLAY_JOBS: Final = "replay_jobs"
@@ -315,6 +322,10 @@ COL_STATUS_CODE: Final = "status_code"
 COL_ERROR: Final = "error"
 COL_RESPONSE_EXCERPT: Final = "response_excerpt"
 COL_DISPATCHER: Final = "dispatcher"
+# attempts_recent (and the attempts columns above)
+COL_SLOT: Final = "slot"
+COL_CHANNEL: Final = "channel"
+COL_OUTCOME: Final = "outcome"
 # dead_letters, dead_letters_by_day: the columns after the key, in binding order
 COL_ID: Final = "id"
 COL_SCOPE: Final = "scope"

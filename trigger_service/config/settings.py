@@ -131,6 +131,8 @@ class Settings:
     retention_days: int = 30
     direct_max_delay_s: int = SQS_MAX_DELAY_S
     idempotency_retention_s: int = 86_400
+    # A trigger's recent attempts kept for GET /v1/triggers/{id}/attempts (core.recent_attempts).
+    attempts_kept: int = 100
     log_level: str = "INFO"
     log_format: str = "json"
     metrics_host: str = "127.0.0.1"
@@ -341,6 +343,9 @@ VARIABLES: tuple[Variable, ...] = (
              "sweeper"),
     Variable("TRIGGER_IDEMPOTENCY_RETENTION_S", ("", "idempotency_retention_s"), _pos_int,
              "idempotency keys are kept this long after the fire time"),
+    Variable("TRIGGER_ATTEMPTS_KEPT", ("", "attempts_kept"), _pos_int,
+             "delivery attempts kept per trigger for its attempts listing (the newest; the "
+             "listing's largest limit)"),
     Variable("TRIGGER_LOG_LEVEL", ("", "log_level"), str.upper, "log level"),
     Variable("TRIGGER_LOG_FORMAT", ("", "log_format"), str, "json or console"),
     *(Variable(*row) for row in CASSANDRA_VARIABLES),

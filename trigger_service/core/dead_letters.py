@@ -77,9 +77,29 @@ def excerpt(body: bytes) -> str | None:
     return body[:EXCERPT_MAX_BYTES].decode("utf-8", errors="replace")
 
 
+class AttemptOutcome(StrEnum):
+    """What became of an occurrence by an attempt, as the dispatcher decided it: sent and
+    ``delivered``; due again later (``retry``); a notification channel given up on
+    (``failed``: the occurrence's other channels go on, and it is dead-lettered when they
+    are done); the occurrence given up on and listed as a dead letter (``dead_lettered``);
+    or not sent at all (``skipped``: an acknowledged occurrence's channel)."""
+
+    DELIVERED = "delivered"
+    RETRY = "retry"
+    FAILED = "failed"
+    DEAD_LETTERED = "dead_lettered"
+    SKIPPED = "skipped"
+
+
+WEBHOOK = "webhook"  # the channel of an attempt at the callback URL
+
+
 @dataclass(frozen=True, slots=True)
 class Attempt:
-    """One delivery attempt, as the dispatcher that made it saw it."""
+    """One delivery attempt, as the dispatcher that made it saw it. ``number``: its place
+    among the trigger's attempts (``core.recent_attempts.attempt_number``: grows with every
+    attempt, never the same for two of one trigger); ``outcome`` None: written before
+    outcomes were (read from the per-occurrence history only)."""
 
     trigger_id: str
     occurrence_id: str
@@ -90,6 +110,9 @@ class Attempt:
     error: str | None
     response_excerpt: str | None
     dispatcher: str
+    outcome: AttemptOutcome | None = None
+    channel: str = WEBHOOK
+    number: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,6 +12,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 from opentelemetry.trace import StatusCode
 
+from trigger_service.app.attempts import AttemptHistory
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.cpu_shares import CpuShares
 from trigger_service.app.dead_letters import DeadLetterService
@@ -32,6 +33,7 @@ from trigger_service.http.guards import (
     request_id_of,
 )
 from trigger_service.http.keys import (
+    ATTEMPTS_KEY,
     JOBS_KEY,
     LETTERS_KEY,
     RECIPIENTS_KEY,
@@ -170,6 +172,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     letters = DeadLetterService(runtime.settings, runtime.store, service, runtime.clock,
                                 runtime.metrics)
     app[LETTERS_KEY] = letters
+    app[ATTEMPTS_KEY] = AttemptHistory(runtime.settings, runtime.store, service)
     # Bulk replays: kicked by the POST; the API process also runs its loop (resumption).
     app[JOBS_KEY] = ReplayJobRunner(runtime.settings, letters, runtime.store, runtime.clock)
     # Jobs over triggers by filter (cancel, pause, resume): the same way.

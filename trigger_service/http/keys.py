@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from trigger_service.app.attempts import AttemptHistory
 from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
@@ -17,6 +18,7 @@ PRINCIPAL_KEY = web.RequestKey("principal", Principal)
 SERVICE_KEY = web.AppKey("service", TriggerService)
 RUNTIME_KEY = web.AppKey("runtime", Runtime)
 LETTERS_KEY = web.AppKey("dead_letters", DeadLetterService)
+ATTEMPTS_KEY = web.AppKey("attempts", AttemptHistory)
 JOBS_KEY = web.AppKey("replay_jobs", ReplayJobRunner)
 TRIGGER_JOBS_KEY = web.AppKey("trigger_jobs", TriggerJobRunner)
 RECIPIENTS_KEY = web.AppKey("recipients", RecipientService)

@@ -28,6 +28,8 @@ from trigger_service.core.flow import parse_flow_control
 from trigger_service.core.model import Status, is_trigger_id
 from trigger_service.core.notify.plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports.values import ListCursor
+from trigger_service.core.recent_attempts import AttemptKey
+from trigger_service.core.recent_attempts import decode_cursor as decode_attempts_cursor
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE, is_recipient_id
 from trigger_service.core.tags import TriggerFilter, parse_filter, parse_labels, parse_tags
 from trigger_service.core.urls import UrlError, normalise_callback_url
@@ -230,6 +232,27 @@ def parse_limit(query: dict[str, str], default: int = 50) -> int:
     if not 1 <= limit <= MAX_LIST_LIMIT:
         raise InvalidRequest(f"limit: 1 to {MAX_LIST_LIMIT}")
     return limit
+
+
+def parse_attempts_query(query: dict[str, str]) -> tuple[int | None, AttemptKey | None]:
+    """``?limit=&cursor=`` of a trigger's attempts: the limit as given (None: left out; its
+    range is the setting's, ``app.attempts``) and the cursor a page of them returned.
+    Raises ``InvalidRequest`` naming the parameter."""
+    extra = sorted(set(query) - {"limit", "cursor"})
+    if extra:
+        raise InvalidRequest(f"{extra[0]}: unknown query parameter")
+    limit = None
+    if "limit" in query:
+        if not _LIMIT_RE.fullmatch(query["limit"]):
+            raise InvalidRequest("limit: must be an integer")
+        limit = int(query["limit"])
+    cursor = None
+    if query.get("cursor"):
+        try:
+            cursor = decode_attempts_cursor(query["cursor"])
+        except ValueError as e:
+            raise InvalidRequest("cursor: not a cursor this API returned") from e
+    return limit, cursor
 
 
 def encode_cursor(cursor: ListCursor) -> str:

@@ -7,9 +7,12 @@ from typing import Any
 
 from trigger_service.app.idempotency import Registered
 from trigger_service.app.running import Run
+from trigger_service.core.dead_letters import Attempt
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.plan import initial_states
 from trigger_service.core.ports.values import ListPage
+from trigger_service.core.recent_attempts import AttemptPage
+from trigger_service.core.recent_attempts import encode_cursor as encode_attempts_cursor
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
 from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.core.time.recurrence import Recurrence, RuleKind
@@ -141,3 +144,16 @@ def page_view(page: ListPage) -> dict[str, Any]:
         "items": [trigger_view(t) for t in page.triggers],
         "nextCursor": encode_cursor(page.next_cursor) if page.next_cursor else None,
     }
+
+
+def attempts_view(p: AttemptPage) -> dict[str, Any]:
+    """A page of a trigger's attempts (``GET /v1/triggers/{id}/attempts``)."""
+    return {"items": [attempt_view(a) for a in p.items],
+            "nextCursor": encode_attempts_cursor(p.next_cursor) if p.next_cursor else None}
+
+
+def attempt_view(a: Attempt) -> dict[str, Any]:
+    return {"occurrenceId": a.occurrence_id, "attempt": a.attempt, "channel": a.channel,
+            "startedAt": format_rfc3339_ms(a.started_at_ms), "durationMs": a.duration_ms,
+            "outcome": a.outcome.value if a.outcome else None,
+            "statusCode": a.status_code, "error": a.error}

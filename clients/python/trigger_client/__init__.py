@@ -58,6 +58,7 @@ from trigger_client.resource_models import (
     RecipientPage,
     ReplayJob,
     ReplayResult,
+    TriggerAttempt,
     TriggerJob,
 )
 
@@ -110,6 +111,7 @@ __all__ = [
     "SigningSecret",
     "Status",
     "Trigger",
+    "TriggerAttempt",
     "TriggerClient",
     "TriggerError",
     "TriggerJob",

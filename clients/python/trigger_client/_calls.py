@@ -39,6 +39,7 @@ from trigger_client.resource_models import (
     RecipientPage,
     ReplayJob,
     ReplayResult,
+    TriggerAttempt,
     TriggerJob,
 )
 
@@ -166,6 +167,13 @@ def preview(request: TriggerRequest, count: int | None,
 
 def get_trigger(trigger_id: str) -> Call[Trigger]:
     return Call("GET", f"/v1/triggers/{seg(trigger_id)}", lambda r: Trigger.from_json(r.json()),
+                retry=True)
+
+
+def trigger_attempts(trigger_id: str, limit: int | None,
+                     cursor: str | None) -> Call[Page[TriggerAttempt]]:
+    return Call("GET", f"/v1/triggers/{seg(trigger_id)}/attempts",
+                _page(TriggerAttempt.from_json), params=_query(limit=limit, cursor=cursor),
                 retry=True)
 
 

@@ -54,6 +54,7 @@ from trigger_client.resource_models import (
     RecipientPage,
     ReplayJob,
     ReplayResult,
+    TriggerAttempt,
     TriggerJob,
 )
 
@@ -122,6 +123,13 @@ class AsyncTriggers:
 
     async def get(self, trigger_id: str) -> Trigger:
         return await self._x.run(calls.get_trigger(trigger_id))
+
+    async def attempts(self, trigger_id: str, limit: int | None = None,
+                       cursor: str | None = None) -> Page[TriggerAttempt]:
+        """One page of the trigger's delivery attempts, newest first (the service keeps the
+        newest ``TRIGGER_ATTEMPTS_KEPT``; ``limit`` at most that, default 50). ``NotFound``
+        for an unknown trigger or another caller's."""
+        return await self._x.run(calls.trigger_attempts(trigger_id, limit, cursor))
 
     async def list_page(self, status: Status | str | None = None, *, limit: int | None = None,
                         cursor: str | None = None, tag: str | None = None,

@@ -58,6 +58,7 @@ from trigger_client.resource_models import (
     RecipientPage,
     ReplayJob,
     ReplayResult,
+    TriggerAttempt,
     TriggerJob,
 )
 
@@ -132,6 +133,13 @@ class Triggers:
 
     def get(self, trigger_id: str) -> Trigger:
         return self._x.run(calls.get_trigger(trigger_id))
+
+    def attempts(self, trigger_id: str, limit: int | None = None,
+             cursor: str | None = None) -> Page[TriggerAttempt]:
+        """One page of the trigger's delivery attempts, newest first (the service keeps the
+        newest ``TRIGGER_ATTEMPTS_KEPT``; ``limit`` at most that, default 50). ``NotFound``
+        for an unknown trigger or another caller's."""
+        return self._x.run(calls.trigger_attempts(trigger_id, limit, cursor))
 
     def list_page(self, status: Status | str | None = None, *, limit: int | None = None,
                   cursor: str | None = None, tag: str | None = None, label: str | None = None,

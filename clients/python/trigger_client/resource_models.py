@@ -66,6 +66,27 @@ class Attempt:
 
 
 @dataclass(frozen=True, slots=True)
+class TriggerAttempt:
+    """One delivery attempt of a trigger (``attempts``): ``outcome`` is what became of its
+    occurrence by it: ``delivered``, ``retry``, ``failed`` (a notification channel given up
+    on), ``dead_lettered`` or ``skipped``; ``channel`` is ``webhook`` for the callback URL."""
+
+    occurrence_id: str
+    attempt: int
+    channel: str
+    started_at: datetime
+    duration_ms: int
+    outcome: str
+    status_code: int | None
+    error: str | None
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> TriggerAttempt:
+        return cls(d["occurrenceId"], d["attempt"], d["channel"], parse_instant(d["startedAt"]),
+                   d["durationMs"], d["outcome"], d.get("statusCode"), d.get("error"))
+
+
+@dataclass(frozen=True, slots=True)
 class DeadLetter:
     """A dead letter as listed; the detail view adds ``state``, ``payload``, ``attempts``."""
 

@@ -103,10 +103,10 @@ class PatienceSpy(MemoryStore):
         self.fired_patient: dict[str, bool] = {}
         self.history_patient: dict[str, bool] = {}
 
-    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *, kept: int,
                              patient: bool = False) -> None:
         self.history_patient[attempt.trigger_id] = patient
-        await super().record_attempt(attempt, ttl_s, patient=patient)
+        await super().record_attempt(attempt, ttl_s, kept=kept, patient=patient)
 
     async def compare_and_set(self, old: Trigger, new: Trigger, *,
                               ttl_s: int | None = None, patient: bool = False) -> bool:

@@ -9,7 +9,7 @@ from dataclasses import replace
 from datetime import time
 
 from tests.unit.dispatcher.fakes import START_MS, VISIBILITY_S, Env, settle
-from trigger_service.core.dead_letters import DeadLetterReason
+from trigger_service.core.dead_letters import AttemptOutcome, DeadLetterReason
 from trigger_service.core.model import Status, Trigger
 from trigger_service.core.notify.channels import (
     ChannelOutcome,
@@ -96,6 +96,10 @@ async def test_a_permanent_failure_fails_that_channel_and_dead_letters(env: Env)
     letter = env.store.dead_letters[t.occurrence_id]
     assert letter.reason is DeadLetterReason.MAX_ATTEMPTS and "21211" in (letter.last_error
                                                                           or "")
+    # Each send kept by its channel: the one given up on ``failed``, the others delivered.
+    kept = {a.channel: a.outcome for a in env.store.recent_rings[t.trigger_id].values()}
+    assert kept == {"email": AttemptOutcome.DELIVERED, "sms": AttemptOutcome.FAILED,
+                    "push": AttemptOutcome.DELIVERED, "inbox": AttemptOutcome.DELIVERED}
 
 
 ESCALATE = DeliveryPlan((PUSH, SMS), (EscalationStep(0, 0), EscalationStep(300, 1)))

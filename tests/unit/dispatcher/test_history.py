@@ -104,3 +104,30 @@ async def test_a_purged_letter_is_not_listed_again_by_a_late_copy(env: Env) -> N
     await env.store.resolve_dead_letter(replace(letter, state=DeadLetterState.PURGED), 60)
     await d.handle(second)  # a redundant copy comes back to the FAILED row
     assert env.store.dead_letters[t.occurrence_id].state is DeadLetterState.PURGED
+
+
+def recent(env: Env, t: Trigger) -> list[tuple[int, str, str]]:
+    """``t``'s kept attempts, newest first: (attempt, channel, outcome)."""
+    ring = env.store.recent_rings.get(t.trigger_id, {}).values()
+    return [(a.attempt, a.channel, a.outcome.value if a.outcome else "")
+            for a in sorted(ring, key=lambda a: (a.started_at_ms, a.attempt), reverse=True)]
+
+
+async def test_each_attempt_is_kept_with_what_became_of_its_occurrence(env: Env) -> None:
+    env.with_dispatch(max_attempts=3)
+    env.channel.results = [failed("HTTP 503", 503)]
+    t = await env.add(0)
+    task = asyncio.create_task(env.dispatcher().handle(await env.receive_one(t)))
+    await settle()
+    env.clock.set_ms(env.row(t).due_at_ms())
+    await task
+    assert recent(env, t) == [(2, "webhook", "delivered"), (1, "webhook", "retry")]
+
+
+async def test_the_last_failure_is_kept_as_dead_lettered(env: Env) -> None:
+    env.with_dispatch(max_attempts=1)
+    env.channel.results = [failed("HTTP 500", 500)]
+    t = await env.add(0)
+    await deliver_now(env, t)
+    assert recent(env, t) == [(1, "webhook", "dead_lettered")]
+    assert env.store.dead_letters[t.occurrence_id].reason is DeadLetterReason.MAX_ATTEMPTS

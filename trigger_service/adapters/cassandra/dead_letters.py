@@ -1,6 +1,6 @@
 """``AttemptLog`` and ``DeadLetterIndex`` on Cassandra (tables in
-``infra/cql/008_dead_letters.cql``): a part of ``CassandraStore``, on its statements. The
-replays of dead letters are ``.replay_jobs``."""
+``infra/cql/008_dead_letters.cql`` and ``029_recent_attempts.cql``): a part of
+``CassandraStore``, on its statements. The replays of dead letters are ``.replay_jobs``."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from trigger_service.adapters.cassandra.coalescing import write_batcher
 from trigger_service.adapters.cassandra.dead_letter_listing import list_rows
 from trigger_service.core.dead_letters import (
     Attempt,
+    AttemptOutcome,
     DeadLetter,
     DeadLetterCursor,
     DeadLetterPage,
@@ -23,6 +24,11 @@ from trigger_service.core.dead_letters import (
     day_of,
 )
 from trigger_service.core.ports import Clock
+from trigger_service.core.recent_attempts import ring_slot
+
+# attempts_recent's columns after the key, in binding order.
+RECENT_COLUMNS = (s.COL_OCCURRENCE_ID, s.COL_ATTEMPT, s.COL_CHANNEL, s.COL_STARTED_AT_MS,
+                  s.COL_DURATION_MS, s.COL_OUTCOME, s.COL_STATUS_CODE, s.COL_ERROR)
 
 
 def insert(table: str, cols: Sequence[str], suffix: str = "USING TTL ?") -> str:
@@ -33,11 +39,13 @@ def insert(table: str, cols: Sequence[str], suffix: str = "USING TTL ?") -> str:
 
 def dead_letter_queries(keyspace: str) -> dict[str, str]:
     """name → CQL text for the tables of this module."""
-    att, dl, by_day = (f"{keyspace}.{n}" for n in (
-        s.TABLE_ATTEMPTS, s.TABLE_DEAD_LETTERS, s.TABLE_DEAD_LETTERS_BY_DAY))
+    att, recent, dl, by_day = (f"{keyspace}.{n}" for n in (
+        s.TABLE_ATTEMPTS, s.TABLE_ATTEMPTS_RECENT, s.TABLE_DEAD_LETTERS,
+        s.TABLE_DEAD_LETTERS_BY_DAY))
     att_cols = (s.COL_TRIGGER_ID, s.COL_OCCURRENCE_ID, s.COL_STARTED_AT_MS, s.COL_ATTEMPT,
                 s.COL_DURATION_MS, s.COL_STATUS_CODE, s.COL_ERROR, s.COL_RESPONSE_EXCERPT,
                 s.COL_DISPATCHER)
+    recent_cols = (s.COL_TRIGGER_ID, s.COL_SLOT, *RECENT_COLUMNS)
     dl_cols = (s.COL_ID, *s.DEAD_LETTER_COLUMNS, s.COL_STATE, s.COL_RESOLVED_AT_MS)
     day_cols = (s.COL_SCOPE, s.COL_DAY, s.COL_DEAD_AT_MS, s.COL_ID,
                 *(c for c in s.DEAD_LETTER_COLUMNS if c != s.COL_DEAD_AT_MS))
@@ -46,6 +54,9 @@ def dead_letter_queries(keyspace: str) -> dict[str, str]:
         "attempt_put": insert(att, att_cols),
         "attempts": f"SELECT {', '.join(att_cols)} FROM {att} WHERE {s.COL_TRIGGER_ID} = ? "
         f"AND {s.COL_OCCURRENCE_ID} = ?",
+        "recent_put": insert(recent, recent_cols),
+        "recent": f"SELECT {', '.join(RECENT_COLUMNS)} FROM {recent} "
+        f"WHERE {s.COL_TRIGGER_ID} = ?",
         "dl_put": insert(dl, dl_cols),
         "dl_get": f"SELECT {', '.join(dl_cols)} FROM {dl} WHERE {s.COL_ID} = ?",
         "dl_day_put": insert(by_day, day_cols),
@@ -78,6 +89,19 @@ def attempt_values(a: Attempt, ttl_s: int) -> list[Any]:
             a.status_code, a.error, a.response_excerpt, a.dispatcher, ttl_s]
 
 
+def recent_values(a: Attempt, outcome: AttemptOutcome, kept: int, ttl_s: int) -> list[Any]:
+    """The values of ``recent_put`` for one attempt: its slot in the trigger's ring."""
+    return [a.trigger_id, ring_slot(a.number, kept), a.occurrence_id, a.attempt, a.channel,
+            a.started_at_ms, a.duration_ms, outcome.value, a.status_code, a.error, ttl_s]
+
+
+def _recent(trigger_id: str, r: dict[str, Any]) -> Attempt:
+    return Attempt(trigger_id, r[s.COL_OCCURRENCE_ID], r[s.COL_ATTEMPT],
+                   r[s.COL_STARTED_AT_MS], r[s.COL_DURATION_MS] or 0, r[s.COL_STATUS_CODE],
+                   r[s.COL_ERROR], None, "", outcome=AttemptOutcome(r[s.COL_OUTCOME]),
+                   channel=r[s.COL_CHANNEL])
+
+
 class CassandraDeadLetters:
     def __init__(self, cql: driver.Statements, clock: Clock) -> None:
         """On the store's statements (``CassandraStore.statements``); ``clock`` times the
@@ -87,12 +111,17 @@ class CassandraDeadLetters:
         self._patient_history_writes = write_batcher(cql, clock, patient=True)
 
     # --- AttemptLog --------------------------------------------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *, kept: int,
                              patient: bool = False) -> None:
         # The history lines of concurrent deliveries share unlogged batches (``.coalescing``);
-        # a patient one waits for company, as its outcome's write beside it does.
+        # a patient one waits for company, as its outcome's write beside it does. Its ring
+        # entry is one submission with it: the same request, never a round trip of its own.
         writes = self._patient_history_writes if patient else self._history_writes
-        await writes.submit([("attempt_put", attempt_values(attempt, ttl_s))])
+        lines: list[tuple[str, list[Any]]] = [
+            ("attempt_put", attempt_values(attempt, ttl_s))]
+        if attempt.outcome is not None:
+            lines.append(("recent_put", recent_values(attempt, attempt.outcome, kept, ttl_s)))
+        await writes.submit(lines)
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         rows = await self._cql.run("attempts", [trigger_id, occurrence_id])
@@ -100,6 +129,10 @@ class CassandraDeadLetters:
                         r[s.COL_STARTED_AT_MS], r[s.COL_DURATION_MS] or 0,
                         r[s.COL_STATUS_CODE], r[s.COL_ERROR], r[s.COL_RESPONSE_EXCERPT],
                         r[s.COL_DISPATCHER] or "") for r in rows]
+
+    async def recent_attempts(self, trigger_id: str) -> list[Attempt]:
+        # The whole partition: the ring holds at most ``kept`` rows.
+        return [_recent(trigger_id, r) for r in await self._cql.run("recent", [trigger_id])]
 
     # --- DeadLetterIndex ---------------------------------------------------------------
     async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:

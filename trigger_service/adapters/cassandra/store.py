@@ -225,12 +225,15 @@ class CassandraStore:
         return await self.counters.read_counters()
 
     # --- AttemptLog, DeadLetterIndex: ``dead_letters`` ---------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *, kept: int,
                              patient: bool = False) -> None:
-        await self.dead_letters.record_attempt(attempt, ttl_s, patient=patient)
+        await self.dead_letters.record_attempt(attempt, ttl_s, kept=kept, patient=patient)
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         return await self.dead_letters.attempts(trigger_id, occurrence_id)
+
+    async def recent_attempts(self, trigger_id: str) -> list[Attempt]:
+        return await self.dead_letters.recent_attempts(trigger_id)
 
     async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:
         await self.dead_letters.put_dead_letter(d, ttl_s)

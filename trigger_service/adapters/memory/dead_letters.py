@@ -9,6 +9,7 @@ from dataclasses import replace
 
 from trigger_service.adapters import schema as s
 from trigger_service.core.dead_letters import (
+    WEBHOOK,
     Attempt,
     DeadLetter,
     DeadLetterCursor,
@@ -21,10 +22,12 @@ from trigger_service.core.dead_letters import (
     ReplayJob,
     day_of,
 )
+from trigger_service.core.recent_attempts import ring_slot
 
 
 class MemoryDeadLetters:
     attempt_log: dict[tuple[str, str], list[Attempt]]
+    recent_rings: dict[str, dict[int, Attempt]]  # trigger id → slot → attempt
     dead_letters: dict[str, DeadLetter]
     jobs: dict[str, ReplayJob]
     items: dict[str, dict[str, JobItem]]
@@ -33,6 +36,7 @@ class MemoryDeadLetters:
 
     def _init_dead_letters(self) -> None:
         self.attempt_log = {}
+        self.recent_rings = {}
         self.dead_letters = {}
         self.jobs = {}
         self.items = {}
@@ -42,17 +46,28 @@ class MemoryDeadLetters:
         raise NotImplementedError
 
     # --- AttemptLog --------------------------------------------------------------------
-    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *, kept: int,
                              patient: bool = False) -> None:
         self._enter("record_attempt")
+        if attempt.outcome is not None:
+            # As the table keeps it: what the ring's columns hold.
+            self.recent_rings.setdefault(attempt.trigger_id, {})[
+                ring_slot(attempt.number, kept)] = replace(
+                    attempt, response_excerpt=None, dispatcher="", number=0)
+        # As the table keeps it: no outcome, channel nor number (those are the ring's).
+        line = replace(attempt, outcome=None, channel=WEBHOOK, number=0)
         log = self.attempt_log.setdefault((attempt.trigger_id, attempt.occurrence_id), [])
         log[:] = [a for a in log if (a.started_at_ms, a.attempt)
-                  != (attempt.started_at_ms, attempt.attempt)] + [attempt]
+                  != (attempt.started_at_ms, attempt.attempt)] + [line]
         log.sort(key=lambda a: (a.started_at_ms, a.attempt))
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
         self._enter("attempts")
         return list(self.attempt_log.get((trigger_id, occurrence_id), []))
+
+    async def recent_attempts(self, trigger_id: str) -> list[Attempt]:
+        self._enter("recent_attempts")
+        return list(self.recent_rings.get(trigger_id, {}).values())
 
     # --- DeadLetterIndex ---------------------------------------------------------------
     async def put_dead_letter(self, d: DeadLetter, ttl_s: int) -> None:

@@ -30,14 +30,26 @@ from trigger_service.core.dead_letters import (
 class AttemptLog(Protocol):
     """Every delivery attempt, durably; entries expire ``ttl_s`` after being written."""
 
-    async def record_attempt(self, attempt: Attempt, ttl_s: int, *,
+    async def record_attempt(self, attempt: Attempt, ttl_s: int, *, kept: int,
                              patient: bool = False) -> None:
-        """Raises ``StoreError``. ``patient``: the line may wait for company (a wave's
-        outcomes are being written beside it) to share a request with other lines."""
+        """Record ``attempt`` in its occurrence's history and, when it has an outcome, in
+        its trigger's recent attempts: slot ``core.recent_attempts.ring_slot(number, kept)``
+        of the ring, replacing what was there; both in one request (idempotent: a repeat
+        rewrites the same entries). Raises ``StoreError``. ``patient``: the line may wait
+        for company (a wave's outcomes are being written beside it) to share a request
+        with other lines."""
+        ...
+
+    async def recent_attempts(self, trigger_id: str) -> list[Attempt]:
+        """Every attempt in the trigger's ring, in no order (at most the largest ``kept``
+        it was written with; ``response_excerpt`` and ``dispatcher`` not kept). Raises
+        ``StoreError``."""
         ...
 
     async def attempts(self, trigger_id: str, occurrence_id: str) -> list[Attempt]:
-        """One occurrence's attempts, oldest first. Raises ``StoreError``."""
+        """One occurrence's attempts, oldest first, as this history keeps them (no
+        ``outcome``, ``channel`` nor ``number``: ``recent_attempts`` has those). Raises
+        ``StoreError``."""
         ...
 
 

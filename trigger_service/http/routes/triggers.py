@@ -1,4 +1,5 @@
-"""``/v1/triggers``: register, get, cancel, list, pause, resume, run now."""
+"""``/v1/triggers``: register, get, cancel, list, pause, resume, run now, and a trigger's
+attempts."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from trigger_service.core.time.catchup import CatchUpPolicy, parse_policy
 from trigger_service.core.time.jitter import jitter_offset_ms
 from trigger_service.http import parsing, views
 from trigger_service.http.auth import caller_of
-from trigger_service.http.keys import RUNTIME_KEY, SERVICE_KEY
+from trigger_service.http.keys import ATTEMPTS_KEY, RUNTIME_KEY, SERVICE_KEY
 
 
 async def register(request: web.Request) -> web.Response:
@@ -98,6 +99,13 @@ async def list_triggers(request: web.Request) -> web.Response:
     return web.json_response(views.page_view(page))
 
 
+async def list_attempts(request: web.Request) -> web.Response:
+    limit, cursor = parsing.parse_attempts_query(dict(request.query))
+    page = await request.app[ATTEMPTS_KEY].recent(
+        caller_of(request).name, request.match_info["id"], limit, cursor)
+    return web.json_response(views.attempts_view(page))
+
+
 def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/triggers", register)
     app.router.add_get("/v1/triggers", list_triggers)
@@ -106,3 +114,4 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/v1/triggers/{id}/pause", pause_trigger)
     app.router.add_post("/v1/triggers/{id}/resume", resume_trigger)
     app.router.add_post("/v1/triggers/{id}/run", run_trigger)
+    app.router.add_get("/v1/triggers/{id}/attempts", list_attempts)

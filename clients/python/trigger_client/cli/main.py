@@ -256,6 +256,31 @@ def get(ctx: typer.Context, trigger_id: str, tz: Tz = None,
     out.print(table)
 
 
+@app.command()
+def attempts(ctx: typer.Context, trigger_id: str,
+             limit: Annotated[int | None, typer.Option(
+                 min=1, help="Rows (default 50; at most what the service keeps).")] = None,
+             cursor: Annotated[str | None, typer.Option(help="The page after.")] = None,
+             tz: Tz = None, output: OutputOpt = Output.text) -> None:
+    """A trigger's delivery attempts, newest first: one page (the next page's cursor is
+    printed under it)."""
+    with api_errors(output), client(ctx) as c:
+        page = c.triggers.attempts(trigger_id, limit=limit, cursor=cursor)
+    if output is Output.json:
+        print_json(page.raw)
+        return
+    table = Table("started (local)", "occurrence", "attempt", "channel", "outcome", "status",
+                  "ms", "error")
+    for a in page.items:
+        table.add_row(f"{local(a.started_at, zone(tz)):%Y-%m-%d %H:%M:%S %Z}", a.occurrence_id,
+                      str(a.attempt), a.channel, a.outcome,
+                      "" if a.status_code is None else str(a.status_code),
+                      str(a.duration_ms), a.error or "")
+    out.print(table)
+    if page.next_cursor:
+        out.print(f"more: --cursor {page.next_cursor}")
+
+
 app.command("ls", help="The same as list.")(list_)
 
 
