@@ -88,7 +88,10 @@ class Debouncing:
             if there is None:  # the head's first write: ours, or one that has not landed
                 await self._channels.check_budgets(budgets.caller, budgets.plan)
                 done = await self._writer.create_keyed(t, self.index_ttl_s(t))
-                if done.created:
+                # Concurrent first writers each write the one row, at the home elected with
+                # its fire time: the request whose fire time it is came first, the others
+                # join it (``app.idempotency``'s rule for a key's concurrent requests).
+                if done.created and done.trigger.fire_at_ms == t.fire_at_ms:
                     if t.route is Route.DIRECT:
                         self._sends.start(t)
                     log.info("debounce_started", caller=caller, trigger_id=t.trigger_id)

@@ -71,12 +71,14 @@ class CreatedTrigger:
     resolved: Resolved | None = None
     snoozed_from: str | None = None
     raw: Any = field(default=None, compare=False, repr=False)
+    # With ``debounce``: True when the create joined the key's open trigger (answered 200).
+    debounced: bool | None = None
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any], replayed: bool = False) -> CreatedTrigger:
         return cls(d["triggerId"], parse_instant(d["fireAt"]), parse_instant(d["nextFireAt"]),
                    Status(d["status"]), replayed, Resolved.from_json(d.get("resolved")),
-                   d.get("snoozedFrom"), d)
+                   d.get("snoozedFrom"), d, d.get("debounced"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,6 +272,24 @@ class SigningSecret:
     def from_json(cls, d: Mapping[str, Any]) -> SigningSecret:
         return cls(d["secret"], parse_instant(d["createdAt"]),
                    parse_instant(d["previousValidUntil"]), d)
+
+
+@dataclass(frozen=True, slots=True)
+class Debounce:
+    """Debounce on create (``debounce``): while a pending trigger of the caller with this
+    ``key`` exists, a create joins it (``CreatedTrigger.debounced``) instead of making
+    another: ``"replace"`` gives it the new payload and fire time (never later than
+    ``max_wait_s`` after the first request), ``"keep"`` leaves it as it is."""
+
+    key: str
+    mode: str = "replace"
+    max_wait_s: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"key": self.key, "mode": self.mode}
+        if self.max_wait_s is not None:
+            out["maxWaitSeconds"] = self.max_wait_s
+        return out
 
 
 @dataclass(frozen=True, slots=True)

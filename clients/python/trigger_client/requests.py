@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from trigger_client.models import DstPolicy, FlowControl
+from trigger_client.models import Debounce, DstPolicy, FlowControl
 from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
@@ -27,7 +27,7 @@ _API_NAMES = {
     "recipient": "recipient", "message": "message",
     "catch_up": "catchUp",
     "expires_at": "expiresAt", "max_lateness_s": "maxLatenessSeconds",
-    "flow_control": "flowControl",
+    "flow_control": "flowControl", "debounce": "debounce",
 }
 
 
@@ -35,7 +35,7 @@ def _value(value: Any) -> Any:
     """A field's JSON value: aware datetimes as RFC 3339, naive ones as wall times."""
     if isinstance(value, datetime):
         return value.isoformat()
-    if isinstance(value, DstPolicy | CatchUp | FlowControl):
+    if isinstance(value, DstPolicy | CatchUp | FlowControl | Debounce):
         return value.to_json()
     if isinstance(value, tuple):
         return [_value(v) for v in value]
@@ -68,6 +68,7 @@ class TriggerFields(TypedDict, total=False):
     expires_at: datetime | str  # aware: no occurrence is sent after it
     max_lateness_s: int  # each occurrence sent at most this long after its time
     flow_control: FlowControl  # per destination
+    debounce: Debounce  # create only: join the key's open trigger
 
 
 class PatchFields(TypedDict, total=False):
@@ -131,6 +132,7 @@ class TriggerRequest:
     expires_at: datetime | str | None = None  # no occurrence is sent after it
     max_lateness_s: int | None = None  # each occurrence at most this late (>= 1)
     flow_control: FlowControl | None = None  # per destination
+    debounce: Debounce | None = None  # create only (not batch, not preview)
 
     @classmethod
     def of(cls, fields_: TriggerFields) -> TriggerRequest:
@@ -155,6 +157,9 @@ class TriggerRequest:
             kw["catch_up"] = CatchUp.from_json(kw["catch_up"])
         if isinstance(kw.get("flow_control"), Mapping):
             kw["flow_control"] = FlowControl.from_json(kw["flow_control"])
+        if isinstance(kw.get("debounce"), Mapping):
+            d = kw["debounce"]
+            kw["debounce"] = Debounce(d["key"], d.get("mode", "replace"), d.get("maxWaitSeconds"))
         return cls.of(kw)  # type: ignore[arg-type]
 
     def to_json(self) -> dict[str, Any]:

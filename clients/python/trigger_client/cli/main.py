@@ -36,7 +36,7 @@ from trigger_client.cli.jobs import Label, Poll, Recipient, Tag
 from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
 from trigger_client.client import TriggerClient
 from trigger_client.errors import ConnectionFailed, InvalidRequest, ServerError
-from trigger_client.models import CreatedTrigger, FlowControl, Trigger
+from trigger_client.models import CreatedTrigger, Debounce, FlowControl, Trigger
 from trigger_client.requests import TriggerRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -76,6 +76,29 @@ FlowRate = Annotated[float | None, typer.Option(
     "--flow-rate", help="Flow control: at most this many starts a second (0.5 allowed).")]
 FlowParallelism = Annotated[int | None, typer.Option(
     "--flow-parallelism", help="Flow control: at most this many open at once.")]
+
+
+DebounceKey = Annotated[str | None, typer.Option(
+    "--debounce", help="Debounce key: while a pending trigger of yours with this key exists, "
+    "join it instead of creating another.")]
+DebounceModeOpt = Annotated[str, typer.Option(
+    "--debounce-mode", help="replace: the last request's payload and time (trailing); "
+    "keep: the first one's.")]
+DebounceMaxWait = Annotated[str | None, typer.Option(
+    "--debounce-max-wait", help="replace: never later than this after the first request "
+    "(30s, 10m, 1h).")]
+
+
+def debounce(key: str | None, mode: str, max_wait: str | None) -> Debounce | None:
+    """``--debounce`` with its mode and bound (ValueError for a bound without a key or a
+    mode not known); the API checks the rest."""
+    if key is None:
+        if max_wait is not None:
+            raise ValueError("--debounce-max-wait needs --debounce")
+        return None
+    if mode not in ("replace", "keep"):
+        raise ValueError("--debounce-mode: replace or keep")
+    return Debounce(key, mode, None if max_wait is None else round(parse_duration_s(max_wait)))
 
 
 def flow_control(key: str | None, rate: float | None,
@@ -144,6 +167,8 @@ def settle_when(c: TriggerClient, req: TriggerRequest, fmt: Output, tz: tzinfo |
 def print_created(created: CreatedTrigger, tz: tzinfo | None) -> None:
     note = " [dim](replayed: this Idempotency-Key was used before)[/dim]" if \
         created.replayed else ""
+    if created.debounced:
+        note += " [dim](debounced: joined the key's open trigger)[/dim]"
     out.print(f"[green]{created.trigger_id}[/green] {created.status}{note}")
     out.print(f"  fires at  {show(created.fire_at, tz)}")
     if created.next_fire_at != created.fire_at:
@@ -162,6 +187,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
            expires_at: ExpiresAt = None, max_lateness: MaxLateness = None,
            flow_key: FlowKey = None, flow_rate: FlowRate = None,
            flow_parallelism: FlowParallelism = None,
+           debounce_key: DebounceKey = None, debounce_mode: DebounceModeOpt = "replace",
+           debounce_max_wait: DebounceMaxWait = None,
            idempotency_key: Annotated[str | None, typer.Option(
                help="Default: a fresh one (printed when the outcome is unknown).")] = None,
            yes: Annotated[bool, typer.Option("--yes", "-y", help="Never ask.")] = False,
@@ -173,7 +200,8 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
                            jitter_s=jitter_s(jitter), expires_at=instant(expires_at, tz),
                            max_lateness_s=None if max_lateness is None
                            else round(parse_duration_s(max_lateness)),
-                           flow_control=flow_control(flow_key, flow_rate, flow_parallelism))
+                           flow_control=flow_control(flow_key, flow_rate, flow_parallelism),
+                           debounce=debounce(debounce_key, debounce_mode, debounce_max_wait))
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
         # Always a key, and one the user can see: if the answer never settles (no answer,
