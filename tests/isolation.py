@@ -184,6 +184,9 @@ CASES: dict[tuple[str, str], Request] = {
     ("POST", "/v1/triggers/{id}/pause"): call("POST", "/v1/triggers/{trigger}/pause"),
     ("POST", "/v1/triggers/{id}/run"): call("POST", "/v1/triggers/{trigger}/run"),
     ("GET", "/v1/triggers/{id}/attempts"): call("GET", "/v1/triggers/{trigger}/attempts"),
+    ("POST", "/v1/triggers/{id}/backfill"): call(
+        "POST", "/v1/triggers/{trigger}/backfill",
+        {"from": "2020-01-01T00:00:00Z", "to": "2020-01-02T00:00:00Z"}),
     ("POST", "/v1/triggers/{id}/resume"): call("POST", "/v1/triggers/{trigger}/resume",
                                                {"policy": "none"}),
     ("GET", "/v1/dead-letters/{id}"): call("GET", "/v1/dead-letters/{dead_letter}"),

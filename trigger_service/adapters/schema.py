@@ -93,6 +93,10 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           job (caller, action, filter JSON), its items (trigger id → state,
                           fixed at creation, ≤ ``MAX_JOB_ITEMS`` 10,000 per partition), the
                           unfinished ones under ``replay_open_key`` / ``replay_caller_key``.
+                          A backfill job (action ``backfill``, ``app.backfills``) keeps its
+                          series, range and pace in ``filter`` (``{"backfill": {...}}``) and
+                          its occurrences as item ids (``<index, 6 digits>:<scheduled ms>``,
+                          ≤ ``MAX_BACKFILL_OCCURRENCES`` 1,000), no column of its own.
 - ``signing_secrets``     (``caller``) → rotated secrets, sealed, by ``created_at_ms`` (IF NOT
                           EXISTS: a taken ms moves to the next), newest first (a handful).
 - ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by

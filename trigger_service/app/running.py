@@ -65,6 +65,16 @@ def copies(t: Trigger) -> bool:
     return (t.schedule is not None and t.schedule.recurring) or t.status is Status.PAUSED
 
 
+def copy_request(t: Trigger, fire_at_ms: int, now_ms: int) -> NewTrigger:
+    """A one-time copy of ``t`` firing at ``fire_at_ms`` (no jitter), asked at ``now_ms``:
+    ``t``'s callback, payload, channels, recipient, tags, labels, flow control and lateness
+    bound as they are now (a run's copy, a backfill's: ``app.backfills``)."""
+    return NewTrigger(
+        callback_url=t.callback_url, payload_json=t.payload_json, fire_at_ms=fire_at_ms,
+        received_at_ms=now_ms, plan=t.plan, tags=t.tags, labels=t.labels,
+        recipient=t.recipient, max_lateness_s=t.max_lateness_s, flow_control=t.flow_control)
+
+
 class Running:
     def __init__(self, settings: Settings, catalog: TriggerCatalog, clock: Clock,
                  metrics: Metrics, get: Get, sends: BackgroundSends,
@@ -111,11 +121,7 @@ class Running:
     async def _run_copy(self, t: Trigger, idem_key: str | None,
                         request_hash: str) -> Registered:
         now_ms = self._clock.now_ms()
-        new = NewTrigger(
-            callback_url=t.callback_url, payload_json=t.payload_json, fire_at_ms=now_ms,
-            received_at_ms=now_ms, plan=t.plan, tags=t.tags, labels=t.labels,
-            recipient=t.recipient, max_lateness_s=t.max_lateness_s,
-            flow_control=t.flow_control)
+        new = copy_request(t, now_ms, now_ms)
         done: Registered = await self._register_copy(t.caller, new, idem_key, request_hash,
                                                      snoozed_from=t.trigger_id)
         if not done.replayed:

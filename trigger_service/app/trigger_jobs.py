@@ -9,6 +9,12 @@ them is idempotent (a cancelled trigger is answered cancelled, a paused one paus
 longer paused is left as it is), and the item is marked done. An operator's resume of a
 paused caller (``app.caller_pause``) is such a job too, over the caller's PAUSED triggers
 (``start_over``).
+
+A backfill (``start_backfill``, ``app.backfills``) is a job over one series' past
+occurrences: its items are the occurrences (index, scheduled instant), each fired by a copy
+whose id its occurrence derives, so an item worked on twice makes one copy. Copy ``k`` is
+due ``k`` paces after the first: the job's creation, or for a job taken over later, the
+moment its runner reaches its first pending item (never a herd in the past).
 """
 
 from __future__ import annotations
@@ -20,7 +26,9 @@ from ulid import ULID
 
 from trigger_service.app.job_rounds import JobRounds
 from trigger_service.app.triggers import TriggerService
+from trigger_service.config.callers import Caller
 from trigger_service.config.settings import Settings
+from trigger_service.core.backfill import Backfill, item_id, parse_item_id
 from trigger_service.core.dead_letters import ItemState
 from trigger_service.core.errors import ApiError, InvalidRequest, NotFound, QuotaExceeded
 from trigger_service.core.model import Status, Trigger
@@ -52,6 +60,7 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
         self._triggers = triggers
         self._jobs = jobs
         self._running: dict[str, TriggerJob] = {}  # the jobs this runner holds, as made
+        self._paced_from: dict[str, int] = {}  # a backfill's first copy's due time, here
 
     # --- start, read ------------------------------------------------------------------
     async def start(self, caller: str, action: JobAction, flt: TriggerFilter,
@@ -78,12 +87,35 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
         caller's own jobs; an operator's (a paused caller's resume) are not the caller's.
         Raises ``StoreError``."""
         now_ms = self._clock.now_ms()
-        job = TriggerJob("tjob_" + str(ULID.from_timestamp(now_ms / 1000)), caller, action,
-                         flt, now_ms, len(ids), policy=policy)
+        job = TriggerJob(_new_job_id(now_ms), caller, action, flt, now_ms, len(ids),
+                         policy=policy)
         await self._jobs.create_trigger_job(job, [TriggerJobItem(i) for i in ids],
                                             ttl_s=self._s.retention_s)
         log.info("trigger_job_created", job_id=job.job_id, caller=caller,
                  action=action.value, total=job.total)
+        self.kick(job.job_id)
+        return job
+
+    async def start_backfill(self, caller: Caller, trigger_id: str, from_ms: int,
+                             to_ms: int) -> TriggerJob:
+        """Make a job firing the occurrences of ``caller``'s series ``trigger_id`` scheduled
+        in ``[from_ms, to_ms)`` and before now, oldest first (``app.backfills``), and start
+        it in the background. Raises what ``Backfills.plan`` raises (``InvalidRequest``,
+        ``NotFound``, ``NotBackfillable``), ``QuotaExceeded`` (``MAX_OPEN_TRIGGER_JOBS``) or
+        ``StoreError``. No occurrence in the range makes a job with no items, finished at
+        once."""
+        plan = await self._triggers.backfills.plan(caller, trigger_id, from_ms, to_ms)
+        open_jobs = await self._jobs.count_open_trigger_jobs(caller.name)
+        if open_jobs >= MAX_OPEN_TRIGGER_JOBS:
+            raise QuotaExceeded(f"{open_jobs} of your trigger jobs are unfinished, the most "
+                                f"at once is {MAX_OPEN_TRIGGER_JOBS}; wait for one to finish")
+        now_ms = self._clock.now_ms()
+        job = TriggerJob(_new_job_id(now_ms), caller.name, JobAction.BACKFILL, TriggerFilter(),
+                         now_ms, len(plan.instants), backfill=plan.backfill)
+        items = [TriggerJobItem(item_id(k, at_ms)) for k, at_ms in enumerate(plan.instants)]
+        await self._jobs.create_trigger_job(job, items, ttl_s=self._s.retention_s)
+        log.info("trigger_job_created", job_id=job.job_id, caller=caller.name,
+                 action=job.action.value, total=job.total, trigger_id=trigger_id)
         self.kick(job.job_id)
         return job
 
@@ -144,6 +176,7 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
     async def _finish(self, job_id: str) -> None:
         await self._jobs.finish_trigger_job(job_id, ttl_s=self._s.retention_s)
         self._running.pop(job_id, None)
+        self._paced_from.pop(job_id, None)
 
     async def _one(self, job_id: str, item: TriggerJobItem) -> None:
         job = self._running[job_id]
@@ -158,14 +191,32 @@ class TriggerJobRunner(JobRounds[TriggerJobItem]):
 
     async def _apply(self, job: TriggerJob, trigger_id: str) -> None:
         """The job's action on one trigger (``resume``: by the job's policy, or each
-        series' own)."""
-        if job.action is JobAction.CANCEL:
+        series' own; ``backfill``: on one occurrence, its item)."""
+        if job.backfill is not None:
+            await self._backfill(job, job.backfill, trigger_id)
+        elif job.action is JobAction.CANCEL:
             await self._triggers.cancel(job.caller, trigger_id)
         elif job.action is JobAction.PAUSE:
             await self._triggers.pause(job.caller, trigger_id)
         else:
             await self._triggers.resume(job.caller, trigger_id,
                                         CatchUpPolicy(job.policy) if job.policy else None)
+
+
+    async def _backfill(self, job: TriggerJob, bf: Backfill, item: str) -> None:
+        """Fire the occurrence ``item`` at its place in the job's pace. The first item this
+        runner reaches fixes where the pace starts (items are worked on in order, a chunk's
+        first one first): a job taken over after its runner died goes on from now, not
+        from its creation."""
+        index, at_ms = parse_item_id(item)
+        start_ms = self._paced_from.setdefault(
+            job.job_id, max(job.created_at_ms, self._clock.now_ms() - index * bf.pace_ms))
+        await self._triggers.backfills.fire(job.caller, bf, at_ms,
+                                            start_ms + index * bf.pace_ms)
+
+
+def _new_job_id(now_ms: int) -> str:
+    return "tjob_" + str(ULID.from_timestamp(now_ms / 1000))
 
 
 def _unfinished(t: Trigger) -> bool:

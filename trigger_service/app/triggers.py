@@ -1,5 +1,6 @@
 """The trigger use cases: register, get, cancel, list (pause and resume: ``.pausing``; run
-now: ``.running``). No HTTP here.
+now: ``.running``; backfill: ``.backfills``, run as a job by ``.trigger_jobs``). No HTTP
+here.
 
 A registration (``TriggerService.register``: every route that creates a trigger makes that
 one call) runs these steps, in this order:
@@ -25,6 +26,7 @@ from dataclasses import replace
 
 import structlog
 
+from trigger_service.app.backfills import Backfills
 from trigger_service.app.background_sends import BackgroundSends
 from trigger_service.app.callbacks import vet_callback_host
 from trigger_service.app.channel_gate import ChannelGate
@@ -125,6 +127,8 @@ class TriggerService:
             metrics)
         self._running = Running(settings, catalog, clock, metrics, self.get, self._sends,
                                 self._keys, self.register_planned)
+        # Backfills are jobs (``app.trigger_jobs``): their runner plans and fires with this.
+        self.backfills = Backfills(clock, metrics, self.get, self.register_planned)
 
     # --- accept: a parsed request becomes a trigger to register ------------------------
     async def accept(self, caller: Caller, req: RegisterRequest, *,

@@ -29,6 +29,8 @@
     │   ├── ExpiresBeforeFire         422 expires_before_fire (``expiresAt`` before the first
     │   │                             fire time: nothing could ever be sent; ``field``)
     │   ├── NothingToReplay           422 nothing_to_replay (a bulk replay matching no letter)
+    │   ├── NotBackfillable           422 not_backfillable (a backfill of a one-time trigger,
+    │   │                             or of a range starting at or after now)
     │   ├── RateLimited               429 rate_limited (the caller's token bucket is empty;
     │   │                             ``Retry-After`` says when a token is back)
     │   ├── QuotaExceeded             429 quota_exceeded (the caller's max_pending is reached,
@@ -196,6 +198,13 @@ class NothingToReplay(ApiError):
     would only take a place among the caller's unfinished jobs)."""
 
     status, code = 422, "nothing_to_replay"
+
+
+class NotBackfillable(ApiError):
+    """A backfill (``app.backfills``) of a trigger that has no schedule of occurrences (a
+    one-time trigger), or of a range that starts at or after now (nothing in it is past)."""
+
+    status, code = 422, "not_backfillable"
 
 
 class RateLimited(ApiError):

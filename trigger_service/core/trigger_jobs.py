@@ -1,7 +1,8 @@
-"""Jobs over a caller's triggers matching a filter: what a job is, its items and
-the store port. A job's items (the matching trigger ids) are fixed when it is made, each
-worked on at most once to a final state, so a job resumed by another process after its
-runner died does nothing twice. Pure: no I/O."""
+"""Jobs over a caller's triggers matching a filter, and backfills of one series: what a job
+is, its items and the store port. A job's items (the matching trigger ids; a backfill's
+occurrences, ``core.backfill.item_id``) are fixed when it is made, each worked on at most
+once to a final state, so a job resumed by another process after its runner died does
+nothing twice. Pure: no I/O."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
+from trigger_service.core.backfill import Backfill
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.tags import TriggerFilter
 
@@ -19,11 +21,13 @@ MAX_OPEN_TRIGGER_JOBS = 10  # unfinished jobs per caller
 
 class JobAction(StrEnum):
     """What a job does to each matching trigger: ``TriggerService.cancel``, ``pause`` or
-    ``resume`` (with the job's policy)."""
+    ``resume`` (with the job's policy); ``backfill``: fires each past occurrence of one
+    series (``app.backfills``; no filter, its items are the occurrences)."""
 
     CANCEL = "cancel"
     PAUSE = "pause"
     RESUME = "resume"
+    BACKFILL = "backfill"
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,11 +42,12 @@ class TriggerJob:
     done: int = 0
     failed: int = 0
     policy: str | None = None  # ``resume``'s policy: what came due while paused
+    backfill: Backfill | None = None  # ``backfill``'s series, range and pace (filter empty)
 
 
 @dataclass(frozen=True, slots=True)
 class TriggerJobItem:
-    id: str  # the trigger's
+    id: str  # the trigger's (a backfill's: ``core.backfill.item_id``)
     state: ItemState = ItemState.PENDING
 
 

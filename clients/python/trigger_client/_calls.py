@@ -149,6 +149,15 @@ def start_trigger_job(action: str, filter_: Mapping[str, str],
                 body=body)
 
 
+def backfill(trigger_id: str, from_: datetime | str, to: datetime | str) -> Call[TriggerJob]:
+    # Safe to retry: a second job over the range fires nothing again (each occurrence's
+    # copy has an id derived from it); a retried start only leaves one more, empty-handed job.
+    body = {"from": from_.isoformat() if isinstance(from_, datetime) else from_,
+            "to": to.isoformat() if isinstance(to, datetime) else to}
+    return Call("POST", f"/v1/triggers/{seg(trigger_id)}/backfill",
+                lambda r: TriggerJob.from_json(r.json()), body=body, retry=True)
+
+
 def get_trigger_job(job_id: str) -> Call[TriggerJob]:
     return Call("GET", f"/v1/triggers/jobs/{seg(job_id)}",
                 lambda r: TriggerJob.from_json(r.json()), retry=True)

@@ -152,6 +152,11 @@ class AsyncTriggers:
         return await self._x.run(calls.start_trigger_job(
             action, calls.trigger_filter(tag, label, recipient, status), policy))
 
+    async def backfill(self, trigger_id: str, from_: datetime | str,
+                       to: datetime | str) -> TriggerJob:
+        """As ``TriggerClient.triggers.backfill``."""
+        return await self._x.run(calls.backfill(trigger_id, from_, to))
+
     async def job(self, job_id: str) -> TriggerJob:
         return await self._x.run(calls.get_trigger_job(job_id))
 

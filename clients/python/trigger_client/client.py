@@ -166,6 +166,15 @@ class Triggers:
         return self._x.run(calls.start_trigger_job(
             action, calls.trigger_filter(tag, label, recipient, status), policy))
 
+    def backfill(self, trigger_id: str, from_: datetime | str,
+                 to: datetime | str) -> TriggerJob:
+        """A job firing the series' occurrences scheduled in ``[from_, to)`` and before
+        now, once each, oldest first, paced by its flow control (instants: aware datetimes
+        or RFC 3339 text); follow it with ``job``/``wait_job``. A second backfill over the
+        same range fires nothing again. ``Unprocessable`` (not_backfillable) for a
+        one-time trigger or a range in the future."""
+        return self._x.run(calls.backfill(trigger_id, from_, to))
+
     def job(self, job_id: str) -> TriggerJob:
         return self._x.run(calls.get_trigger_job(job_id))
 

@@ -123,8 +123,8 @@ class UnsupportedMediaType(ApiError):
 
 
 class Unprocessable(ApiError):
-    """422: callback_not_allowed, idempotency_key_reused, nonexistent_local_time or
-    recipient_not_allowed."""
+    """422: callback_not_allowed, idempotency_key_reused, nonexistent_local_time,
+    recipient_not_allowed or not_backfillable."""
 
 
 class RateLimited(ApiError):
@@ -168,7 +168,7 @@ _BY_CODE: dict[str, type[ApiError]] = {
     "not_replayable": Conflict, "payload_too_large": PayloadTooLarge,
     "unsupported_media_type": UnsupportedMediaType, "callback_not_allowed": Unprocessable,
     "idempotency_key_reused": Unprocessable, "nonexistent_local_time": Unprocessable,
-    "recipient_not_allowed": Unprocessable,
+    "recipient_not_allowed": Unprocessable, "not_backfillable": Unprocessable,
     "rate_limited": RateLimited, "quota_exceeded": QuotaExceeded,
     "headers_too_large": HeadersTooLarge, "outcome_unknown": OutcomeUnknown,
 }

@@ -146,8 +146,9 @@ class PurgeResult:
 
 @dataclass(frozen=True, slots=True)
 class TriggerJob:
-    """A job over the triggers a filter matches (``cancel``): ``done`` + ``failed`` of
-    ``matched`` so far; ``finished`` once ``state`` is ``done``."""
+    """A job over the triggers a filter matches (``cancel``, ``pause``, ``resume``) or a
+    series' backfill (``backfill``: its series and range, ``matched`` its occurrences):
+    ``done`` + ``failed`` of ``matched`` so far; ``finished`` once ``state`` is ``done``."""
 
     job_id: str
     action: str
@@ -158,6 +159,7 @@ class TriggerJob:
     done: int
     failed: int
     created_at: datetime
+    backfill: Mapping[str, Any] | None = None  # triggerId, from, to, paceMs
     raw: Any = field(default=None, compare=False, repr=False)
 
     @property
@@ -168,7 +170,7 @@ class TriggerJob:
     def from_json(cls, d: Mapping[str, Any]) -> TriggerJob:
         return cls(d["jobId"], d["action"], d["state"], dict(d.get("filter") or {}),
                    d.get("policy"), d["matched"], d["done"], d["failed"],
-                   parse_instant(d["createdAt"]), d)
+                   parse_instant(d["createdAt"]), d.get("backfill"), d)
 
 
 @dataclass(frozen=True, slots=True)

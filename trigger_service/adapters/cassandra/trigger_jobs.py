@@ -1,17 +1,20 @@
 """``TriggerJobStore`` on Cassandra (``trigger_jobs``, ``trigger_job_items``,
-``trigger_jobs_open``): the replay jobs' shape over triggers. A part of ``CassandraStore``, on its
-statements."""
+``trigger_jobs_open``): the replay jobs' shape over triggers. A backfill job keeps its
+series, range and pace in the filter's column and its occurrences as its items' ids. A part
+of ``CassandraStore``, on its statements."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 from trigger_service.adapters import schema as s
 from trigger_service.adapters.cassandra import driver
 from trigger_service.adapters.cassandra.job_leases import claim_lease
+from trigger_service.core import backfill
 from trigger_service.core.dead_letters import ItemState, JobStatus
 from trigger_service.core.tags import TriggerFilter, parse_filter
 from trigger_service.core.trigger_jobs import JobAction, TriggerJob, TriggerJobItem
@@ -48,10 +51,18 @@ def trigger_job_queries(keyspace: str) -> dict[str, str]:
 
 
 def _job(job_id: str, r: dict[str, Any]) -> TriggerJob:
-    flt: TriggerFilter = parse_filter(json.loads(r[s.COL_FILTER]))
-    return TriggerJob(job_id, r[s.COL_CALLER], JobAction(r[s.COL_ACTION]), flt,
-                      r[s.COL_CREATED_AT_MS], r[s.COL_TOTAL], JobStatus(r[s.COL_STATUS]),
-                      policy=r[s.COL_POLICY])
+    action = JobAction(r[s.COL_ACTION])
+    # A backfill's subject shares the filter's column (``core.backfill.Backfill.dumps``).
+    bf = backfill.loads(r[s.COL_FILTER]) if action is JobAction.BACKFILL else None
+    flt: TriggerFilter = TriggerFilter() if bf else parse_filter(json.loads(r[s.COL_FILTER]))
+    return TriggerJob(job_id, r[s.COL_CALLER], action, flt, r[s.COL_CREATED_AT_MS],
+                      r[s.COL_TOTAL], JobStatus(r[s.COL_STATUS]), policy=r[s.COL_POLICY],
+                      backfill=bf)
+
+
+def _subject(job: TriggerJob) -> str:
+    """The filter column: the filter's JSON, or a backfill's series, range and pace."""
+    return job.backfill.dumps() if job.backfill else json.dumps(job.filter.to_json())
 
 
 class CassandraTriggerJobs:
@@ -65,7 +76,7 @@ class CassandraTriggerJobs:
         await driver.write_in_batches(self._cql.run_unlogged, [
             ("tjob_item_put", [job.job_id, i.id, i.state.value, ttl_s]) for i in items])
         await self._cql.run("tjob_put", [
-            job.job_id, job.caller, job.action.value, json.dumps(job.filter.to_json()),
+            job.job_id, job.caller, job.action.value, _subject(job),
             job.policy, job.created_at_ms, job.total, job.status.value, ttl_s])
         await asyncio.gather(*(self._cql.run("tjob_open_put", [key, job.job_id, ttl_s])
                                for key in _keys(job.job_id, job.caller)))
@@ -79,8 +90,7 @@ class CassandraTriggerJobs:
             done += sum(i.state is ItemState.DONE for i in items)
             failed += sum(i.state is ItemState.FAILED for i in items)
         job = _job(job_id, rows[0])
-        return TriggerJob(job.job_id, job.caller, job.action, job.filter, job.created_at_ms,
-                          job.total, job.status, done, failed, job.policy)
+        return replace(job, done=done, failed=failed)
 
     async def trigger_job_items(self, job_id: str) -> AsyncIterator[list[TriggerJobItem]]:
         async for rows in self._cql.pages("tjob_items", [job_id]):

@@ -1,9 +1,11 @@
 """``triggerctl cancel|pause|resume --tag T`` (and ``--label k:v``, ``--recipient R``): a
-server job over every unfinished trigger the filter matches, followed with a progress bar."""
+server job over every unfinished trigger the filter matches, followed with a progress bar;
+``triggerctl backfill ID --from --to``: a series' past occurrences, the same way."""
 
 from __future__ import annotations
 
 import time
+from datetime import datetime
 from typing import Annotated
 
 import typer
@@ -17,7 +19,8 @@ Tag = Annotated[str | None, typer.Option("--tag", help="Only triggers with this 
 Label = Annotated[str | None, typer.Option("--label", help="Only with this label: key:value.")]
 Recipient = Annotated[str | None, typer.Option("--recipient", help="Only for this recipient.")]
 Poll = Annotated[float, typer.Option("--poll", min=0.05, help="Seconds between job polls.")]
-_DONE = {"cancel": "cancelled", "pause": "paused", "resume": "resumed"}
+_DONE = {"cancel": "cancelled", "pause": "paused", "resume": "resumed",
+         "backfill": "fired"}
 
 
 def by_id_or_filter(trigger_id: str | None, *filters: str | None) -> bool:
@@ -47,15 +50,25 @@ def follow(c: TriggerClient, job: TriggerJob, fmt: Output, poll_s: float) -> Tri
             job = c.triggers.job(job.job_id)
 
 
+def run_backfill(c: TriggerClient, trigger_id: str, from_: datetime, to: datetime, *,
+                 fmt: Output, poll_s: float) -> None:
+    """Start the series' backfill over ``[from_, to)`` and follow it."""
+    report(follow(c, c.triggers.backfill(trigger_id, from_, to), fmt, poll_s), fmt)
+
+
+def report(job: TriggerJob, fmt: Output) -> None:
+    """A finished job: its body (json), or one line of counts."""
+    if fmt is Output.json:
+        print_json(job.raw)
+    else:
+        out.print(f"job {job.job_id}: {job.done} {_DONE[job.action]}, {job.failed} failed of "
+                  f"{job.matched}")
+
+
 def run_matching(c: TriggerClient, action: str, *, tag: str | None, label: str | None,
                  recipient: str | None, fmt: Output, poll_s: float,
                  policy: str | None = None) -> None:
     """Start the job ``action`` (cancel, pause, resume with ``policy``) and follow it."""
     job = c.triggers.start_job(action, tag=tag, label=label, recipient=recipient,
                                policy=policy)
-    job = follow(c, job, fmt, poll_s)
-    if fmt is Output.json:
-        print_json(job.raw)
-    else:
-        out.print(f"job {job.job_id}: {job.done} {_DONE[action]}, {job.failed} failed of "
-                  f"{job.matched}")
+    report(follow(c, job, fmt, poll_s), fmt)

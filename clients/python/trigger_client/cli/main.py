@@ -374,6 +374,25 @@ def run_now(ctx: typer.Context, trigger_id: str, tz: Tz = None,
 
 
 @app.command()
+def backfill(ctx: typer.Context, trigger_id: str,
+             from_: Annotated[str, typer.Option(
+                 "--from", help='First instant: "2027-03-14 09:00" (this machine\'s zone) '
+                 'or with an offset.')],
+             to: Annotated[str, typer.Option(
+                 "--to", help="End of the range (not included), the same forms.")],
+             poll_s: Poll = 0.5, output: OutputOpt = Output.text) -> None:
+    """Fire a series' past occurrences scheduled in [--from, --to), once each, oldest first
+    (a server job, followed with a progress bar); again over the same range fires nothing."""
+    try:
+        start, end = (parse_at(v, None).fire_at for v in (from_, to))
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from e
+    assert start is not None and end is not None  # no --tz: always an instant
+    with api_errors(output), client(ctx) as c:
+        jobs.run_backfill(c, trigger_id, start, end, fmt=output, poll_s=poll_s)
+
+
+@app.command()
 def ack(ctx: typer.Context, trigger_id: str,
         occurrence: Annotated[str | None, typer.Option(help="Default: the current one.")] = None,
         output: OutputOpt = Output.text) -> None:
