@@ -312,3 +312,46 @@ async def test_the_recipients_panel_counts_and_looks_up_by_id(
     await page.click("#rc-lookup")
     await expect(page.locator("#rc-profile")).to_contain_text("no recipient nobody")
     await console.close()
+
+
+async def test_the_trigger_panel_shows_attempts_and_runs_a_series_now(
+        stack: Stack, browser: Browser) -> None:
+    """An operator looks up a trigger that failed twice then was delivered (its attempts
+    newest first), then a daily series, and runs it now: one extra occurrence arrives."""
+    await stack.start_dispatcher(retry_backoff_s=(1, 1, 1))
+    rec = stack.receiver
+    status, got, _ = await stack.post(stack.body(delaySeconds=1))
+    assert status == 201, got
+    flaky = got["triggerId"]
+    rec.script[flaky] = [500, 503]
+    status, got, _ = await stack.post(stack.body(delaySeconds=3600, rrule="FREQ=DAILY"))
+    assert status == 201, got
+    series = got["triggerId"]
+    assert await rec.wait_for(lambda: any(a.attempt == 3 for a in rec.for_trigger(flaky)),
+                              timeout_s=30)
+    console = await Console.open(browser, stack, DESKTOP)
+    await console.sign_in(stack.token + "-ops")
+    page = console.page
+    await page.fill("#tr-id", flaky)
+    await page.click("#tr-lookup")
+    await expect(page.locator("#tr-body")).to_be_visible()
+    await expect(page.locator("#tr-rows tr")).to_have_count(3)
+    outcomes = [await c.inner_text() for c in await page.locator(
+        "#tr-rows td[data-label=Outcome]").all()]
+    assert outcomes == ["delivered", "retry", "retry"]
+    await expect(page.locator("#tr-fields")).to_contain_text("FIRED")
+    await expect(page.locator("#tr-run")).to_be_hidden()  # finished: nothing to run
+    await page.locator("#trigger").scroll_into_view_if_needed()
+    await page.locator("#trigger").screenshot(path=str(SHOTS / "ops-trigger.png"))
+
+    await page.fill("#tr-id", series)
+    await page.click("#tr-lookup")
+    await expect(page.locator("#tr-none")).to_be_visible()
+    await page.click("#tr-run")
+    await console.confirm()
+    await expect(page.locator("#notice")).to_contain_text("Running")
+    assert await rec.wait_for(lambda: len([a for a in rec.arrivals if a.headers.get(
+        "X-Trigger-Occurrence-Id", "").endswith(".1") and a.trigger_id != flaky]) == 1,
+        timeout_s=30)
+    assert rec.for_trigger(series) == []  # the series itself keeps its schedule
+    await console.close()

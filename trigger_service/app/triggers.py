@@ -291,6 +291,14 @@ class TriggerService:
             raise NotFound(f"no trigger {trigger_id}")
         return t
 
+    async def owner_of(self, trigger_id: str) -> str:
+        """The caller whose trigger ``trigger_id`` is, for operators, who act on any caller's
+        through that caller's use cases. Raises ``NotFound``."""
+        t = await self._catalog.get(trigger_id) if is_trigger_id(trigger_id) else None
+        if t is None:
+            raise NotFound(f"no trigger {trigger_id}")
+        return t.caller
+
     async def pause(self, caller: str, trigger_id: str) -> Trigger:
         """PENDING → PAUSED, idempotent (``app.pausing``: its errors)."""
         return await self._pausing.pause(caller, trigger_id)

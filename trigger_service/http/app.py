@@ -53,6 +53,7 @@ from trigger_service.http.routes import (
     ops_callers,
     ops_flow,
     ops_page,
+    ops_triggers,
     recipients,
     schedules,
     signing,
@@ -201,6 +202,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     stats.add_routes(app)
     ops.add_routes(app)
     ops_callers.add_routes(app)
+    ops_triggers.add_routes(app)
     ops_flow.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)

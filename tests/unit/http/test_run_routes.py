@@ -3,7 +3,7 @@ openapi.yaml by the ``api`` fixture)."""
 
 from __future__ import annotations
 
-from tests.unit.http.test_routes import AUTH, Api, assert_error
+from tests.unit.http.test_routes import AUTH, OPERATOR, VIEWER, Api, assert_error
 
 SERIES = {"delaySeconds": 600, "rrule": "FREQ=HOURLY"}
 
@@ -41,4 +41,23 @@ async def test_run_refuses_a_body_a_finished_trigger_and_an_unknown_id(api: Api)
     body = await resp.json()
     assert (resp.status, body["error"], body["status"]) == (409, "not_runnable", "CANCELLED")
     resp = await api.client.post("/v1/triggers/trg_nope/run", headers=AUTH)
+    await assert_error(resp, 404, "not_found")
+
+
+async def test_operators_read_and_run_any_callers_trigger(api: Api) -> None:
+    tid = await api.created_id(delaySeconds=3600)
+    resp = await api.client.get(f"/v1/ops/triggers/{tid}", headers=VIEWER)
+    got = await resp.json()
+    assert resp.status == 200 and got["caller"] == "orders"
+    assert got["trigger"]["triggerId"] == tid and got["trigger"]["status"] == "PENDING"
+    resp = await api.client.get(f"/v1/ops/triggers/{tid}/attempts", headers=VIEWER)
+    assert resp.status == 200 and (await resp.json())["items"] == []
+    resp = await api.client.post(f"/v1/ops/triggers/{tid}/run", headers=VIEWER)
+    await assert_error(resp, 403, "forbidden")
+    resp = await api.client.post(f"/v1/ops/triggers/{tid}/run", headers=AUTH)
+    await assert_error(resp, 403, "forbidden")
+    resp = await api.client.post(f"/v1/ops/triggers/{tid}/run", headers=OPERATOR)
+    body = await resp.json()
+    assert resp.status == 202 and body["occurrenceId"] == f"{tid}.1"
+    resp = await api.client.get("/v1/ops/triggers/trg_nope", headers=OPERATOR)
     await assert_error(resp, 404, "not_found")

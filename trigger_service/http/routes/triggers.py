@@ -68,13 +68,18 @@ async def resume_trigger(request: web.Request) -> web.Response:
 async def run_trigger(request: web.Request) -> web.Response:
     trigger_id = request.match_info["id"]
     idem_key = parsing.parse_idempotency_key(request.headers.get("Idempotency-Key"))
-    body = parsing.parse_optional_json_body(await request.read())
-    if body is not parsing.NO_BODY and body != {}:
-        raise InvalidRequest("body: none, or {} (a run takes no fields)")
+    run_body(await request.read())
     run = await request.app[SERVICE_KEY].run(caller_of(request).name, trigger_id, idem_key,
                                              parsing.request_hash({"run": trigger_id}))
     headers = {"Idempotent-Replayed": "true"} if run.replayed else {}
     return web.json_response(views.run_view(run), status=202, headers=headers)
+
+
+def run_body(raw: bytes) -> None:
+    """A run's body: none, or ``{}``. Raises ``InvalidRequest``."""
+    body = parsing.parse_optional_json_body(raw)
+    if body is not parsing.NO_BODY and body != {}:
+        raise InvalidRequest("body: none, or {} (a run takes no fields)")
 
 
 def resume_policy(raw: bytes) -> CatchUpPolicy | None:

@@ -133,7 +133,7 @@
 
   function applyRole() {
     const ro = readOnly();
-    for (const id of ["bulk-replay", "replay-one", "purge-one", "pause-caller-button"]) {
+    for (const id of ["bulk-replay", "replay-one", "purge-one", "pause-caller-button", "tr-run"]) {
       $(id).disabled = ro;
       $(id).title = ro ? "This token may only read" : "";
     }
@@ -254,6 +254,61 @@
     } catch (err) {
       show($("rc-body"), false);
       setText($("rc-message"), `Could not look up: ${err instanceof ApiError ? err.describe() : err}`);
+    }
+  }
+
+  // --- one trigger of any caller: its state, its attempts, run now ----------------------
+
+  let shownTrigger = null;
+
+  async function loadTrigger() {
+    const id = $("tr-id").value.trim();
+    if (!id) return;
+    const path = `/v1/ops/triggers/${encodeURIComponent(id)}`;
+    try {
+      const [got, attempts] = await Promise.all([
+        api("GET", path), api("GET", `${path}/attempts?limit=20`)]);
+      const t = got.trigger || {};
+      shownTrigger = t.triggerId;
+      statList($("tr-fields"), [
+        ["caller", text(got.caller)], ["status", el("span", { class: "badge" }, text(t.status))],
+        ["fire time", when(t.nextFireAt || t.fireAt)], ["schedule", text(t.rrule || t.cron || "one time")],
+        ["fired", num(t.occurrencesFired)], ["attempts", num(t.attempts)],
+        ["callback", text(t.callbackUrl || "-")], ["last error", text(t.lastError || "-")]]);
+      const items = (attempts && attempts.items) || [];
+      $("tr-rows").replaceChildren(...items.map((a) => el("tr", {},
+        el("td", { "data-label": "Started", class: "t" }, when(a.startedAt)),
+        el("td", { "data-label": "Occurrence", class: "id" }, text(a.occurrenceId)),
+        el("td", { "data-label": "Attempt", class: "n" }, num(a.attempt)),
+        el("td", { "data-label": "Channel" }, text(a.channel)),
+        el("td", { "data-label": "Outcome" }, el("span", { class: `badge outcome-${String(a.outcome).replace(/[^a-z_]/g, "")}` }, text(a.outcome))),
+        el("td", { "data-label": "Status", class: "n" }, text(a.statusCode == null ? "-" : a.statusCode)),
+        el("td", { "data-label": "Duration", class: "n" }, ms(a.durationMs)),
+        el("td", { "data-label": "Error", class: "err" }, text(a.error || "")))));
+      show($("tr-table"), items.length > 0);
+      show($("tr-none"), items.length === 0);
+      show($("tr-run"), !["FIRED", "FAILED", "CANCELLED"].includes(t.status));
+      show($("tr-body"), true);
+      setText($("tr-message"), "");
+    } catch (err) {
+      shownTrigger = null;
+      show($("tr-body"), false);
+      show($("tr-run"), false);
+      setText($("tr-message"), `Could not look up: ${err instanceof ApiError ? err.describe() : err}`);
+    }
+  }
+
+  async function runTrigger() {
+    const id = shownTrigger;
+    if (!id || !(await confirmDialog(`Run ${id} now? A one-time trigger fires now instead of `
+      + "at its time; a series (or a paused trigger) gets one extra occurrence now and keeps "
+      + "its schedule.", "Run now", "action"))) return;
+    try {
+      const r = await api("POST", `/v1/ops/triggers/${encodeURIComponent(id)}/run`, {});
+      notice(`Running: occurrence ${text(r && r.occurrenceId)} fires at ${when(r && r.fireAt)}.`, "ok");
+      loadTrigger();
+    } catch (err) {
+      actionFailed(err, $("tr-message"));
     }
   }
 
@@ -630,6 +685,8 @@
     $("filters").addEventListener("reset", () => setTimeout(() => loadDeadLetters(true), 0));
     $("more").addEventListener("click", () => loadDeadLetters(false));
     $("rc-form").addEventListener("submit", (e) => { e.preventDefault(); loadRecipient(); });
+    $("tr-form").addEventListener("submit", (e) => { e.preventDefault(); loadTrigger(); });
+    $("tr-run").addEventListener("click", runTrigger);
     $("detail-close").addEventListener("click", () => $("detail").close());
     $("replay-one").addEventListener("click", replayOne);
     $("purge-one").addEventListener("click", purgeOne);
