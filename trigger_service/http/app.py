@@ -13,6 +13,7 @@ from aiohttp.typedefs import Handler
 from opentelemetry.trace import StatusCode
 
 from trigger_service.app.attempts import AttemptHistory
+from trigger_service.app.audit import AuditTrail
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.cpu_shares import CpuShares
 from trigger_service.app.dead_letters import DeadLetterService
@@ -22,6 +23,7 @@ from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
+from trigger_service.http.audit import audit_middleware
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.guards import (
     body_deadline_middleware,
@@ -43,6 +45,7 @@ from trigger_service.http.keys import (
 )
 from trigger_service.http.routes import (
     acks,
+    audit,
     batch,
     dead_letters,
     docs,
@@ -152,10 +155,13 @@ def tracing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamRe
 
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
+    # Who did what: recorded after each answer is decided (http.audit), refusals included.
+    trail = AuditTrail(runtime.settings.audit, runtime.store, runtime.clock, runtime.metrics)
     app = web.Application(
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
                      request_id_middleware, errors_middleware,
-                     auth_middleware(runtime.callers), connection_share_middleware,
+                     auth_middleware(runtime.callers), audit_middleware(trail),
+                     connection_share_middleware,
                      refusal_wait_middleware(runtime.settings.limits.refusal_wait_s),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
                      cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
@@ -169,6 +175,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     )
     app[RUNTIME_KEY] = runtime
     app[SERVICE_KEY] = service
+    app[audit.AUDIT_KEY] = trail
     letters = DeadLetterService(runtime.settings, runtime.store, service, runtime.clock,
                                 runtime.metrics)
     app[LETTERS_KEY] = letters
@@ -201,6 +208,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     stats.add_routes(app)
     ops.add_routes(app)
     ops_callers.add_routes(app)
+    audit.add_routes(app)
     ops_flow.add_routes(app)
     health.add_routes(app)
     ops_page.add_routes(app)
