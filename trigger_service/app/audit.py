@@ -27,7 +27,7 @@ from trigger_service.core.ports.audit import AuditLog
 
 log = structlog.get_logger(__name__)
 
-MAX_LIMIT = 200
+MAX_LIMIT = 500  # the API's own cap (http.parsing.MAX_LIST_LIMIT)
 DEFAULT_LIMIT = 50
 
 

@@ -80,7 +80,9 @@ class CassandraAuditLog:
                                              *values, ttl_s)))
                 if (scope, hour) not in self._marked and (scope, hour) not in marks:
                     marks.append((scope, hour))
-                    writes.append(("audit_hour_put", (scope, hour, ttl_s)))
+                    # An hour longer than its entries: the hour's last entry outlives its
+                    # first by up to an hour, and must not lose the mark that finds it.
+                    writes.append(("audit_hour_put", (scope, hour, ttl_s + HOUR_MS // 1000)))
         batch: Writes = writes
         await self._writes.submit(batch)
         if marks:

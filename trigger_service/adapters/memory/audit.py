@@ -1,4 +1,5 @@
-"""``AuditLog`` in memory, for unit tests (alone, or mixed into ``MemoryStore``)."""
+"""``AuditLog`` in memory, for unit tests: mixed into ``MemoryStore``, which provides
+``_enter`` (call counting and injected failures)."""
 
 from __future__ import annotations
 
@@ -10,18 +11,20 @@ from trigger_service.core.audit import AuditCursor, AuditEntry, AuditPage, Audit
 class MemoryAuditLog:
     audit_entries: dict[tuple[int, str], AuditEntry]
 
-    def __init__(self) -> None:
-        self._init_audit()
-
     def _init_audit(self) -> None:
         self.audit_entries = {}
 
+    def _enter(self, name: str) -> None:  # provided by MemoryStore
+        raise NotImplementedError
+
     async def append_audit(self, entries: Sequence[AuditEntry], ttl_s: int) -> None:
+        self._enter("append_audit")
         for e in entries:
             self.audit_entries[(e.at_ms, e.entry_id)] = e
 
     async def list_audit(self, query: AuditQuery, cursor: AuditCursor | None,
                          limit: int) -> AuditPage:
+        self._enter("list_audit")
         keys = sorted((k for k, e in self.audit_entries.items()
                        if query.matches(e) and (cursor is None or k < cursor)), reverse=True)
         items = [self.audit_entries[k] for k in keys[:limit]]
