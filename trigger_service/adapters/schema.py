@@ -182,22 +182,12 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``recipient_zone_changes`` (``k``) → (``caller``, ``recipient_id``, ``changed_at_ms``):
                           zone changes whose triggers are not all re-resolved yet. Size: a few
                           seconds' changes (deleted once done).
-- ``audit_log``           (``scope``, ``hour``, ``part``) → audit entries (``app.audit``), newest
-                          first: clustering (``at_ms``, ``id`` = the request id) descending.
-                          ``scope`` is the acting caller's name (its own listing) or
-                          ``AUDIT_SCOPE_ALL`` (every entry, the operators' listing; an
-                          operator's action is written there only); ``hour``: hours since the
-                          epoch; ``part``: crc32(id) mod ``AUDIT_PARTS_ALL`` (64) or
-                          ``AUDIT_PARTS_CALLER`` (8). Written once, best effort, ``USING TTL``
-                          ``TRIGGER_AUDIT_RETENTION_DAYS``. Size: at 1,000 audited requests a
-                          second, 3.6 M an hour: 56,000 rows per operators' partition (~12 MB
-                          at ~200 B a row); a caller's: its hour's requests / 8 (at 100 a
-                          second, 45,000).
-- ``audit_hours``         (``scope``) → the ``hour`` values with entries, newest first: a
-                          listing reads only those hours' partitions (a quiet log costs no
-                          reads of empty hours). Written by each process once per (scope,
-                          hour), with the entry's TTL. Size: 24 a day of retention (2,160 at
-                          90 days).
+- ``audit_log``           (``scope``, ``hour``, ``part``) → audit entries newest first by
+                          (``at_ms``, ``id``): scope a caller (its own) or ``*`` (all, for
+                          operators); part crc32(id) mod its ``AUDIT_PARTS``. TTL
+                          ``TRIGGER_AUDIT_RETENTION_DAYS``. Size: 1,000 a second is 3.6 M an
+                          hour: 56,000 per ``*`` part (64); a caller's: its hour / 8.
+- ``audit_hours``         (``scope``) → its ``hour``s with entries: 24 a day (2,160 at 90).
 - ``schema_migrations``, ``schema_lock``: applied CQL versions; (name) → owner with a TTL,
                           held by the one migrator running.
 
@@ -360,18 +350,10 @@ SCOPE_ALL: Final = "*"  # the operators' scope of releases before the buckets (r
 # dying (under Cassandra's ~100,000). An operators' listing reads every bucket of a day.
 DEAD_LETTER_ALL_BUCKETS: Final = 16
 SCOPES_ALL: Final = (*(f"{SCOPE_ALL}:{n}" for n in range(DEAD_LETTER_ALL_BUCKETS)), SCOPE_ALL)
-TABLE_AUDIT: Final = "audit_log"
-TABLE_AUDIT_HOURS: Final = "audit_hours"
-COL_HOUR: Final = "hour"
-COL_AT_MS: Final = "at_ms"
-COL_ACTOR: Final = "actor"
-COL_TARGET: Final = "target"
-COL_REQUEST_ID: Final = "request_id"
-AUDIT_SCOPE_ALL: Final = "*"  # the operators' scope (a caller's name has no '*')
-# One hour of the operators' scope at 1,000 audited requests a second is 3.6 M rows: 64 parts
-# keep each near 56,000 (under Cassandra's ~100,000); a caller's own is smaller (8 parts).
-AUDIT_PARTS_ALL: Final = 64
-AUDIT_PARTS_CALLER: Final = 8
+AUDIT_TABLES: Final = ("audit_log", "audit_hours")  # its key, then the columns:
+AUDIT_COLUMNS: Final = ("scope", "hour", "part", "at_ms", "id", "actor", "action", "target",
+                        "request_id", "outcome", "caller")
+AUDIT_PARTS: Final = (64, 8)  # an hour's parts: the operators' scope (*), a caller's
 # replay_jobs, replay_job_items, replay_jobs_open
 COL_JOB_ID: Final = "job_id"
 COL_QUERY: Final = "query"
@@ -503,16 +485,6 @@ IDEM_FIRE_AT_MS: Final = "fireAtMs"
 def scope_all_bucket(dead_letter_id: str) -> str:
     """The operators' bucket of a letter's entry (crc32: the same in every process)."""
     return SCOPES_ALL[zlib.crc32(dead_letter_id.encode()) % DEAD_LETTER_ALL_BUCKETS]
-
-
-def audit_parts(scope: str) -> int:
-    """How many partitions an hour of ``scope`` is spread over."""
-    return AUDIT_PARTS_ALL if scope == AUDIT_SCOPE_ALL else AUDIT_PARTS_CALLER
-
-
-def audit_part(scope: str, entry_id: str) -> int:
-    """The part of an entry's row (crc32: the same in every process)."""
-    return zlib.crc32(entry_id.encode()) % audit_parts(scope)
 
 
 def replay_open_key(job_id: str) -> str:

@@ -12,8 +12,6 @@ from tests.unit.http.test_routes import AUTH, OPERATOR, OTHER, VIEWER, Api, memo
 from trigger_service.config.audit import AuditSettings
 from trigger_service.http.routes.audit import AUDIT_KEY
 
-__all__ = ["api"]  # the fixture
-
 RECIPIENT = {"timeZone": "America/New_York", "phone": "+15551234567"}
 
 

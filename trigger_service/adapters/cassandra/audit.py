@@ -2,7 +2,7 @@
 ``CassandraStore``, on its statements.
 
 An entry is written under its caller's scope (when a caller acted) and under the operators'
-``AUDIT_SCOPE_ALL``, each in the part its id hashes to, with the (scope, hour) mark the
+``SCOPE_ALL`` (``*``), each in the part its id hashes to, with the (scope, hour) mark the
 listing starts from; the writes of concurrent requests share unlogged batches
 (``coalescing.write_batcher``, patient: nobody's answer waits on them). A process writes a
 (scope, hour) mark once (it remembers the marks of the current and the previous hour).
@@ -16,6 +16,7 @@ looked at (exclusive), so pages neither repeat nor skip an entry; at most
 from __future__ import annotations
 
 import asyncio
+import zlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,8 +35,11 @@ from trigger_service.core.audit import (
 )
 from trigger_service.core.ports import Clock
 
-_COLUMNS = (s.COL_AT_MS, s.COL_ID, s.COL_ACTOR, s.COL_ACTION, s.COL_TARGET, s.COL_REQUEST_ID,
-            s.COL_OUTCOME, s.COL_CALLER)
+TABLE, HOURS_TABLE = s.AUDIT_TABLES
+SCOPE, HOUR, PART = _KEY = s.AUDIT_COLUMNS[:3]
+_COLUMNS = s.AUDIT_COLUMNS[3:]
+AT_MS, ID, ACTOR, ACTION, TARGET, REQUEST_ID, OUTCOME, CALLER = _COLUMNS
+PARTS_ALL, PARTS_CALLER = s.AUDIT_PARTS
 _MAX_ROUNDS = 20  # reads of one scope's parts per call (a rare filter cannot scan on)
 _HOURS_PER_CALL = 48  # marked hours looked at per call
 Row = dict[str, Any]
@@ -43,18 +47,16 @@ Row = dict[str, Any]
 
 def audit_queries(keyspace: str) -> dict[str, str]:
     """name → CQL text for the tables of this module."""
-    log, hours = f"{keyspace}.{s.TABLE_AUDIT}", f"{keyspace}.{s.TABLE_AUDIT_HOURS}"
-    key = (s.COL_SCOPE, s.COL_HOUR, s.COL_PART)
+    log, hours = f"{keyspace}.{TABLE}", f"{keyspace}.{HOURS_TABLE}"
+    key = _KEY
     return {
         "audit_put": f"INSERT INTO {log} ({', '.join((*key, *_COLUMNS))}) "
         f"VALUES ({', '.join('?' * (len(key) + len(_COLUMNS)))}) USING TTL ?",
-        "audit_hour_put": f"INSERT INTO {hours} ({s.COL_SCOPE}, {s.COL_HOUR}) VALUES (?, ?) "
-        "USING TTL ?",
-        "audit_hours": f"SELECT {s.COL_HOUR} FROM {hours} WHERE {s.COL_SCOPE} = ? "
-        f"AND {s.COL_HOUR} <= ? AND {s.COL_HOUR} >= ? LIMIT ?",
-        "audit_list": f"SELECT {', '.join(_COLUMNS)} FROM {log} WHERE {s.COL_SCOPE} = ? "
-        f"AND {s.COL_HOUR} = ? AND {s.COL_PART} = ? AND ({s.COL_AT_MS}, {s.COL_ID}) < (?, ?) "
-        "LIMIT ?",
+        "audit_hour_put": f"INSERT INTO {hours} ({SCOPE}, {HOUR}) VALUES (?, ?) USING TTL ?",
+        "audit_hours": f"SELECT {HOUR} FROM {hours} WHERE {SCOPE} = ? AND {HOUR} <= ? "
+        f"AND {HOUR} >= ? LIMIT ?",
+        "audit_list": f"SELECT {', '.join(_COLUMNS)} FROM {log} WHERE {SCOPE} = ? "
+        f"AND {HOUR} = ? AND {PART} = ? AND ({AT_MS}, {ID}) < (?, ?) LIMIT ?",
     }
 
 
@@ -73,10 +75,10 @@ class CassandraAuditLog:
             hour = hour_of(e.at_ms)
             values = (e.at_ms, e.entry_id, e.actor, e.action.value, e.target, e.request_id,
                       e.outcome, e.caller)
-            for scope in (e.caller, s.AUDIT_SCOPE_ALL):
+            for scope in (e.caller, s.SCOPE_ALL):
                 if scope is None:
                     continue
-                writes.append(("audit_put", (scope, hour, s.audit_part(scope, e.entry_id),
+                writes.append(("audit_put", (scope, hour, _part(scope, e.entry_id),
                                              *values, ttl_s)))
                 if (scope, hour) not in self._marked and (scope, hour) not in marks:
                     marks.append((scope, hour))
@@ -93,12 +95,12 @@ class CassandraAuditLog:
 
     async def list_audit(self, query: AuditQuery, cursor: AuditCursor | None,
                          limit: int) -> AuditPage:
-        scope = query.caller or s.AUDIT_SCOPE_ALL
-        parts = range(s.audit_parts(scope))
+        scope = query.caller or s.SCOPE_ALL
+        parts = range(_parts(scope))
         before_ms, before_id = cursor or (query.until_ms, MAX_ID)
         if before_ms < query.since_ms:
             return AuditPage([], None)
-        hours = [int(r[s.COL_HOUR]) for r in await self._cql.run("audit_hours", [
+        hours = [int(r[HOUR]) for r in await self._cql.run("audit_hours", [
             scope, hour_of(before_ms), hour_of(query.since_ms), _HOURS_PER_CALL])]
         found: list[AuditEntry] = []
         rounds = 0
@@ -130,11 +132,20 @@ class CassandraAuditLog:
         return AuditPage(found, (before_ms, before_id))
 
 
+def _parts(scope: str) -> int:
+    """How many partitions an hour of ``scope`` is spread over (``schema.AUDIT_PARTS``)."""
+    return PARTS_ALL if scope == s.SCOPE_ALL else PARTS_CALLER
+
+
+def _part(scope: str, entry_id: str) -> int:
+    """The part of an entry's row (crc32: the same in every process)."""
+    return zlib.crc32(entry_id.encode()) % _parts(scope)
+
+
 def _key(r: Row) -> tuple[int, str]:
-    return int(r[s.COL_AT_MS]), str(r[s.COL_ID])
+    return int(r[AT_MS]), str(r[ID])
 
 
 def _entry(r: Row) -> AuditEntry:
-    return AuditEntry(int(r[s.COL_AT_MS]), r[s.COL_ID], r[s.COL_ACTOR],
-                      AuditAction(r[s.COL_ACTION]), r[s.COL_TARGET] or "",
-                      r[s.COL_REQUEST_ID] or "", r[s.COL_OUTCOME] or "", r[s.COL_CALLER])
+    return AuditEntry(int(r[AT_MS]), r[ID], r[ACTOR], AuditAction(r[ACTION]), r[TARGET] or "",
+                      r[REQUEST_ID] or "", r[OUTCOME] or "", r[CALLER])
