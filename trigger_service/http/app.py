@@ -159,9 +159,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     trail = AuditTrail(runtime.settings.audit, runtime.store, runtime.clock, runtime.metrics)
     app = web.Application(
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
-                     request_id_middleware, errors_middleware,
-                     auth_middleware(runtime.callers), audit_middleware(trail),
-                     connection_share_middleware,
+                     request_id_middleware, errors_middleware, auth_middleware(runtime.callers),
+                     audit_middleware(trail), connection_share_middleware,
                      refusal_wait_middleware(runtime.settings.limits.refusal_wait_s),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
                      cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
