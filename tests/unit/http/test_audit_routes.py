@@ -132,3 +132,20 @@ async def test_a_failed_write_is_counted_and_the_answer_unchanged(api: Api) -> N
     del api.env.store.failures["append_audit"]
     assert await _entries(api, "/v1/audit", AUTH) == []
     assert api.env.metrics.snapshot().get("audit_write_failures_total") == 1
+
+
+async def test_a_job_by_filter_and_a_bulk_replay_are_one_entry_each(api: Api) -> None:
+    await api.created_id(tags=["promo"])
+    resp = await api.client.post("/v1/triggers/jobs", headers=AUTH,
+                                 json={"action": "pause", "filter": {"tag": "promo"}})
+    job = (await resp.json())["jobId"]
+    api.env.clock.advance_ms(10)
+    resp = await api.client.post("/v1/dead-letters/replay", headers=AUTH, json={})
+    refused = await resp.json()  # nothing to replay: the refusal is the entry
+    api.env.clock.advance_ms(10)
+    resp = await api.client.post("/v1/triggers/jobs", headers=AUTH,
+                                 json={"action": "explode", "filter": {"tag": "promo"}})
+    assert resp.status == 400  # no action to record: not an entry
+    items = await _entries(api, "/v1/audit", AUTH)
+    assert [(e["action"], e["target"], e["outcome"]) for e in items] == [
+        ("replay", "", refused["error"]), ("pause", job, "ok")]
