@@ -24,6 +24,7 @@ from trigger_service.core.ports import (
     SweepCursors,
     TriggerCatalog,
 )
+from trigger_service.core.ports.audit import AuditLog
 from trigger_service.core.ports.debounce import DebounceHeads
 from trigger_service.core.ports.history import AttemptLog, DeadLetterIndex, ReplayJobStore
 from trigger_service.core.ports.homes import KeyedRows
@@ -40,7 +41,7 @@ MIN_MS = -(2**63)  # the smallest fire time: a listing cursor that starts a mont
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore,
             AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, FilteredListing,
-            TriggerJobStore, DebounceHeads, Protocol):
+            TriggerJobStore, DebounceHeads, AuditLog, Protocol):
     """Everything the trigger store offers (``MemoryStore``, ``CassandraStore``)."""
 
     keyed_rows: KeyedRows  # the primitives of one row per keyed id (adapters.homes)

@@ -182,6 +182,12 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``recipient_zone_changes`` (``k``) → (``caller``, ``recipient_id``, ``changed_at_ms``):
                           zone changes whose triggers are not all re-resolved yet. Size: a few
                           seconds' changes (deleted once done).
+- ``audit_log``           (``scope``, ``hour``, ``part``) → audit entries newest first by
+                          (``at_ms``, ``id``): scope a caller (its own) or ``*`` (all, for
+                          operators); part crc32(id) mod its ``AUDIT_PARTS``. TTL
+                          ``TRIGGER_AUDIT_RETENTION_DAYS``. Size: 1,000 a second is 3.6 M an
+                          hour: 56,000 per ``*`` part (64); a caller's: its hour / 8.
+- ``audit_hours``         (``scope``) → its ``hour``s with entries: 24 a day (2,160 at 90).
 - ``schema_migrations``, ``schema_lock``: applied CQL versions; (name) → owner with a TTL,
                           held by the one migrator running.
 
@@ -344,6 +350,10 @@ SCOPE_ALL: Final = "*"  # the operators' scope of releases before the buckets (r
 # dying (under Cassandra's ~100,000). An operators' listing reads every bucket of a day.
 DEAD_LETTER_ALL_BUCKETS: Final = 16
 SCOPES_ALL: Final = (*(f"{SCOPE_ALL}:{n}" for n in range(DEAD_LETTER_ALL_BUCKETS)), SCOPE_ALL)
+AUDIT_TABLES: Final = ("audit_log", "audit_hours")  # its key, then the columns:
+AUDIT_COLUMNS: Final = ("scope", "hour", "part", "at_ms", "id", "actor", "action", "target",
+                        "request_id", "outcome", "caller")
+AUDIT_PARTS: Final = (64, 8)  # an hour's parts: the operators' scope (*), a caller's
 # replay_jobs, replay_job_items, replay_jobs_open
 COL_JOB_ID: Final = "job_id"
 COL_QUERY: Final = "query"

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trigger_service.config.aliases import translate
+from trigger_service.config.audit import AUDIT_VARIABLES, AuditSettings
 from trigger_service.config.encryption import ENCRYPTION_VARIABLES, EncryptionSettings
 from trigger_service.config.endpoint_health import (
     ENDPOINT_HEALTH_VARIABLES,
@@ -162,6 +163,7 @@ class Settings:
     endpoint_health: EndpointHealthSettings = field(default_factory=EndpointHealthSettings)
     email: EmailSettings = field(default_factory=EmailSettings)
     telegram: TelegramSettings = field(default_factory=TelegramSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)
 
     @property
     def production(self) -> bool:
@@ -263,7 +265,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
     "limits": LimitSettings, "encryption": EncryptionSettings,
     "endpoint_health": EndpointHealthSettings, "email": EmailSettings,
-    "telegram": TelegramSettings,
+    "telegram": TelegramSettings, "audit": AuditSettings,
 }
 
 
@@ -420,5 +422,6 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in LIMIT_VARIABLES),
     *(Variable(*row) for row in ENCRYPTION_VARIABLES),
     *(Variable(*row) for row in ENDPOINT_HEALTH_VARIABLES),
+    *(Variable(*row) for row in AUDIT_VARIABLES),
 )
 

@@ -15,7 +15,7 @@ from trigger_service.config.settings import VARIABLES
 # reads (in the order a reader meets them). The top-level settings (no section) and the
 # stores' sections are read by every process. A process is a heading of the section.
 PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("API (`trigger-api`)", ("api", "limits", "inbox")),
+    ("API (`trigger-api`)", ("api", "limits", "inbox", "audit")),
     ("dispatcher (`trigger-dispatcher`)",
      ("dispatch", "endpoint_health", "smtp", "email", "sms", "push", "telegram")),
     ("sweeper (`trigger-sweeper`)", ("sweep", "heal")),

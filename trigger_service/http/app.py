@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import structlog
 from aiohttp import web
@@ -13,6 +14,7 @@ from aiohttp.typedefs import Handler
 from opentelemetry.trace import StatusCode
 
 from trigger_service.app.attempts import AttemptHistory
+from trigger_service.app.audit import AuditTrail
 from trigger_service.app.caller_pause import CallerPauseService
 from trigger_service.app.cpu_shares import CpuShares
 from trigger_service.app.dead_letters import DeadLetterService
@@ -22,6 +24,7 @@ from trigger_service.app.replay_jobs import ReplayJobRunner
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
+from trigger_service.http.audit import audit_middleware
 from trigger_service.http.auth import auth_middleware
 from trigger_service.http.guards import (
     body_deadline_middleware,
@@ -43,6 +46,7 @@ from trigger_service.http.keys import (
 )
 from trigger_service.http.routes import (
     acks,
+    audit,
     batch,
     dead_letters,
     docs,
@@ -151,12 +155,26 @@ def tracing_middleware(runtime: Runtime) -> Callable[..., Awaitable[web.StreamRe
     return middleware
 
 
+class _Routes(Protocol):
+    def add_routes(self, app: web.Application) -> None: ...
+
+
+# Every route module, in the order their routes are added: batch's before triggers' (the
+# pattern /v1/triggers/{id} would match "batch").
+ROUTES: tuple[_Routes, ...] = (
+    recipients, endpoints, dead_letters, acks, inbox, schedules, signing, batch,
+    trigger_jobs, triggers, stats, ops, ops_callers, ops_triggers, audit, ops_flow, health,
+    ops_page, docs)
+
+
 def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     """The aiohttp application; the caller owns ``runtime`` and ``service`` lifetimes."""
+    # Who did what: recorded after each answer is decided (http.audit), refusals included.
+    trail = AuditTrail(runtime.settings.audit, runtime.store, runtime.clock, runtime.metrics)
     app = web.Application(
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
-                     request_id_middleware, errors_middleware,
-                     auth_middleware(runtime.callers), connection_share_middleware,
+                     request_id_middleware, errors_middleware, auth_middleware(runtime.callers),
+                     audit_middleware(trail), connection_share_middleware,
                      refusal_wait_middleware(runtime.settings.limits.refusal_wait_s),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
                      cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
@@ -170,6 +188,7 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     )
     app[RUNTIME_KEY] = runtime
     app[SERVICE_KEY] = service
+    app[audit.AUDIT_KEY] = trail
     letters = DeadLetterService(runtime.settings, runtime.store, service, runtime.clock,
                                 runtime.metrics)
     app[LETTERS_KEY] = letters
@@ -183,28 +202,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
         service.recipients = runtime.recipients
     app[RECIPIENTS_KEY] = RecipientService(runtime.settings, runtime.recipients, runtime.store,
                                            runtime.queue, runtime.clock, runtime.metrics)
-    recipients.add_routes(app)
     # Operators pause a caller; its resume is a job over its paused triggers.
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
     app[endpoints.ENDPOINTS_KEY] = EndpointService(
         runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events,
         runtime.store, app[TRIGGER_JOBS_KEY], letters, runtime.clock)
-    endpoints.add_routes(app)
-    dead_letters.add_routes(app)
-    acks.add_routes(app)
-    inbox.add_routes(app)
-    schedules.add_routes(app)
-    signing.add_routes(app)
-    batch.add_routes(app)  # before triggers': /v1/triggers/{id} would match "batch"
-    trigger_jobs.add_routes(app)
-    triggers.add_routes(app)
-    stats.add_routes(app)
-    ops.add_routes(app)
-    ops_callers.add_routes(app)
-    ops_triggers.add_routes(app)
-    ops_flow.add_routes(app)
-    health.add_routes(app)
-    ops_page.add_routes(app)
-    docs.add_routes(app)
+    for routes in ROUTES:
+        routes.add_routes(app)
     return app

@@ -94,6 +94,11 @@ SERIES: dict[str, Series] = {
     "enqueue_overflow_total": Series("counter", "background SQS sends not started, "
                                      "TRIGGER_SQS_MAX_BACKGROUND_SENDS being pending (left "
                                      "to the due-scan)"),
+    "audit_entries_total": Series("counter", "audit log entries written"),
+    "audit_write_failures_total": Series("counter", "audit log entries lost: their write "
+                                         "failed or TRIGGER_AUDIT_MAX_PENDING were pending"),
+    "audit_creates_total": Series("counter", "creates counted, not logged (without "
+                                  "TRIGGER_AUDIT_CREATES)"),
     "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),
                                  durable=()),
     "rate_limit_errors_total": Series("counter", "rate checks that failed open (Redis)"),

@@ -31,6 +31,7 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
+from trigger_service.core.ports.audit import AuditLog
 from trigger_service.core.ports.crypto import Resealer
 from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.debounce import DebounceHeads
@@ -56,7 +57,8 @@ if TYPE_CHECKING:  # (a driver is loaded by ``Runtime.open`` alone)
 
 class Store(TriggerCatalog, IdempotencyStore, DueIndex, SweepCursors, CounterStore, ZoneIndex,
             SecretStore, AttemptLog, DeadLetterIndex, ReplayJobStore, InboxStore, Resealer,
-            Pingable, FilteredListing, TriggerJobStore, CallerPauses, DebounceHeads, Protocol):
+            Pingable, FilteredListing, TriggerJobStore, CallerPauses, DebounceHeads, AuditLog,
+            Protocol):
     """Everything the trigger store offers; each component uses a part."""
 
 

@@ -48,6 +48,7 @@ from trigger_client.pausing import CatchUp, CatchUpPolicy, PausedCaller, ResumeJ
 from trigger_client.requests import TriggerRequest
 from trigger_client.resource_models import (
     Attempt,
+    AuditEntry,
     BatchItemResult,
     DeadLetter,
     Health,
@@ -68,6 +69,7 @@ __all__ = [
     "ApiError",
     "AsyncTriggerClient",
     "Attempt",
+    "AuditEntry",
     "BatchItemResult",
     "CancelledTrigger",
     "CatchUp",

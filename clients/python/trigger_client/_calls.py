@@ -28,6 +28,7 @@ from trigger_client.models import (
 from trigger_client.pausing import PausedCaller, ResumeJob
 from trigger_client.requests import TriggerRequest
 from trigger_client.resource_models import (
+    AuditEntry,
     BatchItemResult,
     DeadLetter,
     Health,
@@ -297,6 +298,20 @@ def stream_path(recipient: str) -> str:
 
 
 # --- ops, health, contract, acknowledgement links --------------------------------------------
+
+def list_audit(*, since: datetime | str | None, action: str | None, limit: int | None,
+               cursor: str | None) -> Call[Page[AuditEntry]]:
+    return Call("GET", "/v1/audit", _page(AuditEntry.from_json),
+                params=_query(since=since, action=action, limit=limit, cursor=cursor),
+                retry=True)
+
+
+def list_ops_audit(*, since: datetime | str | None, action: str | None, actor: str | None,
+                   limit: int | None, cursor: str | None) -> Call[Page[AuditEntry]]:
+    return Call("GET", "/v1/ops/audit", _page(AuditEntry.from_json),
+                params=_query(since=since, action=action, actor=actor, limit=limit,
+                              cursor=cursor), retry=True)
+
 
 def ops_overview() -> Call[OpsOverview]:
     return Call("GET", "/v1/ops/overview", lambda r: OpsOverview.from_json(r.json()), retry=True)

@@ -43,6 +43,7 @@ from trigger_client.requests import (
     snooze_body,
 )
 from trigger_client.resource_models import (
+    AuditEntry,
     BatchItemResult,
     DeadLetter,
     Health,
@@ -322,6 +323,14 @@ class AsyncOps:
     def __init__(self, x: _Executor) -> None:
         self._x = x
 
+    async def audit(self, *, since: datetime | str | None = None, action: str | None = None,
+              actor: str | None = None, cursor: str | None = None,
+              limit: int | None = None) -> Page[AuditEntry]:
+        """Operators and viewers: one page of every audit entry, newest first (``actor``:
+        one caller's or operator's)."""
+        return await self._x.run(calls.list_ops_audit(since=since, action=action, actor=actor,
+                                              limit=limit, cursor=cursor))
+
     async def overview(self) -> OpsOverview:
         return await self._x.run(calls.ops_overview())
 
@@ -432,6 +441,7 @@ class AsyncTriggerClient:
         self.http = httpx.AsyncClient(base_url=base_url, headers=base_headers(token),
                                       timeout=timeout_s, transport=transport)
         x = _Executor(self.http, retry or RetryPolicy(), sleep)
+        self._x = x
         self.triggers = AsyncTriggers(x)
         self.dead_letters = AsyncDeadLetters(x)
         self.inbox = AsyncInbox(x)
@@ -439,6 +449,13 @@ class AsyncTriggerClient:
         self.recipients = AsyncRecipients(x)
         self.ops = AsyncOps(x)
         self.endpoints = AsyncEndpoints(x)
+
+    async def audit(self, *, since: datetime | str | None = None, action: str | None = None,
+              cursor: str | None = None, limit: int | None = None) -> Page[AuditEntry]:
+        """One page of this caller's own audit log, newest first: its mutating requests
+        and how each was answered (``nextCursor`` goes on)."""
+        return await self._x.run(calls.list_audit(since=since, action=action, limit=limit,
+                                          cursor=cursor))
 
     async def aclose(self) -> None:
         await self.http.aclose()

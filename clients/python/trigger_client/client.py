@@ -47,6 +47,7 @@ from trigger_client.requests import (
     snooze_body,
 )
 from trigger_client.resource_models import (
+    AuditEntry,
     BatchItemResult,
     DeadLetter,
     Health,
@@ -333,6 +334,14 @@ class Ops:
     def __init__(self, x: _Executor) -> None:
         self._x = x
 
+    def audit(self, *, since: datetime | str | None = None, action: str | None = None,
+              actor: str | None = None, cursor: str | None = None,
+              limit: int | None = None) -> Page[AuditEntry]:
+        """Operators and viewers: one page of every audit entry, newest first (``actor``:
+        one caller's or operator's)."""
+        return self._x.run(calls.list_ops_audit(since=since, action=action, actor=actor,
+                                              limit=limit, cursor=cursor))
+
     def overview(self) -> OpsOverview:
         return self._x.run(calls.ops_overview())
 
@@ -448,6 +457,7 @@ class TriggerClient:
         self.http = httpx.Client(base_url=base_url, headers=base_headers(token),
                                  timeout=timeout_s, transport=transport)
         x = _Executor(self.http, retry or RetryPolicy(), sleep)
+        self._x = x
         self.triggers = Triggers(x)
         self.dead_letters = DeadLetters(x)
         self.inbox = Inbox(x)
@@ -455,6 +465,13 @@ class TriggerClient:
         self.recipients = Recipients(x)
         self.ops = Ops(x)
         self.endpoints = Endpoints(x)
+
+    def audit(self, *, since: datetime | str | None = None, action: str | None = None,
+              cursor: str | None = None, limit: int | None = None) -> Page[AuditEntry]:
+        """One page of this caller's own audit log, newest first: its mutating requests
+        and how each was answered (``nextCursor`` goes on)."""
+        return self._x.run(calls.list_audit(since=since, action=action, limit=limit,
+                                          cursor=cursor))
 
     def close(self) -> None:
         self.http.close()

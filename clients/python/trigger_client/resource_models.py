@@ -321,3 +321,23 @@ class RecipientPage:
 class RecipientDeleted:
     recipient_id: str
     triggers_failed: int  # its pending triggers ended FAILED (recipient_deleted)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One audited request (``audit``, ``ops.audit``): who (``actor``: a caller's or an
+    operator's name) did what (``action``, e.g. ``cancel``) to which thing (``target``), in
+    which request, and how it was answered (``outcome``: ``ok`` or the error code)."""
+
+    at: datetime
+    actor: str
+    action: str
+    target: str
+    request_id: str
+    outcome: str
+    raw: Any = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> AuditEntry:
+        return cls(parse_instant(d["at"]), d["actor"], d["action"], d["target"],
+                   d["requestId"], d["outcome"], d)

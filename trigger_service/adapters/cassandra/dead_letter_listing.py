@@ -27,7 +27,7 @@ from trigger_service.core.dead_letters import DeadLetterCursor, DeadLetterQuery,
 MAX_ID = "\U0010ffff"  # sorts after every id: "everything at this instant"
 MAX_MS = 2**62
 _LIST_MAX_ROUNDS = 40  # reads of a scope's partitions per call (a rare filter cannot scan on)
-_READ_ROWS = 200  # per partition read; fewer for each of many (see _rows_per_read)
+_READ_ROWS = 200  # per partition read; fewer for each of many (see rows_per_read)
 _MIN_ROWS = 20
 
 # (scope, day, before_ms, before_id, limit) → rows newest first, strictly before the cursor
@@ -39,7 +39,7 @@ def _key(r: Row) -> tuple[int, str]:
     return r[s.COL_DEAD_AT_MS], r[s.COL_ID]
 
 
-def _rows_per_read(missing: int, partitions: int) -> int:
+def rows_per_read(missing: int, partitions: int) -> int:
     # One partition: as before the buckets. Many: about twice each one's share of what the
     # page still misses (hashing spreads a day evenly), so that the operators' page of 50
     # does not read 17 times 200 rows.
@@ -48,17 +48,19 @@ def _rows_per_read(missing: int, partitions: int) -> int:
     return min(_READ_ROWS, max(_MIN_ROWS, 2 * missing // partitions + 1))
 
 
-def merge(batches: Sequence[list[Row]], asked: int) -> tuple[list[Row], bool]:
-    """The rows of one read of each partition that are in order, newest first, without
-    repeats; and whether the day is read to its end (no partition may hold more)."""
+def merge(batches: Sequence[list[Row]], asked: int,
+          key: Callable[[Row], tuple[int, str]] = _key) -> tuple[list[Row], bool]:
+    """The rows of one read of each partition that are in order, newest first (by ``key``:
+    (time, id)), without repeats; and whether the day is read to its end (no partition may
+    hold more). The audit log's listing (``.audit``) merges its parts with it too."""
     full = [b[-1] for b in batches if len(b) >= asked]
-    horizon = max((_key(r) for r in full), default=None)
-    rows = sorted((r for b in batches for r in b), key=_key, reverse=True)
+    horizon = max((key(r) for r in full), default=None)
+    rows = sorted((r for b in batches for r in b), key=key, reverse=True)
     out: list[Row] = []
     for r in rows:
-        if horizon is not None and _key(r) < horizon:
+        if horizon is not None and key(r) < horizon:
             break
-        if not out or _key(out[-1]) != _key(r):
+        if not out or key(out[-1]) != key(r):
             out.append(r)
     return out, horizon is None
 
@@ -75,7 +77,7 @@ async def list_rows(read: ReadDay, scopes: Sequence[str], q: DeadLetterQuery,
     rounds = 0
     while day >= first_day and len(found) < limit and rounds < _LIST_MAX_ROUNDS:
         rounds += 1
-        asked = _rows_per_read(limit - len(found), len(scopes))
+        asked = rows_per_read(limit - len(found), len(scopes))
         batches = await asyncio.gather(*(read(scope, day, before_ms, before_id, asked)
                                          for scope in scopes))
         rows, day_done = merge(batches, asked)

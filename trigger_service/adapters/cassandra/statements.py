@@ -9,6 +9,7 @@ from typing import Any
 from cassandra.query import UNSET_VALUE
 
 from trigger_service.adapters import schema as s
+from trigger_service.adapters.cassandra.audit import audit_queries
 from trigger_service.adapters.cassandra.created_index import created_queries
 from trigger_service.adapters.cassandra.dead_letters import dead_letter_queries
 from trigger_service.adapters.cassandra.debounce import debounce_queries
@@ -41,7 +42,7 @@ def all_statements(keyspace: str) -> dict[str, str]:
     for room in (queries, open_queries, mark_queries, created_queries, dead_letter_queries,
                  replay_job_queries, inbox_queries, secret_queries, reseal_queries, term_queries,
                  trigger_job_queries, recipient_queries, pause_queries,
-                 endpoint_health_queries, debounce_queries):
+                 endpoint_health_queries, debounce_queries, audit_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")

@@ -17,6 +17,8 @@ part                  ports                                          module
 ``signing_secrets``   ``SecretStore``, ``Resealer`` (secrets)        ``.secrets``
 ``reseal``            ``Resealer`` (triggers)                        ``.reseal``
 ``pauses``            ``CallerPauses``                               ``.pauses``
+``debounce``          ``DebounceHeads``                              ``.debounce``
+``audit``             ``AuditLog``                                   ``.audit``
 ====================  =============================================  ==================
 
 ``CassandraStore`` is the façade the processes are handed (``platform.wiring.Store``: every
@@ -37,6 +39,7 @@ from collections.abc import AsyncIterator, Sequence
 from cassandra.cluster import Cluster, Session
 
 from trigger_service.adapters.cassandra import driver, migrate
+from trigger_service.adapters.cassandra.audit import CassandraAuditLog
 from trigger_service.adapters.cassandra.counters import CassandraCounters
 from trigger_service.adapters.cassandra.dead_letters import CassandraDeadLetters
 from trigger_service.adapters.cassandra.debounce import CassandraDebounceHeads
@@ -53,6 +56,7 @@ from trigger_service.adapters.cassandra.trigger_jobs import CassandraTriggerJobs
 from trigger_service.adapters.cassandra.triggers import CassandraTriggers
 from trigger_service.adapters.cassandra.zone_index import CassandraZoneIndex
 from trigger_service.config.stores import CassandraSettings
+from trigger_service.core.audit import AuditCursor, AuditEntry, AuditPage, AuditQuery
 from trigger_service.core.dead_letters import (
     Attempt,
     DeadLetter,
@@ -108,6 +112,7 @@ class CassandraStore:
         self.reseal = CassandraReseal(statements, sealer)
         self.pauses = CassandraCallerPauses(statements)
         self.debounce = CassandraDebounceHeads(statements)
+        self.audit = CassandraAuditLog(statements, clock)
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, cipher: Cipher, *,
@@ -356,6 +361,14 @@ class CassandraStore:
     async def replace_head(self, old: DebounceHead, new: DebounceHead,
                            ttl_s: int) -> DebounceHead:
         return await self.debounce.replace_head(old, new, ttl_s)
+
+    # --- AuditLog: ``audit`` -------------------------------------------------------------
+    async def append_audit(self, entries: Sequence[AuditEntry], ttl_s: int) -> None:
+        await self.audit.append_audit(entries, ttl_s)
+
+    async def list_audit(self, query: AuditQuery, cursor: AuditCursor | None,
+                         limit: int) -> AuditPage:
+        return await self.audit.list_audit(query, cursor, limit)
 
     # --- CallerPauses: ``pauses`` ------------------------------------------------------
     async def pause_caller(self, caller: str, paused_at_ms: int) -> None:

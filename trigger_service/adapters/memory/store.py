@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 
 from trigger_service.adapters.homes import Homes
+from trigger_service.adapters.memory.audit import MemoryAuditLog
 from trigger_service.adapters.memory.dead_letters import MemoryDeadLetters
 from trigger_service.adapters.memory.debounce import MemoryDebounceHeads
 from trigger_service.adapters.memory.failing import Failing as Failing
@@ -42,7 +43,7 @@ from trigger_service.core.tags import TriggerFilter, trigger_terms
 
 
 class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
-                  MemoryCallerPauses, MemorySecrets, MemoryDebounceHeads):
+                  MemoryCallerPauses, MemorySecrets, MemoryDebounceHeads, MemoryAuditLog):
     """``TriggerCatalog``, ``IdempotencyStore`` (the legacy table), ``DueIndex``,
     ``SweepCursors``, ``Pingable``, (``MemoryDeadLetters``) the attempt log, dead letters
     and replay jobs, (``MemoryInbox``) the inbox, (``MemoryTriggerJobs``) the trigger jobs.
@@ -61,6 +62,7 @@ class MemoryStore(Failing, MemoryDeadLetters, MemoryInbox, MemoryTriggerJobs,
         self._init_trigger_jobs()
         self._init_secrets()
         self._init_debounce()
+        self._init_audit()
         self.rows: dict[tuple[str, int | None], Trigger] = {}
         self.pointers: dict[str, MemoryPointer] = {}
         self.triggers: MutableMapping[str, Trigger] = LiveRows(self)

@@ -317,6 +317,7 @@
   // seq: the latest load; an answer to an older one is dropped (an Apply while the previous
   // list is still loading replaces it, it is not ignored). busy: "More" waits for the page.
   const list = { filter: {}, cursor: null, seq: 0, busy: false };
+  const audit = { filter: {}, cursor: null, seq: 0, busy: false };
 
   // A datetime-local value (the browser's zone) as the API's UTC ISO-8601, or "" if empty.
   function isoOf(value) {
@@ -639,6 +640,53 @@
 
   let overviewTimer = null;
 
+  // --- Audit log: every caller's and operator's changes, newest first ------------------------
+
+  function auditRow(e) {
+    const outcome = text(e.outcome);
+    return el("tr", { "data-request-id": e.requestId },
+      el("td", { "data-label": "At", class: "t" }, when(e.at)),
+      el("td", { "data-label": "Actor" }, text(e.actor)),
+      el("td", { "data-label": "Action" }, el("span", { class: "badge" }, text(e.action))),
+      el("td", { "data-label": "Target", class: "id" }, text(e.target)),
+      el("td", { "data-label": "Outcome", class: e.outcome === "ok" ? "" : "err" }, outcome),
+      el("td", { "data-label": "Request id", class: "id" }, text(e.requestId)));
+  }
+
+  async function loadAudit(reset) {
+    if (!reset && audit.busy) return;
+    const seq = ++audit.seq;
+    audit.busy = true;
+    if (reset) {
+      const f = { action: $("au-action").value, actor: $("au-actor").value.trim() };
+      audit.filter = Object.fromEntries(Object.entries(f).filter(([, v]) => v));
+      audit.cursor = null;
+    }
+    const params = new URLSearchParams({ ...audit.filter, limit: String(PAGE_SIZE) });
+    if (!reset && audit.cursor) params.set("cursor", audit.cursor);
+    try {
+      const page = (await api("GET", `/v1/ops/audit?${params}`)) || {};
+      if (seq !== audit.seq) return;
+      const items = Array.isArray(page.items) ? page.items : [];
+      if (reset) $("au-rows").replaceChildren();
+      $("au-rows").append(...items.map(auditRow));
+      audit.cursor = typeof page.nextCursor === "string" && page.nextCursor ? page.nextCursor : null;
+      show($("au-more"), Boolean(audit.cursor));
+      const count = $("au-rows").children.length;
+      show($("au-table"), count > 0);
+      // A short page with a cursor is the bounded work of one call, not the end.
+      setText($("au-message"), count ? "" : (audit.cursor ? "None found yet: press More to read further back."
+        : "No audit entries match."));
+    } catch (err) {
+      if (seq !== audit.seq) return;
+      if (reset) $("au-rows").replaceChildren();
+      show($("au-table"), $("au-rows").children.length > 0);
+      setText($("au-message"), `Could not load the audit log: ${err instanceof ApiError ? err.describe() : err}`);
+    } finally {
+      if (seq === audit.seq) audit.busy = false;
+    }
+  }
+
   function signOut(reason) {
     sessionStorage.removeItem(TOKEN_KEY);
     sessionStorage.removeItem(READONLY_KEY);
@@ -661,6 +709,7 @@
     loadPausedCallers();
     loadEndpoints();
     loadDeadLetters(true);
+    loadAudit(true);
     clearInterval(overviewTimer);
     overviewTimer = setInterval(() => { if (!document.hidden && token()) loadOverview(); }, OVERVIEW_EVERY_MS);
   }
@@ -678,12 +727,15 @@
     });
     $("logout").addEventListener("click", () => signOut(""));
     $("refresh").addEventListener("click", () => {
-      loadOverview(); loadPausedCallers(); loadEndpoints(); loadDeadLetters(true);
+      loadOverview(); loadPausedCallers(); loadEndpoints(); loadDeadLetters(true); loadAudit(true);
     });
     $("pause-form").addEventListener("submit", pauseCaller);
     $("filters").addEventListener("submit", (e) => { e.preventDefault(); loadDeadLetters(true); });
     $("filters").addEventListener("reset", () => setTimeout(() => loadDeadLetters(true), 0));
     $("more").addEventListener("click", () => loadDeadLetters(false));
+    $("au-filters").addEventListener("submit", (e) => { e.preventDefault(); loadAudit(true); });
+    $("au-filters").addEventListener("reset", () => setTimeout(() => loadAudit(true), 0));
+    $("au-more").addEventListener("click", () => loadAudit(false));
     $("rc-form").addEventListener("submit", (e) => { e.preventDefault(); loadRecipient(); });
     $("tr-form").addEventListener("submit", (e) => { e.preventDefault(); loadTrigger(); });
     $("tr-run").addEventListener("click", runTrigger);
