@@ -37,6 +37,7 @@ from tests.fake_runtime import fake_runtime
 from tests.integration.helpers import SqsAdmin
 from tests.keys import fixture_cipher
 from tests.openapi_check import callback_violations, check_contract
+from trigger_client import AsyncTriggerClient, TriggerClient
 from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.recipients import CassandraRecipients
@@ -454,3 +455,24 @@ async def stack(
         await admin.close()
         await redis.aclose()
     contract.assert_clean()
+
+
+def api_url(stack: Stack) -> str:
+    """The test API's base URL, as an SDK or triggerctl is given it."""
+    return str(stack.client.make_url("")).rstrip("/")
+
+
+@pytest.fixture
+async def sdk(stack: Stack) -> AsyncIterator[AsyncTriggerClient]:
+    """The async SDK as the test caller."""
+    async with AsyncTriggerClient(api_url(stack), stack.token) as client:
+        yield client
+
+
+@pytest.fixture
+async def sync_sdk(stack: Stack) -> AsyncIterator[TriggerClient]:
+    """The sync SDK as the test caller (call it in a worker thread: the API shares the
+    test's event loop)."""
+    client = TriggerClient(api_url(stack), stack.token)
+    yield client
+    await asyncio.to_thread(client.close)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -18,13 +17,6 @@ from trigger_service.core.model import keyed_trigger_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 HOUR = timedelta(hours=1)
-
-
-@pytest.fixture
-async def sdk(stack: Stack) -> AsyncIterator[AsyncTriggerClient]:
-    base_url = str(stack.client.make_url("")).rstrip("/")
-    async with AsyncTriggerClient(base_url, stack.token) as client:
-        yield client
 
 
 async def test_ten_past_occurrences_backfilled_twice_arrive_once_each_oldest_first(

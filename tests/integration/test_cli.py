@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, api_url
 from trigger_client.cli.main import app
 
 pytestmark = pytest.mark.integration
@@ -25,8 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 API_LOG_LINE = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \[")
 
 
-def base_url(stack: Stack) -> str:
-    return str(stack.client.make_url("")).rstrip("/")
+base_url = api_url
 
 
 async def cli(stack: Stack, *args: str, token: str | None = None) -> tuple[int, str]:

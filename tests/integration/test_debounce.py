@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -16,13 +15,6 @@ from tests.integration.test_cli import cli
 from trigger_client import AsyncTriggerClient, Debounce, Status
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-async def sdk(stack: Stack) -> AsyncIterator[AsyncTriggerClient]:
-    base = str(stack.client.make_url("")).rstrip("/")
-    async with AsyncTriggerClient(base, stack.token) as client:
-        yield client
 
 
 async def test_ten_requests_200_ms_apart_give_one_callback_with_the_last_payload(
@@ -61,11 +53,13 @@ async def test_ten_at_once_make_one_trigger_and_keep_keeps_the_first(
         sdk.triggers.create(callback_url=url, payload={"n": n}, delay_s=3600, debounce=keep)
         for n in range(10)))
     ids = {a.trigger_id for a in answers}
-    assert len(ids) == 1 and sum(not a.debounced for a in answers) == 1
+    assert len(ids) == 1  # one trigger, whatever the interleaving
     (tid,) = ids
-    first = next(a for a in answers if not a.debounced)
+    # Requests that wrote the row at once may each be answered 201 (none found the other's
+    # row first): at least one is, and every answer gives the row's fire time.
+    assert any(not a.debounced for a in answers)
     t = await sdk.triggers.get(tid)
-    assert t.fire_at == first.fire_at and t.status is Status.PENDING
+    assert {a.fire_at for a in answers} == {t.fire_at} and t.status is Status.PENDING
     listed = [x.trigger_id async for x in sdk.triggers.list(status=Status.PENDING)]
     assert listed.count(tid) == 1 and len(listed) == 1
 

@@ -8,25 +8,14 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import AsyncIterator
 
 import pytest
 
-from tests.integration.conftest import Stack
+from tests.integration.conftest import Stack, api_url
 from tests.integration.test_cli import cli
 from trigger_client import AsyncTriggerClient, Conflict, Status, TriggerClient
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-
-
-def _base_url(stack: Stack) -> str:
-    return str(stack.client.make_url("")).rstrip("/")
-
-
-@pytest.fixture
-async def sdk(stack: Stack) -> AsyncIterator[AsyncTriggerClient]:
-    async with AsyncTriggerClient(_base_url(stack), stack.token) as client:
-        yield client
 
 
 def _occurrence_ids(stack: Stack, trigger_id: str) -> list[str]:
@@ -50,7 +39,7 @@ async def test_a_one_time_trigger_a_series_and_a_paused_one_fire_now(
     assert ran_one.run_trigger_id == one.trigger_id
     assert ran_one.occurrence_id == f"{one.trigger_id}.1" and not ran_one.replayed
     assert again.replayed and again.occurrence_id == ran_one.occurrence_id
-    sync = TriggerClient(_base_url(stack), stack.token)
+    sync = TriggerClient(api_url(stack), stack.token)
     try:
         ran_series = await asyncio.to_thread(sync.triggers.run, series.trigger_id)
     finally:

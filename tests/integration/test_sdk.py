@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
 import redis
 
 from dispatcher.channels.inbox import InboxNotifier
-from tests.integration.conftest import SIGNING_SECRETS, Stack
+from tests.integration.conftest import SIGNING_SECRETS, Stack, api_url
 from tests.integration.helpers import until
 from trigger_client import (
     AsyncTriggerClient,
@@ -36,21 +35,7 @@ from trigger_service.platform.metrics import InMemoryMetrics
 pytestmark = pytest.mark.integration
 
 
-def base_url(stack: Stack) -> str:
-    return str(stack.client.make_url("")).rstrip("/")
-
-
-@pytest.fixture
-async def sdk(stack: Stack) -> AsyncIterator[AsyncTriggerClient]:
-    async with AsyncTriggerClient(base_url(stack), stack.token) as client:
-        yield client
-
-
-@pytest.fixture
-async def sync_sdk(stack: Stack) -> AsyncIterator[TriggerClient]:
-    client = TriggerClient(base_url(stack), stack.token)
-    yield client
-    await asyncio.to_thread(client.close)
+base_url = api_url
 
 
 async def test_create_sync_and_async_get_cancel_and_a_replayed_key(

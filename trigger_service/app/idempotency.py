@@ -153,15 +153,9 @@ class IdempotentRegistration:
         except CacheError as e:
             log.warning("idem_cache_unavailable", error=str(e))
             held = None  # unordered: the store alone decides, as it does anyway
-        if held is not None and not held.done:
-            # Another request owns the key right now: its answer is ours.
-            held = await self._wait_for_done(caller, idem_key)
-        if held is None:
-            # Ours, or not answered in time. Redis holding nothing does not mean the key is
-            # new (an eviction, a flush, a failover): the store says.
-            return None
-        assert held.trigger_id is not None and held.fire_at_ms is not None
-        return self._replay(held.request_hash, request_hash, held.trigger_id, held.fire_at_ms)
+        # None: ours, or not answered in time. Redis holding nothing does not mean the key
+        # is new (an eviction, a flush, a failover): the store says.
+        return await self._held_answer(held, caller, idem_key, request_hash)
 
     async def legacy_replay(self, trigger: Trigger, idem_key: str) -> LegacyReplay | None:
         """The answer of the earlier releases' record of the key, None without one (read
@@ -230,6 +224,13 @@ class IdempotentRegistration:
         except CacheError as e:
             log.warning("idem_cache_unavailable", error=str(e))
             return None
+        return await self._held_answer(held, caller, idem_key, request_hash)
+
+    async def _held_answer(self, held: CachedKey | None, caller: str, idem_key: str,
+                           request_hash: str) -> Registered | None:
+        """What Redis held for the key as this request's answer: the owner's, once done
+        (another request owns the key right now: its answer is ours); None when nothing
+        is held or the owner does not finish in time."""
         if held is not None and not held.done:
             held = await self._wait_for_done(caller, idem_key)
         if held is None:
