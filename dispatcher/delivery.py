@@ -78,6 +78,7 @@ from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.lag import LagTally
 from trigger_service.core.trace_context import Tracing
+from trigger_service.platform.caller_events import CallerEvents
 
 __all__ = ["Delivery", "DispatchDeps"]
 
@@ -102,11 +103,12 @@ class Delivery:
                  recipients: RecipientStore | None = None,
                  endpoints: EndpointWatch | None = None,
                  flow: FlowGate | None = None,
-                 succession: Succession | None = None) -> None:
-        """``flow``: flow control per destination (None: none, every send at its due
-        time). ``succession``: names this process in every claim id (instead of
-        ``claim_ids``) and proves claimers dead (None: others' claims are watched for their
-        leases)."""
+                 succession: Succession | None = None,
+                 events: CallerEvents | None = None) -> None:
+        """``events``: the callers' events (None: none). ``flow``: flow control per
+        destination (None: none, every send at its due time). ``succession``: names this
+        process in every claim id (instead of ``claim_ids``) and proves claimers dead (None:
+        others' claims are watched for their leases)."""
         d = deps.settings.dispatch
         self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
         self.flow = flow
@@ -119,7 +121,7 @@ class Delivery:
                              int(d.callback_timeout_s * 1000), MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, d), deps.clock, deps.metrics,
-                                   self.name)
+                                   self.name, events)
         allowed = functools.partial(callback_allowed, callers)
         self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
                               allowed, deps.clock,

@@ -23,6 +23,7 @@ from trigger_service.config.endpoint_health import (
     ENDPOINT_HEALTH_VARIABLES,
     EndpointHealthSettings,
 )
+from trigger_service.config.events import EVENT_VARIABLES, EventSettings
 from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
 from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings, env_kind
 from trigger_service.config.parsers import int_list as _int_list
@@ -162,6 +163,7 @@ class Settings:
     endpoint_health: EndpointHealthSettings = field(default_factory=EndpointHealthSettings)
     email: EmailSettings = field(default_factory=EmailSettings)
     telegram: TelegramSettings = field(default_factory=TelegramSettings)
+    events: EventSettings = field(default_factory=EventSettings)
 
     @property
     def production(self) -> bool:
@@ -263,7 +265,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "smtp": SmtpSettings, "sms": SmsSettings, "push": PushSettings, "inbox": InboxSettings,
     "limits": LimitSettings, "encryption": EncryptionSettings,
     "endpoint_health": EndpointHealthSettings, "email": EmailSettings,
-    "telegram": TelegramSettings,
+    "telegram": TelegramSettings, "events": EventSettings,
 }
 
 
@@ -419,6 +421,7 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in INBOX_VARIABLES),
     *(Variable(*row) for row in LIMIT_VARIABLES),
     *(Variable(*row) for row in ENCRYPTION_VARIABLES),
+    *(Variable(*row) for row in EVENT_VARIABLES),
     *(Variable(*row) for row in ENDPOINT_HEALTH_VARIABLES),
 )
 

@@ -19,6 +19,7 @@ from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.endpoints import EndpointService
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
+from trigger_service.app.subscriptions import SubscriptionService
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
@@ -57,10 +58,16 @@ from trigger_service.http.routes import (
     schedules,
     signing,
     stats,
+    subscriptions,
     trigger_jobs,
     triggers,
 )
 from trigger_service.http.server import connection_share_middleware
+from trigger_service.platform.caller_events import (
+    AnnouncedOpsEvents,
+    CallerEvents,
+    SubscriptionBook,
+)
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -186,8 +193,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     # Operators pause a caller; its resume is a job over its paused triggers.
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
+    # An enable's endpoint.enabled event goes to the caller's subscriptions too.
+    announced = AnnouncedOpsEvents(runtime.ops_events, CallerEvents(
+        SubscriptionBook(runtime.subscriptions, runtime.clock, runtime.settings.events.cache_s),
+        runtime.event_queue, runtime.metrics, max_pending=runtime.settings.events.max_pending))
     app[endpoints.ENDPOINTS_KEY] = EndpointService(
-        runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events,
+        runtime.settings.endpoint_health, runtime.endpoint_health, announced,
         runtime.store, app[TRIGGER_JOBS_KEY], letters, runtime.clock)
     endpoints.add_routes(app)
     dead_letters.add_routes(app)
@@ -195,6 +206,9 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     inbox.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
+    app[subscriptions.SUBSCRIPTIONS_KEY] = SubscriptionService(
+        runtime.settings.events, runtime.subscriptions, runtime.resolver, runtime.clock)
+    subscriptions.add_routes(app)
     batch.add_routes(app)  # before triggers': /v1/triggers/{id} would match "batch"
     trigger_jobs.add_routes(app)
     triggers.add_routes(app)

@@ -31,6 +31,7 @@ from trigger_service.core.ports import (
     TriggerCatalog,
     ZoneIndex,
 )
+from trigger_service.core.ports.caller_events import EventQueue, SubscriptionStore
 from trigger_service.core.ports.crypto import Resealer
 from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.debounce import DebounceHeads
@@ -105,6 +106,10 @@ class Runtime:
     endpoint_health: EndpointHealthStore
     # The operators' events (a signed webhook).
     ops_events: OpsEvents
+    # The callers' event subscriptions (Cassandra) and the queue their events go out on
+    # (SQS, apart from the triggers' queue).
+    subscriptions: SubscriptionStore
+    event_queue: EventQueue
     # Flow control per destination: the dispatchers' shared limiter and the ops page's
     # views (Redis).
     flow: FlowLimiter
@@ -126,6 +131,7 @@ class Runtime:
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
         from trigger_service.adapters.cassandra.store import CassandraStore
+        from trigger_service.adapters.cassandra.subscriptions import CassandraSubscriptions
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.ops_events import WebhookOpsEvents
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
@@ -142,6 +148,7 @@ class Runtime:
         )
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
+        from trigger_service.adapters.sqs_events import SqsEventQueue
 
         callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
         tracing, provider = open_tracing(process)
@@ -161,6 +168,12 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
+        try:
+            event_queue = await SqsEventQueue.connect(settings.sqs)
+        except BaseException:
+            await queue.close()
+            await store.close()
+            raise
         recipients, endpoint_health = _on_store(store, settings)
         # Its one connection is opened by the first inbox stream (so only by an API process).
         inbox_bus = RedisInboxBus(redis, open_listener(
@@ -173,10 +186,13 @@ class Runtime:
                    budget=RedisSendBudget(redis), recipients=recipients,
                    endpoint_health=endpoint_health,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
+                   subscriptions=CassandraSubscriptions(store.statements),
+                   event_queue=event_queue,
                    flow=RedisFlowLimiter(redis), tracing=tracing,
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue), deaths=Deaths(redis),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
+                   closers=[inbox_bus.close, redis.aclose, queue.close, event_queue.close,
+                            store.close,
                             metrics.close, _flushing(provider)])
 
     def health_checks(self) -> dict[str, Pingable]:
