@@ -59,14 +59,14 @@ async def build(runtime: Runtime) -> Component:
                             pauses=runtime.store,
                             endpoints=(runtime.endpoint_health,
                                        AnnouncedOpsEvents(runtime.ops_events, events)),
-                            flow=flow, tracing=runtime.tracing, events=(events, sender))
+                            flow=flow, tracing=runtime.tracing, events=events)
 
     async def close() -> None:
         await channel.close()
         await notifiers.close()
         # The slot stays locked until the process exits: then it can send nothing more.
 
-    return Component({"dispatch": dispatcher.run},
+    return Component({"dispatch": dispatcher.run, "events": sender.run},
                      status=lambda: {"inflight": dispatcher.inflight},
                      close=close, grace_s=d.callback_timeout_s + 5,
                      metrics_port=d.metrics_port)

@@ -94,6 +94,8 @@ class DispatchDeps:
     metrics: Metrics
     # Spans of each occurrence's claim, send and outcome; export off by default.
     tracing: Tracing = field(default_factory=Tracing)
+    # The callers' events, emitted with the outcomes (``platform.caller_events``; None: none).
+    events: CallerEvents | None = None
 
 
 class Delivery:
@@ -103,12 +105,11 @@ class Delivery:
                  recipients: RecipientStore | None = None,
                  endpoints: EndpointWatch | None = None,
                  flow: FlowGate | None = None,
-                 succession: Succession | None = None,
-                 events: CallerEvents | None = None) -> None:
-        """``events``: the callers' events (None: none). ``flow``: flow control per
-        destination (None: none, every send at its due time). ``succession``: names this
-        process in every claim id (instead of ``claim_ids``) and proves claimers dead (None:
-        others' claims are watched for their leases)."""
+                 succession: Succession | None = None) -> None:
+        """``flow``: flow control per destination (None: none, every send at its due
+        time). ``succession``: names this process in every claim id (instead of
+        ``claim_ids``) and proves claimers dead (None: others' claims are watched for their
+        leases)."""
         d = deps.settings.dispatch
         self.endpoints = endpoints  # counts each webhook answer for its endpoint's health
         self.flow = flow
@@ -121,7 +122,7 @@ class Delivery:
                              int(d.callback_timeout_s * 1000), MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, d), deps.clock, deps.metrics,
-                                   self.name, events)
+                                   self.name, deps.events)
         allowed = functools.partial(callback_allowed, callers)
         self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
                               allowed, deps.clock,

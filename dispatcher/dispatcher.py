@@ -38,7 +38,7 @@ from dataclasses import replace
 
 import structlog
 
-from dispatcher.caller_events import EventSender, emit_all
+from dispatcher.caller_events import emit_all
 from dispatcher.claiming import NOT_NOW
 from dispatcher.claiming import new_claim_id as random_claim_id
 from dispatcher.delivery import Delivery, DispatchDeps
@@ -98,7 +98,7 @@ class Dispatcher:
         flow: FlowGate | None = None,
         tracing: Tracing | None = None,
         succession: Succession | None = None,
-        events: tuple[CallerEvents, EventSender | None] | None = None,
+        events: CallerEvents | None = None,  # the callers' events (None: none emitted)
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
@@ -107,19 +107,14 @@ class Dispatcher:
         ``endpoints``: the endpoint health records and the operators' events (None: no
         endpoint is ever disabled here). ``flow``: flow control per destination (None: none).
         ``tracing``: spans of each occurrence's steps (None: export off). ``succession``:
-        names this process's claim ids, proves others dead (``dispatcher.succession``).
-        ``events``: the callers' events and their sender (``dispatcher.caller_events``;
-        None: none emitted; no sender: this process sends none)."""
-        self.events: CallerEvents | None = events[0] if events is not None else None
-        self.event_sender: EventSender | None = events[1] if events is not None else None
-        deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing())
+        names this process's claim ids, proves others dead (``dispatcher.succession``)."""
+        deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing(), events)
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)
                           if endpoints is not None else None)
         self.delivery = Delivery(deps, channel, callers, claim_ids=new_claim_id,
                                  notifiers=notifiers, recipients=recipients,
-                                 endpoints=self.endpoints, flow=flow, succession=succession,
-                                 events=self.events)
+                                 endpoints=self.endpoints, flow=flow, succession=succession)
         self.succession = succession  # its run declares its predecessor dead
         self._visibility = self.delivery.visibility
         parking = (EndpointParking(self.endpoints, endpoints[0], store, callers,
@@ -155,8 +150,6 @@ class Dispatcher:
             loops.append(self.succession.run(stop))
         if self.reporter is not None:
             loops.append(self.reporter.run(stop))
-        if self.event_sender is not None:
-            loops.append(self.event_sender.run(stop))
         try:
             await run_together(stop, loops)
         finally:
@@ -241,8 +234,8 @@ class Dispatcher:
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         await self._visibility.drain()
-        if self.events is not None:
-            await self.events.drain()
+        if (events := self.delivery.finishing.events) is not None:
+            await events.drain()
         if self.endpoints is not None:
             await self.endpoints.drain()
 
@@ -402,7 +395,7 @@ class Dispatcher:
             # Its events may have been lost with the process that wrote FAILED: again, with
             # the same ids (the occurrence as it was when it failed).
             before = replace(t, occurrence_seq=max(0, t.occurrence_seq - 1))
-            emit_all(self.events, [
+            emit_all(self.delivery.finishing.events, [
                 announce.dead_lettered(before, letter.reason.value, t.last_error,
                                        letter.dead_at_ms),
                 announce.failed(before, letter.reason.value, t.last_error,

@@ -121,19 +121,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           Size: the holds of that caller and origin within the retention,
                           so at most its open triggers there for a one-time trigger each
                           (a series: an entry per occurrence held and resumed by hand).
-- ``event_subscriptions`` (``caller``) → per ``name`` a subscription to events to the caller
-                          (``core.caller_events``): ``url``, ``events`` (a set of type
-                          names), created/updated ms. Written by the API (create or replace,
-                          delete), read by each dispatcher at most every
-                          ``TRIGGER_EVENTS_CACHE_S`` per caller. Forever (until deleted).
-                          Size: at most ``TRIGGER_EVENTS_MAX_SUBSCRIPTIONS`` (5) rows.
-- ``event_failures``      ((``caller``, ``subscription``)) → its events given up on, newest
-                          first by (``failed_at_ms`` desc, ``event_id``): type, when it
-                          happened, attempts, last error, data JSON. Written by the event
-                          sender, read by ``GET /v1/event-subscriptions/{name}/failures``
-                          (the newest 100), deleted with the subscription. Lifetime:
-                          ``TRIGGER_RETENTION_DAYS``. Size: the subscription's failed events
-                          within the retention (a dead receiver: its events of 30 days).
+- ``event_subscriptions`` (``caller``) → by ``name``, ≤ ``TRIGGER_EVENTS_MAX_SUBSCRIPTIONS``
+  rows, until deleted; ``event_failures`` ((``caller``, ``subscription``)) → its failed events
+  newest first, ``TRIGGER_RETENTION_DAYS``. Events go on the SQS queue ``EVENTS_QUEUE_SUFFIX``.
 - ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → the same records as written by
                           releases before 027; emptied into ``endpoint_health_by_caller`` by
                           the dispatchers' first reads, then only read at process start.
@@ -249,11 +239,6 @@ messages ``SQS_RETENTION_S``, SQS's maximum of 14 days):
   (SQS delays are whole seconds) and holds it until ``fireAtMs``.
 - DLQ body: the same JSON plus ``"reason"``. A redriven message is a main-queue body.
 - The main queue is ``TRIGGER_SQS_LANES`` queues (``sqs_lane_queue``, ``core.lanes``).
-- The events queue (``events_queue``: the main queue's name and ``-events``): one message per
-  event and subscription, JSON ``{"caller", "subscription", "type", "subject", "atMs",
-  "data"}`` (``data``: the event's data object); its sends are its receives
-  (``ApproximateReceiveCount``), a failed send hides it until its next one. No redrive
-  policy: the sender gives up by itself (``event_failures``).
 """
 
 from __future__ import annotations
@@ -313,19 +298,11 @@ TABLE_ENDPOINT_HOLDS: Final = "endpoint_holds"
 COL_DUE_AT_MS: Final = "due_at_ms"
 COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPTION_PAYLOADS
-TABLE_EVENT_SUBSCRIPTIONS: Final = "event_subscriptions"
-TABLE_EVENT_FAILURES: Final = "event_failures"
-COL_URL: Final = "url"
-COL_EVENTS: Final = "events"
-COL_UPDATED_AT_MS: Final = "updated_at_ms"
-COL_SUBSCRIPTION: Final = "subscription"
-COL_EVENT_ID: Final = "event_id"
-COL_EVENT_TYPE: Final = "event_type"
-COL_EVENT_AT_MS: Final = "event_at_ms"
-COL_FAILED_AT_MS: Final = "failed_at_ms"
-COL_EVENT_ATTEMPTS: Final = "attempts"
-COL_EVENT_ERROR: Final = "last_error"
-COL_EVENT_DATA: Final = "data"
+TABLE_EVENT_SUBSCRIPTIONS: Final = "event_subscriptions"  # (caller), name, SUBSCRIPTION_COLUMNS
+SUBSCRIPTION_COLUMNS: Final = ("url", "events", "created_at_ms", "updated_at_ms")
+TABLE_EVENT_FAILURES: Final = "event_failures"  # (caller, subscription), EVENT_FAILURE_COLUMNS
+EVENT_FAILURE_COLUMNS: Final = ("subscription", "failed_at_ms", "event_id", "event_type",
+                                "event_at_ms", "attempts", "last_error", "data")
 TABLE_ZONED: Final = "zoned_triggers"
 TABLE_ZONED_VERSIONS: Final = "zoned_versions"
 COL_TZDATA_VERSION: Final = "tzdata_version"
@@ -609,23 +586,14 @@ MSG_CALLER: Final = "caller"  # a hint for the dispatcher's fair shares; absent 
 MSG_REASON: Final = "reason"
 # A pack (adapters.sqs_packs): its members, each [trigger id, fire time, home, shard, caller].
 MSG_PACK: Final = "pack"
-# An events queue message (``events_queue``).
-MSG_EV_CALLER: Final = "caller"
-MSG_EV_SUBSCRIPTION: Final = "subscription"
-MSG_EV_TYPE: Final = "type"
-MSG_EV_SUBJECT: Final = "subject"
-MSG_EV_AT_MS: Final = "atMs"
-MSG_EV_DATA: Final = "data"
+EVENTS_QUEUE_SUFFIX: Final = "-events"  # the main queue's name and this; one message per event
+MSG_EVENT_FIELDS: Final = ("caller", "subscription", "type", "subject", "atMs", "data")  # JSON
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"
 # SQS's caps on a delay and on a batch are core.time.timing's (the dispatcher and the
 # sweeper plan with them, and they may not import adapters); these two only the adapter needs.
 SQS_MAX_VISIBILITY_S: Final = 43_200
 SQS_RETENTION_S: Final = 1_209_600
-
-
-def events_queue(queue: str) -> str:
-    return f"{queue}-events"
 
 
 def sqs_lane_queue(queue: str, lane: int) -> str:  # lane 0 is the main queue itself

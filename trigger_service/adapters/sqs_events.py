@@ -1,25 +1,22 @@
-"""``EventQueue`` on SQS: the events queue (``schema.events_queue``), one message per event
-and subscription. Its own client and queue, apart from the main queue's lanes, batchers and
-redrive policy: an event's sends are the queue's receives, a failed send hides the message
-until its next one (``retry_event``), and the sender gives up by itself, so there is no
-redrive policy. Created on first use if missing (like the main queue's). Every botocore
-error is translated here into ``QueueError``."""
+"""``EventQueue`` on SQS: the events queue (the main queue's name and
+``schema.EVENTS_QUEUE_SUFFIX``), one message per event and subscription, JSON of
+``schema.MSG_EVENT_FIELDS``; on the main queue's client, apart from its lanes, batchers and
+redrive policy. An event's sends are the queue's receives, a failed send hides the message
+until its next one (``retry_event``), and the sender gives up by itself: no redrive policy.
+Created on first use if missing (like the main queue's). Every botocore error is translated
+here into ``QueueError``."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Sequence
-from contextlib import AsyncExitStack
 from typing import Any, TypeVar
 
-import aioboto3
 import structlog
-from aiobotocore.config import AioConfig
 from botocore.exceptions import BotoCoreError, ClientError
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.sqs_wire import clamp_visibility, queue_missing, receive_count
-from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.caller_events import CallerEvent, EventDelivery, EventType
 from trigger_service.core.errors import QueueError
 from trigger_service.core.ports.caller_events import ReceivedEvent
@@ -28,11 +25,13 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 
+_CALLER, _SUBSCRIPTION, _TYPE, _SUBJECT, _AT_MS, _DATA = schema.MSG_EVENT_FIELDS
+
+
 def encode_delivery(d: EventDelivery) -> str:
     e = d.event
-    return json.dumps({schema.MSG_EV_CALLER: e.caller, schema.MSG_EV_SUBSCRIPTION: d.subscription,
-                       schema.MSG_EV_TYPE: e.type.value, schema.MSG_EV_SUBJECT: e.subject,
-                       schema.MSG_EV_AT_MS: e.at_ms, schema.MSG_EV_DATA: json.loads(e.data_json)},
+    return json.dumps({_CALLER: e.caller, _SUBSCRIPTION: d.subscription, _TYPE: e.type.value,
+                       _SUBJECT: e.subject, _AT_MS: e.at_ms, _DATA: json.loads(e.data_json)},
                       separators=(",", ":"), ensure_ascii=False)
 
 
@@ -40,42 +39,20 @@ def decode_delivery(body: str) -> EventDelivery | None:
     """The delivery a body holds (None: not one this release reads)."""
     try:
         raw = json.loads(body)
-        event = CallerEvent.of(EventType(raw[schema.MSG_EV_TYPE]), str(raw[schema.MSG_EV_CALLER]),
-                               str(raw[schema.MSG_EV_SUBJECT]), int(raw[schema.MSG_EV_AT_MS]),
-                               dict(raw[schema.MSG_EV_DATA]))
-        return EventDelivery(str(raw[schema.MSG_EV_SUBSCRIPTION]), event)
+        event = CallerEvent.of(EventType(raw[_TYPE]), str(raw[_CALLER]), str(raw[_SUBJECT]),
+                               int(raw[_AT_MS]), dict(raw[_DATA]))
+        return EventDelivery(str(raw[_SUBSCRIPTION]), event)
     except (ValueError, KeyError, TypeError):
         return None
 
 
 class SqsEventQueue:
-    """Create with :meth:`connect`; close with :meth:`close`."""
+    """On ``client``, the main queue's (``SqsQueue.events``): closed with it."""
 
-    def __init__(self, client: Any, stack: AsyncExitStack, name: str) -> None:
+    def __init__(self, client: Any, name: str) -> None:
         self._client = client
-        self._stack = stack
         self._name = name
         self._url: str | None = None
-
-    @classmethod
-    async def connect(cls, settings: SqsSettings) -> SqsEventQueue:
-        """Open a client (the queue is made on first use). Raises ``QueueError``."""
-        stack = AsyncExitStack()
-        try:
-            client = await stack.enter_async_context(aioboto3.Session().client(
-                "sqs", endpoint_url=settings.endpoint_url, region_name=settings.region,
-                aws_access_key_id=settings.access_key_id,
-                aws_secret_access_key=settings.secret_access_key,
-                config=AioConfig(max_pool_connections=16, connect_timeout=5, read_timeout=30,
-                                 retries={"total_max_attempts": settings.max_attempts,
-                                          "mode": "standard"})))
-        except (BotoCoreError, ClientError, OSError) as e:
-            await stack.aclose()
-            raise QueueError(f"sqs client failed: {e}") from e
-        return cls(client, stack, schema.events_queue(settings.queue))
-
-    async def close(self) -> None:
-        await self._stack.aclose()
 
     async def ping(self) -> None:
         await self._call("ping", lambda url: self._client.get_queue_attributes(

@@ -193,12 +193,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     # Operators pause a caller; its resume is a job over its paused triggers.
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
-    # An enable's endpoint.enabled event goes to the caller's subscriptions too.
-    announced = AnnouncedOpsEvents(runtime.ops_events, CallerEvents(
-        SubscriptionBook(runtime.subscriptions, runtime.clock, runtime.settings.events.cache_s),
-        runtime.event_queue, runtime.metrics, max_pending=runtime.settings.events.max_pending))
     app[endpoints.ENDPOINTS_KEY] = EndpointService(
-        runtime.settings.endpoint_health, runtime.endpoint_health, announced,
+        runtime.settings.endpoint_health, runtime.endpoint_health, _announced(runtime),
         runtime.store, app[TRIGGER_JOBS_KEY], letters, runtime.clock)
     endpoints.add_routes(app)
     dead_letters.add_routes(app)
@@ -206,9 +202,8 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     inbox.add_routes(app)
     schedules.add_routes(app)
     signing.add_routes(app)
-    app[subscriptions.SUBSCRIPTIONS_KEY] = SubscriptionService(
-        runtime.settings.events, runtime.subscriptions, runtime.resolver, runtime.clock)
-    subscriptions.add_routes(app)
+    subscriptions.add_routes(app, SubscriptionService(
+        runtime.settings.events, runtime.subscriptions, runtime.resolver, runtime.clock))
     batch.add_routes(app)  # before triggers': /v1/triggers/{id} would match "batch"
     trigger_jobs.add_routes(app)
     triggers.add_routes(app)
@@ -220,3 +215,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     ops_page.add_routes(app)
     docs.add_routes(app)
     return app
+
+
+def _announced(runtime: Runtime) -> AnnouncedOpsEvents:
+    """The operators' events, each also emitted to its caller's subscriptions (an enable's
+    ``endpoint.enabled``)."""
+    ev = runtime.settings.events
+    return AnnouncedOpsEvents(runtime.ops_events, CallerEvents(
+        SubscriptionBook(runtime.subscriptions, runtime.clock, ev.cache_s),
+        runtime.event_queue, runtime.metrics, max_pending=ev.max_pending))

@@ -131,7 +131,6 @@ class Runtime:
         # Imported here so that the modules of the core and the use cases, and unit tests,
         # never load a driver.
         from trigger_service.adapters.cassandra.store import CassandraStore
-        from trigger_service.adapters.cassandra.subscriptions import CassandraSubscriptions
         from trigger_service.adapters.crypto.keyring import open_cipher
         from trigger_service.adapters.ops_events import WebhookOpsEvents
         from trigger_service.adapters.redis.client import RedisPing, open_from_settings
@@ -148,7 +147,6 @@ class Runtime:
         )
         from trigger_service.adapters.redis.ops_board import RedisOpsBoard
         from trigger_service.adapters.sqs import SqsQueue
-        from trigger_service.adapters.sqs_events import SqsEventQueue
 
         callers = LiveCallers.load(settings.api.callers_file, callers_vet(settings))
         tracing, provider = open_tracing(process)
@@ -168,13 +166,7 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        try:
-            event_queue = await SqsEventQueue.connect(settings.sqs)
-        except BaseException:
-            await queue.close()
-            await store.close()
-            raise
-        recipients, endpoint_health = _on_store(store, settings)
+        recipients, endpoint_health, subscriptions = _on_store(store, settings)
         # Its one connection is opened by the first inbox stream (so only by an API process).
         inbox_bus = RedisInboxBus(redis, open_listener(
             settings.redis.url, tls_ca_file=settings.redis.tls_ca_file))
@@ -184,15 +176,13 @@ class Runtime:
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis), resolver=LoopResolver(),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=recipients,
-                   endpoint_health=endpoint_health,
+                   endpoint_health=endpoint_health, subscriptions=subscriptions,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
-                   subscriptions=CassandraSubscriptions(store.statements),
-                   event_queue=event_queue,
+                   event_queue=queue.events,  # closed with it
                    flow=RedisFlowLimiter(redis), tracing=tracing,
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue), deaths=Deaths(redis),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
-                   closers=[inbox_bus.close, redis.aclose, queue.close, event_queue.close,
-                            store.close,
+                   closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
                             metrics.close, _flushing(provider)])
 
     def health_checks(self) -> dict[str, Pingable]:
@@ -206,13 +196,16 @@ class Runtime:
 
 
 def _on_store(store: CassandraStore, settings: Settings
-              ) -> tuple[RecipientStore, EndpointHealthStore]:
-    """The recipient profiles and the endpoint health records, on ``store``'s statements
-    (prepared on its session; the profiles sealed by its sealer)."""
+              ) -> tuple[RecipientStore, EndpointHealthStore, SubscriptionStore]:
+    """The recipient profiles, the endpoint health records and the event subscriptions,
+    on ``store``'s statements (prepared on its session; the profiles sealed by its
+    sealer)."""
     from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
     from trigger_service.adapters.cassandra.recipients import CassandraRecipients
+    from trigger_service.adapters.cassandra.subscriptions import CassandraSubscriptions
     return (CassandraRecipients(store.statements, store.sealer),
-            CassandraEndpointHealth.of(store.statements, settings.endpoint_health))
+            CassandraEndpointHealth.of(store.statements, settings.endpoint_health),
+            CassandraSubscriptions(store.statements))
 
 
 def _flushing(provider: TracerProvider | None) -> Callable[[], Awaitable[None]]:

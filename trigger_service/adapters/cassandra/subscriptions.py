@@ -16,15 +16,18 @@ from trigger_service.core.caller_events import (
     parse_event_types,
 )
 
+# The columns by name (``schema``): each subscription's, each failed event's.
+_URL, _EVENTS, _CREATED_AT_MS, _UPDATED_AT_MS = s.SUBSCRIPTION_COLUMNS
+(_SUBSCRIPTION, _FAILED_AT_MS, _EVENT_ID, _EVENT_TYPE, _EVENT_AT_MS, _ATTEMPTS, _LAST_ERROR,
+ _DATA) = s.EVENT_FAILURE_COLUMNS
+
 
 def subscription_queries(keyspace: str) -> dict[str, str]:
     """name → CQL text for the tables of this module."""
     subs = f"{keyspace}.{s.TABLE_EVENT_SUBSCRIPTIONS}"
     failed = f"{keyspace}.{s.TABLE_EVENT_FAILURES}"
-    cols = (f"{s.COL_NAME}, {s.COL_URL}, {s.COL_EVENTS}, {s.COL_CREATED_AT_MS}, "
-            f"{s.COL_UPDATED_AT_MS}")
-    fcols = (f"{s.COL_FAILED_AT_MS}, {s.COL_EVENT_ID}, {s.COL_EVENT_TYPE}, {s.COL_EVENT_AT_MS}, "
-             f"{s.COL_EVENT_ATTEMPTS}, {s.COL_EVENT_ERROR}, {s.COL_EVENT_DATA}")
+    cols = ", ".join((s.COL_NAME, *s.SUBSCRIPTION_COLUMNS))
+    fcols = ", ".join(s.EVENT_FAILURE_COLUMNS[1:])
     return {
         "subscriptions_of": f"SELECT {cols} FROM {subs} WHERE {s.COL_CALLER} = ?",
         "subscription_put": f"INSERT INTO {subs} ({s.COL_CALLER}, {cols}) "
@@ -32,11 +35,11 @@ def subscription_queries(keyspace: str) -> dict[str, str]:
         "subscription_delete": f"DELETE FROM {subs} WHERE {s.COL_CALLER} = ? "
         f"AND {s.COL_NAME} = ?",
         "event_failures_delete": f"DELETE FROM {failed} WHERE {s.COL_CALLER} = ? "
-        f"AND {s.COL_SUBSCRIPTION} = ?",
-        "event_failure_put": f"INSERT INTO {failed} ({s.COL_CALLER}, {s.COL_SUBSCRIPTION}, "
+        f"AND {_SUBSCRIPTION} = ?",
+        "event_failure_put": f"INSERT INTO {failed} ({s.COL_CALLER}, {_SUBSCRIPTION}, "
         f"{fcols}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
         "event_failures_of": f"SELECT {fcols} FROM {failed} WHERE {s.COL_CALLER} = ? "
-        f"AND {s.COL_SUBSCRIPTION} = ? LIMIT ?",
+        f"AND {_SUBSCRIPTION} = ? LIMIT ?",
     }
 
 
@@ -76,18 +79,17 @@ class CassandraSubscriptions:
 
     async def failed_events(self, caller: str, name: str, limit: int) -> list[FailedEvent]:
         rows = await self._cql.run("event_failures_of", [caller, name, limit])
-        return [FailedEvent(caller, name, r[s.COL_EVENT_ID], EventType(r[s.COL_EVENT_TYPE]),
-                            r[s.COL_EVENT_AT_MS], r[s.COL_FAILED_AT_MS],
-                            r[s.COL_EVENT_ATTEMPTS] or 0, r[s.COL_EVENT_ERROR],
-                            r[s.COL_EVENT_DATA] or "{}") for r in rows]
+        return [FailedEvent(caller, name, r[_EVENT_ID], EventType(r[_EVENT_TYPE]),
+                            r[_EVENT_AT_MS], r[_FAILED_AT_MS], r[_ATTEMPTS] or 0,
+                            r[_LAST_ERROR], r[_DATA] or "{}") for r in rows]
 
 
 def _subscription(caller: str, row: dict[str, Any]) -> Subscription:
     # A type a later release added and this one does not know is left out, not fatal.
-    events = parse_event_types(e for e in (row[s.COL_EVENTS] or ()) if e in _KNOWN)
+    events = parse_event_types(e for e in (row[_EVENTS] or ()) if e in _KNOWN)
     assert not isinstance(events, str)
-    return Subscription(caller, row[s.COL_NAME], row[s.COL_URL], events,
-                        row[s.COL_CREATED_AT_MS], row[s.COL_UPDATED_AT_MS])
+    return Subscription(caller, row[s.COL_NAME], row[_URL], events, row[_CREATED_AT_MS],
+                        row[_UPDATED_AT_MS])
 
 
 _KNOWN = frozenset(t.value for t in EventType)

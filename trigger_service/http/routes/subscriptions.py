@@ -37,8 +37,7 @@ def _name(request: web.Request) -> str:
 
 
 def subscription_view(s: Subscription) -> dict[str, Any]:
-    return {"name": s.name, "url": s.url, "events": sorted(e.value for e in s.events),
-            "createdAt": ms(s.created_at_ms), "updatedAt": ms(s.updated_at_ms)}
+    return {"name": s.name, "url": s.url, "events": sorted(e.value for e in s.events)}
 
 
 def failure_view(f: FailedEvent) -> dict[str, Any]:
@@ -92,7 +91,8 @@ async def list_failures(request: web.Request) -> web.Response:
     return web.json_response({"items": [failure_view(f) for f in rows]})
 
 
-def add_routes(app: web.Application) -> None:
+def add_routes(app: web.Application, service: SubscriptionService) -> None:
+    app[SUBSCRIPTIONS_KEY] = service
     app.router.add_get("/v1/event-subscriptions", list_subscriptions)
     app.router.add_put("/v1/event-subscriptions/{name}", put_subscription)
     app.router.add_delete("/v1/event-subscriptions/{name}", delete_subscription)
