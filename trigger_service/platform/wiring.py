@@ -178,8 +178,7 @@ class Runtime:
                    budget=RedisSendBudget(redis), recipients=recipients,
                    endpoint_health=endpoint_health, subscriptions=subscriptions,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
-                   event_queue=queue.events,  # closed with it
-                   flow=RedisFlowLimiter(redis), tracing=tracing,
+                   event_queue=queue.events, flow=RedisFlowLimiter(redis), tracing=tracing,
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue), deaths=Deaths(redis),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
