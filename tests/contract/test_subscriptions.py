@@ -65,7 +65,7 @@ async def test_delete_takes_its_failed_events_and_is_idempotent(
     for n in range(3):
         await subs.put_failed_event(FailedEvent(
             caller, "a", f"evt_{n}", EventType.TRIGGER_DEAD_LETTERED, T0, T0 + n, 8,
-            "HTTP 500", '{"n":%d}' % n), TTL_S)
+            "HTTP 500", f'{{"n":{n}}}'), TTL_S)
     got = await subs.failed_events(caller, "a", 2)
     assert [(f.event_id, f.failed_at_ms, f.data_json) for f in got] == [
         ("evt_2", T0 + 2, '{"n":2}'), ("evt_1", T0 + 1, '{"n":1}')]

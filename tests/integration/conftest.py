@@ -270,10 +270,10 @@ class Stack:
         succession.take_slot(slot_file)
         emitter = sender = None
         if events:
-            book = SubscriptionBook(self.runtime.subscriptions, SystemClock(),
+            subs = SubscriptionBook(self.runtime.subscriptions, SystemClock(),
                                     settings.events.cache_s)
-            emitter = CallerEvents(book, queue.events, metrics)
-            sender = EventSender(settings.events, queue.events, book, self.runtime.subscriptions,
+            emitter = CallerEvents(subs, queue.events, metrics)
+            sender = EventSender(settings.events, queue.events, subs, self.runtime.subscriptions,
                                  self.runtime.callers, channel.post_event, SystemClock(),
                                  metrics, failed_ttl_s=settings.retention_s)
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,

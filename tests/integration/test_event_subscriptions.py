@@ -1,13 +1,20 @@
 """Events to the caller end to end on the real stack: a subscription made through the API
 (Cassandra), a dispatcher that dead-letters a trigger, its event on the events queue (SQS),
-and the event sender's signed POST to the receiver, verified with the SDK's receiver."""
+and the event sender's signed POST to the receiver, verified with the SDK's receiver; and
+the SDK's and triggerctl's subscriptions."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from tests.integration.conftest import SIGNING_SECRETS, Stack
+from tests.integration.test_cli import cli, cli_json
+from tests.integration.test_sdk import base_url
+from trigger_client import AsyncTriggerClient, InvalidRequest, NotFound, TriggerClient
 from trigger_client.receiver import verify_event
+from trigger_client.subscriptions import EventSubscription
 
 pytestmark = pytest.mark.integration
 
@@ -50,3 +57,29 @@ async def test_a_dead_lettered_trigger_is_announced_signed_and_fired_only_when_a
     resp = await stack.client.get("/v1/event-subscriptions/failures/failures",
                                   headers=stack.auth())
     assert resp.status == 200 and await resp.json() == {"items": []}
+
+
+async def test_the_sdk_and_triggerctl_put_list_and_delete(stack: Stack) -> None:
+    url = stack.receiver.base_url + "events"
+    async with AsyncTriggerClient(base_url(stack), stack.token) as sdk:
+        made = await sdk.subscriptions.put("alerts", url, ["endpoint.disabled"])
+        assert made == EventSubscription("alerts", url, ("endpoint.disabled",))
+        sync = TriggerClient(base_url(stack), stack.token)
+        try:
+            assert await asyncio.to_thread(sync.subscriptions.list) == [made]
+            assert await asyncio.to_thread(sync.subscriptions.failures, "alerts") == []
+        finally:
+            await asyncio.to_thread(sync.close)
+        with pytest.raises(InvalidRequest):
+            await sdk.subscriptions.put("alerts", url, ["trigger.exploded"])
+        code, text = await cli(stack, "subscriptions", "put", "fires", url, "-e",
+                               "trigger.fired", "-e", "series.finished")
+        assert code == 0 and "series.finished, trigger.fired" in text, text
+        listed = await cli_json(stack, "subscriptions", "list")
+        assert [s["name"] for s in listed["items"]] == ["alerts", "fires"]
+        code, text = await cli(stack, "subscriptions", "delete", "fires")
+        assert code == 0 and "fires deleted" in text, text
+        assert (await sdk.subscriptions.delete("alerts")).deleted
+        assert await sdk.subscriptions.list() == []
+        with pytest.raises(NotFound):
+            await sdk.subscriptions.delete("alerts")
