@@ -101,6 +101,23 @@ async def test_a_dead_letter_is_announced_once_each_as_dead_lettered_and_failed(
                                   "HTTP 500", 1)
 
 
+async def test_a_failed_row_found_again_announces_its_dead_letter_again_with_the_same_id(
+        world: World) -> None:
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED)
+    world.env.with_dispatch(max_attempts=1)
+    world.env.channel.results = [failed("HTTP 500", 500)]
+    t = await world.env.add(0)
+    await world.deliver_now(t)
+    (first,) = [d.event for d in world.queue.sent]
+    # Its message comes back (a crash before the delete): the FAILED row is found again.
+    await world.env.enqueue(t)
+    d = world.env.dispatcher_with(events=world.events)
+    await d.handle(await world.env.receive_one())
+    await settle()
+    again = [d.event for d in world.queue.sent]
+    assert len(again) == 2 and again[1].event_id == first.event_id
+
+
 async def test_fired_is_opt_in(world: World) -> None:
     await world.subscribe(EventType.TRIGGER_DEAD_LETTERED)
     t = await world.env.add(0)
