@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dispatcher.caller_events import EventSender
 from dispatcher.channels.caller_policy import CallerPolicyNotifiers, policies_of
 from dispatcher.channels.inbox import InboxNotifier
 from dispatcher.channels.notifiers import NotifierRouter
@@ -11,6 +12,11 @@ from dispatcher.flow_control import FlowGate
 from dispatcher.ops_report import dispatcher_id
 from dispatcher.secrets import SecretBook
 from dispatcher.succession import Succession
+from trigger_service.platform.caller_events import (
+    AnnouncedOpsEvents,
+    CallerEvents,
+    SubscriptionBook,
+)
 from trigger_service.platform.process import Component, main_for
 from trigger_service.platform.wiring import Runtime
 
@@ -39,20 +45,28 @@ async def build(runtime: Runtime) -> Component:
     # Claims name this process; its slot file proves its predecessor dead.
     succession = Succession(runtime.deaths, runtime.clock, runtime.metrics)
     succession.take_slot(d.slot_file)
+    # Events to the callers: emitted by this dispatcher's outcomes, sent by its own loop.
+    ev = s.events
+    subs = SubscriptionBook(runtime.subscriptions, runtime.clock, ev.cache_s)
+    events = CallerEvents(subs, runtime.event_queue, runtime.metrics, max_pending=ev.max_pending)
+    sender = EventSender(ev, runtime.event_queue, subs, runtime.subscriptions, runtime.callers,
+                         channel.post_event, runtime.clock, runtime.metrics,
+                         failed_ttl_s=s.retention_s)
     dispatcher = Dispatcher(s, runtime.store, runtime.queue, channel, runtime.callers,
                             runtime.clock, runtime.metrics, board=runtime.board,
                             succession=succession,
                             notifiers=policed, recipients=runtime.recipients,
                             pauses=runtime.store,
-                            endpoints=(runtime.endpoint_health, runtime.ops_events),
-                            flow=flow, tracing=runtime.tracing)
+                            endpoints=(runtime.endpoint_health,
+                                       AnnouncedOpsEvents(runtime.ops_events, events)),
+                            flow=flow, tracing=runtime.tracing, events=events)
 
     async def close() -> None:
         await channel.close()
         await notifiers.close()
         # The slot stays locked until the process exits: then it can send nothing more.
 
-    return Component({"dispatch": dispatcher.run},
+    return Component({"dispatch": dispatcher.run, "events": sender.run},
                      status=lambda: {"inflight": dispatcher.inflight},
                      close=close, grace_s=d.callback_timeout_s + 5,
                      metrics_port=d.metrics_port)

@@ -78,6 +78,7 @@ from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.lag import LagTally
 from trigger_service.core.trace_context import Tracing
+from trigger_service.platform.caller_events import CallerEvents
 
 __all__ = ["Delivery", "DispatchDeps"]
 
@@ -93,6 +94,8 @@ class DispatchDeps:
     metrics: Metrics
     # Spans of each occurrence's claim, send and outcome; export off by default.
     tracing: Tracing = field(default_factory=Tracing)
+    # The callers' events, emitted with the outcomes (``platform.caller_events``; None: none).
+    events: CallerEvents | None = None
 
 
 class Delivery:
@@ -119,7 +122,7 @@ class Delivery:
                              int(d.callback_timeout_s * 1000), MIN_SEND_TIMEOUT_MS)
         self.finishing = Finishing(deps.settings, deps.store, deps.queue, self.visibility,
                                    RetryPolicies(callers, d), deps.clock, deps.metrics,
-                                   self.name)
+                                   self.name, deps.events)
         allowed = functools.partial(callback_allowed, callers)
         self.fan_out = FanOut(deps.settings, deps.store, channel, notifiers, self.finishing,
                               allowed, deps.clock,

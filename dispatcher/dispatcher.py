@@ -34,9 +34,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from dataclasses import replace
 
 import structlog
 
+from dispatcher.caller_events import emit_all
 from dispatcher.claiming import NOT_NOW
 from dispatcher.claiming import new_claim_id as random_claim_id
 from dispatcher.delivery import Delivery, DispatchDeps
@@ -51,6 +53,7 @@ from dispatcher.succession import Succession
 from dispatcher.visibility import REFRESH_AFTER_RECEIVES
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
+from trigger_service.core import caller_events as announce
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
 from trigger_service.core.model import Status, Trigger
@@ -62,6 +65,7 @@ from trigger_service.core.ports.recipient import RecipientStore
 from trigger_service.core.ports.values import ReceivedMessage
 from trigger_service.core.time.timing import SQS_MAX_BATCH
 from trigger_service.core.trace_context import Tracing
+from trigger_service.platform.caller_events import CallerEvents
 from trigger_service.platform.supervisor import run_together
 
 log = structlog.get_logger("dispatcher")
@@ -82,8 +86,7 @@ class Dispatcher:
         queue: DeliveryQueue,
         channel: Channel,
         callers: Callers,
-        clock: Clock,
-        metrics: Metrics,
+        clock: Clock, metrics: Metrics,
         *,
         new_claim_id: Callable[[], str] = random_claim_id,
         notifiers: Notifiers = UNCONFIGURED,
@@ -94,6 +97,7 @@ class Dispatcher:
         flow: FlowGate | None = None,
         tracing: Tracing | None = None,
         succession: Succession | None = None,
+        events: CallerEvents | None = None,  # the callers' events (None: none emitted)
     ) -> None:
         """``board``: where breaker states and fire lag are published for the ops page
         (``dispatcher.ops_report``); without one they are only in the metrics.
@@ -103,7 +107,7 @@ class Dispatcher:
         endpoint is ever disabled here). ``flow``: flow control per destination (None: none).
         ``tracing``: spans of each occurrence's steps (None: export off). ``succession``:
         names this process's claim ids, proves others dead (``dispatcher.succession``)."""
-        deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing())
+        deps = DispatchDeps(settings, store, queue, clock, metrics, tracing or Tracing(), events)
         self.endpoints = (EndpointWatch(endpoints[0], endpoints[1], callers,
                                         settings.endpoint_health, clock, metrics)
                           if endpoints is not None else None)
@@ -229,6 +233,8 @@ class Dispatcher:
         if self._tasks:
             await asyncio.wait(list(self._tasks), timeout=timeout_s)
         await self._visibility.drain()
+        if (events := self.delivery.finishing.events) is not None:
+            await events.drain()
         if self.endpoints is not None:
             await self.endpoints.drain()
 
@@ -385,6 +391,14 @@ class Dispatcher:
             # it again keep the dead letter at least once (DLQ readers dedupe by trigger id).
             letter = letter_for_failed(t, self._clock.now_ms())
             await self._store.put_dead_letter_if_new(letter, ttl_s=self._s.retention_s)
+            # Its events may have been lost with the process that wrote FAILED: again, with
+            # the same ids (the occurrence as it was when it failed).
+            before = replace(t, occurrence_seq=max(0, t.occurrence_seq - 1))
+            emit_all(self.delivery.finishing.events, [
+                announce.dead_lettered(before, letter.reason.value, t.last_error,
+                                       letter.dead_at_ms),
+                announce.failed(before, letter.reason.value, t.last_error,
+                                letter.dead_at_ms)])
             await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms,
                                                t.last_error or "failed")
             self._metrics.inc("dead_letter_resends_total")

@@ -14,9 +14,11 @@ from typing import Protocol
 
 import structlog
 
+from dispatcher.caller_events import emit_all
 from dispatcher.visibility import Visibility
 from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import DispatchSettings, Settings
+from trigger_service.core import caller_events as announce
 from trigger_service.core.dead_letters import (
     Attempt,
     AttemptOutcome,
@@ -34,6 +36,7 @@ from trigger_service.core.ports.values import DeliveryResult, OutgoingMessage, R
 from trigger_service.core.recent_attempts import attempt_number
 from trigger_service.core.time import series
 from trigger_service.core.time.timing import ceil_div, retry_backoff_s, sqs_delay_s
+from trigger_service.platform.caller_events import CallerEvents
 
 log = structlog.get_logger("dispatcher")
 
@@ -111,8 +114,10 @@ class Attempted:
 class Finishing:
     def __init__(self, settings: Settings, store: DispatchStore, queue: DeliveryQueue,
                  visibility: Visibility, policies: RetryPolicies, clock: Clock,
-                 metrics: Metrics, name: str) -> None:
-        """``name``: this dispatcher, in the attempt history."""
+                 metrics: Metrics, name: str, events: CallerEvents | None = None) -> None:
+        """``name``: this dispatcher, in the attempt history. ``events``: the callers'
+        events (``dispatcher.caller_events``; None: none emitted), each emitted once its
+        outcome is written."""
         self._s = settings
         self._store = store
         self._queue = queue  # the dead-letter queue; the message in hand goes through:
@@ -121,6 +126,7 @@ class Finishing:
         self._clock = clock
         self._metrics = metrics
         self.name = name
+        self.events = events
 
     async def give_up(self, m: ReceivedMessage, t: Trigger, error: str | None,
                        ctx: dict[str, object], reason: DeadLetterReason) -> None:
@@ -134,9 +140,12 @@ class Finishing:
             if await self._move_on(m, t, fired=False):
                 return
             now_ms = self._clock.now_ms()
-            await self._store.compare_and_set(t, series.finished(
-                t, fired=False, now_ms=now_ms, error=error),
-                ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms))
+            if await self._store.compare_and_set(t, series.finished(
+                    t, fired=False, now_ms=now_ms, error=error),
+                    ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
+                emit_all(self.events, [announce.failed(t, reason.value, error, now_ms),
+                                       announce.series_finished(t, fired_last=False,
+                                                                at_ms=now_ms)])
         else:
             await self._failed(t, error, reason)
         await self._visibility.delete_quietly(m)
@@ -169,6 +178,9 @@ class Finishing:
         if await self._store.compare_and_set(
                 t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms)):
             await self._dead_letter(t, error, reason)
+            emit_all(self.events, [announce.failed(t, reason.value, error, now_ms)] + (
+                [announce.series_finished(t, fired_last=False, at_ms=now_ms)]
+                if t.schedule is not None else []))
 
     async def _dead_letter(self, t: Trigger, error: str | None,
                            reason: DeadLetterReason) -> None:
@@ -179,11 +191,16 @@ class Finishing:
             self._clock.now_ms(), t.fire_at_ms, t.callback_url), ttl_s=self._s.retention_s)
         await self._queue.send_dead_letter(t.trigger_id, t.fire_at_ms, error or "failed")
         self._metrics.inc("dead_lettered_total", reason=reason.value)
+        emit_all(self.events, [announce.dead_lettered(t, reason.value, error,
+                                                      self._clock.now_ms())])
 
     async def record_fired(self, m: ReceivedMessage, t: Trigger, result: DeliveryResult,
                             ctx: dict[str, object], *, patient: bool = False) -> None:
         now_ms = self._clock.now_ms()
         self._metrics.inc("deliveries_total", outcome="fired", caller=t.caller)
+        # Delivered, whatever is written next (a lost claim's taker would deliver it again,
+        # and announce it with the same id).
+        emit_all(self.events, [announce.fired(t, result.status_code, now_ms)])
         # Debug, not info: a line per delivery is most of a busy dispatcher's log cost (the
         # counters and the attempt history say the same).
         log.debug("delivered", **ctx, status_code=result.status_code,
@@ -196,6 +213,8 @@ class Finishing:
         applied = await self._store.compare_and_set(
             t, new, ttl_s=self._s.terminal_ttl_s(t.registered_fire_at_ms, now_ms),
             patient=patient)
+        if applied and t.schedule is not None:
+            emit_all(self.events, [announce.series_finished(t, fired_last=True, at_ms=now_ms)])
         if not applied:
             # Our claim was taken over while we delivered: the other one delivers too.
             self._metrics.inc("duplicate_deliveries_total")

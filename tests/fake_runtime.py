@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable
 
 from trigger_service.adapters.dns import LoopResolver
 from trigger_service.adapters.memory.board import MemoryOpsBoard
+from trigger_service.adapters.memory.caller_events import MemoryEventQueue, MemorySubscriptions
 from trigger_service.adapters.memory.deaths import MemoryDispatcherDeaths
 from trigger_service.adapters.memory.endpoint_health import MemoryEndpointHealth, MemoryOpsEvents
 from trigger_service.adapters.memory.flow import MemoryFlowBoard, MemoryFlowLimiter
@@ -23,6 +24,7 @@ from trigger_service.config.live_callers import Callers
 from trigger_service.config.settings import Settings
 from trigger_service.core.notify.addresses import HostResolver
 from trigger_service.core.ports import Clock, Lease, Pingable
+from trigger_service.core.ports.caller_events import EventQueue, SubscriptionStore
 from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.flow import FlowBoard, FlowLimiter
@@ -48,6 +50,8 @@ def fake_runtime(
     recipients: RecipientStore | None = None,
     endpoint_health: EndpointHealthStore | None = None,
     ops_events: OpsEvents | None = None,
+    subscriptions: SubscriptionStore | None = None,
+    event_queue: EventQueue | None = None,
     flow: FlowLimiter | None = None,
     flow_board: FlowBoard | None = None,
     deaths: DispatcherDeaths | None = None,
@@ -71,6 +75,8 @@ def fake_runtime(
         endpoint_health=(endpoint_health if endpoint_health is not None
                          else MemoryEndpointHealth()),
         ops_events=ops_events if ops_events is not None else MemoryOpsEvents(),
+        subscriptions=subscriptions if subscriptions is not None else MemorySubscriptions(),
+        event_queue=event_queue if event_queue is not None else MemoryEventQueue(),
         flow=flow if flow is not None else MemoryFlowLimiter(),
         flow_board=flow_board if flow_board is not None else MemoryFlowBoard(),
         deaths=deaths if deaths is not None else MemoryDispatcherDeaths(clock),

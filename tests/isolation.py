@@ -32,6 +32,7 @@ from trigger_service.platform.wiring import Runtime
 RECIPIENT = "ada"
 SECRET = "only-for-A"  # in A's payload and message: never in anything B gets
 TAG = "tenant-a"  # A's trigger's tag: B's listing by it holds nothing
+SUBSCRIPTION = "a-events"  # A's event subscription's name
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Ids:
     recipient: str
     message: str
     trigger_job: str
+    subscription: str
 
 
 async def seed(t: Tenants) -> Ids:
@@ -104,8 +106,13 @@ async def seed(t: Tenants) -> Ids:
     resp = await t.client.post("/v1/triggers/jobs", headers=t.auth(t.a_token), json={
         "action": "cancel", "filter": {"tag": "none-of-these"}})
     assert resp.status == 202, await resp.text()
-    return Ids(trigger_id, letter.id, job_id, RECIPIENT, message.message_id,
-               (await resp.json())["jobId"])
+    trigger_job = (await resp.json())["jobId"]
+    resp = await t.client.put(f"/v1/event-subscriptions/{SUBSCRIPTION}",
+                              headers=t.auth(t.a_token),
+                              json={"url": t.callback_url, "events": ["trigger.dead_lettered"]})
+    assert resp.status in (200, 201), await resp.text()
+    return Ids(trigger_id, letter.id, job_id, RECIPIENT, message.message_id, trigger_job,
+               SUBSCRIPTION)
 
 
 def unknown_ids(now_ms: int) -> Ids:
@@ -114,7 +121,8 @@ def unknown_ids(now_ms: int) -> Ids:
     return Ids(trigger_id, f"{trigger_id}.1", f"job_{ULID()}", f"nobody-{uuid.uuid4().hex[:8]}",
                message_for(InboxSpec("x", "t", "b", None),
                            OccurrenceNotice(trigger_id, f"{trigger_id}.1", "x", 0, now_ms),
-                           now_ms).message_id, f"tjob_{ULID()}")
+                           now_ms).message_id, f"tjob_{ULID()}",
+               f"nobody-{uuid.uuid4().hex[:8]}")
 
 
 async def a_view(t: Tenants, ids: Ids) -> list[Any]:
@@ -126,6 +134,8 @@ async def a_view(t: Tenants, ids: Ids) -> list[Any]:
         resp = await t.client.get(path, headers=t.auth(t.a_token))
         assert resp.status == 200, (path, await resp.text())
         views.append(await resp.json())
+    resp = await t.client.get("/v1/event-subscriptions", headers=t.auth(t.a_token))
+    views.append(await resp.json())
     views.append(await t.runtime.store.secrets(t.a_caller, 100))
     return views
 
@@ -145,7 +155,9 @@ def call(method: str, path: str, body: object = None) -> Request:
 
     async def request(t: Tenants, ids: Ids) -> Answer:
         url = path.format(**vars(ids))
-        kwargs: dict[str, Any] = {} if body is None else {"data": json.dumps(body)}
+        # "{callback}" in a body is the tenants' callback URL (under both callers' prefixes).
+        kwargs: dict[str, Any] = {} if body is None else {
+            "data": json.dumps(body).replace("{callback}", t.callback_url)}
         headers = t.auth(t.b_token) | ({"Content-Type": "application/json"} if body else {})
         return await _answer(await t.client.request(method, url, headers=headers, **kwargs))
 
@@ -206,6 +218,15 @@ CASES: dict[tuple[str, str], Request] = {
     ("PUT", "/v1/recipients/{id}"): call("PUT", "/v1/recipients/{recipient}",
                                          {"timeZone": "Asia/Tokyo"}),
     ("DELETE", "/v1/recipients/{id}"): call("DELETE", "/v1/recipients/{recipient}"),
+    # Failures first: the PUT below makes B a subscription of the name (its own), which the
+    # DELETE then deletes; A's is never touched.
+    ("GET", "/v1/event-subscriptions/{name}/failures"): call(
+        "GET", "/v1/event-subscriptions/{subscription}/failures"),
+    ("PUT", "/v1/event-subscriptions/{name}"): call(
+        "PUT", "/v1/event-subscriptions/{subscription}",
+        {"url": "{callback}", "events": ["trigger.failed"]}),
+    ("DELETE", "/v1/event-subscriptions/{name}"): call(
+        "DELETE", "/v1/event-subscriptions/{subscription}"),
 }
 OPS_ONLY = "operators only (a caller's token is 403 whatever the name)"
 EXEMPT = {
@@ -264,7 +285,7 @@ async def _check_lists(t: Tenants, ids: Ids, unknown: Ids) -> None:
     """B's lists hold nothing of A's, and naming A as the caller of a dead-letter listing is
     refused exactly like naming nobody."""
     for path in ("/v1/triggers", f"/v1/triggers?tag={TAG}", "/v1/dead-letters",
-                 f"/v1/inbox/{ids.recipient}", "/v1/recipients"):
+                 f"/v1/inbox/{ids.recipient}", "/v1/recipients", "/v1/event-subscriptions"):
         resp = await t.client.get(path, headers=t.auth(t.b_token))
         text = await resp.text()
         assert resp.status == 200, text

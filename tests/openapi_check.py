@@ -174,15 +174,18 @@ class _Callback:
     method: str = "post"
 
 
-def callback_violations(headers: Mapping[str, str], raw: bytes) -> list[str]:
+def callback_violations(headers: Mapping[str, str], raw: bytes,
+                        name: str = "callback") -> list[str]:
     """What is wrong with a callback (its headers and exact body) against the document's
-    ``webhooks.callback``; empty when it conforms."""
+    ``webhooks.callback`` (``name`` "event": an event to the caller, ``webhooks.event``);
+    empty when it conforms."""
     request = _Callback(RequestParameters(header=CIMultiDict(headers)), raw,
-                        headers.get("Content-Type", "").lower())
+                        headers.get("Content-Type", "").lower(), name)
     try:
         openapi().validate_request(request)
     except Exception as e:  # every validation error is a finding
-        return [f"callback {headers.get('X-Trigger-Occurrence-Id')}:\n  {_why(e)}"]
+        which = headers.get("X-Trigger-Occurrence-Id") or headers.get("webhook-id")
+        return [f"{name} {which}:\n  {_why(e)}"]
     return []
 
 

@@ -155,15 +155,38 @@ class WebhookChannel:
     def _session_for(self, trigger: Trigger) -> tuple[aiohttp.ClientSession, CallbackUrl]:
         """The session to send ``trigger`` with and its URL; raises ``UrlError`` when the
         URL (or its literal address) is refused."""
+        return self._session_for_url(trigger.caller, trigger.callback_url)
+
+    def _session_for_url(self, caller: str, url_text: str
+                         ) -> tuple[aiohttp.ClientSession, CallbackUrl]:
         assert self._guarded is not None and self._trusted is not None, "open() first"
-        url = normalise_callback_url(trigger.callback_url)
-        if self._trusts(trigger.caller, url):
+        url = normalise_callback_url(url_text)
+        if self._trusts(caller, url):
             return self._trusted, url
         ip = url.ip
         why = forbidden_address(ip) if ip is not None else forbidden_name(url.host)
         if why is not None:
             raise UrlError(f"{url.host} is {why}: not allowed for this callback")
         return self._guarded, url
+
+    async def post_event(self, caller: str, url_text: str, event_id: str,
+                         body: str, timeout_s: float | None = None) -> DeliveryResult:
+        """POST an event to ``caller`` (``dispatcher.caller_events``), signed with the
+        caller's secrets as a callback is, ``webhook-id`` ``event_id``; through the same
+        sessions and SSRF guard as its callbacks, within ``timeout_s`` (never more than the
+        channel's timeout). Raises
+        ``StoreError`` when the signing secrets cannot be read (nothing is sent unsigned)."""
+        try:
+            session, url = self._session_for_url(caller, url_text)
+        except UrlError as e:
+            return DeliveryResult(False, None, f"refused: {e}"[:_MAX_ERROR_LEN], refused=True)
+        secrets = tuple(await self._secrets_for(caller))
+        signed = (webhook_headers(self._signers_of(caller, secrets), event_id,
+                                  clock_now(self._clock), body) if secrets else {})
+        headers = {"Content-Type": "application/json", **signed}
+        limit_s = self._timeout_s if timeout_s is None else min(timeout_s, self._timeout_s)
+        return await self._post(session, url, body, headers, limit_s, limit_s,
+                                {"caller": caller, "event_id": event_id})
 
     async def deliver(self, trigger: Trigger, attempt: int,
                       timeout_s: float | None = None) -> DeliveryResult:
@@ -189,6 +212,13 @@ class WebhookChannel:
         post_s = ends_at - loop.time()
         if post_s <= 0:
             raise StoreError(f"signing secrets not read within {limit_s:g}s")
+        return await self._post(session, url, body, headers, post_s, limit_s,
+                                {"trigger_id": trigger.trigger_id})
+
+    async def _post(self, session: aiohttp.ClientSession, url: CallbackUrl, body: str,
+                    headers: dict[str, str], post_s: float, limit_s: float,
+                    ctx: dict[str, str]) -> DeliveryResult:
+        """The POST and its answer as a result; ``ctx``: what the log names it by."""
         try:
             async with session.post(
                 _yarl_url(url.text), data=body.encode(), headers=headers,
@@ -209,7 +239,7 @@ class WebhookChannel:
                 # The error is shown to the caller (lastError, dead letters, attempts): the
                 # address a name resolves to inside, and its range, go to the log only.
                 refused = e.os_error
-                log.warning("callback_address_refused", trigger_id=trigger.trigger_id,
+                log.warning("callback_address_refused", **ctx,
                             host=refused.host, address=str(refused.ip), why=refused.why)
                 return DeliveryResult(False, None, REFUSED_ADDRESS, refused=True)
             return DeliveryResult(False, None, f"{type(e).__name__}: {e}"[:_MAX_ERROR_LEN])

@@ -24,6 +24,7 @@ import redis.asyncio as aioredis
 from aiohttp import web
 from aiohttp.test_utils import TestClient
 
+from dispatcher.caller_events import EventSender
 from dispatcher.channels.guard import Lookup, system_lookup
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.dispatcher import Dispatcher
@@ -42,6 +43,7 @@ from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpoint
 from trigger_service.adapters.cassandra.migrate import migrate
 from trigger_service.adapters.cassandra.recipients import CassandraRecipients
 from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.adapters.cassandra.subscriptions import CassandraSubscriptions
 from trigger_service.adapters.ops_events import WebhookOpsEvents
 from trigger_service.adapters.redis.client import RedisPing, open_from_settings
 from trigger_service.adapters.redis.deaths import RedisDispatcherDeaths
@@ -58,6 +60,7 @@ from trigger_service.core.errors import ApiError
 from trigger_service.core.model import Status
 from trigger_service.core.time.clock import SystemClock
 from trigger_service.http.app import build_app
+from trigger_service.platform.caller_events import CallerEvents, SubscriptionBook
 from trigger_service.platform.metrics import InMemoryMetrics
 from trigger_service.platform.wiring import Runtime
 
@@ -141,8 +144,14 @@ class Receiver:
         past its callback timeout (then the retries look like duplicates)."""
         unchecked, self._unchecked = self._unchecked, []
         for headers, raw in unchecked:  # in the order they came
-            self._violations += callback_violations(headers, raw.encode())
+            # A POST without a trigger's headers is an event to the caller (webhooks.event).
+            kind = "callback" if "X-Trigger-Id" in headers else "event"
+            self._violations += callback_violations(headers, raw.encode(), kind)
         return self._violations
+
+    def events(self) -> list[Arrival]:
+        """The events to the caller received (POSTs without a trigger's headers)."""
+        return [a for a in self.arrivals if not a.trigger_id]
 
     def for_trigger(self, trigger_id: str) -> list[Arrival]:
         return [a for a in self.arrivals if a.trigger_id == trigger_id]
@@ -229,13 +238,15 @@ class Stack:
 
     async def start_dispatcher(self, *, notifiers: Notifiers | None = None,
                                lookup: Lookup | None = None, endpoints: bool = False,
-                               slot_file: str = "", **overrides: Any) -> DispatcherHandle:
+                               slot_file: str = "", events: bool = False,
+                               **overrides: Any) -> DispatcherHandle:
         """A dispatcher on the real stack; ``notifiers``: its email/SMS/push/inbox senders
         (tests/integration/test_channels.py), else channels are "not configured";
         ``lookup``: the webhook channel's DNS (tests/integration/test_ssrf.py);
         ``endpoints``: it keeps endpoint health (tests/integration/test_endpoint_health.py);
         ``slot_file``: the slot it locks (``dispatcher.succession``; every one reads the
-        deaths declared on the real Redis)."""
+        deaths declared on the real Redis); ``events``: it emits the callers' events (the
+        subscriptions in Cassandra) and runs an event sender on its queue's events queue."""
         settings = self.settings
         if overrides:
             settings = replace(settings, dispatch=replace(settings.dispatch, **overrides))
@@ -258,6 +269,14 @@ class Stack:
                         source=f"d{len(self._dispatchers)}")
         succession = Succession(RedisDispatcherDeaths(self.redis), SystemClock(), metrics)
         succession.take_slot(slot_file)
+        emitter = sender = None
+        if events:
+            subs = SubscriptionBook(self.runtime.subscriptions, SystemClock(),
+                                    settings.events.cache_s)
+            emitter = CallerEvents(subs, queue.events, metrics)
+            sender = EventSender(settings.events, queue.events, subs, self.runtime.subscriptions,
+                                 self.runtime.callers, channel.post_event, SystemClock(),
+                                 metrics, failed_ttl_s=settings.retention_s)
         d = Dispatcher(settings, self.runtime.store, queue, channel, self.runtime.callers,
                        SystemClock(), metrics, board=self.runtime.board,
                        succession=succession,
@@ -265,10 +284,11 @@ class Stack:
                        recipients=self.runtime.recipients, pauses=self.runtime.store,
                        endpoints=((self.runtime.endpoint_health, self.runtime.ops_events)
                                   if endpoints else None),
-                       flow=flow, tracing=self.runtime.tracing)
+                       flow=flow, tracing=self.runtime.tracing, events=emitter)
         stop = asyncio.Event()
         task = asyncio.create_task(d.run(stop))
-        handle = DispatcherHandle(d, stop, task, queue, channel, metrics)
+        handle = DispatcherHandle(d, stop, task, queue, channel, metrics,
+                                  asyncio.create_task(sender.run(stop)) if sender else None)
         self._dispatchers.append(handle)
         return handle
 
@@ -324,9 +344,13 @@ class DispatcherHandle:
     queue: SqsQueue
     channel: WebhookChannel
     metrics: InMemoryMetrics
+    sender: asyncio.Task[None] | None = None  # its event sender's loop
 
     async def close(self) -> None:
         self.stop.set()
+        if self.sender is not None:
+            self.sender.cancel()  # (a long poll: nothing in hand to finish)
+            await asyncio.gather(self.sender, return_exceptions=True)
         await asyncio.wait_for(self.task, timeout=30)
         await self.channel.close()
         await self.queue.close()
@@ -422,6 +446,7 @@ async def stack(
         recipients=CassandraRecipients(store.statements, store.sealer),
         endpoint_health=CassandraEndpointHealth.of(store.statements, settings.endpoint_health),
         ops_events=WebhookOpsEvents(settings.endpoint_health, SystemClock()),
+        subscriptions=CassandraSubscriptions(store.statements), event_queue=queue.events,
         flow_board=RedisFlowBoard(redis, settings.sqs.queue))
     service = TriggerService(settings, store, store, queue, cache, runtime.clock,
                              runtime.metrics, resolver=runtime.resolver, budget=runtime.budget,

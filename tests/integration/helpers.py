@@ -68,7 +68,8 @@ class SqsAdmin:
     async def delete_queues(self) -> None:
         """Delete the test's queues; one already gone is fine (a process re-creating the
         queues may race with a test deleting them)."""
-        for name in (*self.lane_queues(), self._settings.dlq, self._settings.redrive_queue):
+        for name in (*self.lane_queues(), self._settings.dlq, self._settings.redrive_queue,
+                     self._settings.queue + schema.EVENTS_QUEUE_SUFFIX):
             try:
                 await self._client.delete_queue(QueueUrl=await self.url(name))
             except self._client.exceptions.QueueDoesNotExist:

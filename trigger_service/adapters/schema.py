@@ -102,25 +102,22 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
 - ``paused_callers``      (``k`` = ``PAUSED_CALLERS_KEY``) → the callers operators paused, by
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
-- ``debounce_heads``      (``caller``, ``debounce_key``) → the head of a debounce key: when it
-                          started (its trigger's id derives from it) and its maxWaitSeconds;
-                          written only by LWTs (IF NOT EXISTS, IF started_at_ms = ?). Lives
-                          as long as a trigger may (``TRIGGER_API_MAX_FIRE_AHEAD_DAYS`` +
-                          the retention). Size: 1 row per partition; rows: the keys in use.
+- ``debounce_heads``      (``caller``, ``debounce_key``) → its head's ``started_at_ms`` (the
+                          trigger id derives from it), ``max_wait_s``; LWTs only; lives as its
+                          trigger's row may. 1 row per partition.
 - ``endpoint_health_by_caller`` (``caller``) → per ``origin`` a failing or disabled endpoint;
                           read in pages every few s by each dispatcher; deleted by a success
                           or an enable, else expires ``TRIGGER_ENDPOINT_HEALTH_RECORD_TTL_S``
                           after its last write. Size: origins failing, at most
                           ``TRIGGER_ENDPOINT_HEALTH_MAX_PER_CALLER`` a caller.
-- ``endpoint_holds``      ((``caller``, ``origin``)) → the triggers held for the disabled
-                          endpoint, by (``due_at_ms``, ``trigger_id``): written by the
-                          dispatcher before the hold's LWT, read by an enable's replay from
-                          its ``replaySince`` (which deletes the entries of triggers no longer
-                          held). Lifetime: ``TRIGGER_RETENTION_DAYS`` from the hold (a
-                          replay reaches back as far as the dead letters it also replays).
-                          Size: the holds of that caller and origin within the retention,
-                          so at most its open triggers there for a one-time trigger each
-                          (a series: an entry per occurrence held and resumed by hand).
+- ``endpoint_holds``      ((``caller``, ``origin``)) → triggers held for the disabled endpoint
+                          by (``due_at_ms``, ``trigger_id``): written before the hold's LWT,
+                          read (and pruned) by an enable's replay from ``replaySince``.
+                          ``TRIGGER_RETENTION_DAYS`` from the hold. Size: the origin's holds
+                          in that time (one per one-time trigger; a series: per occurrence).
+- ``event_subscriptions`` (``caller``) → by ``name``, ≤ ``TRIGGER_EVENTS_MAX_SUBSCRIPTIONS``
+  rows, until deleted; ``event_failures`` ((``caller``, ``subscription``)) → its failed events
+  newest first, ``TRIGGER_RETENTION_DAYS``. Events go on the SQS queue ``EVENTS_QUEUE_SUFFIX``.
 - ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → the same records as written by
                           releases before 027; emptied into ``endpoint_health_by_caller`` by
                           the dispatchers' first reads, then only read at process start.
@@ -143,12 +140,9 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           ``started_at_ms``, ``attempt``). Lifetime: retention from the attempt.
                           Size: ≤ 6 (``TRIGGER_DISPATCH_MAX_ATTEMPTS``) for a one-time trigger; a
                           series' occurrences in retention times 6 (a minutely one: 260,000).
-- ``attempts_recent``     (``trigger_id``, ``slot``) → a trigger's recent attempts, a ring: an
-                          attempt takes slot (its number mod ``TRIGGER_ATTEMPTS_KEPT``),
-                          replacing the older one there (``core.recent_attempts``); read whole.
-                          Written with the attempt's ``attempts`` line, in one batch.
-                          Lifetime: retention from the attempt. Size: ≤ ``TRIGGER_ATTEMPTS_KEPT``
-                          (100) whatever a series does.
+- ``attempts_recent``     (``trigger_id``, ``slot``) → recent attempts, a ring of
+                          ``TRIGGER_ATTEMPTS_KEPT`` (100) slots (``core.recent_attempts``),
+                          written with the ``attempts`` line, read whole; retention.
 - ``dead_letters``        (``id`` = occurrence id) → the dead letter, open/replayed/purged.
 - ``dead_letters_by_day`` (``scope``, ``day``) → open dead letters newest first, under the
                           caller and under one operators' bucket ``*:<n>`` (n: a hash of the
@@ -164,8 +158,7 @@ Cassandra (keyspace from ``TRIGGER_CASSANDRA_KEYSPACE``; versioned CQL in ``infr
                           polled one bucket a round; releases before the buckets used
                           ``open``, polled too, its jobs moved) and ``replay_caller_key``
                           (``caller:<name>``: counted against ``MAX_OPEN_JOBS``, 10).
-                          Size: ≤ 10 live per caller (a bucket: 10 per 8 callers), plus the
-                          jobs finished in ``gc_grace_seconds`` (10 days) as tombstones.
+                          Size: ≤ 10 live per caller, plus 10 days' finished as tombstones.
 - ``inbox_messages``      (``caller``, ``recipient``) → messages by ``message_id`` (a ULID from
                           the fire time), newest first; ``INSERT IF NOT EXISTS``, so a
                           redelivery changes nothing; ``read_at_ms`` set once (an LWT);
@@ -301,6 +294,11 @@ TABLE_ENDPOINT_HOLDS: Final = "endpoint_holds"
 COL_DUE_AT_MS: Final = "due_at_ms"
 COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPTION_PAYLOADS
+TABLE_EVENT_SUBSCRIPTIONS: Final = "event_subscriptions"  # (caller), name, SUBSCRIPTION_COLUMNS
+SUBSCRIPTION_COLUMNS: Final = ("url", "events", "created_at_ms", "updated_at_ms")
+TABLE_EVENT_FAILURES: Final = "event_failures"  # (caller, subscription), EVENT_FAILURE_COLUMNS
+EVENT_FAILURE_COLUMNS: Final = ("subscription", "failed_at_ms", "event_id", "event_type",
+                                "event_at_ms", "attempts", "last_error", "data")
 TABLE_ZONED: Final = "zoned_triggers"
 TABLE_ZONED_VERSIONS: Final = "zoned_versions"
 COL_TZDATA_VERSION: Final = "tzdata_version"
@@ -588,6 +586,8 @@ MSG_CALLER: Final = "caller"  # a hint for the dispatcher's fair shares; absent 
 MSG_REASON: Final = "reason"
 # A pack (adapters.sqs_packs): its members, each [trigger id, fire time, home, shard, caller].
 MSG_PACK: Final = "pack"
+EVENTS_QUEUE_SUFFIX: Final = "-events"  # the main queue's name and this; one message per event
+MSG_EVENT_FIELDS: Final = ("caller", "subscription", "type", "subject", "atMs", "data")  # JSON
 SQS_ATTR_RECEIVE_COUNT: Final = "ApproximateReceiveCount"
 SQS_ATTR_VISIBLE: Final = "ApproximateNumberOfMessages"
 # SQS's caps on a delay and on a batch are core.time.timing's (the dispatcher and the

@@ -38,6 +38,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import Batcher, ItemErrors
+from trigger_service.adapters.sqs_events import SqsEventQueue
 from trigger_service.adapters.sqs_packs import (
     PackBook,
     member_receipt,
@@ -98,6 +99,8 @@ class SqsQueue:
         self._client = client
         self._stack = stack
         self._settings = settings
+        # The callers' events: a queue of their own on this client (``adapters.sqs_events``).
+        self.events = SqsEventQueue(client, settings.queue + schema.EVENTS_QUEUE_SUFFIX)
         self._visibility_timeout_s = visibility_timeout_s
         self._urls = urls
         self._metrics = metrics

@@ -24,6 +24,7 @@ from trigger_service.config.endpoint_health import (
     ENDPOINT_HEALTH_VARIABLES,
     EndpointHealthSettings,
 )
+from trigger_service.config.events import EVENT_VARIABLES, EventSettings
 from trigger_service.config.inbox import INBOX_VARIABLES, InboxSettings
 from trigger_service.config.limits import LIMIT_VARIABLES, LimitSettings, env_kind
 from trigger_service.config.parsers import int_list as _int_list
@@ -164,6 +165,7 @@ class Settings:
     email: EmailSettings = field(default_factory=EmailSettings)
     telegram: TelegramSettings = field(default_factory=TelegramSettings)
     audit: AuditSettings = field(default_factory=AuditSettings)
+    events: EventSettings = field(default_factory=EventSettings)
 
     @property
     def production(self) -> bool:
@@ -266,6 +268,7 @@ _SECTIONS: dict[str, type[Any]] = {
     "limits": LimitSettings, "encryption": EncryptionSettings,
     "endpoint_health": EndpointHealthSettings, "email": EmailSettings,
     "telegram": TelegramSettings, "audit": AuditSettings,
+    "events": EventSettings,
 }
 
 
@@ -421,6 +424,7 @@ VARIABLES: tuple[Variable, ...] = (
     *(Variable(*row) for row in INBOX_VARIABLES),
     *(Variable(*row) for row in LIMIT_VARIABLES),
     *(Variable(*row) for row in ENCRYPTION_VARIABLES),
+    *(Variable(*row) for row in EVENT_VARIABLES),
     *(Variable(*row) for row in ENDPOINT_HEALTH_VARIABLES),
     *(Variable(*row) for row in AUDIT_VARIABLES),
 )

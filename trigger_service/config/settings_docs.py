@@ -20,7 +20,7 @@ PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
      ("dispatch", "endpoint_health", "smtp", "email", "sms", "push", "telegram")),
     ("sweeper (`trigger-sweeper`)", ("sweep", "heal")),
     ("reconciler (`trigger-reconciler`)", ("reconcile",)),
-    ("every process", ("", "cassandra", "sqs", "redis", "encryption")),
+    ("every process", ("", "cassandra", "sqs", "redis", "encryption", "events")),
 )
 
 

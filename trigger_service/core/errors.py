@@ -17,6 +17,8 @@
     │   ├── NotRunnable               409 not_runnable (run now: the trigger finished, or
     │   │                             keeps changing state)
     │   ├── AlreadyReplayed           409 already_replayed (a dead letter replayed already)
+    │   ├── TooManySubscriptions      409 too_many_subscriptions (a new event subscription past
+    │   │                             the caller's ``TRIGGER_EVENTS_MAX_SUBSCRIPTIONS``)
     │   ├── NotReplayable             409 not_replayable (its trigger has expired)
     │   ├── PayloadTooLarge           413 payload_too_large
     │   ├── CallbackNotAllowed        422 callback_not_allowed
@@ -155,6 +157,10 @@ class NotRunnable(ApiError):
 
 class AlreadyReplayed(ApiError):
     status, code = 409, "already_replayed"
+
+
+class TooManySubscriptions(ApiError):
+    status, code = 409, "too_many_subscriptions"
 
 
 class NotReplayable(ApiError):

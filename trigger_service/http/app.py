@@ -21,6 +21,7 @@ from trigger_service.app.dead_letters import DeadLetterService
 from trigger_service.app.endpoints import EndpointService
 from trigger_service.app.recipient_profiles import RecipientService
 from trigger_service.app.replay_jobs import ReplayJobRunner
+from trigger_service.app.subscriptions import SubscriptionService
 from trigger_service.app.trigger_jobs import TriggerJobRunner
 from trigger_service.app.triggers import TriggerService
 from trigger_service.core.errors import AdapterError, ApiError, DependencyUnavailable
@@ -62,10 +63,16 @@ from trigger_service.http.routes import (
     schedules,
     signing,
     stats,
+    subscriptions,
     trigger_jobs,
     triggers,
 )
 from trigger_service.http.server import connection_share_middleware
+from trigger_service.platform.caller_events import (
+    AnnouncedOpsEvents,
+    CallerEvents,
+    SubscriptionBook,
+)
 from trigger_service.platform.wiring import Runtime
 
 log = structlog.get_logger(__name__)
@@ -206,8 +213,20 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app[ops_callers.PAUSES_KEY] = CallerPauseService(runtime.store, service,
                                                      app[TRIGGER_JOBS_KEY], runtime.clock)
     app[endpoints.ENDPOINTS_KEY] = EndpointService(
-        runtime.settings.endpoint_health, runtime.endpoint_health, runtime.ops_events,
+        runtime.settings.endpoint_health, runtime.endpoint_health, _announced(runtime),
         runtime.store, app[TRIGGER_JOBS_KEY], letters, runtime.clock)
     for routes in ROUTES:
         routes.add_routes(app)
+    # Event subscriptions: their use case is built here (the runtime's store and resolver).
+    subscriptions.add_routes(app, SubscriptionService(
+        runtime.settings.events, runtime.subscriptions, runtime.resolver, runtime.clock))
     return app
+
+
+def _announced(runtime: Runtime) -> AnnouncedOpsEvents:
+    """The operators' events, each also emitted to its caller's subscriptions (an enable's
+    ``endpoint.enabled``)."""
+    ev = runtime.settings.events
+    return AnnouncedOpsEvents(runtime.ops_events, CallerEvents(
+        SubscriptionBook(runtime.subscriptions, runtime.clock, ev.cache_s),
+        runtime.event_queue, runtime.metrics, max_pending=ev.max_pending))

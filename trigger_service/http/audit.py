@@ -90,6 +90,9 @@ AUDITED: dict[tuple[str, str], Audited] = {
                                                            needs_body=True),
     ("POST", "/v1/ops/callers/{caller}/pause"): Audited(A.CALLER_PAUSE, _match("caller")),
     ("POST", "/v1/ops/callers/{caller}/resume"): Audited(A.CALLER_RESUME, _match("caller")),
+    ("PUT", "/v1/event-subscriptions/{name}"): Audited(A.SUBSCRIPTION_PUT, _match("name")),
+    ("DELETE", "/v1/event-subscriptions/{name}"): Audited(A.SUBSCRIPTION_DELETE,
+                                                          _match("name")),
 }
 
 

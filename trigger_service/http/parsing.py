@@ -163,18 +163,25 @@ def _recipient_id(body: dict[str, Any]) -> str | None:
 
 
 def parse_callback(body: dict[str, Any], caller: Caller) -> str:
-    if "callbackUrl" not in body:
-        raise InvalidRequest("callbackUrl: required")
-    raw_url = body["callbackUrl"]
+    return parse_caller_url(body, "callbackUrl", caller)
+
+
+def parse_caller_url(body: dict[str, Any], name: str, caller: Caller) -> str:
+    """``body[name]``, a URL the caller may be sent to (a callback, an event subscription's):
+    normalised and under one of its callback prefixes. Raises ``InvalidRequest``,
+    ``CallbackNotAllowed``."""
+    if name not in body:
+        raise InvalidRequest(f"{name}: required")
+    raw_url = body[name]
     if not isinstance(raw_url, str):
-        raise InvalidRequest("callbackUrl: must be a string")
+        raise InvalidRequest(f"{name}: must be a string")
     try:
         url = normalise_callback_url(raw_url)
     except UrlError as e:
-        raise InvalidRequest(f"callbackUrl: {e}") from e
+        raise InvalidRequest(f"{name}: {e}") from e
     refusal = caller.callback_refusal(url)
     if refusal is not None:
-        raise CallbackNotAllowed(f"callbackUrl: {refusal}")
+        raise CallbackNotAllowed(f"{name}: {refusal}")
     return url.text  # the normalised form: what was checked is what is stored and sent
 
 

@@ -32,6 +32,7 @@ from trigger_service.core.ports import (
     ZoneIndex,
 )
 from trigger_service.core.ports.audit import AuditLog
+from trigger_service.core.ports.caller_events import EventQueue, SubscriptionStore
 from trigger_service.core.ports.crypto import Resealer
 from trigger_service.core.ports.deaths import DispatcherDeaths
 from trigger_service.core.ports.debounce import DebounceHeads
@@ -107,6 +108,10 @@ class Runtime:
     endpoint_health: EndpointHealthStore
     # The operators' events (a signed webhook).
     ops_events: OpsEvents
+    # The callers' event subscriptions (Cassandra) and the queue their events go out on
+    # (SQS, apart from the triggers' queue).
+    subscriptions: SubscriptionStore
+    event_queue: EventQueue
     # Flow control per destination: the dispatchers' shared limiter and the ops page's
     # views (Redis).
     flow: FlowLimiter
@@ -163,7 +168,7 @@ class Runtime:
         except BaseException:
             await store.close()
             raise
-        recipients, endpoint_health = _on_store(store, settings)
+        recipients, endpoint_health, subscriptions = _on_store(store, settings)
         # Its one connection is opened by the first inbox stream (so only by an API process).
         inbox_bus = RedisInboxBus(redis, open_listener(
             settings.redis.url, tls_ca_file=settings.redis.tls_ca_file))
@@ -173,9 +178,9 @@ class Runtime:
                    inbox_bus=inbox_bus, limiter=RedisRateLimiter(redis), resolver=LoopResolver(),
                    quota=RedisPendingQuota(redis), stream_slots=RedisStreamSlots(redis),
                    budget=RedisSendBudget(redis), recipients=recipients,
-                   endpoint_health=endpoint_health,
+                   endpoint_health=endpoint_health, subscriptions=subscriptions,
                    ops_events=WebhookOpsEvents(settings.endpoint_health, clock),
-                   flow=RedisFlowLimiter(redis), tracing=tracing,
+                   event_queue=queue.events, flow=RedisFlowLimiter(redis), tracing=tracing,
                    flow_board=RedisFlowBoard(redis, settings.sqs.queue), deaths=Deaths(redis),
                    pings={"cassandra": store, "sqs": queue, "redis": RedisPing(redis)},
                    closers=[inbox_bus.close, redis.aclose, queue.close, store.close,
@@ -192,13 +197,16 @@ class Runtime:
 
 
 def _on_store(store: CassandraStore, settings: Settings
-              ) -> tuple[RecipientStore, EndpointHealthStore]:
-    """The recipient profiles and the endpoint health records, on ``store``'s statements
-    (prepared on its session; the profiles sealed by its sealer)."""
+              ) -> tuple[RecipientStore, EndpointHealthStore, SubscriptionStore]:
+    """The recipient profiles, the endpoint health records and the event subscriptions,
+    on ``store``'s statements (prepared on its session; the profiles sealed by its
+    sealer)."""
     from trigger_service.adapters.cassandra.endpoint_health import CassandraEndpointHealth
     from trigger_service.adapters.cassandra.recipients import CassandraRecipients
+    from trigger_service.adapters.cassandra.subscriptions import CassandraSubscriptions
     return (CassandraRecipients(store.statements, store.sealer),
-            CassandraEndpointHealth.of(store.statements, settings.endpoint_health))
+            CassandraEndpointHealth.of(store.statements, settings.endpoint_health),
+            CassandraSubscriptions(store.statements))
 
 
 def _flushing(provider: TracerProvider | None) -> Callable[[], Awaitable[None]]:

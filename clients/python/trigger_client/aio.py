@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
@@ -16,6 +16,7 @@ import tenacity
 
 from trigger_client import _calls as calls
 from trigger_client import endpoints as endpoint_calls
+from trigger_client import subscriptions as subscription_calls
 from trigger_client._http import DEFAULT_TIMEOUT_S, answer, base_headers, build
 from trigger_client._retry import NO_RETRY, RetryPolicy, retrying_kwargs
 from trigger_client._sse import SseParser
@@ -58,6 +59,7 @@ from trigger_client.resource_models import (
     TriggerAttempt,
     TriggerJob,
 )
+from trigger_client.subscriptions import EventSubscription, FailedEvent, SubscriptionDeleted
 
 T = TypeVar("T")
 
@@ -422,6 +424,28 @@ class AsyncEndpoints:
         return await self._x.run(endpoint_calls.list_endpoints())
 
 
+class AsyncSubscriptions:
+    """As :class:`trigger_client.client.Subscriptions`."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    async def put(self, name: str, url: str, events: Iterable[str]) -> EventSubscription:
+        """Create or replace subscription ``name`` (``events``: ``subscriptions.EVENT_TYPES``)."""
+        return await self._x.run(subscription_calls.put_subscription(name, url, events))
+
+    async def delete(self, name: str) -> SubscriptionDeleted:
+        return await self._x.run(subscription_calls.delete_subscription(name))
+
+    async def failures(self, name: str) -> list[FailedEvent]:
+        """The events given up on for ``name``, newest first."""
+        return await self._x.run(subscription_calls.subscription_failures(name))
+
+    # Last: the name shadows the builtin in the annotations below it.
+    async def list(self) -> list[EventSubscription]:
+        return await self._x.run(subscription_calls.list_subscriptions())
+
+
 class AsyncSigning:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -449,6 +473,7 @@ class AsyncTriggerClient:
         self.recipients = AsyncRecipients(x)
         self.ops = AsyncOps(x)
         self.endpoints = AsyncEndpoints(x)
+        self.subscriptions = AsyncSubscriptions(x)
 
     async def audit(self, *, since: datetime | str | None = None, action: str | None = None,
               cursor: str | None = None, limit: int | None = None) -> Page[AuditEntry]:

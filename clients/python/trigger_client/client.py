@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar, Unpack
 
@@ -20,6 +20,7 @@ import tenacity
 
 from trigger_client import _calls as calls
 from trigger_client import endpoints as endpoint_calls
+from trigger_client import subscriptions as subscription_calls
 from trigger_client._http import DEFAULT_TIMEOUT_S, answer, base_headers, build
 from trigger_client._retry import NO_RETRY, RetryPolicy, retrying_kwargs
 from trigger_client._sse import SseParser
@@ -62,6 +63,7 @@ from trigger_client.resource_models import (
     TriggerAttempt,
     TriggerJob,
 )
+from trigger_client.subscriptions import EventSubscription, FailedEvent, SubscriptionDeleted
 
 T = TypeVar("T")
 
@@ -436,6 +438,30 @@ class Endpoints:
         return self._x.run(endpoint_calls.list_endpoints())
 
 
+class Subscriptions:
+    """``/v1/event-subscriptions``: the caller's subscriptions to its own events (a trigger
+    dead-lettered, failed, fired; a series finished; an endpoint disabled or enabled), each
+    POSTed signed to ``url`` (verify with ``receiver.verify_event``)."""
+
+    def __init__(self, x: _Executor) -> None:
+        self._x = x
+
+    def put(self, name: str, url: str, events: Iterable[str]) -> EventSubscription:
+        """Create or replace subscription ``name`` (``events``: ``subscriptions.EVENT_TYPES``)."""
+        return self._x.run(subscription_calls.put_subscription(name, url, events))
+
+    def delete(self, name: str) -> SubscriptionDeleted:
+        return self._x.run(subscription_calls.delete_subscription(name))
+
+    def failures(self, name: str) -> list[FailedEvent]:
+        """The events given up on for ``name``, newest first."""
+        return self._x.run(subscription_calls.subscription_failures(name))
+
+    # Last: the name shadows the builtin in the annotations below it.
+    def list(self) -> list[EventSubscription]:
+        return self._x.run(subscription_calls.list_subscriptions())
+
+
 class Signing:
     def __init__(self, x: _Executor) -> None:
         self._x = x
@@ -465,6 +491,7 @@ class TriggerClient:
         self.recipients = Recipients(x)
         self.ops = Ops(x)
         self.endpoints = Endpoints(x)
+        self.subscriptions = Subscriptions(x)
 
     def audit(self, *, since: datetime | str | None = None, action: str | None = None,
               cursor: str | None = None, limit: int | None = None) -> Page[AuditEntry]:

@@ -1,5 +1,5 @@
 """For the service that receives callbacks: verify a signed callback, and process each
-occurrence once.
+occurrence once; verify an event of an event subscription the same way (``verify_event``).
 
 ``verify(secrets, headers, body)`` checks the Standard Webhooks signature (``webhook-id``,
 ``webhook-timestamp``, ``webhook-signature``) over the exact body bytes with any of the
@@ -51,11 +51,48 @@ class Callback:
     webhook_timestamp: int
 
 
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A verified event to the caller (``PUT /v1/event-subscriptions/{name}``): its id
+    (``webhook-id``: deduplicate on it, e.g. with a :class:`Deduplicator`), type, when it
+    happened and its data (``triggerId``, ``occurrenceId``, ... by type)."""
+
+    event_id: str
+    type: str
+    at: datetime
+    data: dict[str, Any]
+    webhook_timestamp: int
+
+
 def verify(secrets: str | Sequence[str], headers: Mapping[str, str], body: bytes | str, *,
            tolerance_s: int = MAX_TOLERANCE_S,
            now_s: Callable[[], float] = time.time) -> Callback:
     """The callback in ``body`` if one of ``secrets`` signed it within ``tolerance_s`` of
     now; else ``InvalidSignature`` (answer 400/401 and do not process it)."""
+    return _parse(*_verified(secrets, headers, body, tolerance_s, now_s))
+
+
+def verify_event(secrets: str | Sequence[str], headers: Mapping[str, str], body: bytes | str,
+                 *, tolerance_s: int = MAX_TOLERANCE_S,
+                 now_s: Callable[[], float] = time.time) -> Event:
+    """The event in ``body`` if one of ``secrets`` signed it within ``tolerance_s`` of now
+    (the caller's signing secrets, as for callbacks); else ``InvalidSignature``."""
+    text, lower, timestamp = _verified(secrets, headers, body, tolerance_s, now_s)
+    try:
+        d = json.loads(text)
+        if not isinstance(d["data"], dict):
+            raise TypeError("data is not an object")
+        return Event(lower["webhook-id"], str(d["type"]), parse_instant(d["at"]), d["data"],
+                     timestamp)
+    except (ValueError, KeyError, TypeError) as e:
+        raise InvalidSignature(f"signed, but not an event body: {e}") from e
+
+
+def _verified(secrets: str | Sequence[str], headers: Mapping[str, str], body: bytes | str,
+              tolerance_s: int, now_s: Callable[[], float]
+              ) -> tuple[str, dict[str, str], int]:
+    """The body as text, the headers by lower-case name and the timestamp, once a secret's
+    signature matched; else ``InvalidSignature``."""
     if not 0 < tolerance_s <= MAX_TOLERANCE_S:
         raise ValueError(f"tolerance_s must be in 1..{MAX_TOLERANCE_S}")
     lower = {k.lower(): v for k, v in headers.items()}
@@ -72,7 +109,7 @@ def verify(secrets: str | Sequence[str], headers: Mapping[str, str], body: bytes
             Webhook(secret).verify(text, dict(lower), json_parse=False)
         except WebhookVerificationError:
             continue
-        return _parse(text, lower, timestamp)
+        return text, lower, timestamp
     raise InvalidSignature("no signature matches any of the secrets given")
 
 

@@ -22,6 +22,7 @@ from trigger_service.adapters.cassandra.recipients import recipient_queries
 from trigger_service.adapters.cassandra.replay_jobs import replay_job_queries
 from trigger_service.adapters.cassandra.reseal import reseal_queries
 from trigger_service.adapters.cassandra.secrets import secret_queries
+from trigger_service.adapters.cassandra.subscriptions import subscription_queries
 from trigger_service.adapters.cassandra.term_index import term_queries
 from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
 from trigger_service.core.flow import flow_from_json, flow_to_json
@@ -42,7 +43,8 @@ def all_statements(keyspace: str) -> dict[str, str]:
     for room in (queries, open_queries, mark_queries, created_queries, dead_letter_queries,
                  replay_job_queries, inbox_queries, secret_queries, reseal_queries, term_queries,
                  trigger_job_queries, recipient_queries, pause_queries,
-                 endpoint_health_queries, debounce_queries, audit_queries):
+                 endpoint_health_queries, debounce_queries, audit_queries,
+                 subscription_queries):
         some = room(keyspace)
         if twice := merged.keys() & some.keys():
             raise AssertionError(f"statement names used twice: {sorted(twice)}")

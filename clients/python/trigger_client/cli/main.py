@@ -16,7 +16,16 @@ from rich.live import Live
 from rich.table import Column, Table
 
 from trigger_client._calls import new_idempotency_key
-from trigger_client.cli import audit, bulk, dlq, endpoints, jobs, pausing, recipients
+from trigger_client.cli import (
+    audit,
+    bulk,
+    dlq,
+    endpoints,
+    jobs,
+    pausing,
+    recipients,
+    subscriptions,
+)
 from trigger_client.cli.common import (
     EXIT_NOT_CONFIRMED,
     Output,
@@ -50,6 +59,7 @@ app.command("resume")(pausing.resume)
 app.add_typer(pausing.callers_app, name="callers")
 app.add_typer(endpoints.app, name="endpoints")
 app.command("audit")(audit.audit)
+app.add_typer(subscriptions.app, name="subscriptions")
 
 In = Annotated[str | None, typer.Option("--in", help="Fire after this long: 30s, 10m, 2h, 1d.")]
 At = Annotated[str | None, typer.Option("--at", help='"2027-03-14 09:00" (wall time in --tz) '
