@@ -27,6 +27,7 @@ from trigger_service.core.time.catchup import CatchUp
 from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
 from trigger_service.core.time.zones import load_zone
 from trigger_service.platform.caller_events import (
+    CALLER_SHARE_DIVISOR,
     AnnouncedOpsEvents,
     CallerEvents,
     SubscriptionBook,
@@ -271,3 +272,34 @@ async def test_a_callers_hanging_endpoint_delays_no_other_callers_event(world: W
     posts.release.set()
     await sender.drain()
     assert len(posts.sent) == 1 + PER_CALLER + WAITING_PER_CALLER
+
+
+async def test_one_callers_burst_of_events_leaves_room_for_another_callers(
+        world: World) -> None:
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED)
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED, caller=OTHER_CALLER,
+                          url="https://billing.internal/events")
+    for caller in (CALLER, OTHER_CALLER):
+        await world.book.of(caller)  # both cached: emit decides at once
+    gate = asyncio.Event()
+    real_send = world.queue.send_event
+
+    async def slow_send(delivery: EventDelivery) -> None:  # SQS slow: events pile up
+        await gate.wait()
+        await real_send(delivery)
+
+    world.queue.send_event = slow_send  # type: ignore[method-assign]
+    share = 100 // CALLER_SHARE_DIVISOR  # the world's max_pending is 100
+    for n in range(100):  # one caller's herd dead-lettered at once
+        world.events.emit(CallerEvent.of(EventType.TRIGGER_DEAD_LETTERED, CALLER,
+                                         f"trg_{n}.1", START_MS, {}))
+    world.events.emit(CallerEvent.of(EventType.TRIGGER_DEAD_LETTERED, OTHER_CALLER,
+                                     "trg_b.1", START_MS, {}))
+    assert world.events.pending == share + 1
+    gate.set()
+    await world.events.drain()
+    callers = [d.event.caller for d in world.queue.sent]
+    assert callers.count(CALLER) == share and callers.count(OTHER_CALLER) == 1
+    snapshot = world.env.metrics.snapshot()
+    dropped = snapshot['caller_events_dropped_total{type="trigger.dead_lettered"}']
+    assert dropped == 100 - share
