@@ -9,8 +9,10 @@ trigger's delivery never waits for them or fails by them.
   its FAILED row is emitted again (the same ids).
 - ``EventSender`` (a loop of every dispatcher) receives the events queue and POSTs each
   event to its subscription, signed like a callback, through the webhook channel (its SSRF
-  guard, its sessions). Success deletes the message; a failure hides it until its next
-  send (``TRIGGER_EVENTS_RETRY_BACKOFF_S``; a message's receives are its sends); after
+  guard, its sessions). Sends run apart from the receives, at most ``PER_CALLER`` of one
+  caller at once: a caller's slow or hanging endpoint delays no other caller's events.
+  Success deletes the message; a failure hides it until its next send
+  (``TRIGGER_EVENTS_RETRY_BACKOFF_S``; a message's receives are its sends); after
   ``TRIGGER_EVENTS_MAX_ATTEMPTS``, a 410, or a URL no longer allowed, it is listed as the
   subscription's failed event (``event_failures``) and deleted. A failed event is never
   announced: nothing loops. A subscription deleted, or no longer wanting the type, drops
@@ -23,6 +25,7 @@ visibility; the ``webhook-id`` (the event's id) is the same every time.
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -44,7 +47,13 @@ log = structlog.get_logger(__name__)
 PostEvent = Callable[[str, str, str, str, float], Awaitable[DeliveryResult]]
 _RECEIVE_WAIT_S = 20
 _RECEIVE_ERROR_BACKOFF_MS = 1_000
-_BATCH = 10  # SQS's most a receive
+RECEIVE_BATCH = 10  # SQS's most a receive
+PER_CALLER = 4  # one caller's sends at once: a slow endpoint holds these, no more
+WAITING_PER_CALLER = 2 * RECEIVE_BATCH  # more of a caller's events waiting: put back a while
+BUSY_DEFER_S = 5
+# Events in hand at most (sending or waiting for their caller's turn): a receive waits below
+# it. Ten callers with hanging endpoints (24 each) hold it all; fewer leave the rest room.
+MAX_TASKS = 256
 
 
 class EventSender:
@@ -65,22 +74,77 @@ class EventSender:
         self._failed_ttl_s = failed_ttl_s
         # A send in hand outlasts its time limit by this much before the message shows again.
         self._visibility_s = settings.send_timeout_s + 30
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._room = asyncio.Event()
+        # Per caller (dropped once it has nothing in hand): its sends at once, its waiting.
+        self._gates: dict[str, asyncio.Semaphore] = {}
+        self._waiting: Counter[str] = Counter()
 
     async def run(self, stop: asyncio.Event) -> None:
         """Receive and send until ``stop``; the sends under way finish."""
         while not stop.is_set():
             try:
-                await self.run_once()
+                await self.receive_once()
             except AdapterError as e:
                 log.warning("event_receive_failed", error=str(e))
                 await self._clock.sleep_ms(_RECEIVE_ERROR_BACKOFF_MS)
+        await self.drain()
 
     async def run_once(self, wait_s: int = _RECEIVE_WAIT_S) -> int:
-        """One receive, and a send of each event received (together); how many."""
-        received = await self._queue.receive_events(max_messages=_BATCH, wait_s=wait_s,
+        """One receive, and the sends of what it received, waited for; how many."""
+        n = await self.receive_once(wait_s)
+        await self.drain()
+        return n
+
+    async def receive_once(self, wait_s: int = _RECEIVE_WAIT_S) -> int:
+        """One receive (once there is room: ``MAX_TASKS``), each event's send started and
+        not waited for, so that a slow endpoint delays no other event; how many."""
+        while len(self._tasks) > MAX_TASKS - RECEIVE_BATCH:
+            self._room.clear()
+            await self._room.wait()
+        received = await self._queue.receive_events(max_messages=RECEIVE_BATCH, wait_s=wait_s,
                                                     visibility_s=self._visibility_s)
-        await asyncio.gather(*(self._handle_safely(r) for r in received))
+        for r in received:
+            task = asyncio.ensure_future(self._send_in_turn(r))
+            self._tasks.add(task)
+            task.add_done_callback(self._done)
         return len(received)
+
+    async def drain(self) -> None:
+        """Wait for every send started."""
+        while self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        self._room.set()
+
+    async def _send_in_turn(self, r: ReceivedEvent) -> None:
+        """Send ``r`` once its caller has a send free (``PER_CALLER``): one caller's slow
+        endpoint holds that many sends, never another caller's. Past ``WAITING_PER_CALLER``
+        of its events waiting, the event is put back for ``BUSY_DEFER_S`` (a receive more:
+        counted as one of that event's attempts, the slow caller's own cost)."""
+        caller = r.delivery.event.caller
+        gate = self._gates.get(caller)
+        if gate is None:
+            gate = self._gates[caller] = asyncio.Semaphore(PER_CALLER)
+        if gate.locked() and self._waiting[caller] >= WAITING_PER_CALLER:
+            self._metrics.inc("caller_event_busy_deferrals_total")
+            try:
+                await self._queue.retry_event(r.receipt_handle, BUSY_DEFER_S)
+            except AdapterError as e:  # it shows again after its visibility anyway
+                log.warning("event_defer_failed", event_id=r.delivery.event.event_id,
+                            error=str(e))
+            return
+        self._waiting[caller] += 1
+        try:
+            async with gate:
+                self._waiting[caller] -= 1
+                await self._handle_safely(r)
+        finally:
+            if self._waiting[caller] <= 0 and not gate.locked():
+                self._waiting.pop(caller, None)  # keyed by caller: dropped once idle
+                self._gates.pop(caller, None)
 
     async def _handle_safely(self, r: ReceivedEvent) -> None:
         try:

@@ -181,9 +181,12 @@ def build_app(runtime: Runtime, service: TriggerService) -> web.Application:
     app = web.Application(
         middlewares=[timing_middleware(runtime), tracing_middleware(runtime),
                      request_id_middleware, errors_middleware, auth_middleware(runtime.callers),
-                     audit_middleware(trail), connection_share_middleware,
+                     connection_share_middleware,
                      refusal_wait_middleware(runtime.settings.limits.refusal_wait_s),
                      rate_limit_middleware(runtime.limiter, runtime.metrics),
+                     # Inside the rate limit: a caller's flood of refused requests costs
+                     # the audit log nothing, so it cannot crowd out another's entries.
+                     audit_middleware(trail),
                      cpu_share_middleware(CpuShares(runtime.settings.limits.caller_cpu_ms_per_s,
                                                     runtime.settings.limits.caller_cpu_burst_ms)),
                      body_deadline_middleware(

@@ -4,7 +4,10 @@ is ``app.audit.AuditTrail``'s.
 
 An audited route is a mutating one of a caller or an operator. The entry is made after the
 answer is decided (the response, or the error the error middleware will render), so a refusal
-(``409 not_cancellable``, ``403 forbidden``, ``429 rate_limited``) is recorded with its code.
+(``409 not_cancellable``, ``403 forbidden``, ``429 quota_exceeded``) is recorded with its
+code. Requests the rate limit or the connection share refused never reach it (they sit
+outside it): a caller's flood costs the log nothing, and cannot crowd out another caller's
+entries (the writes in flight are bounded, ``TRIGGER_AUDIT_MAX_PENDING``, for all callers).
 Creates are counted, not logged, unless ``TRIGGER_AUDIT_CREATES``: then a single create is
 one entry (target: the new trigger's id) and a batch create one entry for the batch (target
 ``batch``). A job over triggers by filter (``POST /v1/triggers/jobs``: its action ``cancel``,
@@ -98,8 +101,10 @@ AUDITED: dict[tuple[str, str], Audited] = {
 
 def audit_middleware(trail: AuditTrail) -> Callable[..., Awaitable[web.StreamResponse]]:
     """Records each audited request (``AUDITED``) of an authenticated principal once its
-    answer is decided; inside the auth middleware (it needs the principal) and outside the
-    guards (their refusals are recorded too). Adds no wait: the write is in the background."""
+    answer is decided; inside the auth middleware (it needs the principal) and the rate
+    limit (a refused flood writes nothing), outside the other guards (their refusals, a
+    CPU share or a body's deadline, are recorded too). Adds no wait: the write is in the
+    background."""
 
     @web.middleware
     async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:

@@ -16,7 +16,8 @@ the queueing loses that event (the outcome itself is written first)."""
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+import functools
+from collections import Counter, OrderedDict
 
 import structlog
 
@@ -68,8 +69,13 @@ class SubscriptionBook:
         return subs
 
 
+# A caller's events waiting to be queued: at most this fraction of ``max_pending``.
+CALLER_SHARE_DIVISOR = 4
+
+
 class CallerEvents:
-    """Emits events: queued for each subscription of their caller that wants them."""
+    """Emits events: queued for each subscription of their caller that wants them (past
+    ``max_pending`` waiting, or a caller's share of it, an event is dropped and counted)."""
 
     def __init__(self, book: SubscriptionBook, queue: EventQueue, metrics: Metrics, *,
                  max_pending: int = 1_000) -> None:
@@ -77,21 +83,34 @@ class CallerEvents:
         self._queue = queue
         self._metrics = metrics
         self._max_pending = max_pending
+        # One caller's burst (a herd dead-lettered at once) takes this share of the room at
+        # most: the rest stays for the other callers' events.
+        self._max_per_caller = max(1, max_pending // CALLER_SHARE_DIVISOR)
         self._pending: set[asyncio.Task[None]] = set()
+        self._by_caller: Counter[str] = Counter()  # keyed by caller, dropped at zero
 
     def emit(self, event: CallerEvent) -> None:
         """Queue ``event`` in the background (never raises, never waits)."""
         subs = self._book.cached(event.caller)
         if subs is not None and not any(s.wants(event.type) for s in subs):
             return  # the common case: nobody asked for it
-        if len(self._pending) >= self._max_pending:
+        caller = event.caller
+        if (len(self._pending) >= self._max_pending
+                or self._by_caller[caller] >= self._max_per_caller):
             self._metrics.inc("caller_events_dropped_total", type=event.type.value)
-            log.warning("caller_event_dropped", caller=event.caller, type=event.type.value,
+            log.warning("caller_event_dropped", caller=caller, type=event.type.value,
                         event_id=event.event_id)
             return
         task = asyncio.create_task(self._queue_event(event))
         self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
+        self._by_caller[caller] += 1
+        task.add_done_callback(functools.partial(self._queued, caller))
+
+    def _queued(self, caller: str, task: asyncio.Task[None]) -> None:
+        self._pending.discard(task)
+        self._by_caller[caller] -= 1
+        if self._by_caller[caller] <= 0:
+            del self._by_caller[caller]
 
     async def _queue_event(self, event: CallerEvent) -> None:
         try:

@@ -3,14 +3,15 @@ caller without subscriptions costs, and the sender's sends, retries and failed e
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import pytest
 
-from dispatcher.caller_events import EventSender
-from tests.unit.dispatcher.fakes import CALLER, START_MS, Env, failed, settle
+from dispatcher.caller_events import PER_CALLER, RECEIVE_BATCH, WAITING_PER_CALLER, EventSender
+from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, START_MS, Env, failed, settle
 from trigger_service.adapters.memory.caller_events import MemoryEventQueue, MemorySubscriptions
 from trigger_service.config.events import EventSettings
 from trigger_service.core.caller_events import (
@@ -26,6 +27,7 @@ from trigger_service.core.time.catchup import CatchUp
 from trigger_service.core.time.recurrence import Recurrence, RuleKind, parse_rule
 from trigger_service.core.time.zones import load_zone
 from trigger_service.platform.caller_events import (
+    CALLER_SHARE_DIVISOR,
     AnnouncedOpsEvents,
     CallerEvents,
     SubscriptionBook,
@@ -229,3 +231,75 @@ async def test_a_url_no_longer_under_a_prefix_is_given_up_unsent(world: World) -
     assert world.posts.sent == []
     (f,) = await world.subs.failed_events(CALLER, "main", 10)
     assert f.last_error is not None and f.last_error.startswith("refused")
+
+
+@dataclass
+class HangingPosts(Posts):
+    """``Posts`` whose sends to ``hang_caller`` wait for ``release`` (a hanging endpoint)."""
+
+    hang_caller: str = CALLER
+    release: asyncio.Event = field(default_factory=asyncio.Event)
+    hanging: int = 0
+
+    async def __call__(self, caller: str, url: str, event_id: str, body: str,
+                      timeout_s: float) -> DeliveryResult:
+        if caller == self.hang_caller:
+            self.hanging += 1
+            await self.release.wait()
+        return await super().__call__(caller, url, event_id, body, timeout_s)
+
+
+async def test_a_callers_hanging_endpoint_delays_no_other_callers_event(world: World) -> None:
+    posts = HangingPosts()
+    sender = EventSender(EventSettings(), world.queue, world.book, world.subs,
+                         world.env.callers, posts, world.env.clock, world.env.metrics,
+                         failed_ttl_s=3600)
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED)
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED, caller=OTHER_CALLER,
+                          url="https://billing.internal/events")
+    for n in range(3 * RECEIVE_BATCH):  # the hanging caller's events come first
+        await world.queue.send_event(EventDelivery("main", CallerEvent.of(
+            EventType.TRIGGER_DEAD_LETTERED, CALLER, f"trg_{n}.1", START_MS, {})))
+    await world.queue.send_event(EventDelivery("main", CallerEvent.of(
+        EventType.TRIGGER_DEAD_LETTERED, OTHER_CALLER, "trg_b.1", START_MS, {})))
+    for _ in range(4):
+        await sender.receive_once(wait_s=0)
+    await settle()
+    assert [c for c, *_ in posts.sent] == [OTHER_CALLER]  # sent while the others hang
+    assert posts.hanging == PER_CALLER  # the hanging caller holds its share of sends, no more
+    deferred = world.env.metrics.snapshot().get("caller_event_busy_deferrals_total", 0)
+    assert deferred == 3 * RECEIVE_BATCH - PER_CALLER - WAITING_PER_CALLER
+    posts.release.set()
+    await sender.drain()
+    assert len(posts.sent) == 1 + PER_CALLER + WAITING_PER_CALLER
+
+
+async def test_one_callers_burst_of_events_leaves_room_for_another_callers(
+        world: World) -> None:
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED)
+    await world.subscribe(EventType.TRIGGER_DEAD_LETTERED, caller=OTHER_CALLER,
+                          url="https://billing.internal/events")
+    for caller in (CALLER, OTHER_CALLER):
+        await world.book.of(caller)  # both cached: emit decides at once
+    gate = asyncio.Event()
+    real_send = world.queue.send_event
+
+    async def slow_send(delivery: EventDelivery) -> None:  # SQS slow: events pile up
+        await gate.wait()
+        await real_send(delivery)
+
+    world.queue.send_event = slow_send  # type: ignore[method-assign]
+    share = 100 // CALLER_SHARE_DIVISOR  # the world's max_pending is 100
+    for n in range(100):  # one caller's herd dead-lettered at once
+        world.events.emit(CallerEvent.of(EventType.TRIGGER_DEAD_LETTERED, CALLER,
+                                         f"trg_{n}.1", START_MS, {}))
+    world.events.emit(CallerEvent.of(EventType.TRIGGER_DEAD_LETTERED, OTHER_CALLER,
+                                     "trg_b.1", START_MS, {}))
+    assert world.events.pending == share + 1
+    gate.set()
+    await world.events.drain()
+    callers = [d.event.caller for d in world.queue.sent]
+    assert callers.count(CALLER) == share and callers.count(OTHER_CALLER) == 1
+    snapshot = world.env.metrics.snapshot()
+    dropped = snapshot['caller_events_dropped_total{type="trigger.dead_lettered"}']
+    assert dropped == 100 - share

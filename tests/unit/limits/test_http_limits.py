@@ -24,6 +24,7 @@ from trigger_service.config.callers import CallerRegistry, hash_token
 from trigger_service.core.errors import StoreError
 from trigger_service.http.app import build_app
 from trigger_service.http.keys import RUNTIME_KEY
+from trigger_service.http.routes.audit import AUDIT_KEY
 
 CALLERS = CallerRegistry.from_mapping({"callers": {
     "limited": {"token_sha256": hash_token("lim"), "rate_per_s": 2, "burst": 3,
@@ -234,3 +235,18 @@ async def test_a_503_logs_the_drivers_text_under_the_id_it_answers(
     assert rid in body["message"] and "10.0.0.7" not in body["message"]
     logged = [line for line in capsys.readouterr().out.splitlines() if "dependency_error" in line]
     assert len(logged) == 1 and rid in logged[0] and "10.0.0.7:9042" in logged[0]
+
+
+async def test_requests_the_rate_limit_refuses_write_no_audit_entry(api: Api) -> None:
+    # A flood of refused requests must cost the audit log nothing: its writes in flight
+    # are bounded for all callers, so they would crowd out other callers' entries.
+    statuses = [(await api.client.delete(f"/v1/triggers/trg_nope{n}", headers=LIMITED)).status
+                for n in range(8)]
+    assert statuses[:3] == [404] * 3 and set(statuses[3:]) == {429}
+    app = api.client.app
+    assert isinstance(app, web.Application)
+    await app[AUDIT_KEY].drain()
+    resp = await api.client.get("/v1/ops/audit", params={"actor": "limited"}, headers=OPS)
+    body = await resp.json()
+    assert resp.status == 200, body
+    assert [e["outcome"] for e in body["items"]] == ["not_found"] * 3  # the 429s: none
