@@ -64,10 +64,14 @@ async def test_every_action_is_audited_for_its_caller_and_operators(
 
     _, body, _ = await stack.post(stack.body(delaySeconds=3600))
     tid = body["triggerId"]
+    # Run now fires its trigger at once, so it acts on a second one: a cancel after it
+    # would race the delivery.
+    _, body, _ = await stack.post(stack.body(delaySeconds=3600))
+    ran = body["triggerId"]
     await _ok(stack, "POST", f"/v1/triggers/{tid}/pause")
     await _ok(stack, "POST", f"/v1/triggers/{tid}/resume", json={})
     await _ok(stack, "PATCH", f"/v1/triggers/{tid}", json={"payload": {"v": 2}})
-    await _ok(stack, "POST", f"/v1/triggers/{tid}/run", 202)
+    await _ok(stack, "POST", f"/v1/triggers/{ran}/run", 202)
     await _ok(stack, "DELETE", f"/v1/triggers/{tid}")
     await _ok(stack, "POST", f"/v1/triggers/{tid}/pause", 409)  # refused: recorded too
     await _ok(stack, "POST", f"/v1/dead-letters/{replayed}/replay", 202)
@@ -84,7 +88,7 @@ async def test_every_action_is_audited_for_its_caller_and_operators(
     assert resp.status == 202
 
     want = [("pause", tid, "ok"), ("resume", tid, "ok"), ("patch", tid, "ok"),
-            ("run", tid, "ok"), ("cancel", tid, "ok"), ("pause", tid, "not_editable"),
+            ("run", ran, "ok"), ("cancel", tid, "ok"), ("pause", tid, "not_editable"),
             ("replay", replayed, "ok"), ("purge", purged, "ok"),
             ("rotate_secret", stack.caller, "ok"), ("recipient_put", "ada", "ok"),
             ("recipient_delete", "ada", "ok")]
