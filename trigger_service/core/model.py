@@ -65,6 +65,25 @@ class Route(StrEnum):
     SWEEP = "SWEEP"
 
 
+class Priority(StrEnum):
+    """Among one caller's triggers due at the same time, high goes before normal before low,
+    at every place they wait (the queue's high lane, the claim slots, the bulkheads, flow
+    control, the sweeper's sends). Between callers fair shares decide, whatever the priority:
+    a caller cannot take another's share by calling everything high."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+    @property
+    def rank(self) -> int:
+        """0 for high, 1 for normal, 2 for low: the order they are served in."""
+        return _PRIORITY_RANK[self]
+
+
+_PRIORITY_RANK = {Priority.HIGH: 0, Priority.NORMAL: 1, Priority.LOW: 2}
+
+
 @dataclass(frozen=True, slots=True)
 class Trigger:
     """One registered callback. ``payload_json`` is the caller's JSON, serialized once."""
@@ -142,6 +161,8 @@ class Trigger:
     # None: claimed by a release before the column (a taker assumes the longest claim
     # those made), or never claimed.
     claim_lease_ms: int | None = None
+    # Served before (high) or after (low) the caller's other triggers due at the same time.
+    priority: Priority = Priority.NORMAL
 
     @property
     def acked(self) -> bool:
