@@ -141,8 +141,9 @@ def purge_main_queue() -> str:
         aws_access_key_id=env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
         aws_secret_access_key=env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))
     name = env.get("TRIGGER_SQS_QUEUE", "triggers")
-    for lane in range(int(env.get("TRIGGER_SQS_LANES", SqsSettings().lanes))):
-        lane_name = schema.sqs_lane_queue(name, lane)
+    for lane_name in schema.sqs_main_queues(
+            name, int(env.get("TRIGGER_SQS_LANES", SqsSettings().lanes)),
+            int(env.get("TRIGGER_SQS_HIGH_LANES", SqsSettings().high_lanes))):
         client.purge_queue(QueueUrl=client.get_queue_url(QueueName=lane_name)["QueueUrl"])
     return name
 

@@ -21,7 +21,9 @@ lateness) and ``fairness-capped`` (the same, A's herd deferred on SQS) in
 100/s and 10 open: how they were spread) in ``bench/flow_bench.py``, ``retry`` (N triggers
 each failing once, a 1 s backoff: how late the retries start) in ``bench/retry_bench.py``,
 ``hostile`` (caller A's registrations while caller B sends the costliest ``when``, RRULE and
-cron inputs: A's latency) in ``bench/hostile_bench.py``.
+cron inputs: A's latency) in ``bench/hostile_bench.py``, ``priority`` (one caller's 20 high
+beside its 5,000 low due at one instant: the high ones' lateness) in
+``bench/priority_bench.py``.
 Every mode also reports the CPU seconds each component (API, dispatcher, sweepers,
 reconciler, Cassandra, LocalStack, Redis) consumed over the run, per 1,000 deliveries
 (``bench/cpu.py``).
@@ -53,6 +55,7 @@ from bench import (
     flow_bench,
     hostile_bench,
     modes,
+    priority_bench,
     retry_bench,
 )
 from bench.common import (
@@ -104,6 +107,9 @@ MODES: dict[str, dict[str, Any]] = {
     # bench/hostile_bench.py: caller A's N registrations while caller B sends the costliest
     # when/rrule/cron inputs, single and 1,000 to a batch
     "hostile": {"n": 2000, "env": {}},
+    # bench/priority_bench.py: one caller's N low-priority and 20 high-priority triggers
+    # due at one instant (the high ones registered last)
+    "priority": {"n": 5000, "env": {}},
 }
 RECURRING_COUNT = 30
 RECURRING_EVERY_MS = 2000
@@ -201,6 +207,7 @@ NEW_MODES: dict[str, Callable[[aiohttp.ClientSession, int], Awaitable[dict[str, 
     "batch": batch_bench.batch_mode, "fairness": fairness_bench.fairness_mode,
     "fairness-capped": fairness_bench.fairness_mode, "flow": flow_bench.flow_mode,
     "retry": retry_bench.retry_mode, "hostile": hostile_bench.hostile_mode,
+    "priority": priority_bench.priority_mode,
 }
 
 

@@ -6,16 +6,20 @@ Messages waiting for their caller's bulkhead are counted apart (``waiting``): th
 count against the dispatcher's in-flight limit (a slow caller must not stop every receive),
 and past ``max_waiting`` waiting for one caller the next is deferred instead (``full``),
 until about its turn by the caller's pace (``pace``: the sends started here per second).
+
+A caller's waiters are served by priority (``ranked.RankedSlots``): its high-priority sends
+before its normal ones before its low ones, in arrival order within each.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
 from dispatcher.fair_share import DrainPace
+from dispatcher.ranked import RankedSlots
 from trigger_service.config.live_callers import Callers
+from trigger_service.core.model import Priority
 from trigger_service.core.ports import Clock
 
 
@@ -27,22 +31,25 @@ class Bulkheads:
         self.pace = DrainPace()
         self._default_size = default_size
         self._max_waiting = max(1, max_waiting)
-        self._sems: dict[str, asyncio.Semaphore] = {}
+        self._sems: dict[str, RankedSlots] = {}
         self._waiting: dict[str, int] = {}
         self._waiting_total = 0  # the sum of ``_waiting`` (asked on every message)
 
-    def of(self, caller: str) -> asyncio.Semaphore:
-        """The caller's semaphore, sized when first used."""
+    def of(self, caller: str) -> RankedSlots:
+        """The caller's places, sized when first used."""
         sem = self._sems.get(caller)
         if sem is None:
             c = self._callers.by_name(caller)
             size = c.max_concurrency if c and c.max_concurrency else self._default_size
-            sem = self._sems[caller] = asyncio.Semaphore(size)
+            sem = self._sems[caller] = RankedSlots(size)
         return sem
 
-    def full(self, caller: str) -> bool:
-        """True when ``max_waiting`` of the caller's messages wait already: defer another."""
-        return self._waiting.get(caller, 0) >= self._max_waiting
+    def full(self, caller: str, priority: Priority = Priority.NORMAL) -> bool:
+        """True when ``max_waiting`` of the caller's messages wait already: defer another.
+        Never for a high-priority one: it would wait behind the herd filling the room, and
+        the dispatcher's high shares bound how many of those are in hand."""
+        return (priority is not Priority.HIGH
+                and self._waiting.get(caller, 0) >= self._max_waiting)
 
     def come_back_ms(self, caller: str, receive_count: int) -> int:
         """When a message of ``caller`` deferred because it is ``full`` comes back: at about
@@ -56,14 +63,15 @@ class Bulkheads:
         return self._waiting_total
 
     @contextlib.asynccontextmanager
-    async def held(self, caller: str) -> AsyncIterator[None]:
-        """Wait for a place in ``caller``'s bulkhead (counted as waiting meanwhile) and hold
-        it for the block."""
+    async def held(self, caller: str, rank: int = 1) -> AsyncIterator[None]:
+        """Wait for a place in ``caller``'s bulkhead (counted as waiting meanwhile; served
+        in ``rank``'s order among the caller's waiters: ``Priority.rank``) and hold it for
+        the block."""
         sem = self.of(caller)
         self._waiting[caller] = self._waiting.get(caller, 0) + 1
         self._waiting_total += 1
         try:
-            await sem.acquire()
+            await sem.acquire(rank)
         finally:
             self._waiting[caller] -= 1
             self._waiting_total -= 1

@@ -51,7 +51,8 @@ class ClaimGate:
         self._max_lead_ms = max(min_lead_ms, max_lead_ms)
         self._concurrency = concurrency
         self._slots = FairSlots(concurrency, weight)
-        self._waiting: list[int] = []  # due times of held messages not yet claimed, sorted
+        # Due times of held messages not yet claimed, sorted, by priority rank.
+        self._waiting: tuple[list[int], ...] = ([], [], [])
         self._latency_ms = _INITIAL_LATENCY_MS
         # Held messages by group (a partition): each one's due time and what wakes it when
         # a mate's claim time comes.
@@ -71,19 +72,27 @@ class ClaimGate:
 
     @asynccontextmanager
     async def turn(self, due_ms: int, wait: asyncio.Event | None = None,
-                   group: Hashable | None = None, caller: str = "") -> AsyncIterator[bool]:
+                   group: Hashable | None = None, caller: str = "",
+                   rank: int = 1) -> AsyncIterator[bool]:
         """Wait for this message's claim time (or less, if ``wait`` is set meanwhile: the
         dispatcher is stopping; or if a message of the same ``group`` due no more than
         ``min_lead_ms`` earlier has its turn), then hold one of the claim slots for the
-        block, which runs the claim; ``caller``'s turn among the callers waiting for one.
-        Yields False if ``wait`` was set (nothing to claim)."""
-        bisect.insort(self._waiting, due_ms)
+        block, which runs the claim; ``caller``'s turn among the callers waiting for one,
+        and ``rank``'s (``Priority.rank``) among the caller's. Yields False if ``wait`` was
+        set (nothing to claim).
+
+        The messages ahead of it, which set its lead, are those due no later of its rank
+        or a higher one: a low herd's claims are spread ahead of a high message's time,
+        never the other way round."""
+        waiting = self._waiting[rank]
+        bisect.insort(waiting, due_ms)
         mates = None if group is None else self._groups.setdefault(group, [])
         me = (due_ms, asyncio.Event())
         if mates is not None:
             mates.append(me)
         try:
-            ahead = bisect.bisect_left(self._waiting, due_ms + 1) - 1
+            ahead = sum(bisect.bisect_left(self._waiting[r], due_ms + 1)
+                        for r in range(rank + 1)) - 1
             claim_at_ms = due_ms - self.lead_ms(ahead)
             if not await sleep_until(self._clock, claim_at_ms, wait, me[1]):
                 yield False
@@ -93,12 +102,12 @@ class ClaimGate:
             elif mates is not None:
                 self._wake(mates, due_ms + self._min_lead_ms)
         finally:
-            del self._waiting[bisect.bisect_left(self._waiting, due_ms)]
+            del waiting[bisect.bisect_left(waiting, due_ms)]
             if mates is not None:
                 mates.remove(me)
                 if not mates:
                     del self._groups[group]
-        async with self._slots.slot(caller):
+        async with self._slots.slot(caller, rank):
             started_ms = self._clock.now_ms()
             try:
                 yield True

@@ -138,7 +138,7 @@ class Claiming:
             return None
         if self._endpoints is not None and await self._endpoints.disabled_for(t):
             return t  # disabled since the message was received: look again (it is held)
-        if self._bulkheads.full(t.caller):
+        if self._bulkheads.full(t.caller, t.priority):
             self._metrics.inc("bulkhead_deferrals_total")
             await self._visibility.defer_until(
                 m, self._bulkheads.come_back_ms(t.caller, m.receive_count))

@@ -204,7 +204,8 @@ class Delivery:
         starts_ms = t.due_at_ms() if starts_ms is None else starts_ms
         with contextlib.ExitStack() as held:
             # 1. The claim, in its turn at the claim gate (ahead of the send's start).
-            async with self.gate.turn(starts_ms, stopping, partition(t), t.caller) as go:
+            async with self.gate.turn(starts_ms, stopping, partition(t), t.caller,
+                                      t.priority.rank) as go:
                 if not go:
                     return NOT_NOW
                 claimed = await self.claiming.claim(m, t, held, starts_ms)

@@ -27,6 +27,13 @@ caller's pace) and comes back no earlier. So at most twice
 (``ReceivedMessage.caller``) is hidden without a read of its row. What the dispatcher has
 not received it cannot share out: each caller's messages are in its lane of the queue
 (``core.lanes``), and every lane has a long poll of its own (``_receiving``).
+
+Priority (``core.model.Priority``): a caller's high-priority messages come on high lanes of
+their own and have shares of their own (``high_shares``, the same cap): the caller's herd of
+normal or low ones filling its share, or its bulkhead's waiting room, never hides a high one
+back on SQS. In hand, a caller's messages are claimed and sent in priority order (the claim
+gate's lead and slots, the bulkhead's places: ``ranked``). So at most twice ``max_inflight``
+high messages are in hand besides the others.
 """
 
 from __future__ import annotations
@@ -56,7 +63,7 @@ from trigger_service.config.settings import Settings
 from trigger_service.core import caller_events as announce
 from trigger_service.core.dead_letters import letter_for_failed
 from trigger_service.core.errors import AdapterError
-from trigger_service.core.model import Status, Trigger
+from trigger_service.core.model import Priority, Status, Trigger
 from trigger_service.core.ports import Channel, Clock, DeliveryQueue, Metrics
 from trigger_service.core.ports.endpoint_health import EndpointHealthStore, OpsEvents
 from trigger_service.core.ports.ops import OpsBoard
@@ -76,6 +83,8 @@ _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
+# A message counted in hand: the shares it is counted in, and what they answered.
+Held = tuple[Shares, tuple[str, int]]
 
 
 class Dispatcher:
@@ -131,9 +140,9 @@ class Dispatcher:
         self._store, self._queue, self._clock, self._metrics = store, queue, clock, metrics
         self._tasks: set[asyncio.Task[None]] = set()
         # (trigger id, fire time) -> the message id being handled: one occurrence at a time
-        # (a series' next occurrence may arrive while the previous one is finishing).
+        # (a series' next occurrence may arrive while the previous one finishes).
         self._handling: dict[tuple[str, int], str] = {}
-        self.shares = Shares(self._d.max_inflight, self.delivery.weight)
+        self.shares, self.high_shares = self._two_shares()
         self._stopping = asyncio.Event()
         self._lane_polls: dict[int, int] = {}  # lane -> long polls running on it
         self.max_polls = 0  # the most long polls that ran at once
@@ -196,8 +205,9 @@ class Dispatcher:
         """One receive from ``lane``: start handling every message received; return how
         many."""
         # Messages waiting for their caller's bulkhead do not count: one slow caller must
-        # not stop receives for every other.
-        held = len(self._tasks) - self.delivery.waiting
+        # not stop receives for every other. A high lane counts the high messages only.
+        high = lane >= self._queue.lanes - self._queue.high_lanes
+        held = self.high_shares.total if high else len(self._tasks) - self.delivery.waiting
         free = self._d.max_inflight - held
         if free <= 0:
             # Full: the polls go on receiving (fair shares hide what is over a caller's
@@ -280,7 +290,7 @@ class Dispatcher:
             await self._queue.send_dead_letter("", 0, "malformed message body")
             await self._visibility.delete(m)
             return
-        held: list[tuple[str, int]] = []  # counted in its caller's share while it is held
+        held: list[Held] = []  # counted in its caller's share while it is held
         if m.caller is not None:
             at_ms = self._unread_deferral_ms(m, m.caller)
             if at_ms is not None:
@@ -288,7 +298,8 @@ class Dispatcher:
                 return
             # Counted from now, not from after the read: while rows are read (slowly, under
             # a herd) the receives must not admit more of the caller than its share.
-            held.append(self.shares.enter(m.caller, m.fire_at_ms))
+            shares = self._shares(m.priority)
+            held.append((shares, shares.enter(m.caller, m.fire_at_ms)))
         try:
             hidden_until_ms = self._visibility.hidden_until_ms()
             t = None
@@ -298,11 +309,11 @@ class Dispatcher:
                 t = await self._store.get(m.trigger_id)
             await self._hold_and_deliver(m, t, hidden_until_ms, held)
         finally:
-            for entry in held:
-                self.shares.leave(entry)
+            for shares, entry in held:
+                shares.leave(entry)
 
     async def _hold_and_deliver(self, m: ReceivedMessage, t: Trigger | None,
-                                hidden_until_ms: int, held: list[tuple[str, int]]) -> None:
+                                hidden_until_ms: int, held: list[Held]) -> None:
         """``handle`` after the read: ``t`` is the trigger as read (None: unknown). Appends
         its caller to ``held`` when it is counted in the caller's share. Goes on through
         the occurrence's later attempts while each is due within ``hold_max_ms``."""
@@ -323,15 +334,8 @@ class Dispatcher:
             if self._stopping.is_set() or due_ms - self._clock.now_ms() > self.hold_max_ms:
                 await self._put_back(m, due_ms)
                 return
-            if not held:
-                if not self.shares.admits(t.caller, self.delivery.waiting):
-                    await self._visibility.defer_until(
-                        m, self._over_share_until_ms(m, t.caller, due_ms))
-                    return
-                held.append(self.shares.enter(t.caller, due_ms))
-            elif held[0] != (t.caller, due_ms):  # counted before the read: now as read
-                self.shares.leave(held.pop())
-                held.append(self.shares.enter(t.caller, due_ms))
+            if not await self._count_in_hand(m, t, due_ms, held):
+                return
             hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, due_ms)
             if watched := await self._watch(m, t, hidden_until_ms):  # a few times at most
                 (t, hidden_until_ms), lost_rounds = watched, lost_rounds + 1
@@ -361,6 +365,23 @@ class Dispatcher:
             lost_rounds += 1
             t = outcome  # the claim lost a race: look again at the trigger's current state
         log.warning("claim_gave_up", trigger_id=m.trigger_id)
+
+    async def _count_in_hand(self, m: ReceivedMessage, t: Trigger, due_ms: int,
+                             held: list[Held]) -> bool:
+        """Count ``t`` in its caller's share (of its priority's shares) as read, or hide it
+        again on SQS if the caller is over its share (False)."""
+        shares = self._shares(t.priority)
+        if not held:
+            if not shares.admits(t.caller, self.delivery.waiting):
+                await self._visibility.defer_until(
+                    m, self._over_share_until_ms(m, t.caller, due_ms, shares))
+                return False
+            held.append((shares, shares.enter(t.caller, due_ms)))
+        elif held[0] != (shares, (t.caller, due_ms)):  # counted before the read: as read
+            before, entry = held.pop()
+            before.leave(entry)
+            held.append((shares, shares.enter(t.caller, due_ms)))
+        return True
 
     async def _watch(self, m: ReceivedMessage, t: Trigger, hidden_until_ms: int
                      ) -> tuple[Trigger | None, int] | None:
@@ -410,16 +431,27 @@ class Dispatcher:
         """Until when to hide ``m``, whose body names its ``caller``, without reading its row,
         if it cannot be held (None: it can): the caller is over its share, or it is due and
         its caller's queue for the bulkhead is full (then it comes back at about its
-        turn)."""
-        if not self.shares.admits(caller, self.delivery.waiting):
-            return self._over_share_until_ms(m, caller, m.fire_at_ms)
+        turn). A high-priority message is counted in the high shares, and never waits for
+        room behind the caller's others in its bulkhead."""
+        shares = self._shares(m.priority)
+        if not shares.admits(caller, self.delivery.waiting):
+            return self._over_share_until_ms(m, caller, m.fire_at_ms, shares)
         bulkheads = self.delivery.bulkheads
-        if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller):
+        if m.fire_at_ms <= self._clock.now_ms() and bulkheads.full(caller, m.priority):
             self._metrics.inc("bulkhead_deferrals_total")
             return bulkheads.come_back_ms(caller, m.receive_count)
         return None
 
-    def _over_share_until_ms(self, m: ReceivedMessage, caller: str, due_ms: int) -> int:
+    def _two_shares(self) -> tuple[Shares, Shares]:
+        """The shares of the in-flight cap, and the high-priority messages' own."""
+        return (Shares(self._d.max_inflight, self.delivery.weight),
+                Shares(self._d.max_inflight, self.delivery.weight))
+
+    def _shares(self, priority: Priority) -> Shares:
+        return self.high_shares if priority is Priority.HIGH else self.shares
+
+    def _over_share_until_ms(self, m: ReceivedMessage, caller: str, due_ms: int,
+                             shares: Shares) -> int:
         """The dispatcher is full and ``caller`` holds its share of it: until when to hide
         the message (due at ``due_ms``) rather than hold it. One due later than the
         caller's earliest held message (by a second or more: room is made for it before it
@@ -431,13 +463,13 @@ class Dispatcher:
         self._metrics.inc("fair_share_deferrals_total", caller=caller)
         now_ms = self._clock.now_ms()
         ahead_ms = due_ms - now_ms
-        earliest_ms = self.shares.earliest_due_ms(caller)
+        earliest_ms = shares.earliest_due_ms(caller)
         if ahead_ms > 0 and earliest_ms is not None and earliest_ms <= due_ms - 1000:
             return now_ms + max(FAIR_DEFER_S, ahead_ms // 2000) * 1000
         if ahead_ms > 0:
             return due_ms + FAIR_DEFER_S * 1000
         return self.delivery.bulkheads.pace.come_back_ms(
-            caller, now_ms, self.shares.in_hand(caller), m.receive_count)
+            caller, now_ms, shares.in_hand(caller), m.receive_count)
 
     async def _put_back(self, m: ReceivedMessage, due_ms: int) -> None:
         """Hide the message until the enqueue lead before it is due, at least a second

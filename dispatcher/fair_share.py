@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
+from dispatcher.ranked import RankedWaiters
 from trigger_service.config.live_callers import Callers
 
 Weight = Callable[[str], int]
@@ -162,33 +163,34 @@ class RoundRobin:
 
 class FairSlots:
     """A semaphore of ``size`` slots whose waiters are served by ``RoundRobin`` over their
-    callers, first come first served within a caller."""
+    callers, and within a caller by priority (``ranked.RankedWaiters``: high first, then
+    first come first served)."""
 
     def __init__(self, size: int, weight: Weight = unit_weight) -> None:
         self._free = size
         self._order = RoundRobin(weight)
-        self._queues: dict[str, deque[asyncio.Future[None]]] = {}
+        self._queues: dict[str, RankedWaiters] = {}
 
     @property
     def waiting(self) -> int:
         return len(self._order)
 
     @asynccontextmanager
-    async def slot(self, caller: str) -> AsyncIterator[None]:
-        """Hold one slot for the block (waiting for it, in the caller's turn)."""
-        await self.acquire(caller)
+    async def slot(self, caller: str, rank: int = 1) -> AsyncIterator[None]:
+        """Hold one slot for the block (waiting for it, in the caller's turn, and among
+        the caller's waiters in ``rank``'s order: ``Priority.rank``)."""
+        await self.acquire(caller, rank)
         try:
             yield
         finally:
             self.release()
 
-    async def acquire(self, caller: str) -> None:
+    async def acquire(self, caller: str, rank: int = 1) -> None:
         if self._free > 0 and not len(self._order):
             self._free -= 1
             self._order.charge(caller)
             return
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._queues.setdefault(caller, deque()).append(fut)
+        fut = self._queues.setdefault(caller, RankedWaiters()).add(rank)
         self._order.push(caller)
         try:
             await fut
@@ -196,8 +198,9 @@ class FairSlots:
             if fut.done() and not fut.cancelled():
                 self.release()  # handed a slot just as it was cancelled: pass it on
             else:
-                self._queues[caller].remove(fut)
-                if not self._queues[caller]:
+                fut.cancel()
+                self._queues[caller].forget()
+                if not len(self._queues[caller]):
                     del self._queues[caller]
                 self._order.withdraw(caller)
             raise
@@ -209,10 +212,9 @@ class FairSlots:
             self._free += 1
             return
         queue = self._queues[caller]
-        fut = queue.popleft()
-        if not queue:
+        queue.wake_next()
+        if not len(queue):
             del self._queues[caller]
-        fut.set_result(None)
 
 
 # Without a pace, a message that cannot be held waits FAIR_DEFER_S, doubled with each

@@ -48,6 +48,7 @@ from typing import Any
 
 import structlog
 
+from dispatcher.ranked import RankedSlots
 from trigger_service.config.flow_defaults import default_flow
 from trigger_service.config.live_callers import Callers
 from trigger_service.core.errors import AdapterError
@@ -110,12 +111,12 @@ class _Waiter:
 
 
 class _Queue:
-    """A key's waiters in this process: ``askers`` bounds those asking Redis at once; those
-    of them refused for a full parallelism sleep in ``sleepers``, one woken per send of the
-    key ending here."""
+    """A key's waiters in this process: ``askers`` bounds those asking Redis at once (a
+    caller's high-priority ones first: ``ranked``); those of them refused for a full
+    parallelism sleep in ``sleepers``, one woken per send of the key ending here."""
 
     def __init__(self, askers: int) -> None:
-        self.askers = asyncio.Semaphore(askers)
+        self.askers = RankedSlots(askers)
         self.sleepers: deque[asyncio.Future[None]] = deque()
         self.users = 0
 
@@ -211,7 +212,7 @@ class FlowGate:
             yield
             return
         scope, fc = scoped
-        held, started_ms = await self._admit(scope, fc, holder, keep)
+        held, started_ms = await self._admit(scope, fc, holder, keep, t.priority.rank)
         stats = self._observe(scope, fc, started_ms, max(0, started_ms - t.due_at_ms()))
         stats.open += 1
         try:
@@ -228,7 +229,8 @@ class FlowGate:
                 queue.wake()  # a place is free: this process's waiters ask at once
 
     async def _admit(self, scope: FlowScope, fc: FlowControl, holder: str,
-                     keep: Callable[[], Awaitable[None]] | None) -> tuple[bool, int]:
+                     keep: Callable[[], Awaitable[None]] | None, rank: int
+                     ) -> tuple[bool, int]:
         """(True, the start the limiter counted) once admitted; (False, now) if Redis
         failed (delivered anyway: fail open). The
         first ask is made at once (a herd on schedule is admitted without waiting for one
@@ -252,7 +254,7 @@ class FlowGate:
             if (await ask())[0] is Admission.ADMITTED:
                 return True, asked_ms[0]
             self._metrics.inc("flow_control_waits_total")
-            await waiter.until(queue.askers.acquire())
+            await waiter.until(queue.askers.acquire(rank))
             try:
                 while True:
                     verdict, wait_ms = await ask()

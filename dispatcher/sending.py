@@ -124,7 +124,7 @@ class Sending:
             c = dataclasses.replace(c, claim=kept.claim)
             self._sending += 1
             try:
-                async with self._bulkheads.held(claimed.caller):
+                async with self._bulkheads.held(claimed.caller, claimed.priority.rank):
                     return await self._send_in_bulkhead(m, c, hidden_until_ms)
             finally:
                 self._sending -= 1

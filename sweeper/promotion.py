@@ -81,8 +81,10 @@ class Promoter:
                 rows = await self._store.get_many([d.trigger_id for d in chunk])
         except AdapterError as e:
             return Outcome(failed=frozenset(d.trigger_id for d in chunk), error=str(e))
-        pending = [(d, t) for d, t in zip(chunk, rows, strict=True)
-                   if t is not None and t.status is Status.PENDING]
+        # High priority first (each to its lane: ``core.lanes``), then normal, then low.
+        pending = sorted(((d, t) for d, t in zip(chunk, rows, strict=True)
+                          if t is not None and t.status is Status.PENDING),
+                         key=lambda dt: dt[1].priority.rank)
         sent = await self._send(pending) if pending else Outcome()
         return sent + Outcome(skipped=len(chunk) - len(pending))
 
@@ -97,7 +99,7 @@ class Promoter:
                     OutgoingMessage(d.trigger_id, d.fire_at_ms,
                                     sqs_delay_s(d.fire_at_ms, now_ms, self._lead_s),
                                     t.home_at_ms, t.shard if t.home_at_ms is not None else None,
-                                    t.caller)
+                                    t.caller, t.priority)
                     for d, t in group])
         except AdapterError as e:
             return Outcome(failed=frozenset(d.trigger_id for d, _ in group), error=str(e))

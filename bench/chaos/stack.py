@@ -263,8 +263,10 @@ class Stack:
             region_name=self.env.get("TRIGGER_SQS_REGION", "us-east-1"),
             aws_access_key_id=self.env.get("TRIGGER_SQS_ACCESS_KEY_ID", "test"),
             aws_secret_access_key=self.env.get("TRIGGER_SQS_SECRET_ACCESS_KEY", "test"))
-        lanes = int(self.env.get("TRIGGER_SQS_LANES", SqsSettings().lanes))
-        main = [schema.sqs_lane_queue(self.env["TRIGGER_SQS_QUEUE"], i) for i in range(lanes)]
+        main = schema.sqs_main_queues(
+            self.env["TRIGGER_SQS_QUEUE"],
+            int(self.env.get("TRIGGER_SQS_LANES", SqsSettings().lanes)),
+            int(self.env.get("TRIGGER_SQS_HIGH_LANES", SqsSettings().high_lanes)))
         for name in (*main, self.env["TRIGGER_SQS_DLQ"]):
             try:
                 url = client.get_queue_url(QueueName=name)["QueueUrl"]

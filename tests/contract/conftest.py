@@ -70,6 +70,7 @@ def store(request: pytest.FixtureRequest) -> Store:
 # Rows per page of ``small_pages_store``: a read of ten rows takes four requests.
 SMALL_PAGE = 3
 QUEUE_LANES = 3  # fewer than the default 8 (each is a queue to create), more than one
+QUEUE_HIGH_LANES = 1  # after them: lane 3
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +97,7 @@ def small_pages_store(request: pytest.FixtureRequest) -> Store:
 @pytest.fixture(params=_impls("memory", "sqs"))
 async def queue(request: pytest.FixtureRequest) -> AsyncIterator[QueueUnderTest]:
     if request.param == "memory":
-        fake = MemoryQueue(SystemClock(), lanes=QUEUE_LANES)
+        fake = MemoryQueue(SystemClock(), lanes=QUEUE_LANES, high_lanes=QUEUE_HIGH_LANES)
 
         async def fake_dead_letters() -> list[DeadLetterRow]:
             return [(d.trigger_id, d.fire_at_ms, d.reason) for d in fake.dead_letters]
@@ -104,7 +105,8 @@ async def queue(request: pytest.FixtureRequest) -> AsyncIterator[QueueUnderTest]
         yield QueueUnderTest("memory", fake, fake_dead_letters)
         return
     name = unique("c-")
-    settings = SqsSettings(queue=name, dlq=f"{name}-dlq", lanes=QUEUE_LANES)
+    settings = SqsSettings(queue=name, dlq=f"{name}-dlq", lanes=QUEUE_LANES,
+                           high_lanes=QUEUE_HIGH_LANES)
     real = await SqsQueue.connect(settings, visibility_timeout_s=30, metrics=InMemoryMetrics(),
                                   clock=SystemClock())
     admin = await SqsAdmin(settings).open()

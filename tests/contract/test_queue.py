@@ -11,6 +11,7 @@ import pytest
 from tests.contract.support import QueueUnderTest, receive_now, receive_within, unique
 from trigger_service.core.errors import MessageNotInFlight, QueueError
 from trigger_service.core.lanes import lane_of
+from trigger_service.core.model import Priority
 from trigger_service.core.ports.values import OutgoingMessage, VisibilityChange
 
 FIRE_AT_MS = 1_924_992_000_000
@@ -174,7 +175,7 @@ async def test_each_callers_messages_are_received_from_its_lane_only(
     """Lanes (``core.lanes``): a caller's messages go to its lane, one without a caller to
     lane 0, and a receive of one lane gets nothing of another's."""
     q = queue.queue
-    assert q.lanes == 3
+    assert q.lanes == 4 and q.high_lanes == 1  # three callers' lanes, then one high lane
     callers = ["dev", "chaos", "bench-b", None]  # lanes 0, 1, 2 and 0
     assert [lane_of(c, 3) for c in callers] == [0, 1, 2, 0]
     sent = {OutgoingMessage(unique("trg_"), FIRE_AT_MS, 0, caller=c).trigger_id: c
@@ -191,7 +192,34 @@ async def test_each_callers_messages_are_received_from_its_lane_only(
     assert by_lane == {lane: {t for t, c in sent.items() if lane_of(c, 3) == lane}
                        for lane in range(3)}
     with pytest.raises(QueueError):
-        await q.receive(max_messages=10, wait_s=0, visibility_s=30, lane=3)
+        await q.receive(max_messages=10, wait_s=0, visibility_s=30, lane=4)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+async def test_a_high_message_is_received_from_the_high_lane_with_its_priority(
+    queue: QueueUnderTest, pack: bool,
+) -> None:
+    """Priority (``core.lanes``): a high message goes to the high lane (3 here), and is
+    received with its priority, alone or in a pack; low and normal ones stay in their
+    caller's lane and keep theirs."""
+    q = queue.queue
+    sent = [OutgoingMessage(unique("trg_"), FIRE_AT_MS, 0, caller="chaos", priority=p)
+            for p in (Priority.HIGH, Priority.HIGH, Priority.LOW, Priority.NORMAL)]
+    if pack:
+        await q.send_many(sent)
+    else:
+        for m in sent:
+            await q.send(m)
+    got: dict[int, dict[str, Priority]] = {1: {}, 3: {}}
+    for _ in range(30):
+        for lane in got:
+            for r in await q.receive(max_messages=10, wait_s=0, visibility_s=30, lane=lane):
+                got[lane][r.trigger_id] = r.priority
+        if sum(map(len, got.values())) >= len(sent):
+            break
+        await asyncio.sleep(0.1)
+    assert got == {3: {m.trigger_id: Priority.HIGH for m in sent[:2]},
+                   1: {sent[2].trigger_id: Priority.LOW, sent[3].trigger_id: Priority.NORMAL}}
 
 
 async def test_receipts_of_every_lane_hide_show_and_delete_their_own_message(

@@ -50,9 +50,9 @@ class SqsAdmin:
         return [json.loads(m["Body"]) for m in resp.get("Messages") or []]
 
     def lane_queues(self) -> list[str]:
-        """The main queue's lanes (``core.lanes``), lane 0 first."""
-        return [schema.sqs_lane_queue(self._settings.queue, lane)
-                for lane in range(self._settings.lanes)]
+        """The main queue's lanes (``core.lanes``), lane 0 first, the high lanes last."""
+        return schema.sqs_main_queues(self._settings.queue, self._settings.lanes,
+                                      self._settings.high_lanes)
 
     async def receive_main(self, visibility_s: int) -> list[dict[str, Any]]:
         """Receive from the main queue (each lane, up to 10 from each) as a dispatcher that

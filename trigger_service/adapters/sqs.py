@@ -15,8 +15,9 @@ about an eighth of a message sent alone). Every request is counted by operation
 (``sqs_calls_total``) and the messages each carries observed (``sqs_batch_messages``).
 Retries live here too, in one layer: botocore's standard mode.
 
-The main queue is ``TRIGGER_SQS_LANES`` queues (``core.lanes``): a message goes to its
-caller's lane, ``receive`` reads the lane it is asked for, and a receipt handed out for lane
+The main queue is ``TRIGGER_SQS_LANES`` queues and ``TRIGGER_SQS_HIGH_LANES`` more
+(``core.lanes``): a message goes to its caller's lane (a high-priority one to its caller's
+high lane), ``receive`` reads the lane it is asked for, and a receipt handed out for lane
 ``i`` > 0 names its lane (``~i~`` before SQS's handle, which is base64 and has no ``~``), so
 deletes and visibility changes go to the queue the message came from. Each lane has its own
 batchers: a batch request names one queue.
@@ -61,7 +62,7 @@ from trigger_service.adapters.sqs_wire import (
 )
 from trigger_service.config.sqs import SqsSettings
 from trigger_service.core.errors import MessageNotInFlight, QueueError
-from trigger_service.core.lanes import lane_of
+from trigger_service.core.lanes import Lanes
 from trigger_service.core.ports import Clock, Metrics
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_BATCH
@@ -114,7 +115,8 @@ class SqsQueue:
         self._triggers_sent = 0
         self._recreating = asyncio.Lock()
         self._generation = 0  # bumped by every re-creation, so concurrent callers do it once
-        lanes = range(max(1, settings.lanes))
+        self.lane_plan = Lanes(settings.lanes, settings.high_lanes)
+        lanes = range(self.lane_plan.total)
         self._senders: list[Batcher[OutgoingMessage]] = [Batcher(
             functools.partial(self._send_batch, lane), clock,
             max_batch=SQS_MAX_BATCH * self._pack_max,
@@ -139,6 +141,11 @@ class SqsQueue:
     @property
     def lanes(self) -> int:
         return len(self._senders)
+
+    @property
+    def high_lanes(self) -> int:
+        """The last this many of ``lanes`` are high-priority lanes (``core.lanes``)."""
+        return self.lane_plan.high
 
     @property
     def urls(self) -> QueueUrls:
@@ -234,7 +241,7 @@ class SqsQueue:
             self._generation += 1
 
     def _lane_of(self, message: OutgoingMessage) -> int:
-        return lane_of(message.caller, self.lanes)
+        return self.lane_plan.of(message.caller, message.priority)
 
     async def send(self, message: OutgoingMessage) -> None:
         """A message SQS is to hide at least the pack linger (its trigger is due later than
@@ -283,7 +290,7 @@ class SqsQueue:
         for i, pack in enumerate(packs):
             first = batch[pack[0]]
             body = (encode_body(first.trigger_id, first.fire_at_ms, first.home_at_ms,
-                                first.shard, first.caller) if len(pack) == 1
+                                first.shard, first.caller, first.priority) if len(pack) == 1
                     else pack_body([batch[j] for j in pack]))
             entries.append({"Id": str(i), "MessageBody": body, "DelaySeconds": sqs_delay(first)})
         resp = await self._call("send", lambda: self._client.send_message_batch(
@@ -525,8 +532,8 @@ async def ensure_queues(
             "deadLetterTargetArn": redrive_arn, "maxReceiveCount": str(settings.max_receive_count),
         }),
     }
-    lanes = tuple([await _ensure_queue(client, schema.sqs_lane_queue(settings.queue, lane),
-                                       attrs) for lane in range(max(1, settings.lanes))])
+    names = schema.sqs_main_queues(settings.queue, settings.lanes, settings.high_lanes)
+    lanes = tuple([await _ensure_queue(client, name, attrs) for name in names])
     return QueueUrls(lanes[0], dlq_url, redrive_url, lanes)
 
 

@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trigger_service.adapters import schema
+from trigger_service.adapters.sqs_wire import body_priority
+from trigger_service.core.model import Priority
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S
 
@@ -45,20 +47,25 @@ def sqs_delay(m: OutgoingMessage) -> int:
 
 
 def packs_of(messages: Sequence[OutgoingMessage], pack_max: int) -> list[list[int]]:
-    """Positions of ``messages`` grouped into packs: those of one delay together, in order,
-    at most ``pack_max`` a pack (a pack of one is a plain message)."""
-    by_delay: dict[int, list[int]] = {}
+    """Positions of ``messages`` grouped into packs: those of one delay and one priority
+    together, in order, at most ``pack_max`` a pack (a pack of one is a plain message)."""
+    by_delay: dict[tuple[int, Priority], list[int]] = {}
     for i, m in enumerate(messages):
-        by_delay.setdefault(sqs_delay(m), []).append(i)
+        by_delay.setdefault((sqs_delay(m), m.priority), []).append(i)
     size = max(1, pack_max)
     return [group[j:j + size] for group in by_delay.values()
             for j in range(0, len(group), size)]
 
 
 def pack_body(members: Sequence[OutgoingMessage]) -> str:
-    """A pack's body: each member's id, fire time, home, shard and caller."""
-    return json.dumps({schema.MSG_PACK: [
-        [m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard, m.caller] for m in members]})
+    """A pack's body: each member's id, fire time, home, shard and caller, and the
+    members' one priority unless normal (beside the list: an earlier release reads the
+    members as it always did)."""
+    body: dict[str, Any] = {schema.MSG_PACK: [
+        [m.trigger_id, m.fire_at_ms, m.home_at_ms, m.shard, m.caller] for m in members]}
+    if members and members[0].priority is not Priority.NORMAL:
+        body[schema.MSG_PRIORITY] = members[0].priority.value
+    return json.dumps(body)
 
 
 def pack_members(body: Any) -> list[OutgoingMessage] | None:
@@ -67,13 +74,14 @@ def pack_members(body: Any) -> list[OutgoingMessage] | None:
     if not isinstance(body, dict) or not isinstance(items := body.get(schema.MSG_PACK), list):
         return None
     out = []
+    priority = body_priority(body)
     for item in items:
         try:
             tid, fire_at_ms, home_at_ms, shard, caller = item
             where = ((home_at_ms, shard) if isinstance(home_at_ms, int)
                      and isinstance(shard, int) else (None, None))
             out.append(OutgoingMessage(str(tid), int(fire_at_ms), 0, where[0], where[1],
-                                       caller if isinstance(caller, str) else None))
+                                       caller if isinstance(caller, str) else None, priority))
         except (ValueError, TypeError):
             out.append(OutgoingMessage("", 0, 0))
     return out
@@ -130,7 +138,8 @@ class PackBook:
         self._ids[receipt] = message_id
         return [ReceivedMessage(f"{message_id}{_MEMBER_MARK}{i}", member_receipt(i, receipt),
                                 members[i].trigger_id, members[i].fire_at_ms, receive_count,
-                                members[i].home_at_ms, members[i].shard, members[i].caller)
+                                members[i].home_at_ms, members[i].shard, members[i].caller,
+                                members[i].priority)
                 for i in pending]
 
     def _pack(self, receipt: str) -> _Pack | None:

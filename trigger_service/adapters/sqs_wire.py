@@ -12,6 +12,7 @@ from botocore.exceptions import ClientError
 from trigger_service.adapters import schema
 from trigger_service.adapters.batching import NO_ERRORS, ItemErrors
 from trigger_service.core.errors import MessageNotInFlight, QueueError
+from trigger_service.core.model import Priority
 from trigger_service.core.ports.values import ReceivedMessage
 
 # What SQS (query and JSON protocols) and LocalStack answer for a queue that does not exist.
@@ -29,7 +30,8 @@ _LANE_MARK = "~"
 
 
 def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
-                shard: int | None = None, caller: str | None = None) -> str:
+                shard: int | None = None, caller: str | None = None,
+                priority: Priority = Priority.NORMAL) -> str:
     body: dict[str, int | str] = {schema.MSG_TRIGGER_ID: trigger_id,
                                   schema.MSG_FIRE_AT_MS: fire_at_ms}
     if home_at_ms is not None and shard is not None:
@@ -37,7 +39,19 @@ def encode_body(trigger_id: str, fire_at_ms: int, home_at_ms: int | None = None,
         body[schema.MSG_SHARD] = shard
     if caller is not None:
         body[schema.MSG_CALLER] = caller
+    if priority is not Priority.NORMAL:
+        body[schema.MSG_PRIORITY] = priority.value
     return json.dumps(body)
+
+
+def body_priority(body: Any) -> Priority:
+    """The priority a parsed body names; normal when it names none or one not known (an
+    earlier or a later release's)."""
+    raw = body.get(schema.MSG_PRIORITY) if isinstance(body, dict) else None
+    try:
+        return Priority(raw) if isinstance(raw, str) else Priority.NORMAL
+    except ValueError:
+        return Priority.NORMAL
 
 
 def lane_receipt(lane: int, handle: str) -> str:
@@ -118,6 +132,7 @@ def decode_message(m: dict[str, Any], lane: int = 0, body: Any = None) -> Receiv
         fire_at_ms=fire_at_ms,
         receive_count=receive_count(m),
         home_at_ms=where[0], shard=where[1],
-        caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None)
+        caller=caller if isinstance(caller := body.get(schema.MSG_CALLER), str) else None,
+        priority=body_priority(body))
 
 

@@ -13,6 +13,15 @@ from trigger_service.config.parsers import pos_int as _pos_int
 Row = tuple[str, tuple[str, str], Callable[[str], Any], str]
 _linger_ms = int_up_to(1000)  # a wait added to calls under load: past 1 s, a mistake
 _lanes = int_up_to(64)  # each lane is a long poll per dispatcher: past 64, a mistake
+
+
+def _high_lanes(raw: str) -> int:
+    """0 (high-priority messages in their caller's lane) up to 16."""
+    value = int(raw)
+    if not 0 <= value <= 16:
+        raise ValueError("must be between 0 and 16")
+    return value
+
 # A member is at most ~150 bytes (a 64-character caller name): 10 packs of 150 in a
 # SendMessageBatch stay under SQS's 256 KiB a request.
 _pack_max = int_up_to(150)
@@ -53,6 +62,9 @@ class SqsSettings:
     # The main queue is this many queues, a caller's messages in one (core.lanes): one
     # caller's herd does not stand in front of another caller's messages on SQS.
     lanes: int = 8
+    # And this many more for high-priority messages (core.lanes; 0: they go to their
+    # caller's lane, behind its herd on SQS).
+    high_lanes: int = 2
     # Triggers one message may carry when they are sent with the same delay (a herd's second,
     # a batch): adapters.sqs_packs. 1: one message each.
     pack_max: int = 50
@@ -94,6 +106,11 @@ SQS_VARIABLES: tuple[Row, ...] = (
              "by a hash of its name, each lane with its own long poll in every dispatcher: one "
              "caller's herd does not queue in front of another's. Lowering it leaves the "
              "dropped lanes' messages to the due-scan: drain them first"),
+    ("TRIGGER_SQS_HIGH_LANES", ("sqs", "high_lanes"), _high_lanes,
+             "this many more SQS queues (named <queue>-high-<i>) for high-priority messages, "
+             "each caller's in one by the same hash, each with its own long poll in every "
+             "dispatcher: a caller's high-priority triggers are not queued behind its own herd. "
+             "0: they go to their caller's lane (the dispatcher still orders them first)"),
     ("TRIGGER_SQS_PACK_MAX", ("sqs", "pack_max"), _pack_max,
              "triggers one SQS message may carry when sent together with the same delay (a "
              "herd promoted by the sweeper, a batch, concurrent registrations): a herd costs "

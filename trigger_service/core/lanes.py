@@ -12,11 +12,22 @@ extra polls.
 A caller's lane is a stable hash of its name (the same in every process and release);
 messages without a caller (an earlier release's) go to lane 0, the queue named by
 ``TRIGGER_SQS_QUEUE``. Two callers may share a lane; more lanes make that rarer.
+
+High lanes: a caller's high-priority messages go to a lane of their own (one of ``high``
+lanes after the callers' lanes, by the same hash), so that its herd of normal or low ones
+due at the same instant does not stand in front of them on SQS either. Within the
+dispatcher, priority orders one caller's messages (``dispatcher.fair_share``); which caller
+goes next is still fair shares' choice, so a caller gains nothing over another by calling
+everything high: its high lane is shared with the callers hashed to it, and served with the
+same fairness.
 """
 
 from __future__ import annotations
 
 import zlib
+from dataclasses import dataclass
+
+from trigger_service.core.model import Priority
 
 
 def lane_of(caller: str | None, lanes: int) -> int:
@@ -24,3 +35,22 @@ def lane_of(caller: str | None, lanes: int) -> int:
     if caller is None or lanes <= 1:
         return 0
     return zlib.crc32(caller.encode()) % lanes
+
+
+@dataclass(frozen=True, slots=True)
+class Lanes:
+    """The main queue's lanes: ``callers`` lanes (0 .. callers - 1) and after them ``high``
+    lanes for high-priority messages (none: those go to their caller's lane)."""
+
+    callers: int
+    high: int = 0
+
+    @property
+    def total(self) -> int:
+        return max(1, self.callers) + self.high
+
+    def of(self, caller: str | None, priority: Priority = Priority.NORMAL) -> int:
+        """The lane of a message of ``caller`` with ``priority``."""
+        if priority is Priority.HIGH and self.high > 0:
+            return max(1, self.callers) + lane_of(caller, self.high)
+        return lane_of(caller, self.callers)

@@ -37,7 +37,7 @@ class WatchedGate(ClaimGate):
     @property
     def backlog(self) -> int:
         """Held messages waiting for their claim time."""
-        return len(self._waiting)
+        return sum(map(len, self._waiting))
 
 
 # --- the gate ---------------------------------------------------------------------------------

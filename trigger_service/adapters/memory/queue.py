@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from trigger_service.adapters.memory.failing import Failing
 from trigger_service.core.errors import MessageNotInFlight, QueueError
-from trigger_service.core.lanes import lane_of
+from trigger_service.core.lanes import Lanes
+from trigger_service.core.model import Priority
 from trigger_service.core.ports import Clock
 from trigger_service.core.ports.values import OutgoingMessage, ReceivedMessage, VisibilityChange
 from trigger_service.core.time.timing import SQS_MAX_DELAY_S
@@ -28,6 +29,7 @@ class _Message:
     home_at_ms: int | None = None
     shard: int | None = None
     caller: str | None = None
+    priority: Priority = Priority.NORMAL
     lane: int = 0
 
 
@@ -50,10 +52,12 @@ class MemoryQueue(Failing):
     only from it.
     """
 
-    def __init__(self, clock: Clock, lanes: int = 1) -> None:
+    def __init__(self, clock: Clock, lanes: int = 1, high_lanes: int = 0) -> None:
         super().__init__()
         self._clock = clock
-        self.lanes = lanes
+        self.lane_plan = Lanes(lanes, high_lanes)
+        self.lanes = self.lane_plan.total
+        self.high_lanes = high_lanes
         self._ids = itertools.count(1)
         self.messages: list[_Message] = []
         self.dead_letters: list[QueuedDeadLetter] = []
@@ -77,7 +81,8 @@ class MemoryQueue(Failing):
                                           now_ms + max(0, min(SQS_MAX_DELAY_S, m.delay_s)) * 1000,
                                           f"m{next(self._ids)}", home_at_ms=m.home_at_ms,
                                           shard=m.shard, caller=m.caller,
-                                          lane=lane_of(m.caller, self.lanes)))
+                                          priority=m.priority,
+                                          lane=self.lane_plan.of(m.caller, m.priority)))
 
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
@@ -101,7 +106,8 @@ class MemoryQueue(Failing):
             m.receipt = f"{m.message_id}/{m.receive_count}"
             m.visible_at_ms = now_ms + visibility_s * 1000
             out.append(ReceivedMessage(m.message_id, m.receipt, m.trigger_id, m.fire_at_ms,
-                                       m.receive_count, m.home_at_ms, m.shard, m.caller))
+                                       m.receive_count, m.home_at_ms, m.shard, m.caller,
+                                       m.priority))
         return out
 
     def _by_receipt(self, receipt: str) -> _Message | None:

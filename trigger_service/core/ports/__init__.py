@@ -250,6 +250,9 @@ class DeliveryQueue(Protocol):
     @property
     def lanes(self) -> int: ...  # the queue's lanes (core.lanes), each received on its own
 
+    @property
+    def high_lanes(self) -> int: ...  # the last this many of them are high-priority lanes
+
     async def receive(
         self, *, max_messages: int, wait_s: int, visibility_s: int, lane: int = 0
     ) -> list[ReceivedMessage]:

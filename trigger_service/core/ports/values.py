@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from trigger_service.core.model import Route, Trigger
+from trigger_service.core.model import Priority, Route, Trigger
 
 
 # --- the trigger store --------------------------------------------------------------------
@@ -53,12 +53,14 @@ class OutgoingMessage:
     home_at_ms: int | None = field(default=None, compare=False)
     shard: int | None = field(default=None, compare=False)
     caller: str | None = field(default=None, compare=False)
+    # Its lane (high has lanes of its own, ``core.lanes``) and its order in the dispatcher.
+    priority: Priority = field(default=Priority.NORMAL, compare=False)
 
     @classmethod
     def of(cls, t: Trigger, delay_s: int) -> OutgoingMessage:
         """The message for ``t``'s current occurrence, sent with ``delay_s``."""
         return cls(t.trigger_id, t.fire_at_ms, delay_s, t.home_at_ms,
-                   t.shard if t.home_at_ms is not None else None, t.caller)
+                   t.shard if t.home_at_ms is not None else None, t.caller, t.priority)
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class ReceivedMessage:
     home_at_ms: int | None = None  # hints (OutgoingMessage), if the body says
     shard: int | None = None
     caller: str | None = None
+    priority: Priority = Priority.NORMAL  # the body's (normal when it names none)
 
 
 # --- delivery -------------------------------------------------------------------------------
