@@ -8,6 +8,9 @@ import random
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
+from tests.contract.conftest import KEYSPACE
 from tests.contract.support import (
     INDEX_TTL_S,
     MIN_MS,
@@ -17,7 +20,17 @@ from tests.contract.support import (
     unique,
     utc_ms,
 )
-from trigger_service.core.model import Route, Status, Trigger, fire_month, new_trigger_id
+from trigger_service.adapters import schema
+from trigger_service.adapters.cassandra.store import CassandraStore
+from trigger_service.core.model import (
+    Priority,
+    Route,
+    Status,
+    Trigger,
+    fire_month,
+    new_trigger_id,
+    row_partition,
+)
 from trigger_service.core.ports.idempotency import IdempotencyRecord
 from trigger_service.core.ports.values import NEWEST, BucketEntry, ListCursor
 
@@ -78,6 +91,38 @@ async def test_the_registering_traceparent_round_trips(store: Store) -> None:
     assert await store.compare_and_set(t, claimed)
     again = await store.get(t.trigger_id)
     assert again is not None and again.trace_parent == parent  # a claim keeps it
+
+
+async def test_a_priority_round_trips_and_normal_leaves_no_cell(store: Store) -> None:
+    t = replace(make_trigger(unique("caller-"), utc_ms(2031, 5, 6, 9), shard=_shard()),
+                priority=Priority.HIGH)
+    await _create(store, t)
+    got = await store.get(t.trigger_id)
+    assert got == t and got is not None and got.priority is Priority.HIGH
+    low = replace(t, priority=Priority.LOW, revision=1)  # an edit of the priority alone
+    assert await store.compare_and_set(t, low)
+    assert (await store.get(t.trigger_id)) == low
+    normal = replace(low, priority=Priority.NORMAL, revision=2)
+    assert await store.compare_and_set(low, normal)
+    again = await store.get(t.trigger_id)
+    assert again == normal and again is not None and again.priority is Priority.NORMAL
+
+
+@pytest.mark.integration
+async def test_a_row_written_before_the_priority_column_reads_normal(
+        cassandra_store: CassandraStore) -> None:
+    """A row of an earlier release has no ``priority`` cell (033): it reads as normal."""
+    t = replace(make_trigger(unique("caller-"), utc_ms(2031, 5, 6, 10), shard=_shard()),
+                priority=Priority.LOW)
+    await cassandra_store.create(t, INDEX_TTL_S)
+    second, row_shard = row_partition(t.fire_at_ms, t.shard)
+    cassandra_store._session.execute(  # the cell gone, as if never written
+        f"UPDATE {KEYSPACE}.{schema.TABLE_BY_SECOND} SET {schema.COL_PRIORITY} = null "
+        f"WHERE {schema.COL_HOME_SECOND} = %s AND {schema.COL_ROW_SHARD} = %s "
+        f"AND {schema.COL_HOME_AT_MS} = %s AND {schema.COL_TRIGGER_ID} = %s",
+        (second, row_shard, t.fire_at_ms, t.trigger_id))
+    got = await cassandra_store.get(t.trigger_id)
+    assert got == replace(t, priority=Priority.NORMAL)
 
 
 async def test_create_twice_is_idempotent_and_never_undoes_a_transition(store: Store) -> None:

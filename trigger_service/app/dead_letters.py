@@ -170,7 +170,7 @@ class DeadLetterService:
         key = f"replay:{d.id}:{d.dead_at_ms}"
         req = NewTrigger(callback_url=d.callback_url, payload_json=t.payload_json,
                          fire_at_ms=at_ms, received_at_ms=now_ms, plan=t.plan,
-                         flow_control=t.flow_control)
+                         flow_control=t.flow_control, priority=t.priority)
         done = await self._triggers.register_planned(t.caller, req, key, key,
                                                      snoozed_from=t.trigger_id)
         if done.replayed:

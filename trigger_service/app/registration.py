@@ -16,6 +16,7 @@ from trigger_service.core.deadlines import check_expiry
 from trigger_service.core.errors import InvalidRequest, NotEditable
 from trigger_service.core.flow import FlowControl
 from trigger_service.core.model import (
+    Priority,
     Status,
     Trigger,
     keyed_trigger_id,
@@ -55,6 +56,7 @@ class NewTrigger:
     expires_at_ms: int | None = None  # deadlines (``core.deadlines``); None: none
     max_lateness_s: int | None = None
     flow_control: FlowControl | None = None  # flow control: its own key and bounds
+    priority: Priority = Priority.NORMAL  # among the caller's triggers due at one time
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +81,7 @@ class RegisterRequest:
     expires_at_ms: int | None = None  # expiresAt (not before the first fire time: timed)
     max_lateness_s: int | None = None  # maxLatenessSeconds (>= 1)
     flow_control: FlowControl | None = None  # ``flowControl`` (``core.flow``): checked
+    priority: Priority = Priority.NORMAL  # ``priority``
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +118,7 @@ def timed_request(req: RegisterRequest, api: ApiSettings) -> NewTrigger:
                       req.received_at_ms, first.schedule, first.occurrence, req.plan,
                       req.jitter_s, req.tags, req.labels, req.recipient,
                       req.floats and first.schedule is not None, req.expires_at_ms,
-                      req.max_lateness_s, req.flow_control)
+                      req.max_lateness_s, req.flow_control, req.priority)
 
 
 def new_trigger(caller: str, req: NewTrigger, idem_key: str | None, request_hash: str,
@@ -145,13 +148,13 @@ def new_trigger(caller: str, req: NewTrigger, idem_key: str | None, request_hash
         recipient=req.recipient, recipient_zone=req.recipient_zone,
         expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
         flow_control=req.flow_control, trace_parent=current_traceparent(),
-        snoozed_from=snoozed_from,
+        snoozed_from=snoozed_from, priority=req.priority,
     )
 
 
 def snoozed(original: Trigger, trigger: Trigger) -> Trigger:
     """``trigger`` as a snooze of ``original``: ``original``'s callback, payload, channels,
-    tags and labels at ``trigger``'s time. Raises ``NotEditable`` unless ``original`` is
+    tags, labels and priority at ``trigger``'s time. Raises ``NotEditable`` unless ``original`` is
     pending, in flight or fired."""
     if original.status not in (Status.PENDING, Status.IN_FLIGHT, Status.FIRED):
         raise NotEditable(f"trigger {original.trigger_id} is {original.status.value}; "
@@ -159,5 +162,5 @@ def snoozed(original: Trigger, trigger: Trigger) -> Trigger:
                           status=original.status.value)
     return replace(trigger, callback_url=original.callback_url,
                    payload_json=original.payload_json, plan=original.plan,
-                   tags=original.tags, labels=original.labels,
+                   tags=original.tags, labels=original.labels, priority=original.priority,
                    snoozed_from=original.trigger_id)

@@ -67,12 +67,13 @@ def copies(t: Trigger) -> bool:
 
 def copy_request(t: Trigger, fire_at_ms: int, now_ms: int) -> NewTrigger:
     """A one-time copy of ``t`` firing at ``fire_at_ms`` (no jitter), asked at ``now_ms``:
-    ``t``'s callback, payload, channels, recipient, tags, labels, flow control and lateness
-    bound as they are now (a run's copy, a backfill's: ``app.backfills``)."""
+    ``t``'s callback, payload, channels, recipient, tags, labels, flow control, lateness
+    bound and priority as they are now (a run's copy, a backfill's: ``app.backfills``)."""
     return NewTrigger(
         callback_url=t.callback_url, payload_json=t.payload_json, fire_at_ms=fire_at_ms,
         received_at_ms=now_ms, plan=t.plan, tags=t.tags, labels=t.labels,
-        recipient=t.recipient, max_lateness_s=t.max_lateness_s, flow_control=t.flow_control)
+        recipient=t.recipient, max_lateness_s=t.max_lateness_s, flow_control=t.flow_control,
+        priority=t.priority)
 
 
 class Running:

@@ -416,7 +416,7 @@ class TriggerService:
                       channel_states=current.channel_states if keep else (),
                       recipient=req.recipient, recipient_zone=req.recipient_zone,
                       expires_at_ms=req.expires_at_ms, max_lateness_s=req.max_lateness_s,
-                      flow_control=req.flow_control)
+                      flow_control=req.flow_control, priority=req.priority)
         await link_recipient(self.recipients, new, self.index_ttl_s(new))
         if retime:  # the new time, jittered as this occurrence is (the window may be new)
             new = replace(

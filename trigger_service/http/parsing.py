@@ -25,7 +25,7 @@ from trigger_service.core.errors import (
     PayloadTooLarge,
 )
 from trigger_service.core.flow import parse_flow_control
-from trigger_service.core.model import Status, is_trigger_id
+from trigger_service.core.model import Priority, Status, is_trigger_id
 from trigger_service.core.notify.plan import PLAN_FIELDS, parse_plan
 from trigger_service.core.ports.values import ListCursor
 from trigger_service.core.recent_attempts import AttemptKey
@@ -41,12 +41,13 @@ __all__ = ["NO_BODY", "parse_json_body", "parse_optional_json_body"]
 
 ALLOWED_FIELDS = frozenset({"callbackUrl", "payload", "jitterSeconds", "recipient",
                             *TIME_FIELDS, *PLAN_FIELDS, "tags", "labels", *DEADLINE_FIELDS,
-                            "flowControl"})
+                            "flowControl", "priority"})
 JITTER_MAX_S = 10**9  # the shape's bound; the setting (TRIGGER_API_MAX_JITTER_S) is checked later
 FILTER_PARAMS = ("tag", "label", "recipient")  # a listing's filters besides status
 _SHAPE_LOCALE = "en-US"  # any locale with a date order: only the shape is checked
 MAX_IDEMPOTENCY_KEY_LEN = 255
 MAX_LIST_LIMIT = 500
+_PRIORITIES = {p.value: p for p in Priority}
 _LIMIT_RE = re.compile(r"[0-9]{1,6}")  # ASCII digits only: int() would take " ١٢_3"
 # A listing cursor's month (yyyymm) and instant: what the index's int and bigint columns hold.
 _MONTHS = range(101, 999_913)
@@ -88,7 +89,8 @@ def parse_register(
                            parse_tags(body.get("tags")), parse_labels(body.get("labels")),
                            recipient, retime, floats, parse_expires_at(body.get("expiresAt")),
                            parse_max_lateness(body.get("maxLatenessSeconds")),
-                           parse_flow_control(body.get("flowControl")))
+                           parse_flow_control(body.get("flowControl")),
+                           parse_priority(body.get("priority")))
 
 
 def parse_debounce(value: object) -> Debounce:
@@ -119,8 +121,8 @@ def parse_debounce(value: object) -> Debounce:
 
 def check_unplanned_fields(body: dict[str, Any], payload_max_bytes: int) -> None:
     """The shape of the create fields a preview computes nothing from (payload, tags,
-    labels, recipient, deadlines, flow control): what create would refuse in them, a
-    preview refuses too (the same 400 or 413)."""
+    labels, recipient, deadlines, flow control, priority): what create would refuse in
+    them, a preview refuses too (the same 400 or 413)."""
     _payload_json(body, payload_max_bytes)
     parse_tags(body.get("tags"))
     parse_labels(body.get("labels"))
@@ -128,6 +130,17 @@ def check_unplanned_fields(body: dict[str, Any], payload_max_bytes: int) -> None
     parse_expires_at(body.get("expiresAt"))
     parse_max_lateness(body.get("maxLatenessSeconds"))
     parse_flow_control(body.get("flowControl"))
+    parse_priority(body.get("priority"))
+
+
+def parse_priority(value: object) -> Priority:
+    """``priority``: absent or null is normal; else ``"high"``, ``"normal"`` or ``"low"``
+    (the name, lower case: one value has one form, and the request hash sees that form)."""
+    if value is None:
+        return Priority.NORMAL
+    if not isinstance(value, str) or value not in _PRIORITIES:
+        raise InvalidRequest('priority: "high", "normal" or "low"', field="priority")
+    return _PRIORITIES[value]
 
 
 def parse_jitter(value: object) -> int:

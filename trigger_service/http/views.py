@@ -40,6 +40,7 @@ def trigger_view(t: Trigger) -> dict[str, Any]:
         "labels": dict(t.labels),
         **deadlines_view(t),
         "flowControl": t.flow_control.to_json() if t.flow_control else None,
+        "priority": t.priority.value,
     }
 
 

@@ -31,6 +31,16 @@ class Status(StrEnum):
     PAUSED = "PAUSED"
 
 
+class Priority(StrEnum):
+    """Among one caller's triggers due at the same time, ``HIGH`` ones are delivered before
+    ``NORMAL`` ones, and those before ``LOW`` ones; the fair shares between callers are
+    unchanged by it. A plain string (``"high"``) is taken wherever a ``Priority`` is."""
+
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
 @dataclass(frozen=True, slots=True)
 class Page(Generic[T]):
     """One page of a listing; ``next_cursor`` is None on the last one."""
@@ -189,6 +199,7 @@ class Trigger:
     expires_at: datetime | None = None
     max_lateness_s: int | None = None
     flow_control: FlowControl | None = None  # its own; None: none of its own
+    priority: Priority = Priority.NORMAL  # among the caller's triggers due at one time
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> Trigger:
@@ -210,7 +221,9 @@ class Trigger:
             raw=d, tags=tuple(d.get("tags") or ()), labels=dict(d.get("labels") or {}),
             catch_up=d.get("catchUp"), expires_at=_opt_instant(d.get("expiresAt")),
             max_lateness_s=d.get("maxLatenessSeconds"),
-            flow_control=FlowControl.from_json(d.get("flowControl")))
+            flow_control=FlowControl.from_json(d.get("flowControl")),
+            # A server from before priorities shows none: normal is what it does.
+            priority=Priority(d.get("priority") or Priority.NORMAL))
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
-from trigger_client.models import Debounce, DstPolicy, FlowControl
+from trigger_client.models import Debounce, DstPolicy, FlowControl, Priority
 from trigger_client.pausing import CatchUp
 
 # SDK name -> API name, for every field of a trigger request.
@@ -27,7 +27,7 @@ _API_NAMES = {
     "recipient": "recipient", "message": "message",
     "catch_up": "catchUp",
     "expires_at": "expiresAt", "max_lateness_s": "maxLatenessSeconds",
-    "flow_control": "flowControl", "debounce": "debounce",
+    "flow_control": "flowControl", "debounce": "debounce", "priority": "priority",
 }
 
 
@@ -37,6 +37,8 @@ def _value(value: Any) -> Any:
         return value.isoformat()
     if isinstance(value, DstPolicy | CatchUp | FlowControl | Debounce):
         return value.to_json()
+    if isinstance(value, Priority):
+        return value.value
     if isinstance(value, tuple):
         return [_value(v) for v in value]
     return value
@@ -68,6 +70,7 @@ class TriggerFields(TypedDict, total=False):
     expires_at: datetime | str  # aware: no occurrence is sent after it
     max_lateness_s: int  # each occurrence sent at most this long after its time
     flow_control: FlowControl  # per destination
+    priority: Priority | str  # "high", "normal" (the default) or "low"
     debounce: Debounce  # create only: join the key's open trigger
 
 
@@ -98,6 +101,7 @@ class PatchFields(TypedDict, total=False):
     expires_at: datetime | str | None
     max_lateness_s: int | None
     flow_control: FlowControl | None  # replaces the whole object
+    priority: Priority | str | None  # None: back to normal
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +136,8 @@ class TriggerRequest:
     expires_at: datetime | str | None = None  # no occurrence is sent after it
     max_lateness_s: int | None = None  # each occurrence at most this late (>= 1)
     flow_control: FlowControl | None = None  # per destination
+    # Among the caller's triggers due at the same time: high first, low last (None: normal).
+    priority: Priority | str | None = None
     debounce: Debounce | None = None  # create only (not batch, not preview)
 
     @classmethod

@@ -21,7 +21,7 @@ from trigger_service.core.dead_letters import (
     JobStatus,
 )
 from trigger_service.core.errors import AlreadyReplayed, NotFound, NotReplayable
-from trigger_service.core.model import Route, Status, Trigger, new_trigger_id
+from trigger_service.core.model import Priority, Route, Status, Trigger, new_trigger_id
 from trigger_service.core.time import series
 from trigger_service.core.time.recurrence import Recurrence
 
@@ -149,6 +149,26 @@ async def test_a_series_occurrence_is_replayed_by_a_one_time_copy_once() -> None
     await env.store.put_dead_letter(d, 60)  # even if the letter showed up open again
     with pytest.raises(AlreadyReplayed):
         await service(env).replay("orders", d.id)
+
+
+async def test_a_replay_keeps_the_priority_in_place_and_in_a_series_copy() -> None:
+    env = make_env()
+    d = await dead(env)
+    env.store.triggers[d.trigger_id] = replace(env.store.triggers[d.trigger_id],
+                                               priority=Priority.LOW)
+    assert (await service(env).replay("orders", d.id)).priority is Priority.LOW
+    rec = Recurrence.from_dict({"kind": "rrule", "rule": "FREQ=DAILY",
+                                "dtstart": "2023-11-14T09:00:00", "timeZone": "UTC",
+                                "gap": "shift", "overlap": "first", "exdates": []})
+    tid = new_trigger_id(NOW_MS - 60_000)
+    env.store.triggers[tid] = Trigger(tid, "orders", CALLBACK, "null", NOW_MS + 86_400_000,
+                                      NOW_MS - 60_000, 0, Route.SWEEP, schedule=rec,
+                                      occurrence_seq=1, priority=Priority.HIGH)
+    letter = DeadLetter(f"{tid}.1", tid, "orders", DeadLetterReason.GONE, "gone: HTTP 410",
+                        1, NOW_MS - 1_000, NOW_MS - 2_000, CALLBACK)
+    await env.store.put_dead_letter(letter, 60)
+    copy = await service(env).replay("orders", letter.id)
+    assert copy.trigger_id != tid and copy.priority is Priority.HIGH
 
 
 async def test_bulk_replay_runs_every_matching_letter_once() -> None:

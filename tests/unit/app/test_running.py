@@ -9,9 +9,9 @@ import pytest
 from tests.unit.app.support import NOW_MS, Env, make_env
 from tests.unit.app.test_pausing import _one_time, _series
 from tests.unit.core.test_catchup import HOUR
-from trigger_service.app.running import Run
+from trigger_service.app.running import Run, copy_request
 from trigger_service.core.errors import IdempotencyKeyReused, NotFound, NotRunnable
-from trigger_service.core.model import Route, Status, Trigger, keyed_trigger_id
+from trigger_service.core.model import Priority, Route, Status, Trigger, keyed_trigger_id
 
 HASH = "run-hash"
 
@@ -69,6 +69,19 @@ async def test_a_series_gets_an_extra_occurrence_and_keeps_its_schedule() -> Non
     assert [m.trigger_id for m in env.queue.sent] == [run.run_trigger_id]
     # Without a key every run is another occurrence.
     assert (await _run(env, t)).run_trigger_id not in (t.trigger_id, run.run_trigger_id)
+
+
+@pytest.mark.parametrize("paused", [False, True])
+async def test_a_runs_copy_keeps_the_priority(paused: bool) -> None:
+    env = make_env()
+    t = await _series(env)
+    env.store.triggers[t.trigger_id] = t = replace(t, priority=Priority.HIGH)
+    if paused:
+        t = await env.service.pause("orders", t.trigger_id)
+    run = await _run(env, t)
+    assert run.run_trigger_id != t.trigger_id
+    assert env.store.triggers[run.run_trigger_id].priority is Priority.HIGH
+    assert copy_request(t, NOW_MS, NOW_MS).priority is Priority.HIGH  # a backfill's too
 
 
 @pytest.mark.parametrize("kind", ["one_time", "series"])

@@ -163,7 +163,7 @@ async def test_get_shows_the_whole_trigger(api: Api) -> None:
                    "channels": None, "acknowledged": None, "jitterSeconds": 0,
                    "scheduledAt": "2023-11-14T22:23:20.000Z", "tags": [], "labels": {},
                    "recipient": None, "resolvedTimeZone": None, "expiresAt": None,
-                   "maxLatenessSeconds": None, "flowControl": None}
+                   "maxLatenessSeconds": None, "flowControl": None, "priority": "normal"}
 
 
 async def test_idempotent_replay_header_and_key_reuse(api: Api) -> None:

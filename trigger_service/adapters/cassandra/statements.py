@@ -26,7 +26,7 @@ from trigger_service.adapters.cassandra.subscriptions import subscription_querie
 from trigger_service.adapters.cassandra.term_index import term_queries
 from trigger_service.adapters.cassandra.trigger_jobs import trigger_job_queries
 from trigger_service.core.flow import flow_from_json, flow_to_json
-from trigger_service.core.model import Route, Status, Trigger
+from trigger_service.core.model import Priority, Route, Status, Trigger
 from trigger_service.core.notify.plan import (
     plan_from_json,
     plan_to_json,
@@ -198,6 +198,7 @@ def row_values(t: Trigger) -> dict[str, Any]:
         t.expires_at_ms, t.max_lateness_s,
         flow_to_json(t.flow_control) if t.flow_control else None,
         t.trace_parent, t.claim_lease_ms,
+        None if t.priority is Priority.NORMAL else t.priority.value,  # normal: no cell
     ), strict=True))
 
 
@@ -240,7 +241,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
      tzdata_version, revision, snoozed_from, plan, channel_states,
      acked_seq, request_hash, registered_fire_at_ms, jitter_s, tags, labels, recipient,
      recipient_zone, expires_at_ms, max_lateness_s, flow_control, trace_parent,
-     claim_lease_ms,
+     claim_lease_ms, priority,
      ) = (row[c] for c in s.TRIGGER_COLUMNS)
     if status is None:
         return None
@@ -265,6 +266,7 @@ def trigger_from_row(trigger_id: str, row: dict[str, Any]) -> Trigger | None:
         expires_at_ms=expires_at_ms, max_lateness_s=max_lateness_s,
         flow_control=flow_from_json(flow_control) if flow_control else None,
         trace_parent=trace_parent, claim_lease_ms=claim_lease_ms,
+        priority=Priority(priority) if priority else Priority.NORMAL,  # null: before 033
     )
 
 

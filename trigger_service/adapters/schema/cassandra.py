@@ -24,6 +24,8 @@
                           A claim (IN_FLIGHT) carries its lease, ``claim_lease_ms``: a
                           duration on its claimer's monotonic clock, which a taker waits out
                           on its own (``dispatcher.claim_keeping``; null before 026).
+                          ``priority``: ``high`` or ``low`` by name, no cell for normal
+                          (null before 033 reads as normal).
                           Size: at 1,000 triggers a second, 125 rows per partition.
                           Lifetime: forever while live; ``TRIGGER_RETENTION_DAYS`` once
                           finished (a keyed row: at least its key's promise).
@@ -329,6 +331,7 @@ TABLE_SWEEP_CURSORS: Final = "sweep_cursors"
 TABLE_COUNTERS: Final = "service_counters"
 # triggers: the key, then every column in the order the statements bind them.
 COL_TRIGGER_ID: Final = "trigger_id"
+COL_PRIORITY: Final = "priority"
 TRIGGER_COLUMNS: Final = (
     "caller", "callback_url", "payload", "fire_at_ms", "created_at_ms", "shard", "path",
     "status", "attempts", "last_error", "fired_at_ms", "claim_id", "claimed_at_ms",
@@ -344,6 +347,10 @@ TRIGGER_COLUMNS: Final = (
     # A claim's lease in ms (dispatcher.claim_keeping): a duration on the claimer's
     # monotonic clock; unset on rows never claimed since the column came (026).
     "claim_lease_ms",
+    # core.model.Priority by name ("high", "low"); unset for normal, so the rows of
+    # releases before the column (033) read as normal. A name, not a rank: the order is
+    # the code's to change without rewriting rows.
+    COL_PRIORITY,
 )
 # recipients, recipient_triggers, recipient_zone_changes
 TABLE_RECIPIENTS: Final = "recipients"

@@ -11,7 +11,7 @@ from aiohttp import web
 from trigger_service.app.cpu_shares import costly
 from trigger_service.app.schedules import first_fire, preview
 from trigger_service.core.errors import InvalidRequest
-from trigger_service.core.model import Trigger, keyed_trigger_id
+from trigger_service.core.model import Priority, Trigger, keyed_trigger_id
 from trigger_service.core.notify.plan import PREFERRED, parse_plan, plan_to_json
 from trigger_service.core.recipient_profiles import RECIPIENT_ZONE
 from trigger_service.core.time.recurrence import RuleKind
@@ -117,6 +117,8 @@ def request_body_of(t: Trigger) -> dict[str, Any]:
     if t.flow_control is not None:
         body["flowControl"] = {k: v for k, v in t.flow_control.to_json().items()
                                if v is not None}
+    if t.priority is not Priority.NORMAL:  # normal is the default: left out as it is stored
+        body["priority"] = t.priority.value
     rec = t.schedule
     if rec is None:  # the scheduled instant: the jitter is added again (the same offset)
         return body | {"fireAt": format_rfc3339_ms(t.scheduled_at_ms)}

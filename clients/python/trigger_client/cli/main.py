@@ -45,7 +45,7 @@ from trigger_client.cli.jobs import Label, Poll, Recipient, Tag
 from trigger_client.cli.timeparse import dst_marks, local, parse_at, parse_duration_s, show, zone
 from trigger_client.client import TriggerClient
 from trigger_client.errors import ConnectionFailed, InvalidRequest, ServerError
-from trigger_client.models import CreatedTrigger, Debounce, FlowControl, Trigger
+from trigger_client.models import CreatedTrigger, Debounce, FlowControl, Priority, Trigger
 from trigger_client.requests import TriggerRequest
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -78,6 +78,10 @@ ExpiresAt = Annotated[str | None, typer.Option(
 MaxLateness = Annotated[str | None, typer.Option(
     "--max-lateness", help="Send each occurrence at most this long after its time (30s, "
     "10m, 1h; whole seconds, at least 1s); later, it is dead-lettered 'expired'.")]
+
+PriorityOpt = Annotated[Priority | None, typer.Option(
+    "--priority", help="Among your triggers due at the same time: high ones go first, low "
+    "ones last (default normal). Other callers' shares are unchanged.")]
 
 
 FlowKey = Annotated[str | None, typer.Option(
@@ -197,7 +201,7 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
            rrule: Rrule = None, cron: Cron = None, jitter: Jitter = None,
            expires_at: ExpiresAt = None, max_lateness: MaxLateness = None,
            flow_key: FlowKey = None, flow_rate: FlowRate = None,
-           flow_parallelism: FlowParallelism = None,
+           flow_parallelism: FlowParallelism = None, priority: PriorityOpt = None,
            debounce_key: DebounceKey = None, debounce_mode: DebounceModeOpt = "replace",
            debounce_max_wait: DebounceMaxWait = None,
            idempotency_key: Annotated[str | None, typer.Option(
@@ -212,6 +216,7 @@ def create(ctx: typer.Context, url: Annotated[str | None, typer.Option(
                            max_lateness_s=None if max_lateness is None
                            else round(parse_duration_s(max_lateness)),
                            flow_control=flow_control(flow_key, flow_rate, flow_parallelism),
+                           priority=priority,
                            debounce=debounce(debounce_key, debounce_mode, debounce_max_wait))
         if when is not None:
             req = settle_when(c, req, output, zone(tz), yes)
