@@ -102,7 +102,9 @@
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
 - ``debounce_heads``      (``caller``, ``debounce_key``) → its head's ``started_at_ms`` (the
-                          trigger id derives from it), ``max_wait_s``; LWTs only; lives as its
+                          trigger id derives from it), ``max_wait_s``, ``expires_at_ms`` (its
+                          TTL's end, so a trailing request renews it only when its trigger
+                          may outlive it; unset on rows before 034); LWTs only; lives as its
                           trigger's row may. 1 row per partition.
 - ``endpoint_health_by_caller`` (``caller``) → per ``origin`` a failing or disabled endpoint;
                           read in pages every few s by each dispatcher; deleted by a success
@@ -231,6 +233,7 @@ COL_PAUSED_AT_MS: Final = "paused_at_ms"
 TABLE_DEBOUNCE_HEADS: Final = "debounce_heads"
 COL_DEBOUNCE_KEY: Final = "debounce_key"
 COL_MAX_WAIT_S: Final = "max_wait_s"
+COL_HEAD_EXPIRES_AT_MS: Final = "expires_at_ms"  # debounce_heads: its TTL's end
 TABLE_ENDPOINT_HEALTH: Final = "endpoint_health_by_caller"
 TABLE_ENDPOINT_HEALTH_LEGACY: Final = "endpoint_health"
 ENDPOINT_HEALTH_KEY: Final = "all"  # the legacy table's one partition
