@@ -52,3 +52,18 @@ async def test_concurrent_starts_and_replaces_agree_on_one_head(store: Store) ->
         for n in range(8)))
     assert len(set(nexts)) == 1 and nexts[0] != head
     assert await store.debounce_head(caller, "k") == nexts[0]
+
+
+async def test_a_head_keeps_its_bound_and_expiry_as_written_and_as_answered(
+        store: Store) -> None:
+    caller = unique("deb-")
+    first = DebounceHead(caller, "k", T0, max_wait_s=30, expires_at_ms=T0 + TTL_S * 1000)
+    assert await store.start_head(first, TTL_S) == first
+    assert await store.debounce_head(caller, "k") == first
+    renewed = DebounceHead(caller, "k", T0, 30, expires_at_ms=T0 + 2 * TTL_S * 1000)
+    assert await store.replace_head(first, renewed, 2 * TTL_S) == renewed
+    assert await store.debounce_head(caller, "k") == renewed
+    # A replace that lost answers the head there whole (its bound too), not just its start.
+    stale = DebounceHead(caller, "k", T0 - 1)
+    assert await store.replace_head(stale, DebounceHead(caller, "k", T0 + 1), TTL_S) == renewed
+    assert await store.start_head(DebounceHead(caller, "k", T0 + 2), TTL_S) == renewed

@@ -5,6 +5,8 @@ first and bounded."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from tests.contract.support import unique
@@ -76,3 +78,34 @@ async def test_delete_takes_its_failed_events_and_is_idempotent(
     assert await subs.delete_subscription(caller, "a") is False
     assert await subs.failed_events(caller, "a", 10) == []
     assert [s.name for s in await subs.subscriptions(caller)] == ["b"]
+
+
+async def test_concurrent_creations_leave_exactly_the_cap(subs: SubscriptionStore) -> None:
+    caller, cap = unique("subs-"), 3
+    got = await asyncio.gather(*(subs.put_subscription(sub(caller, f"n{n}"), cap)
+                                 for n in range(10)))
+    created = [r[0].name for r in got if r is not None]
+    assert len(created) == cap and all(r is None or r[1] for r in got)
+    assert sorted(x.name for x in await subs.subscriptions(caller)) == sorted(created)
+    # A put of a name there is a replacement: never refused for the cap, even at it and
+    # concurrently with refused creations.
+    again = await asyncio.gather(
+        *(subs.put_subscription(sub(caller, created[0], at_ms=T0 + n), cap) for n in range(4)),
+        *(subs.put_subscription(sub(caller, f"m{n}"), cap) for n in range(4)))
+    assert [r is not None and not r[1] for r in again[:4]] == [True] * 4
+    assert again[4:] == [None] * 4
+    # A delete frees a place, which one creation of those racing for it takes.
+    assert await subs.delete_subscription(caller, created[1])
+    after = await asyncio.gather(*(subs.put_subscription(sub(caller, f"k{n}"), cap)
+                                   for n in range(5)))
+    assert sum(r is not None for r in after) == 1
+    assert len(await subs.subscriptions(caller)) == cap
+
+
+async def test_concurrent_creations_of_one_name_make_it_once(subs: SubscriptionStore) -> None:
+    caller = unique("subs-")
+    got = await asyncio.gather(*(subs.put_subscription(sub(caller, "a", at_ms=T0 + n), 2)
+                                 for n in range(6)))
+    assert all(r is not None for r in got)
+    assert sum(r[1] for r in got if r is not None) == 1
+    assert [x.name for x in await subs.subscriptions(caller)] == ["a"]

@@ -3,14 +3,20 @@ and list it (a caller its own entries, operators all). No HTTP here: the edge sa
 on what and how it was answered (``http.audit``).
 
 Recording never fails nor delays the request it records: the write starts in the background
-and the answer goes out; a write that fails, or one more than ``TRIGGER_AUDIT_MAX_PENDING``
-in flight (a slow Cassandra), is lost and counted in ``audit_write_failures_total``. The
-store coalesces concurrent entries into shared batches (``adapters.cassandra.audit``).
+and the answer goes out. An entry is lost, and counted in ``audit_write_failures_total`` by
+``reason``, when its write fails (``error``) or is cancelled (``cancelled``), when
+``TRIGGER_AUDIT_MAX_PENDING`` are in flight (``overflow``: a slow Cassandra), or when its
+caller already has its share of them in flight (``caller_share``: a fraction,
+``CALLER_SHARE_DIVISOR``, so one caller's burst leaves room for the others' entries; an
+operator's entries, caller None, are shared under the operator's actor). The store coalesces
+concurrent entries into shared batches (``adapters.cassandra.audit``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+from collections import Counter
 
 import structlog
 
@@ -29,6 +35,12 @@ log = structlog.get_logger(__name__)
 
 MAX_LIMIT = 500  # the API's own cap (http.parsing.MAX_LIST_LIMIT)
 DEFAULT_LIMIT = 50
+# A caller's entries in flight: at most this fraction of ``max_pending`` (as
+# ``platform.caller_events``' events waiting to be queued).
+CALLER_SHARE_DIVISOR = 4
+
+# Whose share an entry takes: ("caller", its caller), or ("operator", the acting operator).
+Share = tuple[str, str]
 
 
 class AuditTrail:
@@ -39,6 +51,8 @@ class AuditTrail:
         self._clock = clock
         self._metrics = metrics
         self._running: set[asyncio.Future[None]] = set()
+        self._max_per_share = max(1, settings.max_pending // CALLER_SHARE_DIVISOR)
+        self._by_share: Counter[Share] = Counter()  # entries in flight, dropped at zero
 
     @property
     def logs_creates(self) -> bool:
@@ -53,30 +67,38 @@ class AuditTrail:
                request_id: str, outcome: str) -> None:
         """Start writing one entry, stamped now, and return at once. ``caller``: whose own
         listing shows it (None: an operator acted; operators see every entry). Never
-        raises: a lost entry is counted."""
+        raises: a lost entry is counted (the module docstring)."""
+        share: Share = ("caller", caller) if caller is not None else ("operator", actor)
         if len(self._running) >= self._s.max_pending:
-            self._lost("overflow", action, request_id)
+            self._lost("overflow", "", action, request_id)
+            return
+        if self._by_share[share] >= self._max_per_share:
+            self._lost("caller_share", "", action, request_id)
             return
         entry = AuditEntry(self._clock.now_ms(), request_id, actor, action, target,
                            request_id, outcome, caller)
         write = asyncio.ensure_future(self._store.append_audit([entry], self._s.retention_s))
         self._running.add(write)
-        write.add_done_callback(lambda f: self._written(f, entry))
+        self._by_share[share] += 1
+        write.add_done_callback(functools.partial(self._written, share, entry))
 
-    def _written(self, write: asyncio.Future[None], e: AuditEntry) -> None:
+    def _written(self, share: Share, e: AuditEntry, write: asyncio.Future[None]) -> None:
         self._running.discard(write)
+        self._by_share[share] -= 1
+        if self._by_share[share] <= 0:
+            del self._by_share[share]  # an idle caller keeps no state
         if write.cancelled():
-            self._lost("cancelled", e.action, e.request_id)
+            self._lost("cancelled", "", e.action, e.request_id)
         elif (error := write.exception()) is not None:
-            self._lost(str(error), e.action, e.request_id)
+            self._lost("error", str(error), e.action, e.request_id)
         else:
             self._metrics.inc("audit_entries_total")
 
-    def _lost(self, why: str, action: AuditAction, request_id: str) -> None:
+    def _lost(self, reason: str, error: str, action: AuditAction, request_id: str) -> None:
         # An entry lost is counted and logged, never raised: the request it records is done.
-        self._metrics.inc("audit_write_failures_total")
+        self._metrics.inc("audit_write_failures_total", reason=reason)
         log.warning("audit_write_failed", action=action.value, audited_request=request_id,
-                    error=why)
+                    reason=reason, error=error or None)
 
     async def drain(self) -> None:
         """Wait for the writes started so far (their failures are counted, not raised)."""

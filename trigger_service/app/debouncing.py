@@ -22,6 +22,12 @@ died before its row is completed by the next request, with that request's fields
 
 The trigger created counts against the caller's ``max_pending`` and the channels' budgets
 like any registration; a request that joins takes nothing.
+
+The head must outlive its trigger (then the trigger is found finished, or gone, rather than a
+second one made), without a head LWT per trailing request: a head with ``maxWaitSeconds`` is
+written to live as a trigger firing at its deadline may (no fire time can be later), and is
+never renewed; one without is written with ``HEAD_TTL_SLACK_S`` more, and a trailing request
+renews it only when its fire time needs longer than the head's ``expires_at_ms``.
 """
 
 from __future__ import annotations
@@ -51,6 +57,10 @@ from trigger_service.core.ports.debounce import DebounceHeads
 
 log = structlog.get_logger(__name__)
 
+# A head without maxWait lives this much longer than its trigger needs, so trailing requests
+# renew it (an LWT) once per this much the fire times move on, not once each.
+HEAD_TTL_SLACK_S = 86_400
+
 
 class Debouncing:
     def __init__(self, settings: Settings, catalog: TriggerCatalog, heads: DebounceHeads,
@@ -74,9 +84,8 @@ class Debouncing:
         head = await self._heads.debounce_head(caller, debounce.key)
         for _ in range(ROUNDS):
             if head is None:
-                head = await self._heads.start_head(
-                    DebounceHead(caller, debounce.key, now_ms, debounce.max_wait_s),
-                    self._head_ttl_s(new.fire_at_ms, now_ms))
+                head = await self._heads.start_head(*self._new_head(
+                    caller, debounce, now_ms, new.fire_at_ms))
             capped = replace(new, fire_at_ms=debounced_fire_at_ms(head, new.fire_at_ms))
             t = new_trigger(caller, capped, head.idem_key, request_hash, self._s)
             there = await self._catalog.get(t.trigger_id)
@@ -123,8 +132,8 @@ class Debouncing:
             new = replace(new, route=route_for(new.fire_at_ms, now_ms, self._s.direct_max_delay_s))
         if not await self._catalog.advance(t, new, self.index_ttl_s(new), now_ms):
             return None
-        if new.fire_at_ms > t.fire_at_ms:  # the head must outlive its trigger
-            await self._heads.replace_head(head, head, self._head_ttl_s(new.fire_at_ms, now_ms))
+        if new.fire_at_ms > t.fire_at_ms and self._outlives(new, head, now_ms):
+            await self._heads.replace_head(head, *self._renewed(head, new.fire_at_ms, now_ms))
         if moved and new.route is Route.DIRECT and new.status is Status.PENDING:
             self._sends.start(new)  # the old message is dropped as stale
         return new
@@ -133,13 +142,30 @@ class Debouncing:
                          fire_at_ms: int) -> DebounceHead:
         """The head after ``head``: this request's, or another's that came first."""
         return await self._heads.replace_head(
-            head, DebounceHead(head.caller, head.key, now_ms, debounce.max_wait_s),
-            self._head_ttl_s(fire_at_ms, now_ms))
+            head, *self._new_head(head.caller, debounce, now_ms, fire_at_ms))
 
     def index_ttl_s(self, t: Trigger) -> int:
         return self._s.index_ttl_s(t.fire_at_ms, t.created_at_ms)
 
-    def _head_ttl_s(self, fire_at_ms: int, now_ms: int) -> int:
-        """A head lives as long as its trigger's row may (a fire time moved later renews
-        it): then its trigger is found finished, or gone, rather than a second one made."""
-        return self._s.index_ttl_s(fire_at_ms, now_ms)
+    def _new_head(self, caller: str, debounce: Debounce, now_ms: int,
+                  fire_at_ms: int) -> tuple[DebounceHead, int]:
+        """A head started now by a request for ``fire_at_ms``, and its TTL."""
+        head = DebounceHead(caller, debounce.key, now_ms, debounce.max_wait_s)
+        return self._renewed(head, fire_at_ms, now_ms)
+
+    def _renewed(self, head: DebounceHead, fire_at_ms: int,
+                 now_ms: int) -> tuple[DebounceHead, int]:
+        """``head`` to be written now for a trigger at ``fire_at_ms``, and its TTL: as long
+        as a trigger at its deadline may live (its fire time can be no later), or without
+        one as long as a trigger at ``fire_at_ms`` may, and ``HEAD_TTL_SLACK_S`` more."""
+        deadline = head.deadline_ms
+        if deadline is not None:
+            ttl_s = self._s.index_ttl_s(max(deadline, fire_at_ms), now_ms)
+        else:
+            ttl_s = self._s.index_ttl_s(fire_at_ms, now_ms) + HEAD_TTL_SLACK_S
+        return replace(head, expires_at_ms=now_ms + ttl_s * 1000), ttl_s
+
+    def _outlives(self, t: Trigger, head: DebounceHead, now_ms: int) -> bool:
+        """Whether ``t``'s row may outlive ``head`` as written (not known: it may)."""
+        needed_ms = now_ms + self._s.index_ttl_s(t.fire_at_ms, now_ms) * 1000
+        return head.expires_at_ms is None or head.expires_at_ms < needed_ms

@@ -19,8 +19,9 @@ class AuditSettings:
     # Single creates are the bulk of the traffic: counted (audit_creates_total), not logged,
     # unless asked for.
     creates: bool = False
-    # Entries written at once per API process; beyond it an entry is dropped (and counted):
-    # a slow Cassandra must not grow the process's memory with audit writes.
+    # Entries written at once per API process (a caller's at most a quarter: app.audit);
+    # beyond it an entry is dropped (and counted): a slow Cassandra must not grow the
+    # process's memory with audit writes.
     max_pending: int = 1000
 
     @property
@@ -35,6 +36,6 @@ AUDIT_VARIABLES: tuple[Row, ...] = (
      "also log each create (POST /v1/triggers: one entry a trigger; the batch create: one "
      "entry a batch) with action create; otherwise creates are only counted"),
     ("TRIGGER_AUDIT_MAX_PENDING", ("audit", "max_pending"), _pos_int,
-     "audit entries an API process writes at once; more are dropped and counted "
-     "(audit_write_failures_total)"),
+     "audit entries an API process writes at once, a caller at most a quarter of them; "
+     "more are dropped and counted (audit_write_failures_total)"),
 )

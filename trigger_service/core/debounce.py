@@ -42,12 +42,15 @@ class Debounce:
 @dataclass(frozen=True, slots=True)
 class DebounceHead:
     """The head of (caller, key): started at ``started_at_ms`` by a request whose
-    ``max_wait_s`` bounds it."""
+    ``max_wait_s`` bounds it. ``expires_at_ms``: when its row expires, as written (None:
+    not known, a row written before heads carried it); ``app.debouncing`` renews the head
+    only when its trigger may outlive that."""
 
     caller: str
     key: str
     started_at_ms: int
     max_wait_s: int | None = None
+    expires_at_ms: int | None = None
 
     @property
     def idem_key(self) -> str:

@@ -95,8 +95,10 @@ SERIES: dict[str, Series] = {
                                      "TRIGGER_SQS_MAX_BACKGROUND_SENDS being pending (left "
                                      "to the due-scan)"),
     "audit_entries_total": Series("counter", "audit log entries written"),
-    "audit_write_failures_total": Series("counter", "audit log entries lost: their write "
-                                         "failed or TRIGGER_AUDIT_MAX_PENDING were pending"),
+    "audit_write_failures_total": Series(
+        "counter", "audit log entries lost, by reason: error or cancelled (the write), "
+        "overflow (TRIGGER_AUDIT_MAX_PENDING in flight), caller_share (its caller's share "
+        "of them in flight)", ("reason",)),
     "audit_creates_total": Series("counter", "creates counted, not logged (without "
                                   "TRIGGER_AUDIT_CREATES)"),
     "rate_limited_total": Series("counter", "requests refused 429 rate_limited", ("caller",),

@@ -9,6 +9,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.app.support import NOW_MS, Env, make_env
+from trigger_service.app.debouncing import HEAD_TTL_SLACK_S
 from trigger_service.app.idempotency import Registered
 from trigger_service.app.registration import RegisterRequest
 from trigger_service.app.schedules import TimeRequest
@@ -110,6 +111,58 @@ async def test_a_head_whose_first_writer_died_is_completed_by_the_next_request()
     got = await _send(env, KEEP, "late")
     assert not got.debounced and got.trigger_id in env.store.triggers
     assert json.loads(env.store.triggers[got.trigger_id].payload_json) == "late"
+
+
+def _head_outlives_its_trigger(env: Env, trigger_id: str) -> bool:
+    """The head's expiry is at least as late as the trigger's row may live (from now)."""
+    t = env.store.triggers[trigger_id]
+    head = env.store.heads[("orders", "digest")]
+    now = env.clock.now_ms()
+    assert head.expires_at_ms is not None
+    return head.expires_at_ms >= now + env.settings.index_ttl_s(t.fire_at_ms, now) * 1000
+
+
+async def test_trailing_requests_renew_the_head_only_when_their_trigger_would_outlive_it(
+        ) -> None:
+    env = make_env()
+    first = await _send(env, REPLACE, 0, delay_ms=60_000)
+    assert env.store.head_writes == 1  # its start
+    for n in range(1, 101):  # a request a minute, each a minute ahead: 100 minutes on
+        env.clock.advance_ms(60_000)
+        assert (await _send(env, REPLACE, n, delay_ms=60_000)).debounced
+        assert _head_outlives_its_trigger(env, first.trigger_id)
+    assert env.store.head_writes == 1  # the slack covers 100 minutes: no renewal
+    env.clock.advance_ms(HEAD_TTL_SLACK_S * 1000)  # past the slack: renewed, once
+    for n in range(101, 111):
+        env.clock.advance_ms(1_000)
+        assert (await _send(env, REPLACE, n, delay_ms=60_000)).debounced
+        assert _head_outlives_its_trigger(env, first.trigger_id)
+    assert env.store.head_writes == 2
+
+
+async def test_a_head_with_max_wait_lives_past_its_deadline_and_is_never_renewed() -> None:
+    env = make_env()
+    bounded = Debounce("digest", DebounceMode.REPLACE, max_wait_s=7 * 86_400)
+    first = await _send(env, bounded, 0, delay_ms=60_000)
+    for n in range(1, 57):  # requests up to the deadline, each later
+        env.clock.advance_ms(3 * 3_600_000)
+        got = await _send(env, bounded, n, delay_ms=3_600_000)
+        assert got.debounced and got.trigger_id == first.trigger_id
+        assert _head_outlives_its_trigger(env, first.trigger_id)
+    assert env.store.triggers[first.trigger_id].fire_at_ms == NOW_MS + 7 * 86_400_000
+    assert env.store.head_writes == 1
+
+
+async def test_a_head_written_without_its_expiry_is_renewed_once() -> None:
+    env = make_env()
+    first = await _send(env, REPLACE, 0)
+    head = env.store.heads[("orders", "digest")]
+    env.store.heads[("orders", "digest")] = replace(head, expires_at_ms=None)  # an old row
+    for n in range(1, 4):
+        env.clock.advance_ms(1_000)
+        await _send(env, REPLACE, n)
+        assert _head_outlives_its_trigger(env, first.trigger_id)
+    assert env.store.head_writes == 2
 
 
 async def test_keys_of_other_callers_and_other_keys_are_apart() -> None:

@@ -132,7 +132,7 @@ async def test_a_failed_write_is_counted_and_the_answer_unchanged(api: Api) -> N
     assert await _step(api, "DELETE", f"/v1/triggers/{tid}") == 200
     del api.env.store.failures["append_audit"]
     assert await _entries(api, "/v1/audit", AUTH) == []
-    assert api.env.metrics.snapshot().get("audit_write_failures_total") == 1
+    assert api.env.metrics.snapshot().get('audit_write_failures_total{reason="error"}') == 1
 
 
 async def test_a_job_by_filter_and_a_bulk_replay_are_one_entry_each(api: Api) -> None:

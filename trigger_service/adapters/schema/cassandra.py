@@ -104,7 +104,9 @@
                           ``caller``, with ``paused_at_ms``; read whole every 2 s by each
                           dispatcher. Size: a handful of rows in one partition. Forever.
 - ``debounce_heads``      (``caller``, ``debounce_key``) → its head's ``started_at_ms`` (the
-                          trigger id derives from it), ``max_wait_s``; LWTs only; lives as its
+                          trigger id derives from it), ``max_wait_s``, ``expires_at_ms`` (its
+                          TTL's end, so a trailing request renews it only when its trigger
+                          may outlive it; unset on rows before 034); LWTs only; lives as its
                           trigger's row may. 1 row per partition.
 - ``endpoint_health_by_caller`` (``caller``) → per ``origin`` a failing or disabled endpoint;
                           read in pages every few s by each dispatcher; deleted by a success
@@ -117,7 +119,12 @@
                           ``TRIGGER_RETENTION_DAYS`` from the hold. Size: the origin's holds
                           in that time (one per one-time trigger; a series: per occurrence).
 - ``event_subscriptions`` (``caller``) → by ``name``, ≤ ``TRIGGER_EVENTS_MAX_SUBSCRIPTIONS``
-  rows, until deleted; ``event_failures`` ((``caller``, ``subscription``)) → its failed events
+  rows, until deleted, and the static ``creations`` (034): the partition is the caller's one
+  place of agreement on the cap. A creation is a conditional batch of its row and
+  ``creations`` moved from the value read with the rows it counted, so two creations counted
+  against the same rows cannot both apply; a replacement (``IF EXISTS``) and a delete (``IF
+  EXISTS``) leave it, since neither adds a row. Unset on partitions before 034 (null is the
+  first value read); ``event_failures`` ((``caller``, ``subscription``)) → its failed events
   newest first, ``TRIGGER_RETENTION_DAYS``. Events go on the SQS queue ``EVENTS_QUEUE_SUFFIX``.
 - ``endpoint_health``     (``k`` = ``ENDPOINT_HEALTH_KEY``) → the same records as written by
                           releases before 027; emptied into ``endpoint_health_by_caller`` by
@@ -233,6 +240,7 @@ COL_PAUSED_AT_MS: Final = "paused_at_ms"
 TABLE_DEBOUNCE_HEADS: Final = "debounce_heads"
 COL_DEBOUNCE_KEY: Final = "debounce_key"
 COL_MAX_WAIT_S: Final = "max_wait_s"
+COL_HEAD_EXPIRES_AT_MS: Final = "expires_at_ms"  # debounce_heads: its TTL's end
 TABLE_ENDPOINT_HEALTH: Final = "endpoint_health_by_caller"
 TABLE_ENDPOINT_HEALTH_LEGACY: Final = "endpoint_health"
 ENDPOINT_HEALTH_KEY: Final = "all"  # the legacy table's one partition
@@ -245,6 +253,7 @@ COL_SECRET: Final = "secret"
 SEALED_COLUMNS: Final = ("payload", "plan")  # of triggers, sealed with TRIGGER_ENCRYPTION_PAYLOADS
 TABLE_EVENT_SUBSCRIPTIONS: Final = "event_subscriptions"  # (caller), name, SUBSCRIPTION_COLUMNS
 SUBSCRIPTION_COLUMNS: Final = ("url", "events", "created_at_ms", "updated_at_ms")
+COL_SUBSCRIPTION_CREATIONS: Final = "creations"  # event_subscriptions: static, 034
 TABLE_EVENT_FAILURES: Final = "event_failures"  # (caller, subscription), EVENT_FAILURE_COLUMNS
 EVENT_FAILURE_COLUMNS: Final = ("subscription", "failed_at_ms", "event_id", "event_type",
                                 "event_at_ms", "attempts", "last_error", "data")

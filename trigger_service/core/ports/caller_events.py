@@ -22,8 +22,9 @@ class SubscriptionStore(Protocol):
                                ) -> tuple[Subscription, bool] | None:
         """Create or replace ``sub`` (the ``created_at_ms`` of one replaced is kept): the
         subscription as stored and whether it is new, or None when it is new and the caller
-        has ``max_count`` already (nothing written). Concurrent creations of different names
-        may each pass the count: the cap is held to within the requests in flight."""
+        has ``max_count`` already (nothing written). The cap holds under concurrent puts:
+        of creations that would pass it, the later are refused; a replacement is never
+        refused for the cap."""
         ...
 
     async def delete_subscription(self, caller: str, name: str) -> bool:

@@ -19,11 +19,13 @@ class DebounceHeads(Protocol):
         ...
 
     async def start_head(self, head: DebounceHead, ttl_s: int) -> DebounceHead:
-        """``head`` unless (caller, key) has one (then that one). Raises ``StoreError``."""
+        """``head``, living ``ttl_s`` (its ``expires_at_ms`` says when, as the caller
+        reckons it), unless (caller, key) has one (then that one). Raises ``StoreError``."""
         ...
 
     async def replace_head(self, old: DebounceHead, new: DebounceHead,
                            ttl_s: int) -> DebounceHead:
-        """``new`` in place of ``old`` if (caller, key) still has ``old`` (the same start),
-        else the head there (None there: ``new`` is started). Raises ``StoreError``."""
+        """``new`` in place of ``old``, living ``ttl_s``, if (caller, key) still has ``old``
+        (the same start; ``new`` may be ``old`` renewed), else the head there (None there:
+        ``new`` is started). Raises ``StoreError``."""
         ...
