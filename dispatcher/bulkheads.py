@@ -8,11 +8,16 @@ and past ``max_waiting`` waiting for one caller the next is deferred instead (``
 until about its turn by the caller's pace (``pace``: the sends started here per second).
 
 A caller's waiters are served by priority (``ranked.RankedSlots``): its high-priority sends
-before its normal ones before its low ones, in arrival order within each.
+before its normal ones before its low ones, in arrival order within each. And while a high
+one of the caller is being sent, its other sends wait to start, up to ``HIGH_FIRST_MAX_MS``:
+a herd due with it would otherwise start in the same turns of the event loop, and the high
+one's answer would wait for the CPU the herd's hundreds of sends take. Bounded, so that a
+slow receiver of high sends delays the caller's others by at most that much each time.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
@@ -21,6 +26,8 @@ from dispatcher.ranked import RankedSlots
 from trigger_service.config.live_callers import Callers
 from trigger_service.core.model import Priority
 from trigger_service.core.ports import Clock
+
+HIGH_FIRST_MAX_MS = 1_000
 
 
 class Bulkheads:
@@ -34,6 +41,9 @@ class Bulkheads:
         self._sems: dict[str, RankedSlots] = {}
         self._waiting: dict[str, int] = {}
         self._waiting_total = 0  # the sum of ``_waiting`` (asked on every message)
+        # caller -> its high-priority sends waiting or being sent, and an event set when
+        # there are none (only callers with some are here).
+        self._high: dict[str, tuple[list[int], asyncio.Event]] = {}
 
     def of(self, caller: str) -> RankedSlots:
         """The caller's places, sized when first used."""
@@ -68,10 +78,19 @@ class Bulkheads:
         in ``rank``'s order among the caller's waiters: ``Priority.rank``) and hold it for
         the block."""
         sem = self.of(caller)
+        high = rank == Priority.HIGH.rank
         self._waiting[caller] = self._waiting.get(caller, 0) + 1
         self._waiting_total += 1
+        if high:
+            self._high_begins(caller)
         try:
+            if not high:
+                await self._after_high(caller)
             await sem.acquire(rank)
+        except BaseException:
+            if high:
+                self._high_ends(caller)
+            raise
         finally:
             self._waiting[caller] -= 1
             self._waiting_total -= 1
@@ -80,3 +99,32 @@ class Bulkheads:
             yield
         finally:
             sem.release()
+            if high:
+                self._high_ends(caller)
+
+    def _high_begins(self, caller: str) -> None:
+        entry = self._high.get(caller)
+        if entry is None:
+            entry = self._high[caller] = ([0], asyncio.Event())
+        entry[0][0] += 1
+
+    def _high_ends(self, caller: str) -> None:
+        count, idle = self._high[caller]
+        count[0] -= 1
+        if not count[0]:
+            del self._high[caller]
+            idle.set()
+
+    async def _after_high(self, caller: str) -> None:
+        """Until none of ``caller``'s high-priority sends is waiting or being sent, at most
+        ``HIGH_FIRST_MAX_MS``."""
+        entry = self._high.get(caller)
+        if entry is None:
+            return
+        idle = asyncio.ensure_future(entry[1].wait())
+        limit = asyncio.ensure_future(self._clock.sleep_ms(HIGH_FIRST_MAX_MS))
+        try:
+            await asyncio.wait([idle, limit], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            idle.cancel()
+            limit.cancel()

@@ -81,9 +81,10 @@ class ClaimGate:
         and ``rank``'s (``Priority.rank``) among the caller's. Yields False if ``wait`` was
         set (nothing to claim).
 
-        The messages ahead of it, which set its lead, are those due no later of its rank
-        or a higher one: a low herd's claims are spread ahead of a high message's time,
-        never the other way round."""
+        The messages that set its lead are those due no later of its rank or a lower one:
+        a high message due with a low herd is claimed before the herd (a lead as long as
+        the herd's longest), while the store is not yet busy with the herd's claims; the
+        herd's own leads do not count it."""
         waiting = self._waiting[rank]
         bisect.insort(waiting, due_ms)
         mates = None if group is None else self._groups.setdefault(group, [])
@@ -92,7 +93,7 @@ class ClaimGate:
             mates.append(me)
         try:
             ahead = sum(bisect.bisect_left(self._waiting[r], due_ms + 1)
-                        for r in range(rank + 1)) - 1
+                        for r in range(rank, len(self._waiting))) - 1
             claim_at_ms = due_ms - self.lead_ms(ahead)
             if not await sleep_until(self._clock, claim_at_ms, wait, me[1]):
                 yield False

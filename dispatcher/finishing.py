@@ -204,7 +204,8 @@ class Finishing:
         # Debug, not info: a line per delivery is most of a busy dispatcher's log cost (the
         # counters and the attempt history say the same).
         log.debug("delivered", **ctx, status_code=result.status_code,
-                 lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id)
+                 lag_ms=now_ms - t.fire_at_ms, occurrence_id=t.occurrence_id,
+                 priority=t.priority.value)
         if t.schedule is not None and await self._move_on(m, t, fired=True, patient=patient):
             return
         new = series.finished(t, fired=True, now_ms=now_ms, error=None)

@@ -9,10 +9,18 @@ import json
 
 import pytest
 
+from dispatcher.bulkheads import HIGH_FIRST_MAX_MS, Bulkheads
 from dispatcher.claim_gate import ClaimGate
 from dispatcher.fair_share import FairSlots
 from dispatcher.ranked import RankedSlots
-from tests.unit.dispatcher.fakes import CALLER, OTHER_CALLER, START_MS, Env, settle
+from tests.unit.dispatcher.fakes import (
+    CALLER,
+    OTHER_CALLER,
+    START_MS,
+    Env,
+    make_callers,
+    settle,
+)
 from trigger_service.adapters.memory.queue import MemoryQueue
 from trigger_service.adapters.sqs_packs import pack_body, pack_members, packs_of
 from trigger_service.adapters.sqs_wire import decode_message, encode_body
@@ -84,7 +92,7 @@ async def test_fair_slots_order_a_callers_waiters_by_priority_callers_still_alte
                      ("a", LOW), ("a", LOW), ("a", LOW)]
 
 
-async def test_a_high_claims_lead_does_not_count_a_low_herd_due_with_it() -> None:
+async def test_a_high_claim_is_taken_before_a_low_herd_due_with_it() -> None:
     clock = ManualClock(START_MS)
     gate = ClaimGate(clock, min_lead_ms=1_000, max_lead_ms=30_000, concurrency=1)
     due_ms = START_MS + 60_000
@@ -105,10 +113,12 @@ async def test_a_high_claims_lead_does_not_count_a_low_herd_due_with_it() -> Non
         clock.advance_ms(100)
         await settle()
     await asyncio.gather(*tasks)
-    # The herd's leads grew with it (each claim ~100 ms apart); the high one has no-one of
-    # its rank ahead: the shortest lead, whatever the herd.
-    assert claimed_at["high"] == due_ms - 1_000
-    assert min(v for k, v in claimed_at.items() if k != "high") < due_ms - 5_000
+    # The herd's leads grew with it (each claim ~100 ms apart); the high one, registered
+    # last, counts the whole herd below it: claimed first, before the store is busy with
+    # the herd's claims.
+    lows = sorted(v for k, v in claimed_at.items() if k != "high")
+    assert lows[-1] == due_ms - 1_000 and lows[0] < due_ms - 5_000
+    assert claimed_at["high"] <= lows[0]
 
 
 # --- the queue: lanes and bodies ------------------------------------------------------------
@@ -200,3 +210,43 @@ async def test_priority_never_takes_another_callers_share(env: Env) -> None:
                if k.startswith("fair_share_deferrals_total")) == 2
     env.clock.set_ms(START_MS + 10_000)
     await d.drain()
+
+
+async def test_a_callers_others_wait_for_its_high_send_at_most_a_second() -> None:
+    clock = ManualClock(START_MS)
+    bulkheads = Bulkheads(make_callers(), clock, default_size=100, max_waiting=100)
+    high_done = asyncio.Event()
+    started: list[str] = []
+
+    async def send(name: str, caller: str, priority: Priority,
+                   until: asyncio.Event | None = None) -> None:
+        async with bulkheads.held(caller, priority.rank):
+            started.append(name)
+            if until is not None:
+                await until.wait()
+
+    high = asyncio.create_task(send("high", CALLER, Priority.HIGH, high_done))
+    await settle()
+    low = asyncio.create_task(send("low", CALLER, Priority.LOW))
+    other = asyncio.create_task(send("other", OTHER_CALLER, Priority.LOW))
+    await settle()
+    # Places are free, but the caller's low send waits while its high one is sent; another
+    # caller's does not.
+    assert started == ["high", "other"]
+    high_done.set()
+    await asyncio.gather(high, low, other)
+    assert started == ["high", "other", "low"]
+    # A high send that takes long holds the others back a second, no more.
+    slow = asyncio.Event()
+    high = asyncio.create_task(send("slow-high", CALLER, Priority.HIGH, slow))
+    await settle()
+    low = asyncio.create_task(send("late-low", CALLER, Priority.NORMAL))
+    await settle()
+    clock.advance_ms(HIGH_FIRST_MAX_MS - 1)
+    await settle()
+    assert "late-low" not in started
+    clock.advance_ms(1)
+    await settle()
+    assert started[-1] == "late-low"
+    slow.set()
+    await asyncio.gather(high, low)
