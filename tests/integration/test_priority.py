@@ -4,6 +4,7 @@ mixed priorities, a keyed retry with another priority, a bad value refused, and 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -90,3 +91,29 @@ async def test_the_sdk_sends_and_reads_it(stack: Stack, sdk: AsyncTriggerClient)
         TriggerRequest(callback_url=url, delay_s=3600)])
     got = [(await sdk.triggers.get(r.trigger_id or "")).priority for r in results]
     assert got == [Priority.LOW, Priority.NORMAL]
+
+
+async def test_a_callers_high_ones_go_before_its_own_herd_due_with_them(stack: Stack) -> None:
+    """The priority herd: 200 low and then 5 high triggers of one caller due at one
+    instant, its receiver answering each low one 0.2 s late (the caller's bulkhead, 50 at
+    once, is busy for about a second). The high ones come on their own lane, are claimed
+    ahead of the herd and sent first: they are among the first arrivals."""
+    await stack.start_dispatcher()
+    stack.receiver.hang_s = 0.2
+    at = datetime.now(UTC) + timedelta(seconds=6)
+    due = {"fireAt": at.isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+    lows = [stack.body(priority="low", **due) for _ in range(200)]
+    highs = [stack.body(priority="high", **due) for _ in range(5)]
+    ids: dict[str, list[str]] = {}
+    for name, items in (("low", lows), ("high", highs)):
+        resp = await stack.client.post("/v1/triggers/batch", json={"items": items},
+                                       headers=stack.auth())
+        answers = (await resp.json())["items"]
+        assert resp.status == 200 and {a["status"] for a in answers} == {201}
+        ids[name] = [a["triggerId"] for a in answers]
+    for tid in ids["low"]:
+        stack.receiver.script[tid] = ["hang"]
+    assert await stack.receiver.wait_for(lambda: len(stack.receiver.arrivals) >= 205, 60)
+    order = [a.trigger_id for a in stack.receiver.arrivals]
+    firsts = [order.index(t) for t in ids["high"]]
+    assert max(firsts) < 10, (firsts, len(order))
