@@ -85,11 +85,6 @@ class Bulkheads:
             self._high_begins(caller)
         try:
             if not high:
-                # One turn of the loop first: the sends due at one instant are woken
-                # together (``claim_gate.DueTimers``) in the order they were claimed, and
-                # the caller's high ones among them must be counted before any other
-                # takes a place.
-                await asyncio.sleep(0)
                 await self._after_high(caller)
             await sem.acquire(rank)
         except BaseException:
