@@ -34,12 +34,13 @@ A_ANSWER_MS = 50
 
 
 async def register(session: aiohttp.ClientSession, token: str, path: str, n: int,
-                   due_ms: int) -> tuple[dict[str, int], int]:
-    """``n`` triggers due at ``due_ms`` (no idempotency key), 1,000 a batch request, one
-    request at a time (so that A's messages are all sent before B's): {trigger_id: due_ms}
-    and refused items."""
-    registered, _, refused, _ = await register_batches(session, [due_ms] * n, None,
-                                                       token=token, clients=1, path=path)
+                   due_ms: int, extra: dict[str, Any] | None = None
+                   ) -> tuple[dict[str, int], int]:
+    """``n`` triggers due at ``due_ms`` (no idempotency key; ``extra``'s fields), 1,000 a
+    batch request, one request at a time (so that A's messages are all sent before B's):
+    {trigger_id: due_ms} and refused items."""
+    registered, _, refused, _ = await register_batches(
+        session, [due_ms] * n, None, token=token, clients=1, path=path, extra=extra)
     return registered, refused
 
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import aiohttp
 
-from bench.batch_bench import register_batches
 from bench.common import (
+    TOKEN,
     first_arrivals,
     lag_stats,
     now_ms,
@@ -26,23 +26,11 @@ from bench.common import (
     summarize_first,
     wait_for_arrivals,
 )
+from bench.fairness_bench import lateness, register
 
 HIGH_COUNT = 20
 HERD_ANSWER_MS = 50
 TARGET_P99_MS = 1_000
-
-
-async def register(session: aiohttp.ClientSession, path: str, n: int, due_ms: int,
-                   priority: str) -> tuple[dict[str, int], int]:
-    """``n`` triggers of ``priority`` due at ``due_ms``, 1,000 a batch request, one request
-    at a time: {trigger_id: due_ms} and refused items."""
-    registered, _, refused, _ = await register_batches(
-        session, [due_ms] * n, None, clients=1, path=path, extra={"priority": priority})
-    return registered, refused
-
-
-def lateness(due: dict[str, int], first: dict[str, int]) -> list[int]:
-    return [first[t] - due[t] for t in due if t in first]
 
 
 async def priority_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any]:
@@ -51,8 +39,10 @@ async def priority_mode(session: aiohttp.ClientSession, n: int) -> dict[str, Any
     # Registration (about 1,000-2,000 a second through batches here) is over well before.
     due_ms = start + 30_000 + n * 3
     t0 = time.perf_counter()
-    herd, refused_low = await register(session, f"slow/{HERD_ANSWER_MS}/low", n, due_ms, "low")
-    high, refused_high = await register(session, "cb/high", HIGH_COUNT, due_ms, "high")
+    herd, refused_low = await register(session, TOKEN, f"slow/{HERD_ANSWER_MS}/low", n, due_ms,
+                                       {"priority": "low"})
+    high, refused_high = await register(session, TOKEN, "cb/high", HIGH_COUNT, due_ms,
+                                        {"priority": "high"})
     reg_s = time.perf_counter() - t0
     print(f"[priority] registered {len(herd)} low + {len(high)} high in {reg_s:.1f}s; due in "
           f"{(due_ms - now_ms()) / 1000:.0f}s", flush=True)
