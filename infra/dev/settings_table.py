@@ -1,6 +1,6 @@
 """Rewrite the docs' generated tables from the code (run after adding or changing a setting):
-``.venv/bin/python infra/dev/settings_table.py``. The settings table and the
-"tuning by process" table of ``docs/operations/settings.md`` come from ``settings.VARIABLES``
+``.venv/bin/python infra/dev/settings_table.py``. The one settings table of
+``docs/operations/settings.md`` (grouped by process) comes from ``settings.VARIABLES``
 (``config.settings_docs``), the production table of
 ``docs/operations/production.md`` from ``production_needs``; ``tests/unit/config/test_docs.py``
 fails while a page and the code disagree."""
@@ -12,12 +12,11 @@ import re
 from trigger_service.config.aliases import renamed_table
 from trigger_service.config.production_needs import production_table
 from trigger_service.config.settings import REPO_ROOT
-from trigger_service.config.settings_docs import markdown_table, tuning_table
+from trigger_service.config.settings_docs import settings_table
 
 # Each generated block sits between `<!-- generated: NAME -->` and `<!-- end: NAME -->`.
 PAGES = (
-    ("operations/settings.md", "tuning", tuning_table),
-    ("operations/settings.md", "settings", markdown_table),
+    ("operations/settings.md", "settings", settings_table),
     ("operations/settings.md", "renamed", renamed_table),
     ("operations/production.md", "production", production_table),
 )
