@@ -8,6 +8,7 @@ fails while a page and the code disagree."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from trigger_service.config.aliases import renamed_table
 from trigger_service.config.production_needs import production_table
@@ -15,7 +16,7 @@ from trigger_service.config.settings import REPO_ROOT
 from trigger_service.config.settings_docs import settings_table
 
 # Each generated block sits between `<!-- generated: NAME -->` and `<!-- end: NAME -->`.
-PAGES = (
+PAGES: tuple[tuple[str, str, Callable[[], str]], ...] = (
     ("operations/settings.md", "settings", settings_table),
     ("operations/settings.md", "renamed", renamed_table),
     ("operations/production.md", "production", production_table),
@@ -25,5 +26,5 @@ for page, name, make in PAGES:
     text = path.read_text()
     block = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end: {name} -->)", re.S)
     assert block.search(text), f"no generated block {name} in docs/{page}"
-    path.write_text(block.sub(lambda m, make=make: m[1] + "\n" + make() + "\n\n" + m[2],
-                              text, count=1))
+    table = make()
+    path.write_text(block.sub(lambda m: m[1] + "\n" + table + "\n\n" + m[2], text, count=1))
