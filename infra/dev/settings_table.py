@@ -26,5 +26,6 @@ for page, name, make in PAGES:
     text = path.read_text()
     block = re.compile(rf"(<!-- generated: {name} -->\n).*?(<!-- end: {name} -->)", re.S)
     assert block.search(text), f"no generated block {name} in docs/{page}"
-    table = make()
-    path.write_text(block.sub(lambda m: m[1] + "\n" + table + "\n\n" + m[2], text, count=1))
+    start, end = block.search(text).span()  # type: ignore[union-attr]  # asserted above
+    path.write_text(text[:start] + f"<!-- generated: {name} -->\n\n{make()}\n\n"
+                    f"<!-- end: {name} -->" + text[end:])
