@@ -164,7 +164,7 @@ PROVIDER_VARIABLES: tuple[Row, ...] = (
      "before they expire) are the bearer instead of TRIGGER_PUSH_BEARER"),
     ("TRIGGER_PUSH_TIMEOUT_S", ("push", "timeout_s"), _seconds, "per push request"),
     ("TRIGGER_EMAIL_TRANSPORT", ("email", "transport"), _transport,
-     "how email channels are sent: smtp (TRIGGER_SMTP_*) or ses (Amazon SES, TRIGGER_SES_*)"),
+     "how email channels are sent: smtp (TRIGGER_SMTP_*) or ses (Amazon SES, TRIGGER_EMAIL_SES_*)"),
     ("TRIGGER_EMAIL_SES_ENDPOINT_URL", ("email", "ses_endpoint_url"), _endpoint,
      "SES endpoint (LocalStack locally); empty: the region's AWS endpoint"),
     ("TRIGGER_EMAIL_SES_REGION", ("email", "ses_region"), str, "SES region"),

@@ -1,8 +1,9 @@
 """The settings as docs/operations/settings.md shows them, made from ``settings.VARIABLES``:
-the table of every setting (``markdown_table``) and the "tuning by process" tables
-(``tuning_table``), which leave out what production must set (``production_needs``:
-docs/operations/production.md has those). ``infra/dev/settings_table.py`` writes them into
-the page; tests/unit/config/test_docs.py fails while the page and the code disagree.
+one table of every setting, grouped by the process that reads it (``settings_table``: per
+process a heading and its rows, in ``VARIABLES`` order; what production must set
+(``production_needs``) is marked, docs/operations/production.md says what to set it to).
+``infra/dev/settings_table.py`` writes it into the page; tests/unit/config/test_docs.py fails
+while the page and the code disagree.
 """
 
 from __future__ import annotations
@@ -24,23 +25,28 @@ PROCESS_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
-def markdown_table() -> str:
-    """The "every setting" table of ``docs/operations/settings.md``, in ``VARIABLES``
-    order."""
-    rows = ["| variable | default | meaning |", "|---|---|---|"]
-    rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |" for v in VARIABLES]
-    return "\n".join(rows)
+PRODUCTION_MARK = "**production: set it** ([Production](production.md)). "
 
 
-def tuning_table() -> str:
-    """The "tuning by process" section: per process a heading and a table of every setting
-    production need not set that it reads."""
+def process_of(section: str) -> str:
+    """The heading of the process that reads the settings of ``section``."""
+    for process, sections in PROCESS_SECTIONS:
+        if section in sections:
+            return process
+    raise KeyError(f"section {section!r} of no process: add it to PROCESS_SECTIONS")
+
+
+def settings_table() -> str:
+    """The "every setting, by process" section of ``docs/operations/settings.md``: per process
+    a heading and a table of every setting it reads, each setting in exactly one table."""
     must = {name for name, _ in PRODUCTION_NEEDS}
+    for v in VARIABLES:
+        process_of(v.target[0])  # every section has a process
     parts = []
     for process, sections in PROCESS_SECTIONS:
         rows = [f"### {process}", "", "| variable | default | meaning |", "|---|---|---|"]
-        rows += [f"| `{v.name}` | {v.default_cell} | {v.help} |"
-                 for section in sections for v in VARIABLES
-                 if v.target[0] == section and v.name not in must]
+        rows += [f"| `{v.name}` | {v.default_cell} | "
+                 f"{PRODUCTION_MARK if v.name in must else ''}{v.help} |"
+                 for section in sections for v in VARIABLES if v.target[0] == section]
         parts.append("\n".join(rows))
     return "\n\n".join(parts)
