@@ -141,7 +141,7 @@ def _rules() -> list[dict[str, Any]]:
     return [r for g in doc["groups"] for r in g["rules"]]
 
 
-def _dashboard_exprs() -> list[tuple[str, str]]:
+def dashboard_exprs() -> list[tuple[str, str]]:
     d = json.loads(DASHBOARD.read_text(encoding="utf-8"))
     return [(p["title"], t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
 
@@ -261,7 +261,7 @@ def runbook_anchors() -> set[str]:
 
 def test_dashboard_queries_name_only_exported_series() -> None:
     known = catalogue()
-    exprs = _dashboard_exprs()
+    exprs = dashboard_exprs()
     assert len(exprs) >= 15
     problems = [p for title, expr in exprs for p in _check_names(title, expr, known)]
     assert problems == []
