@@ -78,11 +78,13 @@ status:
 	@infra/app.sh status
 
 # The whole suite: unit tests, then integration tests against the real services; the ops
-# console's browser test needs Debian's chromium (installed here when missing, not by `make up`).
+# console's browser test needs Debian's chromium, the alert rules' tests Debian's prometheus
+# (its promtool), both installed here when missing, not by `make up`.
 # Line and branch coverage of the packages is reported at the end (var/coverage/coverage.xml)
 # and the run fails under the floor in pyproject.toml's [tool.coverage.report].
 test: install
 	@infra/install.sh chromium
+	@infra/install.sh prometheus
 	@infra/up.sh
 	@$(PY) -m trigger_service.platform.keys add --if-missing
 	@mkdir -p var/coverage
