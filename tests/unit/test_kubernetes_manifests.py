@@ -206,7 +206,7 @@ def test_the_dev_overlay_loads_as_development_settings() -> None:
     env = dev_env()
     files = secret_data(render("overlays/dev"), "trigger-files")
     assert set(files) == {"callers.toml", "encryption.keys"}
-    mount = "/etc/trigger/files/"
+    mount = "/etc/trigger-service/"
     assert env["TRIGGER_API_CALLERS_FILE"] == mount + "callers.toml"
     assert env["TRIGGER_ENCRYPTION_KEY_FILE"] == mount + "encryption.keys"
     s = Settings.from_env(env)
