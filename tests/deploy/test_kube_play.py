@@ -9,11 +9,15 @@ and the three stores are there. Not part of ``make test``.
 
 podman 4.3 plays Pods and Deployments (and ConfigMaps given in the same file), not Jobs,
 Services, autoscalers or disruption budgets, and takes secret references from its own secret
-store; so the rendered objects are adapted first: each Secret becomes a ConfigMap of the same
-name and data (and its references follow), the Job ``trigger-migrate`` becomes a Pod played
-(and waited for) before the rest, and the objects podman does not run are left out. The
-machines here need runc, cgroupfs and explicit limits (/work/shared/INFRA-NOTES.md
-"Containers here"): given through a containers.conf of the test's own.
+store; so the rendered objects are adapted first (``adapt``): the Secret of variables becomes
+a ConfigMap of the same name and data, the files Secret and /tmp host folders, the Job
+``trigger-migrate`` a Pod played (and waited for) before the rest, without the Deployments'
+init containers (podman 4.3 mishandles one that runs for seconds); the other objects are left
+out. On the host's network podman refuses port mappings, so container ports (and the probes
+that name them) are dropped: the test polls /readyz itself. The machines here need runc,
+cgroupfs and explicit limits (/work/shared/INFRA-NOTES.md "Containers here"), given through a
+containers.conf of the test's own; pods need an infra container, which podman builds locally
+from Debian's catatonit (there is no registry to pull a pause image from).
 """
 
 from __future__ import annotations
@@ -66,6 +70,9 @@ def _skip_reason() -> str | None:
     for tool in ("podman", "kubectl"):
         if shutil.which(tool) is None:
             return f"{tool} is not installed"
+    # A pod's infra container: podman builds its pause image around catatonit (no registry).
+    if shutil.which("catatonit") is None and not Path("/usr/libexec/podman/catatonit").exists():
+        return "catatonit is not installed (apt-get install catatonit): podman kube play needs it"
     if subprocess.run(["podman", "image", "exists", IMAGE], check=False).returncode != 0:
         return f"no image {IMAGE} (make image)"
     down = [name for name, port in STORES.items() if not _listening(port)]
@@ -116,8 +123,17 @@ def render() -> list[Obj]:
     return [d for d in yaml.safe_load_all(out) if d]
 
 
-def adapt(objs: list[Obj], receiver_port: int) -> tuple[list[Obj], list[Obj]]:
-    """(the migration's objects, the processes' objects) as podman 4.3 plays them."""
+def adapt(objs: list[Obj], receiver_port: int, work: Path) -> tuple[list[Obj], list[Obj]]:
+    """(the migration's objects, the processes' objects) as podman 4.3 plays them.
+
+    Volumes become host folders under ``work``: podman makes an emptyDir a named volume owned
+    by root, shared by every pod, without fsGroup (the non-root user could not write its
+    /tmp), and a ConfigMap volume a named volume it rewrites as each pod starts (a process of
+    an earlier pod may read an empty callers file). Each Secret's files are written once to
+    ``work/files/<name>/``."""
+    tmp = work / "pod-tmp"
+    tmp.mkdir(mode=0o1777)
+    tmp.chmod(0o1777)
     maps: list[Obj] = []
     for o in objs:
         if o["kind"] not in ("Secret", "ConfigMap"):
@@ -128,19 +144,33 @@ def adapt(objs: list[Obj], receiver_port: int) -> tuple[list[Obj], list[Obj]]:
         if "callers.toml" in data:
             data["callers.toml"] = data["callers.toml"].replace(
                 DEV_PREFIX, f"http://127.0.0.1:{receiver_port}/")
+        if o["kind"] == "Secret" and o["metadata"]["name"].startswith("trigger-files"):
+            folder = work / "files" / o["metadata"]["name"]
+            folder.mkdir(parents=True)
+            for key, text in data.items():
+                (folder / key).write_text(text)
+                (folder / key).chmod(0o444)
+            continue
         maps.append({"apiVersion": "v1", "kind": "ConfigMap",
                      "metadata": {"name": o["metadata"]["name"]}, "data": data})
 
     def pod_spec(spec: Obj) -> Obj:
         spec = json.loads(json.dumps(spec))
         for c in [*spec.get("initContainers", []), *spec["containers"]]:
+            # On the host's network podman refuses port mappings, and it turns probes into its
+            # own health checks by port number: the test waits for /readyz itself instead.
+            for key in ("ports", "livenessProbe", "readinessProbe", "startupProbe"):
+                c.pop(key, None)
             for ref in c.get("envFrom", []):
                 if "secretRef" in ref:
                     ref["configMapRef"] = ref.pop("secretRef")
         for v in spec.get("volumes", []):
+            if "emptyDir" in v:
+                del v["emptyDir"]
+                v["hostPath"] = {"path": str(tmp), "type": "Directory"}
             if "secret" in v:
-                v["configMap"] = {"name": v["secret"]["secretName"], "defaultMode": 0o444}
-                del v["secret"]
+                folder = work / "files" / v.pop("secret")["secretName"]
+                v["hostPath"] = {"path": str(folder), "type": "Directory"}
         return spec
 
     migrate: list[Obj] = []
@@ -156,14 +186,21 @@ def adapt(objs: list[Obj], receiver_port: int) -> tuple[list[Obj], list[Obj]]:
         elif o["kind"] == "Deployment":
             o = json.loads(json.dumps(o))
             o["spec"]["template"]["spec"] = pod_spec(o["spec"]["template"]["spec"])
+            # podman 4.3 removes a finished init container while it still runs ("failed to
+            # remove once init container"): the migration Pod has run already, so leave the
+            # init containers (the same migration, a no-op by then) out.
+            o["spec"]["template"]["spec"].pop("initContainers", None)
             processes.append(o)
     return maps + migrate, maps + processes
 
 
 def podman(*args: str, env: dict[str, str], timeout: float = 300,
            check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*PODMAN, *args], env=env, check=check, capture_output=True,
+    done = subprocess.run([*PODMAN, *args], env=env, check=False, capture_output=True,
                           text=True, timeout=timeout)
+    assert not check or done.returncode == 0, \
+        f"podman {' '.join(args)}: exit {done.returncode}\n{done.stdout}{done.stderr}"
+    return done
 
 
 def logs(env: dict[str, str]) -> str:
@@ -186,7 +223,7 @@ def podman_env(tmp_path: Path) -> dict[str, str]:
 @pytest.fixture
 def played(tmp_path: Path, podman_env: dict[str, str]) -> Iterator[Receiver]:
     with Receiver() as receiver:
-        migrate, processes = adapt(render(), receiver.port)
+        migrate, processes = adapt(render(), receiver.port, tmp_path)
         migrate_file, processes_file = tmp_path / "migrate.yaml", tmp_path / "processes.yaml"
         migrate_file.write_text(yaml.safe_dump_all(migrate))
         processes_file.write_text(yaml.safe_dump_all(processes))
@@ -211,6 +248,14 @@ def played(tmp_path: Path, podman_env: dict[str, str]) -> Iterator[Receiver]:
         finally:
             podman("kube", "down", str(processes_file), env=podman_env, check=False)
             podman("kube", "down", str(migrate_file), env=podman_env, check=False)
+            # kube down stops at the first pod it does not find (one that failed to start):
+            # remove what this test played by name, and the volumes of its ConfigMaps.
+            pods = [f"{o['metadata']['name']}-pod-0" for o in processes
+                    if o["kind"] == "Deployment"]
+            podman("pod", "rm", "-f", "--ignore", "trigger-migrate", *pods, env=podman_env,
+                   check=False)
+            maps = [o["metadata"]["name"] for o in migrate if o["kind"] == "ConfigMap"]
+            podman("volume", "rm", "-f", *maps, env=podman_env, check=False)
 
 
 def http(method: str, url: str, body: Obj | None = None) -> tuple[int, Obj]:
