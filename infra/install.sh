@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Install what the local services need, skipping whatever is already installed.
-#   infra/install.sh [cassandra|localstack|redis|chromium|all]...   (default: all)
+#   infra/install.sh [cassandra|localstack|redis|chromium|containers|all]...   (default: all)
 # cassandra:  Maven resolves cassandra-all + dependencies into .cache/cassandra/lib
 # localstack: a virtualenv .cache/localstack-venv from localstack/requirements.txt
 # redis:      Debian's redis-server package (apt-get), only if redis-server is missing
 # chromium:   Debian's chromium package (apt-get), only if /usr/bin/chromium is missing; a tool
 #             for the browser test, not a service: only when named (`all` means the services)
+# containers: Debian's podman, buildah, runc, mmdebstrap, podman-compose (apt-get), for
+#             `make image` / `make test-deploy`; a tool, only when named
 # Several components install in parallel (the apt-get ones take turns: apt_install in lib.sh).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"
