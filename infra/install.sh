@@ -6,8 +6,8 @@
 # redis:      Debian's redis-server package (apt-get), only if redis-server is missing
 # chromium:   Debian's chromium package (apt-get), only if /usr/bin/chromium is missing; a tool
 #             for the browser test, not a service: only when named (`all` means the services)
-# containers: Debian's podman, buildah, runc, mmdebstrap, podman-compose (apt-get), for
-#             `make image` / `make test-deploy`; a tool, only when named
+# containers: Debian's podman, buildah, runc, mmdebstrap (apt-get) and podman-compose (pip, in
+#             .cache/podman-compose-venv), for `make image` / `make test-deploy`; a tool
 # Several components install in parallel (the apt-get ones take turns: apt_install in lib.sh).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"

@@ -4,15 +4,17 @@
 #   infra/image/build.sh            (`make image`)
 # 1. base:     a minimal Debian bookworm root filesystem with python3 (3.11) and ca-certificates,
 #              made by mmdebstrap from Debian's packages; no docs, man pages, locales or apt
-#              lists. Cached as var/image/cache/base-<key>.tar, <key> the hash of what goes in.
-# 2. the service's wheel, built from the checkout's files (tracked or not, never git-ignored ones).
+#              lists; the user `trigger` (10001), /etc/trigger-service (mount the callers and
+#              key files there), /var/lib/trigger-service (its working directory). Cached as
+#              var/image/cache/base-<key>.tar, <key> the hash of what goes in.
+# 2. the service's wheel, built from the checkout's files that go in (IMAGE_INPUTS).
 # 3. wheels:   its dependencies as wheels, resolved by the image's python (pip from PyPI, run in
 #              the base), cached in var/image/wheels/ and fetched again only when the
 #              dependencies in pyproject.toml or the base change; pip's own wheel beside them (it installs, is not installed).
-# 4. rootfs:   base + a virtualenv /opt/trigger-service/venv holding the wheels (offline, no pip
-#              left in it), the Cassandra schema files, the healthcheck, the user `trigger`
-#              (10001), /etc/trigger-service (mount the callers and key files there).
-# 5. the image: infra/image/Containerfile (FROM scratch, ADD rootfs.tar) by `podman build`.
+# 4. app:      in the base, a virtualenv /opt/trigger-service/venv holding the wheels (offline,
+#              no pip left in it), the Cassandra schema files and the healthcheck: app.tar.
+# 5. the image: infra/image/Containerfile (FROM scratch, ADD base.tar, ADD app.tar) by
+#              `podman build`: two layers, the base's reused while it does not change.
 # When nothing that goes in changed (the label trigger-service.inputs), steps 3-5 are skipped.
 # Installs podman, buildah, runc and mmdebstrap with apt-get when missing (infra/install.sh
 # containers). Needs root (mmdebstrap's root mode and chroot).
@@ -28,6 +30,7 @@ SUITE=bookworm
 # (and with it all of perl but the essential perl-base) is purged once the /usr merge is done.
 BASE_PACKAGES=(python3 ca-certificates usr-is-merged)
 APP=/opt/trigger-service
+BOTOCORE_SERVICES=(sqs ses kms sts sso sso-oidc)
 IMAGE_DIR="$VAR_DIR/image"
 CACHE="$IMAGE_DIR/cache"
 WHEELS="$IMAGE_DIR/wheels"
@@ -70,6 +73,10 @@ make_base() {
         --customize-hook='rm -rf "$1"/var/cache/apt/* "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/cache/debconf/*-old' \
         --customize-hook='chroot "$1" dpkg --purge --force-depends usrmerge libfile-find-rule-perl libnumber-compare-perl libtext-glob-perl perl perl-modules-5.36 libperl5.36 libgdbm-compat4 >/dev/null' \
         --customize-hook='find "$1"/usr/lib/python3* -name "test" -maxdepth 2 -type d -exec rm -rf {} +' \
+        --customize-hook='echo "trigger:x:10001:10001:trigger-service:/var/lib/trigger-service:/usr/sbin/nologin" >>"$1"/etc/passwd' \
+        --customize-hook='echo "trigger:x:10001:" >>"$1"/etc/group; echo "trigger:!:20454::::::" >>"$1"/etc/shadow' \
+        --customize-hook='mkdir -p "$1"/etc/trigger-service "$1"/var/lib/trigger-service "$1"/opt/trigger-service' \
+        --customize-hook='chown 10001:10001 "$1"/var/lib/trigger-service; rm -f "$1"/etc/resolv.conf "$1"/etc/hostname' \
         "$SUITE" "$tmp" "${sources[@]}"
     mv -f "$tmp" "$base_tar"
 }
@@ -85,11 +92,13 @@ else
 fi
 
 # --- 2. the service's wheel --------------------------------------------------------------------
-# Built from a copy of the checkout's files (tracked, or new and not ignored): never from a
-# stale build/ or anything git-ignored.
+# Built from a copy of the checkout's files that go into the image (tracked, or new and not
+# ignored): never from a stale build/ or anything git-ignored; a change elsewhere (tests, docs)
+# leaves the image as it is.
+IMAGE_INPUTS=(pyproject.toml trigger_service dispatcher sweeper reconciler infra/cql infra/image)
 rm -rf "$BUILD"
 mkdir -p "$BUILD/src" "$BUILD/dist"
-(cd "$REPO_ROOT" && git ls-files -z --cached --others --exclude-standard |
+(cd "$REPO_ROOT" && git ls-files -z --cached --others --exclude-standard -- "${IMAGE_INPUTS[@]}" |
     while IFS= read -r -d '' f; do [[ -e "$f" ]] && printf '%s\0' "$f"; done |
     tar --null -T - -cf -) | tar -xf - -C "$BUILD/src"
 # The dependency wheels are resolved by the image's own python (markers such as
@@ -119,7 +128,7 @@ t0="$(now)"
 wheel="$(ls "$BUILD"/dist/trigger_service-*.whl)"
 log "image: built $(basename "$wheel") in $(elapsed "$t0") s"
 
-# --- 4. the root filesystem --------------------------------------------------------------------
+# --- 4. the service's layer --------------------------------------------------------------------
 t0="$(now)"
 root="$BUILD/rootfs"
 mkdir -p "$root"
@@ -168,23 +177,20 @@ site="$(echo "$root$APP"/venv/lib/python3*/site-packages)"
 mkdir -p "$site/infra"
 cp -r "$BUILD/src/infra/cql" "$site/infra/cql"
 install -m 0755 "$BUILD/src/infra/image/healthcheck.py" "$root/usr/local/bin/trigger-healthcheck"
-# The unprivileged user the processes run as; /etc/trigger-service holds mounted files and
-# /var/lib/trigger-service is its working directory (slot files, metrics files).
-echo 'trigger:x:10001:10001:trigger-service:/var/lib/trigger-service:/usr/sbin/nologin' >>"$root/etc/passwd"
-echo 'trigger:x:10001:' >>"$root/etc/group"
-grep -q '^trigger:' "$root/etc/shadow" 2>/dev/null || echo 'trigger:!:20454::::::' >>"$root/etc/shadow"
-mkdir -p "$root/etc/trigger-service" "$root/var/lib/trigger-service"
-chown 10001:10001 "$root/var/lib/trigger-service"
-chmod 1777 "$root/tmp"
+# botocore's models of the AWS services the service calls (SQS, SES, KMS) and of those the
+# credential chain may (STS for web-identity roles, SSO): the other ~400 are 24 MB it never reads.
+for d in "$site"/botocore/data/*/; do
+    [[ " ${BOTOCORE_SERVICES[*]} " == *" $(basename "$d") "* ]] || rm -rf "$d"
+done
 # No compiler, no docs, no caches; the tests of the packages are not needed either.
 find "$site" -depth -type d \( -name tests -o -name test \) -path '*/site-packages/*/*' \
     ! -path '*/trigger_service/*' -exec rm -rf {} + 2>/dev/null || true
-rm -rf "$root"/var/cache/* "$root"/var/lib/apt/lists/* "$root"/usr/share/doc/*/changelog*
-rm -f "$root/etc/resolv.conf" "$root/etc/hostname"
+# The image's second layer: what this step added (the base is the first, unchanged).
 tar --sort=name --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" --clamp-mtime \
-    -cf "$BUILD/rootfs.tar" -C "$root" .
+    -cf "$BUILD/app.tar" -C "$root" ./opt/trigger-service ./usr/local/bin/trigger-healthcheck
+ln -f "$base_tar" "$BUILD/base.tar" 2>/dev/null || cp "$base_tar" "$BUILD/base.tar"
 rm -rf "$root"
-log "image: root filesystem (python $pyver) in $(elapsed "$t0") s ($(du -h "$BUILD/rootfs.tar" | cut -f1) uncompressed)"
+log "image: the service's layer (python $pyver) in $(elapsed "$t0") s ($(du -h "$BUILD/app.tar" | cut -f1) uncompressed)"
 
 # --- 5. the image ------------------------------------------------------------------------------
 t0="$(now)"

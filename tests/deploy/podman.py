@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -53,8 +52,13 @@ def free_port() -> int:
         return port
 
 
+# podman-compose >= 1.1 (infra/install.sh containers installs it there; Debian's 1.0.3 cannot
+# run compose.yaml's network_mode: host).
+PODMAN_COMPOSE = ROOT / ".cache" / "podman-compose-venv" / "bin" / "podman-compose"
+
+
 def has_compose() -> bool:
-    return shutil.which("podman-compose") is not None
+    return PODMAN_COMPOSE.exists()
 
 
 def wait_ready(url: str, timeout_s: float, alive: Callable[[], bool] | None = None) -> None:

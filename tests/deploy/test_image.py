@@ -29,6 +29,7 @@ from tests.deploy.podman import (
     DEV_TOKEN,
     DEV_TOKEN_SHA256,
     IMAGE,
+    PODMAN_COMPOSE,
     ROOT,
     Containers,
     Store,
@@ -162,9 +163,9 @@ def test_the_image_is_small_and_runs_as_a_user_with_the_commands_on_path(image: 
     size_mb = int(str(info["Size"])) / 1e6
     assert size_mb < MAX_IMAGE_MB, f"{size_mb:.0f} MB"
     out = run(["podman", "run", "--rm", "--network", "host", "--no-healthcheck", image,
-               "sh", "-c", "id -u; python3 --version; command -v trigger-api trigger-dispatcher "
-               "trigger-sweeper trigger-reconciler trigger-migrate; command -v gcc cc pip "
-               "|| true"]).stdout.split("\n")
+               "sh", "-c", "id -u; python3 --version; for c in trigger-api trigger-dispatcher "
+               "trigger-sweeper trigger-reconciler trigger-migrate gcc cc pip pip3; do "
+               "command -v $c || true; done"]).stdout.split("\n")
     assert out[0] == "10001"
     assert out[1].startswith("Python 3.1") and int(out[1].split(".")[1]) >= 11, out[1]
     assert [Path(p).name for p in out[2:7]] == [
@@ -185,7 +186,7 @@ def test_the_api_container_is_healthy(stack: Containers) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.skipif(not has_compose(), reason="podman-compose is not installed")
+@pytest.mark.skipif(not has_compose(), reason="no podman-compose: infra/install.sh containers")
 async def test_compose_runs_the_service(image: str, files: tuple[Path, Path, int]) -> None:
     """compose.yaml: migrate, api, dispatcher, two sweepers and a reconciler; a trigger
     registered through its API reaches the receiver; `down` removes them."""
@@ -197,7 +198,7 @@ async def test_compose_runs_the_service(image: str, files: tuple[Path, Path, int
            "TRIGGER_KEY_FILE_HOST": str(keys), "TRIGGER_API_PORT": str(COMPOSE_API_PORT),
            "TRIGGER_DISPATCH_METRICS_PORT": "19102", "TRIGGER_SWEEP_METRICS_PORT_1": "19112",
            "TRIGGER_SWEEP_METRICS_PORT_2": "19113"}
-    compose = ["podman-compose", "-p", project, "-f", str(ROOT / "compose.yaml")]
+    compose = [str(PODMAN_COMPOSE), "-p", project, "-f", str(ROOT / "compose.yaml")]
     try:
         run([*compose, "up", "-d"], env=env, timeout=300)
         try:
