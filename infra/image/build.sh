@@ -167,7 +167,8 @@ else
     echo "$wheels_key" >"$WHEELS/.key"
     log "image: wheels fetched in $(elapsed "$t1") s"
 fi
-in_root_pip install -q --no-index --find-links /tmp/wheels "/tmp/dist/$(basename "$wheel")"
+in_root_pip install -q --no-compile --no-index --find-links /tmp/wheels \
+    "/tmp/dist/$(basename "$wheel")"
 umount "$root/tmp/wheels"
 trap - EXIT
 rm -rf "$root/tmp/wheels" "$root/tmp/dist"
@@ -182,6 +183,14 @@ install -m 0755 "$BUILD/src/infra/image/healthcheck.py" "$root/usr/local/bin/tri
 for d in "$site"/botocore/data/*/; do
     [[ " ${BOTOCORE_SERVICES[*]} " == *" $(basename "$d") "* ]] || rm -rf "$d"
 done
+# Bytecode that never looks at the sources' times (unchecked-hash): the layer's times are
+# clamped to SOURCE_DATE_EPOCH, which would make timestamped .pyc files stale (every start
+# recompiling in memory), and the same sources give the same bytes.
+chroot "$root" "$APP/venv/bin/python" -m compileall -q -j 0 --invalidation-mode unchecked-hash \
+    "${site#"$root"}" >>"$BUILD/install.log" 2>&1 || {
+    print_log_tail compileall "$BUILD/install.log"
+    die "image: compiling the virtualenv's bytecode failed"
+}
 # No compiler, no docs, no caches; the tests of the packages are not needed either.
 find "$site" -depth -type d \( -name tests -o -name test \) -path '*/site-packages/*/*' \
     ! -path '*/trigger_service/*' -exec rm -rf {} + 2>/dev/null || true
