@@ -19,6 +19,7 @@
 # Installs podman, buildah, runc and mmdebstrap with apt-get when missing (infra/install.sh
 # containers). Needs root (mmdebstrap's root mode and chroot).
 set -euo pipefail
+# shellcheck source=infra/lib.sh
 source "$(dirname -- "${BASH_SOURCE[0]}")/../lib.sh"
 
 IMAGE_NAME="${IMAGE_NAME:-localhost/trigger-service}"
@@ -63,6 +64,7 @@ base_key="$( {
 base_tar="$CACHE/base-$base_key.tar"
 make_base() {
     local tmp="$CACHE/making-$base_key.tar"  # .tar: mmdebstrap writes a tarball
+    # shellcheck disable=SC2016 # the hooks' "$1" (the root) is mmdebstrap's to expand
     mmdebstrap --quiet --variant=essential --include="$(IFS=,; echo "${BASE_PACKAGES[*]}")" \
         --dpkgopt='path-exclude=/usr/share/doc/*' \
         --dpkgopt='path-include=/usr/share/doc/*/copyright' \
@@ -142,7 +144,8 @@ cp "$wheel" "$root/tmp/dist/"
 [[ -n "$(ls "$WHEELS"/pip-*.whl 2>/dev/null)" ]] ||
     "$PYTHON" -m pip download -q --only-binary :all: --no-deps --dest "$WHEELS" pip ||
     die "image: pip download pip failed"
-pipwhl="$(cd "$WHEELS" && ls pip-*.whl | head -1)"
+pipwhls=("$WHEELS"/pip-*.whl)
+pipwhl="$(basename "${pipwhls[0]}")"
 mount --bind "$WHEELS" "$root/tmp/wheels"
 trap 'umount "$root/tmp/wheels" 2>/dev/null || true' EXIT
 # pip runs from its own wheel (python pip.whl/pip), so it is never installed in the image.
