@@ -21,7 +21,7 @@ export TRIGGER_CASSANDRA_HOSTS TRIGGER_CASSANDRA_REPLICATION_FACTOR
 endif
 
 .PHONY: help install up down status test unit migrate receiver bench bench-peers bench-profile bench-scale \
-	bench-wheel chaos chaos-short fuzz check docs clean-data
+	bench-wheel chaos chaos-short fuzz check docs clean-data image test-deploy
 
 help:
 	@echo "make up       install what is missing, start Cassandra, SQS, Redis, the service and a sample receiver"
@@ -39,6 +39,8 @@ help:
 	@echo "make fuzz     schemathesis against make up's API and its OpenAPI contract (var/fuzz/)"
 	@echo "make check    ruff + mypy --strict (packages, bench/chaos, tests and the Python SDK) + make docs"
 	@echo "make docs     build the docs site (mkdocs-material, --strict) into var/site/"
+	@echo "make image    build the container image localhost/trigger-service:<version> and :latest (podman)"
+	@echo "make test-deploy  build the image, run its processes against make up's stores, deliver a trigger (tests/deploy/)"
 	@echo
 	@echo "CASSANDRA_NODES=3 (with up, test, migrate, status) runs a local 3-node Cassandra ring on"
 	@echo "127.0.0.1-3 instead of the single node, replication factor 3 (docs/operations/storage.md: 'A 3-node ring')."
@@ -155,6 +157,19 @@ check: $(STAMP) docs
 # an unknown anchor fails. Open var/site/index.html.
 docs: $(STAMP)
 	@NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+# The container image (docs/operations/container.md): a Debian root filesystem with python3,
+# the service's wheel and its dependencies, FROM scratch with podman; cached under var/image/.
+image: $(STAMP)
+	@PYTHON=$(abspath $(PY)) infra/image/build.sh
+
+# The image's tests (tests/deploy/, skipped by `make test`): they build it, run its API, a
+# dispatcher and a sweeper (and compose.yaml) against the stores of `make up`, and deliver.
+test-deploy: install
+	@infra/install.sh containers
+	@infra/up.sh
+	@DEPLOY_TESTS=1 DEPLOY_BUILD_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider \
+		tests/deploy $(PYTEST_ARGS)
 
 clean-data: down
 	@infra/reset-data.sh

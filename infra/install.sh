@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install what the local services need, skipping whatever is already installed.
-#   infra/install.sh [cassandra|localstack|redis|chromium|prometheus|all]...   (default: all)
+#   infra/install.sh [cassandra|localstack|redis|chromium|prometheus|containers|all]...
+#   (default: all)
 # cassandra:  Maven resolves cassandra-all + dependencies into .cache/cassandra/lib
 # localstack: a virtualenv .cache/localstack-venv from localstack/requirements.txt
 # redis:      Debian's redis-server package (apt-get), only if redis-server is missing
@@ -8,6 +9,8 @@
 #             for the browser test, not a service: only when named (`all` means the services)
 # prometheus: Debian's prometheus package (apt-get), only if /usr/bin/promtool is missing; a
 #             tool for the alert rules' tests (promtool), never started; only when named
+# containers: Debian's podman, buildah, runc, mmdebstrap (apt-get) and podman-compose (pip, in
+#             .cache/podman-compose-venv), for `make image` / `make test-deploy`; a tool
 # Several components install in parallel (the apt-get ones take turns: apt_install in lib.sh).
 set -euo pipefail
 source "$(dirname -- "${BASH_SOURCE[0]}")/lib.sh"

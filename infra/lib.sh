@@ -23,8 +23,9 @@ export INFRA_DIR REPO_ROOT CACHE_DIR VAR_DIR RUN_DIR LOG_DIR
 ALL_SERVICES=(redis cassandra localstack)
 # Tools: installed by infra/install.sh when named (never started, stopped or reported by
 # status): chromium for the ops console's browser test, prometheus for promtool (the alert
-# rules' tests); `make test` asks for both.
-ALL_TOOLS=(chromium prometheus)
+# rules' tests); `make test` asks for both. containers: podman, buildah, runc, mmdebstrap
+# (`make image` and `make test-deploy` ask for it).
+ALL_TOOLS=(chromium prometheus containers)
 
 # --- messages (stderr, so stdout stays clean for callers that capture it) -----------------------
 
