@@ -168,6 +168,7 @@ image: $(STAMP)
 test-deploy: install
 	@infra/install.sh containers
 	@infra/up.sh
+	@PYTHON=$(abspath $(PY)) infra/image/build.sh
 	@DEPLOY_TESTS=1 DEPLOY_BUILD_PYTHON=$(abspath $(PY)) $(PY) -m pytest -p no:cacheprovider \
 		tests/deploy $(PYTEST_ARGS)
 

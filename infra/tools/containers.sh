@@ -16,6 +16,8 @@ containers_installed() {
     for c in "${CONTAINERS_COMMANDS[@]}"; do
         command -v "$c" >/dev/null 2>&1 || return 1
     done
+    # podman kube play's pod infra container is built around catatonit (no pause image here)
+    command -v catatonit >/dev/null 2>&1 || [[ -x /usr/libexec/podman/catatonit ]] || return 1
     [[ -x "$PODMAN_COMPOSE" ]]
 }
 
@@ -29,7 +31,7 @@ containers_install() {
     done
     if ((missing)); then
         log "containers: installing Debian packages podman buildah runc mmdebstrap (apt-get)"
-        apt_install containers podman buildah runc mmdebstrap uidmap fuse-overlayfs slirp4netns
+        apt_install containers podman buildah runc mmdebstrap uidmap fuse-overlayfs slirp4netns catatonit
     fi
     if [[ ! -x "$PODMAN_COMPOSE" ]]; then
         log "containers: installing $PODMAN_COMPOSE_REQUIREMENT into .cache/podman-compose-venv (pip)"

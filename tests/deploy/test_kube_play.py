@@ -83,7 +83,9 @@ def _skip_reason() -> str | None:
     return None
 
 
-pytestmark = pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))
+# A deploy test (``make test-deploy``, which builds the image first): ``make test`` skips it.
+pytestmark = [pytest.mark.deploy,
+              pytest.mark.skipif(_skip_reason() is not None, reason=str(_skip_reason()))]
 
 
 class Receiver:
