@@ -1,15 +1,15 @@
 #!/opt/trigger-service/venv/bin/python
 """The image's HEALTHCHECK: exit 0 when the API answers GET /healthz with 200.
 
-The URL is TRIGGER_HEALTHCHECK_URL, else http://127.0.0.1:$TRIGGER_API_PORT/healthz (the API
+The URL is HEALTHCHECK_URL, else http://127.0.0.1:$TRIGGER_API_PORT/healthz (the API
 listens on TRIGGER_API_HOST, 127.0.0.1 unless set; with another address set
-TRIGGER_HEALTHCHECK_URL to one it answers on)."""
+HEALTHCHECK_URL to one it answers on)."""
 
 import os
 import sys
 import urllib.request
 
-url = os.environ.get("TRIGGER_HEALTHCHECK_URL") or (
+url = os.environ.get("HEALTHCHECK_URL") or (
     f"http://127.0.0.1:{os.environ.get('TRIGGER_API_PORT', '8080')}/healthz")
 try:
     with urllib.request.urlopen(url, timeout=2) as resp:

@@ -194,10 +194,10 @@ async def test_compose_runs_the_service(image: str, files: tuple[Path, Path, int
     project = f"deploy-smoke-{os.getpid()}"
     store = Store(keyspace="triggers_deploy_compose", queue="deploy-compose", redis_db=10)
     env = {**podman_env(), **store.env(),
-           "TRIGGER_IMAGE": image, "TRIGGER_CALLERS_FILE_HOST": str(callers),
-           "TRIGGER_KEY_FILE_HOST": str(keys), "TRIGGER_API_PORT": str(COMPOSE_API_PORT),
-           "TRIGGER_DISPATCH_METRICS_PORT": "19102", "TRIGGER_SWEEP_METRICS_PORT_1": "19112",
-           "TRIGGER_SWEEP_METRICS_PORT_2": "19113"}
+           "SERVICE_IMAGE": image, "CALLERS_FILE_ON_HOST": str(callers),
+           "KEY_FILE_ON_HOST": str(keys), "TRIGGER_API_PORT": str(COMPOSE_API_PORT),
+           "TRIGGER_DISPATCH_METRICS_PORT": "19102", "SWEEPER_1_METRICS_PORT": "19112",
+           "SWEEPER_2_METRICS_PORT": "19113"}
     compose = [str(PODMAN_COMPOSE), "-p", project, "-f", str(ROOT / "compose.yaml")]
     try:
         run([*compose, "up", "-d"], env=env, timeout=300)
