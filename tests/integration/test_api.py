@@ -40,7 +40,7 @@ async def test_register_get_and_list(stack: Stack) -> None:
                         "cron", "dstPolicy", "exdates", "catchUp", "nextFireAt", "occurrencesFired",
                         "snoozedFrom", "channels", "acknowledged", "jitterSeconds", "scheduledAt",
                         "tags", "labels", "recipient", "resolvedTimeZone", "expiresAt",
-                        "maxLatenessSeconds", "flowControl"}
+                        "maxLatenessSeconds", "flowControl", "priority"}
 
 
 async def test_fire_at_with_offset_is_stored_in_utc(stack: Stack) -> None:
