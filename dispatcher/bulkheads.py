@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import AsyncIterator
 
 from dispatcher.fair_share import DrainPace
@@ -28,6 +29,15 @@ from trigger_service.core.model import Priority
 from trigger_service.core.ports import Clock
 
 HIGH_FIRST_MAX_MS = 1_000
+
+
+@dataclasses.dataclass
+class _HighSends:
+    """A caller's high-priority sends waiting for a place or being sent; ``idle`` is set
+    when the last one is over."""
+
+    count: int = 0
+    idle: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
 
 
 class Bulkheads:
@@ -41,9 +51,8 @@ class Bulkheads:
         self._sems: dict[str, RankedSlots] = {}
         self._waiting: dict[str, int] = {}
         self._waiting_total = 0  # the sum of ``_waiting`` (asked on every message)
-        # caller -> its high-priority sends waiting or being sent, and an event set when
-        # there are none (only callers with some are here).
-        self._high: dict[str, tuple[list[int], asyncio.Event]] = {}
+        # caller -> its high-priority sends waiting or being sent (only callers with some).
+        self._high: dict[str, _HighSends] = {}
 
     def of(self, caller: str) -> RankedSlots:
         """The caller's places, sized when first used."""
@@ -79,41 +88,30 @@ class Bulkheads:
         the block."""
         sem = self.of(caller)
         high = rank == Priority.HIGH.rank
-        self._waiting[caller] = self._waiting.get(caller, 0) + 1
-        self._waiting_total += 1
-        if high:
-            self._high_begins(caller)
+        if high:  # counted from now until its send is over: the caller's others wait
+            sends = self._high.setdefault(caller, _HighSends())
+            sends.count += 1
         try:
-            if not high:
-                await self._after_high(caller)
-            await sem.acquire(rank)
-        except BaseException:
-            if high:
-                self._high_ends(caller)
-            raise
+            self._waiting[caller] = self._waiting.get(caller, 0) + 1
+            self._waiting_total += 1
+            try:
+                if not high:
+                    await self._after_high(caller)
+                await sem.acquire(rank)
+            finally:
+                self._waiting[caller] -= 1
+                self._waiting_total -= 1
+            self.pace.started(caller, self._clock.now_ms())
+            try:
+                yield
+            finally:
+                sem.release()
         finally:
-            self._waiting[caller] -= 1
-            self._waiting_total -= 1
-        self.pace.started(caller, self._clock.now_ms())
-        try:
-            yield
-        finally:
-            sem.release()
             if high:
-                self._high_ends(caller)
-
-    def _high_begins(self, caller: str) -> None:
-        entry = self._high.get(caller)
-        if entry is None:
-            entry = self._high[caller] = ([0], asyncio.Event())
-        entry[0][0] += 1
-
-    def _high_ends(self, caller: str) -> None:
-        count, idle = self._high[caller]
-        count[0] -= 1
-        if not count[0]:
-            del self._high[caller]
-            idle.set()
+                sends.count -= 1
+                if not sends.count:
+                    del self._high[caller]
+                    sends.idle.set()
 
     async def _after_high(self, caller: str) -> None:
         """Until none of ``caller``'s high-priority sends is waiting or being sent, at most
@@ -121,7 +119,7 @@ class Bulkheads:
         entry = self._high.get(caller)
         if entry is None:
             return
-        idle = asyncio.ensure_future(entry[1].wait())
+        idle = asyncio.ensure_future(entry.idle.wait())
         limit = asyncio.ensure_future(self._clock.sleep_ms(HIGH_FIRST_MAX_MS))
         try:
             await asyncio.wait([idle, limit], return_when=asyncio.FIRST_COMPLETED)
