@@ -24,7 +24,7 @@ from bench.chaos import report
 from bench.chaos.config import ROOT, SHORT_ENV, TIER_ENV, VAR, RunConfig, process_env
 from bench.chaos.faults import KINDS, Injector, Watcher, schedule
 from bench.chaos.load import Registrar
-from bench.chaos.receiver import ReceiverProcess
+from bench.chaos.receiver import Delivery, ReceiverProcess
 from bench.chaos.stack import APPS, SUPERVISOR_LOG, Stack, now_ms
 
 SHORT = {"triggers": 500, "register_s": 10.0, "spread_s": 30.0, "fault_every_s": 6.0,
@@ -104,6 +104,25 @@ async def service_stats(cfg: RunConfig, token: str) -> dict[str, Any]:
         return {"error": str(e)}
 
 
+async def histories(cfg: RunConfig, token: str, deliveries: list[Delivery]
+                    ) -> dict[str, list[dict[str, Any]]]:
+    """The attempt history of each trigger that arrived more than once (newest first; an
+    error in place of one that could not be read): what tells a retry after an unanswered
+    attempt from a claim that sent twice."""
+    twice = [t for t, ds in report.deliveries_by_id(deliveries).items() if len(ds) > 1]
+    out: dict[str, list[dict[str, Any]]] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as s:
+        for t in twice[:report.SAMPLES * 5]:
+            try:
+                async with s.get(f"{cfg.api_url}/v1/triggers/{t}/attempts",
+                                 headers={"Authorization": f"Bearer {token}"}) as resp:
+                    body = await resp.json()
+                    out[t] = body.get("items", []) if resp.status == 200 else [body]
+            except (aiohttp.ClientError, TimeoutError, ValueError) as e:
+                out[t] = [{"error": str(e)}]
+    return out
+
+
 async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, Any]:
     load_start = os.getloadavg()
     receiver = ReceiverProcess(cfg.receiver_port)
@@ -133,13 +152,14 @@ async def run(cfg: RunConfig, stack: Stack, token: str, ring: int) -> dict[str, 
         await wait_delivered(receiver, registrar, cfg.settle_s)
         stats = await service_stats(cfg, token + "-viewer")  # every counter (ops viewer)
         deliveries = await receiver.deliveries()
+        seen_twice = await histories(cfg, token, deliveries)
     finally:
         stop.set()
         await watch
         receiver.stop()
     strays = stack.strays()
     data = report.RunData(t0, registrar.results, deliveries, faults,
-                          float(TIER_ENV["TRIGGER_DIRECT_MAX_DELAY_S"]))
+                          float(TIER_ENV["TRIGGER_DIRECT_MAX_DELAY_S"]), seen_twice)
     extra = {"when": cfg.stamp, "short": cfg.short, "cassandra_nodes": ring,
              "config": {"triggers": cfg.triggers, "register_s": cfg.register_s,
                         "fire_after_s": [cfg.min_delay_s, cfg.min_delay_s + cfg.spread_s],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,8 @@ MAX_DUPLICATE_PCT = 0.1
 # run's own load on a 2-core machine has been seen to take over 2 s.
 KILL_WINDOW_MS = 5_000
 SAMPLES = 20
+# Outcomes of an attempt after which the occurrence is sent again (or given up on).
+_NOT_DELIVERED = frozenset({"retry", "failed", "dead_lettered"})
 
 
 @dataclass
@@ -31,6 +33,9 @@ class RunData:
     deliveries: list[Delivery]
     faults: list[Fault]
     direct_max_delay_s: float
+    # The attempt history (``GET /v1/triggers/{id}/attempts`` items) of each trigger that
+    # arrived more than once, read before the run's processes stopped.
+    histories: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def pct(values: list[int], p: float) -> float | None:
@@ -49,6 +54,20 @@ def deliveries_by_id(deliveries: list[Delivery]) -> dict[str, list[Delivery]]:
     return by_id
 
 
+def forced_by_unanswered_attempts(arrived: list[int], history: list[dict[str, Any]]) -> bool:
+    """Whether the arrivals of one occurrence (their attempt numbers, in arrival order) are
+    at-least-once at work: each attempt number arrived once, and every attempt that was
+    followed by another is in the dispatcher's history as not delivered with no answer (a
+    timeout or a broken connection: the receiver got the request, the answer never reached
+    the dispatcher, so it was sent again). Two arrivals of one attempt (one claim sending
+    twice) or a later attempt with no such record (a claim taken over) are not."""
+    if len(set(arrived)) != len(arrived):
+        return False
+    recorded = {(a.get("attempt"), a.get("outcome"), a.get("statusCode")) for a in history}
+    return all(any((k, outcome, None) in recorded for outcome in _NOT_DELIVERED)
+               for k in sorted(arrived)[:-1])
+
+
 def trigger_counts(data: RunData) -> dict[str, Any]:
     """Registered, delivered, lost, duplicates, early, lag, keys with two triggers."""
     fire_at = {t: r.fire_at_ms for r in data.results for t in r.trigger_ids
@@ -60,8 +79,12 @@ def trigger_counts(data: RunData) -> dict[str, Any]:
     dup = sum(len(by_id[t]) - 1 for t in first)
     kills = [f.injected_ms for f in data.faults
              if f.kind == "kill_dispatcher" and f.status == "injected"]
-    unexplained = sorted(t for t in first if len(by_id[t]) > 1 and not any(
-        k - KILL_WINDOW_MS <= first[t] <= k for k in kills))
+    twice = sorted(t for t in first if len(by_id[t]) > 1)
+    at_kill = {t for t in twice if any(k - KILL_WINDOW_MS <= first[t] <= k for k in kills)}
+    unanswered = {t for t in twice if forced_by_unanswered_attempts(
+        [d.attempt for d in sorted(by_id[t], key=lambda d: d.at_ms)],
+        data.histories.get(t, []))}
+    unexplained = [t for t in twice if t not in at_kill | unanswered]
     early = sorted(t for t, lag in lags.items() if lag < 0)
     ids_by_key: dict[str, set[str]] = defaultdict(set)
     for r in data.results:
@@ -79,10 +102,16 @@ def trigger_counts(data: RunData) -> dict[str, Any]:
         "lost_ids": lost[:SAMPLES],
         "duplicates": dup,
         "duplicates_pct": round(100 * dup / registered, 3) if registered else 0.0,
-        "duplicate_ids": sorted(t for t in first if len(by_id[t]) > 1)[:SAMPLES],
-        # duplicates whose first delivery was not just before a dispatcher kill
+        "duplicate_ids": twice[:SAMPLES],
+        "duplicates_at_a_kill": len(at_kill),
+        # sent again after an attempt whose answer never came back (a callback timeout)
+        "duplicates_after_unanswered_attempts": len(unanswered - at_kill),
+        # neither: one claim sending twice, or a live claim taken over
         "duplicates_unexplained": len(unexplained),
-        "duplicates_unexplained_ids": unexplained[:SAMPLES],
+        "duplicates_unexplained_samples": [
+            {"id": t, "fire_at_ms": fire_at[t],
+             "arrivals": [[d.at_ms - fire_at[t], d.attempt] for d in by_id[t]],
+             "history": data.histories.get(t, [])} for t in unexplained[:SAMPLES]],
         "early": len(early),
         "early_samples": [{"id": t, "lag_ms": lags[t]} for t in early[:SAMPLES]],
         "lag_ms": {"p50": pct(lag_values, 0.5), "p99": pct(lag_values, 0.99),
@@ -201,7 +230,9 @@ def render(report: dict[str, Any]) -> str:
         f"~{reg['direct_route_approx']} DIRECT, ~{reg['sweep_route_approx']} SWEEP)",
         f"delivered  {t['delivered']}   lost {t['lost']}   early {t['early']}   "
         f"duplicates {t['duplicates']} ({t['duplicates_pct']} %, "
-        f"{t['duplicates_unexplained']} not at a dispatcher kill)   "
+        f"{t['duplicates_at_a_kill']} at a dispatcher kill, "
+        f"{t['duplicates_after_unanswered_attempts']} after an unanswered attempt, "
+        f"{t['duplicates_unexplained']} neither)   "
         f"keys with >1 trigger {t['keys_with_several_triggers']}",
         f"lag ms     p50 {lag['p50']}   p99 {lag['p99']}   max {lag['max']}   "
         f"(> 30 s: {t['late_over_30s']})",
@@ -215,6 +246,9 @@ def render(report: dict[str, Any]) -> str:
               f"{report['load_average_1m']['end']} at the end (2 cores)",
               "back s = until the process/service answered again; heal s = the largest lag "
               "of the triggers due within 10 s after the fault"]
+    for d in t["duplicates_unexplained_samples"]:
+        lines.append(f"duplicate {d['id']}: arrivals [lag ms, attempt] {d['arrivals']}; "
+                     f"history {json.dumps(d['history'])}")
     lines.append("PASSED: every target met" if report["passed"]
                  else "FAILED: " + "; ".join(report["misses"]))
     return "\n".join(lines)

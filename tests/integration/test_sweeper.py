@@ -15,6 +15,7 @@ from dataclasses import replace
 
 import pytest
 
+from bench.chaos.report import forced_by_unanswered_attempts
 from reconciler.reconciler import Reconciler
 from tests.integration.conftest import Stack
 from tests.integration.helpers import lease_owners
@@ -75,14 +76,24 @@ async def assert_delivered_once_on_time(
     stack: Stack, ids: dict[str, int], timeout_s: float = 30, settle_s: float = 1
 ) -> None:
     """Every trigger arrives, then (after ``settle_s`` for late duplicates) exactly once and
-    never before its fire time."""
+    never before its fire time. The one exception is at-least-once at work: an attempt the
+    receiver got but whose answer never reached the dispatcher (the receiver shares the
+    test's event loop: on a loaded machine it can answer after the callback timeout) is in
+    the attempt history as not delivered without a status, and is sent again as the next
+    attempt (``forced_by_unanswered_attempts``). Two arrivals of one attempt, or a second
+    attempt without that record, fail."""
     rec = stack.receiver
     assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), timeout_s)
     await asyncio.sleep(settle_s)
     for tid, fire_at in ids.items():
         got = stack.receiver.for_trigger(tid)
-        assert len(got) == 1, (tid, len(got))
         assert got[0].at_ms >= fire_at, "delivered early"
+        if len(got) > 1:
+            resp = await stack.client.get(f"/v1/triggers/{tid}/attempts", headers=stack.auth())
+            history = (await resp.json())["items"]
+            arrived = [(a.attempt, a.at_ms - fire_at) for a in got]
+            assert forced_by_unanswered_attempts([k for k, _ in arrived], history), (
+                tid, "arrivals (attempt, lag ms)", arrived, "history", history)
 
 
 async def paths(stack: Stack, ids: dict[str, int]) -> set[Route]:
@@ -206,15 +217,8 @@ async def test_leader_sigkill_under_load_fails_over_and_loses_nothing(stack: Sta
         await asyncio.sleep(1)
         procs[0].send_signal(signal.SIGKILL)
         await procs[0].wait()
-        rec = stack.receiver
-        assert await rec.wait_for(lambda: all(rec.for_trigger(t) for t in ids), 60)
-        await asyncio.sleep(2)
-        for tid, fire_at in ids.items():
-            got = rec.for_trigger(tid)
-            assert got and got[0].at_ms >= fire_at
-        # At-least-once: a duplicate delivery would be counted by the dispatcher; duplicate
-        # SQS messages (re-promotion after failover) are absorbed by the claim LWT.
-        assert sum(len(rec.for_trigger(t)) for t in ids) == len(ids)
+        # Duplicate SQS messages (re-promotion after failover) are absorbed by the claim LWT.
+        await assert_delivered_once_on_time(stack, ids, timeout_s=60, settle_s=2)
 
 
 async def test_sweeper_sigkilled_with_a_hot_bucket_pending_loses_nothing(

@@ -56,6 +56,38 @@ def test_a_key_delivered_under_a_second_trigger_id_is_counted() -> None:
     assert got["unknown_deliveries"] == 1
 
 
+def attempt(k: int, outcome: str, status: int | None = None) -> dict[str, object]:
+    return {"attempt": k, "outcome": outcome, "statusCode": status, "error": "timeout after 10s"}
+
+
+def test_a_retry_after_an_unanswered_attempt_is_explained_and_nothing_else_is() -> None:
+    forced = report.forced_by_unanswered_attempts
+    assert forced([1, 2], [attempt(2, "delivered", 200), attempt(1, "retry")])
+    assert forced([2, 1], [attempt(2, "delivered", 200), attempt(1, "retry")])
+    assert not forced([1, 1], [attempt(1, "delivered", 200)])  # one claim sent twice
+    assert not forced([1, 2], [attempt(2, "delivered", 200)])  # a claim taken over
+    assert not forced([1, 2], [attempt(1, "retry", 500), attempt(2, "delivered", 200)])
+    assert not forced([1, 2], [])
+
+
+def test_duplicates_are_split_by_what_explains_them() -> None:
+    results = [key(0, "t0", 10_000), *(key(i, f"t{i}", 2_000) for i in (1, 2, 3))]
+    kill = Fault("kill_dispatcher", 9, injected_ms=12_000, status="injected")
+    twice = [delivery("t0", 10_000), *(delivery(f"t{i}", 2_000 + i) for i in (1, 2, 3)),
+             Delivery("t0", 11_000, 2, None, "t0", None),  # first one 2 s before the kill
+             Delivery("t1", 4_000, 2, None, "t1", None),  # its attempt 1 timed out
+             Delivery("t2", 6_002, 1, None, "t2", None)]  # attempt 1 twice: sent twice
+    run = report.RunData(0, results, twice, [kill], 20, histories={
+        "t1": [attempt(2, "delivered", 200), attempt(1, "retry")],
+        "t2": [attempt(1, "delivered", 200)]})
+    got = report.trigger_counts(run)
+    assert (got["duplicates"], got["duplicates_at_a_kill"],
+            got["duplicates_after_unanswered_attempts"], got["duplicates_unexplained"]) == (
+        3, 1, 1, 1)
+    assert got["duplicates_unexplained_samples"][0]["id"] == "t2"
+    assert got["duplicates_unexplained_samples"][0]["arrivals"] == [[2, 1], [4_002, 1]]
+
+
 def test_targets() -> None:
     results = [key(i, f"t{i}", 10_000) for i in range(1000)]
     ok = report.build(data(results, [delivery(f"t{i}", 10_000 + i) for i in range(1000)]), {})
