@@ -153,6 +153,7 @@ class FanOut:
         now_ms = self._clock.now_ms()
         states = _states_of(claimed, profile)
         row = replace(claimed, channel_states=states)
+        await self._history_of_skipped(claimed, row, now_ms)
         due = [i for i, s in enumerate(states)
                if not s.status.done and s.due_at_ms <= now_ms]
         lock = asyncio.Lock()
@@ -267,11 +268,33 @@ class FanOut:
                           channel=WEBHOOK if s.type == HTTP else s.type,
                           number=attempt_number(row.occurrence_seq, sends, kept))
         self._metrics.inc("channel_sends_total", type=s.type, outcome=s.status.value.lower())
+        await self._record(history)
+
+    async def _history_of_skipped(self, claimed: Trigger, row: Trigger, now_ms: int) -> None:
+        """A line in the history for each channel of ``row`` skipped by this claim (the
+        occurrence was acknowledged before it was sent; ``claimed``'s states are as
+        stored), numbered after the occurrence's sends: none follows an acknowledgement."""
+        before = claimed.channel_states
+        skipped = [i for i, s in enumerate(row.channel_states)
+                   if s.status is ChannelStatus.SKIPPED
+                   and (i >= len(before) or before[i].status is not ChannelStatus.SKIPPED)]
+        sends = sum(c.attempts for c in row.channel_states)
+        for k, i in enumerate(skipped, start=1):
+            s = row.channel_states[i]
+            await self._record(Attempt(
+                row.trigger_id, row.occurrence_id, s.attempts + 1, now_ms, 0, None,
+                f"{s.type}: not sent, the occurrence was acknowledged", s.type,
+                self._finishing.name, outcome=AttemptOutcome.SKIPPED,
+                channel=WEBHOOK if s.type == HTTP else s.type,
+                number=attempt_number(row.occurrence_seq, sends + k, self._s.attempts_kept)))
+
+    async def _record(self, history: Attempt) -> None:
         try:
-            await self._store.record_attempt(history, ttl_s=self._s.retention_s, kept=kept)
+            await self._store.record_attempt(history, ttl_s=self._s.retention_s,
+                                             kept=self._s.attempts_kept)
         except AdapterError as e:
             self._metrics.inc("attempt_record_failures_total")
-            log.warning("attempt_not_recorded", trigger_id=row.trigger_id, error=str(e))
+            log.warning("attempt_not_recorded", trigger_id=history.trigger_id, error=str(e))
 
     async def _finish_occurrence(self, m: ReceivedMessage, current: Trigger,
                                  stored: Trigger) -> NextAttempt | None:

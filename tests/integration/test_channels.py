@@ -192,6 +192,11 @@ async def test_escalation_acknowledged_after_step_one_never_sends_step_two(
     got = await view(stack, tid)
     assert [c["status"] for c in got["channels"]] == ["DELIVERED", "SKIPPED"]
     assert providers.sms.requests == [] and got["acknowledged"] is True
+    resp = await stack.client.get(f"/v1/triggers/{tid}/attempts", headers=stack.auth())
+    items = (await resp.json())["items"]  # newest first: the skipped one after the push
+    assert [(a["channel"], a["outcome"]) for a in items] == [("sms", "skipped"),
+                                                            ("push", "delivered")], items
+    assert items[0]["error"] == "sms: not sent, the occurrence was acknowledged"
 
 
 async def test_escalation_not_acknowledged_sends_step_two_once(

@@ -129,6 +129,12 @@ async def test_escalation_acknowledged_after_step_one_skips_step_two(env: Env) -
     row = env.row(t)
     assert env.notifiers.kinds() == ["push"]
     assert row.status is Status.FIRED and statuses(row) == ["DELIVERED", "SKIPPED"]
+    # The history says so: push sent, sms skipped (after it, with its own number).
+    ring = env.store.recent_rings[t.trigger_id]
+    kept = [ring[slot] for slot in sorted(ring)]
+    assert [(a.channel, a.outcome, a.attempt) for a in kept] == [
+        ("push", AttemptOutcome.DELIVERED, 1), ("sms", AttemptOutcome.SKIPPED, 1)]
+    assert kept[1].error == "sms: not sent, the occurrence was acknowledged"
 
 
 async def test_a_dispatcher_dying_between_two_channels_resends_only_the_other(env: Env) -> None:
