@@ -435,9 +435,20 @@ class TriggerService:
             raise NotEditable(f"trigger {current.trigger_id} changed meanwhile; read it and "
                               "try again", status=current.status.value)
         log.info("trigger_edited", trigger_id=new.trigger_id, caller=new.caller, retime=retime)
-        if moved and new.route is Route.DIRECT and new.status is Status.PENDING:
-            self._sends.start(new)  # the old message is dropped as stale
+        if new.status is Status.PENDING and (
+                (moved and new.route is Route.DIRECT)
+                or (new.priority is not current.priority and self._queued(new, now_ms))):
+            # Moved: the old message is dropped as stale. A new priority: the message is
+            # sent again to its lane (``core.lanes``); the old copy meets the claim (or the
+            # FIRED row) and is dropped.
+            self._sends.start(new)
         return new
+
+    def _queued(self, t: Trigger, now_ms: int) -> bool:
+        """Whether ``t``'s message may be on SQS already: sent at creation (the direct
+        route), or promoted by a sweeper (due within the direct limit)."""
+        return (t.route is Route.DIRECT
+                or t.fire_at_ms - now_ms <= self._s.direct_max_delay_s * 1000)
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None, flt: TriggerFilter | None = None

@@ -118,3 +118,27 @@ async def test_a_preview_refuses_what_create_refuses(api: Api) -> None:
     resp = await api.client.post("/v1/triggers/preview",
                                  json={"delaySeconds": 60, "priority": "high"}, headers=AUTH)
     assert resp.status == 200
+
+
+async def test_a_new_priority_sends_the_queued_message_again_to_its_lane(api: Api) -> None:
+    tid = await api.created_id(delaySeconds=60)  # direct: its message is on the queue
+    assert [(m.trigger_id, m.priority) for m in api.env.queue.sent] == [(tid, Priority.NORMAL)]
+    resp = await api.client.patch(f"/v1/triggers/{tid}", json={"priority": "high"},
+                                  headers=AUTH)
+    assert resp.status == 200
+    await api.env.service.drain()
+    assert [(m.trigger_id, m.priority) for m in api.env.queue.sent] == [
+        (tid, Priority.NORMAL), (tid, Priority.HIGH)]
+    resp = await api.client.patch(f"/v1/triggers/{tid}", json={"payload": {"x": 1}},
+                                  headers=AUTH)
+    await api.env.service.drain()
+    assert len(api.env.queue.sent) == 2  # the priority is unchanged: nothing is sent
+
+
+async def test_a_new_priority_of_a_far_trigger_waits_for_the_sweeper(api: Api) -> None:
+    tid = await api.created_id(delaySeconds=3 * 3600)
+    resp = await api.client.patch(f"/v1/triggers/{tid}", json={"priority": "high"},
+                                  headers=AUTH)
+    assert resp.status == 200
+    await api.env.service.drain()
+    assert api.env.queue.sent == []  # the sweeper sends it, to the high lane, when due
