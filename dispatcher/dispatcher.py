@@ -81,6 +81,9 @@ log = structlog.get_logger("dispatcher")
 # in memory; with an enqueue lead this long or longer, the lead and a second (``hold_max_ms``).
 _HOLD_MAX_MS = 20_000
 _CAS_ROUNDS = 4
+# How often a watched claim's claimer is asked about again (``Succession.proven_dead``: a
+# Redis read at most once a second per claimer, however many of its claims are watched).
+WATCH_STEP_MS = 1_000
 _FULL_BACKOFF_MS = 50
 _RECEIVE_ERROR_BACKOFF_MS = 1000
 # A message counted in hand: the shares it is counted in, and what they answered.
@@ -397,7 +400,13 @@ class Dispatcher:
             return None
         until_ms = self._clock.now_ms() + watch_ms
         hidden_until_ms = await self._visibility.keep_hidden(m, hidden_until_ms, until_ms)
-        await self._clock.sleep_until_ms(until_ms)
+        # Asked again while watching: a death declared meanwhile (the successor's first
+        # declaration, or its next one after a Redis flush lost the record) ends the watch
+        # within a step, not a lease later.
+        while (now_ms := self._clock.now_ms()) < until_ms:
+            await self._clock.sleep_until_ms(min(until_ms, now_ms + WATCH_STEP_MS))
+            if not await self.delivery.watch_ms(t):
+                break
         return await self._store.get(m.trigger_id), hidden_until_ms
 
     async def _drop(self, m: ReceivedMessage, t: Trigger | None) -> None:

@@ -31,6 +31,7 @@ import random
 import re
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -49,6 +50,9 @@ DECLARE_FOR_S = 600
 DEATH_TTL_S = DECLARE_FOR_S + 300
 # Incarnations found dead, remembered (a herd of one dead dispatcher's claims: one read).
 _MAX_KNOWN_DEAD = 1_000
+# An incarnation found alive (not declared dead) is not asked about again for this long: a
+# herd of one claimer's watched claims costs a read a second, not one a claim a second.
+_ALIVE_FOR_MS = 1_000
 _INCARNATION = re.compile(r"[0-9a-f]{16}")
 
 
@@ -118,6 +122,7 @@ class Succession:
         self._clock = clock
         self._metrics = metrics
         self._known_dead: dict[str, None] = {}
+        self._alive_at: dict[str, int] = {}  # incarnation → when last found not declared
         self.slot: Slot | None = None
 
     def claim_id(self) -> str:
@@ -184,13 +189,26 @@ class Succession:
             return False
         if incarnation in self._known_dead:
             return True
+        now_ms = self._clock.monotonic_ms()
+        if now_ms - self._alive_at.get(incarnation, now_ms - _ALIVE_FOR_MS) < _ALIVE_FOR_MS:
+            return False
         try:
             dead = await self._deaths.is_dead(incarnation)
         except AdapterError as e:
             log.warning("dispatcher_death_read_failed", incarnation=incarnation, error=str(e))
             return False
         if dead:
-            if len(self._known_dead) >= _MAX_KNOWN_DEAD:
-                del self._known_dead[next(iter(self._known_dead))]
-            self._known_dead[incarnation] = None
+            _remember(self._known_dead, incarnation, None)
+            self._alive_at.pop(incarnation, None)
+        else:
+            _remember(self._alive_at, incarnation, now_ms)
         return dead
+
+
+def _remember(found: dict[str, Any], incarnation: str, value: Any) -> None:
+    """Keep ``incarnation`` in ``found`` as its newest entry, the oldest forgotten past
+    ``_MAX_KNOWN_DEAD`` entries."""
+    found.pop(incarnation, None)
+    if len(found) >= _MAX_KNOWN_DEAD:
+        del found[next(iter(found))]
+    found[incarnation] = value

@@ -16,7 +16,7 @@ import pytest
 
 from dispatcher.channels.webhook import WebhookChannel
 from dispatcher.delivery import Delivery, DispatchDeps
-from dispatcher.dispatcher import Dispatcher
+from dispatcher.dispatcher import WATCH_STEP_MS, Dispatcher
 from dispatcher.succession import Incarnation, Succession, incarnation_of
 from tests.unit.dispatcher.fakes import START_MS, Env, failed, settle
 from tests.unit.dispatcher.test_claim_ahead import SkewedClock, _cancel
@@ -296,12 +296,12 @@ async def test_a_slow_signing_secret_read_ends_the_send_unsent() -> None:
 
 
 # --- a claimer proved dead by its successor (dispatcher.succession) ---------------------------
-async def _dead_claimer_taken_over(declared: str | None
+async def _dead_claimer_taken_over(declared: str | None, declared_after_ms: int = 0
                                    ) -> tuple[Env, ClaimLog, int, str, Trigger]:
     """A (incarnation ``aaaa…``) claims and is killed; ``declared`` (an incarnation) is
-    declared dead; B, which proves deaths on the same records, handles the due-scan's copy
-    from the fire time on. Returns when B first saw the row (the true clock), A's claim id
-    and the trigger."""
+    declared dead, ``declared_after_ms`` after B first sees the row (0: before); B, which
+    proves deaths on the same records, handles the due-scan's copy from the fire time on.
+    Returns when B first saw the row (the true clock), A's claim id and the trigger."""
     env, queue, store = _world()
     queue.release = asyncio.Event()
     deaths = MemoryDispatcherDeaths(env.clock)
@@ -313,7 +313,7 @@ async def _dead_claimer_taken_over(declared: str | None
     task, _, a_claim = await _claimed_and_stalled(env, queue, a, t)
     task.cancel()  # killed
     await asyncio.gather(task, return_exceptions=True)
-    if declared is not None:
+    if declared is not None and not declared_after_ms:
         await deaths.declare(declared, ttl_s=600)
     b_life = Succession(deaths, env.clock, env.metrics, incarnation=Incarnation("b" * 16))
     b = Dispatcher(env.settings, env.store, env.queue, env.channel, env.callers, env.clock,
@@ -321,7 +321,15 @@ async def _dead_claimer_taken_over(declared: str | None
                    notifiers=env.notifiers)
     seen_from_ms = env.clock.now_ms()
     await env.enqueue(t)
+    if declared is not None and declared_after_ms:
+        async def declare_later() -> None:
+            await env.clock.sleep_until_ms(seen_from_ms + declared_after_ms)
+            await deaths.declare(declared, ttl_s=600)
+
+        later = asyncio.create_task(declare_later())
     await _b_until(env, b, t, t.fire_at_ms + 18_000)
+    if declared is not None and declared_after_ms:
+        await later
     return env, store, seen_from_ms, a_claim, t
 
 
@@ -333,6 +341,18 @@ async def test_a_claimer_proved_dead_is_taken_over_at_once() -> None:
     assert takeover.at_ms <= seen_from_ms + 200  # no lease watched first
     assert env.row(t).status is Status.FIRED and env.row(t).attempts == 2
     assert len(env.channel.calls) == 1
+    assert env.count("claim_takeovers_proved_dead_total") == 1
+
+
+async def test_a_claimer_declared_dead_while_watched_is_taken_over_within_a_step() -> None:
+    """Its successor's declaration comes while B watches the claim (the first one, or the
+    next after a Redis flush lost the record): B asks again as it watches, and takes the
+    claim over about a step after the declaration, not a lease later."""
+    env, store, seen_from_ms, _, t = await _dead_claimer_taken_over("a" * 16, 3_000)
+    [claim, takeover] = store.claims
+    assert claim.lease_ms is not None and claim.lease_ms > 5_000
+    assert seen_from_ms + 3_000 < takeover.at_ms <= seen_from_ms + 3_000 + WATCH_STEP_MS + 300
+    assert env.row(t).status is Status.FIRED and len(env.channel.calls) == 1
     assert env.count("claim_takeovers_proved_dead_total") == 1
 
 

@@ -127,3 +127,31 @@ async def test_without_a_slot_nothing_is_declared_and_stop_ends_the_wait(tmp_pat
     await asyncio.wait_for(task, 1)
     assert heir.slot is not None and not await deaths.is_dead(heir.slot.predecessor or "")
     heir.release()
+
+
+class CountingDeaths(MemoryDispatcherDeaths):
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self.reads = 0
+
+    async def is_dead(self, incarnation: str) -> bool:
+        self.reads += 1
+        return await super().is_dead(incarnation)
+
+
+async def test_a_claimer_found_alive_is_asked_about_again_a_second_later() -> None:
+    """Many watched claims of one claimer cost a read a second; a death declared meanwhile
+    is seen at the next one, and then without reads."""
+    clock = ManualClock()
+    deaths = CountingDeaths(clock)
+    watcher = Succession(deaths, clock, InMemoryMetrics())
+    claims = [f"{'a' * 16}.{i:016x}" for i in range(50)]
+    assert not any([await watcher.proven_dead(c) for c in claims])
+    assert deaths.reads == 1
+    await deaths.declare("a" * 16, ttl_s=600)
+    clock.advance_ms(999)
+    assert not await watcher.proven_dead(claims[0]) and deaths.reads == 1
+    clock.advance_ms(1)
+    assert all([await watcher.proven_dead(c) for c in claims])
+    assert deaths.reads == 2
+    assert not await watcher.proven_dead(f"{'b' * 16}.{0:016x}") and deaths.reads == 3
