@@ -265,7 +265,7 @@ class FanOut:
                           truncate(f"{s.type}: {o.provider_message_id}")
                           if o.provider_message_id else s.type, self._finishing.name,
                           outcome=_OUTCOMES[s.status],
-                          channel=WEBHOOK if s.type == HTTP else s.type,
+                          channel=_channel_name(s),
                           number=attempt_number(row.occurrence_seq, sends, kept))
         self._metrics.inc("channel_sends_total", type=s.type, outcome=s.status.value.lower())
         await self._record(history)
@@ -285,7 +285,7 @@ class FanOut:
                 row.trigger_id, row.occurrence_id, s.attempts + 1, now_ms, 0, None,
                 f"{s.type}: not sent, the occurrence was acknowledged", s.type,
                 self._finishing.name, outcome=AttemptOutcome.SKIPPED,
-                channel=WEBHOOK if s.type == HTTP else s.type,
+                channel=_channel_name(s),
                 number=attempt_number(row.occurrence_seq, sends + k, self._s.attempts_kept)))
 
     async def _record(self, history: Attempt) -> None:
@@ -329,6 +329,11 @@ class FanOut:
 
 
 __all__ = ["BUDGET_EXHAUSTED", "HTTP", "UNCONFIGURED", "FanOut", "Notifiers"]
+
+
+def _channel_name(s: ChannelState) -> str:
+    """A channel's name in the attempt history (``webhook`` for the callback URL)."""
+    return WEBHOOK if s.type == HTTP else s.type
 
 
 def _states_of(claimed: Trigger, profile: RecipientProfile | None) -> tuple[ChannelState, ...]:

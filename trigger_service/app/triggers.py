@@ -447,8 +447,8 @@ class TriggerService:
     def _queued(self, t: Trigger, now_ms: int) -> bool:
         """Whether ``t``'s message may be on SQS already: sent at creation (the direct
         route), or promoted by a sweeper (due within the direct limit)."""
-        return (t.route is Route.DIRECT
-                or t.fire_at_ms - now_ms <= self._s.direct_max_delay_s * 1000)
+        return Route.DIRECT in (t.route, route_for(t.fire_at_ms, now_ms,
+                                                   self._s.direct_max_delay_s))
 
     async def list_triggers(self, caller: str, *, status: Status | None, limit: int,
                             cursor: ListCursor | None, flt: TriggerFilter | None = None
