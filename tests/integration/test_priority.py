@@ -16,6 +16,14 @@ from trigger_service.core.model import Priority as StoredPriority
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture
+def extra_env() -> dict[str, str]:
+    # As in production: messages are visible (and held) well ahead of their due time. With
+    # the tests' 1 s lead the high lane's messages raced the herd's to the dispatcher, and on
+    # a loaded machine the first bulkhead-full of the herd had started before they came.
+    return {"TRIGGER_SQS_ENQUEUE_LEAD_S": "5"}
+
+
 async def view(stack: Stack, trigger_id: str) -> dict[str, Any]:
     resp = await stack.client.get(f"/v1/triggers/{trigger_id}", headers=stack.auth())
     assert resp.status == 200
